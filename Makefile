@@ -1,0 +1,197 @@
+# wcache: build, run, test, bench, install.
+#
+#   make                 everything (CUDA parts only where a toolkit is found)
+#   make run             generate a small model, serve it, attach, stop
+#   make test [T=glob]   the test programs (T filters by name), then the summary
+#   make bench           the benchmark suite (bench/run)
+#   make fuzz            libFuzzer targets under ASan/UBSan (FUZZ_SECONDS each)
+#   make install PREFIX=/usr/local DESTDIR=
+#   make clean
+#
+# Knobs: V=1 (echo commands), SANITIZE=address,undefined, CUDA=0|1,
+# CUDA_HOME=/usr/local/cuda, WERROR=0.
+
+PREFIX    ?= /usr/local
+DESTDIR   ?=
+CUDA_HOME ?= /usr/local/cuda
+WERROR    ?= 1
+SANITIZE  ?=
+T         ?=
+FUZZ_SECONDS ?= 60
+CC        ?= cc
+
+ifeq ($(origin CUDA),undefined)
+CUDA := $(if $(wildcard $(CUDA_HOME)/include/cuda.h),1,0)
+endif
+
+comma := ,
+BUILD := build$(if $(SANITIZE),-$(subst $(comma),-,$(SANITIZE)))
+
+ifeq ($(V),1)
+Q :=
+say = @true
+else
+Q := @
+say = @printf '  %-7s %s\n' $(1) $(2)
+endif
+
+CFLAGS   ?= -O2 -g
+CFLAGS   += -std=gnu11 -fPIC -pthread -Wall -Wextra -Wshadow -Wno-unused-parameter \
+	    -Wstrict-prototypes -Wmissing-prototypes -fno-strict-aliasing
+CPPFLAGS += -D_GNU_SOURCE -I. -Ireactor -Iproto -Igpu -Itools/libwcache
+ifeq ($(WERROR),1)
+CFLAGS   += -Werror
+endif
+ifneq ($(SANITIZE),)
+CFLAGS   += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+LDFLAGS  += -fsanitize=$(SANITIZE)
+endif
+
+# liburing, jansson and xxHash are linked statically so that a binary built
+# here runs on a machine that lacks those packages (the GPU machine).
+STATIC_LIBS := -Wl,-Bstatic -luring -ljansson -lxxhash -Wl,-Bdynamic
+SYS_LIBS    := -lpthread -ldl -lrt -lm
+
+GPU_SRC := $(filter-out gpu/cuda%.c gpu/nocuda.c,$(wildcard gpu/*.c))
+ifeq ($(CUDA),1)
+GPU_SRC  += $(wildcard gpu/cuda*.c)
+CUDA_CPPFLAGS := -I$(CUDA_HOME)/include
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static
+else
+GPU_SRC  += $(wildcard gpu/nocuda.c)
+CUDA_LIBS :=
+endif
+
+REACTOR_SRC := $(wildcard reactor/*.c)
+PROTO_SRC   := $(wildcard proto/*.c)
+CLIENT_SRC  := $(wildcard tools/libwcache/*.c)
+TOOLS       := $(filter-out libwcache,$(notdir $(patsubst %/,%,$(wildcard tools/*/))))
+TEST_SRC    := $(wildcard test/$(T)*.c)
+TEST_SH     := $(filter-out test/run.sh test/lib.sh,$(wildcard test/$(T)*.sh))
+BENCH_SRC   := $(wildcard bench/*.c)
+
+obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
+
+LIB_REACTOR := $(BUILD)/lib/libwcreactor.a
+LIB_PROTO   := $(BUILD)/lib/libwcproto.a
+LIB_GPU     := $(BUILD)/lib/libwcgpu.a
+LIB_CLIENT  := $(BUILD)/lib/libwcache.a
+SO_CLIENT   := $(BUILD)/lib/libwcache.so
+LIBS        := $(LIB_CLIENT) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR)
+LINK_LIBS   := $(LIBS) $(STATIC_LIBS) $(CUDA_LIBS) $(SYS_LIBS)
+
+BINS  := $(addprefix $(BUILD)/bin/,$(TOOLS))
+TESTS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRC))
+BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+
+.PHONY: all run test bench fuzz install clean deps deps-bench
+.DEFAULT_GOAL := all
+
+all: $(LIBS) $(SO_CLIENT) $(BINS) $(TESTS) $(BENCHES)
+
+# --- compile -------------------------------------------------------------
+
+$(BUILD)/obj/gpu/cuda%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
+$(BUILD)/obj/%.o: %.c
+	$(call say,CC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
+
+define archive
+	$(call say,AR,$@)
+	@mkdir -p $(@D)
+	$(Q)rm -f $@ && ar rcs $@ $^
+endef
+
+$(LIB_REACTOR): $(call obj,$(REACTOR_SRC)) ; $(archive)
+$(LIB_PROTO):   $(call obj,$(PROTO_SRC))   ; $(archive)
+$(LIB_GPU):     $(call obj,$(GPU_SRC))     ; $(archive)
+$(LIB_CLIENT):  $(call obj,$(CLIENT_SRC))  ; $(archive)
+
+# The shared client library carries everything it needs but libc.
+$(SO_CLIENT): $(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR)
+	$(call say,LD,$@)
+	$(Q)$(CC) -shared -o $@ -Wl,-soname,libwcache.so.0 $(LDFLAGS) \
+		$(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR) \
+		$(STATIC_LIBS) $(CUDA_LIBS) $(SYS_LIBS)
+
+.SECONDEXPANSION:
+$(BUILD)/bin/%: $$(call obj,$$(wildcard tools/$$*/*.c)) $(LIBS)
+	$(call say,LD,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
+
+$(BUILD)/test/%: $(BUILD)/obj/test/%.o $(LIBS)
+	$(call say,LD,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LINK_LIBS)
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
+	$(call say,LD,$@)
+	@mkdir -p $(@D)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LINK_LIBS)
+
+# --- the two set-up commands --------------------------------------------
+
+DEB_BUILD := gcc make pkg-config liburing-dev libxxhash-dev libjansson-dev
+DEB_TEST  := xxhash python3 util-linux procps
+DEB_BENCH := redis-server redis-tools
+
+# Installs the Debian packages that are missing (we are root on the build
+# machines); prints what to run when we are not.
+deps:
+	@missing=$$(for p in $(DEB_BUILD) $(DEB_TEST) $(EXTRA_DEBS); do \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" != 0 ]; then echo "missing packages: $$missing (run: sudo apt-get install $$missing)"; exit 1; fi; \
+		echo "installing: $$missing"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null || exit 1; \
+	fi
+
+deps-bench:
+	@$(MAKE) --no-print-directory deps EXTRA_DEBS="$(DEB_BENCH)"
+
+run: deps
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) tools/run-demo.sh
+
+test: deps
+	@$(MAKE) --no-print-directory $(LIBS) $(SO_CLIENT) $(BINS) $(TESTS)
+	@BUILD=$(BUILD) test/run.sh $(TESTS) $(TEST_SH)
+
+bench: deps-bench
+	@$(MAKE) --no-print-directory all
+	@BUILD=$(BUILD) bench/run
+
+# --- fuzzing (clang's libFuzzer) ----------------------------------------
+
+FUZZ_SRC := $(wildcard test/fuzz/*.c)
+FUZZERS  := $(patsubst test/fuzz/%.c,build-fuzz/%,$(FUZZ_SRC))
+FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
+
+build-fuzz/%: test/fuzz/%.c $(PROTO_SRC)
+	$(call say,FUZZ,$@)
+	@mkdir -p $(@D)
+	$(Q)clang $(CPPFLAGS) -std=gnu11 $(FUZZ_FLAGS) -o $@ $< $(PROTO_SRC) -ljansson -lxxhash -lm
+
+fuzz: $(FUZZERS)
+	@for f in $(FUZZERS); do n=$${f##*/}; mkdir -p build-fuzz/corpus-$$n; \
+		echo "fuzzing $$n for $(FUZZ_SECONDS) s"; \
+		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 build-fuzz/corpus-$$n test/fuzz/corpus/$$n \
+			2>build-fuzz/$$n.log || { tail -40 build-fuzz/$$n.log; exit 1; }; \
+		grep -E 'stat::number_of_executed_units' build-fuzz/$$n.log; done
+
+# --- install ---------------------------------------------------------------
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
+	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 $(LIB_CLIENT) $(LIB_REACTOR) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0755 $(SO_CLIENT) $(DESTDIR)$(PREFIX)/lib/libwcache.so.0
+	ln -sf libwcache.so.0 $(DESTDIR)$(PREFIX)/lib/libwcache.so
+	install -m 0644 tools/libwcache/wcache.h reactor/wcreactor.h $(DESTDIR)$(PREFIX)/include/
+
+clean:
+	rm -rf build build-* 

@@ -1,0 +1,129 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Memory backends behind one interface: pools of device (or host) memory that
+ * the daemon fills, seals and exports, and that engines import read-only.
+ *
+ *   host  memfd_create pools, filled by reads straight into the daemon's
+ *         mapping, sealed against writes/growth/shrinking, exported as fds;
+ *         engines mmap them PROT_READ. Always built: CI exercises it.
+ *   cuda  cuMemCreate pools with POSIX-fd handles (default), or cudaMalloc +
+ *         cudaIpcGetMemHandle (legacy). Built where a CUDA toolkit is found;
+ *         nothing outside gpu/ includes a CUDA header.
+ *
+ * Functions return 0 or -errno and, where a user can meet the failure, write
+ * one actionable sentence into err (GPU_ERR_LEN bytes). No printing, no exit.
+ */
+#ifndef WC_GPU_H
+#define WC_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define GPU_ERR_LEN 256
+#define GPU_NAME_LEN 64
+#define GPU_IPC_HANDLE_LEN 64
+#define GPU_POOLS_MAX 64         /* pools per model version */
+#define GPU_POOL_ALIGN 256       /* tensor packing alignment inside a pool */
+
+enum gpu_export {
+	GPU_EXPORT_FD = 1,       /* memfd or VMM POSIX fd over SCM_RIGHTS */
+	GPU_EXPORT_IPC_HANDLE,   /* legacy 64-byte cudaIpcMemHandle */
+};
+
+struct gpu_backend;
+
+/* A device opened by the daemon or by a client. */
+struct gpu_dev {
+	const struct gpu_backend *be;
+	char name[GPU_NAME_LEN];   /* file-name safe: "host", "host-2", "GPU-<uuid>" */
+	char uuid[GPU_NAME_LEN];   /* "GPU-xxxxxxxx-...", or the host name */
+	int ordinal;               /* CUDA ordinal, -1 for host */
+	int cc_major, cc_minor;    /* compute capability, 0 for host */
+	enum gpu_export export_kind;
+	uint64_t granularity;      /* pool sizes are multiples of this */
+	void *priv;
+};
+
+/* One large allocation; tensors are packed inside at GPU_POOL_ALIGN. */
+struct gpu_pool {
+	uint64_t size;             /* bytes asked for */
+	uint64_t alloc_size;       /* size rounded up to the granularity */
+	void *host_ptr;            /* daemon: writable CPU mapping (host backend
+				      until sealed; NULL for cuda) */
+	uint64_t dev_ptr;          /* cuda: device address; host: (uintptr_t)host_ptr */
+	int fd;                    /* exportable fd, -1 when none */
+	unsigned char ipc_handle[GPU_IPC_HANDLE_LEN];
+	bool sealed;
+	void *priv;
+};
+
+/* A pool as the engine sees it after import. */
+struct gpu_mapping {
+	uint64_t size;
+	const void *ptr;           /* host: CPU pointer; cuda: device pointer */
+	bool writable;
+	void *priv;
+};
+
+/* Called from a backend thread (a CUDA host function) when an async copy is
+ * done; it must only hand off (e.g. rx_wake_post), never block. */
+typedef void (*gpu_done_fn)(void *arg, int res);
+
+struct gpu_copy {
+	uint64_t dst_off;          /* byte offset in the pool */
+	const void *src;           /* host source (staging memory) */
+	size_t width;              /* bytes per row */
+	size_t height;             /* rows; 1 for a contiguous copy */
+	size_t src_pitch;          /* bytes between source rows */
+	size_t dst_pitch;          /* bytes between destination rows */
+};
+
+struct gpu_backend {
+	const char *name;
+	/* daemon and client: open a device by name ("host", "host:x", "0", "GPU-...") */
+	int (*open)(struct gpu_dev *dev, const char *spec, char *err);
+	void (*close)(struct gpu_dev *dev);
+	int (*mem_info)(struct gpu_dev *dev, uint64_t *free_b, uint64_t *total_b);
+
+	/* daemon side */
+	int (*pool_create)(struct gpu_dev *dev, struct gpu_pool *pool, uint64_t size, char *err);
+	/* Page-locked staging memory usable for io_uring fixed buffers and
+	 * async copies; host backend: plain anonymous memory. */
+	int (*staging_alloc)(struct gpu_dev *dev, size_t size, void **ptr, char *err);
+	void (*staging_free)(struct gpu_dev *dev, void *ptr, size_t size);
+	/* Asynchronous host-to-pool copy on stream `stream`; done(arg, res) runs
+	 * on a backend thread once the copy is complete. */
+	int (*copy_to_pool)(struct gpu_dev *dev, struct gpu_pool *pool,
+			    const struct gpu_copy *c, unsigned stream,
+			    gpu_done_fn done, void *arg);
+	/* Synchronous pool-to-host copy (verification, sleep level 1). */
+	int (*copy_from_pool)(struct gpu_dev *dev, struct gpu_pool *pool,
+			      uint64_t off, void *dst, size_t len);
+	int (*pool_seal)(struct gpu_dev *dev, struct gpu_pool *pool, char *err);
+	void (*pool_release)(struct gpu_dev *dev, struct gpu_pool *pool);
+
+	/* client side: fd (GPU_EXPORT_FD) or handle (GPU_EXPORT_IPC_HANDLE) */
+	int (*import)(struct gpu_dev *dev, int fd, const unsigned char *handle,
+		      uint64_t size, bool writable, struct gpu_mapping *m, char *err);
+	/* copies mapped bytes to host memory (client-side verify) */
+	int (*read_mapping)(struct gpu_dev *dev, const struct gpu_mapping *m,
+			    uint64_t off, void *dst, size_t len);
+	void (*unimport)(struct gpu_dev *dev, struct gpu_mapping *m);
+};
+
+extern const struct gpu_backend gpu_host_backend;
+/* NULL when built without CUDA. */
+const struct gpu_backend *gpu_cuda_backend(void);
+
+/* Picks the backend for a device spec ("host", "host:NAME" -> host; an index
+ * or a GPU UUID -> cuda) and opens it. */
+int gpu_dev_open(struct gpu_dev *dev, const char *spec, char *err);
+void gpu_dev_close(struct gpu_dev *dev);
+
+static inline uint64_t gpu_align_up(uint64_t v, uint64_t a)
+{
+	return (v + a - 1) / a * a;
+}
+
+#endif

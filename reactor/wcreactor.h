@@ -1,0 +1,335 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libwcreactor: one io_uring, one thread, no protocol, no CUDA.
+ *
+ * Every operation is a struct the caller owns and keeps alive until its
+ * callback has been called for the last time (a one-shot operation calls back
+ * exactly once; a repeating one calls back with a final flag). The io_uring
+ * user_data of every submission points at the operation's embedded rx_op.
+ *
+ * Functions return 0 or a negative errno and never touch errno. Callbacks get
+ * the kernel's result as it comes (bytes, an fd, or -errno); -ECANCELED means
+ * the operation was cancelled by rx_cancel() or by closing the loop.
+ *
+ * Bounds: at most RX_FDS_MAX descriptors per message; the submission queue has
+ * the size given to rx_loop_init (requests past it are flushed, then queued).
+ */
+#ifndef WCREACTOR_H
+#define WCREACTOR_H
+
+#include <liburing.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define RX_FDS_MAX 253 /* SCM_RIGHTS limit per message (SCM_MAX_FD) */
+
+struct rx_loop;
+struct rx_op;
+
+enum rx_kind {
+	RX_KIND_NONE,
+	RX_KIND_ACCEPT,
+	RX_KIND_RECV,
+	RX_KIND_SEND,
+	RX_KIND_READ,
+	RX_KIND_POLL,
+	RX_KIND_CHILD,
+	RX_KIND_TIMER,
+	RX_KIND_WAKE,
+	RX_KIND_SIGNAL,
+	RX_KIND_INTERNAL,
+};
+
+/* Embedded first in every operation; user_data points here. */
+struct rx_op {
+	struct rx_loop *loop;
+	uint8_t kind;       /* enum rx_kind */
+	uint8_t pending;    /* SQEs in flight that name this op */
+	uint8_t flags;      /* internal */
+	uint8_t cancelled;
+	int32_t deadline_res;
+	uint64_t deadline_ns; /* linked deadline, 0 for none (rx_op_deadline) */
+	void *data;         /* the caller's */
+};
+
+struct rx_loop {
+	struct io_uring ring;
+	unsigned entries;
+	unsigned active;    /* operations started and not yet finished */
+	bool stop;
+	bool closing;
+	bool has_waitid;    /* kernel has IORING_OP_WAITID (6.7+) */
+	bool has_fixed_bufs;
+	int iowq_bounded;   /* max io-wq workers requested, 0 = kernel default */
+	uint64_t completions; /* total CQEs handled, for tests and metrics */
+};
+
+/* --- the loop ------------------------------------------------------------ */
+
+#define RX_LOOP_ENTRIES_DEFAULT 256
+
+/* Sets up the ring (entries: SQ size, 0 for the default) and probes the
+ * kernel's features. */
+int rx_loop_init(struct rx_loop *loop, unsigned entries);
+/* Cancels every pending operation, runs their callbacks with -ECANCELED,
+ * and tears the ring down. Returns -EBUSY (and leaves the ring open) if some
+ * operation could not be drained; 0 when nothing is left open. */
+int rx_loop_close(struct rx_loop *loop);
+/* Runs until rx_loop_stop() or until no operation is active. */
+int rx_run(struct rx_loop *loop);
+/* Submits, waits up to timeout_ms for a completion (0: do not wait, -1: wait
+ * forever), handles the whole batch. Returns the number of completions
+ * handled, or -errno. */
+int rx_run_once(struct rx_loop *loop, int timeout_ms);
+void rx_loop_stop(struct rx_loop *loop);
+/* A file descriptor that polls readable when completions are waiting, so an
+ * engine can drive the loop from its own epoll/poll loop with rx_run_once(0). */
+int rx_loop_fd(const struct rx_loop *loop);
+/* Registers caller buffers as fixed buffers (index = position in iov). */
+int rx_loop_register_buffers(struct rx_loop *loop, const struct iovec *iov,
+			     unsigned count);
+int rx_loop_unregister_buffers(struct rx_loop *loop);
+/* Bounds io-wq's workers (bounded, unbounded); 0 leaves one as it is. */
+int rx_loop_set_iowq_workers(struct rx_loop *loop, unsigned bounded,
+			     unsigned unbounded);
+
+/* Asks the kernel to cancel op; its callback still runs, with -ECANCELED or
+ * with the result it had already reached. Returns 0 or -ENOENT if idle. */
+int rx_cancel(struct rx_op *op);
+/* Links a deadline to the next submission of op (read, recv, send, poll):
+ * if it has not completed within ns, it completes with -ETIME. */
+void rx_op_deadline(struct rx_op *op, uint64_t ns);
+bool rx_op_busy(const struct rx_op *op);
+
+/* --- accept: multishot, re-armed when the kernel ends it ------------------ */
+
+struct rx_accept;
+/* fd >= 0: a new connection (close-on-exec, the callee owns it); < 0: an
+ * error. final: the accept is over (stopped, cancelled, or a hard error). */
+typedef void (*rx_accept_cb)(struct rx_accept *a, int fd, bool final);
+struct rx_accept {
+	struct rx_op op;
+	int listen_fd;
+	rx_accept_cb cb;
+	bool stopping;
+};
+int rx_accept_start(struct rx_loop *loop, struct rx_accept *a, int listen_fd,
+		    rx_accept_cb cb);
+int rx_accept_stop(struct rx_accept *a);
+
+/* --- stream sockets: recvmsg / sendmsg with SCM_RIGHTS -------------------- */
+
+struct rx_recv;
+/* res: bytes received (0: the peer closed), or -errno. Received descriptors
+ * are in r->fds[0..nfds) and owned by the callee; descriptors past max_fds
+ * are closed and r->fds_truncated is set. */
+typedef void (*rx_recv_cb)(struct rx_recv *r, int res);
+struct rx_recv {
+	struct rx_op op;
+	int fd;
+	void *buf;
+	size_t len;
+	size_t min;         /* re-queue until at least min bytes, EOF or error */
+	size_t done;
+	unsigned max_fds;   /* <= RX_FDS_MAX */
+	unsigned nfds;
+	bool fds_truncated;
+	int fds[RX_FDS_MAX];
+	rx_recv_cb cb;
+	/* internal */
+	struct msghdr msg;
+	struct iovec iov;
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int) * RX_FDS_MAX)];
+	} cmsg;
+};
+/* Receives into buf[0..len); completes once at least min bytes (1 if 0) have
+ * arrived, the peer closed, or an error. */
+int rx_recv_start(struct rx_loop *loop, struct rx_recv *r, int fd, void *buf,
+		  size_t len, size_t min, unsigned max_fds, rx_recv_cb cb);
+
+struct rx_send;
+/* res: bytes sent (always the whole message on success), or -errno. */
+typedef void (*rx_send_cb)(struct rx_send *s, int res);
+struct rx_send {
+	struct rx_op op;
+	int fd;
+	const struct iovec *iov; /* the caller's, kept alive until the callback */
+	unsigned iovcnt;
+	size_t total;
+	size_t done;
+	const int *fds;
+	unsigned nfds;      /* sent with the first byte; <= RX_FDS_MAX */
+	rx_send_cb cb;
+	/* internal: the unsent tail of iov */
+	struct iovec cur[8];
+	struct msghdr msg;
+	union {
+		struct cmsghdr align;
+		char buf[CMSG_SPACE(sizeof(int) * RX_FDS_MAX)];
+	} cmsg;
+};
+/* Sends the whole iov (partial sends are continued) with MSG_NOSIGNAL;
+ * iovcnt <= 8. */
+int rx_send_start(struct rx_loop *loop, struct rx_send *s, int fd,
+		  const struct iovec *iov, unsigned iovcnt, const int *fds,
+		  unsigned nfds, rx_send_cb cb);
+
+/* --- positioned file reads ------------------------------------------------ */
+
+#define RX_READ_ASYNC  0x1 /* IOSQE_ASYNC: go straight to io-wq (page-cache copies off-thread) */
+#define RX_READ_DIRECT 0x2 /* the fd is O_DIRECT: check alignment first */
+
+struct rx_read;
+/* res: bytes read (< len only at end of file), or -errno. For an O_DIRECT
+ * read whose buffer, offset or length breaks the alignment, res is -EINVAL
+ * and r->misaligned is set. */
+typedef void (*rx_read_cb)(struct rx_read *r, int res);
+struct rx_read {
+	struct rx_op op;
+	int fd;
+	void *buf;
+	size_t len;
+	uint64_t off;
+	size_t done;
+	int buf_index;      /* fixed buffer index, or -1 */
+	unsigned flags;     /* RX_READ_* */
+	bool misaligned;
+	rx_read_cb cb;
+};
+int rx_read_start(struct rx_loop *loop, struct rx_read *r, int fd, void *buf,
+		  size_t len, uint64_t off, int buf_index, unsigned flags,
+		  rx_read_cb cb);
+
+/* --- poll: one-shot readiness on any fd (inotify, a daemon's pidfd) ------- */
+
+struct rx_poll;
+typedef void (*rx_poll_cb)(struct rx_poll *p, int res); /* revents or -errno */
+struct rx_poll {
+	struct rx_op op;
+	int fd;
+	unsigned events;
+	rx_poll_cb cb;
+};
+int rx_poll_start(struct rx_loop *loop, struct rx_poll *p, int fd,
+		  unsigned events, rx_poll_cb cb);
+
+/* --- children and pidfds -------------------------------------------------- */
+
+struct rx_child;
+/* Called once when the process has exited: c->exit_code >= 0 for a normal
+ * exit, c->term_signal > 0 when killed by a signal; both -1 when the status
+ * could not be collected (a pidfd of a process that is not our child).
+ * res is 0 or -errno (-ECANCELED when the watch was cancelled). */
+typedef void (*rx_child_cb)(struct rx_child *c, int res);
+struct rx_child {
+	struct rx_op op;
+	pid_t pid;
+	int pidfd;          /* owned by the rx_child; closed by rx_child_close */
+	int exit_code;
+	int term_signal;
+	bool exited;
+	uint64_t exit_seen_ns; /* CLOCK_MONOTONIC when the loop saw the exit */
+	rx_child_cb cb;
+	siginfo_t info;     /* internal (waitid) */
+};
+
+struct rx_spawn_opts {
+	const char *path;   /* executable; argv[0] when NULL (PATH is searched) */
+	char *const *argv;
+	char *const *envp;  /* NULL: inherit */
+	int stdin_fd;       /* -1: /dev/null */
+	int stdout_fd;      /* -1: inherit */
+	int stderr_fd;      /* -1: inherit */
+	bool new_session;   /* setsid() in the child */
+	bool parent_death_sigterm; /* PR_SET_PDEATHSIG SIGTERM */
+};
+/* Spawns a child (clone with CLONE_PIDFD, or fork + pidfd_open) and starts
+ * watching it. The child's exit is reported through cb. */
+int rx_spawn(struct rx_loop *loop, struct rx_child *c,
+	     const struct rx_spawn_opts *opts, rx_child_cb cb);
+/* Watches an existing pid (opens a pidfd; the pid need not be a child). */
+int rx_child_watch_pid(struct rx_loop *loop, struct rx_child *c, pid_t pid,
+		       rx_child_cb cb);
+/* Watches a pidfd the caller hands over (rx_child owns it from now on). */
+int rx_child_watch_pidfd(struct rx_loop *loop, struct rx_child *c, int pidfd,
+			 rx_child_cb cb);
+/* Sends a signal through the pidfd (no pid-reuse race). */
+int rx_child_kill(struct rx_child *c, int sig);
+/* Closes the pidfd; the watch must have finished (or was never started). */
+void rx_child_close(struct rx_child *c);
+
+/* --- timers ---------------------------------------------------------------- */
+
+struct rx_timer;
+typedef void (*rx_timer_cb)(struct rx_timer *t, int res); /* 0 fired, -ECANCELED */
+struct rx_timer {
+	struct rx_op op;
+	struct __kernel_timespec ts;
+	rx_timer_cb cb;
+};
+int rx_timer_start(struct rx_loop *loop, struct rx_timer *t, uint64_t ns,
+		   rx_timer_cb cb);
+int rx_timer_stop(struct rx_timer *t);
+
+/* --- wake-ups from other threads ------------------------------------------ */
+
+/* A node other threads push; it is handed to the callback in the loop's
+ * thread. Nodes are caller-owned and intrusive (lock-free MPSC stack,
+ * delivered in push order). */
+struct rx_wake_node {
+	struct rx_wake_node *next;
+};
+struct rx_wake;
+typedef void (*rx_wake_cb)(struct rx_wake *w, struct rx_wake_node *node);
+struct rx_wake {
+	struct rx_op op;
+	int efd;
+	uint64_t counter;
+	struct rx_wake_node *_Atomic head;
+	rx_wake_cb cb;
+	bool stopping;
+};
+int rx_wake_init(struct rx_loop *loop, struct rx_wake *w, rx_wake_cb cb);
+/* Thread-safe and async-signal-safe; never blocks. */
+void rx_wake_post(struct rx_wake *w, struct rx_wake_node *node);
+/* Stops the watch; nodes posted and not yet delivered are delivered first.
+ * The eventfd is closed when the final callback has run. */
+int rx_wake_close(struct rx_wake *w);
+
+/* --- signals through signalfd --------------------------------------------- */
+
+struct rx_signal;
+typedef void (*rx_signal_cb)(struct rx_signal *s, int signo); /* or -errno */
+struct rx_signal {
+	struct rx_op op;
+	int sfd;
+	sigset_t mask;
+	struct signalfd_siginfo_buf { unsigned char b[128]; } si;
+	rx_signal_cb cb;
+	bool stopping;
+};
+/* Blocks the signals in mask for the calling thread and delivers them to cb
+ * until rx_signal_close. */
+int rx_signal_start(struct rx_loop *loop, struct rx_signal *s,
+		    const sigset_t *mask, rx_signal_cb cb);
+int rx_signal_close(struct rx_signal *s);
+
+/* --- time -------------------------------------------------------------------- */
+
+uint64_t rx_now_ns(void); /* CLOCK_MONOTONIC */
+
+#ifdef __cplusplus
+}
+#endif
+#endif
