@@ -38,7 +38,7 @@ endif
 CFLAGS   ?= -O2 -g
 CFLAGS   += -std=gnu11 -fPIC -pthread -Wall -Wextra -Wshadow -Wno-unused-parameter \
 	    -Wstrict-prototypes -Wmissing-prototypes -fno-strict-aliasing
-CPPFLAGS += -D_GNU_SOURCE -I. -Ireactor -Iproto -Igpu -Itools/libwcache
+CPPFLAGS += -D_GNU_SOURCE -I. -Ireactor -Iproto -Igpu -Itools/libwcache -Itools/common
 ifeq ($(WERROR),1)
 CFLAGS   += -Werror
 endif
@@ -65,7 +65,8 @@ endif
 REACTOR_SRC := $(wildcard reactor/*.c)
 PROTO_SRC   := $(wildcard proto/*.c)
 CLIENT_SRC  := $(wildcard tools/libwcache/*.c)
-TOOLS       := $(filter-out libwcache,$(notdir $(patsubst %/,%,$(wildcard tools/*/))))
+TOOLS       := $(filter-out libwcache common,$(notdir $(patsubst %/,%,$(wildcard tools/*/))))
+COMMON_SRC  := $(wildcard tools/common/*.c)
 TEST_SRC    := $(wildcard test/$(T)*.c)
 TEST_SH     := $(filter-out test/run.sh test/lib.sh,$(wildcard test/$(T)*.sh))
 BENCH_SRC   := $(wildcard bench/*.c)
@@ -118,20 +119,20 @@ $(SO_CLIENT): $(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR)
 		$(STATIC_LIBS) $(CUDA_LIBS) $(SYS_LIBS)
 
 .SECONDEXPANSION:
-$(BUILD)/bin/%: $$(call obj,$$(wildcard tools/$$*/*.c)) $(LIBS)
+$(BUILD)/bin/%: $$(call obj,$$(wildcard tools/$$*/*.c) $(COMMON_SRC)) $(LIBS)
 	$(call say,LD,$@)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
 
-$(BUILD)/test/%: $(BUILD)/obj/test/%.o $(LIBS)
+$(BUILD)/test/%: $(BUILD)/obj/test/%.o $(call obj,$(COMMON_SRC)) $(LIBS)
 	$(call say,LD,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LINK_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
 
-$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBS)
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(call obj,$(COMMON_SRC)) $(LIBS)
 	$(call say,LD,$@)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $< $(LINK_LIBS)
+	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
 
 # --- the two set-up commands --------------------------------------------
 

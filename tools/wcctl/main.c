@@ -1,0 +1,40 @@
+/* SPDX-License-Identifier: MIT */
+/* wcctl: launcher and admin tool. `wcctl CMD --help` describes each command. */
+#include <stdio.h>
+#include <string.h>
+
+#include "log.h"
+#include "wcctl.h"
+
+static const struct wcctl_cmd cmds[] = {
+	/* Commands are added here as their files land. */
+	{ NULL, NULL, NULL },
+};
+
+static void usage(FILE *f)
+{
+	fprintf(f, "usage: wcctl COMMAND [options]   (wcctl COMMAND --help for details)\n\n"
+		   "Launches and administers wcache rank daemons (wcd).\n\ncommands:\n");
+	for (const struct wcctl_cmd *c = cmds; c->name; c++)
+		fprintf(f, "  %-10s %s\n", c->name, c->summary);
+}
+
+int main(int argc, char **argv)
+{
+	log_init("wcctl", LOG_INFO);
+	if (argc < 2) {
+		usage(stderr);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+	    !strcmp(argv[1], "help")) {
+		usage(stdout);
+		return 0;
+	}
+	for (const struct wcctl_cmd *c = cmds; c->name; c++)
+		if (!strcmp(argv[1], c->name))
+			return c->run(argc - 1, argv + 1);
+	fprintf(stderr, "wcctl: unknown command '%s'; run 'wcctl --help' for the list\n",
+		argv[1]);
+	return 2;
+}

@@ -1,0 +1,24 @@
+/* SPDX-License-Identifier: MIT */
+/* wcctl: one file per command; each returns the process exit status. */
+#ifndef WCCTL_H
+#define WCCTL_H
+
+struct wcctl_cmd {
+	const char *name;
+	const char *summary;
+	int (*run)(int argc, char **argv); /* argv[0] is the command name */
+};
+
+/* Defined by each command's file; a command not yet built is absent from
+ * the table in main.c. */
+int wcctl_start(int argc, char **argv);
+int wcctl_status(int argc, char **argv);
+int wcctl_stop(int argc, char **argv);
+int wcctl_clean(int argc, char **argv);
+int wcctl_inspect(int argc, char **argv);
+int wcctl_manifest(int argc, char **argv);
+int wcctl_sleep(int argc, char **argv);
+int wcctl_wake(int argc, char **argv);
+int wcctl_update(int argc, char **argv);
+
+#endif
