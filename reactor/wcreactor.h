@@ -12,7 +12,12 @@
  * the operation was cancelled by rx_cancel() or by closing the loop.
  *
  * Bounds: at most RX_FDS_MAX descriptors per message; the submission queue has
- * the size given to rx_loop_init (requests past it are flushed, then queued).
+ * the size given to rx_loop_init (requests past it are flushed, then queued);
+ * the completion queue is four times that.
+ *
+ * Threads: everything but rx_wake_post runs in the loop's thread. Callbacks
+ * may start, restart and cancel operations, but must not call rx_run,
+ * rx_run_once or rx_loop_close (the loop is not re-entrant).
  */
 #ifndef WCREACTOR_H
 #define WCREACTOR_H
@@ -49,7 +54,8 @@ enum rx_kind {
 	RX_KIND_INTERNAL,
 };
 
-/* Embedded first in every operation; user_data points here. */
+/* Embedded first in every operation; user_data points here (the low bits
+ * tag the operation's internal submissions: its linked deadline, its poll). */
 struct rx_op {
 	struct rx_loop *loop;
 	uint8_t kind;       /* enum rx_kind */
@@ -59,6 +65,10 @@ struct rx_op {
 	int32_t deadline_res;
 	uint64_t deadline_ns; /* linked deadline, 0 for none (rx_op_deadline) */
 	void *data;         /* the caller's */
+	/* internal */
+	uint64_t deadline_at_ns;   /* absolute CLOCK_MONOTONIC, set at start */
+	struct __kernel_timespec deadline_ts;
+	struct rx_op *next, *prev; /* the loop's list of active operations */
 };
 
 struct rx_loop {
@@ -69,8 +79,14 @@ struct rx_loop {
 	bool closing;
 	bool has_waitid;    /* kernel has IORING_OP_WAITID (6.7+) */
 	bool has_fixed_bufs;
+	bool coop_taskrun;  /* IORING_SETUP_COOP_TASKRUN was accepted */
 	int iowq_bounded;   /* max io-wq workers requested, 0 = kernel default */
 	uint64_t completions; /* total CQEs handled, for tests and metrics */
+	/* internal */
+	int notify_efd;     /* eventfd registered with the ring, or -1 */
+	unsigned cq_entries;
+	unsigned in_run;    /* nesting guard */
+	struct rx_op *ops;  /* active operations, for rx_loop_close */
 };
 
 /* --- the loop ------------------------------------------------------------ */
@@ -121,6 +137,7 @@ struct rx_accept {
 	int listen_fd;
 	rx_accept_cb cb;
 	bool stopping;
+	unsigned rearms;    /* times the kernel ended the multishot and we re-armed */
 };
 int rx_accept_start(struct rx_loop *loop, struct rx_accept *a, int listen_fd,
 		    rx_accept_cb cb);
@@ -254,8 +271,11 @@ struct rx_spawn_opts {
 	bool new_session;   /* setsid() in the child */
 	bool parent_death_sigterm; /* PR_SET_PDEATHSIG SIGTERM */
 };
-/* Spawns a child (clone with CLONE_PIDFD, or fork + pidfd_open) and starts
- * watching it. The child's exit is reported through cb. */
+/* Spawns a child (clone3 with CLONE_PIDFD, or fork + pidfd_open) and starts
+ * watching it. The child's exit is reported through cb. The child starts with
+ * no signals blocked. Waits (briefly, like posix_spawn) until the child has
+ * exec'd, so that a failed exec is returned here as -errno (the child is
+ * reaped, nothing is left open) rather than as exit code 127. */
 int rx_spawn(struct rx_loop *loop, struct rx_child *c,
 	     const struct rx_spawn_opts *opts, rx_child_cb cb);
 /* Watches an existing pid (opens a pidfd; the pid need not be a child). */
@@ -296,7 +316,7 @@ struct rx_wake {
 	struct rx_op op;
 	int efd;
 	uint64_t counter;
-	struct rx_wake_node *_Atomic head;
+	struct rx_wake_node *head; /* accessed with __atomic builtins only */
 	rx_wake_cb cb;
 	bool stopping;
 };
@@ -320,7 +340,8 @@ struct rx_signal {
 	bool stopping;
 };
 /* Blocks the signals in mask for the calling thread and delivers them to cb
- * until rx_signal_close. */
+ * until rx_signal_close (they stay blocked after it, so that a late signal
+ * does not kill the process during shutdown). */
 int rx_signal_start(struct rx_loop *loop, struct rx_signal *s,
 		    const sigset_t *mask, rx_signal_cb cb);
 int rx_signal_close(struct rx_signal *s);
