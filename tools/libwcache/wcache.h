@@ -1,0 +1,252 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libwcache: attach an inference engine to a wcache rank daemon (wcd) and use
+ * its weights zero-copy. The one public header; it includes only libc headers.
+ *
+ *   struct wc_conn *c;  struct wc_model *m;  struct wc_error e;
+ *   struct wc_connect_opts o = { .device = "0" };       // or "host:NAME"
+ *   struct wc_expect x = { .model_dir = "/models/llama", .tp_size = 1 };
+ *   if (wc_connect(&o, &c, &e) || wc_hello(c, &x, NULL, &e) ||
+ *       wc_attach(c, 0, &m, NULL, &e))
+ *           fprintf(stderr, "wcache: %s\n", e.msg);     // show it, fall back
+ *   const struct wc_tensor *t = wc_tensor_find(m, "model.norm.weight");
+ *   ... t->ptr, t->bytes, t->shape ...
+ *   struct pollfd p = { wc_daemon_fd(c), POLLIN };      // daemon died?
+ *   wc_detach(m, NULL); wc_close(c);
+ *
+ * Errors. Every call that can fail returns 0 or a negative errno and, when
+ * err is not NULL, fills it: err->code is the positive errno and err->msg one
+ * sentence an engine can show (what happened, the value, what to do next).
+ * On success err->code is 0 and err->msg is "". Codes with a fixed meaning:
+ *   ENOENT           no daemon for the device (no socket / ready file)
+ *   ECONNREFUSED     a socket file but no daemon listening (stale)
+ *   EACCES           the daemon refused this process (uid not allowed)
+ *   EPROTONOSUPPORT  the daemon speaks another protocol version
+ *   ESTALE           identity mismatch: msg lists each field, both values
+ *   EROFS            a read-write attach the backend refuses
+ *   EBADMSG          a malformed or unexpected reply from the daemon
+ *   EPIPE            the daemon closed the connection (it exited)
+ *   ETIMEDOUT        no reply within the request timeout
+ *   E2BIG            a bound below was exceeded (tensors, pools, message)
+ *   EILSEQ           wc_verify: a tensor's bytes do not match its hash
+ * Codes from the daemon's error replies are passed through with its message.
+ *
+ * Threads: a wc_conn is used by one thread at a time. A model's tensor table
+ * is read-only after wc_attach and may be read from any thread.
+ *
+ * Lifetime: tensor pointers stay valid until wc_detach (or wc_close). With the
+ * host backend (memfd) and the CUDA VMM backend the mapping keeps the memory
+ * alive even after the daemon dies: the engine is told (wc_daemon_fd), not
+ * killed. All descriptors are close-on-exec.
+ */
+#ifndef WCACHE_H
+#define WCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define WC_API_VERSION 1
+
+#define WC_ERR_MSG_LEN 512
+#define WC_DIMS_MAX 8                /* dimensions per tensor */
+#define WC_TENSORS_MAX (1u << 20)    /* tensors per model */
+#define WC_POOLS_MAX 64              /* pools per model */
+#define WC_HASH_LEN 16               /* XXH3-128, canonical (big-endian) */
+#define WC_HEX_LEN 33                /* 32 hex digits + NUL */
+#define WC_DEVICE_LEN 64
+#define WC_PATH_LEN 4096
+
+struct wc_error {
+	int code;                    /* positive errno, 0 on success */
+	char msg[WC_ERR_MSG_LEN];
+};
+
+struct wc_conn;                      /* one connection to one daemon */
+struct wc_model;                     /* one attached model version (a lease) */
+
+/* --- connect ------------------------------------------------------------ */
+
+struct wc_connect_opts {
+	/* "host", "host:NAME" (host backend), a CUDA index "0" or "GPU-<uuid>".
+	 * Ignored when socket is set. */
+	const char *device;
+	/* The socket is DIR/<device name>.sock; NULL: WCACHE_SOCKET_TEMPLATE,
+	 * else $XDG_RUNTIME_DIR/wcache, else /tmp/wcache-$UID. */
+	const char *runtime_dir;
+	const char *socket;          /* a socket path; overrides the above */
+	int timeout_ms;              /* per request; 0: 30000; <0: none */
+};
+
+/* Connects (blocking), checks the peer with SO_PEERCRED and opens a pidfd on
+ * the daemon. The connection is not usable for attach until wc_hello. */
+int wc_connect(const struct wc_connect_opts *o, struct wc_conn **out,
+	       struct wc_error *err);
+
+/* Detaches every model still attached on c (their pointers become invalid),
+ * closes the socket and the daemon fd, frees c. NULL is allowed. */
+void wc_close(struct wc_conn *c);
+
+/* --- hello: identity ----------------------------------------------------- */
+
+/* What the engine expects to be served. The library computes the full
+ * identity from these (the model directory's real path, config, shard
+ * headers; the device) and the daemon compares it field by field; any
+ * difference fails wc_hello with ESTALE and a message naming each field with
+ * the engine's and the daemon's values. Zero fields mean tp/pp 1/0. */
+struct wc_expect {
+	const char *model_dir;
+	int tp_size, tp_rank;
+	int pp_size, pp_rank;
+	const char *rules_file;      /* sharding rules; NULL: the preset */
+	const char *allow_quant;     /* as wcd --allow-quant; NULL: none */
+};
+
+enum wc_mem {
+	WC_MEM_HOST = 1,             /* pointers are CPU pointers (PROT_READ) */
+	WC_MEM_CUDA = 2,             /* pointers are CUDA device pointers */
+};
+
+/* What the daemon serves (the HELLO reply). */
+struct wc_info {
+	pid_t pid;                   /* the daemon's pid */
+	char identity[WC_HEX_LEN];   /* identity digest, 32 hex */
+	uint64_t version;            /* model version (updates bump it) */
+	uint64_t tensors;
+	uint64_t bytes;              /* tensor bytes on this rank */
+	char device[WC_DEVICE_LEN];  /* "host-NAME", "GPU-<uuid>" */
+	char model[WC_PATH_LEN];
+	int tp_size, tp_rank, pp_size, pp_rank;
+	uint32_t protocol;           /* the daemon's protocol version */
+	enum wc_mem mem;
+};
+
+/* Sends HELLO. expect NULL accepts whatever the daemon serves (tools that
+ * only inspect); an engine should always pass what it expects. info, when
+ * not NULL, receives the daemon's description. */
+int wc_hello(struct wc_conn *c, const struct wc_expect *expect,
+	     struct wc_info *info, struct wc_error *err);
+
+/* --- attach -------------------------------------------------------------- */
+
+enum wc_attach_flags {
+	/* Map read-write. Refused (EROFS) by the host backend, whose pools are
+	 * sealed; only ask when the engine really writes weights in place. */
+	WC_ATTACH_WRITABLE = 1u << 0,
+};
+
+/* Nanoseconds spent in each phase of the last connect/hello/attach on the
+ * connection (CLOCK_MONOTONIC): what wcbench reports. */
+struct wc_attach_times {
+	uint64_t connect_ns;         /* socket, connect, peer credentials */
+	uint64_t hello_ns;           /* HELLO round trip (with identity) */
+	uint64_t manifest_ns;        /* MANIFEST round trip and decode */
+	uint64_t attach_ns;          /* ATTACH round trip, fds received */
+	uint64_t map_ns;             /* importing (mapping) every pool */
+};
+
+/* Fetches the manifest, asks for a lease, receives the pools (file
+ * descriptors over SCM_RIGHTS) and maps them read-only (flags: read-write).
+ * Requires a successful wc_hello. times, when not NULL, is filled. */
+int wc_attach(struct wc_conn *c, unsigned flags, struct wc_model **out,
+	      struct wc_attach_times *times, struct wc_error *err);
+
+/* Ends the lease (DETACH, unless the daemon is gone), unmaps the pools and
+ * frees m. m is freed even when an error is returned. */
+int wc_detach(struct wc_model *m, struct wc_error *err);
+
+/* --- tensors ------------------------------------------------------------- */
+
+struct wc_tensor {
+	const char *name;            /* valid until detach */
+	const char *dtype;           /* safetensors spelling: "BF16", "F32" */
+	uint32_t ndim;
+	uint64_t shape[WC_DIMS_MAX]; /* this rank's shape (after any split) */
+	uint64_t bytes;
+	const void *ptr;             /* host: CPU pointer; cuda: device pointer */
+	uint32_t pool;               /* index of the pool holding it */
+	uint64_t offset;             /* byte offset inside the pool */
+	uint8_t hash[WC_HASH_LEN];   /* XXH3-128 of the bytes, canonical */
+};
+
+struct wc_pool_view {
+	const void *ptr;             /* base (host or device, as wc_info.mem) */
+	uint64_t size;
+	int writable;
+};
+
+const struct wc_info *wc_model_info(const struct wc_model *m);
+uint64_t wc_tensor_count(const struct wc_model *m);
+/* i < wc_tensor_count(m), in manifest order; NULL past the end. */
+const struct wc_tensor *wc_tensor_at(const struct wc_model *m, uint64_t i);
+/* O(1) average; NULL when the name is not in the model. */
+const struct wc_tensor *wc_tensor_find(const struct wc_model *m,
+				       const char *name);
+/* As wc_tensor_find, but an unknown name is an error (ENOENT) whose message
+ * names it. */
+int wc_lookup(const struct wc_model *m, const char *name,
+	      const struct wc_tensor **out, struct wc_error *err);
+uint32_t wc_pool_count(const struct wc_model *m);
+int wc_pool_at(const struct wc_model *m, uint32_t i, struct wc_pool_view *out);
+
+/* Recomputes every tensor's XXH3-128 from the mapped bytes (host: straight
+ * from the mapping; cuda: copied to host in chunks) and compares it with the
+ * manifest. EILSEQ names the first bad tensor and the number of bad ones.
+ * Costs one full read of the model; bad, when not NULL, gets the count. */
+int wc_verify(const struct wc_model *m, uint64_t *bad, struct wc_error *err);
+int wc_verify_tensor(const struct wc_model *m, const struct wc_tensor *t,
+		     struct wc_error *err);
+
+/* Formats a hash as 32 lowercase hex digits (as `xxhsum -H2` prints). */
+void wc_hash_hex(const uint8_t hash[WC_HASH_LEN], char out[WC_HEX_LEN]);
+
+/* --- liveness and notices ------------------------------------------------ */
+
+/* The daemon's pidfd: becomes readable (POLLIN) when the daemon exits.
+ * Owned by c; do not close it. */
+int wc_daemon_fd(const struct wc_conn *c);
+pid_t wc_daemon_pid(const struct wc_conn *c);
+
+enum wc_notice_kind {
+	WC_NOTICE_SHUTDOWN = 1,      /* the daemon is stopping */
+	WC_NOTICE_VERSION = 2,       /* a new model version; re-attach for it */
+	WC_NOTICE_OTHER = 3,
+};
+
+struct wc_notice {
+	enum wc_notice_kind kind;
+	uint64_t version;            /* WC_NOTICE_VERSION: the new version */
+	char msg[WC_ERR_MSG_LEN];
+};
+
+/* The connection's socket: readable when a notice (or EOF) is waiting. */
+int wc_notice_fd(const struct wc_conn *c);
+/* Returns 1 and fills n when a notice is queued or readable now, 0 when
+ * none (never blocks), or -errno (EPIPE once the daemon has closed the
+ * connection and every queued notice has been read). */
+int wc_notice_read(struct wc_conn *c, struct wc_notice *n,
+		   struct wc_error *err);
+
+/* --- low-level requests (tools, benchmarks) ------------------------------ */
+
+/* Sends depth PINGs back to back (depth 0 means 1), then waits for every
+ * reply. */
+int wc_ping(struct wc_conn *c, unsigned depth, struct wc_error *err);
+/* STATUS: the daemon's JSON object as text; *json is malloc'd, free() it. */
+int wc_status(struct wc_conn *c, char **json, struct wc_error *err);
+/* SHUTDOWN: asks the daemon to stop (same as SIGTERM). */
+int wc_shutdown(struct wc_conn *c, struct wc_error *err);
+/* The times of the phases run so far on c (see struct wc_attach_times). */
+void wc_times(const struct wc_conn *c, struct wc_attach_times *out);
+
+int wc_api_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
