@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <string.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "hash.h"
+
+_Static_assert(sizeof(XXH3_state_t) <= WC_HASHER_STATE_SIZE,
+	       "WC_HASHER_STATE_SIZE too small for XXH3_state_t");
+_Static_assert(_Alignof(XXH3_state_t) <= 64, "XXH3_state_t alignment");
+
+static XXH3_state_t *state_of(struct wc_hasher *h)
+{
+	return (XXH3_state_t *)(void *)h->state;
+}
+
+static void canon(XXH128_hash_t v, uint8_t out[WC_HASH_LEN])
+{
+	XXH128_canonical_t c;
+
+	XXH128_canonicalFromHash(&c, v);
+	memcpy(out, c.digest, WC_HASH_LEN);
+}
+
+void wc_hash128(const void *p, size_t n, uint8_t out[WC_HASH_LEN])
+{
+	canon(XXH3_128bits(p, n), out);
+}
+
+void wc_hasher_init(struct wc_hasher *h)
+{
+	XXH3_INITSTATE(state_of(h));
+	XXH3_128bits_reset(state_of(h));
+}
+
+void wc_hasher_update(struct wc_hasher *h, const void *p, size_t n)
+{
+	if (n)
+		XXH3_128bits_update(state_of(h), p, n);
+}
+
+void wc_hasher_final(const struct wc_hasher *h, uint8_t out[WC_HASH_LEN])
+{
+	canon(XXH3_128bits_digest((const XXH3_state_t *)(const void *)h->state),
+	      out);
+}
+
+void wc_hash_hex(const uint8_t h[WC_HASH_LEN], char out[WC_HASH_HEX_LEN])
+{
+	static const char digits[] = "0123456789abcdef";
+
+	for (int i = 0; i < WC_HASH_LEN; i++) {
+		out[2 * i] = digits[h[i] >> 4];
+		out[2 * i + 1] = digits[h[i] & 15];
+	}
+	out[2 * WC_HASH_LEN] = '\0';
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
+
+int wc_hash_parse_hex(const char *s, uint8_t out[WC_HASH_LEN])
+{
+	uint8_t tmp[WC_HASH_LEN];
+
+	for (int i = 0; i < WC_HASH_LEN; i++) {
+		int hi = hexval(s[2 * i]), lo;
+
+		if (hi < 0)
+			return -EINVAL;
+		lo = hexval(s[2 * i + 1]);
+		if (lo < 0)
+			return -EINVAL;
+		tmp[i] = (uint8_t)(hi << 4 | lo);
+	}
+	if (s[2 * WC_HASH_LEN])
+		return -EINVAL;
+	memcpy(out, tmp, WC_HASH_LEN);
+	return 0;
+}
