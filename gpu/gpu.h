@@ -40,6 +40,10 @@ struct gpu_dev {
 	char uuid[GPU_NAME_LEN];   /* "GPU-xxxxxxxx-...", or the host name */
 	int ordinal;               /* CUDA ordinal, -1 for host */
 	int cc_major, cc_minor;    /* compute capability, 0 for host */
+	/* GPU_EXPORT_FD after open. The daemon selects legacy CUDA IPC
+	 * (`--ipc legacy`) by setting GPU_EXPORT_IPC_HANDLE here after open
+	 * and before the first pool_create (cuda backend only; pools remember
+	 * the kind they were created with). */
 	enum gpu_export export_kind;
 	uint64_t granularity;      /* pool sizes are multiples of this */
 	void *priv;
@@ -103,13 +107,22 @@ struct gpu_backend {
 	int (*pool_seal)(struct gpu_dev *dev, struct gpu_pool *pool, char *err);
 	void (*pool_release)(struct gpu_dev *dev, struct gpu_pool *pool);
 
-	/* client side: fd (GPU_EXPORT_FD) or handle (GPU_EXPORT_IPC_HANDLE) */
+	/* client side: fd (GPU_EXPORT_FD) or handle (GPU_EXPORT_IPC_HANDLE).
+	 * cuda: pass fd -1 with a handle for legacy pools, else the fd and a
+	 * NULL handle; the backend does not keep fd (the caller closes it).
+	 * Legacy CUDA IPC cannot map read-only: m->writable comes back true
+	 * there, whatever was asked. */
 	int (*import)(struct gpu_dev *dev, int fd, const unsigned char *handle,
 		      uint64_t size, bool writable, struct gpu_mapping *m, char *err);
 	/* copies mapped bytes to host memory (client-side verify) */
 	int (*read_mapping)(struct gpu_dev *dev, const struct gpu_mapping *m,
 			    uint64_t off, void *dst, size_t len);
 	void (*unimport)(struct gpu_dev *dev, struct gpu_mapping *m);
+	/* Optional (NULL when absent): copies host bytes into a mapping.
+	 * For tests of read-only enforcement: on a read-only import the
+	 * device (not this function) must refuse the write. cuda only. */
+	int (*write_mapping)(struct gpu_dev *dev, const struct gpu_mapping *m,
+			     uint64_t off, const void *src, size_t len);
 };
 
 extern const struct gpu_backend gpu_host_backend;
