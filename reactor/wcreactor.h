@@ -66,6 +66,8 @@ struct rx_op {
 	uint64_t deadline_ns; /* linked deadline, 0 for none (rx_op_deadline) */
 	void *data;         /* the caller's */
 	/* internal */
+	int32_t res_held;          /* main result, held until the deadline's CQE */
+	uint32_t cflags_held;
 	uint64_t deadline_at_ns;   /* absolute CLOCK_MONOTONIC, set at start */
 	struct __kernel_timespec deadline_ts;
 	struct rx_op *next, *prev; /* the loop's list of active operations */
@@ -171,7 +173,10 @@ struct rx_recv {
 	} cmsg;
 };
 /* Receives into buf[0..len); completes once at least min bytes (1 if 0) have
- * arrived, the peer closed, or an error. */
+ * arrived, the peer closed, or an error. A peer that closes after some but
+ * fewer than min bytes (in the middle of a message) completes with
+ * -ECONNRESET; r->done holds what did arrive. Received descriptors are
+ * close-on-exec (MSG_CMSG_CLOEXEC). */
 int rx_recv_start(struct rx_loop *loop, struct rx_recv *r, int fd, void *buf,
 		  size_t len, size_t min, unsigned max_fds, rx_recv_cb cb);
 
@@ -224,6 +229,11 @@ struct rx_read {
 	bool misaligned;
 	rx_read_cb cb;
 };
+/* With RX_READ_DIRECT the buffer address, offset and length are checked
+ * against the file's direct-I/O alignment (statx STATX_DIOALIGN, one syscall
+ * per start; 512 where the kernel does not say) before anything is queued: a
+ * misaligned read returns -EINVAL here with r->misaligned set and no callback.
+ * An -EINVAL from the kernel on such a read also sets r->misaligned. */
 int rx_read_start(struct rx_loop *loop, struct rx_read *r, int fd, void *buf,
 		  size_t len, uint64_t off, int buf_index, unsigned flags,
 		  rx_read_cb cb);
@@ -323,8 +333,9 @@ struct rx_wake {
 int rx_wake_init(struct rx_loop *loop, struct rx_wake *w, rx_wake_cb cb);
 /* Thread-safe and async-signal-safe; never blocks. */
 void rx_wake_post(struct rx_wake *w, struct rx_wake_node *node);
-/* Stops the watch; nodes posted and not yet delivered are delivered first.
- * The eventfd is closed when the final callback has run. */
+/* Stops the watch; nodes posted and not yet delivered are delivered first,
+ * then cb runs once more with node == NULL: the eventfd is closed and w may
+ * be freed. Posting after rx_wake_close is a caller bug. */
 int rx_wake_close(struct rx_wake *w);
 
 /* --- signals through signalfd --------------------------------------------- */
