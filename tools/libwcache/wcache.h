@@ -29,7 +29,11 @@
  *   ETIMEDOUT        no reply within the request timeout
  *   E2BIG            a bound below was exceeded (tensors, pools, message)
  *   EILSEQ           wc_verify: a tensor's bytes do not match its hash
- * Codes from the daemon's error replies are passed through with its message.
+ * The daemon's own refusals keep its message and map to: EACCES (not
+ * allowed), EINVAL (request out of order), EAGAIN (the daemon is sleeping or
+ * at its client limit), EBUSY (refused while leases are held), EROFS (read-
+ * write attach of sealed pools), ESRCH (no such lease), ENOSYS (not
+ * implemented), EIO (daemon internal error).
  *
  * Threads: a wc_conn is used by one thread at a time. A model's tensor table
  * is read-only after wc_attach and may be read from any thread.
@@ -80,10 +84,13 @@ struct wc_connect_opts {
 	const char *runtime_dir;
 	const char *socket;          /* a socket path; overrides the above */
 	int timeout_ms;              /* per request; 0: 30000; <0: none */
+	const char *label;           /* shown in the daemon's log ("vllm tp0") */
 };
 
-/* Connects (blocking), checks the peer with SO_PEERCRED and opens a pidfd on
- * the daemon. The connection is not usable for attach until wc_hello. */
+/* Connects (blocking), reads the peer's pid with SO_PEERCRED and opens a
+ * pidfd on the daemon. The connection is not usable for attach until
+ * wc_hello. With socket set, also set device when wc_hello is given an
+ * expected identity (the identity names the device). */
 int wc_connect(const struct wc_connect_opts *o, struct wc_conn **out,
 	       struct wc_error *err);
 
@@ -103,7 +110,6 @@ struct wc_expect {
 	int tp_size, tp_rank;
 	int pp_size, pp_rank;
 	const char *rules_file;      /* sharding rules; NULL: the preset */
-	const char *allow_quant;     /* as wcd --allow-quant; NULL: none */
 };
 
 enum wc_mem {
