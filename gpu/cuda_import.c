@@ -1,0 +1,170 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The CUDA memory backend, engine side: import a pool exported by wcd.
+ *
+ *   VMM     cuMemImportFromShareableHandle on the POSIX fd, reserve a
+ *           virtual range, map, and set access read-only (read-write only
+ *           when asked). The engine's mapping holds its own reference, so
+ *           its pointers stay valid after the daemon dies.
+ *   legacy  cudaIpcOpenMemHandle on the 64-byte handle. CUDA IPC has no
+ *           read-only mode: the mapping is writable (m->writable says so).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_priv.h"
+
+static int import_vmm(struct gpu_dev *dev, int fd, uint64_t size,
+		      bool writable, struct cuda_map *cm, char *err)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	CUmemAccessDesc acc;
+	char es[160];
+	CUresult r;
+	int ret;
+
+	r = cd->drv.MemImportFromShareableHandle(&cm->h, (void *)(uintptr_t)fd,
+						 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+	if (r != CUDA_SUCCESS)
+		return gpu_cuda_errf(err, gpu_cuda_drv_errno(r),
+				     "cannot import pool fd %d on %s: %s; the daemon must run on the same GPU and be reachable (same host)",
+				     fd, dev->name, gpu_cuda_drv_str(cd, r, es, sizeof(es)));
+	cm->map_size = gpu_align_up(size, dev->granularity);
+	r = cd->drv.MemAddressReserve(&cm->ptr, cm->map_size, dev->granularity, 0, 0);
+	if (r != CUDA_SUCCESS) {
+		ret = gpu_cuda_errf(err, gpu_cuda_drv_errno(r),
+				    "cannot reserve %zu bytes of device address space: %s",
+				    cm->map_size, gpu_cuda_drv_str(cd, r, es, sizeof(es)));
+		goto out_release;
+	}
+	r = cd->drv.MemMap(cm->ptr, cm->map_size, 0, cm->h, 0);
+	if (r != CUDA_SUCCESS) {
+		ret = gpu_cuda_errf(err, gpu_cuda_drv_errno(r),
+				    "cannot map an imported pool of %llu bytes: %s; the size does not match the daemon's pool",
+				    (unsigned long long)size,
+				    gpu_cuda_drv_str(cd, r, es, sizeof(es)));
+		goto out_free_va;
+	}
+	acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	acc.location.id = dev->ordinal;
+	acc.flags = writable ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE :
+			       CU_MEM_ACCESS_FLAGS_PROT_READ;
+	r = cd->drv.MemSetAccess(cm->ptr, cm->map_size, &acc, 1);
+	if (r != CUDA_SUCCESS) {
+		ret = gpu_cuda_errf(err, gpu_cuda_drv_errno(r),
+				    "cannot set %s access on an imported pool: %s",
+				    writable ? "read-write" : "read-only",
+				    gpu_cuda_drv_str(cd, r, es, sizeof(es)));
+		goto out_unmap;
+	}
+	return 0;
+
+out_unmap:
+	cd->drv.MemUnmap(cm->ptr, cm->map_size);
+out_free_va:
+	cd->drv.MemAddressFree(cm->ptr, cm->map_size);
+out_release:
+	cd->drv.MemRelease(cm->h);
+	return ret;
+}
+
+static int import_legacy(struct gpu_dev *dev, const unsigned char *handle,
+			 struct cuda_map *cm, char *err)
+{
+	cudaIpcMemHandle_t h;
+	cudaError_t e;
+	void *p = NULL;
+
+	memcpy(&h, handle, sizeof(h));
+	e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
+	if (e != cudaSuccess)
+		return gpu_cuda_errf(err, gpu_cuda_rt_errno(e),
+				     "cudaIpcOpenMemHandle on %s failed: %s; legacy handles open only in another process than the daemon, on the same host",
+				     dev->name, cudaGetErrorString(e));
+	cm->ptr = (CUdeviceptr)(uintptr_t)p;
+	return 0;
+}
+
+int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
+		    uint64_t size, bool writable, struct gpu_mapping *m, char *err)
+{
+	struct cuda_map *cm;
+	int ret;
+
+	memset(m, 0, sizeof(*m));
+	if (size == 0 || (fd < 0 && !handle))
+		return gpu_cuda_errf(err, EINVAL,
+				     "import needs a pool fd or an IPC handle and a size (got fd %d, size %llu)",
+				     fd, (unsigned long long)size);
+	ret = gpu_cuda_enter(dev, err);
+	if (ret)
+		return ret;
+	cm = calloc(1, sizeof(*cm));
+	if (!cm)
+		return gpu_cuda_errf(err, ENOMEM, "out of host memory importing a pool");
+	cm->legacy = fd < 0;
+	ret = cm->legacy ? import_legacy(dev, handle, cm, err) :
+			   import_vmm(dev, fd, size, writable, cm, err);
+	if (ret) {
+		free(cm);
+		return ret;
+	}
+	m->size = size;
+	m->ptr = (const void *)(uintptr_t)cm->ptr;
+	m->writable = cm->legacy || writable;
+	m->priv = cm;
+	return 0;
+}
+
+static int mapping_copy(struct gpu_dev *dev, const struct gpu_mapping *m,
+			uint64_t off, void *host, const void *src, size_t len)
+{
+	struct cuda_map *cm = m->priv;
+	cudaError_t e;
+	int ret;
+
+	if (!cm || off > m->size || len > m->size - off)
+		return -EINVAL;
+	ret = gpu_cuda_enter(dev, NULL);
+	if (ret)
+		return ret;
+	if (host)
+		e = cudaMemcpy(host, (const char *)m->ptr + off, len, cudaMemcpyDeviceToHost);
+	else
+		e = cudaMemcpy((char *)(uintptr_t)m->ptr + off, src, len, cudaMemcpyHostToDevice);
+	return -gpu_cuda_rt_errno(e);
+}
+
+int gpu_cuda_read_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
+			  uint64_t off, void *dst, size_t len)
+{
+	return mapping_copy(dev, m, off, dst, NULL, len);
+}
+
+/* No software check of m->writable: on a read-only VMM import the device
+ * must refuse the write, and tests assert that it does. */
+int gpu_cuda_write_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
+			   uint64_t off, const void *src, size_t len)
+{
+	return mapping_copy(dev, m, off, NULL, src, len);
+}
+
+void gpu_cuda_unimport(struct gpu_dev *dev, struct gpu_mapping *m)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	struct cuda_map *cm = m->priv;
+
+	if (!cm)
+		return;
+	gpu_cuda_enter(dev, NULL);
+	if (cm->legacy) {
+		cudaIpcCloseMemHandle((void *)(uintptr_t)cm->ptr);
+	} else {
+		cd->drv.MemUnmap(cm->ptr, cm->map_size);
+		cd->drv.MemAddressFree(cm->ptr, cm->map_size);
+		cd->drv.MemRelease(cm->h);
+	}
+	free(cm);
+	memset(m, 0, sizeof(*m));
+}

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Private to gpu/cuda*.c: the per-device state of the CUDA backend and the
+ * driver API table. Only files under gpu/ include this (it pulls in CUDA
+ * headers).
+ *
+ * The driver API (VMM: cuMemCreate and friends) is never linked: every
+ * function is looked up through cudaGetDriverEntryPointByVersion once the
+ * runtime has found a driver, so binaries start on machines without
+ * libcuda.so.1 (CI) and fail there with a clear error at open time.
+ */
+#ifndef WC_GPU_CUDA_PRIV_H
+#define WC_GPU_CUDA_PRIV_H
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+#include <stdatomic.h>
+
+#include "gpu.h"
+
+#define CUDA_STREAMS 4           /* copy streams per device */
+#define CUDA_INFLIGHT_MAX 1024   /* outstanding copies per stream */
+
+/* Driver entry points, resolved at open time. */
+struct cuda_drv {
+	PFN_cuGetErrorString_v6000 GetErrorString;
+	PFN_cuDeviceGet_v2000 DeviceGet;
+	PFN_cuDeviceGetAttribute_v2000 DeviceGetAttribute;
+	PFN_cuMemCreate_v10020 MemCreate;
+	PFN_cuMemRelease_v10020 MemRelease;
+	PFN_cuMemAddressReserve_v10020 MemAddressReserve;
+	PFN_cuMemAddressFree_v10020 MemAddressFree;
+	PFN_cuMemMap_v10020 MemMap;
+	PFN_cuMemUnmap_v10020 MemUnmap;
+	PFN_cuMemSetAccess_v10020 MemSetAccess;
+	PFN_cuMemExportToShareableHandle_v10020 MemExportToShareableHandle;
+	PFN_cuMemImportFromShareableHandle_v10020 MemImportFromShareableHandle;
+	PFN_cuMemGetAllocationGranularity_v10020 MemGetAllocationGranularity;
+	PFN_cuMemGetAllocationPropertiesFromHandle_v10020 MemGetAllocationPropertiesFromHandle;
+};
+
+/* One queued completion: done(arg, 0) once the stream reaches it. */
+struct cuda_cb {
+	gpu_done_fn done;
+	void *arg;
+	struct cuda_stream *st;
+};
+
+/* A copy stream with a fixed ring of completion records; host functions on
+ * one stream run in order, so the ring is consumed FIFO. */
+struct cuda_stream {
+	cudaStream_t s;
+	struct cuda_cb cb[CUDA_INFLIGHT_MAX];
+	unsigned tail;                 /* next record to fill (submitter) */
+	atomic_uint inflight;          /* filled, not yet called back */
+};
+
+struct cuda_dev {
+	struct cuda_drv drv;
+	bool vmm;                      /* device supports VMM + POSIX fds */
+	bool streams_ready;
+	struct cuda_stream st[CUDA_STREAMS];
+};
+
+/* Per-pool state (daemon side). */
+struct cuda_pool {
+	bool legacy;                   /* cudaMalloc + IPC handle */
+	CUmemGenericAllocationHandle h; /* VMM */
+};
+
+/* Per-mapping state (engine side). */
+struct cuda_map {
+	bool legacy;
+	CUdeviceptr ptr;
+	size_t map_size;               /* reserved/mapped bytes (VMM) */
+	CUmemGenericAllocationHandle h;
+};
+
+static inline struct cuda_dev *cuda_dev_of(struct gpu_dev *dev)
+{
+	return dev->priv;
+}
+
+/* Writes "what: cudaErrorX (text)" style sentences into err (GPU_ERR_LEN)
+ * and returns -code. */
+int gpu_cuda_errf(char *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Maps CUDA errors to an errno. */
+int gpu_cuda_rt_errno(cudaError_t e);
+int gpu_cuda_drv_errno(CUresult r);
+/* Text of a driver error ("CUDA_ERROR_X: text"), into a static buffer of
+ * the caller's. */
+const char *gpu_cuda_drv_str(struct cuda_dev *cd, CUresult r, char *buf, size_t len);
+/* Makes the device current on the calling thread (cheap when it already is). */
+int gpu_cuda_enter(struct gpu_dev *dev, char *err);
+
+/* cuda_import.c */
+int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
+		    uint64_t size, bool writable, struct gpu_mapping *m, char *err);
+int gpu_cuda_read_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
+			  uint64_t off, void *dst, size_t len);
+int gpu_cuda_write_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
+			   uint64_t off, const void *src, size_t len);
+void gpu_cuda_unimport(struct gpu_dev *dev, struct gpu_mapping *m);
+
+#endif

@@ -1,0 +1,229 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The CUDA backend in one process: open by index and by UUID (and the
+ * errors for a missing index, an unknown UUID, a bad spec), VMM and legacy
+ * pools rounded to the granularity, pinned staging, asynchronous copies on
+ * every stream with one completion each, a 2-D copy whose destination gaps
+ * stay untouched, bounds checks, seal, and device memory accounting.
+ * Skips (77) where the build has no CUDA or no GPU is found.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gpu.h"
+#include "t.h"
+
+static atomic_int done_count;
+static atomic_int done_bad;
+
+static void on_done(void *arg, int res)
+{
+	if (res != 0 || arg != &done_count)
+		atomic_fetch_add(&done_bad, 1);
+	atomic_fetch_add(&done_count, 1);
+}
+
+static void fill(unsigned char *p, size_t len, uint64_t seed)
+{
+	uint64_t x = seed | 1;
+	size_t i;
+
+	for (i = 0; i < len; i++) {
+		if ((i & 7) == 0) {
+			x ^= x << 13;
+			x ^= x >> 7;
+			x ^= x << 17;
+		}
+		p[i] = (unsigned char)(x >> ((i & 7) * 8));
+	}
+}
+
+/* Waits (bounded) until n completions have arrived. */
+static void wait_done(int n)
+{
+	int i;
+
+	for (i = 0; i < 20000 && atomic_load(&done_count) < n; i++)
+		usleep(500);
+	T_EQ_INT(atomic_load(&done_count), n);
+	T_EQ_INT(atomic_load(&done_bad), 0);
+}
+
+static void check_specs(const struct gpu_backend *be, const struct gpu_dev *d0)
+{
+	char err[GPU_ERR_LEN], up[GPU_NAME_LEN];
+	struct gpu_dev d;
+	size_t i;
+
+	T_EQ_INT(be->open(&d, "99", err), -ENODEV);
+	T_HAS(err, "CUDA device 99 does not exist");
+	T_EQ_INT(be->open(&d, "GPU-00000000-0000-0000-0000-000000000000", err), -ENODEV);
+	T_HAS(err, "no CUDA device has UUID GPU-00000000");
+	T_EQ_INT(be->open(&d, "zero", err), -EINVAL);
+	T_HAS(err, "bad CUDA device \"zero\"");
+
+	/* the UUID opens the same device, in either case */
+	for (i = 0; i < sizeof(up) && d0->uuid[i]; i++)
+		up[i] = (char)(d0->uuid[i] >= 'a' && d0->uuid[i] <= 'f' ?
+			       d0->uuid[i] - 32 : d0->uuid[i]);
+	up[i] = '\0';
+	T_OK(be->open(&d, up, err));
+	T_EQ_INT(d.ordinal, d0->ordinal);
+	T_EQ_STR(d.name, d0->uuid);
+	be->close(&d);
+}
+
+/* Contiguous copies of the whole staging buffer, split over 8 streams. */
+static void check_copies(const struct gpu_backend *be, struct gpu_dev *dev,
+			 struct gpu_pool *pool, unsigned char *stage, size_t len)
+{
+	unsigned char *back = malloc(len);
+	size_t chunk = len / 8, off;
+	struct gpu_copy c;
+	int n = 0;
+
+	T_ASSERT(back);
+	fill(stage, len, 42);
+	atomic_store(&done_count, 0);
+	for (off = 0; off < len; off += chunk, n++) {
+		memset(&c, 0, sizeof(c));
+		c.dst_off = off;
+		c.src = stage + off;
+		c.width = off + chunk <= len ? chunk : len - off;
+		c.height = 1;
+		T_OK(be->copy_to_pool(dev, pool, &c, (unsigned)n, on_done, &done_count));
+	}
+	wait_done(n);
+	T_OK(be->copy_from_pool(dev, pool, 0, back, len));
+	T_ASSERT(memcmp(back, stage, len) == 0);
+
+	/* out of bounds: rejected before anything is queued */
+	c.dst_off = pool->alloc_size - 10;
+	c.width = 11;
+	c.height = 1;
+	T_EQ_INT(be->copy_to_pool(dev, pool, &c, 0, on_done, &done_count), -EINVAL);
+	T_EQ_INT(be->copy_from_pool(dev, pool, pool->alloc_size - 10, back, 11), -EINVAL);
+	free(back);
+}
+
+/* A column split: 37 rows of 1000 bytes from a 4096-byte source pitch into
+ * a 1536-byte destination pitch; the bytes between rows keep their value. */
+static void check_2d(const struct gpu_backend *be, struct gpu_dev *dev,
+		     struct gpu_pool *pool, unsigned char *stage)
+{
+	const size_t w = 1000, h = 37, sp = 4096, dp = 1536, base = 256 * 7;
+	size_t span = (h - 1) * dp + w, r;
+	unsigned char *before = malloc(span), *after = malloc(span);
+	struct gpu_copy c;
+
+	T_ASSERT(before && after);
+	T_OK(be->copy_from_pool(dev, pool, base, before, span));
+	fill(stage, h * sp, 7);
+	c.dst_off = base;
+	c.src = stage;
+	c.width = w;
+	c.height = h;
+	c.src_pitch = sp;
+	c.dst_pitch = dp;
+	atomic_store(&done_count, 0);
+	T_OK(be->copy_to_pool(dev, pool, &c, 3, on_done, &done_count));
+	wait_done(1);
+	T_OK(be->copy_from_pool(dev, pool, base, after, span));
+	for (r = 0; r < h; r++) {
+		T_ASSERT(memcmp(after + r * dp, stage + r * sp, w) == 0);
+		if (r + 1 < h)
+			T_ASSERT(memcmp(after + r * dp + w, before + r * dp + w,
+					dp - w) == 0);
+	}
+	c.dst_pitch = w - 1;   /* rows would overlap */
+	T_EQ_INT(be->copy_to_pool(dev, pool, &c, 0, on_done, &done_count), -EINVAL);
+	free(before);
+	free(after);
+}
+
+static void check_pool(const struct gpu_backend *be, struct gpu_dev *dev,
+		       bool legacy, unsigned char *stage, size_t stage_len)
+{
+	char err[GPU_ERR_LEN];
+	struct gpu_pool pool;
+	uint64_t size = 3 * dev->granularity + 12345;
+
+	dev->export_kind = legacy ? GPU_EXPORT_IPC_HANDLE : GPU_EXPORT_FD;
+	T_OK(be->pool_create(dev, &pool, size, err));
+	T_EQ_U64(pool.size, size);
+	T_EQ_U64(pool.alloc_size, 4 * dev->granularity);
+	T_ASSERT(pool.dev_ptr != 0);
+	if (legacy) {
+		static const unsigned char zero[GPU_IPC_HANDLE_LEN];
+
+		T_EQ_INT(pool.fd, -1);
+		T_ASSERT(memcmp(pool.ipc_handle, zero, sizeof(zero)) != 0);
+	} else {
+		T_CMP_INT(pool.fd, >=, 0);
+	}
+	check_copies(be, dev, &pool, stage, stage_len < size ? stage_len : size);
+	check_2d(be, dev, &pool, stage);
+	T_OK(be->pool_seal(dev, &pool, err));
+	T_ASSERT(pool.sealed);
+	be->pool_release(dev, &pool);
+	T_EQ_INT(pool.fd, -1);
+	T_EQ_INT(be->pool_create(dev, &pool, 0, err), -EINVAL);
+	dev->export_kind = GPU_EXPORT_FD;
+}
+
+/* A 1 GiB pool takes at least 1 GiB of device memory and gives it back. */
+static void check_mem(const struct gpu_backend *be, struct gpu_dev *dev)
+{
+	uint64_t f0, f1, f2, t;
+	char err[GPU_ERR_LEN];
+	struct gpu_pool pool;
+
+	T_OK(be->mem_info(dev, &f0, &t));
+	T_OK(be->pool_create(dev, &pool, 1ull << 30, err));
+	T_OK(be->mem_info(dev, &f1, &t));
+	T_CMP_INT(f0 - f1, >=, 1ll << 30);
+	be->pool_release(dev, &pool);
+	T_OK(be->mem_info(dev, &f2, &t));
+	T_CMP_INT(f2, >=, f1 + (1ull << 30));
+	printf("1 GiB pool: device free %llu -> %llu -> %llu MiB of %llu\n",
+	       (unsigned long long)(f0 >> 20), (unsigned long long)(f1 >> 20),
+	       (unsigned long long)(f2 >> 20), (unsigned long long)(t >> 20));
+}
+
+int main(void)
+{
+	const struct gpu_backend *be = gpu_cuda_backend();
+	size_t stage_len = (64u << 20) + 1;
+	char err[GPU_ERR_LEN];
+	unsigned char *stage;
+	struct gpu_dev dev;
+	int ret;
+
+	T_SKIP_IF(!be, "built without CUDA");
+	ret = be->open(&dev, "0", err);
+	if (ret == -ENODEV) {
+		/* the error a user meets on a machine without a GPU */
+		T_HAS(err, "no CUDA device found");
+		T_HAS(err, "use --device host");
+		T_SKIP_IF(1, "%s", err);
+	}
+	T_OK(ret);
+	printf("device %s, cc %d.%d, granularity %llu\n", dev.name, dev.cc_major,
+	       dev.cc_minor, (unsigned long long)dev.granularity);
+	T_EQ_INT(strncmp(dev.name, "GPU-", 4), 0);
+	T_EQ_INT(strlen(dev.name), 40);
+	T_ASSERT(dev.granularity && !(dev.granularity & (dev.granularity - 1)));
+	check_specs(be, &dev);
+
+	T_OK(be->staging_alloc(&dev, stage_len, (void **)&stage, err));
+	check_pool(be, &dev, false, stage, stage_len);
+	check_pool(be, &dev, true, stage, stage_len);
+	check_mem(be, &dev);
+	be->staging_free(&dev, stage, stage_len);
+	be->close(&dev);
+	return 0;
+}
