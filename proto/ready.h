@@ -1,0 +1,59 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The ready file (prefix ready_): written by wcd atomically (temp file +
+ * rename) once its socket listens, read by wcctl and libwcache. One
+ * key=value per line, no spaces around '=', values to the end of the line:
+ *
+ *   pid=1234
+ *   socket=/run/user/1000/wcache/host.sock
+ *   device=host
+ *   identity=<32 hex digits>
+ *   version=1
+ *   tensors=291
+ *   bytes=16060522496
+ *   load_seconds=0.412
+ *   model=/models/llama-8b
+ *   tp_size=1 tp_rank=0 pp_size=1 pp_rank=0   (one per line)
+ *   state=ready
+ *
+ * Unknown keys are ignored (newer daemons may add some); a known key with a
+ * bad value, a duplicate key, a line without '=' or a missing pid, socket or
+ * device is an error. Pure except ready_read_file / ready_write_file.
+ */
+#ifndef WC_READY_H
+#define WC_READY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define READY_FILE_MAX 16384       /* bytes of a ready file */
+#define READY_PATH_MAX 4096
+#define READY_STATE_MAX 31
+
+struct ready_info {
+	int pid;
+	char socket[READY_PATH_MAX];
+	char device[64];
+	char identity[33];             /* hex digest, "" if absent */
+	uint64_t version;
+	uint64_t tensors;
+	uint64_t bytes;
+	double load_seconds;
+	char model[READY_PATH_MAX];
+	int tp_size, tp_rank, pp_size, pp_rank;
+	char state[READY_STATE_MAX + 1];
+};
+
+/* Writes the file text into buf; returns its length or -E2BIG. */
+int ready_format(const struct ready_info *r, char *buf, size_t len,
+		 char *err);
+/* Parses buf[0..len) (name for messages) into r. */
+int ready_parse(struct ready_info *r, const char *buf, size_t len,
+		const char *name, char *err);
+
+/* Blocking helpers: read and parse a file (-ENOENT when absent); write
+ * atomically through path.tmp.PID + rename, mode 0600. */
+int ready_read_file(struct ready_info *r, const char *path, char *err);
+int ready_write_file(const struct ready_info *r, const char *path, char *err);
+
+#endif
