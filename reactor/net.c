@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Stream sockets: multishot accept (re-armed when the kernel ends it), and
+ * recvmsg/sendmsg that carry SCM_RIGHTS descriptors, continue partial
+ * transfers, and wait for readiness after -EAGAIN (a non-blocking socket).
+ */
+#include <errno.h>
+#include <poll.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "compat.h"
+#include "internal.h"
+
+/* --- accept ---------------------------------------------------------------- */
+
+static int rx_accept_arm(struct rx_accept *a)
+{
+	struct io_uring_sqe *sqe = rx__op_sqe(&a->op);
+
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_multishot_accept(sqe, a->listen_fd, NULL, NULL,
+				       SOCK_CLOEXEC);
+	rx__op_arm(&a->op, sqe);
+	return 0;
+}
+
+int rx_accept_start(struct rx_loop *loop, struct rx_accept *a, int listen_fd,
+		    rx_accept_cb cb)
+{
+	int ret;
+
+	if (loop->closing)
+		return -ESHUTDOWN;
+	if (listen_fd < 0 || !cb)
+		return -EINVAL;
+	a->listen_fd = listen_fd;
+	a->cb = cb;
+	a->stopping = false;
+	a->rearms = 0;
+	a->op.deadline_ns = 0; /* a deadline makes no sense on a listener */
+	rx__op_begin(loop, &a->op, RX_KIND_ACCEPT);
+	ret = rx_accept_arm(a);
+	if (ret < 0)
+		rx__op_end(&a->op);
+	return ret;
+}
+
+int rx_accept_stop(struct rx_accept *a)
+{
+	a->stopping = true;
+	return rx_cancel(&a->op);
+}
+
+/* Errors after which accepting again makes sense at once. Others (EBADF,
+ * EINVAL: not listening, EMFILE: re-arming would spin) end the accept. */
+static bool rx_accept_transient(int res)
+{
+	return res == -ECONNABORTED || res == -EINTR || res == -EAGAIN;
+}
+
+void rx__accept_cqe(struct rx_op *op, int res, unsigned cflags)
+{
+	struct rx_accept *a = (struct rx_accept *)op;
+	bool over = a->stopping || op->cancelled || op->loop->closing;
+
+	if (cflags & IORING_CQE_F_MORE) {
+		a->cb(a, res, false);
+		return;
+	}
+	/* The kernel ended the multishot (a full CQ, an error): re-arm. */
+	if (!over && (res >= 0 || rx_accept_transient(res)) &&
+	    rx_accept_arm(a) == 0) {
+		a->rearms++;
+		a->cb(a, res, false);
+		return;
+	}
+	rx__op_end(op);
+	if (res >= 0) {
+		a->cb(a, res, false);
+		res = -ECANCELED;
+	}
+	a->cb(a, res, true);
+}
+
+/* --- recv ------------------------------------------------------------------ */
+
+static int rx_recv_arm(struct rx_recv *r)
+{
+	struct io_uring_sqe *sqe = rx__op_sqe(&r->op);
+
+	if (!sqe)
+		return -EBUSY;
+	r->iov.iov_base = (char *)r->buf + r->done;
+	r->iov.iov_len = r->len - r->done;
+	memset(&r->msg, 0, sizeof(r->msg));
+	r->msg.msg_iov = &r->iov;
+	r->msg.msg_iovlen = 1;
+	/* always room for the kernel's maximum, so that nothing is dropped
+	 * silently: what is past max_fds is closed here */
+	r->msg.msg_control = r->cmsg.buf;
+	r->msg.msg_controllen = sizeof(r->cmsg.buf);
+	io_uring_prep_recvmsg(sqe, r->fd, &r->msg, MSG_CMSG_CLOEXEC);
+	r->op.flags &= ~RX_OPF_POLLING;
+	rx__op_arm(&r->op, sqe);
+	return 0;
+}
+
+int rx_recv_start(struct rx_loop *loop, struct rx_recv *r, int fd, void *buf,
+		  size_t len, size_t min, unsigned max_fds, rx_recv_cb cb)
+{
+	int ret;
+
+	if (loop->closing)
+		return -ESHUTDOWN;
+	if (fd < 0 || !buf || !len || len > INT32_MAX || min > len ||
+	    max_fds > RX_FDS_MAX || !cb)
+		return -EINVAL;
+	r->fd = fd;
+	r->buf = buf;
+	r->len = len;
+	r->min = min ? min : 1;
+	r->done = 0;
+	r->max_fds = max_fds;
+	r->nfds = 0;
+	r->fds_truncated = false;
+	r->cb = cb;
+	rx__op_begin(loop, &r->op, RX_KIND_RECV);
+	ret = rx_recv_arm(r);
+	if (ret < 0)
+		rx__op_end(&r->op);
+	return ret;
+}
+
+/* Keeps the descriptors that fit in max_fds, closes the rest. */
+static void rx_recv_take_fds(struct rx_recv *r)
+{
+	struct cmsghdr *c;
+	unsigned i, n;
+	int *fds;
+
+	if (r->msg.msg_flags & MSG_CTRUNC)
+		r->fds_truncated = true;
+	for (c = CMSG_FIRSTHDR(&r->msg); c; c = CMSG_NXTHDR(&r->msg, c)) {
+		if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (unsigned)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		fds = (int *)CMSG_DATA(c);
+		for (i = 0; i < n; i++) {
+			int fd;
+
+			memcpy(&fd, &fds[i], sizeof(fd));
+			if (r->nfds < r->max_fds) {
+				r->fds[r->nfds++] = fd;
+			} else {
+				close(fd);
+				r->fds_truncated = true;
+			}
+		}
+	}
+}
+
+void rx__recv_cqe(struct rx_op *op, int res, unsigned cflags)
+{
+	struct rx_recv *r = (struct rx_recv *)op;
+	bool stop = op->cancelled || op->loop->closing;
+
+	if (op->flags & RX_OPF_POLLING) {
+		/* readiness after -EAGAIN: receive again */
+		if (res >= 0)
+			res = stop ? -ECANCELED : rx_recv_arm(r);
+		if (res < 0)
+			goto finish;
+		return;
+	}
+	if (res == -EAGAIN && !stop) {
+		res = rx__op_poll_again(op, r->fd, POLLIN);
+		if (res < 0)
+			goto finish;
+		return;
+	}
+	if (res < 0)
+		goto finish;
+	rx_recv_take_fds(r);
+	r->done += (size_t)res;
+	if (res == 0) { /* the peer closed: cleanly, or mid-message */
+		res = r->done ? -ECONNRESET : 0;
+		goto finish;
+	}
+	res = (int)r->done;
+	if (r->done >= r->min)
+		goto finish;
+	res = stop ? -ECANCELED : rx_recv_arm(r);
+	if (res < 0)
+		goto finish;
+	return;
+finish:
+	rx__op_end(op);
+	r->cb(r, res);
+}
+
+/* --- send ------------------------------------------------------------------ */
+
+#define RX_SEND_IOV_MAX 8
+
+static int rx_send_arm(struct rx_send *s)
+{
+	struct io_uring_sqe *sqe = rx__op_sqe(&s->op);
+	struct iovec *iov = s->cur;
+	size_t skip = s->done;
+	unsigned n = s->iovcnt;
+
+	if (!sqe)
+		return -EBUSY;
+	/* rebuild the unsent tail from the caller's iov */
+	memcpy(iov, s->iov, sizeof(*iov) * n);
+	while (n && skip >= iov->iov_len) {
+		skip -= iov->iov_len;
+		iov++;
+		n--;
+	}
+	if (n) {
+		iov->iov_base = (char *)iov->iov_base + skip;
+		iov->iov_len -= skip;
+	}
+	memset(&s->msg, 0, sizeof(s->msg));
+	s->msg.msg_iov = iov;
+	s->msg.msg_iovlen = n;
+	if (s->nfds && !s->done) {
+		struct cmsghdr *c;
+
+		s->msg.msg_control = s->cmsg.buf;
+		s->msg.msg_controllen = CMSG_SPACE(sizeof(int) * s->nfds);
+		c = CMSG_FIRSTHDR(&s->msg);
+		c->cmsg_level = SOL_SOCKET;
+		c->cmsg_type = SCM_RIGHTS;
+		c->cmsg_len = CMSG_LEN(sizeof(int) * s->nfds);
+		memcpy(CMSG_DATA(c), s->fds, sizeof(int) * s->nfds);
+	}
+	io_uring_prep_sendmsg(sqe, s->fd, &s->msg, MSG_NOSIGNAL);
+	s->op.flags &= ~RX_OPF_POLLING;
+	rx__op_arm(&s->op, sqe);
+	return 0;
+}
+
+int rx_send_start(struct rx_loop *loop, struct rx_send *s, int fd,
+		  const struct iovec *iov, unsigned iovcnt, const int *fds,
+		  unsigned nfds, rx_send_cb cb)
+{
+	size_t total = 0;
+	unsigned i;
+	int ret;
+
+	if (loop->closing)
+		return -ESHUTDOWN;
+	if (fd < 0 || !iov || !iovcnt || iovcnt > RX_SEND_IOV_MAX ||
+	    nfds > RX_FDS_MAX || (nfds && !fds) || !cb)
+		return -EINVAL;
+	for (i = 0; i < iovcnt; i++)
+		total += iov[i].iov_len;
+	if (!total || total > INT32_MAX)
+		return -EINVAL; /* descriptors need at least one byte */
+	s->fd = fd;
+	s->iov = iov;
+	s->iovcnt = iovcnt;
+	s->total = total;
+	s->done = 0;
+	s->fds = fds;
+	s->nfds = nfds;
+	s->cb = cb;
+	rx__op_begin(loop, &s->op, RX_KIND_SEND);
+	ret = rx_send_arm(s);
+	if (ret < 0)
+		rx__op_end(&s->op);
+	return ret;
+}
+
+void rx__send_cqe(struct rx_op *op, int res, unsigned cflags)
+{
+	struct rx_send *s = (struct rx_send *)op;
+	bool stop = op->cancelled || op->loop->closing;
+
+	if (op->flags & RX_OPF_POLLING) {
+		/* writable after -EAGAIN: send the rest */
+		if (res >= 0)
+			res = stop ? -ECANCELED : rx_send_arm(s);
+		if (res < 0)
+			goto finish;
+		return;
+	}
+	if (res == -EAGAIN && !stop) {
+		res = rx__op_poll_again(op, s->fd, POLLOUT);
+		if (res < 0)
+			goto finish;
+		return;
+	}
+	if (res <= 0) {
+		/* 0 from a stream socket would spin: report it */
+		res = res ? res : -EIO;
+		goto finish;
+	}
+	s->done += (size_t)res;
+	res = (int)s->total;
+	if (s->done >= s->total)
+		goto finish;
+	res = stop ? -ECANCELED : rx_send_arm(s);
+	if (res < 0)
+		goto finish;
+	return;
+finish:
+	rx__op_end(op);
+	s->cb(s, res);
+}
