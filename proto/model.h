@@ -4,8 +4,10 @@
  * model.safetensors.index.json (its weight_map names every tensor's shard) or
  * every *.safetensors file in the directory. With an index, the index and
  * the shards must agree both ways: every mapped tensor is in its shard, every
- * shard tensor is mapped to that shard, every listed file exists, and no
- * other *.safetensors file is in the directory. Each shard header is read
+ * shard tensor is mapped to that shard, every listed file exists. Other
+ * *.safetensors files the index does not name are ignored (Mistral
+ * repositories ship a consolidated.safetensors beside the shards). Without
+ * an index, a tensor in two files is an error. Each shard header is read
  * with a small blocking pread and strictly validated (st.h); the daemon
  * reads the data itself.
  *
