@@ -56,7 +56,7 @@ extern "C" {
 
 #define WC_API_VERSION 1
 
-#define WC_ERR_MSG_LEN 512
+#define WC_ERR_MSG_LEN 2048          /* fits an identity mismatch list */
 #define WC_DIMS_MAX 8                /* dimensions per tensor */
 #define WC_TENSORS_MAX (1u << 20)    /* tensors per model */
 #define WC_POOLS_MAX 64              /* pools per model */
@@ -177,7 +177,11 @@ struct wc_tensor {
 	uint32_t pool;               /* index of the pool holding it */
 	uint64_t offset;             /* byte offset inside the pool */
 	uint8_t hash[WC_HASH_LEN];   /* XXH3-128 of the bytes, canonical */
+	uint32_t flags;              /* WC_TENSOR_* */
 };
+
+/* hash is valid (the daemon hashed while loading; not with wcd --no-hash) */
+#define WC_TENSOR_HASHED 0x1u
 
 struct wc_pool_view {
 	const void *ptr;             /* base (host or device, as wc_info.mem) */
@@ -201,8 +205,9 @@ int wc_pool_at(const struct wc_model *m, uint32_t i, struct wc_pool_view *out);
 
 /* Recomputes every tensor's XXH3-128 from the mapped bytes (host: straight
  * from the mapping; cuda: copied to host in chunks) and compares it with the
- * manifest. EILSEQ names the first bad tensor and the number of bad ones.
- * Costs one full read of the model; bad, when not NULL, gets the count. */
+ * manifest. EILSEQ names the first bad tensor and the number of bad ones;
+ * ENODATA when the daemon did not hash (wcd --no-hash). Costs one full read
+ * of the model; bad, when not NULL, gets the count. */
 int wc_verify(const struct wc_model *m, uint64_t *bad, struct wc_error *err);
 int wc_verify_tensor(const struct wc_model *m, const struct wc_tensor *t,
 		     struct wc_error *err);

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libwcache internals shared by its .c files (not installed). Internal
+ * non-static functions use the wc__ prefix.
+ */
+#ifndef WC_CLIENT_H
+#define WC_CLIENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gpu.h"
+#include "wcache.h"
+#include "wire.h"
+
+#define WC_NOTICES_MAX 16            /* queued notices; older are dropped */
+#define WC_TIMEOUT_MS_DEFAULT 30000
+#define WC_VERIFY_CHUNK (8u << 20)   /* bounce buffer for device verify */
+
+/* One received frame; payload points into the connection's buffer (valid
+ * until the next receive); fds are owned until wc__frame_release. */
+struct wc_frame {
+	struct wire_hdr h;
+	const uint8_t *payload;
+	unsigned nfds;
+	int fds[WIRE_FDS_PER_FRAME];
+};
+
+struct wc_conn {
+	int fd;                      /* the socket, blocking, CLOEXEC */
+	int pidfd;                   /* the daemon's pidfd, -1 if none */
+	pid_t pid;                   /* SO_PEERCRED of the daemon */
+	int timeout_ms;
+	uint64_t next_id;            /* request ids */
+	char device[WC_DEVICE_LEN];  /* spec given to wc_connect, "" if none */
+	char sock[WC_PATH_LEN];
+	char label[WIRE_LABEL_MAX + 1];
+	uint8_t *rbuf;               /* receive buffer, <= WIRE_PAYLOAD_MAX */
+	uint32_t rcap;
+	struct wire_put w;           /* send buffer */
+	bool hello_ok;
+	bool eof;                    /* the daemon closed the connection */
+	struct wc_info info;         /* from the HELLO reply */
+	struct gpu_dev dev;          /* opened at the first attach */
+	bool dev_open;
+	struct wc_attach_times times;
+	struct wc_notice notices[WC_NOTICES_MAX];
+	unsigned nq_head, nq_len;
+	struct wc_model *models;     /* attached, newest first */
+};
+
+struct wc_model {
+	struct wc_conn *conn;
+	struct wc_model *next;
+	struct wc_info info;
+	uint64_t lease;              /* the daemon's lease id */
+	unsigned flags;
+	uint32_t npools;
+	struct gpu_mapping maps[WC_POOLS_MAX];
+	uint64_t ntensors;
+	struct wc_tensor *t;
+	char *strings;               /* names and dtypes, one block */
+	uint32_t nbuckets;           /* power of two, >= 2 * ntensors */
+	uint32_t *buckets;           /* tensor index + 1, 0 = empty */
+};
+
+/* Fills err (may be NULL) and returns -code. */
+int wc__fail(struct wc_error *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void wc__ok(struct wc_error *err);
+uint64_t wc__now_ns(void);
+/* Copies src into dst (cap bytes), truncating; always NUL-terminated. */
+void wc__strlcpy(char *dst, const char *src, size_t cap);
+
+/* conn.c: frames. wc__call sends the frame in w (begun with id) and waits
+ * for the reply of that id and type; notices met on the way are queued, an
+ * ERROR reply becomes the error. */
+int wc__frame_recv(struct wc_conn *c, struct wc_frame *f, struct wc_error *err);
+void wc__frame_release(struct wc_frame *f);
+int wc__send(struct wc_conn *c, struct wire_put *w, struct wc_error *err);
+int wc__reply(struct wc_conn *c, uint64_t id, unsigned type,
+	      struct wc_frame *f, struct wc_error *err);
+int wc__call(struct wc_conn *c, struct wire_put *w, uint64_t id,
+	     unsigned type, struct wc_frame *f, struct wc_error *err);
+
+/* table.c: the name index over m->t (m->ntensors set). */
+int wc__index_build(struct wc_model *m, struct wc_error *err);
+void wc__model_free(struct wc_model *m);
+
+#endif

@@ -1,0 +1,574 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libwcache: the connection -- connect by device or socket path, blocking
+ * framed request/reply through proto/wire, descriptors received with
+ * recvmsg(MSG_CMSG_CLOEXEC), notices queued while a reply is awaited, the
+ * daemon's pidfd, and the small requests (PING, STATUS, SHUTDOWN).
+ *
+ * Frames are read exactly (header, then payload), never past the end of the
+ * current frame, so descriptors the daemon attaches to a frame's first byte
+ * are always received with that frame.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "err.h"
+#include "paths.h"
+#include "wire.h"
+
+static int pidfd_open_compat(pid_t pid)
+{
+#ifdef SYS_pidfd_open
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+#else
+	errno = ENOSYS;
+	return -1;
+#endif
+}
+
+void wc__frame_release(struct wc_frame *f)
+{
+	for (unsigned i = 0; i < f->nfds; i++)
+		if (f->fds[i] >= 0)
+			close(f->fds[i]);
+	f->nfds = 0;
+}
+
+/* Moves descriptors out of a control message into f; more than the frame
+ * limit (or a truncated control message) is a protocol error. */
+static int take_fds(struct wc_conn *c, struct msghdr *mh, struct wc_frame *f,
+		    struct wc_error *err)
+{
+	int ret = 0;
+
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(mh); cm;
+	     cm = CMSG_NXTHDR(mh, cm)) {
+		unsigned n;
+		int *fds;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+			continue;
+		n = (unsigned)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+		fds = (int *)CMSG_DATA(cm);
+		for (unsigned i = 0; i < n; i++) {
+			int fd;
+
+			memcpy(&fd, &fds[i], sizeof(fd));
+			if (f->nfds < WIRE_FDS_PER_FRAME)
+				f->fds[f->nfds++] = fd;
+			else {
+				close(fd);
+				ret = -E2BIG;
+			}
+		}
+	}
+	if (mh->msg_flags & MSG_CTRUNC)
+		ret = -EBADMSG;
+	if (ret)
+		return wc__fail(err, -ret, "the daemon %s sent more than %u file descriptors with one frame: restart the daemon, it does not speak this library's protocol",
+				c->sock, WIRE_FDS_PER_FRAME);
+	return 0;
+}
+
+/* Reads exactly len bytes into buf, collecting descriptors into f. */
+static int recv_exact(struct wc_conn *c, void *buf, size_t len,
+		      struct wc_frame *f, struct wc_error *err)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int) * WIRE_FDS_PER_FRAME)];
+		struct cmsghdr align;
+	} ctl;
+	size_t got = 0;
+
+	while (got < len) {
+		struct iovec iov = { (char *)buf + got, len - got };
+		struct msghdr mh = {
+			.msg_iov = &iov, .msg_iovlen = 1,
+			.msg_control = ctl.b, .msg_controllen = sizeof(ctl.b),
+		};
+		ssize_t n = recvmsg(c->fd, &mh, MSG_CMSG_CLOEXEC);
+		int ret;
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return wc__fail(err, ETIMEDOUT, "no reply from the daemon at %s within %d ms: it may be overloaded or stuck; check `wcctl status`",
+					c->sock, c->timeout_ms);
+		if (n < 0)
+			return wc__fail(err, errno, "reading from the daemon at %s failed: %s",
+					c->sock, strerror(errno));
+		ret = take_fds(c, &mh, f, err);
+		if (ret)
+			return ret;
+		if (n == 0) {
+			c->eof = true;
+			return wc__fail(err, EPIPE, "the daemon (pid %d) closed the connection at %s%s: it exited or refused this client; see its log, then reconnect",
+					(int)c->pid, c->sock,
+					got ? " in the middle of a frame" : "");
+		}
+		got += (size_t)n;
+	}
+	return 0;
+}
+
+/* Receives one whole frame into f (payload in c->rbuf, valid until the next
+ * receive). The header is checked before the payload is read. */
+int wc__frame_recv(struct wc_conn *c, struct wc_frame *f, struct wc_error *err)
+{
+	uint8_t hdr[WIRE_HDR_LEN];
+	char e[WC_ERR_LEN];
+	int ret;
+
+	f->nfds = 0;
+	f->payload = NULL;
+	if (c->eof)
+		return wc__fail(err, EPIPE, "the daemon (pid %d) has closed the connection at %s: reconnect",
+				(int)c->pid, c->sock);
+	ret = recv_exact(c, hdr, sizeof(hdr), f, err);
+	if (ret)
+		goto out_release;
+	ret = wire_hdr_decode(hdr, sizeof(hdr), &f->h, e);
+	if (ret) {
+		ret = wc__fail(err, -ret, "the daemon at %s sent a bad frame: %s", c->sock, e);
+		goto out_release;
+	}
+	if (f->h.len > c->rcap) {
+		void *p = realloc(c->rbuf, f->h.len);
+
+		if (!p) {
+			ret = wc__fail(err, ENOMEM, "out of memory for a %u-byte reply", f->h.len);
+			goto out_release;
+		}
+		c->rbuf = p;
+		c->rcap = f->h.len;
+	}
+	ret = recv_exact(c, c->rbuf, f->h.len, f, err);
+	if (ret)
+		goto out_release;
+	f->payload = c->rbuf;
+	return 0;
+out_release:
+	wc__frame_release(f);
+	/* the stream is out of step now */
+	c->eof = true;
+	return ret;
+}
+
+static int send_all(struct wc_conn *c, const void *buf, size_t len,
+		    struct wc_error *err)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t n = send(c->fd, (const char *)buf + done, len - done,
+				 MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return wc__fail(err, ETIMEDOUT, "the daemon at %s accepted no request bytes within %d ms: it may be stuck; check `wcctl status`",
+					c->sock, c->timeout_ms);
+		if (n < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+			c->eof = true;
+			return wc__fail(err, EPIPE, "the daemon (pid %d) at %s has gone away: it exited; restart it and reconnect",
+					(int)c->pid, c->sock);
+		}
+		if (n < 0)
+			return wc__fail(err, errno, "sending to the daemon at %s failed: %s",
+					c->sock, strerror(errno));
+		done += (size_t)n;
+	}
+	return 0;
+}
+
+int wc__send(struct wc_conn *c, struct wire_put *w, struct wc_error *err)
+{
+	char e[WC_ERR_LEN];
+	int ret = wire_frame_end(w, e);
+
+	if (ret)
+		return wc__fail(err, -ret, "could not encode the request: %s", e);
+	return send_all(c, w->buf, w->len, err);
+}
+
+static enum wc_notice_kind notice_kind(uint32_t k)
+{
+	switch (k) {
+	case WIRE_NOTICE_SHUTDOWN:
+		return WC_NOTICE_SHUTDOWN;
+	case WIRE_NOTICE_NEW_VERSION:
+		return WC_NOTICE_VERSION;
+	default:
+		return WC_NOTICE_OTHER;
+	}
+}
+
+/* Queues a NOTICE frame (the oldest is dropped when the queue is full). */
+static int queue_notice(struct wc_conn *c, const struct wc_frame *f,
+			struct wc_error *err)
+{
+	struct wire_notice nt;
+	struct wc_notice *n;
+	char e[WC_ERR_LEN];
+	int ret = wire_notice_get(f->payload, f->h.len, &nt, e);
+
+	if (ret)
+		return wc__fail(err, -ret, "the daemon at %s sent a bad notice: %s", c->sock, e);
+	if (c->nq_len == WC_NOTICES_MAX) {
+		c->nq_head = (c->nq_head + 1) % WC_NOTICES_MAX;
+		c->nq_len--;
+	}
+	n = &c->notices[(c->nq_head + c->nq_len) % WC_NOTICES_MAX];
+	n->kind = notice_kind(nt.kind);
+	n->version = nt.version;
+	wc__strlcpy(n->msg, nt.msg, sizeof(n->msg));
+	c->nq_len++;
+	return 0;
+}
+
+static int errcode_errno(uint32_t code)
+{
+	switch (code) {
+	case WIRE_E_MALFORMED:       return EBADMSG;
+	case WIRE_E_VERSION:         return EPROTONOSUPPORT;
+	case WIRE_E_TOO_LARGE:       return EMSGSIZE;
+	case WIRE_E_TYPE:            return EOPNOTSUPP;
+	case WIRE_E_PERM:            return EACCES;
+	case WIRE_E_STATE:           return EINVAL;
+	case WIRE_E_MISMATCH:        return ESTALE;
+	case WIRE_E_NOT_IMPLEMENTED: return ENOSYS;
+	case WIRE_E_NO_LEASE:        return ESRCH;
+	case WIRE_E_LIMIT:           return EAGAIN;
+	case WIRE_E_SLEEPING:        return EAGAIN;
+	case WIRE_E_BUSY:            return EBUSY;
+	case WIRE_E_READONLY:        return EROFS;
+	default:                     return EIO;
+	}
+}
+
+/* Turns an ERROR frame into the caller's error: the daemon's message as it
+ * was sent (it already says what to do). */
+static int error_reply(struct wc_conn *c, const struct wc_frame *f,
+		       unsigned req_type, struct wc_error *err)
+{
+	struct wire_error we;
+	char e[WC_ERR_LEN];
+	int ret = wire_error_get(f->payload, f->h.len, &we, e);
+
+	if (ret)
+		return wc__fail(err, -ret, "the daemon at %s sent a bad error reply: %s", c->sock, e);
+	return wc__fail(err, errcode_errno(we.code), "the daemon refused %s (%s): %s",
+			wire_type_name(req_type), wire_errcode_name(we.code),
+			we.msg);
+}
+
+/* Waits for the reply to request id (of type type), queueing notices met
+ * on the way. An ERROR reply (or an ERROR with id 0: a connection-level
+ * refusal) becomes the returned error. The caller releases f's fds. */
+int wc__reply(struct wc_conn *c, uint64_t id, unsigned type,
+	      struct wc_frame *f, struct wc_error *err)
+{
+	for (unsigned skipped = 0;; skipped++) {
+		int ret = wc__frame_recv(c, f, err);
+
+		if (ret)
+			return ret;
+		if (f->h.type == WIRE_NOTICE && !(f->h.flags & WIRE_F_REPLY)) {
+			wc__frame_release(f);
+			ret = queue_notice(c, f, err);
+			if (ret)
+				return ret;
+			continue;
+		}
+		if (f->h.type == WIRE_ERROR && (f->h.id == id || f->h.id == 0)) {
+			wc__frame_release(f);
+			return error_reply(c, f, type, err);
+		}
+		if (f->h.id != id || f->h.type != type ||
+		    !(f->h.flags & WIRE_F_REPLY)) {
+			wc__frame_release(f);
+			c->eof = true;
+			return wc__fail(err, EBADMSG, "the daemon at %s answered %s request %llu with a %s frame for request %llu: the connection is out of step; reconnect",
+					c->sock, wire_type_name(type),
+					(unsigned long long)id,
+					wire_type_name(f->h.type),
+					(unsigned long long)f->h.id);
+		}
+		return 0;
+	}
+}
+
+/* Sends the frame in w (begun with id) and waits for its reply. */
+int wc__call(struct wc_conn *c, struct wire_put *w, uint64_t id,
+	     unsigned type, struct wc_frame *f, struct wc_error *err)
+{
+	int ret = wc__send(c, w, err);
+
+	if (ret)
+		return ret;
+	return wc__reply(c, id, type, f, err);
+}
+
+/* Resolves the socket path from the options (contracts: runtime paths). */
+static int socket_path(struct wc_conn *c, const struct wc_connect_opts *o,
+		       struct wc_error *err)
+{
+	char e[WC_ERR_LEN], name[PATHS_DEVICE_MAX + 1], tmpl[PATHS_MAX];
+	struct paths *p;
+	int ret;
+
+	if (o->socket) {
+		if (strlen(o->socket) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+			return wc__fail(err, ENAMETOOLONG, "socket path '%s' is longer than %zu bytes: use a shorter runtime directory",
+					o->socket, sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+		wc__strlcpy(c->sock, o->socket, sizeof(c->sock));
+		return 0;
+	}
+	if (!o->device || !*o->device)
+		return wc__fail(err, EINVAL, "no device and no socket given: pass a device (\"host\", \"host:NAME\", a GPU index or UUID) or a socket path");
+	p = malloc(sizeof(*p));
+	if (!p)
+		return wc__fail(err, ENOMEM, "out of memory for runtime paths");
+	ret = paths_device_name(o->device, name, sizeof(name), e);
+	if (ret == -ENOENT) {
+		/* a CUDA index: only the driver knows its UUID; the device
+		 * stays open for import */
+		ret = gpu_dev_open(&c->dev, o->device, e);
+		if (!ret) {
+			c->dev_open = true;
+			wc__strlcpy(name, c->dev.name, sizeof(name));
+		}
+	}
+	if (!ret)
+		ret = paths_template_env(tmpl, sizeof(tmpl), o->runtime_dir, e);
+	if (!ret)
+		ret = paths_resolve(p, tmpl, name, e);
+	if (!ret)
+		wc__strlcpy(c->sock, p->sock, sizeof(c->sock));
+	free(p);
+	if (ret)
+		return wc__fail(err, -ret, "%s", e);
+	return 0;
+}
+
+int wc_connect(const struct wc_connect_opts *o, struct wc_conn **out,
+	       struct wc_error *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct timeval tv;
+	struct ucred cr;
+	socklen_t crlen = sizeof(cr);
+	struct wc_conn *c;
+	uint64_t t0 = wc__now_ns();
+	int ret;
+
+	*out = NULL;
+	if (!o)
+		return wc__fail(err, EINVAL, "wc_connect: no options given");
+	c = calloc(1, sizeof(*c));
+	if (!c)
+		return wc__fail(err, ENOMEM, "out of memory for a connection");
+	c->fd = -1;
+	c->pidfd = -1;
+	c->next_id = 1;
+	c->timeout_ms = o->timeout_ms ? o->timeout_ms : WC_TIMEOUT_MS_DEFAULT;
+	if (o->device)
+		wc__strlcpy(c->device, o->device, sizeof(c->device));
+	if (o->label)
+		wc__strlcpy(c->label, o->label, sizeof(c->label));
+	ret = socket_path(c, o, err);
+	if (ret)
+		goto out_free;
+	memcpy(sa.sun_path, c->sock, strlen(c->sock) + 1);
+	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (c->fd < 0) {
+		ret = wc__fail(err, errno, "socket(AF_UNIX) failed: %s", strerror(errno));
+		goto out_free;
+	}
+	if (c->timeout_ms > 0) {
+		tv.tv_sec = c->timeout_ms / 1000;
+		tv.tv_usec = (c->timeout_ms % 1000) * 1000;
+		setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	}
+	if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+		int e = errno;
+
+		if (e == ENOENT)
+			ret = wc__fail(err, ENOENT, "no wcache daemon for %s: socket %s does not exist; start one (wcctl start, or wcd --model DIR --device %s)",
+				       c->device[0] ? c->device : "this socket",
+				       c->sock, c->device[0] ? c->device : "DEVICE");
+		else if (e == ECONNREFUSED)
+			ret = wc__fail(err, ECONNREFUSED, "no wcache daemon is listening on %s (a stale socket from a daemon that died): start one; the next wcd start cleans it up",
+				       c->sock);
+		else if (e == EACCES)
+			ret = wc__fail(err, EACCES, "permission denied opening %s: the daemon's runtime directory belongs to another user; run as that user or ask for --allow-uid %u",
+				       c->sock, (unsigned)getuid());
+		else
+			ret = wc__fail(err, e, "connecting to %s failed: %s", c->sock, strerror(e));
+		goto out_free;
+	}
+	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0) {
+		ret = wc__fail(err, errno, "SO_PEERCRED on %s failed: %s", c->sock, strerror(errno));
+		goto out_free;
+	}
+	c->pid = cr.pid;
+	/* pid 0: the daemon lives in another pid namespace; no liveness fd. */
+	if (cr.pid > 0)
+		c->pidfd = pidfd_open_compat(cr.pid);
+	c->times.connect_ns = wc__now_ns() - t0;
+	*out = c;
+	wc__ok(err);
+	return 0;
+out_free:
+	wc_close(c);
+	return ret;
+}
+
+void wc_close(struct wc_conn *c)
+{
+	if (!c)
+		return;
+	while (c->models)
+		wc_detach(c->models, NULL);
+	if (c->dev_open)
+		gpu_dev_close(&c->dev);
+	if (c->fd >= 0)
+		close(c->fd);
+	if (c->pidfd >= 0)
+		close(c->pidfd);
+	free(c->rbuf);
+	wire_put_free(&c->w);
+	free(c);
+}
+
+int wc_daemon_fd(const struct wc_conn *c)
+{
+	return c->pidfd;
+}
+
+pid_t wc_daemon_pid(const struct wc_conn *c)
+{
+	return c->pid;
+}
+
+int wc_notice_fd(const struct wc_conn *c)
+{
+	return c->fd;
+}
+
+int wc_notice_read(struct wc_conn *c, struct wc_notice *n,
+		   struct wc_error *err)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLIN };
+	struct wc_frame f;
+	int ret;
+
+	while (!c->nq_len) {
+		if (c->eof)
+			return wc__fail(err, EPIPE, "the daemon (pid %d) has closed the connection at %s",
+					(int)c->pid, c->sock);
+		if (poll(&p, 1, 0) <= 0) {
+			wc__ok(err);
+			return 0;
+		}
+		ret = wc__frame_recv(c, &f, err);
+		if (ret)
+			return ret;
+		wc__frame_release(&f);
+		if (f.h.type != WIRE_NOTICE) {
+			c->eof = true;
+			return wc__fail(err, EBADMSG, "the daemon at %s sent an unrequested %s frame: reconnect",
+					c->sock, wire_type_name(f.h.type));
+		}
+		ret = queue_notice(c, &f, err);
+		if (ret)
+			return ret;
+	}
+	*n = c->notices[c->nq_head];
+	c->nq_head = (c->nq_head + 1) % WC_NOTICES_MAX;
+	c->nq_len--;
+	wc__ok(err);
+	return 1;
+}
+
+int wc_ping(struct wc_conn *c, unsigned depth, struct wc_error *err)
+{
+	uint64_t first = c->next_id;
+	struct wc_frame f;
+	int ret;
+
+	if (!depth)
+		depth = 1;
+	if (depth > 4096)
+		return wc__fail(err, EINVAL, "ping depth %u is over the limit of 4096", depth);
+	for (unsigned i = 0; i < depth; i++) {
+		wire_frame_begin(&c->w, WIRE_PING, 0, c->next_id++);
+		ret = wc__send(c, &c->w, err);
+		if (ret)
+			return ret;
+	}
+	for (unsigned i = 0; i < depth; i++) {
+		ret = wc__reply(c, first + i, WIRE_PING, &f, err);
+		if (ret)
+			return ret;
+		wc__frame_release(&f);
+	}
+	wc__ok(err);
+	return 0;
+}
+
+int wc_status(struct wc_conn *c, char **json, struct wc_error *err)
+{
+	uint64_t id = c->next_id++;
+	struct wc_frame f;
+	const char *j;
+	size_t jn;
+	char e[WC_ERR_LEN];
+	int ret;
+
+	*json = NULL;
+	wire_frame_begin(&c->w, WIRE_STATUS, 0, id);
+	ret = wc__call(c, &c->w, id, WIRE_STATUS, &f, err);
+	if (ret)
+		return ret;
+	wc__frame_release(&f);
+	ret = wire_status_get(f.payload, f.h.len, &j, &jn, e);
+	if (ret)
+		return wc__fail(err, -ret, "the daemon at %s sent a bad STATUS reply: %s", c->sock, e);
+	*json = malloc(jn + 1);
+	if (!*json)
+		return wc__fail(err, ENOMEM, "out of memory for a %zu-byte status", jn);
+	memcpy(*json, j, jn);
+	(*json)[jn] = '\0';
+	wc__ok(err);
+	return 0;
+}
+
+int wc_shutdown(struct wc_conn *c, struct wc_error *err)
+{
+	uint64_t id = c->next_id++;
+	struct wc_frame f;
+	int ret;
+
+	wire_frame_begin(&c->w, WIRE_SHUTDOWN, 0, id);
+	ret = wc__call(c, &c->w, id, WIRE_SHUTDOWN, &f, err);
+	if (ret)
+		return ret;
+	wc__frame_release(&f);
+	wc__ok(err);
+	return 0;
+}
+
+void wc_times(const struct wc_conn *c, struct wc_attach_times *out)
+{
+	*out = c->times;
+}

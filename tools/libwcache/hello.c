@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libwcache: HELLO -- the engine's identity (computed here from the model
+ * directory exactly as the daemon computes its own: proto/model, the plan
+ * rules, proto/identity, the device) and the daemon's answer: OK with what
+ * it serves, or the list of differing fields.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "err.h"
+#include "hash.h"
+#include "identity.h"
+#include "model.h"
+#include "plan.h"
+
+/* Reads a rules file (at most PLAN_RULES_FILE_MAX bytes) and puts its rules
+ * before the preset's, as wcd --rules does. */
+static int rules_file_load(struct plan_rules *r, const char *path, char *e)
+{
+	struct stat st;
+	char *buf;
+	ssize_t n;
+	int fd, ret;
+
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return wc_errf(e, errno, "cannot open rules file %s: %s", path,
+			       strerror(errno));
+	if (fstat(fd, &st) < 0 || st.st_size > PLAN_RULES_FILE_MAX) {
+		close(fd);
+		return wc_errf(e, EFBIG, "rules file %s is larger than %u bytes or unreadable",
+			       path, PLAN_RULES_FILE_MAX);
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	if (!buf) {
+		close(fd);
+		return wc_errf(e, ENOMEM, "out of memory reading %s", path);
+	}
+	n = pread(fd, buf, (size_t)st.st_size, 0);
+	close(fd);
+	if (n != st.st_size) {
+		free(buf);
+		return wc_errf(e, EIO, "short read of rules file %s", path);
+	}
+	ret = plan_rules_parse(r, buf, (size_t)n, path, e);
+	free(buf);
+	return ret;
+}
+
+/* The engine's identity for expect on device dev. Costs one read of every
+ * shard header of the model (small preads). */
+static int ident_build(struct ident *id, const struct wc_expect *x,
+		       const struct gpu_dev *dev, struct wc_error *err)
+{
+	struct plan_rules rules = { 0 };
+	struct model m;
+	char e[WC_ERR_LEN];
+	int ret;
+
+	if (!x->model_dir)
+		return wc__fail(err, EINVAL, "wc_hello: the expected identity has no model_dir: set it to the engine's model directory (or pass NULL to accept any model)");
+	if (x->tp_size < 0 || x->tp_rank < 0 || x->pp_size < 0 || x->pp_rank < 0 ||
+	    (x->tp_size ? x->tp_rank >= x->tp_size : x->tp_rank > 0) ||
+	    (x->pp_size ? x->pp_rank >= x->pp_size : x->pp_rank > 0))
+		return wc__fail(err, EINVAL, "wc_hello: tp %d/%d, pp %d/%d is not a valid rank (rank must be below size)",
+				x->tp_rank, x->tp_size, x->pp_rank, x->pp_size);
+	ret = model_open(&m, x->model_dir, e);
+	if (ret)
+		return wc__fail(err, -ret, "cannot compute the engine's identity: %s", e);
+	ret = plan_rules_preset(&rules, m.cfg.arch, e);
+	if (ret && x->rules_file) {
+		plan_rules_free(&rules);
+		memset(&rules, 0, sizeof(rules));
+		ret = 0;
+	}
+	if (!ret && x->rules_file)
+		ret = rules_file_load(&rules, x->rules_file, e);
+	if (ret) {
+		ret = wc__fail(err, -ret, "cannot compute the engine's identity: %s", e);
+		goto out_close;
+	}
+	ident_init(id);
+	ret = ident_set_model(id, &m, &rules, e);
+	if (ret) {
+		ret = wc__fail(err, -ret, "cannot compute the engine's identity: %s", e);
+		goto out_rules;
+	}
+	id->tp_size = x->tp_size ? (uint32_t)x->tp_size : 1;
+	id->tp_rank = (uint32_t)x->tp_rank;
+	id->pp_size = x->pp_size ? (uint32_t)x->pp_size : 1;
+	id->pp_rank = (uint32_t)x->pp_rank;
+	wc__strlcpy(id->device_uuid, dev->uuid, sizeof(id->device_uuid));
+	id->cc_major = (uint32_t)dev->cc_major;
+	id->cc_minor = (uint32_t)dev->cc_minor;
+out_rules:
+	plan_rules_free(&rules);
+out_close:
+	model_close(&m);
+	return ret;
+}
+
+/* Fills c->info from the HELLO reply and the daemon's identity. */
+static int info_fill(struct wc_conn *c, const struct wire_hello_reply *r,
+		     struct wc_error *err)
+{
+	struct wc_info *in = &c->info;
+	struct ident *id;
+	char e[WC_ERR_LEN];
+	int ret;
+
+	id = malloc(sizeof(*id));
+	if (!id)
+		return wc__fail(err, ENOMEM, "out of memory for an identity");
+	ret = ident_decode(id, r->identity, r->identity_len, e);
+	if (ret) {
+		free(id);
+		return wc__fail(err, -ret, "the daemon at %s sent an identity this library cannot read: %s",
+				c->sock, e);
+	}
+	memset(in, 0, sizeof(*in));
+	in->pid = (pid_t)r->daemon_pid;
+	wc_hash_hex(r->digest, in->identity);
+	in->version = r->version;
+	in->tensors = r->tensors;
+	in->bytes = r->bytes;
+	wc__strlcpy(in->device, id->device_uuid, sizeof(in->device));
+	wc__strlcpy(in->model, id->model_path, sizeof(in->model));
+	in->tp_size = (int)id->tp_size;
+	in->tp_rank = (int)id->tp_rank;
+	in->pp_size = (int)id->pp_size;
+	in->pp_rank = (int)id->pp_rank;
+	in->protocol = WIRE_VERSION;
+	in->mem = strncmp(id->device_uuid, "GPU-", 4) ? WC_MEM_HOST :
+							 WC_MEM_CUDA;
+	free(id);
+	return 0;
+}
+
+/* Builds the ESTALE message: the field names first (so they survive
+ * truncation), then each field with both values. */
+static int mismatch_fail(struct wc_conn *c, struct wire_hello_reply *r,
+			 struct wc_error *err)
+{
+	struct wire_mismatch *mm;
+	char e[WC_ERR_LEN], names[512] = "", vals[WC_ERR_MSG_LEN - 640] = "";
+	size_t nl = 0, vl = 0;
+	int ret = 0;
+
+	mm = malloc(sizeof(*mm));
+	if (!mm)
+		return wc__fail(err, ENOMEM, "out of memory for a mismatch");
+	for (uint32_t i = 0; i < r->nmismatch && !ret; i++) {
+		ret = wire_hello_reply_next(r, mm, e);
+		if (ret)
+			break;
+		if (nl < sizeof(names))
+			nl += (size_t)snprintf(names + nl, sizeof(names) - nl,
+					       "%s%s", i ? ", " : "", mm->field);
+		if (vl < sizeof(vals))
+			vl += (size_t)snprintf(vals + vl, sizeof(vals) - vl,
+					       "%s%s: daemon=%s engine=%s",
+					       i ? "; " : "", mm->field,
+					       mm->daemon, mm->client);
+	}
+	free(mm);
+	if (ret)
+		return wc__fail(err, -ret, "the daemon at %s sent a bad HELLO reply: %s", c->sock, e);
+	return wc__fail(err, ESTALE, "identity mismatch: the daemon for %s (pid %d) serves a different cache than this engine expects; %u field(s) differ (%s): %s. Start a daemon with the engine's model and parallel settings, or point the engine at the matching daemon",
+			c->info.device[0] ? c->info.device : c->sock,
+			(int)r->daemon_pid, r->nmismatch, names, vals);
+}
+
+int wc_hello(struct wc_conn *c, const struct wc_expect *expect,
+	     struct wc_info *info, struct wc_error *err)
+{
+	struct wire_hello h = { .proto_version = WIRE_VERSION };
+	struct wire_hello_reply r;
+	struct ident *id = NULL;
+	uint8_t enc[IDENT_ENC_MAX];
+	size_t enc_len = 0;
+	struct wc_frame f;
+	char e[WC_ERR_LEN];
+	uint64_t id_req, t0 = wc__now_ns();
+	int ret;
+
+	c->hello_ok = false;
+	if (expect) {
+		if (!c->dev_open) {
+			if (!c->device[0])
+				return wc__fail(err, EINVAL, "wc_hello with an expected identity needs the device: set wc_connect_opts.device along with the socket");
+			ret = gpu_dev_open(&c->dev, c->device, e);
+			if (ret)
+				return wc__fail(err, -ret, "cannot open device '%s': %s", c->device, e);
+			c->dev_open = true;
+		}
+		id = malloc(sizeof(*id));
+		if (!id)
+			return wc__fail(err, ENOMEM, "out of memory for an identity");
+		ret = ident_build(id, expect, &c->dev, err);
+		if (!ret && ident_encode(id, enc, sizeof(enc), &enc_len) < 0)
+			ret = wc__fail(err, EINVAL, "the engine's identity cannot be encoded (a field is too long)");
+		free(id);
+		if (ret)
+			return ret;
+		h.identity = enc;
+		h.identity_len = enc_len;
+	} else {
+		h.flags = WIRE_HELLO_NO_IDENTITY;
+	}
+	wc__strlcpy(h.label, c->label, sizeof(h.label));
+	id_req = c->next_id++;
+	wire_frame_begin(&c->w, WIRE_HELLO, 0, id_req);
+	wire_hello_put(&c->w, &h);
+	ret = wc__call(c, &c->w, id_req, WIRE_HELLO, &f, err);
+	if (ret)
+		return ret;
+	wc__frame_release(&f);
+	ret = wire_hello_reply_get(f.payload, f.h.len, &r, e);
+	if (ret)
+		return wc__fail(err, -ret, "the daemon at %s sent a bad HELLO reply: %s", c->sock, e);
+	ret = info_fill(c, &r, err);
+	if (ret)
+		return ret;
+	if (r.status == WIRE_HELLO_MISMATCH || r.nmismatch)
+		return mismatch_fail(c, &r, err);
+	if (r.status != WIRE_HELLO_OK)
+		return wc__fail(err, EBADMSG, "the daemon at %s answered HELLO with unknown status %u: upgrade libwcache",
+				c->sock, r.status);
+	c->hello_ok = true;
+	c->times.hello_ns = wc__now_ns() - t0;
+	if (info)
+		*info = c->info;
+	wc__ok(err);
+	return 0;
+}

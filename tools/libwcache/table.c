@@ -1,0 +1,264 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libwcache: an attached model's tensor table -- lookup by name (an open
+ * addressing index built once at attach), iteration, pool views, and verify
+ * (recompute every XXH3-128 from the mapped bytes).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "client.h"
+#include "hash.h"
+
+int wc__fail(struct wc_error *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (code < 0)
+		code = -code;
+	if (err) {
+		err->code = code;
+		va_start(ap, fmt);
+		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+		va_end(ap);
+	}
+	return -code;
+}
+
+void wc__ok(struct wc_error *err)
+{
+	if (err) {
+		err->code = 0;
+		err->msg[0] = '\0';
+	}
+}
+
+void wc__strlcpy(char *dst, const char *src, size_t cap)
+{
+	size_t n = strnlen(src, cap - 1);
+
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
+uint64_t wc__now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+int wc_api_version(void)
+{
+	return WC_API_VERSION;
+}
+
+/* FNV-1a: names are short and this runs once per lookup. */
+static uint32_t name_hash(const char *s)
+{
+	uint32_t h = 2166136261u;
+
+	for (; *s; s++)
+		h = (h ^ (unsigned char)*s) * 16777619u;
+	return h;
+}
+
+/* Builds the index over m->t; a duplicate name is a malformed manifest.
+ * O(n) expected; m->ntensors <= WC_TENSORS_MAX bounds the table. */
+int wc__index_build(struct wc_model *m, struct wc_error *err)
+{
+	uint32_t n = 16;
+
+	if (m->ntensors > WC_TENSORS_MAX)
+		return wc__fail(err, E2BIG, "the manifest lists %llu tensors, more than the client's limit of %u: upgrade libwcache",
+				(unsigned long long)m->ntensors, WC_TENSORS_MAX);
+	while (n < 2 * m->ntensors)
+		n <<= 1;
+	m->buckets = calloc(n, sizeof(*m->buckets));
+	if (!m->buckets)
+		return wc__fail(err, ENOMEM, "out of memory for a %u-entry tensor index", n);
+	m->nbuckets = n;
+	for (uint64_t i = 0; i < m->ntensors; i++) {
+		uint32_t b = name_hash(m->t[i].name) & (n - 1);
+
+		while (m->buckets[b]) {
+			if (!strcmp(m->t[m->buckets[b] - 1].name, m->t[i].name))
+				return wc__fail(err, EBADMSG, "the daemon's manifest lists tensor '%s' twice: restart the daemon (wcctl stop; wcctl start)",
+						m->t[i].name);
+			b = (b + 1) & (n - 1);
+		}
+		m->buckets[b] = (uint32_t)i + 1;
+	}
+	return 0;
+}
+
+void wc__model_free(struct wc_model *m)
+{
+	if (!m)
+		return;
+	free(m->buckets);
+	free(m->t);
+	free(m->strings);
+	free(m);
+}
+
+const struct wc_info *wc_model_info(const struct wc_model *m)
+{
+	return &m->info;
+}
+
+uint64_t wc_tensor_count(const struct wc_model *m)
+{
+	return m->ntensors;
+}
+
+const struct wc_tensor *wc_tensor_at(const struct wc_model *m, uint64_t i)
+{
+	return i < m->ntensors ? &m->t[i] : NULL;
+}
+
+const struct wc_tensor *wc_tensor_find(const struct wc_model *m,
+				       const char *name)
+{
+	uint32_t b;
+
+	if (!m || !name || !m->nbuckets)
+		return NULL;
+	b = name_hash(name) & (m->nbuckets - 1);
+	while (m->buckets[b]) {
+		const struct wc_tensor *t = &m->t[m->buckets[b] - 1];
+
+		if (!strcmp(t->name, name))
+			return t;
+		b = (b + 1) & (m->nbuckets - 1);
+	}
+	return NULL;
+}
+
+int wc_lookup(const struct wc_model *m, const char *name,
+	      const struct wc_tensor **out, struct wc_error *err)
+{
+	const struct wc_tensor *t = wc_tensor_find(m, name);
+
+	*out = t;
+	if (!t)
+		return wc__fail(err, ENOENT, "tensor '%s' is not in the attached model (%llu tensors, e.g. '%s'): check the name against `wcctl manifest`",
+				name ? name : "(null)",
+				(unsigned long long)m->ntensors,
+				m->ntensors ? m->t[0].name : "none");
+	wc__ok(err);
+	return 0;
+}
+
+uint32_t wc_pool_count(const struct wc_model *m)
+{
+	return m->npools;
+}
+
+int wc_pool_at(const struct wc_model *m, uint32_t i, struct wc_pool_view *out)
+{
+	if (i >= m->npools)
+		return -EINVAL;
+	out->ptr = m->maps[i].ptr;
+	out->size = m->maps[i].size;
+	out->writable = m->maps[i].writable;
+	return 0;
+}
+
+/* Hashes one tensor's bytes. Host memory is hashed in place; device memory
+ * is copied through buf (WC_VERIFY_CHUNK bytes) with the backend's
+ * read_mapping. */
+static int tensor_hash(const struct wc_model *m, const struct wc_tensor *t,
+		       void *buf, uint8_t out[WC_HASH_LEN])
+{
+	const struct gpu_mapping *map = &m->maps[t->pool];
+	struct wc_hasher h;
+
+	if (m->info.mem == WC_MEM_HOST) {
+		wc_hash128(t->ptr, t->bytes, out);
+		return 0;
+	}
+	wc_hasher_init(&h);
+	for (uint64_t done = 0; done < t->bytes;) {
+		size_t len = t->bytes - done < WC_VERIFY_CHUNK ?
+			     t->bytes - done : WC_VERIFY_CHUNK;
+		int ret = m->conn->dev.be->read_mapping(&m->conn->dev, map,
+							t->offset + done,
+							buf, len);
+
+		if (ret < 0)
+			return ret;
+		wc_hasher_update(&h, buf, len);
+		done += len;
+	}
+	wc_hasher_final(&h, out);
+	return 0;
+}
+
+static int verify_range(const struct wc_model *m, uint64_t from, uint64_t to,
+			uint64_t *bad, struct wc_error *err)
+{
+	void *buf = NULL;
+	uint64_t nbad = 0, first = 0;
+	uint8_t got[WC_HASH_LEN];
+	char want_hex[WC_HEX_LEN], got_hex[WC_HEX_LEN];
+	int ret = 0;
+
+	if (m->info.mem != WC_MEM_HOST) {
+		buf = malloc(WC_VERIFY_CHUNK);
+		if (!buf)
+			return wc__fail(err, ENOMEM, "out of memory for the %u-byte verify buffer",
+					WC_VERIFY_CHUNK);
+	}
+	for (uint64_t i = from; i < to; i++) {
+		if (!(m->t[i].flags & WC_TENSOR_HASHED)) {
+			free(buf);
+			return wc__fail(err, ENODATA, "tensor '%s' has no hash to verify against: the daemon was started with --no-hash; restart it without that flag",
+					m->t[i].name);
+		}
+		ret = tensor_hash(m, &m->t[i], buf, got);
+		if (ret < 0) {
+			free(buf);
+			return wc__fail(err, -ret, "could not read tensor '%s' back from the device to verify it: %s",
+					m->t[i].name, strerror(-ret));
+		}
+		if (memcmp(got, m->t[i].hash, WC_HASH_LEN)) {
+			if (!nbad) {
+				first = i;
+				wc_hash_hex(got, got_hex);
+			}
+			nbad++;
+		}
+	}
+	free(buf);
+	if (bad)
+		*bad = nbad;
+	if (nbad) {
+		wc_hash_hex(m->t[first].hash, want_hex);
+		return wc__fail(err, EILSEQ, "%llu of %llu tensors do not match their hash; the first is '%s' (manifest %s, mapped bytes %s): the served memory is corrupt, restart the daemon",
+				(unsigned long long)nbad,
+				(unsigned long long)(to - from),
+				m->t[first].name, want_hex, got_hex);
+	}
+	wc__ok(err);
+	return 0;
+}
+
+int wc_verify(const struct wc_model *m, uint64_t *bad, struct wc_error *err)
+{
+	return verify_range(m, 0, m->ntensors, bad, err);
+}
+
+int wc_verify_tensor(const struct wc_model *m, const struct wc_tensor *t,
+		     struct wc_error *err)
+{
+	if (!t || t < m->t || t >= m->t + m->ntensors)
+		return wc__fail(err, EINVAL, "wc_verify_tensor: the tensor is not one of this model's (use wc_tensor_find on the same model)");
+	return verify_range(m, (uint64_t)(t - m->t),
+			    (uint64_t)(t - m->t) + 1, NULL, err);
+}
