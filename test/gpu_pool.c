@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <liburing.h>
 #include <unistd.h>
 
 #include "gpu.h"
@@ -194,6 +195,57 @@ static void check_mem(const struct gpu_backend *be, struct gpu_dev *dev)
 	       (unsigned long long)(f2 >> 20), (unsigned long long)(t >> 20));
 }
 
+/* The loader's premise: staging memory registers with io_uring as a fixed
+ * buffer (cudaHostAlloc memory would fail with EFAULT), a fixed read lands
+ * in it, and from there it copies into a pool. */
+static void check_uring(const struct gpu_backend *be, struct gpu_dev *dev,
+			unsigned char *stage, size_t len)
+{
+	char path[] = "/tmp/wct_gpu.XXXXXX", err[GPU_ERR_LEN];
+	const size_t n = 1 << 20;
+	unsigned char *want = malloc(n), *back = malloc(n);
+	struct io_uring_cqe *cqe;
+	struct gpu_copy c = { .height = 1, .width = n };
+	struct io_uring ring;
+	struct gpu_pool pool;
+	struct iovec iov = { stage, len };
+	int fd, ret;
+
+	T_ASSERT(want && back);
+	ret = io_uring_queue_init(4, &ring, 0);
+	if (ret < 0) {
+		printf("io_uring unavailable (%d): staging registration not checked\n", ret);
+		free(want);
+		free(back);
+		return;
+	}
+	T_OK(io_uring_register_buffers(&ring, &iov, 1));
+	fd = mkstemp(path);
+	T_CMP_INT(fd, >=, 0);
+	unlink(path);
+	fill(want, n, 99);
+	T_EQ_INT(write(fd, want, n), n);
+	io_uring_prep_read_fixed(io_uring_get_sqe(&ring), fd, stage, n, 0, 0);
+	T_EQ_INT(io_uring_submit(&ring), 1);
+	T_OK(io_uring_wait_cqe(&ring, &cqe));
+	T_EQ_INT(cqe->res, n);
+	io_uring_cqe_seen(&ring, cqe);
+	close(fd);
+
+	T_OK(be->pool_create(dev, &pool, n, err));
+	c.src = stage;
+	atomic_store(&done_count, 0);
+	T_OK(be->copy_to_pool(dev, &pool, &c, 0, on_done, &done_count));
+	wait_done(1);
+	T_OK(be->copy_from_pool(dev, &pool, 0, back, n));
+	T_ASSERT(memcmp(back, want, n) == 0);
+	be->pool_release(dev, &pool);
+	io_uring_unregister_buffers(&ring);
+	io_uring_queue_exit(&ring);
+	free(want);
+	free(back);
+}
+
 int main(void)
 {
 	const struct gpu_backend *be = gpu_cuda_backend();
@@ -220,6 +272,7 @@ int main(void)
 	check_specs(be, &dev);
 
 	T_OK(be->staging_alloc(&dev, stage_len, (void **)&stage, err));
+	check_uring(be, &dev, stage, stage_len);
 	check_pool(be, &dev, false, stage, stage_len);
 	check_pool(be, &dev, true, stage, stage_len);
 	check_mem(be, &dev);
