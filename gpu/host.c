@@ -1,0 +1,297 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The host backend: pools are memfds, so the whole daemon/client protocol
+ * runs (and is tested) on a machine without a GPU.
+ *
+ * Life of a pool:
+ *   pool_create  memfd_create(MFD_CLOEXEC | MFD_ALLOW_SEALING), ftruncate,
+ *                mmap MAP_SHARED read-write: host_ptr, the loader's target.
+ *   fill         io_uring reads straight into host_ptr (the direct path), or
+ *                copy_to_pool from staging memory (the staged path).
+ *   pool_seal    munmap the writable mapping (F_SEAL_WRITE fails while a
+ *                writable shared mapping exists), add F_SEAL_WRITE |
+ *                F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL, then map it again
+ *                PROT_READ: host_ptr now points at a read-only mapping that
+ *                the daemon keeps for hashing and verification.
+ *   export       the memfd itself, over SCM_RIGHTS.
+ *   import       (client) mmap PROT_READ; a read-write import of a sealed
+ *                memfd is refused with an error (the kernel would refuse
+ *                PROT_WRITE anyway: EPERM).
+ *
+ * copy_to_pool is a memcpy (2-D for dim-1 splits) that calls done(arg, 0)
+ * synchronously, on the caller's thread, before it returns: the staged
+ * loader must accept a completion from inside its own submit call.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "gpu.h"
+#include "paths.h"
+
+#define HOST_SEALS (F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL)
+
+static int errf(char *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static int errf(char *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err) {
+		va_start(ap, fmt);
+		vsnprintf(err, GPU_ERR_LEN, fmt, ap);
+		va_end(ap);
+	}
+	return -code;
+}
+
+static int host_open(struct gpu_dev *dev, const char *spec, char *err)
+{
+	char perr[512];
+	char name[PATHS_DEVICE_MAX + 1];
+	int ret;
+
+	memset(dev, 0, sizeof(*dev));
+	if (!paths_is_host_spec(spec))
+		return errf(err, EINVAL,
+			    "device '%s' is not a host device (host or host:NAME)",
+			    spec);
+	ret = paths_device_name(spec, name, sizeof(name), perr);
+	if (ret)
+		return errf(err, -ret, "%.200s", perr);
+	dev->be = &gpu_host_backend;
+	snprintf(dev->name, sizeof(dev->name), "%s", name);
+	snprintf(dev->uuid, sizeof(dev->uuid), "%s", name);
+	dev->ordinal = -1;
+	dev->export_kind = GPU_EXPORT_FD;
+	dev->granularity = (uint64_t)sysconf(_SC_PAGESIZE);
+	return 0;
+}
+
+static void host_close(struct gpu_dev *dev)
+{
+	dev->be = NULL;
+}
+
+static int host_mem_info(struct gpu_dev *dev, uint64_t *free_b,
+			 uint64_t *total_b)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	long avail = sysconf(_SC_AVPHYS_PAGES);
+	long total = sysconf(_SC_PHYS_PAGES);
+
+	if (page <= 0 || avail < 0 || total <= 0)
+		return -EIO;
+	*free_b = (uint64_t)avail * (uint64_t)page;
+	*total_b = (uint64_t)total * (uint64_t)page;
+	return 0;
+}
+
+static int host_pool_create(struct gpu_dev *dev, struct gpu_pool *pool,
+			    uint64_t size, char *err)
+{
+	uint64_t alloc = gpu_align_up(size ? size : 1, dev->granularity);
+	void *p;
+	int fd, e;
+
+	memset(pool, 0, sizeof(*pool));
+	pool->fd = -1;
+	fd = memfd_create("wcache-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0)
+		return errf(err, errno, "memfd_create failed: %s",
+			    strerror(errno));
+	if (ftruncate(fd, (off_t)alloc)) {
+		e = errno;
+		close(fd);
+		return errf(err, e,
+			    "cannot size a %llu-byte host pool: %s (is /dev/shm or memory short?)",
+			    (unsigned long long)alloc, strerror(e));
+	}
+	p = mmap(NULL, alloc, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED) {
+		e = errno;
+		close(fd);
+		return errf(err, e, "cannot map a %llu-byte host pool: %s",
+			    (unsigned long long)alloc, strerror(e));
+	}
+	pool->size = size;
+	pool->alloc_size = alloc;
+	pool->host_ptr = p;
+	pool->dev_ptr = (uintptr_t)p;
+	pool->fd = fd;
+	return 0;
+}
+
+static int host_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr,
+			      char *err)
+{
+	void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+
+	if (p == MAP_FAILED)
+		return errf(err, errno, "cannot map %zu bytes of staging: %s",
+			    size, strerror(errno));
+	*ptr = p;
+	return 0;
+}
+
+static void host_staging_free(struct gpu_dev *dev, void *ptr, size_t size)
+{
+	if (ptr)
+		munmap(ptr, size);
+}
+
+/* Synchronous: copies, then calls done(arg, 0) before returning. */
+static int host_copy_to_pool(struct gpu_dev *dev, struct gpu_pool *pool,
+			     const struct gpu_copy *c, unsigned stream,
+			     gpu_done_fn done, void *arg)
+{
+	uint64_t last;
+	uint8_t *dst = pool->host_ptr;
+	const uint8_t *src = c->src;
+
+	if (pool->sealed || !dst)
+		return -EPERM;
+	if (c->height == 0 || c->width == 0) {
+		if (done)
+			done(arg, 0);
+		return 0;
+	}
+	if (c->height > 1 && (c->dst_pitch < c->width || c->src_pitch < c->width))
+		return -EINVAL;
+	last = c->dst_off + (uint64_t)(c->height - 1) * c->dst_pitch + c->width;
+	if (last > pool->alloc_size || last < c->dst_off)
+		return -ERANGE;
+	for (size_t r = 0; r < c->height; r++)
+		memcpy(dst + c->dst_off + r * c->dst_pitch,
+		       src + r * c->src_pitch, c->width);
+	if (done)
+		done(arg, 0);
+	return 0;
+}
+
+static int host_copy_from_pool(struct gpu_dev *dev, struct gpu_pool *pool,
+			       uint64_t off, void *dst, size_t len)
+{
+	if (!pool->host_ptr)
+		return -EINVAL;
+	if (off > pool->alloc_size || len > pool->alloc_size - off)
+		return -ERANGE;
+	memcpy(dst, (const uint8_t *)pool->host_ptr + off, len);
+	return 0;
+}
+
+static int host_pool_seal(struct gpu_dev *dev, struct gpu_pool *pool,
+			  char *err)
+{
+	void *p;
+
+	if (pool->sealed)
+		return 0;
+	if (pool->host_ptr && munmap(pool->host_ptr, pool->alloc_size))
+		return errf(err, errno, "munmap of a pool failed: %s",
+			    strerror(errno));
+	pool->host_ptr = NULL;
+	pool->dev_ptr = 0;
+	if (fcntl(pool->fd, F_ADD_SEALS, HOST_SEALS))
+		return errf(err, errno,
+			    "cannot seal a host pool (F_ADD_SEALS): %s",
+			    strerror(errno));
+	pool->sealed = true;
+	p = mmap(NULL, pool->alloc_size, PROT_READ, MAP_SHARED, pool->fd, 0);
+	if (p == MAP_FAILED)
+		return errf(err, errno,
+			    "cannot map a sealed pool read-only: %s",
+			    strerror(errno));
+	pool->host_ptr = p;
+	pool->dev_ptr = (uintptr_t)p;
+	return 0;
+}
+
+static void host_pool_release(struct gpu_dev *dev, struct gpu_pool *pool)
+{
+	if (pool->host_ptr)
+		munmap(pool->host_ptr, pool->alloc_size);
+	if (pool->fd >= 0)
+		close(pool->fd);
+	pool->host_ptr = NULL;
+	pool->dev_ptr = 0;
+	pool->fd = -1;
+}
+
+static int host_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
+		       uint64_t size, bool writable, struct gpu_mapping *m,
+		       char *err)
+{
+	struct stat st;
+	int seals;
+	void *p;
+
+	memset(m, 0, sizeof(*m));
+	if (fd < 0)
+		return errf(err, EINVAL,
+			    "the host backend imports pools by file descriptor, and none was given");
+	if (fstat(fd, &st))
+		return errf(err, errno, "fstat of a pool fd failed: %s",
+			    strerror(errno));
+	if ((uint64_t)st.st_size < size)
+		return errf(err, EINVAL,
+			    "pool fd holds %lld bytes, fewer than the %llu announced",
+			    (long long)st.st_size, (unsigned long long)size);
+	seals = fcntl(fd, F_GET_SEALS);
+	if (writable && seals >= 0 && (seals & F_SEAL_WRITE))
+		return errf(err, EPERM,
+			    "a read-write import of a sealed pool is refused: the daemon seals its pools so that no engine can change a shared byte; attach read-only");
+	if (size == 0)
+		size = 1;
+	p = mmap(NULL, size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+		 MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return errf(err, errno, "cannot map a %llu-byte pool: %s",
+			    (unsigned long long)size, strerror(errno));
+	m->size = size;
+	m->ptr = p;
+	m->writable = writable;
+	return 0;
+}
+
+static int host_read_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
+			     uint64_t off, void *dst, size_t len)
+{
+	if (off > m->size || len > m->size - off)
+		return -ERANGE;
+	memcpy(dst, (const uint8_t *)m->ptr + off, len);
+	return 0;
+}
+
+static void host_unimport(struct gpu_dev *dev, struct gpu_mapping *m)
+{
+	if (m->ptr)
+		munmap((void *)m->ptr, m->size);
+	m->ptr = NULL;
+}
+
+const struct gpu_backend gpu_host_backend = {
+	.name = "host",
+	.open = host_open,
+	.close = host_close,
+	.mem_info = host_mem_info,
+	.pool_create = host_pool_create,
+	.staging_alloc = host_staging_alloc,
+	.staging_free = host_staging_free,
+	.copy_to_pool = host_copy_to_pool,
+	.copy_from_pool = host_copy_from_pool,
+	.pool_seal = host_pool_seal,
+	.pool_release = host_pool_release,
+	.import = host_import,
+	.read_mapping = host_read_mapping,
+	.unimport = host_unimport,
+	.write_mapping = NULL,
+};

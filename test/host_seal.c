@@ -1,0 +1,174 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The host backend: pools are memfds that are filled, sealed and mapped
+ * read-only. After sealing, a write through a read-only mapping kills the
+ * writer with SIGSEGV (checked in a forked child), mmap PROT_WRITE of the
+ * memfd fails, ftruncate fails, and a read-write import is refused with a
+ * message. Also: the 2-D copy, the synchronous done callback, device names.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gpu.h"
+#include "t.h"
+
+static char err[GPU_ERR_LEN];
+
+static void done_cb(void *arg, int res)
+{
+	int *calls = arg;
+
+	T_EQ_INT(res, 0);
+	(*calls)++;
+}
+
+/* Forks a child that writes one byte at p; returns how the child ended. */
+static int child_write(volatile uint8_t *p)
+{
+	pid_t pid = fork();
+	int st;
+
+	T_ASSERT(pid >= 0);
+	if (pid == 0) {
+		signal(SIGSEGV, SIG_DFL);
+		p[0] = 0x77;
+		_exit(0);   /* the write went through: a failure */
+	}
+	T_ASSERT(waitpid(pid, &st, 0) == pid);
+	return st;
+}
+
+static void test_devices(void)
+{
+	struct gpu_dev dev;
+
+	T_OK(gpu_dev_open(&dev, "host", err));
+	T_EQ_STR(dev.name, "host");
+	T_EQ_STR(dev.be->name, "host");
+	T_EQ_INT(dev.ordinal, -1);
+	T_EQ_INT(dev.export_kind, GPU_EXPORT_FD);
+	gpu_dev_close(&dev);
+	T_OK(gpu_dev_open(&dev, "host:r1", err));
+	T_EQ_STR(dev.name, "host-r1");
+	gpu_dev_close(&dev);
+	T_EQ_INT(gpu_dev_open(&dev, "host:bad/name", err), -EINVAL);
+	T_HAS(err, "letters, digits");
+	T_EQ_INT(gpu_dev_open(&dev, "", err), -EINVAL);
+	if (!gpu_cuda_backend()) {
+		T_EQ_INT(gpu_dev_open(&dev, "0", err), -ENODEV);
+		T_HAS(err, "no CUDA backend");
+		T_HAS(err, "--device host");
+	}
+}
+
+int main(void)
+{
+	struct gpu_dev dev;
+	struct gpu_pool pool;
+	struct gpu_mapping m;
+	const struct gpu_backend *be;
+	uint8_t *stage, back[64];
+	size_t size = 3 * 4096 + 100;
+	int calls = 0, st;
+	void *p;
+
+	test_devices();
+	T_OK(gpu_dev_open(&dev, "host", err));
+	be = dev.be;
+	T_OK(be->pool_create(&dev, &pool, size, err));
+	T_EQ_U64(pool.size, size);
+	T_EQ_U64(pool.alloc_size, 4 * 4096);
+	T_ASSERT(pool.host_ptr && pool.fd >= 0 && !pool.sealed);
+
+	/* fill: direct writes, then a 2-D copy from staging (4 rows of 8
+	 * bytes taken from a 16-byte source pitch) */
+	memset(pool.host_ptr, 0xa5, size);
+	T_OK(be->staging_alloc(&dev, 4096, (void **)&stage, err));
+	for (int i = 0; i < 64; i++)
+		stage[i] = (uint8_t)i;
+	{
+		struct gpu_copy c = { .dst_off = 1000, .src = stage, .width = 8,
+				      .height = 4, .src_pitch = 16,
+				      .dst_pitch = 8 };
+
+		T_OK(be->copy_to_pool(&dev, &pool, &c, 0, done_cb, &calls));
+		T_EQ_INT(calls, 1);   /* synchronous */
+		c.dst_off = pool.alloc_size - 8;
+		T_EQ_INT(be->copy_to_pool(&dev, &pool, &c, 0, done_cb, &calls),
+			 -ERANGE);
+		T_EQ_INT(calls, 1);
+	}
+	T_OK(be->copy_from_pool(&dev, &pool, 1000, back, 32));
+	for (int r = 0; r < 4; r++)
+		for (int k = 0; k < 8; k++)
+			T_EQ_INT(back[r * 8 + k], r * 16 + k);
+
+	/* seal: the writable mapping goes, a read-only one replaces it */
+	T_OK(be->pool_seal(&dev, &pool, err));
+	T_ASSERT(pool.sealed);
+	T_ASSERT(pool.host_ptr);
+	T_EQ_INT(fcntl(pool.fd, F_GET_SEALS),
+		 F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
+	T_OK(be->copy_from_pool(&dev, &pool, 1000, back, 32));
+	T_EQ_INT(back[31], 3 * 16 + 7);
+	T_EQ_INT(((uint8_t *)pool.host_ptr)[0], 0xa5);
+	{
+		struct gpu_copy c = { .dst_off = 0, .src = stage, .width = 8,
+				      .height = 1 };
+
+		T_EQ_INT(be->copy_to_pool(&dev, &pool, &c, 0, NULL, NULL),
+			 -EPERM);
+	}
+
+	/* the kernel refuses every way to change the bytes */
+	errno = 0;
+	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, pool.fd, 0);
+	T_ASSERT(p == MAP_FAILED);
+	T_EQ_INT(errno, EPERM);
+	T_EQ_INT(ftruncate(pool.fd, 1 << 20), -1);
+	T_EQ_INT(errno, EPERM);
+	T_EQ_INT(ftruncate(pool.fd, 0), -1);
+	T_EQ_INT(pwrite(pool.fd, "x", 1, 0), -1);
+	T_EQ_INT(errno, EPERM);
+	T_EQ_INT(fcntl(pool.fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE), -1);
+
+	/* the daemon's own read-only mapping faults on a write */
+	st = child_write(pool.host_ptr);
+	T_ASSERT(WIFSIGNALED(st));
+	T_EQ_INT(WTERMSIG(st), SIGSEGV);
+
+	/* client import: read-only maps the same bytes; writes fault */
+	T_OK(be->import(&dev, pool.fd, NULL, pool.size, false, &m, err));
+	T_ASSERT(!m.writable);
+	T_OK(be->read_mapping(&dev, &m, 1000, back, 32));
+	T_EQ_INT(back[9], 17);
+	T_EQ_INT(((const uint8_t *)m.ptr)[size - 1], 0xa5);
+	st = child_write((volatile uint8_t *)m.ptr + 5);
+	T_ASSERT(WIFSIGNALED(st));
+	T_EQ_INT(WTERMSIG(st), SIGSEGV);
+	/* mprotect cannot upgrade it either */
+	T_EQ_INT(mprotect((void *)m.ptr, 4096, PROT_READ | PROT_WRITE), -1);
+	be->unimport(&dev, &m);
+
+	/* a read-write import of a sealed pool is refused with a reason */
+	T_EQ_INT(be->import(&dev, pool.fd, NULL, pool.size, true, &m, err),
+		 -EPERM);
+	T_HAS(err, "sealed");
+	T_HAS(err, "read-only");
+	/* an fd smaller than announced */
+	T_EQ_INT(be->import(&dev, pool.fd, NULL, pool.alloc_size + 1, false,
+			    &m, err), -EINVAL);
+	T_EQ_INT(be->import(&dev, -1, NULL, 10, false, &m, err), -EINVAL);
+
+	be->staging_free(&dev, stage, 4096);
+	be->pool_release(&dev, &pool);
+	T_EQ_INT(pool.fd, -1);
+	gpu_dev_close(&dev);
+	printf("host backend: ok\n");
+	return 0;
+}
