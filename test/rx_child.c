@@ -1,0 +1,108 @@
+// SPDX-License-Identifier: MIT
+/* Children: exit code 3 is reported as code 3, SIGKILL (sent through the
+ * pidfd) as signal 9, with IORING_OP_WAITID and with the poll + waitid
+ * fallback; a process that is not our child is reported as exited with
+ * unknown status; an exec failure is returned by rx_spawn; the exit is
+ * stamped when the loop sees it. */
+#include <errno.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "rx_util.h"
+
+static int done_res = 1;
+
+static void on_exit_cb(struct rx_child *c, int res)
+{
+	done_res = res;
+}
+
+static void run_child(struct rx_loop *loop, char *const argv[], int kill_sig,
+		      int want_code, int want_sig)
+{
+	struct rx_spawn_opts o = { .argv = argv, .stdin_fd = -1,
+				   .stdout_fd = -1, .stderr_fd = -1 };
+	struct rx_child c = { 0 };
+	uint64_t before;
+
+	done_res = 1;
+	T_OK(rx_spawn(loop, &c, &o, on_exit_cb));
+	T_CMP_INT(c.pid, >, 0);
+	T_ASSERT(rx_test_cloexec(c.pidfd));
+	if (kill_sig)
+		T_OK(rx_child_kill(&c, kill_sig));
+	before = rx_now_ns();
+	RX_RUN_UNTIL(loop, done_res != 1, 10000);
+	T_EQ_INT(done_res, 0);
+	T_ASSERT(c.exited);
+	T_EQ_INT(c.exit_code, want_code);
+	T_EQ_INT(c.term_signal, want_sig);
+	T_CMP_INT(c.exit_seen_ns, >=, before);
+	/* the child was reaped: the pid is gone */
+	T_EQ_INT(kill(c.pid, 0), -1);
+	rx_child_close(&c);
+	T_EQ_INT(c.pidfd, -1);
+}
+
+/* A grandchild that outlives its parent: not ours to reap. */
+static void run_stranger(struct rx_loop *loop)
+{
+	struct rx_child c = { 0 };
+	int p[2], st;
+	pid_t mid, gc;
+
+	T_ASSERT(pipe(p) == 0);
+	mid = fork();
+	T_ASSERT(mid >= 0);
+	if (mid == 0) {
+		gc = fork();
+		if (gc == 0) {
+			usleep(100000);
+			_exit(5);
+		}
+		if (write(p[1], &gc, sizeof(gc)) != sizeof(gc))
+			_exit(1);
+		_exit(0);
+	}
+	T_ASSERT(read(p[0], &gc, sizeof(gc)) == sizeof(gc));
+	T_ASSERT(waitpid(mid, &st, 0) == mid);
+	close(p[0]);
+	close(p[1]);
+	done_res = 1;
+	T_OK(rx_child_watch_pid(loop, &c, gc, on_exit_cb));
+	RX_RUN_UNTIL(loop, done_res != 1, 10000);
+	T_EQ_INT(done_res, 0);
+	T_ASSERT(c.exited);
+	T_EQ_INT(c.exit_code, -1);
+	T_EQ_INT(c.term_signal, -1);
+	rx_child_close(&c);
+}
+
+int main(void)
+{
+	char *exit3[] = { "sh", "-c", "exit 3", NULL };
+	char *sleeper[] = { "sleep", "30", NULL };
+	char *missing[] = { "/nonexistent/wc-no-such-program", NULL };
+	struct rx_spawn_opts o = { .argv = missing, .stdin_fd = -1,
+				   .stdout_fd = -1, .stderr_fd = -1 };
+	struct rx_child c = { 0 };
+	struct rx_loop loop;
+	int fds0 = rx_test_fd_count(), mode;
+
+	for (mode = 0; mode < 2; mode++) {
+		T_OK(rx_loop_init(&loop, 0));
+		if (mode == 1)
+			loop.has_waitid = false; /* the poll + waitid path */
+		else if (!loop.has_waitid)
+			printf("kernel lacks IORING_OP_WAITID: poll path only\n");
+		run_child(&loop, exit3, 0, 3, 0);
+		run_child(&loop, sleeper, SIGKILL, -1, 9);
+		run_stranger(&loop);
+		T_EQ_INT(rx_spawn(&loop, &c, &o, on_exit_cb), -ENOENT);
+		T_EQ_INT(rx_child_watch_pid(&loop, &c, 0, on_exit_cb), -EINVAL);
+		T_EQ_INT(loop.active, 0);
+		T_OK(rx_loop_close(&loop));
+	}
+	T_EQ_INT(rx_test_fd_count(), fds0);
+	return 0;
+}
