@@ -8,6 +8,7 @@
 
 static const struct wcctl_cmd cmds[] = {
 	/* Commands are added here as their files land. */
+	{ "inspect", "validate a checkpoint file or model directory and summarise it", wcctl_inspect },
 	{ NULL, NULL, NULL },
 };
 
