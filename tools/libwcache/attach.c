@@ -367,6 +367,36 @@ out_free:
 	return ret;
 }
 
+int wc_manifest(struct wc_conn *c, struct wc_model **out,
+		struct wc_error *err)
+{
+	struct wc_model *m;
+	uint64_t t0 = wc__now_ns();
+	int ret;
+
+	*out = NULL;
+	if (!c->hello_ok)
+		return wc__fail(err, EINVAL, "wc_manifest before a successful wc_hello: say hello first");
+	m = calloc(1, sizeof(*m));
+	if (!m)
+		return wc__fail(err, ENOMEM, "out of memory for a model");
+	m->conn = c;
+	m->info = c->info;
+	m->manifest_only = true;
+	ret = manifest_fetch(c, m, err);
+	if (ret) {
+		wc__model_free(m);
+		return ret;
+	}
+	m->info.tensors = m->ntensors;
+	c->times.manifest_ns = wc__now_ns() - t0;
+	m->next = c->models;
+	c->models = m;
+	*out = m;
+	wc__ok(err);
+	return 0;
+}
+
 int wc_detach(struct wc_model *m, struct wc_error *err)
 {
 	struct wc_conn *c;
@@ -385,7 +415,7 @@ int wc_detach(struct wc_model *m, struct wc_error *err)
 		}
 	maps_release(c, m);
 	/* A daemon that is gone holds no lease; that is not an error. */
-	if (!c->eof) {
+	if (!c->eof && !m->manifest_only) {
 		struct wc_frame f;
 		uint64_t id = c->next_id++;
 

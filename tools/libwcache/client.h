@@ -55,6 +55,7 @@ struct wc_model {
 	struct wc_info info;
 	uint64_t lease;              /* the daemon's lease id */
 	unsigned flags;
+	bool manifest_only;          /* wc_manifest: no lease, no pools */
 	uint32_t npools;
 	struct gpu_mapping maps[WC_POOLS_MAX];
 	uint64_t ntensors;

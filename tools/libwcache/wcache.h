@@ -161,6 +161,11 @@ struct wc_attach_times {
 int wc_attach(struct wc_conn *c, unsigned flags, struct wc_model **out,
 	      struct wc_attach_times *times, struct wc_error *err);
 
+/* Fetches the manifest only (tools that list tensors): no lease, no pools,
+ * every tensor's ptr is NULL. Free it with wc_detach. */
+int wc_manifest(struct wc_conn *c, struct wc_model **out,
+		struct wc_error *err);
+
 /* Ends the lease (DETACH, unless the daemon is gone), unmaps the pools and
  * frees m. m is freed even when an error is returned. */
 int wc_detach(struct wc_model *m, struct wc_error *err);

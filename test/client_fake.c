@@ -1,0 +1,674 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libwcache against a small fake daemon built from proto/wire (a forked
+ * child serving memfd pools): connect, HELLO (OK, mismatch with the field
+ * list, refusal, garbage), a paged manifest, ATTACH over two frames with
+ * SCM_RIGHTS, lookup, verify (and a wrong hash caught), read-only mappings
+ * (a write faults), notices queued behind replies, PING/STATUS, and the
+ * daemon's death (pidfd fires, bytes still verify, detach still works).
+ * Needs no wcd; the end-to-end tests with a real wcd are client_e2e_*.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gpu.h"
+#include "hash.h"
+#include "identity.h"
+#include "t.h"
+#include "wcache.h"
+#include "wire.h"
+
+#define NT 5
+#define PAGE_TENSORS 2
+
+struct ft {
+	const char *name;
+	const char *dtype;
+	uint32_t ndim;
+	uint64_t shape[2];
+	uint64_t bytes;
+	uint32_t pool;
+	uint64_t off;
+};
+
+static const struct ft tensors[NT] = {
+	{ "model.embed_tokens.weight", "BF16", 2, { 64, 32 }, 4096, 0, 0 },
+	{ "model.norm.weight", "F32", 1, { 100 }, 400, 0, 4096 },
+	{ "lm_head.weight", "BF16", 2, { 3, 5 }, 30, 0, 4608 },
+	{ "model.layers.0.mlp.up_proj.weight", "F16", 2, { 50, 30 }, 3000, 1, 0 },
+	{ "empty", "F32", 1, { 0 }, 0, 1, 3072 },
+};
+static const uint64_t pool_size[2] = { 8192, 4096 };
+
+static uint8_t tbyte(unsigned t, uint64_t i)
+{
+	return (uint8_t)(i * 31 + t * 7 + (i >> 8));
+}
+
+static char dir[64];
+static char sock[100];
+static pid_t srv_pid;
+
+/* --- the fake daemon -------------------------------------------------- */
+
+static int srv_send(int fd, struct wire_put *w, const int *fds, unsigned nfds)
+{
+	union {
+		char b[CMSG_SPACE(sizeof(int) * 4)];
+		struct cmsghdr a;
+	} ctl;
+	struct iovec iov = { w->buf, w->len };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+
+	if (wire_frame_end(w, NULL))
+		return -1;
+	if (nfds) {
+		struct cmsghdr *cm;
+
+		mh.msg_control = ctl.b;
+		mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+		cm = CMSG_FIRSTHDR(&mh);
+		cm->cmsg_level = SOL_SOCKET;
+		cm->cmsg_type = SCM_RIGHTS;
+		cm->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+		memcpy(CMSG_DATA(cm), fds, sizeof(int) * nfds);
+	}
+	return sendmsg(fd, &mh, MSG_NOSIGNAL) == (ssize_t)w->len ? 0 : -1;
+}
+
+static int recv_all(int fd, void *p, size_t n)
+{
+	size_t got = 0;
+
+	while (got < n) {
+		ssize_t r = recv(fd, (char *)p + got, n - got, 0);
+
+		if (r <= 0)
+			return -1;
+		got += (size_t)r;
+	}
+	return 0;
+}
+
+static int make_pool(unsigned p, bool badhash)
+{
+	int fd = memfd_create("fake-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	uint8_t *m;
+
+	(void)badhash;
+	if (fd < 0 || ftruncate(fd, (off_t)pool_size[p]))
+		exit(3);
+	m = mmap(NULL, pool_size[p], PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		exit(3);
+	for (unsigned t = 0; t < NT; t++)
+		if (tensors[t].pool == p)
+			for (uint64_t i = 0; i < tensors[t].bytes; i++)
+				m[tensors[t].off + i] = tbyte(t, i);
+	munmap(m, pool_size[p]);
+	if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK |
+				   F_SEAL_SEAL))
+		exit(3);
+	return fd;
+}
+
+static void srv_ident(struct ident *id)
+{
+	ident_init(id);
+	strcpy(id->model_path, "/fake/model");
+	strcpy(id->arch, "LlamaForCausalLM");
+	strcpy(id->dtype, "bfloat16");
+	strcpy(id->device_uuid, "host-fake");
+	id->tp_size = 1;
+	id->pp_size = 1;
+}
+
+static void srv_hello(int fd, struct wire_put *w, const struct wire_hdr *h,
+		      const struct wire_hello *hq, const char *sc)
+{
+	struct wire_hello_reply r = { .status = WIRE_HELLO_OK, .version = 3,
+				      .tensors = NT, .bytes = 7526,
+				      .daemon_pid = (uint32_t)getpid() };
+	struct wire_mismatch mm[2];
+	uint8_t enc[IDENT_ENC_MAX];
+	struct ident mine, theirs;
+
+	if (!strcmp(sc, "refuse")) {
+		wire_error_frame(w, 0, WIRE_E_PERM,
+				 "uid 65534 is not allowed to attach: run the engine as uid 0 or start wcd with --allow-uid 65534",
+				 NULL);
+		srv_send(fd, w, NULL, 0);
+		return;
+	}
+	srv_ident(&mine);
+	ident_encode(&mine, enc, sizeof(enc), &r.identity_len);
+	ident_digest(&mine, r.digest);
+	r.identity = enc;
+	if (hq->identity_len) {
+		if (ident_decode(&theirs, hq->identity, hq->identity_len, NULL))
+			exit(4);
+		r.status = WIRE_HELLO_MISMATCH;
+		r.nmismatch = 2;
+		strcpy(mm[0].field, "model_path");
+		strcpy(mm[0].daemon, mine.model_path);
+		snprintf(mm[0].client, sizeof(mm[0].client), "%.1000s", theirs.model_path);
+		strcpy(mm[1].field, "tp_size");
+		strcpy(mm[1].daemon, "1");
+		snprintf(mm[1].client, sizeof(mm[1].client), "%u", theirs.tp_size);
+	}
+	wire_frame_begin(w, WIRE_HELLO, WIRE_F_REPLY, h->id);
+	wire_hello_reply_put(w, &r, mm);
+	srv_send(fd, w, NULL, 0);
+}
+
+static void srv_manifest(int fd, struct wire_put *w, const struct wire_hdr *h,
+			 const uint8_t *p, const char *sc)
+{
+	struct wire_manifest_req q;
+	struct wire_manifest m = { .version = 3, .total = NT };
+	uint32_t n;
+
+	if (wire_manifest_req_get(p, h->len, &q, NULL))
+		exit(5);
+	if (!strcmp(sc, "huge"))
+		m.total = WC_TENSORS_MAX + 1;
+	m.first = q.first;
+	n = q.first < NT ? NT - q.first : 0;
+	m.count = n < PAGE_TENSORS ? n : PAGE_TENSORS;
+	if (!strcmp(sc, "huge"))
+		m.count = 0;
+	wire_frame_begin(w, WIRE_MANIFEST,
+			 WIRE_F_REPLY | (m.first + m.count < m.total ? WIRE_F_MORE : 0),
+			 h->id);
+	wire_manifest_head_put(w, &m);
+	for (uint32_t i = m.first; i < m.first + m.count; i++) {
+		const struct ft *f = &tensors[i];
+		struct wire_tensor t = { .ndim = f->ndim, .pool = f->pool,
+					 .offset = f->off, .nbytes = f->bytes,
+					 .flags = WIRE_T_HASHED };
+		uint8_t *buf = malloc(f->bytes + 1);
+
+		snprintf(t.name, sizeof(t.name), "%s", f->name);
+		snprintf(t.dtype, sizeof(t.dtype), "%s", f->dtype);
+		memcpy(t.shape, f->shape, sizeof(f->shape));
+		for (uint64_t b = 0; b < f->bytes; b++)
+			buf[b] = tbyte(i, b);
+		wc_hash128(buf, f->bytes, t.hash);
+		free(buf);
+		if (i == 2 && !strcmp(sc, "badhash"))
+			t.hash[0] ^= 1;
+		wire_tensor_put(w, &t);
+	}
+	srv_send(fd, w, NULL, 0);
+}
+
+static void srv_attach(int fd, struct wire_put *w, const struct wire_hdr *h,
+		       const uint8_t *p)
+{
+	struct wire_attach_req q;
+
+	if (wire_attach_req_get(p, h->len, &q, NULL))
+		exit(6);
+	if (q.flags & WIRE_ATTACH_WRITABLE) {
+		wire_error_frame(w, h->id, WIRE_E_READONLY,
+				 "a read-write attach is refused: the host backend's pools are sealed; attach read-only",
+				 NULL);
+		srv_send(fd, w, NULL, 0);
+		return;
+	}
+	/* two frames, one pool each: ATTACH then ATTACH_MORE */
+	for (uint32_t i = 0; i < 2; i++) {
+		struct wire_attach a = { .lease = 77, .version = 3, .total = 2,
+					 .first = i, .count = 1 };
+		struct wire_pool pl = { .size = pool_size[i],
+					.alloc_size = pool_size[i],
+					.export_kind = GPU_EXPORT_FD,
+					.flags = WIRE_POOL_SEALED,
+					.fd_index = 0 };
+		int pfd = make_pool(i, false);
+
+		wire_frame_begin(w, i ? WIRE_ATTACH_MORE : WIRE_ATTACH,
+				 WIRE_F_REPLY | (i ? 0 : WIRE_F_MORE), h->id);
+		wire_attach_head_put(w, &a);
+		wire_pool_put(w, &pl);
+		srv_send(fd, w, &pfd, 1);
+		close(pfd);
+	}
+}
+
+static void srv_conn(int fd)
+{
+	struct wire_put w;
+	char sc[WIRE_LABEL_MAX + 1] = "";
+	bool pinged = false;
+
+	wire_put_init(&w);
+	for (;;) {
+		uint8_t hb[WIRE_HDR_LEN], *p;
+		struct wire_hdr h;
+		struct wire_hello hq;
+		struct wire_notice nt = { .kind = WIRE_NOTICE_NEW_VERSION,
+					  .version = 4 };
+
+		if (recv_all(fd, hb, sizeof(hb)) ||
+		    wire_hdr_decode(hb, sizeof(hb), &h, NULL))
+			break;
+		p = malloc(h.len + 1);
+		if (recv_all(fd, p, h.len)) {
+			free(p);
+			break;
+		}
+		switch (h.type) {
+		case WIRE_HELLO:
+			if (wire_hello_get(p, h.len, &hq, NULL))
+				exit(7);
+			snprintf(sc, sizeof(sc), "%s", hq.label);
+			if (!strcmp(sc, "garbage")) {
+				memset(hb, 'X', sizeof(hb));
+				if (write(fd, hb, sizeof(hb)) < 0)
+					exit(8);
+				break;
+			}
+			srv_hello(fd, &w, &h, &hq, sc);
+			break;
+		case WIRE_MANIFEST:
+			srv_manifest(fd, &w, &h, p, sc);
+			break;
+		case WIRE_ATTACH:
+			srv_attach(fd, &w, &h, p);
+			break;
+		case WIRE_PING:
+			if (!pinged && !strcmp(sc, "notice")) {
+				snprintf(nt.msg, sizeof(nt.msg), "version 4 is loaded: re-attach to use it");
+				wire_frame_begin(&w, WIRE_NOTICE, 0, 0);
+				wire_notice_put(&w, &nt);
+				srv_send(fd, &w, NULL, 0);
+			}
+			pinged = true;
+			/* fall through */
+		case WIRE_DETACH:
+		case WIRE_SHUTDOWN:
+			wire_frame_begin(&w, h.type, WIRE_F_REPLY, h.id);
+			srv_send(fd, &w, NULL, 0);
+			break;
+		case WIRE_STATUS:
+			wire_frame_begin(&w, WIRE_STATUS, WIRE_F_REPLY, h.id);
+			wire_status_put(&w, "{\"state\":\"ready\"}", 17);
+			srv_send(fd, &w, NULL, 0);
+			break;
+		default:
+			exit(9);
+		}
+		free(p);
+	}
+	wire_put_free(&w);
+}
+
+static void srv_run(int lfd)
+{
+	for (;;) {
+		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
+
+		if (fd < 0)
+			exit(2);
+		srv_conn(fd);
+		close(fd);
+	}
+}
+
+/* The child binds and listens itself: SO_PEERCRED reports the process that
+ * called listen(), and that must be the daemon. */
+static void srv_start(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int pfd[2];
+	char ok;
+
+	T_OK(pipe(pfd) ? -errno : 0);
+	memcpy(sa.sun_path, sock, strlen(sock) + 1);
+	srv_pid = fork();
+	T_ASSERT(srv_pid >= 0);
+	if (!srv_pid) {
+		int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) ||
+		    listen(lfd, 16))
+			_exit(2);
+		if (write(pfd[1], "k", 1) != 1)
+			_exit(2);
+		srv_run(lfd);
+		_exit(0);
+	}
+	close(pfd[1]);
+	T_EQ_INT(read(pfd[0], &ok, 1), 1);
+	close(pfd[0]);
+}
+
+static void cleanup(void)
+{
+	char cmd[128];
+
+	if (srv_pid > 0) {
+		kill(srv_pid, SIGKILL);
+		waitpid(srv_pid, NULL, 0);
+		srv_pid = 0;
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	if (dir[0] && system(cmd))
+		fprintf(stderr, "could not remove %s\n", dir);
+}
+
+/* --- the client side ---------------------------------------------------- */
+
+static struct wc_conn *conn(const char *scenario)
+{
+	struct wc_connect_opts o = { .socket = sock, .label = scenario,
+				     .device = "host:fake", .timeout_ms = 5000 };
+	struct wc_conn *c;
+	struct wc_error e;
+
+	if (wc_connect(&o, &c, &e))
+		T_FAIL("connect: %s", e.msg);
+	return c;
+}
+
+static void check_bytes(const struct wc_model *m)
+{
+	for (unsigned t = 0; t < NT; t++) {
+		const struct wc_tensor *x = wc_tensor_find(m, tensors[t].name);
+		const uint8_t *b;
+
+		T_ASSERT(x);
+		T_EQ_STR(x->dtype, tensors[t].dtype);
+		T_EQ_INT(x->ndim, tensors[t].ndim);
+		T_EQ_U64(x->shape[0], tensors[t].shape[0]);
+		T_EQ_U64(x->bytes, tensors[t].bytes);
+		T_EQ_INT(x->pool, tensors[t].pool);
+		b = x->ptr;
+		for (uint64_t i = 0; i < x->bytes; i++)
+			if (b[i] != tbyte(t, i))
+				T_FAIL("tensor %s byte %llu: %u != %u", x->name,
+				       (unsigned long long)i, b[i], tbyte(t, i));
+	}
+}
+
+static void test_attach(void)
+{
+	struct wc_conn *c = conn("plain");
+	struct wc_attach_times tm;
+	struct wc_pool_view pv;
+	const struct wc_tensor *t;
+	struct wc_model *m;
+	struct wc_info in;
+	struct wc_error e;
+	uint64_t bad = 99;
+	char *json;
+	int st;
+	pid_t k;
+
+	T_EQ_INT(wc_daemon_pid(c), srv_pid);
+	T_CMP_INT(wc_daemon_fd(c), >=, 0);
+	/* attach before hello is refused locally */
+	T_EQ_INT(wc_attach(c, 0, &m, NULL, &e), -EINVAL);
+	T_HAS(e.msg, "wc_hello");
+	if (wc_hello(c, NULL, &in, &e))
+		T_FAIL("hello: %s", e.msg);
+	T_EQ_INT(in.pid, srv_pid);
+	T_EQ_U64(in.version, 3);
+	T_EQ_STR(in.model, "/fake/model");
+	T_EQ_STR(in.device, "host-fake");
+	T_EQ_INT(in.mem, WC_MEM_HOST);
+	T_EQ_INT(strlen(in.identity), 32);
+	if (wc_attach(c, 0, &m, &tm, &e))
+		T_FAIL("attach: %s", e.msg);
+	T_EQ_U64(wc_tensor_count(m), NT);
+	T_EQ_INT(wc_pool_count(m), 2);
+	T_OK(wc_pool_at(m, 1, &pv));
+	T_EQ_U64(pv.size, 4096);
+	T_EQ_INT(pv.writable, 0);
+	T_EQ_INT(wc_pool_at(m, 2, &pv), -EINVAL);
+	T_CMP_INT(tm.manifest_ns, >, 0);
+	T_CMP_INT(tm.map_ns, >, 0);
+	/* manifest order survives paging */
+	for (unsigned i = 0; i < NT; i++)
+		T_EQ_STR(wc_tensor_at(m, i)->name, tensors[i].name);
+	T_ASSERT(wc_tensor_at(m, NT) == NULL);
+	check_bytes(m);
+	T_ASSERT(wc_tensor_find(m, "nope") == NULL);
+	T_EQ_INT(wc_lookup(m, "nope", &t, &e), -ENOENT);
+	T_HAS(e.msg, "'nope' is not in the attached model");
+	T_OK(wc_lookup(m, "lm_head.weight", &t, &e));
+	T_EQ_INT(wc_verify(m, &bad, &e), 0);
+	T_EQ_U64(bad, 0);
+	T_OK(wc_verify_tensor(m, t, &e));
+	/* a write through the read-only mapping faults */
+	k = fork();
+	if (!k) {
+		/* the default action, not a sanitizer's handler */
+		signal(SIGSEGV, SIG_DFL);
+		*(volatile uint8_t *)t->ptr = 1;
+		_exit(0);
+	}
+	T_EQ_INT(waitpid(k, &st, 0), k);
+	T_ASSERT(WIFSIGNALED(st));
+	T_EQ_INT(WTERMSIG(st), SIGSEGV);
+	T_OK(wc_ping(c, 8, &e));
+	T_OK(wc_status(c, &json, &e));
+	T_EQ_STR(json, "{\"state\":\"ready\"}");
+	free(json);
+	T_OK(wc_detach(m, &e));
+	/* writable: the daemon's refusal comes back as EROFS */
+	T_EQ_INT(wc_attach(c, WC_ATTACH_WRITABLE, &m, NULL, &e), -EROFS);
+	T_HAS(e.msg, "sealed");
+	T_HAS(e.msg, "READONLY");
+	wc_close(c);
+}
+
+static void test_manifest_only(void)
+{
+	struct wc_conn *c = conn("plain");
+	struct wc_model *m;
+	struct wc_error e;
+
+	T_OK(wc_hello(c, NULL, NULL, &e));
+	if (wc_manifest(c, &m, &e))
+		T_FAIL("manifest: %s", e.msg);
+	T_EQ_U64(wc_tensor_count(m), NT);
+	T_ASSERT(wc_tensor_at(m, 0)->ptr == NULL);
+	T_EQ_INT(wc_pool_count(m), 0);
+	/* wc_close frees it */
+	wc_close(c);
+}
+
+static void test_badhash(void)
+{
+	struct wc_conn *c = conn("badhash");
+	struct wc_model *m;
+	struct wc_error e;
+	uint64_t bad = 0;
+
+	T_OK(wc_hello(c, NULL, NULL, &e));
+	T_OK(wc_attach(c, 0, &m, NULL, &e));
+	T_EQ_INT(wc_verify(m, &bad, &e), -EILSEQ);
+	T_EQ_U64(bad, 1);
+	T_EQ_INT(e.code, EILSEQ);
+	T_HAS(e.msg, "'lm_head.weight'");
+	T_HAS(e.msg, "1 of 5 tensors");
+	wc_close(c);
+}
+
+static void test_notice(void)
+{
+	struct wc_conn *c = conn("notice");
+	struct wc_notice n;
+	struct wc_error e;
+
+	T_EQ_INT(wc_notice_read(c, &n, &e), 0);
+	T_OK(wc_hello(c, NULL, NULL, &e));
+	/* the notice arrives before the PING reply and is queued */
+	T_OK(wc_ping(c, 1, &e));
+	T_EQ_INT(wc_notice_read(c, &n, &e), 1);
+	T_EQ_INT(n.kind, WC_NOTICE_VERSION);
+	T_EQ_U64(n.version, 4);
+	T_HAS(n.msg, "re-attach");
+	T_EQ_INT(wc_notice_read(c, &n, &e), 0);
+	wc_close(c);
+}
+
+static void write_file(const char *path, const void *p, size_t n)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+
+	T_ASSERT(fd >= 0);
+	T_ASSERT(write(fd, p, n) == (ssize_t)n);
+	close(fd);
+}
+
+/* A one-tensor llama model directory, enough for the identity. */
+static void tiny_model(const char *mdir)
+{
+	static const char cfg[] = "{\"architectures\":[\"LlamaForCausalLM\"],\"torch_dtype\":\"bfloat16\"}";
+	static const char hdr[] = "{\"model.norm.weight\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[0,8]}}";
+	uint8_t buf[256] = { 0 };
+	uint64_t n = sizeof(hdr) - 1;
+	char path[256];
+
+	T_OK(mkdir(mdir, 0700) ? -errno : 0);
+	snprintf(path, sizeof(path), "%s/config.json", mdir);
+	write_file(path, cfg, sizeof(cfg) - 1);
+	memcpy(buf, &n, 8);
+	memcpy(buf + 8, hdr, n);
+	snprintf(path, sizeof(path), "%s/model.safetensors", mdir);
+	write_file(path, buf, 8 + n + 8);
+}
+
+static void test_mismatch(void)
+{
+	struct wc_conn *c = conn("plain");
+	struct wc_expect x = { .tp_size = 2, .tp_rank = 1 };
+	char mdir[128];
+	struct wc_error e;
+
+	snprintf(mdir, sizeof(mdir), "%s/model", dir);
+	tiny_model(mdir);
+	x.model_dir = mdir;
+	T_EQ_INT(wc_hello(c, &x, NULL, &e), -ESTALE);
+	T_EQ_INT(e.code, ESTALE);
+	T_HAS(e.msg, "identity mismatch");
+	T_HAS(e.msg, "2 field(s) differ (model_path, tp_size)");
+	T_HAS(e.msg, "tp_size: daemon=1 engine=2");
+	T_HAS(e.msg, "model_path: daemon=/fake/model engine=/");
+	/* a bad rank is caught before anything is sent */
+	x.tp_rank = 2;
+	T_EQ_INT(wc_hello(c, &x, NULL, &e), -EINVAL);
+	T_HAS(e.msg, "not a valid rank");
+	/* a model directory that does not exist */
+	x.tp_rank = 0;
+	x.model_dir = "/nonexistent/model";
+	T_CMP_INT(wc_hello(c, &x, NULL, &e), <, 0);
+	T_HAS(e.msg, "cannot compute the engine's identity");
+	wc_close(c);
+}
+
+static void test_refusals(void)
+{
+	struct wc_connect_opts o = { .socket = "/nonexistent/wc.sock" };
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct wc_conn *c;
+	struct wc_model *m;
+	struct wc_error e;
+	char stale[100];
+	int fd;
+
+	T_EQ_INT(wc_connect(&o, &c, &e), -ENOENT);
+	T_HAS(e.msg, "no wcache daemon");
+	T_HAS(e.msg, "/nonexistent/wc.sock");
+	/* a socket file nobody listens on */
+	snprintf(stale, sizeof(stale), "%s/stale.sock", dir);
+	memcpy(sa.sun_path, stale, strlen(stale) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	T_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0);
+	close(fd);
+	o.socket = stale;
+	T_EQ_INT(wc_connect(&o, &c, &e), -ECONNREFUSED);
+	T_HAS(e.msg, "stale");
+	/* no device, no socket */
+	o.socket = NULL;
+	T_EQ_INT(wc_connect(&o, &c, &e), -EINVAL);
+	/* a device name the path rules reject */
+	o.device = "host:bad/name";
+	T_CMP_INT(wc_connect(&o, &c, &e), <, 0);
+	T_HAS(e.msg, "bad/name");
+	/* the daemon's refusal (an ERROR with id 0) keeps its message */
+	c = conn("refuse");
+	T_EQ_INT(wc_hello(c, NULL, NULL, &e), -EACCES);
+	T_HAS(e.msg, "uid 65534 is not allowed");
+	wc_close(c);
+	/* garbage instead of a reply */
+	c = conn("garbage");
+	T_EQ_INT(wc_hello(c, NULL, NULL, &e), -EBADMSG);
+	T_HAS(e.msg, "bad frame");
+	T_EQ_INT(wc_ping(c, 1, &e), -EPIPE);
+	wc_close(c);
+	/* more tensors than the client's bound: refused before allocating */
+	c = conn("huge");
+	T_OK(wc_hello(c, NULL, NULL, &e));
+	T_EQ_INT(wc_attach(c, 0, &m, NULL, &e), -E2BIG);
+	T_HAS(e.msg, "limit");
+	wc_close(c);
+}
+
+static void test_daemon_death(void)
+{
+	struct wc_conn *c = conn("plain");
+	struct pollfd p;
+	struct wc_model *m;
+	struct wc_error e;
+	uint64_t bad = 1;
+
+	T_OK(wc_hello(c, NULL, NULL, &e));
+	T_OK(wc_attach(c, 0, &m, NULL, &e));
+	p.fd = wc_daemon_fd(c);
+	p.events = POLLIN;
+	T_EQ_INT(poll(&p, 1, 0), 0);
+	kill(srv_pid, SIGKILL);
+	T_EQ_INT(poll(&p, 1, 1000), 1);
+	T_ASSERT(p.revents & POLLIN);
+	waitpid(srv_pid, NULL, 0);
+	srv_pid = 0;
+	/* the mapping outlives the daemon */
+	check_bytes(m);
+	T_OK(wc_verify(m, &bad, &e));
+	T_EQ_U64(bad, 0);
+	T_EQ_INT(wc_ping(c, 1, &e), -EPIPE);
+	T_HAS(e.msg, "reconnect");
+	T_OK(wc_detach(m, &e));
+	wc_close(c);
+}
+
+int main(void)
+{
+	T_ASSERT(mkdtemp(strcpy(dir, "/tmp/wct-fake.XXXXXX")));
+	atexit(cleanup);
+	signal(SIGPIPE, SIG_IGN);
+	snprintf(sock, sizeof(sock), "%s/fake.sock", dir);
+	srv_start();
+	test_attach();
+	test_manifest_only();
+	test_badhash();
+	test_notice();
+	test_mismatch();
+	test_refusals();
+	test_daemon_death();
+	printf("client_fake: ok\n");
+	return 0;
+}
