@@ -1,0 +1,409 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wcbench liveness: how long after a child process exits does its parent
+ * know? Children (this binary, re-executed as `__liveness-child`) sleep to a
+ * random deadline, write CLOCK_MONOTONIC into their slot of a shared memfd
+ * (their stdout) just before _exit, and the parent subtracts that stamp from
+ * the moment it reports the exit:
+ *   - reactor: rx_spawn + the pidfd watch of libwcreactor, in rounds of
+ *     `concurrency` children, the callback is the report;
+ *   - poll: posix_spawn + a loop that sleeps `interval` and then calls
+ *     waitpid(WNOHANG) on every child, as SGLang's launcher watches its
+ *     workers (every 2 s). Its latency is uniform over [0, interval], so its
+ *     sample count is smaller by default (the run takes about delay-max +
+ *     interval seconds).
+ * The stamp is taken before the kernel tears the process down, so the
+ * figure includes exit itself: it is what a supervisor would see.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "log.h"
+#include "wcbench.h"
+#include "wcreactor.h"
+
+#define LV_CHILDREN_MAX 100000
+#define LV_CONC_MAX 1024
+
+extern char **environ;
+
+struct lv_opts {
+	unsigned children;
+	unsigned concurrency;
+	uint64_t delay_min_ns;
+	uint64_t delay_max_ns;
+	unsigned poll_children;
+	uint64_t poll_interval_ns;
+	uint64_t poll_delay_max_ns;
+	bool poll;
+	unsigned seed;
+};
+
+/* Shared state of one run: the stamps memfd and its mapping. */
+struct lv_run {
+	const struct lv_opts *o;
+	const struct wb_out *out;
+	int memfd;
+	volatile uint64_t *stamps;      /* [slots] */
+	unsigned slots;
+	char exe[4096];
+};
+
+/* The child: argv = __liveness-child SLOT DELAY_NS; fd 0 is the start
+ * pipe (EOF means go), fd 1 the stamps memfd. */
+int wb_liveness_child(int argc, char **argv)
+{
+	struct timespec ts;
+	uint64_t slot, deadline, now;
+	char b;
+
+	if (argc != 3)
+		return 2;
+	slot = strtoull(argv[1], NULL, 10);
+	while (read(STDIN_FILENO, &b, 1) > 0)
+		;
+	deadline = wb_now_ns() + strtoull(argv[2], NULL, 10);
+	ts.tv_sec = (time_t)(deadline / 1000000000ull);
+	ts.tv_nsec = (long)(deadline % 1000000000ull);
+	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
+	       EINTR)
+		;
+	now = wb_now_ns();
+	if (pwrite(STDOUT_FILENO, &now, sizeof(now), (off_t)(slot * 8)) != 8)
+		_exit(3);
+	_exit(0);
+}
+
+static uint64_t rand_delay(const struct lv_opts *o, uint64_t lo, uint64_t hi)
+{
+	if (hi <= lo)
+		return lo;
+	return lo + (uint64_t)((double)rand() / ((double)RAND_MAX + 1) *
+			       (double)(hi - lo));
+}
+
+/* --- the reactor side ------------------------------------------------------ */
+
+struct lv_child {
+	struct rx_child c;
+	struct lv_reactor *lr;
+	unsigned slot;
+};
+
+struct lv_reactor {
+	struct lv_run *run;
+	struct rx_loop loop;
+	struct lv_child *kids;  /* [concurrency] */
+	struct wb_series *lat;
+	unsigned spawned;
+	unsigned reported;
+	unsigned round_left;    /* children of this round not yet reported */
+	unsigned bad_exits;
+};
+
+static void lv_child_exited(struct rx_child *c, int res);
+
+static void lv_spawn_one(struct lv_reactor *lr, struct lv_child *k,
+			 int start_fd)
+{
+	const struct lv_opts *o = lr->run->o;
+	char slot[24], delay[24];
+	char *argv[] = { "wcbench", "__liveness-child", slot, delay, NULL };
+	struct rx_spawn_opts so = {
+		.path = lr->run->exe, .argv = argv, .stdin_fd = start_fd,
+		.stdout_fd = lr->run->memfd, .stderr_fd = -1,
+	};
+	int rc;
+
+	k->slot = lr->spawned++;
+	k->lr = lr;
+	lr->run->stamps[k->slot] = 0;
+	snprintf(slot, sizeof(slot), "%u", k->slot);
+	snprintf(delay, sizeof(delay), "%llu", (unsigned long long)
+		 rand_delay(o, o->delay_min_ns, o->delay_max_ns));
+	memset(&k->c, 0, sizeof(k->c));
+	rc = rx_spawn(&lr->loop, &k->c, &so, lv_child_exited);
+	if (rc < 0)
+		die("wcbench liveness: rx_spawn of %s failed: %s", so.path,
+		    strerror(-rc));
+}
+
+static void lv_child_exited(struct rx_child *c, int res)
+{
+	uint64_t now = rx_now_ns();
+	struct lv_child *k = (struct lv_child *)c;
+	struct lv_reactor *lr = k->lr;
+	uint64_t stamp = lr->run->stamps[k->slot];
+
+	if (res < 0)
+		die("wcbench liveness: the pidfd watch of child %d failed: %s",
+		    (int)c->pid, strerror(-res));
+	if (c->exit_code != 0 || !stamp)
+		lr->bad_exits++;
+	else
+		wb_series_push(lr->lat, now > stamp ? now - stamp : 0);
+	lr->reported++;
+	rx_child_close(c);
+	if (--lr->round_left == 0)
+		rx_loop_stop(&lr->loop);
+}
+
+/* Rounds of `concurrency` children: all of a round are spawned while none
+ * can exit (they wait for EOF on the start pipe), then the pipe is closed
+ * and the loop does nothing but wait, as a supervisor's loop would; so
+ * spawning (an exec costs about a millisecond here) never delays a report. */
+static void lv_reactor_run(struct lv_run *run, struct wb_report *r)
+{
+	const struct lv_opts *o = run->o;
+	struct lv_reactor lr = { .run = run };
+	unsigned conc = o->concurrency < o->children ? o->concurrency
+						      : o->children;
+	uint64_t t0;
+	int rc;
+
+	lr.lat = wb_series_add(r, "reactor (pidfd)", o->children);
+	lr.kids = calloc(conc, sizeof(*lr.kids));
+	if (!lr.kids)
+		die("wcbench liveness: no memory for %u children", conc);
+	rc = rx_loop_init(&lr.loop, 0);
+	if (rc < 0)
+		die("wcbench liveness: rx_loop_init failed: %s", strerror(-rc));
+	t0 = wb_now_ns();
+	while (lr.spawned < o->children) {
+		int start[2];
+
+		if (pipe2(start, O_CLOEXEC) < 0)
+			die("wcbench liveness: pipe: %s", strerror(errno));
+		lr.round_left = 0;
+		for (unsigned i = 0; i < conc && lr.spawned < o->children;
+		     i++, lr.round_left++)
+			lv_spawn_one(&lr, &lr.kids[i], start[0]);
+		close(start[0]);
+		close(start[1]); /* go */
+		rc = rx_run(&lr.loop);
+		if (rc < 0)
+			die("wcbench liveness: rx_run failed: %s", strerror(-rc));
+		wb_progress(run->out, "reactor children", lr.reported,
+			    o->children);
+	}
+	wb_progress_end(run->out);
+	rc = rx_loop_close(&lr.loop);
+	if (rc < 0)
+		die("wcbench liveness: rx_loop_close failed: %s", strerror(-rc));
+	wb_metric_add(r, "reactor_seconds", (double)(wb_now_ns() - t0) / 1e9,
+		      "s");
+	if (lr.bad_exits)
+		wb_note_add(r, "%u reactor children exited without a stamp or "
+			    "with a non-zero code (not counted)", lr.bad_exits);
+	free(lr.kids);
+}
+
+/* --- the polling side (SGLang's launcher) ------------------------------------ */
+
+static void lv_poll_run(struct lv_run *run, struct wb_report *r)
+{
+	const struct lv_opts *o = run->o;
+	unsigned n = o->poll_children, alive = 0, bad = 0;
+	struct wb_series *lat = wb_series_add(r, "poll every 2 s", n);
+	posix_spawn_file_actions_t fa;
+	pid_t *pids = calloc(n, sizeof(*pids));
+	struct timespec ts = {
+		.tv_sec = (time_t)(o->poll_interval_ns / 1000000000ull),
+		.tv_nsec = (long)(o->poll_interval_ns % 1000000000ull),
+	};
+	uint64_t t0 = wb_now_ns();
+	int start[2];
+
+	if (o->poll_interval_ns != 2000000000ull)
+		snprintf(lat->name, sizeof(lat->name), "poll every %.3g s",
+			 (double)o->poll_interval_ns / 1e9);
+	if (!pids)
+		die("wcbench liveness: no memory for %u children", n);
+	if (pipe2(start, O_CLOEXEC) < 0)
+		die("wcbench liveness: pipe: %s", strerror(errno));
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, start[0], STDIN_FILENO);
+	posix_spawn_file_actions_adddup2(&fa, run->memfd, STDOUT_FILENO);
+	for (unsigned i = 0; i < n; i++) {
+		unsigned slot = o->children + i;
+		char s[24], d[24];
+		char *argv[] = { "wcbench", "__liveness-child", s, d, NULL };
+		int rc;
+
+		run->stamps[slot] = 0;
+		snprintf(s, sizeof(s), "%u", slot);
+		snprintf(d, sizeof(d), "%llu", (unsigned long long)
+			 rand_delay(o, o->delay_min_ns, o->poll_delay_max_ns));
+		rc = posix_spawn(&pids[i], run->exe, &fa, NULL, argv, environ);
+		if (rc)
+			die("wcbench liveness: posix_spawn of %s failed: %s",
+			    run->exe, strerror(rc));
+		alive++;
+	}
+	posix_spawn_file_actions_destroy(&fa);
+	close(start[0]);
+	close(start[1]); /* go */
+	while (alive) {
+		nanosleep(&ts, NULL);
+		for (unsigned i = 0; i < n; i++) {
+			int status;
+			uint64_t now, stamp;
+
+			if (!pids[i] || waitpid(pids[i], &status, WNOHANG) <= 0)
+				continue;
+			now = wb_now_ns();
+			stamp = run->stamps[o->children + i];
+			pids[i] = 0;
+			alive--;
+			if (!WIFEXITED(status) || WEXITSTATUS(status) || !stamp)
+				bad++;
+			else
+				wb_series_push(lat, now > stamp ? now - stamp : 0);
+		}
+		wb_progress(run->out, "polled children", n - alive, n);
+	}
+	wb_progress_end(run->out);
+	wb_metric_add(r, "poll_seconds", (double)(wb_now_ns() - t0) / 1e9, "s");
+	if (bad)
+		wb_note_add(r, "%u polled children exited without a stamp or "
+			    "with a non-zero code (not counted)", bad);
+	free(pids);
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: wcbench liveness [options]\n\n"
+"Measures the time from a child process's exit to its parent's report of\n"
+"it: through pidfds in the wcache reactor, and through a loop that polls\n"
+"every 2 s (as SGLang's launcher watches its workers). Children sleep a\n"
+"random delay, stamp the clock and exit.\n\n"
+"  -n, --children N       reactor children in all (default 1000)\n"
+"  -c, --concurrency N    reactor children per round (default 32)\n"
+"  --delay-ms MIN,MAX     reactor children's delays (default 5,50)\n"
+"  --poll-children N      polled children (default 100; 0 skips polling)\n"
+"  --poll-interval S      polling period in seconds (default 2)\n"
+"  --no-poll              skip the polling side\n"
+"  --seed N               random seed (default 1)\n"
+WB_HELP_OUT);
+}
+
+int wb_liveness(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "children", required_argument, NULL, 'n' },
+		{ "concurrency", required_argument, NULL, 'c' },
+		{ "delay-ms", required_argument, NULL, 'D' },
+		{ "poll-children", required_argument, NULL, 'P' },
+		{ "poll-interval", required_argument, NULL, 'I' },
+		{ "no-poll", no_argument, NULL, 'N' },
+		{ "seed", required_argument, NULL, 's' },
+		WB_LONGOPTS_OUT,
+		{ NULL, 0, NULL, 0 },
+	};
+	struct lv_opts o = {
+		.children = 1000, .concurrency = 32,
+		.delay_min_ns = 5000000, .delay_max_ns = 50000000,
+		.poll_children = 100, .poll_interval_ns = 2000000000ull,
+		.poll = true, .seed = 1,
+	};
+	struct wb_out out = { 0 };
+	struct lv_run run = { .o = &o, .out = &out };
+	struct wb_report r;
+	double dmin, dmax;
+	ssize_t n;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "n:c:qh", lo, NULL)) != -1) {
+		if (wb_out_opt(&out, c, optarg))
+			continue;
+		switch (c) {
+		case 'n':
+			o.children = (unsigned)wb_parse_count("--children",
+					optarg, 1, LV_CHILDREN_MAX);
+			break;
+		case 'c':
+			o.concurrency = (unsigned)wb_parse_count(
+					"--concurrency", optarg, 1, LV_CONC_MAX);
+			break;
+		case 'D':
+			if (sscanf(optarg, "%lf,%lf", &dmin, &dmax) != 2 ||
+			    !(dmin >= 0 && dmax >= dmin && dmax <= 60000))
+				die("wcbench liveness: --delay-ms '%s' is not "
+				    "MIN,MAX milliseconds with 0 <= MIN <= MAX "
+				    "<= 60000 (e.g. 5,50)", optarg);
+			o.delay_min_ns = (uint64_t)(dmin * 1e6);
+			o.delay_max_ns = (uint64_t)(dmax * 1e6);
+			break;
+		case 'P':
+			o.poll_children = (unsigned)wb_parse_count(
+				"--poll-children", optarg, 0, LV_CHILDREN_MAX);
+			break;
+		case 'I':
+			o.poll_interval_ns = (uint64_t)(wb_parse_double(
+				"--poll-interval", optarg, 0.001, 60) * 1e9);
+			break;
+		case 'N':
+			o.poll = false;
+			break;
+		case 's':
+			o.seed = (unsigned)wb_parse_count("--seed", optarg, 0,
+							  UINT32_MAX);
+			break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	if (optind != argc) {
+		fprintf(stderr, "wcbench liveness: unexpected argument '%s'\n",
+			argv[optind]);
+		return 2;
+	}
+	if (!o.poll)
+		o.poll_children = 0;
+	/* Polled delays span two periods so exits fall at every phase. */
+	o.poll_delay_max_ns = o.delay_min_ns + 2 * o.poll_interval_ns;
+	srand(o.seed);
+	n = readlink("/proc/self/exe", run.exe, sizeof(run.exe) - 1);
+	if (n <= 0)
+		die("wcbench liveness: cannot read /proc/self/exe: %s",
+		    strerror(errno));
+	run.exe[n] = 0;
+	run.slots = o.children + o.poll_children;
+	run.memfd = memfd_create("wcbench-liveness", MFD_CLOEXEC);
+	if (run.memfd < 0 || ftruncate(run.memfd, (off_t)run.slots * 8) < 0)
+		die("wcbench liveness: memfd for %u stamps failed: %s",
+		    run.slots, strerror(errno));
+	run.stamps = mmap(NULL, (size_t)run.slots * 8, PROT_READ | PROT_WRITE,
+			  MAP_SHARED, run.memfd, 0);
+	if (run.stamps == MAP_FAILED)
+		die("wcbench liveness: mmap of the stamps failed: %s",
+		    strerror(errno));
+
+	wb_report_init(&r, "liveness");
+	snprintf(r.params, sizeof(r.params), "reactor: %u children, %u per "
+		 "round, delays %.0f-%.0f ms; poll: %u children, every %.3g s",
+		 o.children, o.concurrency, (double)o.delay_min_ns / 1e6,
+		 (double)o.delay_max_ns / 1e6, o.poll_children,
+		 (double)o.poll_interval_ns / 1e9);
+	lv_reactor_run(&run, &r);
+	if (o.poll_children)
+		lv_poll_run(&run, &r);
+	rc = wb_report_emit(&r, &out);
+	wb_report_free(&r);
+	munmap((void *)run.stamps, (size_t)run.slots * 8);
+	close(run.memfd);
+	return rc;
+}

@@ -1,0 +1,386 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wcbench load: starts a wcd on a model in a private runtime directory,
+ * waits for its ready file, and reports the time from spawn to ready, the
+ * daemon's own load time and GB/s, and each phase it reports (STATUS JSON
+ * "phases", else its log's "phase NAME: ..." lines); then stops it with
+ * SIGTERM. --drop-caches empties the page cache first (a cold start; needs
+ * root). --repeat runs it several times; every run is one sample.
+ *
+ * Bounds: LD_REPEAT_MAX runs, LD_PHASES_MAX phases, log lines read up to
+ * LD_LINE_MAX bytes.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "log.h"
+#include "paths.h"
+#include "ready.h"
+#include "wcache.h"
+#include "wcbench.h"
+
+#define LD_REPEAT_MAX 100
+#define LD_PHASES_MAX 12
+#define LD_LINE_MAX 1024
+#define LD_WAIT_S 600
+
+extern char **environ;
+
+struct ld_opts {
+	const char *model;
+	const char *device;
+	const char *wcd;
+	char **extra;           /* after "--": passed to wcd */
+	int nextra;
+	unsigned repeat;
+	bool drop_caches;
+	bool keep_dir;
+};
+
+struct ld_phase {
+	char name[32];
+	double seconds_sum;
+	double gbps_sum;
+	unsigned n;
+};
+
+static void drop_caches(void)
+{
+	int fd;
+
+	sync();
+	fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, "3\n", 2) != 2)
+		die("wcbench load: --drop-caches: cannot write "
+		    "/proc/sys/vm/drop_caches: %s; run as root or leave the "
+		    "option out (a warm start)", strerror(errno));
+	close(fd);
+}
+
+static void phase_add(struct ld_phase *ph, unsigned *nph, const char *name,
+		      double secs, double gbps)
+{
+	unsigned i;
+
+	for (i = 0; i < *nph; i++)
+		if (!strcmp(ph[i].name, name))
+			break;
+	if (i == *nph) {
+		if (*nph >= LD_PHASES_MAX)
+			return;
+		snprintf(ph[i].name, sizeof(ph[i].name), "%s", name);
+		(*nph)++;
+	}
+	ph[i].seconds_sum += secs;
+	ph[i].gbps_sum += gbps;
+	ph[i].n++;
+}
+
+/* Phases from STATUS: "phases": {"read": {"seconds": x, "gbps": y}, ...} or
+ * [{"name": .., "seconds": .., "gbps": ..}]. Returns how many were found. */
+static unsigned phases_from_status(json_t *st, struct ld_phase *ph,
+				   unsigned *nph)
+{
+	json_t *p = json_object_get(st, "phases"), *v;
+	const char *k;
+	size_t i;
+	unsigned found = 0;
+
+	if (json_is_object(p)) {
+		json_object_foreach(p, k, v) {
+			phase_add(ph, nph, k, json_number_value(
+				  json_object_get(v, "seconds")),
+				  json_number_value(json_object_get(v, "gbps")));
+			found++;
+		}
+	} else if (json_is_array(p)) {
+		json_array_foreach(p, i, v) {
+			const char *n = json_string_value(
+					json_object_get(v, "name"));
+
+			if (!n)
+				continue;
+			phase_add(ph, nph, n, json_number_value(
+				  json_object_get(v, "seconds")),
+				  json_number_value(json_object_get(v, "gbps")));
+			found++;
+		}
+	}
+	return found;
+}
+
+/* Phases from the log: lines holding "phase NAME: X s" and optionally
+ * "Y GB/s". */
+static void phases_from_log(const char *path, struct ld_phase *ph,
+			    unsigned *nph)
+{
+	char line[LD_LINE_MAX], name[32];
+	FILE *f = fopen(path, "re");
+
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		const char *p = strstr(line, "phase ");
+		double secs = 0, gbps = 0;
+		const char *g;
+
+		if (!p || sscanf(p, "phase %31[^:]: %lf s", name, &secs) != 2)
+			continue;
+		g = strstr(p, " GB/s");
+		if (g) {
+			while (g > p && g[-1] != ' ' && g[-1] != ',')
+				g--;
+			gbps = strtod(g, NULL);
+		}
+		phase_add(ph, nph, name, secs, gbps);
+	}
+	fclose(f);
+}
+
+/* One run: spawn, wait for ready, read STATUS, stop. Fills the samples. */
+static void ld_run(const struct ld_opts *o, const char *dir,
+		   struct wb_series *ready_s, struct wb_series *load_s,
+		   double *gbps, uint64_t *bytes, uint64_t *tensors,
+		   struct ld_phase *ph, unsigned *nph)
+{
+	char tmpl[PATHS_MAX], name[PATHS_DEVICE_MAX + 1], err[WC_ERR_LEN];
+	char logpath[PATHS_MAX + 16], *json = NULL;
+	static struct paths p;
+	static struct ready_info ri;
+	posix_spawn_file_actions_t fa;
+	char *argv[64 + 16];
+	struct wc_connect_opts co = { 0 };
+	struct wc_conn *c;
+	struct wc_error e;
+	json_t *st;
+	uint64_t t0, t1;
+	int argc = 0, rc, status;
+	pid_t pid;
+
+	if (paths_template(tmpl, sizeof(tmpl), dir, NULL, NULL, getuid(),
+			   err) < 0 ||
+	    paths_device_name(o->device, name, sizeof(name), err) < 0 ||
+	    paths_resolve(&p, tmpl, name, err) < 0)
+		die("wcbench load: %s", err);
+	snprintf(logpath, sizeof(logpath), "%s/wcd.log", dir);
+	argv[argc++] = (char *)o->wcd;
+	argv[argc++] = "--model";
+	argv[argc++] = (char *)o->model;
+	argv[argc++] = "--device";
+	argv[argc++] = (char *)o->device;
+	argv[argc++] = "--runtime-dir";
+	argv[argc++] = (char *)dir;
+	for (int i = 0; i < o->nextra; i++)
+		argv[argc++] = o->extra[i];
+	argv[argc] = NULL;
+
+	if (o->drop_caches)
+		drop_caches();
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, logpath,
+					 O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
+	t0 = wb_now_ns();
+	rc = posix_spawn(&pid, o->wcd, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc)
+		die("wcbench load: cannot start %s: %s; build it (make "
+		    "build/bin/wcd) or give --wcd PATH", o->wcd, strerror(rc));
+	for (;;) {
+		struct timespec ts = { 0, 1000000 };
+
+		if (access(p.ready, F_OK) == 0 &&
+		    ready_read_file(&ri, p.ready, err) == 0)
+			break;
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			die("wcbench load: wcd exited before it was ready "
+			    "(status %d); its log is %s", status, logpath);
+		if (wb_now_ns() - t0 > LD_WAIT_S * 1000000000ull) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			die("wcbench load: wcd not ready after %d s; its log is "
+			    "%s", LD_WAIT_S, logpath);
+		}
+		nanosleep(&ts, NULL);
+	}
+	t1 = wb_now_ns();
+	wb_series_push(ready_s, t1 - t0);
+	wb_series_push(load_s, (uint64_t)(ri.load_seconds * 1e9));
+	*bytes = ri.bytes;
+	*tensors = ri.tensors;
+	*gbps += ri.load_seconds > 0 ? (double)ri.bytes / ri.load_seconds / 1e9
+				     : 0;
+
+	co.socket = p.sock;
+	if (wc_connect(&co, &c, &e) == 0 && wc_status(c, &json, &e) == 0) {
+		st = json_loads(json, 0, NULL);
+		if (!st || !phases_from_status(st, ph, nph))
+			phases_from_log(logpath, ph, nph);
+		json_decref(st);
+		free(json);
+		wc_close(c);
+	} else {
+		log_warn("wcbench load: STATUS failed: %s; phases from the log",
+			 e.msg);
+		phases_from_log(logpath, ph, nph);
+	}
+	kill(pid, SIGTERM);
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status) || WEXITSTATUS(status))
+		log_warn("wcbench load: wcd did not exit cleanly on SIGTERM "
+			 "(status %d); its log is %s", status, logpath);
+}
+
+/* Removes our private runtime directory and the files wcd left in it (its
+ * lock file, our copy of its log). */
+static void rm_dir(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *de;
+
+	while (d && (de = readdir(d)))
+		if (de->d_name[0] != '.' || (de->d_name[1] &&
+		    strcmp(de->d_name, "..")))
+			unlinkat(dirfd(d), de->d_name, 0);
+	if (d)
+		closedir(d);
+	if (rmdir(dir) < 0)
+		log_warn("wcbench load: %s not removed: %s", dir,
+			 strerror(errno));
+}
+
+static void usage(FILE *f)
+{
+	fprintf(f,
+"usage: wcbench load --model DIR [options] [-- WCD-OPTIONS...]\n\n"
+"Starts a wcd on DIR in a private runtime directory, waits until it is\n"
+"ready, reports the time to ready, the daemon's load time and GB/s and each\n"
+"load phase it reports, then stops it (SIGTERM).\n\n"
+"  --model DIR            the model directory (required)\n"
+"  --device D             host, host:NAME, an index or GPU-<uuid> (default host)\n"
+"  --wcd PATH             the daemon (default: wcd next to this wcbench)\n"
+"  --drop-caches          drop the page cache before each run (cold; root)\n"
+"  -r, --repeat N         runs (default 1, at most %d)\n"
+"  --keep                 keep the runtime directory (and wcd's log)\n"
+WB_HELP_OUT, LD_REPEAT_MAX);
+}
+
+int wb_load(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "model", required_argument, NULL, 'M' },
+		{ "device", required_argument, NULL, 'D' },
+		{ "wcd", required_argument, NULL, 'W' },
+		{ "drop-caches", no_argument, NULL, 'C' },
+		{ "repeat", required_argument, NULL, 'r' },
+		{ "keep", no_argument, NULL, 'K' },
+		WB_LONGOPTS_OUT,
+		{ NULL, 0, NULL, 0 },
+	};
+	struct ld_opts o = { .device = "host", .repeat = 1 };
+	struct ld_phase ph[LD_PHASES_MAX] = { 0 };
+	struct wb_series *ready_s, *load_s;
+	struct wb_out out = { 0 };
+	struct wb_report r;
+	char wcd[4096], dir[] = "/tmp/wcbench-load.XXXXXX";
+	uint64_t bytes = 0, tensors = 0;
+	unsigned nph = 0;
+	double gbps = 0;
+	ssize_t n;
+	int c, rc;
+
+	while ((c = getopt_long(argc, argv, "r:qh", lo, NULL)) != -1) {
+		if (wb_out_opt(&out, c, optarg))
+			continue;
+		switch (c) {
+		case 'M': o.model = optarg; break;
+		case 'D': o.device = optarg; break;
+		case 'W': o.wcd = optarg; break;
+		case 'C': o.drop_caches = true; break;
+		case 'r':
+			o.repeat = (unsigned)wb_parse_count("--repeat", optarg,
+							    1, LD_REPEAT_MAX);
+			break;
+		case 'K': o.keep_dir = true; break;
+		case 'h':
+			usage(stdout);
+			return 0;
+		default:
+			usage(stderr);
+			return 2;
+		}
+	}
+	o.extra = argv + optind;
+	o.nextra = argc - optind;
+	if (o.nextra > 64)
+		die("wcbench load: %d options for wcd after '--'; at most 64",
+		    o.nextra);
+	if (!o.model) {
+		fprintf(stderr, "wcbench load: --model DIR is required\n");
+		usage(stderr);
+		return 2;
+	}
+	if (!o.wcd) {
+		n = readlink("/proc/self/exe", wcd, sizeof(wcd) - 5);
+		if (n <= 0)
+			die("wcbench load: cannot read /proc/self/exe: %s; give "
+			    "--wcd PATH", strerror(errno));
+		wcd[n] = 0;
+		snprintf(strrchr(wcd, '/') + 1, 4, "wcd");
+		o.wcd = wcd;
+	}
+	if (!mkdtemp(dir))
+		die("wcbench load: mkdtemp %s: %s", dir, strerror(errno));
+
+	wb_report_init(&r, "load");
+	ready_s = wb_series_add(&r, "spawn to ready", o.repeat);
+	load_s = wb_series_add(&r, "load (wcd's own)", o.repeat);
+	for (unsigned i = 0; i < o.repeat; i++) {
+		ld_run(&o, dir, ready_s, load_s, &gbps, &bytes, &tensors, ph,
+		       &nph);
+		wb_progress(&out, "runs", i + 1, o.repeat);
+	}
+	wb_progress_end(&out);
+	snprintf(r.params, sizeof(r.params), "%s on %s, %u run%s, %s page "
+		 "cache, %llu tensors, %.3f GB", o.model, o.device, o.repeat,
+		 o.repeat == 1 ? "" : "s", o.drop_caches ? "cold (dropped)" :
+		 "warm", (unsigned long long)tensors, (double)bytes / 1e9);
+	wb_metric_add(&r, "bytes", (double)bytes, "B");
+	wb_metric_add(&r, "load_gbps", gbps / o.repeat, "GB/s");
+	wb_metric_add(&r, "ready_gbps", (double)bytes /
+		      ((double)wb_series_pct(ready_s, 50)), "GB/s");
+	for (unsigned i = 0; i < nph; i++) {
+		char k[WB_NAME_LEN];
+
+		snprintf(k, sizeof(k), "%.30s_seconds", ph[i].name);
+		wb_metric_add(&r, k, ph[i].seconds_sum / ph[i].n, "s");
+		if (ph[i].gbps_sum > 0) {
+			snprintf(k, sizeof(k), "%.30s_gbps", ph[i].name);
+			wb_metric_add(&r, k, ph[i].gbps_sum / ph[i].n, "GB/s");
+		}
+	}
+	if (!nph)
+		wb_note_add(&r, "wcd reported no per-phase times (neither in "
+			    "STATUS nor in its log)");
+	rc = wb_report_emit(&r, &out);
+	wb_report_free(&r);
+	if (o.keep_dir) {
+		fprintf(stderr, "wcbench load: kept %s\n", dir);
+	} else {
+		rm_dir(dir);
+	}
+	return rc;
+}
