@@ -1,0 +1,179 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The TP plan for Llama-3-8B shapes at tp 2, 4 and 8 covers every byte of
+ * every tensor exactly once across the ranks (replicated tensors: once per
+ * rank, whole), each rank's destination size matches its local shape, and
+ * pipeline stages at pp 2 and 4 hold every layer exactly once. The model is
+ * written by `wcgen llama-8b --headers-only` (sparse files: real headers, no
+ * data), so this reads only headers.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "model.h"
+#include "plan.h"
+#include "t.h"
+
+struct range {
+	uint64_t begin, end;
+};
+
+static int cmp_range(const void *a, const void *b)
+{
+	const struct range *x = a, *y = b;
+
+	return x->begin < y->begin ? -1 : x->begin > y->begin;
+}
+
+static void gen(const char *preset, const char *dir, const char *extra)
+{
+	const char *top = getenv("WC_TOP"), *build = getenv("BUILD");
+	char bin[1024], cmd[4096];
+
+	snprintf(bin, sizeof(bin), "%s/%s/bin/wcgen", top ? top : ".",
+		 build ? build : "build");
+	T_SKIP_IF(access(bin, X_OK), "%s not built", bin);
+	snprintf(cmd, sizeof(cmd), "'%s' %s --out '%s' --headers-only %s >/dev/null",
+		 bin, preset, dir, extra);
+	T_EQ_INT(system(cmd), 0);
+}
+
+/* Every rank's ranges of every tensor tile the tensor exactly. */
+static void check_tp(const struct model *m, const struct plan_rules *r,
+		     uint32_t tp)
+{
+	struct plan *p = calloc(tp, sizeof(*p));
+	struct range *rg;
+	size_t cap = 1 << 16;
+	char err[WC_ERR_LEN];
+	uint64_t split_tensors = 0;
+
+	T_ASSERT(p);
+	rg = malloc(cap * sizeof(*rg));
+	for (uint32_t k = 0; k < tp; k++) {
+		if (plan_build(&p[k], m, r, tp, k, 1, 0, err))
+			T_FAIL("tp %u rank %u: %s", tp, k, err);
+		T_EQ_INT(p[k].ntensors, m->ntensors);
+	}
+	for (uint32_t i = 0; i < m->ntensors; i++) {
+		const struct st_tensor *t = m->tensors[i].t;
+		size_t n = 0;
+		uint64_t at = t->file_off, dest = 0;
+
+		if (p[0].t[i].split == PLAN_REPLICATE) {
+			for (uint32_t k = 0; k < tp; k++) {
+				const struct plan_tensor *pt = &p[k].t[i];
+
+				T_EQ_U64(pt->file_off, t->file_off);
+				T_EQ_U64(pt->size, t->nbytes);
+				T_EQ_U64(pt->height, 1);
+			}
+			continue;
+		}
+		split_tensors++;
+		for (uint32_t k = 0; k < tp; k++) {
+			const struct plan_tensor *pt = &p[k].t[i];
+			uint64_t nelem = 1, bytes;
+
+			T_EQ_STR(pt->name, t->name);
+			T_EQ_INT(pt->split, p[0].t[i].split);
+			for (uint32_t d = 0; d < pt->ndim; d++)
+				nelem *= pt->shape[d];
+			T_OK(st_dtype_bytes(pt->dtype, nelem, &bytes));
+			T_EQ_U64(bytes, pt->size);
+			T_EQ_U64(pt->width * pt->height, pt->size);
+			dest += pt->size;
+			for (uint64_t h = 0; h < pt->height; h++) {
+				if (n == cap) {
+					cap *= 2;
+					rg = realloc(rg, cap * sizeof(*rg));
+					T_ASSERT(rg);
+				}
+				rg[n].begin = pt->file_off + h * pt->src_pitch;
+				rg[n++].end = pt->file_off + h * pt->src_pitch + pt->width;
+			}
+		}
+		T_EQ_U64(dest, t->nbytes);
+		qsort(rg, n, sizeof(*rg), cmp_range);
+		for (size_t k = 0; k < n; k++) {
+			if (rg[k].begin != at)
+				T_FAIL("tp %u tensor %s: range %zu begins at %llu, want %llu (%s)",
+				       tp, t->name, k, (unsigned long long)rg[k].begin,
+				       (unsigned long long)at,
+				       rg[k].begin < at ? "overlap" : "hole");
+			at = rg[k].end;
+		}
+		T_EQ_U64(at, t->file_off + t->nbytes);
+	}
+	/* q k v o gate up down per layer, embed and lm_head */
+	T_EQ_U64(split_tensors, 32 * 7 + 2);
+	for (uint32_t k = 0; k < tp; k++)
+		plan_free(&p[k]);
+	free(p);
+	free(rg);
+	printf("tp %u: every byte of %u tensors covered exactly once\n", tp,
+	       m->ntensors);
+}
+
+static void check_pp(const struct model *m, const struct plan_rules *r,
+		     uint32_t pp)
+{
+	uint32_t *seen = calloc(m->ntensors, sizeof(*seen));
+	char err[WC_ERR_LEN];
+
+	for (uint32_t s = 0; s < pp; s++) {
+		struct plan p;
+
+		if (plan_build(&p, m, r, 2, 1, pp, s, err))
+			T_FAIL("pp %u stage %u: %s", pp, s, err);
+		T_EQ_INT(p.layer_begin, s * 32 / pp);
+		T_EQ_INT(p.layer_end, (s + 1) * 32 / pp);
+		for (uint32_t i = 0; i < p.ntensors; i++) {
+			const char *n = p.t[i].name;
+
+			seen[p.t[i].model_idx]++;
+			if (!strcmp(n, "model.embed_tokens.weight"))
+				T_EQ_INT(s, 0);
+			if (!strcmp(n, "lm_head.weight") || !strcmp(n, "model.norm.weight"))
+				T_EQ_INT(s, pp - 1);
+		}
+		plan_free(&p);
+	}
+	for (uint32_t i = 0; i < m->ntensors; i++)
+		if (seen[i] != 1)
+			T_FAIL("pp %u: tensor %s is in %u stages", pp, m->tensors[i].name,
+			       seen[i]);
+	free(seen);
+	printf("pp %u: every tensor in exactly one stage\n", pp);
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/wct_plan.XXXXXX", path[256], cmd[300];
+	char err[WC_ERR_LEN];
+	struct plan_rules r;
+	struct model m;
+
+	T_ASSERT(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/llama-8b", dir);
+	gen("llama-8b", path, "");
+	if (model_open(&m, path, err))
+		T_FAIL("%s", err);
+	T_EQ_INT(m.ntensors, 291);
+	T_EQ_INT(m.nshards, 4);
+	T_OK(plan_rules_preset(&r, m.cfg.arch, err));
+	check_tp(&m, &r, 2);
+	check_tp(&m, &r, 4);
+	check_tp(&m, &r, 8);
+	check_pp(&m, &r, 2);
+	check_pp(&m, &r, 4);
+	plan_rules_free(&r);
+	model_close(&m);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	T_EQ_INT(system(cmd), 0);
+	return 0;
+}

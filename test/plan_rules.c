@@ -1,0 +1,214 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Plan details on the tiny preset (hidden 256, kv 128, inter 688, vocab
+ * 4096, 4 layers): the preset's splits and 2-D copy geometry, an uneven
+ * split's error, rules files (override, syntax errors), unknown
+ * architectures, bad ranks, tied embeddings under pp, pool packing.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "model.h"
+#include "plan.h"
+#include "t.h"
+
+static void gen(const char *preset, const char *dir)
+{
+	const char *top = getenv("WC_TOP"), *build = getenv("BUILD");
+	char bin[1024], cmd[4096];
+
+	snprintf(bin, sizeof(bin), "%s/%s/bin/wcgen", top ? top : ".",
+		 build ? build : "build");
+	T_SKIP_IF(access(bin, X_OK), "%s not built", bin);
+	snprintf(cmd, sizeof(cmd), "'%s' %s --out '%s' --headers-only >/dev/null",
+		 bin, preset, dir);
+	T_EQ_INT(system(cmd), 0);
+}
+
+static const struct plan_tensor *find(const struct plan *p, const char *name)
+{
+	for (uint32_t i = 0; i < p->ntensors; i++)
+		if (!strcmp(p->t[i].name, name))
+			return &p->t[i];
+	return NULL;
+}
+
+static void check_geometry(const struct model *m, const struct plan_rules *r)
+{
+	const struct model_tensor *o = model_find(m, "model.layers.1.self_attn.o_proj.weight");
+	const struct model_tensor *k = model_find(m, "model.layers.1.self_attn.k_proj.weight");
+	const struct plan_tensor *pt;
+	char err[WC_ERR_LEN];
+	struct plan p;
+
+	if (plan_build(&p, m, r, 4, 3, 1, 0, err))
+		T_FAIL("%s", err);
+	/* o_proj [256, 256] bf16, dim 1, rank 3 of 4: columns 192..255 */
+	pt = find(&p, o->name);
+	T_EQ_INT(pt->split, PLAN_DIM1);
+	T_EQ_U64(pt->width, 64 * 2);
+	T_EQ_U64(pt->height, 256);
+	T_EQ_U64(pt->src_pitch, 256 * 2);
+	T_EQ_U64(pt->file_off, o->t->file_off + 3 * 64 * 2);
+	T_EQ_U64(pt->shape[0], 256);
+	T_EQ_U64(pt->shape[1], 64);
+	/* k_proj [128, 256], dim 0, rank 3: rows 96..127, one range */
+	pt = find(&p, k->name);
+	T_EQ_INT(pt->split, PLAN_DIM0);
+	T_EQ_U64(pt->height, 1);
+	T_EQ_U64(pt->width, 32 * 256 * 2);
+	T_EQ_U64(pt->file_off, k->t->file_off + 3 * 32 * 256 * 2);
+	T_EQ_U64(pt->shape[0], 32);
+	pt = find(&p, "model.layers.0.input_layernorm.weight");
+	T_EQ_INT(pt->split, PLAN_REPLICATE);
+	T_EQ_U64(pt->size, 512);
+	T_EQ_INT(find(&p, "lm_head.weight")->split, PLAN_DIM0);
+	T_EQ_INT(find(&p, "model.embed_tokens.weight")->split, PLAN_DIM0);
+	T_EQ_INT(find(&p, "model.layers.0.mlp.down_proj.weight")->split, PLAN_DIM1);
+	T_EQ_INT(find(&p, "model.layers.0.mlp.up_proj.weight")->split, PLAN_DIM0);
+	plan_free(&p);
+}
+
+static void check_errors(const struct model *m, struct plan_rules *r)
+{
+	static const char rules[] =
+		"# replicate the vocabulary tensors\n"
+		"lm_head.weight replicate\n"
+		"\n"
+		"model.embed_tokens.weight   replicate  # trailing comment\n";
+	char err[WC_ERR_LEN];
+	struct plan p;
+	uint8_t before[WC_HASH_LEN];
+
+	/* tp 3: lm_head [4096, 256] comes first by name */
+	T_EQ_INT(plan_build(&p, m, r, 3, 0, 1, 0, err), -EINVAL);
+	printf("%s\n", err);
+	T_HAS(err, "tensor 'lm_head.weight' (shape [4096, 256]): dim 0 of size 4096 does not split evenly over tp size 3");
+	T_HAS(err, m->path);
+	/* A rules file that replicates it moves the error on to q_proj. */
+	memcpy(before, r->hash, WC_HASH_LEN);
+	T_OK(plan_rules_parse(r, rules, strlen(rules), "rules.txt", err));
+	T_ASSERT(memcmp(before, r->hash, WC_HASH_LEN) != 0);
+	T_EQ_INT(plan_rules_match(r, "lm_head.weight"), PLAN_REPLICATE);
+	T_EQ_INT(plan_build(&p, m, r, 3, 0, 1, 0, err), -EINVAL);
+	printf("%s\n", err);
+	T_HAS(err, "tensor 'model.layers.0.mlp.down_proj.weight' (shape [256, 688]): dim 1 of size 688 does not split evenly over tp size 3");
+	/* tp 2 works with the override: lm_head whole on each rank */
+	T_OK(plan_build(&p, m, r, 2, 1, 1, 0, err));
+	T_EQ_U64(find(&p, "lm_head.weight")->size, 4096 * 256 * 2);
+	plan_free(&p);
+
+	T_EQ_INT(plan_rules_parse(r, "x dim2\n", 7, "bad.rules", err), -EINVAL);
+	printf("%s\n", err);
+	T_HAS(err, "bad.rules:1: 'x dim2' is not 'PATTERN replicate|dim0|dim1'");
+	T_EQ_INT(plan_rules_parse(r, "# c\n* dim0 extra\n", 17, "bad.rules", err), -EINVAL);
+	T_HAS(err, "bad.rules:2: '* dim0 extra'");
+	T_EQ_INT(plan_rules_parse(r, "onlypattern\n", 12, "bad.rules", err), -EINVAL);
+	T_HAS(err, "bad.rules:1:");
+
+	T_EQ_INT(plan_build(&p, m, r, 2, 2, 1, 0, err), -EINVAL);
+	T_HAS(err, "tp rank 2 of size 2 is invalid");
+	T_EQ_INT(plan_build(&p, m, r, 1, 0, 5, 0, err), -EINVAL);
+	printf("%s\n", err);
+	T_HAS(err, "pp size 5 is more than the 4 layers");
+	T_EQ_INT(plan_build(&p, m, r, 1, 0, 0, 0, err), -EINVAL);
+	T_HAS(err, "pp rank 0 of size 0 is invalid");
+}
+
+static void check_pack(const struct model *m, const struct plan_rules *r)
+{
+	char err[WC_ERR_LEN];
+	struct plan p;
+	uint64_t max = 3u << 20;
+
+	T_OK(plan_build(&p, m, r, 1, 0, 1, 0, err));
+	T_OK(plan_pack(&p, max, err));
+	T_CMP_INT(p.npools, >=, 4);
+	for (uint32_t i = 0; i < p.ntensors; i++) {
+		const struct plan_tensor *t = &p.t[i];
+
+		T_EQ_U64(t->pool_off % PLAN_POOL_ALIGN, 0);
+		T_ASSERT(t->pool < p.npools);
+		T_ASSERT(t->pool_off + t->size <= p.pool_size[t->pool]);
+		T_ASSERT(t->pool_off + t->size <= max || t->pool_off == 0);
+		if (i && t->pool == p.t[i - 1].pool)
+			T_ASSERT(t->pool_off >= p.t[i - 1].pool_off + p.t[i - 1].size);
+	}
+	/* A tensor over pool_max (embed: 2 MiB) gets a pool of its own. */
+	T_OK(plan_pack(&p, 1u << 20, err));
+	T_EQ_U64(find(&p, "model.embed_tokens.weight")->pool_off, 0);
+	T_EQ_INT(plan_pack(&p, 100, err), -EINVAL);
+	T_HAS(err, "pool size 100 is below the 256-byte alignment");
+	plan_free(&p);
+}
+
+static void check_tied(const char *dir)
+{
+	char err[WC_ERR_LEN];
+	struct plan_rules r;
+	struct plan p;
+	struct model m;
+
+	if (model_open(&m, dir, err))
+		T_FAIL("%s", err);
+	T_ASSERT(m.cfg.tie_word_embeddings);
+	T_ASSERT(!model_find(&m, "lm_head.weight"));
+	T_OK(plan_rules_preset(&r, m.cfg.arch, err));
+	T_OK(plan_build(&p, &m, &r, 2, 0, 2, 1, err));
+	T_ASSERT(find(&p, "model.embed_tokens.weight"));
+	T_ASSERT(find(&p, "model.norm.weight"));
+	T_ASSERT(!find(&p, "model.layers.7.mlp.up_proj.weight"));
+	T_ASSERT(find(&p, "model.layers.8.mlp.up_proj.weight"));
+	plan_free(&p);
+	T_OK(plan_build(&p, &m, &r, 2, 0, 2, 0, err));
+	T_ASSERT(find(&p, "model.embed_tokens.weight"));
+	T_ASSERT(!find(&p, "model.norm.weight"));
+	/* 82 tensors, most over 4096 bytes: more than 64 pools */
+	T_EQ_INT(plan_pack(&p, 4096, err), -E2BIG);
+	printf("%s\n", err);
+	T_HAS(err, "more than 64 pools of at most 4096 bytes");
+	plan_free(&p);
+	plan_rules_free(&r);
+	model_close(&m);
+}
+
+int main(void)
+{
+	char dir[] = "/tmp/wct_plr.XXXXXX", tiny[256], l1b[256], cmd[300];
+	char err[WC_ERR_LEN];
+	struct plan_rules r;
+	struct model m;
+
+	T_ASSERT(mkdtemp(dir));
+	snprintf(tiny, sizeof(tiny), "%s/tiny", dir);
+	snprintf(l1b, sizeof(l1b), "%s/l1b", dir);
+	gen("tiny", tiny);
+	gen("llama-1b", l1b);
+	if (model_open(&m, tiny, err))
+		T_FAIL("%s", err);
+
+	T_EQ_INT(plan_rules_preset(&r, "GPT2LMHeadModel", err), -ENOTSUP);
+	printf("%s\n", err);
+	T_HAS(err, "no sharding preset for architecture 'GPT2LMHeadModel'");
+	T_HAS(err, "rules file");
+	for (const char *a = "MistralForCausalLM"; a; a = NULL) {
+		T_OK(plan_rules_preset(&r, a, err));
+		plan_rules_free(&r);
+	}
+	T_OK(plan_rules_preset(&r, "Qwen3ForCausalLM", err));
+	plan_rules_free(&r);
+	T_OK(plan_rules_preset(&r, m.cfg.arch, err));
+	check_geometry(&m, &r);
+	check_pack(&m, &r);
+	check_errors(&m, &r);
+	plan_rules_free(&r);
+	model_close(&m);
+	check_tied(l1b);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+	T_EQ_INT(system(cmd), 0);
+	return 0;
+}
