@@ -13,6 +13,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -115,6 +116,7 @@ static int drv_resolve(struct cuda_drv *d, char *err)
 		E(GetErrorString, 6000),
 		E(DeviceGet, 2000),
 		E(DeviceGetAttribute, 2000),
+		E(DeviceGetUuid, 11040),
 		E(MemCreate, 10020),
 		E(MemRelease, 10020),
 		E(MemAddressReserve, 10020),
@@ -148,7 +150,7 @@ static int drv_resolve(struct cuda_drv *d, char *err)
 	return 0;
 }
 
-static void uuid_format(const cudaUUID_t *u, char *out, size_t len)
+static void uuid_format(const CUuuid *u, char *out, size_t len)
 {
 	const unsigned char *b = (const unsigned char *)u->bytes;
 
@@ -158,20 +160,87 @@ static void uuid_format(const cudaUUID_t *u, char *out, size_t len)
 		 b[10], b[11], b[12], b[13], b[14], b[15]);
 }
 
+/* What one process learns once: the device count, the driver table, and per
+ * device its UUID, capability and VMM support. Engines open a device for
+ * every connection, so open must cost microseconds after the first. */
+struct cuda_info {
+	bool known;
+	char uuid[GPU_NAME_LEN];
+	int cc_major, cc_minor;
+	bool vmm;
+	uint64_t granularity;
+};
+
+static struct {
+	pthread_once_t once;
+	pthread_mutex_t lock;
+	cudaError_t count_err;
+	int count;
+	int drv_ret;
+	char drv_err[GPU_ERR_LEN];
+	struct cuda_drv drv;
+	struct cuda_info dev[CUDA_DEVS_MAX];
+} proc = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void proc_init(void)
+{
+	proc.count_err = cudaGetDeviceCount(&proc.count);
+	if (proc.count_err != cudaSuccess || proc.count <= 0)
+		return;
+	if (proc.count > CUDA_DEVS_MAX)
+		proc.count = CUDA_DEVS_MAX;
+	proc.drv_ret = drv_resolve(&proc.drv, proc.drv_err);
+}
+
+/* Fills (once) and returns the facts about ordinal ord. */
+static const struct cuda_info *info_get(int ord)
+{
+	struct cuda_info *in = &proc.dev[ord];
+	const struct cuda_drv *d = &proc.drv;
+	CUmemAllocationProp prop;
+	int vmm = 0, fdok = 0;
+	size_t gran = 0;
+	CUdevice cud;
+	CUuuid u;
+
+	pthread_mutex_lock(&proc.lock);
+	if (in->known || d->DeviceGet(&cud, ord) != CUDA_SUCCESS)
+		goto out;
+	if (d->DeviceGetUuid(&u, cud) != CUDA_SUCCESS)
+		goto out;
+	uuid_format(&u, in->uuid, sizeof(in->uuid));
+	d->DeviceGetAttribute(&in->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, cud);
+	d->DeviceGetAttribute(&in->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, cud);
+	d->DeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, cud);
+	d->DeviceGetAttribute(&fdok, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, cud);
+	in->vmm = vmm && fdok;
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = ord;
+	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	if (!in->vmm || d->MemGetAllocationGranularity(&gran, &prop,
+			CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) != CUDA_SUCCESS || !gran)
+		gran = HUGE_2M;
+	in->granularity = gran;
+	in->known = true;
+out:
+	pthread_mutex_unlock(&proc.lock);
+	return in->known ? in : NULL;
+}
+
 /* Resolves a spec ("0", "GPU-<uuid>") to an ordinal. */
 static int spec_ordinal(const char *spec, int count, int *ord, char *err)
 {
-	char uuid[GPU_NAME_LEN], *end;
-	struct cudaDeviceProp p;
+	const struct cuda_info *in;
+	char *end;
 	long v;
 	int i;
 
 	if (!strncasecmp(spec, "GPU-", 4)) {
 		for (i = 0; i < count; i++) {
-			if (cudaGetDeviceProperties(&p, i) != cudaSuccess)
-				continue;
-			uuid_format(&p.uuid, uuid, sizeof(uuid));
-			if (!strcasecmp(uuid, spec)) {
+			in = info_get(i);
+			if (in && !strcasecmp(in->uuid, spec)) {
 				*ord = i;
 				return 0;
 			}
@@ -211,72 +280,53 @@ static const char *no_device_why(cudaError_t e)
 	return "the NVIDIA driver is older than this build's CUDA runtime (update the driver)";
 }
 
+/* Opens a device by index or UUID and makes it current (the first open in
+ * a process creates the primary context: about 0.1 to 0.5 s; later opens
+ * cost microseconds). */
 static int cuda_open(struct gpu_dev *dev, const char *spec, char *err)
 {
-	struct cudaDeviceProp p;
-	CUmemAllocationProp prop;
+	const struct cuda_info *in;
 	struct cuda_dev *cd;
-	cudaError_t e;
-	CUdevice cud;
-	CUresult r;
-	size_t gran = 0;
-	int count = 0, ord = 0, vmm = 0, fdok = 0, ret;
+	int ord = 0, ret;
 
 	memset(dev, 0, sizeof(*dev));
 	dev->ordinal = -1;
-	e = cudaGetDeviceCount(&count);
-	if (e != cudaSuccess || count == 0)
+	pthread_once(&proc.once, proc_init);
+	if (proc.count_err != cudaSuccess || proc.count <= 0)
 		return gpu_cuda_errf(err, ENODEV,
 				     "no CUDA device found: %s; use --device host",
-				     no_device_why(e));
-	ret = spec_ordinal(spec, count, &ord, err);
+				     no_device_why(proc.count_err));
+	if (proc.drv_ret)
+		return gpu_cuda_errf(err, -proc.drv_ret, "%s", proc.drv_err);
+	ret = spec_ordinal(spec, proc.count, &ord, err);
 	if (ret)
 		return ret;
+	in = info_get(ord);
+	if (!in)
+		return gpu_cuda_errf(err, EIO,
+				     "cannot query CUDA device %d (its UUID): the driver refused; check nvidia-smi",
+				     ord);
 	cd = calloc(1, sizeof(*cd));
 	if (!cd)
 		return gpu_cuda_errf(err, ENOMEM, "out of memory opening CUDA device %s", spec);
+	cd->drv = proc.drv;
+	cd->vmm = in->vmm;
 	dev->priv = cd;
 	dev->be = gpu_cuda_backend();
 	dev->ordinal = ord;
 	ret = gpu_cuda_enter(dev, err);
-	if (ret)
-		goto out_free;
-	e = cudaGetDeviceProperties(&p, ord);
-	if (e != cudaSuccess) {
-		ret = gpu_cuda_errf(err, EIO, "cannot query CUDA device %d: %s",
-				    ord, cudaGetErrorString(e));
-		goto out_free;
+	if (ret) {
+		free(cd);
+		dev->priv = NULL;
+		return ret;
 	}
-	ret = drv_resolve(&cd->drv, err);
-	if (ret)
-		goto out_free;
-	uuid_format(&p.uuid, dev->uuid, sizeof(dev->uuid));
-	memcpy(dev->name, dev->uuid, sizeof(dev->name));
-	dev->cc_major = p.major;
-	dev->cc_minor = p.minor;
+	memcpy(dev->uuid, in->uuid, sizeof(dev->uuid));
+	memcpy(dev->name, in->uuid, sizeof(dev->name));
+	dev->cc_major = in->cc_major;
+	dev->cc_minor = in->cc_minor;
 	dev->export_kind = GPU_EXPORT_FD;
-
-	if (cd->drv.DeviceGet(&cud, ord) == CUDA_SUCCESS) {
-		cd->drv.DeviceGetAttribute(&vmm,
-			CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, cud);
-		cd->drv.DeviceGetAttribute(&fdok,
-			CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, cud);
-	}
-	cd->vmm = vmm && fdok;
-	memset(&prop, 0, sizeof(prop));
-	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-	prop.location.id = ord;
-	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-	r = cd->vmm ? cd->drv.MemGetAllocationGranularity(&gran, &prop,
-			CU_MEM_ALLOC_GRANULARITY_RECOMMENDED) : CUDA_ERROR_NOT_SUPPORTED;
-	dev->granularity = (r == CUDA_SUCCESS && gran) ? gran : HUGE_2M;
+	dev->granularity = in->granularity;
 	return 0;
-
-out_free:
-	free(cd);
-	dev->priv = NULL;
-	return ret;
 }
 
 static void cuda_close(struct gpu_dev *dev)

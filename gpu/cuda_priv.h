@@ -19,6 +19,7 @@
 
 #include "gpu.h"
 
+#define CUDA_DEVS_MAX 64         /* devices one process looks at */
 #define CUDA_STREAMS 4           /* copy streams per device */
 #define CUDA_INFLIGHT_MAX 1024   /* outstanding copies per stream */
 
@@ -27,6 +28,7 @@ struct cuda_drv {
 	PFN_cuGetErrorString_v6000 GetErrorString;
 	PFN_cuDeviceGet_v2000 DeviceGet;
 	PFN_cuDeviceGetAttribute_v2000 DeviceGetAttribute;
+	PFN_cuDeviceGetUuid_v11040 DeviceGetUuid;
 	PFN_cuMemCreate_v10020 MemCreate;
 	PFN_cuMemRelease_v10020 MemRelease;
 	PFN_cuMemAddressReserve_v10020 MemAddressReserve;
