@@ -152,8 +152,9 @@ int model_config_parse(struct model_config *c, const void *buf, size_t len,
 
 		if (!json_is_array(v) || !json_is_string(a0)) {
 			rc = wc_errf(err, EINVAL,
-				     "%s: architectures is %s, not a list of strings like [\"LlamaForCausalLM\"]",
-				     name, json_kind(v));
+				     "%s: architectures is %s%s, not a list of strings like [\"LlamaForCausalLM\"]",
+				     name, json_kind(v),
+				     json_is_array(v) ? " whose first element is missing or not a string" : "");
 			goto out_root;
 		}
 		if (json_string_length(a0) >= sizeof(c->arch) ||
