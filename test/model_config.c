@@ -74,8 +74,8 @@ static void check_fields(void)
 static void check_errors(void)
 {
 	parse_bad("{\"architectures\":\"LlamaForCausalLM\"}", "architectures is a string, not a list of strings");
-	parse_bad("{\"architectures\":[]}", "architectures is an array, not a list");
-	parse_bad("{\"architectures\":[7]}", "architectures is an array, not a list");
+	parse_bad("{\"architectures\":[]}", "architectures is an array whose first element is missing or not a string");
+	parse_bad("{\"architectures\":[7]}", "architectures is an array whose first element is missing or not a string");
 	parse_bad("{\"torch_dtype\":16}", "torch_dtype is an integer, not a string");
 	parse_bad("{\"tie_word_embeddings\":\"yes\"}", "tie_word_embeddings is a string, not true or false");
 	parse_bad("{\"num_hidden_layers\":-1}", "num_hidden_layers is an integer, not a non-negative integer");
