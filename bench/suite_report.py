@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Assembles bench/run's raw results into one JSON file and a markdown table.
+
+    suite_report.py RESULTS_DIR OUT.json MODEL_DIR QUICK
+
+RESULTS_DIR holds what bench/run wrote (wcbench/pingpong_floor JSON,
+redis-benchmark CSV, timings, /proc samples). Each table row pairs a wcache
+figure with its floor or peer from the same run, the ratio, the target and
+whether it is met. Missing inputs make a row say so instead of failing.
+"""
+import csv
+import datetime
+import json
+import os
+import platform
+import socket
+import sys
+
+
+def load_json(d, name):
+    try:
+        with open(os.path.join(d, name)) as f:
+            return json.load(f)
+    except (OSError, ValueError):
+        return None
+
+
+def read_text(d, name):
+    try:
+        with open(os.path.join(d, name)) as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def redis_csv(d, name):
+    """redis-benchmark --csv: the PING_MBULK row, latencies in us."""
+    try:
+        with open(os.path.join(d, name)) as f:
+            for row in csv.DictReader(f):
+                if row["test"] == "PING_MBULK":
+                    return {
+                        "requests_per_s": float(row["rps"]),
+                        "p50_us": float(row["p50_latency_ms"]) * 1e3,
+                        "p95_us": float(row["p95_latency_ms"]) * 1e3,
+                        "p99_us": float(row["p99_latency_ms"]) * 1e3,
+                        "max_us": float(row["max_latency_ms"]) * 1e3,
+                        "mean_us": float(row["avg_latency_ms"]) * 1e3,
+                    }
+    except (OSError, KeyError, ValueError):
+        pass
+    return None
+
+
+def kib(s):
+    return int(s.split()[1]) if s else None
+
+
+def series(r, name, key):
+    try:
+        return r["series"][name][key]
+    except (TypeError, KeyError):
+        return None
+
+
+def metric(r, key):
+    try:
+        return r["metrics"][key]
+    except (TypeError, KeyError):
+        return None
+
+
+def machine():
+    model = ""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        with open("/proc/meminfo") as f:
+            mem = f.readline().split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return {"host": socket.gethostname(), "cpus": os.cpu_count(),
+            "cpu_model": model, "kernel": platform.release(), "memory": mem}
+
+
+def fmt(v, unit):
+    if v is None:
+        return "n/a"
+    if unit == "us":
+        return f"{v:.1f} us" if v < 1000 else f"{v / 1e3:.2f} ms"
+    if unit == "1/s":
+        return f"{v:,.0f} /s"
+    if unit == "GB/s":
+        return f"{v:.2f} GB/s"
+    if unit == "KiB":
+        return f"{v:+,d} KiB"
+    return f"{v} {unit}"
+
+
+def main():
+    d, out, model, quick = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
+    floor = load_json(d, "floor.json")
+    rtt1 = load_json(d, "rtt1.json")
+    rtt64 = load_json(d, "rtt64.json")
+    redis1 = redis_csv(d, "redis1.csv")
+    redis64 = redis_csv(d, "redis64.csv")
+    live = load_json(d, "liveness.json")
+    att = load_json(d, "attach.json")
+    att2 = load_json(d, "attach2.json")
+    lw = load_json(d, "load_warm.json")
+    lc = load_json(d, "load_cold.json")
+    nbytes = int(read_text(d, "model_bytes.txt") or 0)
+    rss0 = kib(read_text(d, "rss_before.txt"))
+    rss1 = kib(read_text(d, "rss_after.txt"))
+
+    def gbps(secs_name):
+        s = read_text(d, secs_name)
+        return nbytes / float(s) / 1e9 if s and float(s) > 0 else None
+
+    rows = []
+
+    def row(figure, ours, peer_name, peer, unit, target=None, ok=None,
+            ratio=None):
+        if ratio is None and ours is not None and peer:
+            ratio = ours / peer
+        rows.append({"figure": figure, "wcache": ours, "peer_name": peer_name,
+                     "peer": peer, "unit": unit,
+                     "ratio": ratio, "target": target,
+                     "met": None if ok is None or ours is None else ok})
+
+    p50_1 = series(rtt1, "ping", "p50_us")
+    f50 = series(floor, "ping", "p50_us")
+    row("PING p50, 1 connection", p50_1, "socketpair ping-pong (floor)", f50,
+        "us", "<= 1.2x floor",
+        p50_1 is not None and f50 is not None and p50_1 <= 1.2 * f50)
+    row("PING p99, 1 connection", series(rtt1, "ping", "p99_us"),
+        "socketpair ping-pong (floor)", series(floor, "ping", "p99_us"), "us")
+    row("PING p50, 1 connection", p50_1, "redis-server PING (redis-benchmark)",
+        redis1 and redis1["p50_us"], "us")
+    row("requests/s, 1 connection", metric(rtt1, "requests_per_s"),
+        "redis-server PING (redis-benchmark)",
+        redis1 and redis1["requests_per_s"], "1/s")
+    r64 = metric(rtt64, "requests_per_s")
+    p64 = redis64 and redis64["requests_per_s"]
+    row("requests/s, 64 connections", r64, "redis-server PING (redis-benchmark)",
+        p64, "1/s", ">= 1.5x redis", r64 is not None and p64 is not None
+        and r64 >= 1.5 * p64)
+    row("PING p99, 64 connections", series(rtt64, "ping", "p99_us"),
+        "redis-server PING (redis-benchmark)", redis64 and redis64["p99_us"],
+        "us")
+    nrss = read_text(d, "rss_requests.txt")
+    drss = rss1 - rss0 if rss0 is not None and rss1 is not None else None
+    row(f"wcd VmRSS change across {int(nrss or 0):,} PINGs", drss,
+        f"before: {rss0} KiB" if rss0 else "", None, "KiB", "within 1 MiB",
+        drss is not None and abs(drss) <= 1024)
+    l99 = series(live, "reactor (pidfd)", "p99_us")
+    row("liveness p99 (exit to report)", l99, "poll every 2 s",
+        series(live, "poll every 2 s", "p99_us"), "us", "<= 1 ms",
+        l99 is not None and l99 <= 1000)
+    row("liveness p50 (exit to report)",
+        series(live, "reactor (pidfd)", "p50_us"), "poll every 2 s",
+        series(live, "poll every 2 s", "p50_us"), "us")
+    a50 = series(att, "cycle (total)", "p50_us")
+    cat_s = read_text(d, "cat_warm.txt")
+    cat_us = float(cat_s) * 1e6 if cat_s else None
+    row("attach llama-1b p50, host, 1 process", a50,
+        "read the model from the page cache (cat)", cat_us, "us", "<= 1 ms",
+        a50 is not None and a50 <= 1000)
+    row("attach llama-1b p99, host, 1 process",
+        series(att, "cycle (total)", "p99_us"),
+        "read the model from the page cache (cat)", cat_us, "us")
+    row("attach llama-1b p50, host, 2 processes",
+        series(att2, "cycle (total)", "p50_us"),
+        "read the model from the page cache (cat)", cat_us, "us")
+    row("load, warm page cache (wcd, host backend)", metric(lw, "load_gbps"),
+        "cat from the page cache", gbps("cat_warm.txt"), "GB/s")
+    row("load, warm page cache (wcd, host backend)", metric(lw, "load_gbps"),
+        "copy to /dev/shm", gbps("shm_warm.txt"), "GB/s")
+    if lc:
+        row("load, cold (page cache dropped)", metric(lc, "load_gbps"),
+            "cat after a drop", gbps("cat_cold.txt"), "GB/s")
+
+    now = datetime.datetime.now(datetime.timezone.utc)
+    res = {
+        "date": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "machine": machine(),
+        "quick": quick == "1",
+        "model": model,
+        "model_bytes": nbytes,
+        "load_before": read_text(d, "load_before.txt"),
+        "load_after": read_text(d, "load_after.txt"),
+        "redis_version": read_text(d, "redis_version.txt"),
+        "commands": (read_text(d, "commands.txt") or "").splitlines(),
+        "table": rows,
+        "raw": {"floor": floor, "rtt1": rtt1, "rtt64": rtt64,
+                "redis1": redis1, "redis64": redis64, "liveness": live,
+                "attach": att, "attach2": att2, "load_warm": lw,
+                "load_cold": lc, "rss_before_kib": rss0,
+                "rss_after_kib": rss1,
+                "cat_warm_s": read_text(d, "cat_warm.txt"),
+                "shm_warm_s": read_text(d, "shm_warm.txt"),
+                "cat_cold_s": read_text(d, "cat_cold.txt")},
+        "skipped": [s for s in (read_text(d, "gpu_skipped.txt"),
+                                read_text(d, "cold_skipped.txt")) if s],
+        "gpu": load_json(d, "gpu.json"),
+    }
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1)
+        f.write("\n")
+
+    m = res["machine"]
+    print(f"### bench/run, {res['date']}, {m['host']}: {m['cpus']} x "
+          f"{m['cpu_model']}, {m['memory']}, Linux {m['kernel']}")
+    print(f"load average before: {res['load_before']}; after: "
+          f"{res['load_after']}{' (--quick: not for the record)' if res['quick'] else ''}")
+    print()
+    print("| figure | wcache | floor / peer (same run) | ratio | target | met |")
+    print("| --- | ---: | --- | ---: | --- | --- |")
+    for r in rows:
+        peer = r["peer_name"]
+        if r["peer"] is not None:
+            peer += ": " + fmt(r["peer"], r["unit"])
+        ratio = f"{r['ratio']:.2f}x" if r["ratio"] is not None else ""
+        met = {True: "yes", False: "**no**", None: ""}[r["met"]]
+        ours = fmt(r["wcache"], r["unit"])
+        print(f"| {r['figure']} | {ours} | {peer} | {ratio} | "
+              f"{r['target'] or ''} | {met} |")
+    print()
+    print("Each side of a request figure uses its own native client: wcbench "
+          "rtt (blocking for one connection, one io_uring for 64) for wcd, "
+          "redis-benchmark for redis-server, both on unix sockets.")
+    for s in res["skipped"]:
+        print(f"Skipped: {s}")
+    print(f"Raw results: {out}")
+
+
+if __name__ == "__main__":
+    main()
