@@ -1,0 +1,309 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Helpers for the end-to-end client tests (test/client_e2e_*.c): a temp
+ * directory, a wcgen model, a real wcd on a host device of its own (so the
+ * tests can run in parallel), its ready file, STATUS as JSON, and the
+ * model's file bytes read straight from the safetensors shards (proto/model)
+ * to compare with what a client maps. Everything is undone at exit.
+ * Header-only: each test includes it once.
+ */
+#ifndef WC_TEST_CLIENT_UTIL_H
+#define WC_TEST_CLIENT_UTIL_H
+
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "hash.h"
+#include "model.h"
+#include "t.h"
+#include "wcache.h"
+
+struct e2e {
+	char dir[64];            /* /tmp/wct-NAME.XXXXXX */
+	char bin[512];           /* $WC_TOP/$BUILD/bin */
+	char model[128];
+	char rundir[128];
+	char device[64];         /* host:NAME-PID */
+	char sock[256];
+	char ready[256];
+	char log[128];
+	pid_t wcd;
+	struct model m;          /* the model as parsed from its files */
+	bool m_open;
+};
+
+static struct e2e *e2e_g;
+static pid_t e2e_parent;       /* forked children do not clean up */
+
+static inline uint64_t e2e_now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static inline void e2e_kill_wcd(struct e2e *x)
+{
+	if (x->wcd > 0) {
+		kill(x->wcd, SIGKILL);
+		waitpid(x->wcd, NULL, 0);
+		x->wcd = 0;
+	}
+}
+
+static inline void e2e_cleanup(void)
+{
+	struct e2e *x = e2e_g;
+	char cmd[128];
+
+	if (!x || getpid() != e2e_parent)
+		return;
+	e2e_kill_wcd(x);
+	if (x->m_open)
+		model_close(&x->m);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", x->dir);
+	if (x->dir[0] && system(cmd))
+		fprintf(stderr, "could not remove %s\n", x->dir);
+}
+
+static inline void e2e_on_signal(int sig)
+{
+	e2e_cleanup();
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+/* Runs argv (NULL-terminated) to completion, output to log; returns its
+ * exit status (or 128 + signal). */
+static inline int e2e_run(const char *log, char *const argv[])
+{
+	pid_t p = fork();
+	int st;
+
+	T_ASSERT(p >= 0);
+	if (!p) {
+		int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	T_EQ_INT(waitpid(p, &st, 0), p);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static inline void e2e_show_log(const char *log)
+{
+	char cmd[256];
+
+	snprintf(cmd, sizeof(cmd), "tail -n 30 '%s' >&2", log);
+	if (system(cmd))
+		fprintf(stderr, "(no log at %s)\n", log);
+}
+
+/* Creates the temp dir, generates a tiny model with wcgen and parses it.
+ * Skips (77) when the tools are not built. */
+static inline void e2e_init(struct e2e *x, const char *name)
+{
+	const char *top = getenv("WC_TOP"), *build = getenv("BUILD");
+	char wcgen[600], wcd[600], e[512];
+	char *gen[] = { wcgen, "tiny", "--out", x->model, NULL };
+
+	memset(x, 0, sizeof(*x));
+	snprintf(x->bin, sizeof(x->bin), "%s/%s/bin", top ? top : ".",
+		 build ? build : "build");
+	snprintf(wcgen, sizeof(wcgen), "%s/wcgen", x->bin);
+	snprintf(wcd, sizeof(wcd), "%s/wcd", x->bin);
+	T_SKIP_IF(access(wcd, X_OK) || access(wcgen, X_OK),
+		  "%s or %s is not built", wcd, wcgen);
+	snprintf(x->dir, sizeof(x->dir), "/tmp/wct-%s.XXXXXX", name);
+	T_ASSERT(mkdtemp(x->dir));
+	/* chmod so that a test running a client under another uid can reach
+	 * the socket's directory (the socket itself stays 0600) */
+	chmod(x->dir, 0711);
+	e2e_parent = getpid();
+	e2e_g = x;
+	atexit(e2e_cleanup);
+	signal(SIGTERM, e2e_on_signal);
+	signal(SIGINT, e2e_on_signal);
+	signal(SIGPIPE, SIG_IGN);
+	snprintf(x->model, sizeof(x->model), "%s/model", x->dir);
+	snprintf(x->rundir, sizeof(x->rundir), "%s/run", x->dir);
+	snprintf(x->log, sizeof(x->log), "%s/test.log", x->dir);
+	snprintf(x->device, sizeof(x->device), "host:%.16s-%d", name, (int)getpid());
+	snprintf(x->sock, sizeof(x->sock), "%s/host-%.16s-%d.sock", x->rundir, name, (int)getpid());
+	snprintf(x->ready, sizeof(x->ready), "%s/host-%.16s-%d.ready", x->rundir, name, (int)getpid());
+	if (e2e_run(x->log, gen)) {
+		e2e_show_log(x->log);
+		T_FAIL("wcgen tiny --out %s failed", x->model);
+	}
+	if (model_open(&x->m, x->model, e))
+		T_FAIL("model_open %s: %s", x->model, e);
+	x->m_open = true;
+}
+
+/* Starts wcd on the model with extra arguments (NULL-terminated list, may
+ * be NULL) and waits up to 30 s for its ready file. */
+static inline void e2e_start_wcd(struct e2e *x, const char *const *extra)
+{
+	char wcd[600];
+	char *argv[32];
+	int n = 0;
+	uint64_t end = e2e_now_ms() + 30000;
+
+	snprintf(wcd, sizeof(wcd), "%s/wcd", x->bin);
+	argv[n++] = wcd;
+	argv[n++] = "--model";
+	argv[n++] = x->model;
+	argv[n++] = "--device";
+	argv[n++] = x->device;
+	argv[n++] = "--runtime-dir";
+	argv[n++] = x->rundir;
+	for (; extra && *extra && n < 30; extra++)
+		argv[n++] = (char *)*extra;
+	argv[n] = NULL;
+	unlink(x->ready);
+	x->wcd = fork();
+	T_ASSERT(x->wcd >= 0);
+	if (!x->wcd) {
+		int fd = open(x->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	while (access(x->ready, F_OK)) {
+		int st;
+
+		if (waitpid(x->wcd, &st, WNOHANG) == x->wcd) {
+			x->wcd = 0;
+			e2e_show_log(x->log);
+			T_FAIL("wcd exited (status 0x%x) before it was ready", st);
+		}
+		if (e2e_now_ms() > end) {
+			e2e_show_log(x->log);
+			T_FAIL("wcd not ready after 30 s (no %s)", x->ready);
+		}
+		usleep(10000);
+	}
+	/* the mode the contract promises */
+	{
+		struct stat st;
+
+		T_OK(stat(x->sock, &st) ? -errno : 0);
+		T_EQ_INT(st.st_mode & 0777, 0600);
+	}
+}
+
+static inline struct wc_conn *e2e_connect(const struct e2e *x)
+{
+	struct wc_connect_opts o = { .device = x->device,
+				     .runtime_dir = x->rundir,
+				     .timeout_ms = 10000 };
+	struct wc_conn *c;
+	struct wc_error e;
+
+	if (wc_connect(&o, &c, &e))
+		T_FAIL("wc_connect %s: %s", x->device, e.msg);
+	return c;
+}
+
+/* STATUS as a jansson object (the caller json_decref's it). */
+static inline json_t *e2e_status(const struct e2e *x)
+{
+	struct wc_conn *c = e2e_connect(x);
+	json_error_t je;
+	struct wc_error e;
+	json_t *j;
+	char *s;
+
+	if (wc_status(c, &s, &e))
+		T_FAIL("STATUS: %s", e.msg);
+	j = json_loads(s, 0, &je);
+	if (!j || !json_is_object(j))
+		T_FAIL("STATUS is not a JSON object: %s", s);
+	free(s);
+	wc_close(c);
+	return j;
+}
+
+/* Whether STATUS lists a client with this pid (and how many leases). */
+static inline bool e2e_status_has_pid(const struct e2e *x, pid_t pid, int *leases)
+{
+	json_t *j = e2e_status(x), *cl = json_object_get(j, "clients"), *v;
+	bool found = false;
+	size_t i;
+
+	if (!json_is_array(cl))
+		T_FAIL("STATUS has no clients array");
+	json_array_foreach(cl, i, v) {
+		if (json_integer_value(json_object_get(v, "pid")) == pid) {
+			found = true;
+			if (leases)
+				*leases = (int)json_integer_value(json_object_get(v, "leases"));
+		}
+	}
+	json_decref(j);
+	return found;
+}
+
+/* The file bytes of tensor name (read from its shard), malloc'd. */
+static inline uint8_t *e2e_file_bytes(const struct e2e *x, const char *name,
+			       uint64_t *len)
+{
+	const struct model_tensor *mt = model_find(&x->m, name);
+	uint8_t *buf;
+	int fd;
+
+	if (!mt)
+		T_FAIL("tensor %s served by the daemon is not in the model files", name);
+	*len = mt->t->nbytes;
+	buf = malloc(*len ? *len : 1);
+	T_ASSERT(buf);
+	fd = open(x->m.shards[mt->shard].path, O_RDONLY | O_CLOEXEC);
+	T_ASSERT(fd >= 0);
+	T_EQ_INT(pread(fd, buf, *len, (off_t)mt->t->file_off), (ssize_t)*len);
+	close(fd);
+	return buf;
+}
+
+/* Every tensor of the model is served, and every served tensor's bytes
+ * equal the file's (byte compare) and its hash the file bytes' hash.
+ * Returns the number of tensors checked. */
+static inline uint64_t e2e_compare_all(const struct e2e *x, const struct wc_model *m)
+{
+	uint64_t n = wc_tensor_count(m);
+
+	T_EQ_U64(n, x->m.ntensors);
+	for (uint64_t i = 0; i < n; i++) {
+		const struct wc_tensor *t = wc_tensor_at(m, i);
+		uint8_t h[WC_HASH_LEN];
+		uint64_t len;
+		uint8_t *b = e2e_file_bytes(x, t->name, &len);
+
+		T_EQ_U64(t->bytes, len);
+		if (memcmp(b, t->ptr, len))
+			T_FAIL("tensor %s: mapped bytes differ from the file", t->name);
+		wc_hash128(b, len, h);
+		if (memcmp(h, t->hash, WC_HASH_LEN))
+			T_FAIL("tensor %s: manifest hash differs from the file bytes' hash", t->name);
+		free(b);
+	}
+	return n;
+}
+
+#endif

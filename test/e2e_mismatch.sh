@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# An engine that expects another identity than the daemon serves is refused
+# with every differing field and both values: wcattach --model with a
+# different tensor-parallel setting and another model directory.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/e2e_lib.bash"
+e2e_init mismatch
+e2e_start_wcd
+
+# the same identity is accepted
+out=$("$BIN/wcattach" --device "$DEVICE" --runtime-dir "$RUNDIR" --model "$MODEL" 2>&1) ||
+	fail "attach with the daemon's identity failed: $out"
+expect_has "attach with the same identity" "$out" "attached to host-$DEVNAME"
+
+# tp 2 rank 1 of the same model: tp_size and tp_rank differ
+out=$("$BIN/wcattach" --device "$DEVICE" --runtime-dir "$RUNDIR" --model "$MODEL" \
+	--tp-size 2 --tp-rank 1 2>&1) && fail "a tp 2 engine was served a tp 1 cache: $out"
+echo "$out"
+expect_has "mismatch" "$out" "identity mismatch"
+expect_has "mismatch fields" "$out" "tp_size"
+expect_has "mismatch fields" "$out" "tp_rank"
+expect_has "tp_size values" "$out" "daemon=1 engine=2"
+
+# another model (a second wcgen with another seed): the checkpoint differs
+"$BIN/wcgen" tiny --out "$E2E_DIR/other" --seed 7 >/dev/null 2>&1 || fail "wcgen other"
+out=$("$BIN/wcattach" --device "$DEVICE" --runtime-dir "$RUNDIR" --model "$E2E_DIR/other" 2>&1) &&
+	fail "an engine of another model was served: $out"
+echo "$out"
+expect_has "mismatch" "$out" "identity mismatch"
+expect_has "model path values" "$out" "$E2E_DIR/other"
+expect_has "model path values" "$out" "$MODEL"
+
+# JSON error for scripts
+out=$("$BIN/wcattach" --json --device "$DEVICE" --runtime-dir "$RUNDIR" --model "$MODEL" \
+	--tp-size 2 2>/dev/null) && fail "mismatch accepted"
+expect_has "json error" "$out" '"step":"hello"'
+echo "ok"
