@@ -117,14 +117,16 @@ int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
 	return 0;
 }
 
+/* Copies between host memory and m->ptr + off. Uses only m->ptr and
+ * m->size, so a caller may describe any device range this process has
+ * mapped (a test's view of a pool that libwcache imported). */
 static int mapping_copy(struct gpu_dev *dev, const struct gpu_mapping *m,
 			uint64_t off, void *host, const void *src, size_t len)
 {
-	struct cuda_map *cm = m->priv;
 	cudaError_t e;
 	int ret;
 
-	if (!cm || off > m->size || len > m->size - off)
+	if (!m->ptr || off > m->size || len > m->size - off)
 		return -EINVAL;
 	ret = gpu_cuda_enter(dev, NULL);
 	if (ret)
