@@ -608,6 +608,31 @@ static void test_refusals(void)
 	o.device = "host:bad/name";
 	T_CMP_INT(wc_connect(&o, &c, &e), <, 0);
 	T_HAS(e.msg, "bad/name");
+	/* a socket path longer than sun_path */
+	{
+		char longp[300];
+
+		memset(longp, 'a', sizeof(longp) - 1);
+		longp[0] = '/';
+		longp[sizeof(longp) - 1] = '\0';
+		o.device = NULL;
+		o.socket = longp;
+		T_EQ_INT(wc_connect(&o, &c, &e), -ENAMETOOLONG);
+		T_HAS(e.msg, "shorter");
+		o.socket = NULL;
+	}
+	/* a socket template without {device} */
+	setenv("WCACHE_SOCKET_TEMPLATE", "/run/wcache/nodevice", 1);
+	o.device = "host:x";
+	T_CMP_INT(wc_connect(&o, &c, &e), <, 0);
+	T_HAS(e.msg, "{device}");
+	unsetenv("WCACHE_SOCKET_TEMPLATE");
+	/* by device through a runtime dir: the name rules of contracts.md */
+	o.runtime_dir = dir;
+	o.device = "host:nobody";
+	T_EQ_INT(wc_connect(&o, &c, &e), -ENOENT);
+	T_HAS(e.msg, "/host-nobody.sock");
+	o.runtime_dir = NULL;
 	/* the daemon's refusal (an ERROR with id 0) keeps its message */
 	c = conn("refuse");
 	T_EQ_INT(wc_hello(c, NULL, NULL, &e), -EACCES);
