@@ -138,9 +138,15 @@ static void rx_child_exec(const struct rx_spawn_opts *o, int stdin_fd,
 			  int errfd, pid_t parent)
 {
 	char *const *envp = o->envp ? o->envp : environ;
+	struct sigaction dfl;
 	sigset_t none;
-	int err;
+	int err, sig;
 
+	/* a clean slate: ignored signals would stay ignored across exec */
+	memset(&dfl, 0, sizeof(dfl));
+	dfl.sa_handler = SIG_DFL;
+	for (sig = 1; sig < NSIG; sig++)
+		sigaction(sig, &dfl, NULL);
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
 	if (o->new_session)

@@ -26,7 +26,7 @@ static int rx_read_arm(struct rx_read *r)
 					 r->buf_index);
 	else
 		io_uring_prep_read(sqe, r->fd, buf, len, off);
-	if (r->flags & RX_READ_ASYNC)
+	if ((r->flags & RX_READ_ASYNC) || (r->op.flags & RX_OPF_ASYNC))
 		sqe->flags |= IOSQE_ASYNC;
 	r->op.flags &= ~RX_OPF_POLLING;
 	rx__op_arm(&r->op, sqe);
@@ -89,7 +89,7 @@ void rx__read_cqe(struct rx_op *op, int res, unsigned cflags)
 	}
 	if (res == -EAGAIN && !stop) {
 		/* a regular file polls ready at once; then go to io-wq */
-		r->flags |= RX_READ_ASYNC;
+		op->flags |= RX_OPF_ASYNC;
 		res = rx__op_poll_again(op, r->fd, POLLIN);
 		if (res < 0)
 			goto finish;

@@ -25,6 +25,7 @@
 #define RX_OPF_POLLING  0x04 /* waiting for readiness after -EAGAIN */
 #define RX_OPF_OWNCHILD 0x08 /* rx_child: our child, waitid can reap it */
 #define RX_OPF_WAITID   0x10 /* rx_child: IORING_OP_WAITID in flight */
+#define RX_OPF_ASYNC    0x20 /* rx_read: -EAGAIN seen, go to io-wq */
 
 void rx__op_begin(struct rx_loop *loop, struct rx_op *op, enum rx_kind kind);
 void rx__op_end(struct rx_op *op);

@@ -277,8 +277,10 @@ static void rx_dispatch(struct io_uring_cqe *cqe)
 	unsigned cflags = cqe->flags;
 	int res = cqe->res;
 
-	if (!op)
-		return; /* a cancel request that failed: nothing to do */
+	/* a cancel request that failed, or liburing's own timeout (kernels
+	 * without IORING_FEAT_EXT_ARG): nothing to do */
+	if (!op || ud == LIBURING_UDATA_TIMEOUT)
+		return;
 	if ((ud & RX_TAG_MASK) == RX_TAG_DEADLINE) {
 		op->deadline_res = res;
 		if (--op->pending || !(op->flags & RX_OPF_HELD))
@@ -308,9 +310,9 @@ int rx_run_once(struct rx_loop *loop, int timeout_ms)
 	if (loop->in_run)
 		return -EBUSY;
 	if (timeout_ms == 0) {
+		/* enters the kernel only to submit, or when the ring flags
+		 * task work (IORING_SQ_TASKRUN) or an overflow */
 		ret = io_uring_submit(&loop->ring);
-		if (ret >= 0 && !io_uring_cq_ready(&loop->ring))
-			ret = io_uring_get_events(&loop->ring);
 	} else if (timeout_ms < 0) {
 		ret = io_uring_submit_and_wait(&loop->ring, 1);
 	} else {

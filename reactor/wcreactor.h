@@ -283,7 +283,7 @@ struct rx_spawn_opts {
 };
 /* Spawns a child (clone3 with CLONE_PIDFD, or fork + pidfd_open) and starts
  * watching it. The child's exit is reported through cb. The child starts with
- * no signals blocked. Waits (briefly, like posix_spawn) until the child has
+ * no signals blocked and every signal's disposition at its default. Waits (briefly, like posix_spawn) until the child has
  * exec'd, so that a failed exec is returned here as -errno (the child is
  * reaped, nothing is left open) rather than as exit code 127. */
 int rx_spawn(struct rx_loop *loop, struct rx_child *c,

@@ -82,6 +82,9 @@ int main(void)
 {
 	char *exit3[] = { "sh", "-c", "exit 3", NULL };
 	char *sleeper[] = { "sleep", "30", NULL };
+	char *self_int[] = { "sh", "-c", "kill -INT $$; exit 7", NULL };
+	char *self_term[] = { "sh", "-c", "kill -TERM $$; exit 7", NULL };
+	sigset_t term, old;
 	char *missing[] = { "/nonexistent/wc-no-such-program", NULL };
 	struct rx_spawn_opts o = { .argv = missing, .stdin_fd = -1,
 				   .stdout_fd = -1, .stderr_fd = -1 };
@@ -98,6 +101,15 @@ int main(void)
 		run_child(&loop, exit3, 0, 3, 0);
 		run_child(&loop, sleeper, SIGKILL, -1, 9);
 		run_stranger(&loop);
+		/* a child starts clean of our blocked and ignored signals */
+		sigemptyset(&term);
+		sigaddset(&term, SIGTERM);
+		sigprocmask(SIG_BLOCK, &term, &old);
+		signal(SIGINT, SIG_IGN);
+		run_child(&loop, self_int, 0, -1, SIGINT);
+		run_child(&loop, self_term, 0, -1, SIGTERM);
+		signal(SIGINT, SIG_DFL);
+		sigprocmask(SIG_SETMASK, &old, NULL);
 		T_EQ_INT(rx_spawn(&loop, &c, &o, on_exit_cb), -ENOENT);
 		T_EQ_INT(rx_child_watch_pid(&loop, &c, 0, on_exit_cb), -EINVAL);
 		T_EQ_INT(loop.active, 0);

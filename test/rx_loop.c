@@ -50,6 +50,8 @@ int main(void)
 	T_EQ_INT(reenter_res, -EBUSY);
 	T_EQ_INT(loop.active, 0);
 	T_CMP_INT(loop.completions, >=, NTIMERS);
+	T_OK(rx_loop_set_iowq_workers(&loop, 2, 0));
+	T_EQ_INT(loop.iowq_bounded, 2);
 
 	/* rx_loop_stop ends rx_run with work still active */
 	T_OK(rx_timer_start(&loop, &stopper, 1000000, on_stop));
