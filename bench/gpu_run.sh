@@ -6,6 +6,11 @@
 #
 #   bench/gpu_run.sh probe     machine facts, the GPU tests, the H2D and hash
 #                              ceilings (C and torch), the reference checkpoint
+#   bench/gpu_run.sh e2e       every GPU test, wcd end to end included (and on
+#                              the reference checkpoints when present)
+#   bench/gpu_run.sh bench     issue 6's benchmarks on wcgen llama-8b: warm
+#                              and cold load against their limits, attach
+#                              x100 against torch CUDA IPC, daemon memory
 set -u
 OUT=${OUT:-/tmp/gpu_out}
 mkdir -p "$OUT"
@@ -29,11 +34,77 @@ probe() {
 	grep -E '^(mode|  |device|1 GiB|io_uring)|rc=' "$OUT/tests_verbose.log"
 	$BUILD/bench/gpu_h2d --gib 16 2>&1 | tee "$OUT/h2d.log"
 	python3 bench/gpu_peers.py h2d --gib 16 2>&1 | tee -a "$OUT/h2d.log"
-	if [ -f test/data/make_reference.py ]; then
+	reference
+}
+
+reference() {
+	[ -f test/data/make_reference.py ] || return 0
+	if [ ! -d /tmp/ref ]; then
 		python3 test/data/make_reference.py /tmp/ref >"$OUT/reference.log" 2>&1 &&
 			tar -C /tmp -czf "$OUT/reference.tgz" ref
-		tail -5 "$OUT/reference.log"; ls -la "$OUT"
+		tail -5 "$OUT/reference.log"
 	fi
+}
+
+e2e() {
+	reference
+	local extra=""
+	for d in /tmp/ref/*/ test/data/reference/*/; do
+		[ -f "$d/config.json" ] && extra="$extra ${d%/}"
+	done
+	echo "reference models: ${extra:-none}"
+	WC_GPU_MODELS="$extra" test/run.sh $BUILD/test/gpu_* 2>&1 | tee "$OUT/e2e.log"
+	WC_GPU_MODELS="$extra" $BUILD/test/gpu_e2e >"$OUT/e2e_verbose.log" 2>&1
+	echo "gpu_e2e rc=$?"; tail -n 20 "$OUT/e2e_verbose.log"
+}
+
+# Starts wcd on $1 in runtime dir $2 (extra options after), waits for ready.
+wcd_up() {
+	local m=$1 rd=$2; shift 2
+	rm -rf "$rd"; mkdir -p "$rd"
+	setsid $BUILD/bin/wcd --model "$m" --device 0 --runtime-dir "$rd" "$@" \
+		>"$rd/wcd.log" 2>&1 </dev/null &
+	WCD_PID=$!
+	for _ in $(seq 600); do
+		ls "$rd"/*.ready >/dev/null 2>&1 && return 0
+		kill -0 $WCD_PID 2>/dev/null || break
+		sleep 0.2
+	done
+	echo "wcd did not get ready:"; tail -20 "$rd/wcd.log"; return 1
+}
+
+bench() {
+	local m=/root/m8b rd=/tmp/wcrun t0
+	export PATH=$PWD/$BUILD/bin:$PATH
+	nproc; free -g | head -2
+	t0=$(date +%s.%N)
+	[ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null || return 1
+	echo "wcgen llama-8b: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s, $(du -sb $m | cut -f1) bytes"
+	{
+		echo "== warm (page cache)"
+		cat $m/*.safetensors >/dev/null
+		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling|chunk  *(8|32) MiB, 2'
+		wcbench load --model $m --device 0 -r 3
+		wcbench load --model $m --device 0 -r 2 -- --no-hash
+		python3 bench/gpu_peers.py st-load $m
+		echo "== cold (drop_caches before each)"
+		sync; echo 3 >/proc/sys/vm/drop_caches
+		$BUILD/bench/gpu_dread $m/*.safetensors
+		sync; echo 3 >/proc/sys/vm/drop_caches
+		$BUILD/bench/gpu_dread --qd 64 --chunk 16 $m/*.safetensors
+		wcbench load --model $m --device 0 --drop-caches -r 2
+		echo "== attach and memory"
+		cat $m/*.safetensors >/dev/null
+		wcd_up $m $rd && {
+			grep -E '^(bytes|tensors|load_seconds)=' $rd/*.ready
+			grep -E 'VmRSS|VmHWM' /proc/$WCD_PID/status
+			nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+			wcbench attach --runtime-dir $rd --device 0 -n 100
+			python3 bench/gpu_peers.py ipc-attach $m -n 100
+			grep -E 'progress|phase|load' $rd/wcd.log | tail -12
+			kill $WCD_PID
+		}
+	} 2>&1 | tee "$OUT/bench.log"
 }
 
 "$@"
