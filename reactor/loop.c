@@ -37,7 +37,6 @@ int rx_loop_init(struct rx_loop *loop, unsigned entries)
 	if (entries > RX_ENTRIES_MAX)
 		return -EINVAL;
 	memset(loop, 0, sizeof(*loop));
-	loop->notify_efd = -1;
 	ret = rx_ring_init(&loop->ring, entries, entries * 4,
 			   &loop->coop_taskrun);
 	if (ret < 0)
@@ -74,9 +73,6 @@ int rx_loop_close(struct rx_loop *loop)
 	if (loop->has_fixed_bufs)
 		io_uring_unregister_buffers(&loop->ring);
 	io_uring_queue_exit(&loop->ring);
-	if (loop->notify_efd >= 0)
-		close(loop->notify_efd);
-	loop->notify_efd = -1;
 	loop->ring.ring_fd = -1;
 	return 0;
 }
@@ -86,11 +82,11 @@ void rx_loop_stop(struct rx_loop *loop)
 	loop->stop = true;
 }
 
-/* The ring fd itself: it polls readable while CQEs are waiting (checked on
- * this kernel by test/rx_embed.c, with COOP_TASKRUN on). */
+/* The ring fd itself: it polls readable while CQEs are waiting (checked by
+ * test/rx_embed.c, with COOP_TASKRUN on; no registered eventfd needed). */
 int rx_loop_fd(const struct rx_loop *loop)
 {
-	return loop->notify_efd >= 0 ? loop->notify_efd : loop->ring.ring_fd;
+	return loop->ring.ring_fd;
 }
 
 int rx_loop_register_buffers(struct rx_loop *loop, const struct iovec *iov,

@@ -2,8 +2,9 @@
 /*
  * libwcreactor: one io_uring, one thread, no protocol, no CUDA.
  *
- * Every operation is a struct the caller owns and keeps alive until its
- * callback has been called for the last time (a one-shot operation calls back
+ * Every operation is a struct the caller owns, zeroes before its first use
+ * (= { 0 }: rx_op_deadline's field is read at start), and keeps alive until
+ * its callback has been called for the last time (a one-shot operation calls back
  * exactly once; a repeating one calls back with a final flag). The io_uring
  * user_data of every submission points at the operation's embedded rx_op.
  *
@@ -85,7 +86,6 @@ struct rx_loop {
 	int iowq_bounded;   /* max io-wq workers requested, 0 = kernel default */
 	uint64_t completions; /* total CQEs handled, for tests and metrics */
 	/* internal */
-	int notify_efd;     /* eventfd registered with the ring, or -1 */
 	unsigned cq_entries;
 	unsigned in_run;    /* nesting guard */
 	struct rx_op *ops;  /* active operations, for rx_loop_close */
