@@ -652,6 +652,51 @@ static void test_refusals(void)
 	wc_close(c);
 }
 
+/* A daemon that refuses at accept and closes before the client's first
+ * request: the client reports the refusal, not a broken pipe. */
+static void test_refuse_at_accept(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct wc_connect_opts o = { .timeout_ms = 5000 };
+	char path[100];
+	struct wc_conn *c;
+	struct wc_error e;
+	int pfd[2];
+	pid_t k;
+	char ok;
+
+	snprintf(path, sizeof(path), "%s/refuse.sock", dir);
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	T_OK(pipe(pfd) ? -errno : 0);
+	k = fork();
+	T_ASSERT(k >= 0);
+	if (!k) {
+		int lfd = socket(AF_UNIX, SOCK_STREAM, 0), fd;
+		struct wire_put w;
+
+		if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) ||
+		    listen(lfd, 4) || write(pfd[1], "k", 1) != 1)
+			_exit(2);
+		fd = accept(lfd, NULL, NULL);
+		wire_put_init(&w);
+		wire_error_frame(&w, 0, WIRE_E_PERM,
+				 "uid 65534 may not use this daemon: start wcd with --allow-uid 65534",
+				 NULL);
+		srv_send(fd, &w, NULL, 0);
+		close(fd);
+		_exit(0);
+	}
+	close(pfd[1]);
+	T_EQ_INT(read(pfd[0], &ok, 1), 1);
+	close(pfd[0]);
+	o.socket = path;
+	T_OK(wc_connect(&o, &c, &e));
+	T_EQ_INT(waitpid(k, NULL, 0), k);   /* it has closed by now */
+	T_EQ_INT(wc_hello(c, NULL, NULL, &e), -EACCES);
+	T_HAS(e.msg, "may not use this daemon");
+	wc_close(c);
+}
+
 static void test_daemon_death(void)
 {
 	struct wc_conn *c = conn("plain");
@@ -693,6 +738,7 @@ int main(void)
 	test_notice();
 	test_mismatch();
 	test_refusals();
+	test_refuse_at_accept();
 	test_daemon_death();
 	printf("client_fake: ok\n");
 	return 0;

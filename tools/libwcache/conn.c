@@ -189,6 +189,30 @@ static int send_all(struct wc_conn *c, const void *buf, size_t len,
 	return 0;
 }
 
+static int error_reply(struct wc_conn *c, const struct wc_frame *f,
+		       unsigned req_type, struct wc_error *err);
+
+/* The daemon may refuse a connection (an ERROR with id 0) and close it
+ * before the first request is written: the refusal then waits in the
+ * receive queue, and it, not EPIPE, is the error to report. */
+static int refusal_or(struct wc_conn *c, unsigned type, int ret,
+		      struct wc_error *err)
+{
+	struct wc_error e2;
+	struct wc_frame f;
+
+	c->eof = false;
+	if (!wc__frame_recv(c, &f, &e2)) {
+		wc__frame_release(&f);
+		if (f.h.type == WIRE_ERROR) {
+			c->eof = true;
+			return error_reply(c, &f, type, err);
+		}
+	}
+	c->eof = true;
+	return ret;
+}
+
 int wc__send(struct wc_conn *c, struct wire_put *w, struct wc_error *err)
 {
 	char e[WC_ERR_LEN];
@@ -196,7 +220,11 @@ int wc__send(struct wc_conn *c, struct wire_put *w, struct wc_error *err)
 
 	if (ret)
 		return wc__fail(err, -ret, "could not encode the request: %s", e);
-	return send_all(c, w->buf, w->len, err);
+	ret = send_all(c, w->buf, w->len, err);
+	if (ret == -EPIPE)
+		ret = refusal_or(c, w->buf[6] | (unsigned)w->buf[7] << 8, ret,
+				 err);
+	return ret;
 }
 
 static enum wc_notice_kind notice_kind(uint32_t k)

@@ -74,8 +74,10 @@ static int ident_build(struct ident *id, const struct wc_expect *x,
 	ret = model_open(&m, x->model_dir, e);
 	if (ret)
 		return wc__fail(err, -ret, "cannot compute the engine's identity: %s", e);
+	/* as wcd: no preset is fine at tp 1 (everything replicated) or with
+	 * a rules file */
 	ret = plan_rules_preset(&rules, m.cfg.arch, e);
-	if (ret && x->rules_file) {
+	if (ret == -ENOTSUP && (x->tp_size <= 1 || x->rules_file)) {
 		plan_rules_free(&rules);
 		memset(&rules, 0, sizeof(rules));
 		ret = 0;
