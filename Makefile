@@ -183,7 +183,7 @@ build-fuzz/%: test/fuzz/%.c $(PROTO_SRC)
 fuzz: $(FUZZERS)
 	@for f in $(FUZZERS); do n=$${f##*/}; mkdir -p build-fuzz/corpus-$$n; \
 		echo "fuzzing $$n for $(FUZZ_SECONDS) s"; \
-		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 build-fuzz/corpus-$$n test/fuzz/corpus/$$n \
+		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=build-fuzz/$$n- build-fuzz/corpus-$$n test/fuzz/corpus/$$n \
 			2>build-fuzz/$$n.log || { tail -40 build-fuzz/$$n.log; exit 1; }; \
 		grep -E 'stat::number_of_executed_units' build-fuzz/$$n.log; done
 

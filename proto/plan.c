@@ -143,7 +143,8 @@ int plan_rules_parse(struct plan_rules *r, const void *buf, size_t len,
 		strcpy(out[n].pattern, pat);
 		n++;
 	}
-	memcpy(out + n, r->r, r->n * sizeof(*out));
+	if (r->n)
+		memcpy(out + n, r->r, r->n * sizeof(*out));
 	free(r->r);
 	r->r = out;
 	r->n += n;

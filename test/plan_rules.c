@@ -201,6 +201,13 @@ int main(void)
 	}
 	T_OK(plan_rules_preset(&r, "Qwen3ForCausalLM", err));
 	plan_rules_free(&r);
+	/* a rules file alone, no preset (found by fuzzing: empty list) */
+	memset(&r, 0, sizeof(r));
+	T_OK(plan_rules_parse(&r, "*.w dim1\n", 8, "only.rules", err));
+	T_EQ_INT(r.n, 1);
+	T_EQ_INT(plan_rules_match(&r, "a.w"), PLAN_DIM1);
+	T_EQ_INT(plan_rules_match(&r, "a.b"), PLAN_REPLICATE);
+	plan_rules_free(&r);
 	T_OK(plan_rules_preset(&r, m.cfg.arch, err));
 	check_geometry(&m, &r);
 	check_pack(&m, &r);
