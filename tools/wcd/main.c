@@ -1,0 +1,365 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wcd: the rank daemon. Loads one rank's share of a checkpoint once, into
+ * pools on one device, and serves it zero-copy to any number of engines.
+ *
+ * Start-up order: options -> device -> runtime paths -> ownership (flock)
+ * -> parse + quantization gate + plan -> pools + load + hash + seal ->
+ * listen (0600) -> ready file (atomic) -> serve. SIGTERM/SIGINT: stop
+ * accepting, notify clients, remove .sock/.ready, release the lock, exit 0.
+ * Exit codes: 0 clean shutdown, 1 error, 2 usage.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "log.h"
+#include "wcd.h"
+
+static const char usage_text[] =
+"usage: wcd --model DIR [options]\n"
+"\n"
+"Loads this rank's share of a safetensors checkpoint into device memory once\n"
+"and serves it zero-copy to engines (libwcache) over a unix socket.\n"
+"\n"
+"  --model DIR            model directory (config.json + *.safetensors)\n"
+"  --tp-size N --tp-rank R  tensor-parallel split (default 1, 0)\n"
+"  --pp-size N --pp-rank R  pipeline-parallel stage (default 1, 0)\n"
+"  --device D             host, host:NAME (memfd pools), a CUDA ordinal or a\n"
+"                         GPU-UUID (default: host without CUDA, else 0)\n"
+"  --runtime-dir DIR      files go to DIR/<device>.{lock,sock,ready,log}\n"
+"                         (default: $WCACHE_SOCKET_TEMPLATE, else\n"
+"                         $XDG_RUNTIME_DIR/wcache, else /tmp/wcache-$UID)\n"
+"  --force                take the device over from a running wcd\n"
+"                         (SIGTERM, up to 10 s, then SIGKILL)\n"
+"  --no-hash              skip the XXH3-128 of every tensor\n"
+"  --allow-uid UID        also serve this uid (repeatable, at most 16)\n"
+"  --allow-quant METHOD   serve an unverified quantization method anyway\n"
+"  --rules FILE           split rules (PATTERN replicate|dim0|dim1 lines)\n"
+"  --pool-size BYTES      largest pool (default 2 GiB; K/M/G suffixes)\n"
+"  --ipc vmm|legacy       CUDA export: VMM fds (default) or legacy handles\n"
+"  --load-path direct|staged  direct reads into the pools (host default)\n"
+"                         or through staging slots (CUDA)\n"
+"  --slots N              staging slots (default 8, at most 64)\n"
+"  --slot-size BYTES      bytes per staging slot (default 16M)\n"
+"  --log-level L          debug, info, warn, error (default info)\n"
+"  --help                 this text\n"
+"\n"
+"Exit status: 0 after a clean shutdown, 1 on an error, 2 on bad usage.\n";
+
+static void usage_fail(const char *fmt, const char *arg)
+{
+	fprintf(stderr, "wcd: ");
+	fprintf(stderr, fmt, arg);
+	fprintf(stderr, "\nRun 'wcd --help' for the options.\n");
+	exit(2);
+}
+
+static uint64_t parse_size(const char *s, const char *opt)
+{
+	char *end;
+	unsigned long long v;
+
+	errno = 0;
+	v = strtoull(s, &end, 10);
+	if (errno || end == s || *s == '-')
+		usage_fail("bad size '%s'", s);
+	switch (*end) {
+	case 'k': case 'K': v <<= 10; end++; break;
+	case 'm': case 'M': v <<= 20; end++; break;
+	case 'g': case 'G': v <<= 30; end++; break;
+	default: break;
+	}
+	if (*end == 'i' || *end == 'B')
+		end++;
+	if (*end == 'B')
+		end++;
+	if (*end)
+		usage_fail("bad size '%s' (use a number with an optional K, M or G)", s);
+	(void)opt;
+	return v;
+}
+
+static uint32_t parse_u32(const char *s, const char *what)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || end == s || *end || *s == '-' || v > UINT32_MAX)
+		usage_fail(what, s);
+	return (uint32_t)v;
+}
+
+enum {
+	OPT_MODEL = 256, OPT_TP_SIZE, OPT_TP_RANK, OPT_PP_SIZE, OPT_PP_RANK,
+	OPT_DEVICE, OPT_RUNTIME_DIR, OPT_FORCE, OPT_NO_HASH, OPT_ALLOW_UID,
+	OPT_ALLOW_QUANT, OPT_RULES, OPT_POOL_SIZE, OPT_IPC, OPT_LOAD_PATH,
+	OPT_SLOTS, OPT_SLOT_SIZE, OPT_LOG_LEVEL, OPT_HELP,
+};
+
+static const struct option longopts[] = {
+	{ "model", required_argument, NULL, OPT_MODEL },
+	{ "tp-size", required_argument, NULL, OPT_TP_SIZE },
+	{ "tp-rank", required_argument, NULL, OPT_TP_RANK },
+	{ "pp-size", required_argument, NULL, OPT_PP_SIZE },
+	{ "pp-rank", required_argument, NULL, OPT_PP_RANK },
+	{ "device", required_argument, NULL, OPT_DEVICE },
+	{ "runtime-dir", required_argument, NULL, OPT_RUNTIME_DIR },
+	{ "force", no_argument, NULL, OPT_FORCE },
+	{ "no-hash", no_argument, NULL, OPT_NO_HASH },
+	{ "allow-uid", required_argument, NULL, OPT_ALLOW_UID },
+	{ "allow-quant", required_argument, NULL, OPT_ALLOW_QUANT },
+	{ "rules", required_argument, NULL, OPT_RULES },
+	{ "pool-size", required_argument, NULL, OPT_POOL_SIZE },
+	{ "ipc", required_argument, NULL, OPT_IPC },
+	{ "load-path", required_argument, NULL, OPT_LOAD_PATH },
+	{ "slots", required_argument, NULL, OPT_SLOTS },
+	{ "slot-size", required_argument, NULL, OPT_SLOT_SIZE },
+	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+	{ "help", no_argument, NULL, OPT_HELP },
+	{ NULL, 0, NULL, 0 },
+};
+
+static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
+{
+	enum log_level lvl = LOG_INFO;
+	int c;
+
+	*o = (struct wcd_opts){
+		.tp_size = 1, .pp_size = 1, .hash = true,
+		.pool_size = WCD_POOL_SIZE_DEFAULT,
+		.slots = WCD_SLOTS_DEFAULT, .slot_size = WCD_SLOT_SIZE_DEFAULT,
+		.device = gpu_cuda_backend() ? "0" : "host",
+	};
+	opterr = 0;
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+		switch (c) {
+		case OPT_MODEL: o->model = optarg; break;
+		case OPT_TP_SIZE: o->tp_size = parse_u32(optarg, "bad --tp-size '%s'"); break;
+		case OPT_TP_RANK: o->tp_rank = parse_u32(optarg, "bad --tp-rank '%s'"); break;
+		case OPT_PP_SIZE: o->pp_size = parse_u32(optarg, "bad --pp-size '%s'"); break;
+		case OPT_PP_RANK: o->pp_rank = parse_u32(optarg, "bad --pp-rank '%s'"); break;
+		case OPT_DEVICE: o->device = optarg; break;
+		case OPT_RUNTIME_DIR: o->runtime_dir = optarg; break;
+		case OPT_FORCE: o->force = true; break;
+		case OPT_NO_HASH: o->hash = false; break;
+		case OPT_ALLOW_UID:
+			if (o->nallow_uid >= WCD_ALLOW_UID_MAX)
+				usage_fail("more than 16 --allow-uid options (last: %s)", optarg);
+			o->allow_uid[o->nallow_uid++] =
+				parse_u32(optarg, "bad --allow-uid '%s' (a numeric uid)");
+			break;
+		case OPT_ALLOW_QUANT: o->allow_quant = optarg; break;
+		case OPT_RULES: o->rules = optarg; break;
+		case OPT_POOL_SIZE: o->pool_size = parse_size(optarg, "--pool-size"); break;
+		case OPT_IPC:
+			if (!strcmp(optarg, "legacy"))
+				o->ipc_legacy = true;
+			else if (strcmp(optarg, "vmm"))
+				usage_fail("bad --ipc '%s' (vmm or legacy)", optarg);
+			break;
+		case OPT_LOAD_PATH:
+			if (!strcmp(optarg, "direct"))
+				o->load_path = WCD_LOAD_DIRECT;
+			else if (!strcmp(optarg, "staged"))
+				o->load_path = WCD_LOAD_STAGED;
+			else
+				usage_fail("bad --load-path '%s' (direct or staged)", optarg);
+			break;
+		case OPT_SLOTS:
+			o->slots = parse_u32(optarg, "bad --slots '%s'");
+			if (o->slots < 1 || o->slots > WCD_SLOTS_MAX)
+				usage_fail("--slots %s is out of range (1 to 64)", optarg);
+			break;
+		case OPT_SLOT_SIZE:
+			o->slot_size = parse_size(optarg, "--slot-size");
+			if (o->slot_size < (64u << 10) || o->slot_size > (1ull << 30) ||
+			    o->slot_size % 4096)
+				usage_fail("--slot-size %s: use a multiple of 4096 from 64K to 1G", optarg);
+			break;
+		case OPT_LOG_LEVEL:
+			if (!strcmp(optarg, "debug")) lvl = LOG_DEBUG;
+			else if (!strcmp(optarg, "info")) lvl = LOG_INFO;
+			else if (!strcmp(optarg, "warn")) lvl = LOG_WARN;
+			else if (!strcmp(optarg, "error")) lvl = LOG_ERROR;
+			else usage_fail("bad --log-level '%s' (debug, info, warn, error)", optarg);
+			break;
+		case OPT_HELP:
+		case 'h':
+			fputs(usage_text, stdout);
+			exit(0);
+		default:
+			usage_fail("unknown or incomplete option '%s'",
+				   argv[optind - 1]);
+		}
+	}
+	if (optind < argc)
+		usage_fail("unexpected argument '%s'", argv[optind]);
+	if (!o->model)
+		usage_fail("%s", "--model DIR is required");
+	if (!o->tp_size || o->tp_rank >= o->tp_size)
+		usage_fail("--tp-rank must be below --tp-size (got rank %s)",
+			   o->tp_size ? "too large" : "with size 0");
+	if (!o->pp_size || o->pp_rank >= o->pp_size)
+		usage_fail("--pp-rank must be below --pp-size (got rank %s)",
+			   o->pp_size ? "too large" : "with size 0");
+	if (o->pool_size < (1u << 20))
+		usage_fail("%s", "--pool-size must be at least 1M");
+	return lvl;
+}
+
+static void signal_cb(struct rx_signal *s, int signo)
+{
+	struct wcd *d = (struct wcd *)(void *)((char *)s -
+						offsetof(struct wcd, sig));
+
+	if (signo < 0)
+		return;
+	log_info("got %s", strsignal(signo));
+	if (!strcmp(d->state, "loading"))
+		d->stopping = true;     /* the loader stops issuing reads */
+	else
+		server_stop(d);
+}
+
+/* Runs the loop until the closing sequence is done. */
+static int serve(struct wcd *d)
+{
+	int ret = rx_run(&d->loop);
+
+	if (ret < 0 && ret != -EINTR)
+		log_error("event loop: %s", strerror(-ret));
+	return 0;
+}
+
+static int start(struct wcd *d)
+{
+	char err[WC_ERR_LEN], tmpl[PATHS_MAX];
+	struct wcd_version *v;
+	sigset_t mask;
+	uint64_t t0;
+	int ret;
+
+	ret = gpu_dev_open(&d->dev, d->o.device, err);
+	if (ret) {
+		log_error("%s", err);
+		return 1;
+	}
+	if (d->o.ipc_legacy) {
+		if (d->dev.be == &gpu_host_backend) {
+			log_error("--ipc legacy needs a CUDA device; device %s is a host device",
+				  d->o.device);
+			return 1;
+		}
+		d->dev.export_kind = GPU_EXPORT_IPC_HANDLE;
+	}
+	if (paths_template_env(tmpl, sizeof(tmpl), d->o.runtime_dir, err) ||
+	    paths_resolve(&d->paths, tmpl, d->dev.name, err)) {
+		log_error("%s", err);
+		return 1;
+	}
+	ret = own_acquire(d, err);
+	if (ret) {
+		log_error("%s", err);
+		return 1;
+	}
+	log_info("wcd pid %d owns device %s (%s backend); files %s.*",
+		 (int)getpid(), d->dev.name, d->dev.be->name, d->paths.prefix);
+
+	ret = rx_loop_init(&d->loop, 256);
+	if (ret) {
+		log_error("cannot set up io_uring: %s (is io_uring disabled by sysctl kernel.io_uring_disabled?)",
+			  strerror(-ret));
+		return 1;
+	}
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	ret = rx_signal_start(&d->loop, &d->sig, &mask, signal_cb);
+	if (ret) {
+		log_error("signalfd: %s", strerror(-ret));
+		return 1;
+	}
+
+	v = &d->ver[0];
+	d->cur = 0;
+	v->used = true;
+	v->number = 1;
+	d->state = "loading";
+	ret = load_prepare(d, v, err);
+	if (!ret)
+		ret = load_run(d, v, err);
+	if (ret == -ECANCELED || d->stopping) {
+		log_info("stopped while loading");
+		return 0;
+	}
+	if (ret) {
+		log_error("%s", err);
+		return 1;
+	}
+
+	t0 = rx_now_ns();
+	d->state = "ready";
+	ret = server_listen(d, err);
+	if (!ret)
+		ret = status_write_ready(d, err);
+	if (ret) {
+		log_error("%s", err);
+		return 1;
+	}
+	v->phases.publish_s += (double)(rx_now_ns() - t0) / 1e9;
+	log_info("phase publish: %.3f s (seal, listen, ready file)",
+		 v->phases.publish_s);
+	log_info("ready: %u tensors, %" PRIu64 " bytes in %u pools, loaded in %.3f s (%.2f GB/s); socket %s",
+		 v->plan.ntensors, v->plan.total_bytes, v->npools,
+		 v->load_seconds, v->load_gbps, d->paths.sock);
+	server_start(d);
+	return serve(d);
+}
+
+int main(int argc, char **argv)
+{
+	static struct wcd d;
+	enum log_level lvl;
+	int rc;
+
+	log_init("wcd", LOG_INFO);
+	lvl = parse_opts(&d.o, argc, argv);
+	log_init("wcd", lvl);
+	signal(SIGPIPE, SIG_IGN);
+	d.lock_fd = -1;
+	d.listen_fd = -1;
+	d.state = "starting";
+	d.start_ns = rx_now_ns();
+
+	rc = start(&d);
+
+	/* Closing: unpublish (if not yet), free, release the lock last. */
+	if (d.listen_fd >= 0) {
+		close(d.listen_fd);
+		d.listen_fd = -1;
+	}
+	if (d.lock_fd >= 0)
+		own_remove_published(&d);
+	if (d.loop.ring.ring_fd > 0)
+		rx_loop_close(&d.loop);
+	for (int i = 0; i < WCD_VERSIONS; i++)
+		if (d.ver[i].used)
+			load_version_free(&d, &d.ver[i]);
+	if (d.dev.be)
+		gpu_dev_close(&d.dev);
+	own_release(&d);
+	if (rc == 0)
+		log_info("exiting cleanly");
+	return rc;
+}

@@ -1,0 +1,176 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * What the daemon tells about itself: the STATUS JSON (contracts.md), the
+ * ready file, and the field-by-field identity comparison of HELLO.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "ready.h"
+#include "wcd.h"
+
+#define STATUS_CLIENTS_MAX WCD_CLIENTS_MAX
+
+static void set_mm(struct wire_mismatch *m, const char *field,
+		   const char *a, const char *b)
+{
+	snprintf(m->field, sizeof(m->field), "%s", field);
+	snprintf(m->daemon, sizeof(m->daemon), "%s", a);
+	snprintf(m->client, sizeof(m->client), "%s", b);
+}
+
+unsigned status_ident_diff(const struct ident *a, const struct ident *b,
+			   struct wire_mismatch *mm, unsigned max)
+{
+	struct { const char *name; const char *a, *b; } strs[] = {
+		{ "model_path", a->model_path, b->model_path },
+		{ "arch", a->arch, b->arch },
+		{ "dtype", a->dtype, b->dtype },
+		{ "quant_method", a->quant_method, b->quant_method },
+		{ "device_uuid", a->device_uuid, b->device_uuid },
+	};
+	struct { const char *name; uint32_t a, b; } nums[] = {
+		{ "format_version", a->format_version, b->format_version },
+		{ "tp_size", a->tp_size, b->tp_size },
+		{ "tp_rank", a->tp_rank, b->tp_rank },
+		{ "pp_size", a->pp_size, b->pp_size },
+		{ "pp_rank", a->pp_rank, b->pp_rank },
+		{ "cc_major", a->cc_major, b->cc_major },
+		{ "cc_minor", a->cc_minor, b->cc_minor },
+	};
+	struct { const char *name; const uint8_t *a, *b; } hashes[] = {
+		{ "quant_hash", a->quant_hash, b->quant_hash },
+		{ "rules_hash", a->rules_hash, b->rules_hash },
+		{ "ckpt_digest", a->ckpt_digest, b->ckpt_digest },
+	};
+	unsigned n = 0;
+
+	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
+		char va[16], vb[16];
+
+		if (nums[i].a == nums[i].b || n >= max)
+			continue;
+		snprintf(va, sizeof(va), "%u", nums[i].a);
+		snprintf(vb, sizeof(vb), "%u", nums[i].b);
+		set_mm(&mm[n++], nums[i].name, va, vb);
+	}
+	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
+		if (!strcmp(strs[i].a, strs[i].b) || n >= max)
+			continue;
+		set_mm(&mm[n++], strs[i].name, strs[i].a, strs[i].b);
+	}
+	for (size_t i = 0; i < sizeof(hashes) / sizeof(hashes[0]); i++) {
+		char va[WC_HASH_HEX_LEN], vb[WC_HASH_HEX_LEN];
+
+		if (!memcmp(hashes[i].a, hashes[i].b, WC_HASH_LEN) || n >= max)
+			continue;
+		wc_hash_hex(hashes[i].a, va);
+		wc_hash_hex(hashes[i].b, vb);
+		set_mm(&mm[n++], hashes[i].name, va, vb);
+	}
+	return n;
+}
+
+char *status_json(struct wcd *d)
+{
+	struct wcd_version *v = wcd_current(d);
+	pid_t *pids = malloc(STATUS_CLIENTS_MAX * sizeof(pid_t));
+	unsigned *leases = malloc(STATUS_CLIENTS_MAX * sizeof(unsigned));
+	char hex[WC_HASH_HEX_LEN];
+	json_t *o = NULL, *cl, *vs;
+	char *s = NULL;
+	unsigned n;
+
+	if (!pids || !leases)
+		goto out_free;
+	wc_hash_hex(v->digest, hex);
+	n = server_clients(d, pids, leases, STATUS_CLIENTS_MAX);
+	cl = json_array();
+	for (unsigned i = 0; i < n; i++)
+		json_array_append_new(cl, json_pack("{s:i, s:i}", "pid",
+						    (int)pids[i], "leases",
+						    (int)leases[i]));
+	vs = json_array();
+	for (int i = 0; i < WCD_VERSIONS; i++) {
+		const struct wcd_version *x = &d->ver[i];
+
+		if (!x->used)
+			continue;
+		json_array_append_new(vs, json_pack(
+			"{s:I, s:I, s:I, s:i, s:b}", "version",
+			(json_int_t)x->number, "bytes",
+			(json_int_t)x->plan.total_bytes, "tensors",
+			(json_int_t)x->plan.ntensors, "leases", (int)x->leases,
+			"current", i == d->cur));
+	}
+	o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:o,"
+		      " s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:s,"
+		      " s:b, s:o}",
+		      "state", d->state, "model", v->model.path ? v->model.path : "",
+		      "identity", hex, "version", (json_int_t)v->number,
+		      "tensors", (json_int_t)v->plan.ntensors,
+		      "bytes", (json_int_t)v->plan.total_bytes,
+		      "load_seconds", v->load_seconds,
+		      "load_gbps", v->load_gbps,
+		      "uptime_seconds",
+		      (double)(rx_now_ns() - d->start_ns) / 1e9,
+		      "clients", cl,
+		      "requests", (json_int_t)d->requests,
+		      "mismatches", (json_int_t)d->mismatches,
+		      "device", d->dev.name,
+		      "tp_size", (int)d->o.tp_size, "tp_rank", (int)d->o.tp_rank,
+		      "pp_size", (int)d->o.pp_size, "pp_rank", (int)d->o.pp_rank,
+		      "pid", (int)getpid(),
+		      "backend", d->dev.be ? d->dev.be->name : "",
+		      "socket", d->paths.sock,
+		      "hashed", v->hashed,
+		      "versions", vs);
+	if (o) {
+		json_t *ph = json_pack("{s:f, s:f, s:f, s:f, s:f, s:I, s:s, s:b}",
+				       "parse", v->phases.parse_s,
+				       "read", v->phases.read_s,
+				       "copy", v->phases.copy_s,
+				       "hash", v->phases.hash_s,
+				       "publish", v->phases.publish_s,
+				       "read_bytes",
+				       (json_int_t)v->phases.read_bytes,
+				       "path", v->phases.staged ? "staged" : "direct",
+				       "o_direct", v->phases.direct_io);
+
+		json_object_set_new(o, "phases", ph);
+		s = json_dumps(o, JSON_COMPACT);
+	}
+	json_decref(o);
+out_free:
+	free(pids);
+	free(leases);
+	return s;
+}
+
+int status_write_ready(struct wcd *d, char *err)
+{
+	struct wcd_version *v = wcd_current(d);
+	struct ready_info r = { 0 };
+
+	r.pid = (int)getpid();
+	snprintf(r.socket, sizeof(r.socket), "%s", d->paths.sock);
+	snprintf(r.device, sizeof(r.device), "%s", d->dev.name);
+	wc_hash_hex(v->digest, r.identity);
+	r.version = v->number;
+	r.tensors = v->plan.ntensors;
+	r.bytes = v->plan.total_bytes;
+	r.load_seconds = v->load_seconds;
+	snprintf(r.model, sizeof(r.model), "%s", v->model.path);
+	r.tp_size = (int)d->o.tp_size;
+	r.tp_rank = (int)d->o.tp_rank;
+	r.pp_size = (int)d->o.pp_size;
+	r.pp_rank = (int)d->o.pp_rank;
+	snprintf(r.state, sizeof(r.state), "%s", d->state);
+	return ready_write_file(&r, d->paths.ready, err);
+}
