@@ -64,22 +64,25 @@ void rx__accept_cqe(struct rx_op *op, int res, unsigned cflags)
 {
 	struct rx_accept *a = (struct rx_accept *)op;
 	bool over = a->stopping || op->cancelled || op->loop->closing;
+	int end = -ECANCELED;
 
 	if (cflags & IORING_CQE_F_MORE) {
 		a->cb(a, res, false);
 		return;
 	}
 	/* The kernel ended the multishot (a full CQ, an error): re-arm. */
-	if (!over && (res >= 0 || rx_accept_transient(res)) &&
-	    rx_accept_arm(a) == 0) {
-		a->rearms++;
-		a->cb(a, res, false);
-		return;
+	if (!over && (res >= 0 || rx_accept_transient(res))) {
+		end = rx_accept_arm(a);
+		if (end == 0) {
+			a->rearms++;
+			a->cb(a, res, false);
+			return;
+		}
 	}
 	rx__op_end(op);
-	if (res >= 0) {
+	if (res >= 0 || rx_accept_transient(res)) {
 		a->cb(a, res, false);
-		res = -ECANCELED;
+		res = end;
 	}
 	a->cb(a, res, true);
 }

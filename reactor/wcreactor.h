@@ -132,7 +132,10 @@ bool rx_op_busy(const struct rx_op *op);
 
 struct rx_accept;
 /* fd >= 0: a new connection (close-on-exec, the callee owns it); < 0: an
- * error. final: the accept is over (stopped, cancelled, or a hard error). */
+ * error. final: the accept is over (stopped, cancelled, or a hard error).
+ * ECONNABORTED, EINTR and EAGAIN come with final false and accepting goes
+ * on; any other error is final -- EMFILE too (re-arming at once would spin:
+ * start the accept again once descriptors are free). */
 typedef void (*rx_accept_cb)(struct rx_accept *a, int fd, bool final);
 struct rx_accept {
 	struct rx_op op;

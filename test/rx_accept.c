@@ -2,8 +2,10 @@
 /* Multishot accept on a unix listening socket: every connection arrives
  * (close-on-exec), including after the kernel ends the multishot -- which it
  * does when the CQ is full: 64 connections against a 16-entry CQ -- and the
- * accept is re-armed; rx_accept_stop ends it with a final callback. */
+ * accept is re-armed; rx_accept_stop ends it with a final callback. Out of
+ * descriptors (EMFILE) and a socket that is not listening end it too. */
 #include <errno.h>
+#include <sys/resource.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -40,6 +42,7 @@ int main(void)
 	struct rx_accept a = { 0 };
 	struct rx_loop loop;
 	int fds0 = rx_test_fd_count(), lfd, i, clients[CLIENTS];
+	unsigned rearms;
 
 	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	T_ASSERT(lfd >= 0);
@@ -62,13 +65,47 @@ int main(void)
 	T_EQ_INT(errors, 0);
 	T_EQ_INT(not_cloexec, 0);
 	T_EQ_INT(finals, 0);
-	printf("re-armed %u times\n", a.rearms);
-	if (!a.rearms)
+	rearms = a.rearms;
+	printf("re-armed %u times\n", rearms);
+	if (!rearms)
 		printf("skip: the kernel never ended the multishot accept\n");
 
 	T_OK(rx_accept_stop(&a));
 	RX_RUN_UNTIL(&loop, finals == 1, 5000);
 	T_EQ_INT(final_res, -ECANCELED);
+	T_EQ_INT(loop.active, 0);
+
+	/* no descriptor left for the new connection: final -EMFILE */
+	{
+		struct rlimit old, low;
+		int next = dup(0);
+
+		/* the kernel reads the limit when the accept is submitted and
+		 * takes the descriptor before it waits for a connection: make
+		 * the next free descriptor number one past the limit */
+		T_ASSERT(next >= 0);
+		close(next);
+		T_ASSERT(getrlimit(RLIMIT_NOFILE, &old) == 0);
+		low = old;
+		low.rlim_cur = (rlim_t)next;
+		T_ASSERT(setrlimit(RLIMIT_NOFILE, &low) == 0);
+		finals = 0;
+		T_OK(rx_accept_start(&loop, &a, lfd, on_accept));
+		RX_RUN_UNTIL(&loop, finals == 1, 5000);
+		T_ASSERT(setrlimit(RLIMIT_NOFILE, &old) == 0);
+		T_EQ_INT(final_res, -EMFILE);
+	}
+	/* not listening: final -EINVAL */
+	{
+		int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+		finals = 0;
+		T_OK(rx_accept_start(&loop, &a, s, on_accept));
+		RX_RUN_UNTIL(&loop, finals == 1, 5000);
+		T_EQ_INT(final_res, -EINVAL);
+		close(s);
+	}
+	T_EQ_INT(errors, 0);
 	T_EQ_INT(loop.active, 0);
 	T_OK(rx_loop_close(&loop));
 	for (i = 0; i < CLIENTS; i++) {
@@ -77,5 +114,5 @@ int main(void)
 	}
 	close(lfd);
 	T_EQ_INT(rx_test_fd_count(), fds0);
-	return a.rearms ? 0 : T_SKIP;
+	return rearms ? 0 : T_SKIP;
 }
