@@ -51,6 +51,9 @@ endif
 # here runs on a machine that lacks those packages (the GPU machine).
 STATIC_LIBS := -Wl,-Bstatic -luring -ljansson -lxxhash -Wl,-Bdynamic
 SYS_LIBS    := -lpthread -ldl -lrt -lm
+# Debian's libjansson.a is not position-independent: the shared client
+# library links jansson dynamically.
+SO_LIBS     := -Wl,-Bstatic -luring -lxxhash -Wl,-Bdynamic -ljansson
 
 GPU_SRC := $(filter-out gpu/cuda%.c gpu/nocuda.c,$(wildcard gpu/*.c))
 ifeq ($(CUDA),1)
@@ -117,7 +120,7 @@ $(SO_CLIENT): $(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR)
 	$(call say,LD,$@)
 	$(Q)$(CC) -shared -o $@ -Wl,-soname,libwcache.so.0 $(LDFLAGS) \
 		$(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR) \
-		$(STATIC_LIBS) $(CUDA_LIBS) $(SYS_LIBS)
+		$(SO_LIBS) $(CUDA_LIBS) $(SYS_LIBS)
 
 .SECONDEXPANSION:
 $(BUILD)/bin/%: $$(call obj,$$(wildcard tools/$$*/*.c) $(COMMON_SRC)) $(LIBS)
