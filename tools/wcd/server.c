@@ -653,10 +653,16 @@ static void client_payload_cb(struct rx_recv *r, int res)
 		client_free_if_idle(c);
 		return;
 	}
+	if (res == -ECONNRESET) {
+		/* half-closed mid-payload: it can still read our answer */
+		c->d->requests++;
+		reply_error(c, c->h.id, WIRE_E_MALFORMED, true,
+			    "truncated %s frame: %zu of %u payload bytes arrived before the peer closed",
+			    wire_type_name(c->h.type), r->done, c->h.len);
+		return;
+	}
 	if (res <= 0 || (uint32_t)res < c->h.len) {
-		client_close(c, res == -ECONNRESET ?
-				 "the peer closed in the middle of a frame" :
-				 "receive failed");
+		client_close(c, "receive failed");
 		return;
 	}
 	client_dispatch(c, c->payload, c->h.len);
@@ -677,10 +683,15 @@ static void client_hdr_cb(struct rx_recv *r, int res)
 		client_close(c, "disconnected");
 		return;
 	}
+	if (res == -ECONNRESET) {
+		c->d->requests++;
+		reply_error(c, 0, WIRE_E_MALFORMED, true,
+			    "truncated frame header: %zu of %d bytes arrived before the peer closed",
+			    r->done, WIRE_HDR_LEN);
+		return;
+	}
 	if (res < 0 || res < WIRE_HDR_LEN) {
-		client_close(c, res == -ECONNRESET ?
-				 "the peer closed in the middle of a header" :
-				 "receive failed");
+		client_close(c, "receive failed");
 		return;
 	}
 	ret = wire_hdr_decode(c->hdr, WIRE_HDR_LEN, &c->h, err);
