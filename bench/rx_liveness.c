@@ -1,29 +1,35 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Liveness: how long after a child's exit does its owner know? Each child
- * writes its CLOCK_MONOTONIC time into a slot of a shared anonymous mapping
+ * writes its CLOCK_MONOTONIC time into its slot of a shared memfd mapping
  * just before _exit; the latency is from that stamp to the moment the exit
- * callback runs (reactor) or the waitpid(WNOHANG) that finds it returns
- * (a loop that polls every 2 s, the baseline it replaces).
+ * callback runs (reactor) or the wait call that finds it returns.
  *
  *   rx_liveness [-n CHILDREN] [-m POLLED_CHILDREN]
  *
- * Reactor: n children (default 1000) are forked at once, each sleeps until a
- * common start plus a random delay of up to 1 s, and is watched through its
- * pidfd (rx_child_watch_pidfd): once with IORING_OP_WAITID (where the kernel
- * has it), once with the poll + waitid(P_PIDFD) fallback. Polling: m children
- * (default 20), delays up to 6 s, one waitpid(WNOHANG) sweep every 2 s --
- * actually run, so the numbers are measured, not computed. Children are
- * forked (not exec'd) so that they can write into the shared mapping.
- * The floor row is a process blocked in waitid(P_ALL) doing nothing else.
+ * Children are this program exec'd again in child mode (--child), so they
+ * are real spawned processes, as wcctl's are. All of a row's children are
+ * spawned first and block on a pipe; closing its write end releases them
+ * together, and each exits after 100 ms plus a random delay (up to 1 s).
+ * Rows:
+ *   reactor, IORING_OP_WAITID / poll pidfd + waitid: n children (default
+ *     1000) started with rx_spawn and watched by the loop, with each of the
+ *     two ways the reactor has to learn of an exit;
+ *   floor: the same children (posix_spawn) and a process that does nothing
+ *     but block in waitid(P_ALL) -- what the reactor adds is its row minus
+ *     this one; the rest is the child's own exit and the scheduler;
+ *   poll every 2 s: m children (default 20, delays up to 6 s) and a loop that
+ *     sweeps waitpid(WNOHANG) every 2 s -- actually run, not computed.
  * Target: reactor p99 <= 1 ms. Bounds: n <= 10000, m <= 1000.
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,9 +38,13 @@
 #include "wcreactor.h"
 
 #define N_MAX 10000
-#define SPREAD_NS 1000000000ull       /* reactor children: delays up to 1 s */
+#define HEAD_NS 100000000ull          /* every child lives at least 100 ms */
+#define SPREAD_NS 1000000000ull       /* plus up to 1 s */
 #define POLL_SPREAD_NS 6000000000ull  /* polled children: up to 6 s */
 #define POLL_TICK_NS 2000000000ull
+#define SELF "/proc/self/exe"
+
+extern char **environ;
 
 struct slot {
 	volatile uint64_t exit_ns;
@@ -42,6 +52,7 @@ struct slot {
 };
 
 static struct slot *slots;
+static int slots_fd;
 static uint64_t *lat_ns;
 static int n_done;
 
@@ -55,27 +66,90 @@ static void sleep_until(uint64_t ns)
 		;
 }
 
-/* Forks n children that exit at start_ns + a random delay below spread_ns;
- * returns their pids. */
-static pid_t *fork_children(int n, uint64_t start_ns, uint64_t spread_ns)
+/* --child MEMFD GOFD SLOT DELAY_NS: wait for the go, sleep, stamp, exit. */
+static int child_main(char **argv)
 {
-	pid_t *pids = calloc((size_t)n, sizeof(*pids));
+	int memfd = atoi(argv[2]), gofd = atoi(argv[3]), i = atoi(argv[4]);
+	uint64_t delay = strtoull(argv[5], NULL, 10);
+	struct slot *s;
+	char c;
+
+	s = mmap(NULL, sizeof(*s) * N_MAX, PROT_READ | PROT_WRITE, MAP_SHARED,
+		 memfd, 0);
+	if (s == MAP_FAILED || i < 0 || i >= N_MAX)
+		_exit(2);
+	while (read(gofd, &c, 1) < 0 && errno == EINTR)
+		;
+	sleep_until(rx_now_ns() + delay);
+	s[i].exit_ns = rx_now_ns();
+	_exit(0);
+}
+
+/* A row's children: their argv, and the pipe that releases them. */
+struct batch {
+	int n;
+	int go[2];
+	char (*args)[5][24];
+	char *(*argv)[8];
+};
+
+static void batch_init(struct batch *b, int n, uint64_t spread_ns)
+{
 	int i;
 
-	if (!pids)
-		die("out of memory for %d pids", n);
+	b->n = n;
+	b->args = calloc((size_t)n, sizeof(*b->args));
+	b->argv = calloc((size_t)n, sizeof(*b->argv));
+	if (!b->args || !b->argv)
+		die("out of memory for %d children", n);
+	/* the read end is inherited, the write end is not: closing it is the
+	 * go for every child at once */
+	if (pipe2(b->go, O_CLOEXEC) < 0 || fcntl(b->go[0], F_SETFD, 0) < 0)
+		die("pipe: %s", strerror(errno));
+	memset(slots, 0, sizeof(*slots) * (size_t)n);
 	for (i = 0; i < n; i++) {
-		uint64_t at = start_ns + (uint64_t)(drand48() * (double)spread_ns);
+		uint64_t delay = HEAD_NS + (uint64_t)(drand48() * (double)spread_ns);
 
-		pids[i] = fork();
-		if (pids[i] < 0)
-			die("fork child %d of %d: %s (lower -n or raise ulimit -u)",
-			    i, n, strerror(errno));
-		if (pids[i] == 0) {
-			sleep_until(at);
-			slots[i].exit_ns = rx_now_ns();
-			_exit(0);
-		}
+		snprintf(b->args[i][0], 24, "%d", slots_fd);
+		snprintf(b->args[i][1], 24, "%d", b->go[0]);
+		snprintf(b->args[i][2], 24, "%d", i);
+		snprintf(b->args[i][3], 24, "%" PRIu64, delay);
+		b->argv[i][0] = "rx_liveness";
+		b->argv[i][1] = "--child";
+		b->argv[i][2] = b->args[i][0];
+		b->argv[i][3] = b->args[i][1];
+		b->argv[i][4] = b->args[i][2];
+		b->argv[i][5] = b->args[i][3];
+		b->argv[i][6] = NULL;
+	}
+}
+
+static void batch_go(struct batch *b)
+{
+	close(b->go[0]);
+	close(b->go[1]);
+}
+
+static void batch_free(struct batch *b)
+{
+	free(b->args);
+	free(b->argv);
+}
+
+/* posix_spawn'd children (for the rows without a reactor) */
+static pid_t *spawn_plain(struct batch *b)
+{
+	pid_t *pids = calloc((size_t)b->n, sizeof(*pids));
+	int i, ret;
+
+	if (!pids)
+		die("out of memory for %d pids", b->n);
+	for (i = 0; i < b->n; i++) {
+		ret = posix_spawn(&pids[i], SELF, NULL, NULL, b->argv[i],
+				  environ);
+		if (ret)
+			die("posix_spawn child %d of %d: %s (lower -n or raise ulimit -u)",
+			    i, b->n, strerror(ret));
 	}
 	return pids;
 }
@@ -110,8 +184,10 @@ static void print_row(const char *name, uint64_t *v, int n)
 static void run_reactor(int n, bool waitid_op, const char *name)
 {
 	struct rx_child *kids = calloc((size_t)n, sizeof(*kids));
+	struct rx_spawn_opts o = { .path = SELF, .stdin_fd = -1,
+				   .stdout_fd = -1, .stderr_fd = -1 };
 	struct rx_loop loop;
-	pid_t *pids;
+	struct batch b;
 	int i, ret;
 
 	if (!kids)
@@ -126,43 +202,36 @@ static void run_reactor(int n, bool waitid_op, const char *name)
 		return;
 	}
 	loop.has_waitid = waitid_op;
-	memset(slots, 0, sizeof(*slots) * (size_t)n);
+	batch_init(&b, n, SPREAD_NS);
 	n_done = 0;
-	/* all forked well before the first exit */
-	pids = fork_children(n, rx_now_ns() + 500000000ull + (uint64_t)n * 200000,
-			     SPREAD_NS);
 	for (i = 0; i < n; i++) {
-		int pidfd = (int)syscall(SYS_pidfd_open, pids[i], 0);
-
-		if (pidfd < 0)
-			die("pidfd_open %d: %s", pids[i], strerror(errno));
-		kids[i].pid = pids[i];
+		o.argv = b.argv[i];
 		kids[i].op.data = (void *)(intptr_t)i;
-		ret = rx_child_watch_pidfd(&loop, &kids[i], pidfd, on_exit_cb);
+		ret = rx_spawn(&loop, &kids[i], &o, on_exit_cb);
 		if (ret < 0)
-			die("rx_child_watch_pidfd: %s", strerror(-ret));
+			die("rx_spawn child %d of %d: %s (lower -n or raise ulimit -u)",
+			    i, n, strerror(-ret));
 	}
+	batch_go(&b);
 	ret = rx_run(&loop);
 	if (ret < 0 || n_done != n)
 		die("rx_run: %d, %d of %d children seen", ret, n_done, n);
 	rx_loop_close(&loop);
 	print_row(name, lat_ns, n);
-	free(pids);
+	batch_free(&b);
 	free(kids);
 }
 
-/* The floor: a thread that does nothing but block in waitid(P_ALL). What
- * the reactor adds is its row minus this one; the rest is the child's own
- * exit (unmapping, closing, notifying the parent) and the scheduler. */
 static void run_blocking(int n)
 {
-	pid_t *pids;
+	struct batch b;
 	siginfo_t si;
+	pid_t *pids;
 	int left = n, i;
 
-	memset(slots, 0, sizeof(*slots) * (size_t)n);
-	pids = fork_children(n, rx_now_ns() + 500000000ull + (uint64_t)n * 200000,
-			     SPREAD_NS);
+	batch_init(&b, n, SPREAD_NS);
+	pids = spawn_plain(&b);
+	batch_go(&b);
 	while (left) {
 		memset(&si, 0, sizeof(si));
 		if (waitid(P_ALL, 0, &si, WEXITED) < 0) {
@@ -178,18 +247,21 @@ static void run_blocking(int n)
 		left--;
 	}
 	print_row("floor: blocking waitid(P_ALL)", lat_ns, n);
+	batch_free(&b);
 	free(pids);
 }
 
 static void run_polling(int m)
 {
+	struct batch b;
 	uint64_t tick;
 	pid_t *pids;
 	int left = m, i, st;
 
-	memset(slots, 0, sizeof(*slots) * (size_t)m);
+	batch_init(&b, m, POLL_SPREAD_NS);
+	pids = spawn_plain(&b);
+	batch_go(&b);
 	tick = rx_now_ns();
-	pids = fork_children(m, tick + 100000000ull, POLL_SPREAD_NS);
 	while (left) {
 		tick += POLL_TICK_NS;
 		sleep_until(tick);
@@ -202,13 +274,17 @@ static void run_polling(int m)
 		}
 	}
 	print_row("poll every 2 s (waitpid WNOHANG)", lat_ns, m);
+	batch_free(&b);
 	free(pids);
 }
 
 int main(int argc, char **argv)
 {
+	size_t slots_len = sizeof(*slots) * N_MAX;
 	int n = 1000, m = 20, opt;
 
+	if (argc == 6 && !strcmp(argv[1], "--child"))
+		return child_main(argv);
 	log_init("rx_liveness", LOG_INFO);
 	while ((opt = getopt(argc, argv, "n:m:")) != -1) {
 		if (opt == 'n')
@@ -221,8 +297,12 @@ int main(int argc, char **argv)
 	if (n < 1 || n > N_MAX || m < 1 || m > 1000)
 		die("-n %d / -m %d out of range: use 1..%d children and 1..1000 polled",
 		    n, m, N_MAX);
-	slots = mmap(NULL, sizeof(*slots) * N_MAX, PROT_READ | PROT_WRITE,
-		     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	/* not close-on-exec: the children map it */
+	slots_fd = memfd_create("rx_liveness", 0);
+	if (slots_fd < 0 || ftruncate(slots_fd, (off_t)slots_len) < 0)
+		die("memfd for %d slots: %s", N_MAX, strerror(errno));
+	slots = mmap(NULL, slots_len, PROT_READ | PROT_WRITE, MAP_SHARED,
+		     slots_fd, 0);
 	lat_ns = calloc(N_MAX, sizeof(*lat_ns));
 	if (slots == MAP_FAILED || !lat_ns)
 		die("out of memory for %d slots", N_MAX);
