@@ -184,7 +184,8 @@ int rx_recv_start(struct rx_loop *loop, struct rx_recv *r, int fd, void *buf,
 		  size_t len, size_t min, unsigned max_fds, rx_recv_cb cb);
 
 struct rx_send;
-/* res: bytes sent (always the whole message on success), or -errno. */
+/* res: bytes sent (always the whole message on success), or -errno; after an
+ * error (or -ETIME) s->done says how much did go out. */
 typedef void (*rx_send_cb)(struct rx_send *s, int res);
 struct rx_send {
 	struct rx_op op;

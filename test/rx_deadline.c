@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Linked deadlines: a read of a pipe that never gets data, a recv from a
- * silent peer and a poll that never fires all complete with -ETIME; a read
+ * silent peer, a poll that never fires and a send to a peer that never reads
+ * all complete with -ETIME; a read
  * that completes in time keeps its bytes and its deadline is not reported. */
 #include <errno.h>
 #include <poll.h>
@@ -9,11 +10,13 @@
 #include "rx_util.h"
 
 static int read_res = 1, recv_res = 1, poll_res = 1, ok_res = 1;
+static int send_res = 1;
 
 static void on_read(struct rx_read *r, int res) { read_res = res; }
 static void on_recv(struct rx_recv *r, int res) { recv_res = res; }
 static void on_poll(struct rx_poll *p, int res) { poll_res = res; }
 static void on_ok(struct rx_read *r, int res) { ok_res = res; }
+static void on_send(struct rx_send *s, int res) { send_res = res; }
 
 int main(void)
 {
@@ -44,6 +47,20 @@ int main(void)
 	T_EQ_INT(poll_res, -ETIME);
 	T_CMP_INT(rx_now_ns() - start, >=, 30 * 1000000ull);
 	T_EQ_INT(loop.active, 0);
+
+	/* a send to a peer that never reads: partial sends, then -ETIME */
+	{
+		static char big[1 << 20];
+		struct iovec iov = { big, sizeof(big) };
+		struct rx_send s = { 0 };
+
+		rx_op_deadline(&s.op, 30 * 1000000ull);
+		T_OK(rx_send_start(&loop, &s, sv[0], &iov, 1, NULL, 0,
+				   on_send));
+		RX_RUN_UNTIL(&loop, send_res != 1, 5000);
+		T_EQ_INT(send_res, -ETIME);
+		T_CMP_INT(s.done, <, sizeof(big));
+	}
 
 	/* in time: the bytes, not -ETIME; the deadline is consumed */
 	T_ASSERT(write(pfd[1], "hello", 5) == 5);

@@ -60,6 +60,16 @@ int main(void)
 	T_EQ_INT(rx_read_start(&loop, &r, dfd, buf, 1000, 0, -1,
 			       RX_READ_DIRECT, on_read), -EINVAL);
 	T_ASSERT(r.misaligned);
+
+	/* an -EINVAL from the kernel on a direct read is flagged too (here
+	 * an offset past 2^63, aligned but negative as a loff_t) */
+	read_res = 1;
+	T_OK(rx_read_start(&loop, &r, dfd, buf, 4096, 1ull << 63, -1,
+			   RX_READ_DIRECT, on_read));
+	T_ASSERT(!r.misaligned);
+	RX_RUN_UNTIL(&loop, read_res != 1, 10000);
+	T_EQ_INT(read_res, -EINVAL);
+	T_ASSERT(r.misaligned);
 	T_EQ_INT(loop.active, 0);
 	T_OK(rx_loop_close(&loop));
 	close(dfd);
