@@ -157,7 +157,7 @@ int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 		return wc_errf(err, -ret, "cannot encode the identity: %s",
 			       strerror(-ret));
 	v->phases.parse_s = secs(rx_now_ns() - t0);
-	log_info("phase parse: %.3f s: %u shards, %u tensors for this rank (tp %u/%u, pp %u/%u), %" PRIu64 " bytes in %u pools",
+	log_info("phase parse: %.3f s: %u shards, %u tensors for this rank (tp rank %u of %u, pp rank %u of %u), %" PRIu64 " bytes in %u pools",
 		 v->phases.parse_s, v->model.nshards, v->plan.ntensors,
 		 d->o.tp_rank, d->o.tp_size, d->o.pp_rank, d->o.pp_size,
 		 v->plan.total_bytes, v->plan.npools);
@@ -775,10 +775,11 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 		 v->phases.read_s, gbps(L->read_bytes, t_read), L->read_bytes,
 		 L->total, staged ? "staged" : "direct into the pools",
 		 v->phases.direct_io ? ", O_DIRECT" : "");
-	log_info("phase copy: %.3f s, %.2f GB/s (%s)", v->phases.copy_s,
-		 gbps(L->total, L->copy_ns),
-		 staged ? "copy_to_pool, overlapped with the reads" :
-			  "none: the reads landed in the pools");
+	if (staged)
+		log_info("phase copy: %.3f s, %.2f GB/s (copy_to_pool submissions, overlapped with the reads)",
+			 v->phases.copy_s, gbps(L->total, L->copy_ns));
+	else
+		log_info("phase copy: none (direct path: the reads landed in the pools)");
 	if (v->hashed)
 		log_info("phase hash: %.3f s, %.2f GB/s (XXH3-128 per tensor%s)",
 			 v->phases.hash_s, gbps(L->total, L->hash_ns),
