@@ -177,6 +177,9 @@ def main():
     row("attach llama-1b p99, host, 1 process",
         series(att, "cycle (total)", "p99_us"),
         "read the model from the page cache (cat)", cat_us, "us")
+    row("attach llama-1b p50, host, 1 process, no identity sent",
+        series(load_json(d, "attach_noid.json"), "cycle (total)", "p50_us"),
+        "read the model from the page cache (cat)", cat_us, "us")
     row("attach llama-1b p50, host, 2 processes",
         series(att2, "cycle (total)", "p50_us"),
         "read the model from the page cache (cat)", cat_us, "us")
@@ -184,6 +187,9 @@ def main():
         "cat from the page cache", gbps("cat_warm.txt"), "GB/s")
     row("load, warm page cache (wcd, host backend)", metric(lw, "load_gbps"),
         "copy to /dev/shm", gbps("shm_warm.txt"), "GB/s")
+    for ph in ("read", "hash"):
+        row(f"load, warm: wcd's {ph} phase", metric(lw, ph + "_gbps"),
+            "copy to /dev/shm", gbps("shm_warm.txt"), "GB/s")
     if lc:
         row("load, cold (page cache dropped)", metric(lc, "load_gbps"),
             "cat after a drop", gbps("cat_cold.txt"), "GB/s")
@@ -228,7 +234,10 @@ def main():
         peer = r["peer_name"]
         if r["peer"] is not None:
             peer += ": " + fmt(r["peer"], r["unit"])
-        ratio = f"{r['ratio']:.2f}x" if r["ratio"] is not None else ""
+        ratio = ""
+        if r["ratio"] is not None and r["ratio"] > 0:
+            ratio = (f"{r['ratio']:.2f}x" if r["ratio"] >= 0.1
+                     else f"1/{1 / r['ratio']:,.0f}")
         met = {True: "yes", False: "**no**", None: ""}[r["met"]]
         ours = fmt(r["wcache"], r["unit"])
         print(f"| {r['figure']} | {ours} | {peer} | {ratio} | "

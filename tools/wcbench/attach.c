@@ -22,7 +22,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "err.h"
 #include "log.h"
+#include "ready.h"
 #include "wcache.h"
 #include "wcbench.h"
 
@@ -119,6 +121,28 @@ static void at_worker(const struct at_opts *o, unsigned idx, int start_fd,
 	_exit(0);
 }
 
+/* With --socket and no --device, the device comes from the daemon's ready
+ * file beside the socket (<prefix>.sock -> <prefix>.ready): the identity
+ * HELLO checks names the device. "host-NAME" is the file name of the spec
+ * "host:NAME"; other names are their own spec. */
+static const char *device_from_ready(const char *sock, char *buf, size_t size)
+{
+	static struct ready_info ri;
+	char path[4096], err[WC_ERR_LEN];
+	size_t n = strlen(sock);
+
+	if (n < 5 || n >= sizeof(path) || strcmp(sock + n - 5, ".sock"))
+		return NULL;
+	snprintf(path, sizeof(path), "%.*s.ready", (int)(n - 5), sock);
+	if (ready_read_file(&ri, path, err) < 0)
+		return NULL;
+	if (!strncmp(ri.device, "host-", 5))
+		snprintf(buf, size, "host:%.40s", ri.device + 5);
+	else
+		snprintf(buf, size, "%.63s", ri.device);
+	return buf;
+}
+
 static void usage(FILE *f)
 {
 	fprintf(f,
@@ -128,7 +152,8 @@ static void usage(FILE *f)
 "together: p50/p99 of the cycle and of each phase.\n\n"
 "  --socket PATH          the daemon's socket (else from --runtime-dir/--device)\n"
 "  --runtime-dir DIR      runtime directory (the socket is DIR/<device>.sock)\n"
-"  --device D             host, host:NAME, an index or GPU-<uuid> (default host)\n"
+"  --device D             host, host:NAME, an index or GPU-<uuid> (default: from\n"
+"                         the ready file beside --socket, else host)\n"
 "  --model DIR            send the identity of DIR in HELLO (what an engine\n"
 "                         does; costs reading its config and headers); without\n"
 "                         it HELLO accepts whatever the daemon serves\n"
@@ -153,8 +178,8 @@ int wb_attach(int argc, char **argv)
 		WB_LONGOPTS_OUT,
 		{ NULL, 0, NULL, 0 },
 	};
-	struct at_opts o = { .device = "host", .cycles = 1000, .procs = 1,
-			     .warmup = 2 };
+	struct at_opts o = { .cycles = 1000, .procs = 1, .warmup = 2 };
+	char devbuf[80];
 	struct wb_out out = { 0 };
 	struct wb_series *ser[AT_NPHASE];
 	struct wb_report r;
@@ -201,6 +226,10 @@ int wb_attach(int argc, char **argv)
 	}
 	if (o.procs > o.cycles)
 		o.procs = o.cycles;
+	if (!o.device && o.socket)
+		o.device = device_from_ready(o.socket, devbuf, sizeof(devbuf));
+	if (!o.device)
+		o.device = "host";
 
 	map_len = (size_t)o.cycles * sizeof(*rows);
 	rows = mmap(NULL, map_len, PROT_READ | PROT_WRITE,

@@ -2,8 +2,8 @@
 /*
  * wcbench load: starts a wcd on a model in a private runtime directory,
  * waits for its ready file, and reports the time from spawn to ready, the
- * daemon's own load time and GB/s, and each phase it reports (STATUS JSON
- * "phases", else its log's "phase NAME: ..." lines); then stops it with
+ * daemon's own load time and GB/s, and each phase it reports (its log's
+ * "phase NAME: X s, Y GB/s" lines, else STATUS "phases"); then stops it with
  * SIGTERM. --drop-caches empties the page cache first (a cold start; needs
  * root). --repeat runs it several times; every run is one sample.
  *
@@ -88,49 +88,52 @@ static void phase_add(struct ld_phase *ph, unsigned *nph, const char *name,
 	ph[i].n++;
 }
 
-/* Phases from STATUS: "phases": {"read": {"seconds": x, "gbps": y}, ...} or
- * [{"name": .., "seconds": .., "gbps": ..}]. Returns how many were found. */
-static unsigned phases_from_status(json_t *st, struct ld_phase *ph,
-				   unsigned *nph)
+/* Phases from STATUS when the log has none: "phases": {"read": seconds,
+ * ...} (numbers are phase seconds; read_bytes and other non-number keys are
+ * not phases), or {"read": {"seconds": x, "gbps": y}}. GB/s of a phase
+ * given in seconds only is bytes / seconds (read: read_bytes). Returns how
+ * many phases were found. */
+static unsigned phases_from_status(json_t *st, uint64_t bytes,
+				   struct ld_phase *ph, unsigned *nph)
 {
 	json_t *p = json_object_get(st, "phases"), *v;
+	json_t *rb = json_object_get(p, "read_bytes");
 	const char *k;
-	size_t i;
 	unsigned found = 0;
 
-	if (json_is_object(p)) {
-		json_object_foreach(p, k, v) {
+	json_object_foreach(p, k, v) {
+		double secs, b = (double)bytes;
+
+		if (json_is_object(v)) {
 			phase_add(ph, nph, k, json_number_value(
 				  json_object_get(v, "seconds")),
 				  json_number_value(json_object_get(v, "gbps")));
 			found++;
+			continue;
 		}
-	} else if (json_is_array(p)) {
-		json_array_foreach(p, i, v) {
-			const char *n = json_string_value(
-					json_object_get(v, "name"));
-
-			if (!n)
-				continue;
-			phase_add(ph, nph, n, json_number_value(
-				  json_object_get(v, "seconds")),
-				  json_number_value(json_object_get(v, "gbps")));
-			found++;
-		}
+		if (!json_is_real(v) || !strcmp(k, "read_bytes"))
+			continue;
+		secs = json_real_value(v);
+		if (!strcmp(k, "read") && json_is_integer(rb))
+			b = (double)json_integer_value(rb);
+		phase_add(ph, nph, k, secs, secs > 0 && strcmp(k, "parse") &&
+			  strcmp(k, "publish") ? b / secs / 1e9 : 0);
+		found++;
 	}
 	return found;
 }
 
-/* Phases from the log: lines holding "phase NAME: X s" and optionally
- * "Y GB/s". */
-static void phases_from_log(const char *path, struct ld_phase *ph,
-			    unsigned *nph)
+/* Phases from the log (what wcd reports for people): lines holding
+ * "phase NAME: X s" and optionally "Y GB/s". Returns how many. */
+static unsigned phases_from_log(const char *path, struct ld_phase *ph,
+				unsigned *nph)
 {
+	unsigned found = 0;
 	char line[LD_LINE_MAX], name[32];
 	FILE *f = fopen(path, "re");
 
 	if (!f)
-		return;
+		return 0;
 	while (fgets(line, sizeof(line), f)) {
 		const char *p = strstr(line, "phase ");
 		double secs = 0, gbps = 0;
@@ -145,8 +148,10 @@ static void phases_from_log(const char *path, struct ld_phase *ph,
 			gbps = strtod(g, NULL);
 		}
 		phase_add(ph, nph, name, secs, gbps);
+		found++;
 	}
 	fclose(f);
+	return found;
 }
 
 /* One run: spawn, wait for ready, read STATUS, stop. Fills the samples. */
@@ -162,7 +167,7 @@ static void ld_run(const struct ld_opts *o, const char *dir,
 	posix_spawn_file_actions_t fa;
 	char *argv[64 + 16];
 	struct wc_connect_opts co = { 0 };
-	struct wc_conn *c;
+	struct wc_conn *c = NULL;
 	struct wc_error e;
 	json_t *st;
 	uint64_t t0, t1;
@@ -223,18 +228,19 @@ static void ld_run(const struct ld_opts *o, const char *dir,
 	*gbps += ri.load_seconds > 0 ? (double)ri.bytes / ri.load_seconds / 1e9
 				     : 0;
 
-	co.socket = p.sock;
-	if (wc_connect(&co, &c, &e) == 0 && wc_status(c, &json, &e) == 0) {
-		st = json_loads(json, 0, NULL);
-		if (!st || !phases_from_status(st, ph, nph))
-			phases_from_log(logpath, ph, nph);
-		json_decref(st);
-		free(json);
+	if (!phases_from_log(logpath, ph, nph)) {
+		co.socket = p.sock;
+		if (wc_connect(&co, &c, &e) == 0 &&
+		    wc_status(c, &json, &e) == 0) {
+			st = json_loads(json, 0, NULL);
+			if (st)
+				phases_from_status(st, ri.bytes, ph, nph);
+			json_decref(st);
+			free(json);
+		} else {
+			log_warn("wcbench load: STATUS failed: %s", e.msg);
+		}
 		wc_close(c);
-	} else {
-		log_warn("wcbench load: STATUS failed: %s; phases from the log",
-			 e.msg);
-		phases_from_log(logpath, ph, nph);
 	}
 	kill(pid, SIGTERM);
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
