@@ -108,7 +108,8 @@ static void batch_init(struct batch *b, int n, uint64_t spread_ns)
 		die("pipe: %s", strerror(errno));
 	memset(slots, 0, sizeof(*slots) * (size_t)n);
 	for (i = 0; i < n; i++) {
-		uint64_t delay = HEAD_NS + (uint64_t)(drand48() * (double)spread_ns);
+		uint64_t delay = HEAD_NS +
+				 (uint64_t)(drand48() * (double)spread_ns);
 
 		snprintf(b->args[i][0], 24, "%d", slots_fd);
 		snprintf(b->args[i][1], 24, "%d", b->go[0]);
@@ -266,7 +267,8 @@ static void run_polling(int m)
 		tick += POLL_TICK_NS;
 		sleep_until(tick);
 		for (i = 0; i < m; i++) {
-			if (!pids[i] || waitpid(pids[i], &st, WNOHANG) != pids[i])
+			if (!pids[i] ||
+			    waitpid(pids[i], &st, WNOHANG) != pids[i])
 				continue;
 			lat_ns[i] = rx_now_ns() - slots[i].exit_ns;
 			pids[i] = 0;

@@ -223,8 +223,8 @@ int rx_spawn(struct rx_loop *loop, struct rx_child *c,
 	while (n < 0 && errno == EINTR);
 	if (n == (ssize_t)sizeof(err)) {
 		/* exec failed: reap the child, report its errno */
-		while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si, WEXITED) < 0 &&
-		       errno == EINTR)
+		while (waitid((idtype_t)P_PIDFD, (id_t)pidfd, &si,
+			      WEXITED) < 0 && errno == EINTR)
 			;
 		close(pidfd);
 		ret = -err;

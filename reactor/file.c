@@ -115,7 +115,7 @@ finish:
 	r->cb(r, res);
 }
 
-/* --- poll -------------------------------------------------------------------- */
+/* --- poll --------------------------------------------------------------- */
 
 int rx_poll_start(struct rx_loop *loop, struct rx_poll *p, int fd,
 		  unsigned events, rx_poll_cb cb)

@@ -199,8 +199,8 @@ void rx__op_arm(struct rx_op *op, struct io_uring_sqe *sqe)
 	/* rx__op_sqe left room for this one */
 	t = io_uring_get_sqe(&op->loop->ring);
 	sqe->flags |= IOSQE_IO_LINK;
-	op->deadline_ts.tv_sec = (long long)(op->deadline_at_ns / 1000000000ull);
-	op->deadline_ts.tv_nsec = (long long)(op->deadline_at_ns % 1000000000ull);
+	op->deadline_ts.tv_sec = (long long)(op->deadline_at_ns / 1000000000);
+	op->deadline_ts.tv_nsec = (long long)(op->deadline_at_ns % 1000000000);
 	io_uring_prep_link_timeout(t, &op->deadline_ts, IORING_TIMEOUT_ABS);
 	io_uring_sqe_set_data64(t, (uintptr_t)op | RX_TAG_DEADLINE);
 	op->pending++;

@@ -4,9 +4,9 @@
  *
  * Every operation is a struct the caller owns, zeroes before its first use
  * (= { 0 }: rx_op_deadline's field is read at start), and keeps alive until
- * its callback has been called for the last time (a one-shot operation calls back
- * exactly once; a repeating one calls back with a final flag). The io_uring
- * user_data of every submission points at the operation's embedded rx_op.
+ * its callback has been called for the last time (a one-shot operation calls
+ * back exactly once; a repeating one calls back with a final flag). The
+ * io_uring user_data of every submission points at the operation's rx_op.
  *
  * Functions return 0 or a negative errno and never touch errno. Callbacks get
  * the kernel's result as it comes (bytes, an fd, or -errno); -ECANCELED means
@@ -67,7 +67,7 @@ struct rx_op {
 	uint64_t deadline_ns; /* linked deadline, 0 for none (rx_op_deadline) */
 	void *data;         /* the caller's */
 	/* internal */
-	int32_t res_held;          /* main result, held until the deadline's CQE */
+	int32_t res_held;          /* main result, held for its deadline's */
 	uint32_t cflags_held;
 	uint64_t deadline_at_ns;   /* absolute CLOCK_MONOTONIC, set at start */
 	struct __kernel_timespec deadline_ts;
@@ -83,7 +83,7 @@ struct rx_loop {
 	bool has_waitid;    /* kernel has IORING_OP_WAITID (6.7+) */
 	bool has_fixed_bufs;
 	bool coop_taskrun;  /* IORING_SETUP_COOP_TASKRUN was accepted */
-	int iowq_bounded;   /* max io-wq workers requested, 0 = kernel default */
+	int iowq_bounded;   /* io-wq bounded workers asked, 0 = kernel's */
 	uint64_t completions; /* total CQEs handled, for tests and metrics */
 	/* internal */
 	unsigned cq_entries;
@@ -100,7 +100,8 @@ struct rx_loop {
 int rx_loop_init(struct rx_loop *loop, unsigned entries);
 /* Cancels every pending operation, runs their callbacks with -ECANCELED,
  * and tears the ring down. Returns -EBUSY (and leaves the ring open) if some
- * operation could not be drained; 0 when nothing is left open. */
+ * operation could not be drained within 5 s or when called from a callback;
+ * 0 when nothing is left open. */
 int rx_loop_close(struct rx_loop *loop);
 /* Runs until rx_loop_stop() or until no operation is active. */
 int rx_run(struct rx_loop *loop);
@@ -110,7 +111,8 @@ int rx_run(struct rx_loop *loop);
 int rx_run_once(struct rx_loop *loop, int timeout_ms);
 void rx_loop_stop(struct rx_loop *loop);
 /* A file descriptor that polls readable when completions are waiting, so an
- * engine can drive the loop from its own epoll/poll loop with rx_run_once(0). */
+ * engine can drive the loop from its own epoll/poll loop with
+ * rx_run_once(0). */
 int rx_loop_fd(const struct rx_loop *loop);
 /* Registers caller buffers as fixed buffers (index = position in iov). */
 int rx_loop_register_buffers(struct rx_loop *loop, const struct iovec *iov,
@@ -123,8 +125,10 @@ int rx_loop_set_iowq_workers(struct rx_loop *loop, unsigned bounded,
 /* Asks the kernel to cancel op; its callback still runs, with -ECANCELED or
  * with the result it had already reached. Returns 0 or -ENOENT if idle. */
 int rx_cancel(struct rx_op *op);
-/* Links a deadline to the next submission of op (read, recv, send, poll):
- * if it has not completed within ns, it completes with -ETIME. */
+/* Gives the next start of op (read, recv, send, poll) a deadline: if the
+ * whole operation (re-queued short reads and partial sends included) has not
+ * completed ns after its start, it completes with -ETIME. Each submission
+ * carries a linked IORING_OP_LINK_TIMEOUT to the same absolute time. */
 void rx_op_deadline(struct rx_op *op, uint64_t ns);
 bool rx_op_busy(const struct rx_op *op);
 
@@ -142,7 +146,7 @@ struct rx_accept {
 	int listen_fd;
 	rx_accept_cb cb;
 	bool stopping;
-	unsigned rearms;    /* times the kernel ended the multishot and we re-armed */
+	unsigned rearms;    /* times the kernel ended the multishot: re-armed */
 };
 int rx_accept_start(struct rx_loop *loop, struct rx_accept *a, int listen_fd,
 		    rx_accept_cb cb);
@@ -160,7 +164,7 @@ struct rx_recv {
 	int fd;
 	void *buf;
 	size_t len;
-	size_t min;         /* re-queue until at least min bytes, EOF or error */
+	size_t min;         /* re-queue until min bytes, EOF or an error */
 	size_t done;
 	unsigned max_fds;   /* <= RX_FDS_MAX */
 	unsigned nfds;
@@ -190,7 +194,7 @@ typedef void (*rx_send_cb)(struct rx_send *s, int res);
 struct rx_send {
 	struct rx_op op;
 	int fd;
-	const struct iovec *iov; /* the caller's, kept alive until the callback */
+	const struct iovec *iov; /* the caller's, alive until the callback */
 	unsigned iovcnt;
 	size_t total;
 	size_t done;
@@ -213,7 +217,8 @@ int rx_send_start(struct rx_loop *loop, struct rx_send *s, int fd,
 
 /* --- positioned file reads ------------------------------------------------ */
 
-#define RX_READ_ASYNC  0x1 /* IOSQE_ASYNC: go straight to io-wq (page-cache copies off-thread) */
+/* IOSQE_ASYNC: straight to io-wq (page-cache copies off the loop thread) */
+#define RX_READ_ASYNC  0x1
 #define RX_READ_DIRECT 0x2 /* the fd is O_DIRECT: check alignment first */
 
 struct rx_read;
@@ -266,7 +271,7 @@ typedef void (*rx_child_cb)(struct rx_child *c, int res);
 struct rx_child {
 	struct rx_op op;
 	pid_t pid;
-	int pidfd;          /* owned by the rx_child; closed by rx_child_close */
+	int pidfd;          /* owned; closed by rx_child_close */
 	int exit_code;
 	int term_signal;
 	bool exited;
@@ -276,7 +281,7 @@ struct rx_child {
 };
 
 struct rx_spawn_opts {
-	const char *path;   /* executable; argv[0] when NULL (PATH is searched) */
+	const char *path;   /* executable; NULL: argv[0], searched in PATH */
 	char *const *argv;
 	char *const *envp;  /* NULL: inherit */
 	int stdin_fd;       /* -1: /dev/null */
@@ -287,9 +292,10 @@ struct rx_spawn_opts {
 };
 /* Spawns a child (clone3 with CLONE_PIDFD, or fork + pidfd_open) and starts
  * watching it. The child's exit is reported through cb. The child starts with
- * no signals blocked and every signal's disposition at its default. Waits (briefly, like posix_spawn) until the child has
- * exec'd, so that a failed exec is returned here as -errno (the child is
- * reaped, nothing is left open) rather than as exit code 127. */
+ * no signals blocked and every signal's disposition at its default. Waits
+ * (briefly, like posix_spawn) until the child has exec'd, so that a failed
+ * exec is returned here as -errno (the child is reaped, nothing is left open)
+ * rather than as exit code 127. */
 int rx_spawn(struct rx_loop *loop, struct rx_child *c,
 	     const struct rx_spawn_opts *opts, rx_child_cb cb);
 /* Watches an existing pid (opens a pidfd; the pid need not be a child). */
@@ -303,10 +309,11 @@ int rx_child_kill(struct rx_child *c, int sig);
 /* Closes the pidfd; the watch must have finished (or was never started). */
 void rx_child_close(struct rx_child *c);
 
-/* --- timers ---------------------------------------------------------------- */
+/* --- timers ------------------------------------------------------------- */
 
 struct rx_timer;
-typedef void (*rx_timer_cb)(struct rx_timer *t, int res); /* 0 fired, -ECANCELED */
+/* res: 0 when it fired, -ECANCELED when stopped */
+typedef void (*rx_timer_cb)(struct rx_timer *t, int res);
 struct rx_timer {
 	struct rx_op op;
 	struct __kernel_timespec ts;
@@ -361,7 +368,7 @@ int rx_signal_start(struct rx_loop *loop, struct rx_signal *s,
 		    const sigset_t *mask, rx_signal_cb cb);
 int rx_signal_close(struct rx_signal *s);
 
-/* --- time -------------------------------------------------------------------- */
+/* --- time --------------------------------------------------------------- */
 
 uint64_t rx_now_ns(void); /* CLOCK_MONOTONIC */
 

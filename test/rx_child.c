@@ -97,7 +97,7 @@ int main(void)
 		if (mode == 1)
 			loop.has_waitid = false; /* the poll + waitid path */
 		else if (!loop.has_waitid)
-			printf("kernel lacks IORING_OP_WAITID: poll path only\n");
+			printf("no IORING_OP_WAITID: poll path only\n");
 		run_child(&loop, exit3, 0, 3, 0);
 		run_child(&loop, sleeper, SIGKILL, -1, 9);
 		run_stranger(&loop);

@@ -28,7 +28,7 @@ static int engine_main(void)
 	rx_timer_start(&loop, &tick, 10 * 1000000ull, on_tick);
 	while (loop.active) {
 		/* the engine's own fds would sit beside the reactor's */
-		struct pollfd pfd = { .fd = rx_loop_fd(&loop), .events = POLLIN };
+		struct pollfd pfd = { rx_loop_fd(&loop), POLLIN, 0 };
 
 		rx_run_once(&loop, 0);          /* submit what was queued */
 		if (poll(&pfd, 1, 1000) < 0)
