@@ -10,6 +10,7 @@
 int gpu_dev_open(struct gpu_dev *dev, const char *spec, char *err)
 {
 	const struct gpu_backend *be;
+	char name[PATHS_DEVICE_MAX + 1], perr[512];
 
 	memset(dev, 0, sizeof(*dev));
 	if (!spec || !*spec) {
@@ -20,6 +21,12 @@ int gpu_dev_open(struct gpu_dev *dev, const char *spec, char *err)
 	}
 	if (paths_is_host_spec(spec))
 		return gpu_host_backend.open(dev, spec, err);
+	/* Not an ordinal or a GPU UUID: say so before asking CUDA. */
+	if (paths_device_name(spec, name, sizeof(name), perr) == -EINVAL) {
+		if (err)
+			snprintf(err, GPU_ERR_LEN, "%.200s", perr);
+		return -EINVAL;
+	}
 	be = gpu_cuda_backend();
 	if (!be) {
 		if (err)

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# wcd's loader: the direct path (reads into the pools) and the staged path
+# (staging slots + copy_to_pool, small slots so that pieces and 2-D row
+# groups span many slots) give the same manifest; at tp 1 every hash equals
+# the file's (wcctl inspect --hashes); at tp 2 both ranks' dim-0 and dim-1
+# splits hash like the column/row slices cut from the file by numpy
+# (xxhsum -H2). Also --no-hash, and wcd's usage and start-up errors.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/wcd.bash"
+wcd_init load
+command -v xxhsum >/dev/null || skip "xxhsum is not installed"
+[ -x "$BIN/wcctl" ] || skip "wcctl is not built"
+
+# serve NAME ARGS...: starts wcd on host:NAME, saves its manifest as
+# $W/NAME.txt (name and hash columns), stops it.
+serve() {
+	local name=$1; shift
+	wcd_bg "$W/$name.log" --model "$W/model" --device "host:$name" --runtime-dir "$RT" "$@"
+	local p=$LAST
+	wait_file "$RT/host-$name.ready" "$p" || { cat "$W/$name.log"; fail "$name: not ready"; }
+	"$BIN/wcctl" manifest --runtime-dir "$RT" --device "host:$name" >"$W/$name.raw" ||
+		fail "$name: wcctl manifest"
+	grep -v '^#' "$W/$name.raw" | awk '{print $NF "  " $1}' | sort -k2 >"$W/$name.txt"
+	kill -TERM "$p"; wait_exit "$p"
+	expect_eq "$name exit" "$RC" 0
+}
+
+serve d1 --load-path direct
+serve s1 --load-path staged --slots 3 --slot-size 64K
+"$BIN/wcctl" inspect "$W/model" --hashes | sort -k2 >"$W/file.txt"
+expect_eq "tensors" "$(wc -l <"$W/d1.txt")" 39
+cmp -s "$W/d1.txt" "$W/file.txt" || { diff "$W/d1.txt" "$W/file.txt"; fail "direct hashes differ from the file's"; }
+cmp -s "$W/s1.txt" "$W/file.txt" || { diff "$W/s1.txt" "$W/file.txt"; fail "staged hashes differ from the file's"; }
+expect_has "staged log" "$(cat "$W/s1.log")" "staged"
+expect_has "direct log" "$(cat "$W/d1.log")" "direct into the pools"
+for ph in parse read copy hash publish; do
+	expect_has "phase $ph" "$(cat "$W/s1.log")" "phase $ph: "
+done
+
+# tp 2: both paths agree for both ranks; the splits equal numpy's slices.
+for r in 0 1; do
+	serve d2r$r --load-path direct --tp-size 2 --tp-rank $r
+	serve s2r$r --load-path staged --slots 4 --slot-size 64K --tp-size 2 --tp-rank $r
+	cmp -s "$W/d2r$r.txt" "$W/s2r$r.txt" || { diff "$W/d2r$r.txt" "$W/s2r$r.txt"; fail "rank $r: paths differ"; }
+done
+/usr/bin/python3 - "$W/model" "$W" <<'PY' || fail "slicing with numpy"
+import json, struct, sys, numpy as np
+model, out = sys.argv[1], sys.argv[2]
+idx = json.load(open(model + "/model.safetensors.index.json"))["weight_map"]
+def load(name):
+    f = open(model + "/" + idx[name], "rb")
+    n = struct.unpack("<Q", f.read(8))[0]
+    h = json.loads(f.read(n))[name]
+    b, e = h["data_offsets"]
+    f.seek(8 + n + b)
+    return np.frombuffer(f.read(e - b), dtype=np.uint16).reshape(h["shape"])
+for name, dim in [("model.layers.0.self_attn.q_proj.weight", 0),
+                  ("model.layers.1.self_attn.o_proj.weight", 1),
+                  ("model.layers.3.mlp.down_proj.weight", 1)]:
+    t = load(name)
+    for r in (0, 1):
+        k = t.shape[dim] // 2
+        s = t[k * r:k * (r + 1)] if dim == 0 else t[:, k * r:k * (r + 1)]
+        open("%s/slice-%s-%d" % (out, name, r), "wb").write(np.ascontiguousarray(s).tobytes())
+PY
+for r in 0 1; do
+	for name in model.layers.0.self_attn.q_proj.weight model.layers.1.self_attn.o_proj.weight \
+		model.layers.3.mlp.down_proj.weight; do
+		want=$(xxhsum -H2 "$W/slice-$name-$r" | awk '{print $1}')
+		want=${want#XXH128_}
+		got=$(awk -v n="$name" '$2 == n {print $1}' "$W/d2r$r.txt")
+		expect_eq "rank $r $name" "$got" "$want"
+	done
+done
+
+# --no-hash: served without hashes, said so in the log.
+serve nh --no-hash
+expect_has "no-hash log" "$(cat "$W/nh.log")" "phase hash: skipped (--no-hash)"
+
+# Usage errors exit 2; start-up errors exit 1 with a reason.
+out=$("$BIN/wcd" --help); expect_eq "--help exit" "$?" 0
+expect_has "--help" "$out" "--load-path direct|staged"
+out=$("$BIN/wcd" 2>&1); expect_eq "no --model exit" "$?" 2
+expect_has "no --model" "$out" "--model DIR is required"
+out=$("$BIN/wcd" --model "$W/model" --tp-size 2 --tp-rank 2 2>&1); expect_eq "tp rank exit" "$?" 2
+expect_has "tp rank" "$out" "--tp-rank must be below --tp-size"
+out=$("$BIN/wcd" --model "$W/model" --bogus 2>&1); expect_eq "unknown option exit" "$?" 2
+expect_has "unknown option" "$out" "'--bogus'"
+out=$("$BIN/wcd" --model "$W/model" --load-path fast 2>&1); expect_eq "load-path exit" "$?" 2
+out=$("$BIN/wcd" --model "$W/nonexistent" --device host:x --runtime-dir "$RT" 2>&1)
+expect_eq "missing model exit" "$?" 1
+expect_has "missing model" "$out" "$W/nonexistent"
+out=$("$BIN/wcd" --model "$W/model" --device tpu:0 --runtime-dir "$RT" 2>&1)
+expect_eq "bad device exit" "$?" 1
+expect_has "bad device" "$out" "unknown device 'tpu:0'"
+out=$("$BIN/wcd" --model "$W/model" --device host:x --ipc legacy --runtime-dir "$RT" 2>&1)
+expect_eq "legacy on host exit" "$?" 1
+expect_has "legacy on host" "$out" "--ipc legacy needs a CUDA device"
+echo ok
