@@ -5,7 +5,8 @@
  *   main.c    options, start-up order, signals, shutdown
  *   own.c     ownership of the device's files: flock, --force, stale files
  *   load.c    the loader: model -> plan -> pools, through the reactor
- *   server.c  the socket: connections, framing, requests, leases
+ *   server.c  the socket: connections, framing, leases (conn.h)
+ *   requests.c  what each request does
  *   status.c  STATUS JSON, the ready file, identity comparison
  */
 #ifndef WCD_H
