@@ -8,6 +8,7 @@
  *     cache, alone and while the copies run (do they contend?).
  *
  *   gpu_h2d [--gib N]    N GiB copied per configuration (default 8)
+ *   gpu_h2d --mem        only the device memory of a context and a pool
  *
  * Rates are 1e9 bytes per second. Exits 77 where no GPU is found.
  */
@@ -139,7 +140,7 @@ int main(int argc, char **argv)
 	static const uint64_t chunks[] = { 2ull << 20, 8ull << 20, 32ull << 20, 128ull << 20 };
 	static const unsigned nstreams[] = { 1, 2, 4 };
 	const struct gpu_backend *be = gpu_cuda_backend();
-	uint64_t total = 8ull << 30, best_chunk = 0;
+	uint64_t total = 8ull << 30, best_chunk = 0, f0 = 0, f1 = 0, t = 0;
 	double r, best = 0;
 	unsigned best_s = 0;
 	char err[GPU_ERR_LEN];
@@ -155,11 +156,21 @@ int main(int argc, char **argv)
 		printf("skip: %s\n", be ? err : "built without CUDA");
 		return 77;
 	}
+	be->mem_info(&dev, &f0, &t);
 	if (be->staging_alloc(&dev, STAGE_BYTES, (void **)&stage, err) ||
 	    be->pool_create(&dev, &pool, POOL_BYTES, err)) {
 		fprintf(stderr, "%s\n", err);
 		return 1;
 	}
+	be->mem_info(&dev, &f1, &t);
+	/* alone on the GPU: used memory is this process's */
+	printf("device memory used: %llu MiB after open, %llu MiB with a %llu MiB pool (context %llu MiB%s)\n",
+	       (unsigned long long)((t - f0) >> 20), (unsigned long long)((t - f1) >> 20),
+	       (unsigned long long)(POOL_BYTES >> 20),
+	       (unsigned long long)((t - f1 - POOL_BYTES) >> 20),
+	       getenv("WCACHE_CUDA_KEEP_LIMITS") ? ", default limits" : ", limits trimmed");
+	if (argc == 2 && !strcmp(argv[1], "--mem"))
+		return 0;
 	memset(stage, 0x5a, STAGE_BYTES);
 	hash_buf = malloc(STAGE_BYTES);
 	if (!hash_buf)

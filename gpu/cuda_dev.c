@@ -474,6 +474,27 @@ static int pool_create_legacy(struct gpu_dev *dev, struct gpu_pool *pool, char *
 	return 0;
 }
 
+/* The daemon launches no kernels, so the context's per-thread stack, printf
+ * FIFO and malloc heap reservations are device memory that holds nothing.
+ * Shrinks them once, on the first pool (only the daemon creates pools; an
+ * engine's context is never touched). WCACHE_CUDA_KEEP_LIMITS=1 keeps the
+ * defaults (to measure the difference). */
+static void limits_trim(struct gpu_dev *dev)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	const char *keep = getenv("WCACHE_CUDA_KEEP_LIMITS");
+
+	if (cd->limits_trimmed)
+		return;
+	cd->limits_trimmed = true;
+	if (keep && !strcmp(keep, "1"))
+		return;
+	cudaDeviceSetLimit(cudaLimitStackSize, 0);
+	cudaDeviceSetLimit(cudaLimitPrintfFifoSize, 0);
+	cudaDeviceSetLimit(cudaLimitMallocHeapSize, 0);
+	cudaGetLastError();           /* a refused limit is not an error */
+}
+
 /* One large allocation, size rounded up to the granularity; the mode comes
  * from dev->export_kind (gpu.h). */
 static int cuda_pool_create(struct gpu_dev *dev, struct gpu_pool *pool,
@@ -490,6 +511,7 @@ static int cuda_pool_create(struct gpu_dev *dev, struct gpu_pool *pool,
 	ret = gpu_cuda_enter(dev, err);
 	if (ret)
 		return ret;
+	limits_trim(dev);
 	cp = calloc(1, sizeof(*cp));
 	if (!cp)
 		return gpu_cuda_errf(err, ENOMEM, "out of host memory for a pool record");

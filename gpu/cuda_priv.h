@@ -62,6 +62,7 @@ struct cuda_dev {
 	struct cuda_drv drv;
 	bool vmm;                      /* device supports VMM + POSIX fds */
 	bool streams_ready;
+	bool limits_trimmed;           /* daemon: kernel reservations shrunk */
 	struct cuda_stream st[CUDA_STREAMS];
 };
 
