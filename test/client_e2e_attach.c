@@ -70,7 +70,7 @@ static void check_manifest_cmd(struct e2e *x, const struct wc_model *m)
 
 int main(void)
 {
-	struct e2e x;
+	static struct e2e x;   /* outlives main for the atexit cleanup */
 	int ready[2], go[2];
 	pid_t kids[NCLIENTS];
 	struct wc_conn *c;

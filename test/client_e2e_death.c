@@ -80,7 +80,7 @@ static void daemon_killed(struct e2e *x)
 
 int main(void)
 {
-	struct e2e x;
+	static struct e2e x;   /* outlives main for the atexit cleanup */
 	struct wc_conn *c;
 	struct wc_error e;
 

@@ -12,7 +12,7 @@
 
 int main(void)
 {
-	struct e2e x;
+	static struct e2e x;   /* outlives main for the atexit cleanup */
 	struct wc_conn *c;
 	struct wc_model *m, *m2;
 	const struct wc_tensor *t;
