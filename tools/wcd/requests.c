@@ -17,6 +17,18 @@
 #include "wcd.h"
 #include "conn.h"
 
+/* MANIFEST and ATTACH need a successful HELLO; checked after the payload
+ * (a malformed frame is malformed in any state). */
+static bool need_hello(struct wcd_client *c)
+{
+	if (c->hello_ok)
+		return true;
+	reply_error(c, c->h.id, WIRE_E_STATE, false,
+		    "%s before a successful HELLO: send HELLO (with a matching identity) first",
+		    wire_type_name(c->h.type));
+	return false;
+}
+
 static void do_hello(struct wcd_client *c, const uint8_t *p, uint32_t n)
 {
 	struct wcd *d = c->d;
@@ -96,6 +108,8 @@ static void do_manifest(struct wcd_client *c, const uint8_t *p, uint32_t n)
 		reply_error(c, c->h.id, wire_errcode(ret), true, "%s", err);
 		return;
 	}
+	if (!need_hello(c))
+		return;
 	if (q.first > v->plan.ntensors) {
 		reply_error(c, c->h.id, WIRE_E_STATE, false,
 			    "MANIFEST from tensor %u, but the model has %u",
@@ -183,6 +197,8 @@ static void do_attach(struct wcd_client *c, const uint8_t *p, uint32_t n)
 		reply_error(c, c->h.id, wire_errcode(ret), true, "%s", err);
 		return;
 	}
+	if (!need_hello(c))
+		return;
 	vi = version_index(d, q.version);
 	if (vi < 0) {
 		reply_error(c, c->h.id, WIRE_E_STATE, false,
@@ -349,17 +365,10 @@ void client_dispatch(struct wcd_client *c, const uint8_t *p, uint32_t n)
 		do_hello(c, p, n);
 		return;
 	case WIRE_MANIFEST:
+		do_manifest(c, p, n);
+		return;
 	case WIRE_ATTACH:
-		if (!c->hello_ok) {
-			reply_error(c, c->h.id, WIRE_E_STATE, false,
-				    "%s before a successful HELLO: send HELLO (with a matching identity) first",
-				    wire_type_name(c->h.type));
-			return;
-		}
-		if (c->h.type == WIRE_MANIFEST)
-			do_manifest(c, p, n);
-		else
-			do_attach(c, p, n);
+		do_attach(c, p, n);
 		return;
 	case WIRE_DETACH:
 		do_detach(c, p, n);
