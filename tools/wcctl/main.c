@@ -9,6 +9,7 @@
 static const struct wcctl_cmd cmds[] = {
 	/* Commands are added here as their files land. */
 	{ "inspect", "validate a checkpoint file or model directory and summarise it", wcctl_inspect },
+	{ "manifest", "list every tensor a running daemon serves, with its XXH3-128", wcctl_manifest },
 	{ NULL, NULL, NULL },
 };
 
