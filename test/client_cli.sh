@@ -36,11 +36,10 @@ out=$("$BIN/wcattach" --device 'host:no/slash' --runtime-dir "$d" 2>&1); rc=$?
 expect_eq "wcattach bad device name: exit" "$rc" 1
 expect_has "wcattach bad device name" "$out" "no/slash"
 
-if "$BIN/wcctl" --help | grep -q manifest; then
-	out=$("$BIN/wcctl" manifest 2>&1); rc=$?
-	expect_eq "wcctl manifest without a device: exit" "$rc" 2
-	out=$("$BIN/wcctl" manifest --device host:nobody --runtime-dir "$d" 2>&1); rc=$?
-	expect_eq "wcctl manifest with no daemon: exit" "$rc" 1
-	expect_has "wcctl manifest with no daemon" "$out" "no wcache daemon"
-fi
+out=$("$BIN/wcctl" manifest 2>&1); rc=$?
+expect_eq "wcctl manifest without a device: exit" "$rc" 2
+expect_has "wcctl manifest without a device" "$out" "give --device D"
+out=$("$BIN/wcctl" manifest --device host:nobody --runtime-dir "$d" 2>&1); rc=$?
+expect_eq "wcctl manifest with no daemon: exit" "$rc" 1
+expect_has "wcctl manifest with no daemon" "$out" "no wcache daemon"
 echo ok
