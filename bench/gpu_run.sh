@@ -62,7 +62,7 @@ e2e() {
 wcd_up() {
 	local m=$1 rd=$2; shift 2
 	rm -rf "$rd"; mkdir -p "$rd"
-	setsid $BUILD/bin/wcd --model "$m" --device 0 --runtime-dir "$rd" "$@" \
+	setsid ${BUILD_WCD:-$BUILD/bin/wcd} --model "$m" --device 0 --runtime-dir "$rd" "$@" \
 		>"$rd/wcd.log" 2>&1 </dev/null &
 	WCD_PID=$!
 	for _ in $(seq 600); do
@@ -73,9 +73,52 @@ wcd_up() {
 	echo "wcd did not get ready:"; tail -20 "$rd/wcd.log"; return 1
 }
 
-bench() {
-	local m=/root/m8b rd=/tmp/wcrun t0
+# Loader tuning: the daemon's loader against a candidate ($WCD_ALT, a wcd
+# built from a modified tools/wcd/load.c), warm and cold, over slot counts
+# and hash threads; then attach and memory on the candidate.
+tune() {
+	local m=/root/m8b rd=/tmp/wcrun alt=${WCD_ALT:-$BUILD/bin/wcd} uuid
 	export PATH=$PWD/$BUILD/bin:$PATH
+	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	{
+		$BUILD/bench/gpu_h2d --mem
+		WCACHE_CUDA_KEEP_LIMITS=1 $BUILD/bench/gpu_h2d --mem
+		[ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null
+		echo "== warm"
+		cat $m/*.safetensors >/dev/null
+		$BUILD/bench/gpu_h2d --gib 8 | grep ceiling
+		for q in 4 8 16 32; do $BUILD/bench/gpu_dread --buffered --qd $q --chunk 16 $m/*.safetensors; done
+		echo "-- daemon's loader"; wcbench load --model $m --device $uuid -r 1
+		for cfg in "8 8" "32 8" "64 8" "32 4" "32 12" "64 12"; do
+			set -- $cfg
+			echo "-- candidate: --slots $1, $2 hash threads"
+			WCD_HASH_THREADS=$2 wcbench load --model $m --device $uuid --wcd $alt -r 2 -- --slots $1
+		done
+		echo "-- candidate, --no-hash"
+		wcbench load --model $m --device $uuid --wcd $alt -r 1 -- --slots 32 --no-hash
+		python3 bench/gpu_peers.py st-load $m
+		echo "== cold"
+		sync; echo 3 >/proc/sys/vm/drop_caches
+		$BUILD/bench/gpu_dread $m/*.safetensors
+		WCD_HASH_THREADS=8 wcbench load --model $m --device $uuid --wcd $alt --drop-caches -r 1 -- --slots 32
+		echo "== attach and memory (candidate, warm)"
+		cat $m/*.safetensors >/dev/null
+		WCD_HASH_THREADS=8 BUILD_WCD=$alt wcd_up $m $rd --slots 32 && {
+			grep -E '^(bytes|tensors|load_seconds)=' $rd/*.ready
+			grep -E 'VmRSS|VmHWM' /proc/$WCD_PID/status
+			nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+			wcbench attach --runtime-dir $rd --device $uuid -n 100
+			python3 bench/gpu_peers.py ipc-attach $m -n 100
+			grep -E 'phase|ready' $rd/wcd.log
+			kill $WCD_PID
+		}
+	} 2>&1 | tee "$OUT/tune.log"
+}
+
+bench() {
+	local m=/root/m8b rd=/tmp/wcrun t0 uuid
+	export PATH=$PWD/$BUILD/bin:$PATH
+	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
 	nproc; free -g | head -2
 	t0=$(date +%s.%N)
 	[ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null || return 1
@@ -84,15 +127,15 @@ bench() {
 		echo "== warm (page cache)"
 		cat $m/*.safetensors >/dev/null
 		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling|chunk  *(8|32) MiB, 2'
-		wcbench load --model $m --device 0 -r 3
-		wcbench load --model $m --device 0 -r 2 -- --no-hash
+		wcbench load --model $m --device $uuid -r 3
+		wcbench load --model $m --device $uuid -r 2 -- --no-hash
 		python3 bench/gpu_peers.py st-load $m
 		echo "== cold (drop_caches before each)"
 		sync; echo 3 >/proc/sys/vm/drop_caches
 		$BUILD/bench/gpu_dread $m/*.safetensors
 		sync; echo 3 >/proc/sys/vm/drop_caches
 		$BUILD/bench/gpu_dread --qd 64 --chunk 16 $m/*.safetensors
-		wcbench load --model $m --device 0 --drop-caches -r 2
+		wcbench load --model $m --device $uuid --drop-caches -r 2
 		echo "== attach and memory"
 		cat $m/*.safetensors >/dev/null
 		wcd_up $m $rd && {
