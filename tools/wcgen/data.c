@@ -24,31 +24,34 @@ static inline uint64_t mix(uint64_t z)
 	return z ^ (z >> 31);
 }
 
+static inline void put_le64(unsigned char *p, uint64_t v)
+{
+#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	memcpy(p, &v, 8);
+#else
+	for (int i = 0; i < 8; i++)
+		p[i] = (unsigned char)(v >> (8 * i));
+#endif
+}
+
 void gen_fill(uint64_t seed, uint32_t index, uint64_t off, void *buf,
 	      uint64_t n)
 {
 	uint64_t base = mix(seed ^ ((uint64_t)(index + 1) * 0x9e3779b97f4a7c15ull));
-	unsigned char *out = buf;
+	unsigned char *out = buf, b[8];
 	uint64_t w = off / 8, skip = off % 8, done = 0;
 
-	while (done < n) {
-		uint64_t v = mix(base + w * 0x9e3779b97f4a7c15ull);
-		unsigned char b[8];
-
-		if (skip == 0 && n - done >= 8) {
-			/* the common case: whole little-endian words */
-			for (int i = 0; i < 8; i++)
-				out[done + i] = (unsigned char)(v >> (8 * i));
-			done += 8;
-			w++;
-			continue;
-		}
-		for (int i = 0; i < 8; i++)
-			b[i] = (unsigned char)(v >> (8 * i));
+	if (skip) {
+		/* a partial first word */
+		put_le64(b, mix(base + w++ * 0x9e3779b97f4a7c15ull));
 		for (uint64_t i = skip; i < 8 && done < n; i++)
 			out[done++] = b[i];
-		skip = 0;
-		w++;
+	}
+	for (; n - done >= 8; done += 8, w++)
+		put_le64(out + done, mix(base + w * 0x9e3779b97f4a7c15ull));
+	if (done < n) {
+		put_le64(b, mix(base + w * 0x9e3779b97f4a7c15ull));
+		memcpy(out + done, b, n - done);
 	}
 }
 
@@ -70,42 +73,78 @@ static void pwrite_all(int fd, const void *buf, size_t n, uint64_t off,
 	}
 }
 
+/* Fills buf with the file's bytes [pos, pos + n): prefix, header, then the
+ * tensors, which tile the data section in order. *cur is the first tensor
+ * that may overlap (the file is produced front to back). */
+static void fill_file(unsigned char *buf, uint64_t pos, uint64_t n,
+		      const struct gen_shard *s, const struct gen_tensor *t,
+		      uint64_t seed, uint32_t *cur)
+{
+	uint64_t data_off = 8 + s->header_len, end = pos + n;
+
+	for (uint64_t p = pos; p < end && p < data_off; p++)
+		buf[p - pos] = p < 8 ? (unsigned char)(s->header_len >> (8 * p)) :
+				       (unsigned char)s->header[p - 8];
+	for (; *cur < s->first + s->count; (*cur)++) {
+		const struct gen_tensor *x = &t[*cur];
+		uint64_t b = data_off + x->begin, e = b + x->nbytes;
+		uint64_t lo = b > pos ? b : pos, hi = e < end ? e : end;
+
+		if (lo < hi)
+			gen_fill(seed, x->index, lo - b, buf + (lo - pos), hi - lo);
+		if (e > end)
+			break; /* continues in the next chunk */
+	}
+}
+
+/* Writes the file front to back in CHUNK pieces. Whole chunks go through
+ * O_DIRECT (no page-cache copy: generation is then the only CPU cost) where
+ * the file system allows it; the tail goes through the page cache. */
 uint64_t gen_write_shard(const char *dir, const struct gen_shard *s,
 			 const struct gen_tensor *t, uint64_t seed,
 			 bool headers_only)
 {
-	char path[4096];
-	unsigned char prefix[8];
-	uint64_t data_off = 8 + s->header_len, total;
+	uint64_t total = 8 + s->header_len + s->data_bytes;
 	unsigned char *buf;
-	int fd;
+	char path[4096];
+	uint32_t cur = s->first;
+	int fd, fdd;
 
 	snprintf(path, sizeof(path), "%s/%s", dir, s->file);
 	fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
 	if (fd < 0)
 		die("%s: cannot create: %s", path, strerror(errno));
-	for (int i = 0; i < 8; i++)
-		prefix[i] = (unsigned char)(s->header_len >> (8 * i));
-	pwrite_all(fd, prefix, 8, 0, path);
-	pwrite_all(fd, s->header, s->header_len, 8, path);
-	total = data_off + s->data_bytes;
-	if (headers_only) {
-		if (ftruncate(fd, (off_t)total))
-			die("%s: ftruncate to %" PRIu64 ": %s", path, total, strerror(errno));
-		close(fd);
-		return data_off;
-	}
-	buf = malloc(CHUNK);
+	buf = aligned_alloc(4096, CHUNK);
 	if (!buf)
 		die("out of memory for an %u-byte buffer", CHUNK);
-	for (uint32_t i = s->first; i < s->first + s->count; i++) {
-		for (uint64_t off = 0; off < t[i].nbytes; off += CHUNK) {
-			uint64_t n = t[i].nbytes - off < CHUNK ? t[i].nbytes - off : CHUNK;
+	if (headers_only) {
+		uint64_t n = 8 + s->header_len;
 
-			gen_fill(seed, t[i].index, off, buf, n);
-			pwrite_all(fd, buf, n, data_off + t[i].begin + off, path);
-		}
+		fill_file(buf, 0, n, s, t, seed, &(uint32_t){ s->first + s->count });
+		pwrite_all(fd, buf, n, 0, path);
+		if (ftruncate(fd, (off_t)total))
+			die("%s: ftruncate to %" PRIu64 ": %s", path, total, strerror(errno));
+		free(buf);
+		close(fd);
+		return n;
 	}
+	fdd = open(path, O_WRONLY | O_DIRECT | O_CLOEXEC);
+	for (uint64_t pos = 0; pos < total; pos += CHUNK) {
+		uint64_t n = total - pos < CHUNK ? total - pos : CHUNK;
+
+		fill_file(buf, pos, n, s, t, seed, &cur);
+		if (fdd >= 0 && n == CHUNK) {
+			ssize_t r = pwrite(fdd, buf, n, (off_t)pos);
+
+			if (r == (ssize_t)n)
+				continue;
+			close(fdd); /* e.g. EINVAL: no O_DIRECT here */
+			fdd = -1;
+		}
+		pwrite_all(fd, buf, n, pos, path);
+	}
+	if (fdd >= 0)
+		close(fdd);
 	free(buf);
 	if (close(fd))
 		die("%s: close: %s", path, strerror(errno));
