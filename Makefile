@@ -116,9 +116,11 @@ $(LIB_GPU):     $(call obj,$(GPU_SRC))     ; $(archive)
 $(LIB_CLIENT):  $(call obj,$(CLIENT_SRC))  ; $(archive)
 
 # The shared client library carries everything it needs but libc.
-$(SO_CLIENT): $(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR)
+$(SO_CLIENT): $(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR) \
+		tools/libwcache/libwcache.map
 	$(call say,LD,$@)
 	$(Q)$(CC) -shared -o $@ -Wl,-soname,libwcache.so.0 $(LDFLAGS) \
+		-Wl,--version-script=tools/libwcache/libwcache.map \
 		$(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR) \
 		$(SO_LIBS) $(CUDA_LIBS) $(SYS_LIBS)
 
