@@ -48,6 +48,13 @@ out=$("$BIN/wcctl" inspect "$d/m/model-00003-of-00003.safetensors") || fail "fil
 expect_has "file" "$out" "(file)"
 expect_has "file" "$out" "tensors:       1"
 
+# Llama-3-8B shapes (headers only, sparse data): 291 tensors, ~16 GB.
+"$BIN/wcgen" llama-8b --out "$d/l8" --headers-only >/dev/null || fail "wcgen llama-8b"
+out=$("$BIN/wcctl" inspect "$d/l8") || fail "llama-8b inspect exit $?: $out"
+expect_has "llama-8b" "$out" "tensors:       291"
+expect_has "llama-8b" "$out" "bytes:         16060522496"
+expect_has "llama-8b" "$out" "shards:        4"
+
 # The quantization verdict.
 "$BIN/wcgen" tiny --out "$d/q" --quant awq --headers-only >/dev/null || fail "wcgen awq"
 out=$("$BIN/wcctl" inspect "$d/q") || fail "awq inspect exit $?"
