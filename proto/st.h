@@ -8,6 +8,9 @@
  * Everything is checked: header length bounds, UTF-8, duplicate keys, types,
  * dtypes, shape * dtype size == end - begin without overflow, offsets that
  * tile the data section exactly (no overlap, hole or trailing bytes), names.
+ * Stricter than the reference library: an entry with a key other than
+ * dtype, shape and data_offsets is rejected (it ignores them), and padding
+ * after the JSON must be whitespace (the reference writer pads with spaces).
  * Every rejection is one sentence naming the file, the tensor, what was wrong
  * and the values. No I/O except st_read_fd (small blocking preads).
  */
