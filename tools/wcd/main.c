@@ -23,6 +23,7 @@
 #include "err.h"
 #include "log.h"
 #include "wcd.h"
+#include "lifecycle.h"
 
 static const char usage_text[] =
 "usage: wcd --model DIR [options]\n"
@@ -232,13 +233,20 @@ static void signal_cb(struct rx_signal *s, int signo)
 		server_stop(d);
 }
 
-/* Runs the loop until the closing sequence is done. */
+/* Runs the loop until the closing sequence is done; a lifecycle job (wake,
+ * update) stops the loop and runs here, outside every callback, because it
+ * drives the loop itself (lifecycle.h). */
 static int serve(struct wcd *d)
 {
-	int ret = rx_run(&d->loop);
+	int ret;
 
-	if (ret < 0 && ret != -EINTR)
-		log_error("event loop: %s", strerror(-ret));
+	do {
+		ret = rx_run(&d->loop);
+		if (ret < 0 && ret != -EINTR) {
+			log_error("event loop: %s", strerror(-ret));
+			break;
+		}
+	} while (life_run_job(d));
 	return 0;
 }
 
@@ -353,6 +361,7 @@ int main(int argc, char **argv)
 		own_remove_published(&d);
 	if (d.loop.ring.ring_fd > 0)
 		rx_loop_close(&d.loop);
+	life_free(&d);
 	for (int i = 0; i < WCD_VERSIONS; i++)
 		if (d.ver[i].used)
 			load_version_free(&d, &d.ver[i]);

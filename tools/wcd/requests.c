@@ -16,6 +16,7 @@
 #include "log.h"
 #include "wcd.h"
 #include "conn.h"
+#include "lifecycle.h"
 
 /* MANIFEST and ATTACH need a successful HELLO; checked after the payload
  * (a malformed frame is malformed in any state). */
@@ -360,9 +361,19 @@ void client_dispatch(struct wcd_client *c, const uint8_t *p, uint32_t n)
 			    wire_type_name(c->h.type));
 		return;
 	}
+	if (life_refusal(d, c->h.type)) {
+		reply_error(c, c->h.id, WIRE_E_SLEEPING, false, "%s",
+			    life_refusal(d, c->h.type));
+		return;
+	}
 	switch (c->h.type) {
 	case WIRE_HELLO:
 		do_hello(c, p, n);
+		return;
+	case WIRE_SLEEP:
+	case WIRE_WAKE:
+	case WIRE_UPDATE:
+		life_request(d, c, c->h.id, c->h.type, p, n);
 		return;
 	case WIRE_MANIFEST:
 		do_manifest(c, p, n);

@@ -27,6 +27,7 @@
 #include "log.h"
 #include "wcd.h"
 #include "conn.h"
+#include "lifecycle.h"
 
 #define container_of(p, type, member) \
 	((type *)(void *)((char *)(p) - offsetof(type, member)))
@@ -39,11 +40,13 @@ static void server_maybe_done(struct wcd *d);
 
 void lease_drop(struct wcd_client *c, unsigned i)
 {
-	struct wcd_version *v = &c->d->ver[c->leases[i].ver];
+	int vi = c->leases[i].ver;
+	struct wcd_version *v = &c->d->ver[vi];
 
 	if (v->leases)
 		v->leases--;
 	c->leases[i] = c->leases[--c->nleases];
+	life_lease_dropped(c->d, vi);
 }
 
 static void leases_end(struct wcd_client *c, const char *why)
@@ -86,6 +89,7 @@ static void client_free_if_idle(struct wcd_client *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	d->nclients--;
+	life_client_gone(d, c);
 	free(c->payload);
 	free(c);
 	server_maybe_done(d);

@@ -14,6 +14,7 @@
 #include "err.h"
 #include "ready.h"
 #include "wcd.h"
+#include "lifecycle.h"
 
 #define STATUS_CLIENTS_MAX WCD_CLIENTS_MAX
 
@@ -103,11 +104,12 @@ char *status_json(struct wcd *d)
 		if (!x->used)
 			continue;
 		json_array_append_new(vs, json_pack(
-			"{s:I, s:I, s:I, s:i, s:b}", "version",
+			"{s:I, s:I, s:I, s:i, s:b, s:o}", "version",
 			(json_int_t)x->number, "bytes",
 			(json_int_t)x->plan.total_bytes, "tensors",
 			(json_int_t)x->plan.ntensors, "leases", (int)x->leases,
-			"current", i == d->cur));
+			"current", i == d->cur,
+			"pids", life_version_pids(d, i)));
 	}
 	o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:o,"
 		      " s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:s,"
@@ -144,6 +146,7 @@ char *status_json(struct wcd *d)
 				       "o_direct", v->phases.direct_io);
 
 		json_object_set_new(o, "phases", ph);
+		life_status(d, o);
 		s = json_dumps(o, JSON_COMPACT);
 	}
 	json_decref(o);

@@ -90,6 +90,7 @@ struct wcd_version {
 };
 
 struct wcd_client;
+struct wcd_life;
 
 struct wcd {
 	struct wcd_opts o;
@@ -114,6 +115,8 @@ struct wcd {
 	uint64_t mismatches;
 	bool stopping;
 	int exit_code;
+
+	struct wcd_life *life;        /* lifecycle.c: sleep, wake, update */
 };
 
 static inline struct wcd_version *wcd_current(struct wcd *d)

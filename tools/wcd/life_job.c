@@ -1,0 +1,561 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wcd's lifecycle jobs (issue 7), run by serve() between turns of the loop
+ * (lifecycle.h says why). Both drive the reactor while they wait, so other
+ * clients keep being served.
+ *
+ * WAKE level 1: new pools, one backend copy_to_pool per pool from the host
+ * copy (pinned staging memory on CUDA, so it runs at the host-to-device
+ * rate) on COPY_STREAMS streams, completions handed back through an
+ * rx_wake; seal; then every tensor's hash is computed again from the pools
+ * (host: the sealed mapping; CUDA: copied back through a bounce buffer) and
+ * compared with the manifest. A mismatch releases the new pools and leaves
+ * the daemon asleep with its host copy.
+ *
+ * WAKE level 2: the normal load pipeline (load_prepare + load_run) into a
+ * scratch version, whose layout and hashes must equal the manifest's; its
+ * pools then replace the sleeping version's. Files that changed on disk
+ * leave the daemon asleep and say so.
+ *
+ * UPDATE: load_prepare of the new directory into the free version slot;
+ * the identity may differ only in the checkpoint digest and the directory
+ * (else a MISMATCH naming every other field); free device memory is checked
+ * before any pool exists; load_run; then version N+1 becomes current in one
+ * step (new HELLO/ATTACH get it; the ready file is rewritten atomically),
+ * lease holders get a NOTICE, and version N is freed at once if it has no
+ * lease, else when its last lease ends (life_lease_dropped). Any failure
+ * frees N+1's partial pools and leaves N serving, untouched.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "err.h"
+#include "log.h"
+#include "wcd.h"
+#include "conn.h"
+#include "lifecycle.h"
+#include "wire_life.h"
+
+#define container_of(p, type, member) \
+	((type *)(void *)((char *)(p) - offsetof(type, member)))
+#define COPY_STREAMS 4
+
+static double secs(uint64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
+/* --- wake level 1: restore from the host copy --------------------------- */
+
+struct restore;
+
+/* What a copy's done callback gets: the restore and the pool index. */
+struct restore_arg {
+	struct restore *R;
+	unsigned i;
+};
+
+struct restore {
+	struct rx_wake wake;
+	bool wake_open;
+	struct rx_wake_node node[GPU_POOLS_MAX];
+	struct restore_arg arg[GPU_POOLS_MAX];
+	int res[GPU_POOLS_MAX];
+	unsigned pending;
+	int err;
+};
+
+/* On a backend thread (CUDA host function): only hand the pool back. */
+static void restore_copy_done(void *arg, int res)
+{
+	struct restore_arg *a = arg;
+
+	a->R->res[a->i] = res;
+	rx_wake_post(&a->R->wake, &a->R->node[a->i]);
+}
+
+static void restore_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
+{
+	struct restore *R = container_of(w, struct restore, wake);
+	unsigned i;
+
+	if (!node) {
+		R->wake_open = false;
+		return;
+	}
+	i = (unsigned)(node - R->node);
+	if (R->res[i] < 0 && !R->err)
+		R->err = R->res[i];
+	R->pending--;
+}
+
+/* Creates v's pools and copies the host copy into them; *copy_ns gets the
+ * copy time (first copy issued to the last one done, sealing included). */
+static int restore_pools(struct wcd *d, struct wcd_version *v,
+			 uint64_t *copy_ns, char *err)
+{
+	const struct gpu_backend *be = d->dev.be;
+	struct wcd_life *L = d->life;
+	struct restore *R;
+	uint64_t t0;
+	uint64_t need = life_plan_need(d, v), have;
+	int ret;
+
+	if (life_mem_free(d, &have) == 0 && need > have)
+		return wc_errf(err, ENOMEM,
+			       "the pools need %" PRIu64 " bytes on device %s but only %" PRIu64 " are free (another process took memory while the daemon slept?)",
+			       need, d->dev.name, have);
+	for (uint32_t i = 0; i < v->plan.npools; i++) {
+		ret = be->pool_create(&d->dev, &v->pools[i],
+				      v->plan.pool_size[i], err);
+		if (ret)
+			return ret;
+		v->npools = i + 1;
+	}
+	if (L->nhost != v->npools)
+		return wc_errf(err, EIO,
+			       "the host copy holds %u pools but the model has %u",
+			       L->nhost, v->npools);
+	R = calloc(1, sizeof(*R));
+	if (!R)
+		return wc_errf(err, ENOMEM, "out of memory");
+	ret = rx_wake_init(&d->loop, &R->wake, restore_wake_cb);
+	if (ret) {
+		free(R);
+		return wc_errf(err, -ret, "rx_wake_init: %s", strerror(-ret));
+	}
+	R->wake_open = true;
+	t0 = rx_now_ns();
+	for (uint32_t i = 0; i < v->npools && !R->err; i++) {
+		struct gpu_copy c = {
+			.dst_off = 0, .src = L->host[i],
+			.width = L->host_len[i], .height = 1,
+			.src_pitch = L->host_len[i], .dst_pitch = L->host_len[i],
+		};
+
+		R->arg[i] = (struct restore_arg){ R, i };
+		R->pending++;
+		ret = be->copy_to_pool(&d->dev, &v->pools[i], &c,
+				       i % COPY_STREAMS, restore_copy_done,
+				       &R->arg[i]);
+		if (ret) {
+			R->pending--;
+			R->err = ret;
+		}
+	}
+	while (R->pending) {
+		ret = rx_run_once(&d->loop, -1);
+		if (ret < 0 && ret != -EINTR)
+			break;
+	}
+	for (uint32_t i = 0; !R->err && i < v->npools; i++) {
+		ret = be->pool_seal(&d->dev, &v->pools[i], err);
+		if (ret)
+			R->err = ret;
+	}
+	*copy_ns = rx_now_ns() - t0;
+	ret = R->err;
+	rx_wake_close(&R->wake);
+	while (R->wake_open && rx_run_once(&d->loop, -1) >= 0)
+		;
+	free(R);
+	if (ret && !err[0])
+		wc_errf(err, -ret, "copy to the device failed: %s",
+			strerror(-ret));
+	return ret;
+}
+
+/* Hashes every tensor from v's pools and compares with v->hash; returns
+ * the number that differ (first one named in err), or -errno. */
+static int verify_pools(struct wcd *d, struct wcd_version *v, char *err)
+{
+	const struct gpu_backend *be = d->dev.be;
+	uint8_t *bounce = NULL;
+	int bad = 0, ret = 0;
+
+	err[0] = '\0';
+	for (uint32_t i = 0; i < v->plan.ntensors; i++) {
+		const struct plan_tensor *t = &v->plan.t[i];
+		struct gpu_pool *pl = &v->pools[t->pool];
+		uint8_t h[WC_HASH_LEN];
+
+		if (pl->host_ptr) {
+			wc_hash128((const uint8_t *)pl->host_ptr + t->pool_off,
+				   t->size, h);
+		} else {
+			struct wc_hasher hs;
+
+			if (!bounce) {
+				ret = be->staging_alloc(&d->dev,
+							LIFE_VERIFY_CHUNK,
+							(void **)&bounce, err);
+				if (ret)
+					return ret;
+			}
+			wc_hasher_init(&hs);
+			for (uint64_t o = 0; o < t->size; o += LIFE_VERIFY_CHUNK) {
+				size_t n = t->size - o < LIFE_VERIFY_CHUNK ?
+					   (size_t)(t->size - o) :
+					   LIFE_VERIFY_CHUNK;
+
+				ret = be->copy_from_pool(&d->dev, pl,
+							 t->pool_off + o,
+							 bounce, n);
+				if (ret) {
+					wc_errf(err, -ret,
+						"reading tensor %s back from the device failed: %s",
+						t->name, strerror(-ret));
+					goto out_free;
+				}
+				wc_hasher_update(&hs, bounce, n);
+			}
+			wc_hasher_final(&hs, h);
+		}
+		if (memcmp(h, v->hash[i], WC_HASH_LEN)) {
+			if (!bad++)
+				snprintf(err, WC_ERR_LEN, "%s", t->name);
+		}
+	}
+	ret = bad;
+out_free:
+	if (bounce)
+		be->staging_free(&d->dev, bounce, LIFE_VERIFY_CHUNK);
+	return ret;
+}
+
+static void release_pools(struct wcd *d, struct wcd_version *v)
+{
+	for (uint32_t i = 0; i < v->npools; i++)
+		d->dev.be->pool_release(&d->dev, &v->pools[i]);
+	v->npools = 0;
+}
+
+static void wake_level1(struct wcd *d, struct wire_life_reply *r, char *err)
+{
+	struct wcd_version *v = wcd_current(d);
+	struct wcd_life *L = d->life;
+	uint64_t copy_ns = 0, t0;
+	int ret;
+
+	ret = restore_pools(d, v, &copy_ns, err);
+	if (ret) {
+		release_pools(d, v);
+		life_fail(d, WIRE_E_INTERNAL,
+			  "wake failed: %s; the daemon stays asleep (level 1) and keeps its host copy: free device memory and wake again",
+			  err);
+		return;
+	}
+	t0 = rx_now_ns();
+	ret = v->hashed ? verify_pools(d, v, err) : 0;
+	r->verify_ns = rx_now_ns() - t0;
+	if (ret) {
+		release_pools(d, v);
+		if (ret < 0)
+			life_fail(d, WIRE_E_INTERNAL,
+				  "wake failed while re-checking the hashes: %s; the daemon stays asleep (level 1)",
+				  err);
+		else
+			life_fail(d, WIRE_E_INTERNAL,
+				  "wake failed: %d of %u tensors (first: %s) do not match their manifest hash after the restore from host memory; the daemon stays asleep (level 1): wake again, or restart wcd to load from disk",
+				  ret, v->plan.ntensors, err);
+		return;
+	}
+	r->bytes = L->host_bytes;
+	r->ns = copy_ns;
+	L->wake_copy_s = secs(copy_ns);
+	L->wake_copy_gbps = copy_ns ? (double)L->host_bytes / (double)copy_ns : 0;
+	L->wake_verify_s = secs(r->verify_ns);
+	life_host_free(d);
+	snprintf(r->msg, sizeof(r->msg),
+		 "awake: version %" PRIu64 " restored from host memory, %" PRIu64 " bytes in %.3f s (%.2f GB/s); %u tensor hashes %s in %.3f s",
+		 v->number, r->bytes, secs(copy_ns), L->wake_copy_gbps,
+		 v->plan.ntensors, v->hashed ? "re-checked" :
+		 "not re-checked (wcd --no-hash)", secs(r->verify_ns));
+}
+
+/* Whether a fresh load t of the served model matches v's manifest; names
+ * the first difference in err. */
+static bool same_as_manifest(const struct wcd_version *v,
+			     const struct wcd_version *t, char *err)
+{
+	unsigned bad = 0;
+
+	if (t->plan.ntensors != v->plan.ntensors ||
+	    t->plan.npools != v->plan.npools) {
+		snprintf(err, WC_ERR_LEN,
+			 "it now has %u tensors in %u pools, the manifest %u in %u",
+			 t->plan.ntensors, t->plan.npools, v->plan.ntensors,
+			 v->plan.npools);
+		return false;
+	}
+	for (uint32_t i = 0; i < v->plan.ntensors; i++) {
+		const struct plan_tensor *a = &v->plan.t[i], *b = &t->plan.t[i];
+
+		if (strcmp(a->name, b->name) || a->size != b->size ||
+		    a->pool != b->pool || a->pool_off != b->pool_off) {
+			snprintf(err, WC_ERR_LEN,
+				 "tensor %u is now %s (%" PRIu64 " bytes), the manifest says %s (%" PRIu64 " bytes)",
+				 i, b->name, b->size, a->name, a->size);
+			return false;
+		}
+		if (v->hashed && t->hashed &&
+		    memcmp(v->hash[i], t->hash[i], WC_HASH_LEN) && !bad++)
+			snprintf(err, WC_ERR_LEN, "%s", a->name);
+	}
+	if (bad) {
+		char first[WC_ERR_LEN];
+
+		snprintf(first, sizeof(first), "%s", err);
+		snprintf(err, WC_ERR_LEN,
+			 "%u of %u tensors (first: %.200s) do not match their manifest hash",
+			 bad, v->plan.ntensors, first);
+		return false;
+	}
+	return true;
+}
+
+static void wake_level2(struct wcd *d, struct wire_life_reply *r, char *err)
+{
+	struct wcd_version *v = wcd_current(d), *t;
+	struct wcd_life *L = d->life;
+	uint64_t t0 = rx_now_ns();
+	int ret;
+
+	t = calloc(1, sizeof(*t));
+	if (!t) {
+		life_fail(d, WIRE_E_INTERNAL, "wake failed: out of memory; the daemon stays asleep (level 2)");
+		return;
+	}
+	ret = load_prepare(d, t, err);
+	if (!ret)
+		ret = load_run(d, t, err);
+	if (ret) {
+		load_version_free(d, t);
+		free(t);
+		life_fail(d, WIRE_E_INTERNAL,
+			  "wake failed: reloading %s: %s; the daemon stays asleep (level 2): fix the files and wake again",
+			  d->o.model, err);
+		return;
+	}
+	if (!same_as_manifest(v, t, err)) {
+		load_version_free(d, t);
+		free(t);
+		life_fail(d, WIRE_E_INTERNAL,
+			  "wake failed: the checkpoint in %s changed while the daemon slept: %s; the daemon stays asleep (level 2): restore the files and wake again, or restart wcd on the new files",
+			  d->o.model, err);
+		return;
+	}
+	memcpy(v->pools, t->pools, sizeof(v->pools));
+	v->npools = t->npools;
+	t->npools = 0;
+	r->bytes = v->plan.total_bytes;
+	r->ns = rx_now_ns() - t0;
+	r->verify_ns = (uint64_t)(t->phases.hash_s * 1e9);
+	L->wake_copy_s = secs(r->ns);
+	L->wake_copy_gbps = r->ns ? (double)r->bytes / (double)r->ns : 0;
+	L->wake_verify_s = t->phases.hash_s;
+	snprintf(r->msg, sizeof(r->msg),
+		 "awake: version %" PRIu64 " reloaded from %s, %" PRIu64 " bytes in %.3f s (%.2f GB/s); %u tensor hashes %s",
+		 v->number, d->o.model, r->bytes, secs(r->ns),
+		 L->wake_copy_gbps, v->plan.ntensors,
+		 v->hashed ? "re-checked against the manifest" :
+		 "not re-checked (wcd --no-hash)");
+	load_version_free(d, t);
+	free(t);
+}
+
+void life_run_wake(struct wcd *d)
+{
+	struct wcd_life *L = d->life;
+	struct wire_life_reply r = { .level = L->level };
+	char err[WC_ERR_LEN] = "";
+
+	r.version = wcd_current(d)->number;
+	if (L->level == 1)
+		wake_level1(d, &r, err);
+	else
+		wake_level2(d, &r, err);
+	L->waking = false;
+	if (!r.msg[0]) {            /* failed: still asleep */
+		if (!d->stopping)
+			d->state = "sleeping";
+		return;
+	}
+	L->level = 0;
+	L->wakes++;
+	if (!d->stopping) {
+		d->state = "ready";
+		if (status_write_ready(d, err))
+			log_warn("cannot rewrite the ready file: %s", err);
+	}
+	log_info("%s", r.msg);
+	life_reply(d, WIRE_WAKE, &r);
+}
+
+/* --- update ---------------------------------------------------------------- */
+
+/* Lists the identity fields in which nv differs from the served version,
+ * other than the checkpoint digest and the directory; returns how many. */
+static unsigned update_diff(struct wcd *d, const struct wcd_version *nv,
+			    char *out, size_t cap)
+{
+	struct wire_mismatch *mm = calloc(WIRE_MISMATCH_MAX, sizeof(*mm));
+	unsigned n, k = 0;
+	size_t off = 0;
+
+	out[0] = '\0';
+	if (!mm)
+		return 0;
+	n = status_ident_diff(&wcd_current(d)->ident, &nv->ident, mm,
+			      WIRE_MISMATCH_MAX);
+	for (unsigned i = 0; i < n; i++) {
+		if (!strcmp(mm[i].field, "ckpt_digest") ||
+		    !strcmp(mm[i].field, "model_path"))
+			continue;
+		if (off < cap)
+			off += (size_t)snprintf(out + off, cap - off,
+						"%s%s (served %.200s, new %.200s)",
+						k ? "; " : "", mm[i].field,
+						mm[i].daemon, mm[i].client);
+		k++;
+	}
+	free(mm);
+	return k;
+}
+
+static int update_slot(struct wcd *d)
+{
+	for (int i = 0; i < WCD_VERSIONS; i++)
+		if (!d->ver[i].used && i != d->cur)
+			return i;
+	return -1;
+}
+
+/* Checks nv before anything is allocated; 0 or a refusal sent. */
+static int update_check(struct wcd *d, struct wcd_version *nv,
+			const char *dir)
+{
+	struct wcd_version *cur = wcd_current(d);
+	char diff[WIRE_MSG_MAX + 1];
+	uint64_t need, have = 0, held = 0;
+
+	if (update_diff(d, nv, diff, sizeof(diff))) {
+		life_fail(d, WIRE_E_MISMATCH,
+			  "update refused: the checkpoint in %s is not a new version of the served model; it differs in %s. An update may change only the weights (the checkpoint digest); start a separate wcd for another model. Version %" PRIu64 " keeps serving",
+			  dir, diff, cur->number);
+		return -1;
+	}
+	if (!memcmp(cur->ident.ckpt_digest, nv->ident.ckpt_digest,
+		    WC_HASH_LEN)) {
+		life_fail(d, WIRE_E_STATE,
+			  "update refused: the checkpoint in %s is the one version %" PRIu64 " already serves (same checkpoint digest): write the new weights first, or give --model NEWDIR",
+			  dir, cur->number);
+		return -1;
+	}
+	need = life_plan_need(d, nv);
+	for (int i = 0; i < WCD_VERSIONS; i++)
+		for (uint32_t k = 0; d->ver[i].used && k < d->ver[i].npools; k++)
+			held += d->ver[i].pools[k].alloc_size;
+	if (life_mem_free(d, &have) == 0 && need > have) {
+		life_fail(d, WIRE_E_LIMIT,
+			  "update refused before loading anything: version %" PRIu64 " needs %" PRIu64 " bytes on device %s beside the %" PRIu64 " bytes of version %" PRIu64 ", but only %" PRIu64 " bytes are free%s: free memory (or run the update where the device has room for two versions), then update again; version %" PRIu64 " keeps serving",
+			  cur->number + 1, need, d->dev.name, held,
+			  cur->number, have,
+			  d->dev.be == &gpu_host_backend ? " (MemAvailable)" : "",
+			  cur->number);
+		return -1;
+	}
+	return 0;
+}
+
+void life_run_update(struct wcd *d)
+{
+	struct wcd_life *L = d->life;
+	struct wcd_version *cur = wcd_current(d), *nv, *old;
+	struct wire_life_reply r = { 0 };
+	struct wire_notice nt = { .kind = WIRE_NOTICE_NEW_VERSION };
+	const char *served = d->o.model;
+	char err[WC_ERR_LEN] = "";
+	uint64_t t0 = rx_now_ns();
+	int ni = update_slot(d), oi = d->cur;
+	unsigned told;
+	int ret;
+
+	L->updating = true;
+	if (ni < 0) {
+		life_fail(d, WIRE_E_BUSY, "update refused: no free version slot");
+		goto out_state;
+	}
+	nv = &d->ver[ni];
+	memset(nv, 0, sizeof(*nv));
+	if (L->model[0])
+		d->o.model = L->model;
+	ret = load_prepare(d, nv, err);
+	d->o.model = served;
+	if (ret) {
+		load_version_free(d, nv);
+		life_fail(d, ret == -ENOTSUP ? WIRE_E_PERM : WIRE_E_STATE,
+			  "update refused: %s; version %" PRIu64 " keeps serving, untouched",
+			  err, cur->number);
+		goto out_state;
+	}
+	if (update_check(d, nv, nv->model.path)) {
+		load_version_free(d, nv);
+		goto out_state;
+	}
+	L->loading = ni;
+	ret = load_run(d, nv, err);
+	L->loading = -1;
+	if (!ret && d->stopping)
+		ret = wc_errf(err, ECANCELED, "stopped while loading");
+	if (ret) {
+		load_version_free(d, nv);
+		life_fail(d, WIRE_E_INTERNAL,
+			  "update to version %" PRIu64 " failed: %s; version %" PRIu64 " keeps serving, untouched",
+			  cur->number + 1, err, cur->number);
+		goto out_state;
+	}
+
+	/* publish: one step, between two turns of the loop */
+	nv->used = true;
+	nv->number = cur->number + 1;
+	d->cur = ni;
+	snprintf(L->model_served, sizeof(L->model_served), "%s",
+		 nv->model.path);
+	d->o.model = L->model_served;
+	d->state = "ready";
+	if (status_write_ready(d, err))
+		log_warn("cannot rewrite the ready file: %s", err);
+	old = &d->ver[oi];
+	nt.version = nv->number;
+	snprintf(nt.msg, sizeof(nt.msg),
+		 "model version %" PRIu64 " (%s) is now served: re-attach (HELLO, ATTACH) to use it; your lease on version %" PRIu64 " stays valid until you detach",
+		 nv->number, nv->model.path, old->number);
+	told = life_notice_leased(d, &nt);
+	r.version = nv->number;
+	r.bytes = nv->plan.total_bytes;
+	r.ns = rx_now_ns() - t0;
+	snprintf(r.msg, sizeof(r.msg),
+		 "updated: version %" PRIu64 " (%s) serves, %" PRIu64 " bytes loaded in %.3f s; version %" PRIu64 " %s",
+		 nv->number, nv->model.path, r.bytes, secs(r.ns), old->number,
+		 old->leases ? "stays until its engines detach" :
+			       "was freed (no lease held it)");
+	if (told)
+		log_info("told %u attached client(s) about version %" PRIu64,
+			 told, nv->number);
+	if (!old->leases)
+		load_version_free(d, old);
+	L->updates++;
+	L->updating = false;
+	log_info("%s", r.msg);
+	life_reply(d, WIRE_UPDATE, &r);
+	return;
+out_state:
+	L->updating = false;
+	if (!d->stopping)
+		d->state = "ready";
+}
