@@ -18,6 +18,8 @@ static const char *const llama_archs[] = {
 	"Qwen3ForCausalLM",
 };
 
+#define NARCHS (sizeof(llama_archs) / sizeof(llama_archs[0]))
+
 static const struct plan_rule llama_rules[] = {
 	{ "*.self_attn.q_proj.*", PLAN_DIM0 },
 	{ "*.self_attn.k_proj.*", PLAN_DIM0 },
@@ -48,8 +50,9 @@ static void rules_rehash(struct plan_rules *r)
 	wc_hasher_init(&h);
 	for (uint32_t i = 0; i < r->n; i++) {
 		uint8_t split = (uint8_t)r->r[i].split;
+		const char *pat = r->r[i].pattern;
 
-		wc_hasher_update(&h, r->r[i].pattern, strlen(r->r[i].pattern) + 1);
+		wc_hasher_update(&h, pat, strlen(pat) + 1);
 		wc_hasher_update(&h, &split, 1);
 	}
 	wc_hasher_final(&h, r->hash);
@@ -67,7 +70,7 @@ int plan_rules_preset(struct plan_rules *r, const char *arch, char *err)
 	bool known = false;
 
 	memset(r, 0, sizeof(*r));
-	for (size_t i = 0; i < sizeof(llama_archs) / sizeof(llama_archs[0]); i++)
+	for (size_t i = 0; i < NARCHS; i++)
 		known |= !strcmp(arch, llama_archs[i]);
 	if (!known)
 		return wc_errf(err, ENOTSUP,
@@ -332,9 +335,11 @@ int plan_pack(struct plan *p, uint64_t pool_max, char *err)
 	memset(p->pool_size, 0, sizeof(p->pool_size));
 	for (uint32_t i = 0; i < p->ntensors; i++) {
 		struct plan_tensor *t = &p->t[i];
-		uint64_t at = (off + PLAN_POOL_ALIGN - 1) & ~(uint64_t)(PLAN_POOL_ALIGN - 1);
+		uint64_t at = (off + PLAN_POOL_ALIGN - 1) &
+			      ~(uint64_t)(PLAN_POOL_ALIGN - 1);
+		bool full = at > 0 && (at > pool_max || t->size > pool_max - at);
 
-		if (pool < 0 || (at > 0 && (at > pool_max || t->size > pool_max - at))) {
+		if (pool < 0 || full) {
 			if (pool + 1 >= PLAN_POOLS_MAX)
 				return wc_errf(err, E2BIG,
 					       "the plan needs more than %d pools of at most %" PRIu64 " bytes for %" PRIu64 " bytes of tensors; give a larger pool size",

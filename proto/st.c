@@ -381,11 +381,12 @@ static int parse_json(struct st_file *f, const char *hdr, size_t n,
 
 	root = json_loadb(hdr, n, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		const char *what = json_error_code(&jerr) == json_error_duplicate_key ?
-					   "duplicate key (a tensor name or a metadata key): " :
-				   json_error_code(&jerr) == json_error_null_byte_in_key ?
-					   "tensor name with a NUL byte: " :
-					   "";
+		enum json_error_code code = json_error_code(&jerr);
+		const char *what =
+			code == json_error_duplicate_key ?
+				"duplicate key (a tensor name or a metadata key): " :
+			code == json_error_null_byte_in_key ?
+				"tensor name with a NUL byte: " : "";
 
 		return wc_errf(err, EINVAL,
 			       "%s: header is not valid strict JSON at byte %d (line %d, column %d): %s%s; the file is corrupt or not safetensors",
@@ -517,6 +518,7 @@ int st_read_fd(struct st_file *f, int fd, const char *name, char *err)
 	unsigned char prefix[ST_PREFIX_LEN];
 	struct stat sb;
 	uint64_t n;
+	size_t plen;
 	char *buf;
 	int rc;
 
@@ -526,14 +528,12 @@ int st_read_fd(struct st_file *f, int fd, const char *name, char *err)
 			       strerror(errno));
 	if (!S_ISREG(sb.st_mode))
 		return wc_errf(err, EINVAL, "%s: not a regular file", name);
-	rc = pread_full(fd, prefix,
-			(uint64_t)sb.st_size < ST_PREFIX_LEN ? (size_t)sb.st_size :
-							       ST_PREFIX_LEN, 0);
+	plen = (uint64_t)sb.st_size < ST_PREFIX_LEN ? (size_t)sb.st_size :
+						      ST_PREFIX_LEN;
+	rc = pread_full(fd, prefix, plen, 0);
 	if (rc)
 		return wc_errf(err, rc, "%s: read failed: %s", name, strerror(-rc));
-	rc = st_header_len(prefix, (size_t)sb.st_size < ST_PREFIX_LEN ?
-				   (size_t)sb.st_size : ST_PREFIX_LEN,
-			   (uint64_t)sb.st_size, name, &n, err);
+	rc = st_header_len(prefix, plen, (uint64_t)sb.st_size, name, &n, err);
 	if (rc)
 		return rc;
 	buf = malloc(ST_PREFIX_LEN + n);
