@@ -256,6 +256,35 @@ int wc_ping(struct wc_conn *c, unsigned depth, struct wc_error *err);
 int wc_status(struct wc_conn *c, char **json, struct wc_error *err);
 /* SHUTDOWN: asks the daemon to stop (same as SIGTERM). */
 int wc_shutdown(struct wc_conn *c, struct wc_error *err);
+/* --- lifecycle (admin: the daemon's own uid) ---------------------------- */
+
+/* What SLEEP, WAKE and UPDATE did. */
+struct wc_life_result {
+	uint64_t version;            /* the version new attaches get now */
+	unsigned level;              /* SLEEP/WAKE: the sleep level */
+	uint64_t bytes;              /* copied, released, restored or loaded */
+	double seconds;              /* the copy, restore or load itself */
+	double verify_seconds;       /* WAKE: re-checking every tensor hash */
+	char msg[WC_ERR_MSG_LEN];    /* one line for people */
+};
+
+/* SLEEP level 1 (keep a host copy; wake at copy speed) or 2 (drop the
+ * weights; wake reloads from disk). Refused (EBUSY) while any engine holds
+ * a lease, naming the pids. r may be NULL. */
+int wc_sleep(struct wc_conn *c, unsigned level, struct wc_life_result *r,
+	     struct wc_error *err);
+/* WAKE: restores the weights and re-checks every tensor's hash; on a
+ * mismatch the daemon stays asleep and the error says so. */
+int wc_wake(struct wc_conn *c, struct wc_life_result *r,
+	    struct wc_error *err);
+/* UPDATE: loads the checkpoint in model_dir (NULL or "": the directory
+ * served now, re-read) as version N+1 beside N and publishes it; engines
+ * attached to N get a WC_NOTICE_VERSION. Refused (EAGAIN) while the daemon
+ * sleeps; a failed update leaves N serving. Waits for the load: set
+ * wc_connect_opts.timeout_ms to cover it. */
+int wc_update(struct wc_conn *c, const char *model_dir,
+	      struct wc_life_result *r, struct wc_error *err);
+
 /* The times of the phases run so far on c (see struct wc_attach_times). */
 void wc_times(const struct wc_conn *c, struct wc_attach_times *out);
 

@@ -1,0 +1,96 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libwcache: the lifecycle requests SLEEP, WAKE and UPDATE (issue 7). Each
+ * is one request and one reply (proto/wire_life.h); the daemon's refusals
+ * come back with its message (EBUSY: leases held, EAGAIN: sleeping).
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client.h"
+#include "err.h"
+#include "wire_life.h"
+
+/* Sends the frame begun in c->w (type, id) and decodes the reply into r. */
+static int life_call(struct wc_conn *c, unsigned type, uint64_t id,
+		     struct wc_life_result *r, struct wc_error *err)
+{
+	struct wire_life_reply *lr;
+	struct wc_frame f;
+	char e[WC_ERR_LEN];
+	int ret;
+
+	ret = wc__call(c, &c->w, id, type, &f, err);
+	if (ret)
+		return ret;
+	wc__frame_release(&f);
+	lr = malloc(sizeof(*lr));
+	if (!lr)
+		return wc__fail(err, ENOMEM, "out of memory");
+	ret = wire_life_reply_get(f.payload, f.h.len, lr, e);
+	if (ret) {
+		free(lr);
+		return wc__fail(err, -ret, "the daemon at %s sent a bad %s reply: %s",
+				c->sock, wire_type_name(type), e);
+	}
+	if (r) {
+		r->version = lr->version;
+		r->level = lr->level;
+		r->bytes = lr->bytes;
+		r->seconds = (double)lr->ns / 1e9;
+		r->verify_seconds = (double)lr->verify_ns / 1e9;
+		wc__strlcpy(r->msg, lr->msg, sizeof(r->msg));
+	}
+	free(lr);
+	wc__ok(err);
+	return 0;
+}
+
+int wc_sleep(struct wc_conn *c, unsigned level, struct wc_life_result *r,
+	     struct wc_error *err)
+{
+	uint64_t id = c->next_id++;
+
+	wire_frame_begin(&c->w, WIRE_SLEEP, 0, id);
+	wire_sleep_put(&c->w, level);
+	return life_call(c, WIRE_SLEEP, id, r, err);
+}
+
+int wc_wake(struct wc_conn *c, struct wc_life_result *r,
+	    struct wc_error *err)
+{
+	uint64_t id = c->next_id++;
+
+	wire_frame_begin(&c->w, WIRE_WAKE, 0, id);
+	return life_call(c, WIRE_WAKE, id, r, err);
+}
+
+int wc_update(struct wc_conn *c, const char *model_dir,
+	      struct wc_life_result *r, struct wc_error *err)
+{
+	char *real = NULL;
+	uint64_t id;
+	int ret;
+
+	if (model_dir && *model_dir) {
+		real = realpath(model_dir, NULL);
+		if (!real)
+			return wc__fail(err, errno,
+					"cannot resolve the model directory %s: %s",
+					model_dir, strerror(errno));
+		if (strlen(real) > WIRE_PATH_MAX) {
+			free(real);
+			return wc__fail(err, ENAMETOOLONG,
+					"the model directory path %s is over %u bytes",
+					model_dir, WIRE_PATH_MAX);
+		}
+	}
+	id = c->next_id++;
+	wire_frame_begin(&c->w, WIRE_UPDATE, 0, id);
+	wire_update_put(&c->w, real ? real : "");
+	free(real);
+	ret = life_call(c, WIRE_UPDATE, id, r, err);
+	return ret;
+}
