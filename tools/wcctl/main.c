@@ -10,6 +10,9 @@ static const struct wcctl_cmd cmds[] = {
 	/* Commands are added here as their files land. */
 	{ "inspect", "validate a checkpoint file or model directory and summarise it", wcctl_inspect },
 	{ "manifest", "list every tensor a running daemon serves, with its XXH3-128", wcctl_manifest },
+	{ "sleep", "release a daemon's device memory (level 1: keep a host copy; 2: drop)", wcctl_sleep },
+	{ "wake", "restore a sleeping daemon's weights and re-check every hash", wcctl_wake },
+	{ "update", "load a new checkpoint version beside the served one and publish it", wcctl_update },
 	{ NULL, NULL, NULL },
 };
 

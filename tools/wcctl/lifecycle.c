@@ -1,0 +1,148 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wcctl sleep | wake | update: the lifecycle requests of one rank daemon,
+ * through libwcache (wc_sleep, wc_wake, wc_update). Each prints the
+ * daemon's one-line answer on success and its refusal on stderr, exit 1.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "wcache.h"
+#include "wcctl.h"
+
+#define LIFE_TIMEOUT_MS_DEFAULT 600000   /* a reload of a large model */
+
+enum life_cmd { CMD_SLEEP, CMD_WAKE, CMD_UPDATE };
+
+static const char *const life_names[] = { "sleep", "wake", "update" };
+
+static void life_usage(FILE *f, enum life_cmd cmd)
+{
+	static const char *const what[] = {
+		"usage: wcctl sleep --level 1|2 --device D [--runtime-dir DIR | --socket PATH]\n"
+		"\n"
+		"Releases the daemon's device memory. Level 1 keeps a copy in host memory\n"
+		"(pinned on CUDA) so that wake restores at copy speed; level 2 drops the\n"
+		"weights and wake reloads them from disk. Refused while any engine is\n"
+		"attached (the weights are shared zero-copy).\n",
+		"usage: wcctl wake --device D [--runtime-dir DIR | --socket PATH]\n"
+		"\n"
+		"Restores the weights of a sleeping daemon and re-checks every tensor's\n"
+		"XXH3-128 against the manifest; on a mismatch the daemon stays asleep.\n",
+		"usage: wcctl update [--model DIR] --device D [--runtime-dir DIR | --socket PATH]\n"
+		"\n"
+		"Loads a new checkpoint of the served model (the same directory re-read, or\n"
+		"DIR) beside the current one and publishes it as the next version; engines\n"
+		"attached to the old version are told and keep it until they detach.\n",
+	};
+
+	fprintf(f, "%s\n"
+		"  --device D          host, host:NAME, a GPU index or GPU-<uuid>\n"
+		"  --runtime-dir DIR   the daemons' runtime directory\n"
+		"  --socket PATH       the daemon's socket instead\n"
+		"  --timeout SECONDS   how long to wait for the reply (default 600)\n",
+		what[cmd]);
+}
+
+static int life_main(enum life_cmd cmd, int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "device", required_argument, NULL, 'd' },
+		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "level", required_argument, NULL, 'l' },
+		{ "model", required_argument, NULL, 'm' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct wc_connect_opts co = { .timeout_ms = LIFE_TIMEOUT_MS_DEFAULT };
+	const char *name = life_names[cmd], *model = NULL;
+	struct wc_life_result r;
+	struct wc_error e;
+	struct wc_conn *c;
+	char label[32], *end;
+	long level = 0;
+	double t;
+	int ch, ret;
+
+	snprintf(label, sizeof(label), "wcctl %s", name);
+	co.label = label;
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'd': co.device = optarg; break;
+		case 'r': co.runtime_dir = optarg; break;
+		case 's': co.socket = optarg; break;
+		case 'l':
+			level = strtol(optarg, &end, 10);
+			if (cmd != CMD_SLEEP || *end || (level != 1 && level != 2)) {
+				fprintf(stderr, "wcctl %s: --level takes 1 or 2 (sleep only), got '%s'\n",
+					name, optarg);
+				return 2;
+			}
+			break;
+		case 'm':
+			if (cmd != CMD_UPDATE) {
+				fprintf(stderr, "wcctl %s: --model belongs to wcctl update\n", name);
+				return 2;
+			}
+			model = optarg;
+			break;
+		case 't':
+			t = strtod(optarg, &end);
+			if (*end || t <= 0 || t > 86400) {
+				fprintf(stderr, "wcctl %s: --timeout takes seconds (0 to 86400), got '%s'\n",
+					name, optarg);
+				return 2;
+			}
+			co.timeout_ms = (int)(t * 1000);
+			break;
+		case 'h': life_usage(stdout, cmd); return 0;
+		default: life_usage(stderr, cmd); return 2;
+		}
+	}
+	if (optind < argc || (!co.device && !co.socket)) {
+		fprintf(stderr, "wcctl %s: give --device D (and --runtime-dir DIR) or --socket PATH; see --help\n",
+			name);
+		return 2;
+	}
+	if (cmd == CMD_SLEEP && !level) {
+		fprintf(stderr, "wcctl sleep: give --level 1 (keep a host copy) or --level 2 (reload from disk on wake)\n");
+		return 2;
+	}
+	if (wc_connect(&co, &c, &e) < 0) {
+		fprintf(stderr, "wcctl %s: %s\n", name, e.msg);
+		return 1;
+	}
+	if (cmd == CMD_SLEEP)
+		ret = wc_sleep(c, (unsigned)level, &r, &e);
+	else if (cmd == CMD_WAKE)
+		ret = wc_wake(c, &r, &e);
+	else
+		ret = wc_update(c, model, &r, &e);
+	wc_close(c);
+	if (ret < 0) {
+		fprintf(stderr, "wcctl %s: %s\n", name, e.msg);
+		return 1;
+	}
+	printf("%s\n", r.msg);
+	return fflush(stdout) ? 1 : 0;
+}
+
+int wcctl_sleep(int argc, char **argv)
+{
+	return life_main(CMD_SLEEP, argc, argv);
+}
+
+int wcctl_wake(int argc, char **argv)
+{
+	return life_main(CMD_WAKE, argc, argv);
+}
+
+int wcctl_update(int argc, char **argv)
+{
+	return life_main(CMD_UPDATE, argc, argv);
+}
