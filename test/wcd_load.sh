@@ -4,7 +4,8 @@
 # groups span many slots) give the same manifest; at tp 1 every hash equals
 # the file's (wcctl inspect --hashes); at tp 2 both ranks' dim-0 and dim-1
 # splits hash like the column/row slices cut from the file by numpy
-# (xxhsum -H2). Also --no-hash, and wcd's usage and start-up errors.
+# (xxhsum -H2); with and without hash threads and O_DIRECT. Also
+# --no-hash, and wcd's usage and start-up errors.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/wcd.bash"
 wcd_init load
@@ -27,10 +28,19 @@ serve() {
 
 serve d1 --load-path direct
 serve s1 --load-path staged --slots 3 --slot-size 64K
+serve s3 --load-path staged --slots 5 --slot-size 64K --hash-threads 3 --direct-io on
+serve s0 --load-path staged --slots 2 --slot-size 64K --hash-threads 0 --direct-io off
+serve dt --load-path direct --hash-threads 4
 "$BIN/wcctl" inspect "$W/model" --hashes | sort -k2 >"$W/file.txt"
 expect_eq "tensors" "$(wc -l <"$W/d1.txt")" 39
 cmp -s "$W/d1.txt" "$W/file.txt" || { diff "$W/d1.txt" "$W/file.txt"; fail "direct hashes differ from the file's"; }
-cmp -s "$W/s1.txt" "$W/file.txt" || { diff "$W/s1.txt" "$W/file.txt"; fail "staged hashes differ from the file's"; }
+for s in s1 s3 s0 dt; do
+	cmp -s "$W/$s.txt" "$W/file.txt" || { diff "$W/$s.txt" "$W/file.txt"; fail "$s: hashes differ from the file's"; }
+done
+expect_has "hash threads" "$(cat "$W/s3.log")" "on hash threads, overlapped"
+expect_has "loop-thread hash" "$(cat "$W/s0.log")" "on the loop thread"
+expect_has "no O_DIRECT" "$(cat "$W/s0.log")" "0 of 4 shards O_DIRECT"
+expect_has "direct hash threads" "$(cat "$W/dt.log")" "on 4 threads"
 expect_has "staged log" "$(cat "$W/s1.log")" "staged"
 expect_has "direct log" "$(cat "$W/d1.log")" "direct into the pools"
 for ph in parse read copy hash publish; do
@@ -66,7 +76,7 @@ PY
 for r in 0 1; do
 	for name in model.layers.0.self_attn.q_proj.weight model.layers.1.self_attn.o_proj.weight \
 		model.layers.3.mlp.down_proj.weight; do
-		want=$(xxhsum -H2 "$W/slice-$name-$r" | awk '{print $1}')
+		want=$(xxhsum -H2 "$W/slice-$name-$r" 2>/dev/null | awk '{print $1}')
 		want=${want#XXH128_}
 		got=$(awk -v n="$name" '$2 == n {print $1}' "$W/d2r$r.txt")
 		expect_eq "rank $r $name" "$got" "$want"

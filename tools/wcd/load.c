@@ -11,44 +11,39 @@
  *
  *   direct  (host backend default: the pool has a CPU mapping, host_ptr)
  *           io_uring reads straight from the shard files into the pool
- *           mapping, WCD_READ_CHUNK bytes per read, WCD_READ_DEPTH in
- *           flight; a dim-1 split is read one row at a time. Then each
- *           tensor is hashed in the pool (the hash phase).
+ *           mapping (through io-wq: RX_READ_ASYNC), WCD_READ_CHUNK bytes
+ *           per read, WCD_READ_DEPTH in flight; a dim-1 split is read one
+ *           row at a time. Then every tensor is hashed in the pool by
+ *           --hash-threads threads (the hash phase).
  *
- *   staged  (the CUDA backend; --load-path staged exercises it on the
- *           host) a ring of slots from be->staging_alloc, registered with
- *           io_uring as fixed buffers. Each piece of the plan (a range, or
- *           a group of whole rows for a dim-1 split) is read into a slot as
- *           an aligned superset (O_DIRECT where the file system takes it,
- *           probed per shard by opening with O_DIRECT; buffered reads go
- *           through io-wq with RX_READ_ASYNC). Pieces are handed on in plan
- *           order: be->copy_to_pool (2-D for dim-1 splits) on stream
- *           seq % 4, then the slot is hashed while the copy runs; the
- *           backend's done callback posts the slot back through an rx_wake
- *           (thread-safe) and the loop refills it.
+ *   staged  (the CUDA backend; --load-path staged runs it on the host)
+ *           staging slots, copy_to_pool, hashing while the copy runs: see
+ *           staged.c. Shards go O_DIRECT when the file system takes it
+ *           (probed by opening with O_DIRECT) and they are not already in
+ *           the page cache (mincore over the file: at least half resident
+ *           means buffered reads, which then run at memory speed);
+ *           --direct-io on|off overrides.
  *
  * Known costs: a dim-1 split reads whole rows (tp x its bytes) in the staged
- * path and one read per row in the direct path; hashing runs on the loop's
- * thread (XXH3 is several times faster than the reads it follows).
+ * path and one read per row in the direct path; the page-cache probe maps
+ * each shard once (mincore: one byte per page).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "err.h"
+#include "load.h"
 #include "log.h"
-#include "wcd.h"
 
-#define container_of(p, type, member) \
-	((type *)(void *)((char *)(p) - offsetof(type, member)))
-#define DIO_ALIGN 4096u
-#define COPY_STREAMS 4
 #define PROGRESS_NS 500000000ull
 
 static double secs(uint64_t ns)
@@ -164,75 +159,9 @@ int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 	return 0;
 }
 
-/* --- the load: shared state --------------------------------------------- */
+/* --- the load: shared helpers -------------------------------------------- */
 
-struct ld;
-
-struct dread {                /* direct path: one read in flight */
-	struct rx_read r;
-	struct ld *L;
-	uint64_t len;
-};
-
-enum slot_state { SLOT_FREE, SLOT_READING, SLOT_READ, SLOT_COPYING };
-
-struct slot {                 /* staged path: one staging buffer */
-	struct rx_read r;
-	struct rx_wake_node node;
-	struct ld *L;
-	int idx;
-	uint8_t *buf;
-	enum slot_state state;
-	uint64_t seq;
-	uint32_t ti;              /* plan tensor */
-	uint32_t shard;
-	bool direct;              /* read with O_DIRECT */
-	uint64_t read_off, read_len;
-	uint64_t delta;           /* first wanted byte in the slot */
-	uint64_t need;            /* bytes the read must deliver */
-	uint64_t dst_off;         /* in the pool */
-	uint64_t width, height, src_pitch;
-	bool first, last;         /* of its tensor */
-	int copy_res;
-};
-
-struct ld {
-	struct wcd *d;
-	struct wcd_version *v;
-	const struct gpu_backend *be;
-	int *fd;                  /* per shard: buffered */
-	int *dfd;                 /* per shard: O_DIRECT, or -1 */
-	uint64_t total, done_bytes, read_bytes;
-	uint64_t start_ns, last_progress_ns;
-	uint64_t hash_ns, copy_ns;
-	int err;
-	char errbuf[WC_ERR_LEN];
-	/* the generator: next piece is tensor ti at byte tpos of its
-	 * destination */
-	uint32_t ti;
-	uint64_t tpos;
-	unsigned inflight;        /* reads, or slots not free */
-	bool finished;
-	/* direct */
-	struct dread reads[WCD_READ_DEPTH];
-	struct dread *free_reads[WCD_READ_DEPTH];
-	unsigned nfree_reads;
-	/* staged */
-	unsigned nslots;
-	uint64_t slot_size;
-	struct slot *slots;
-	struct slot *pending[WCD_SLOTS_MAX]; /* by seq % nslots */
-	uint64_t next_seq, hash_seq;
-	struct wc_hasher hasher;
-	struct rx_wake wake;
-	bool wake_open;
-	bool fixed;
-};
-
-static void ld_fail(struct ld *L, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
-
-static void ld_fail(struct ld *L, int code, const char *fmt, ...)
+void ld_fail(struct ld *L, int code, const char *fmt, ...)
 {
 	va_list ap;
 
@@ -244,17 +173,12 @@ static void ld_fail(struct ld *L, int code, const char *fmt, ...)
 	va_end(ap);
 }
 
-static const struct plan_tensor *ld_tensor(struct ld *L, uint32_t i)
-{
-	return &L->v->plan.t[i];
-}
-
-static const char *shard_name(struct ld *L, uint32_t shard)
+const char *ld_shard_name(struct ld *L, uint32_t shard)
 {
 	return L->v->model.shards[shard].path;
 }
 
-static void ld_progress(struct ld *L)
+void ld_progress(struct ld *L)
 {
 	uint64_t now = rx_now_ns();
 
@@ -265,11 +189,18 @@ static void ld_progress(struct ld *L)
 		 L->done_bytes, L->total, gbps(L->done_bytes, now - L->start_ns));
 }
 
+static const struct plan_tensor *ld_tensor(struct ld *L, uint32_t i)
+{
+	return &L->v->plan.t[i];
+}
+
 /* A plan tensor whose destination bytes are one contiguous source range. */
 static bool contiguous(const struct plan_tensor *t)
 {
 	return t->height <= 1 || t->src_pitch == t->width;
 }
+
+/* --- direct path ----------------------------------------------------------- */
 
 /* Skips empty tensors; true while pieces remain. */
 static bool gen_more(struct ld *L)
@@ -281,8 +212,6 @@ static bool gen_more(struct ld *L)
 	}
 	return L->ti < L->v->plan.ntensors && !L->err && !L->d->stopping;
 }
-
-/* --- direct path ----------------------------------------------------------- */
 
 static void direct_issue(struct ld *L);
 
@@ -341,7 +270,7 @@ static void direct_issue(struct ld *L)
 		if (ret) {
 			L->free_reads[L->nfree_reads++] = dr;
 			ld_fail(L, ret, "cannot start a read of %s: %s",
-				shard_name(L, t->shard), strerror(-ret));
+				ld_shard_name(L, t->shard), strerror(-ret));
 			break;
 		}
 		L->inflight++;
@@ -351,300 +280,89 @@ static void direct_issue(struct ld *L)
 		L->finished = true;
 }
 
-/* Hashes every tensor in its pool (the direct path's hash phase). */
+struct hash_part {
+	struct ld *L;
+	unsigned k, n;
+	pthread_t thread;
+};
+
+/* Hashes tensors k, k + n, k + 2n, ... in their pools. */
+static void *hash_part_main(void *arg)
+{
+	struct hash_part *hp = arg;
+	struct wcd_version *v = hp->L->v;
+
+	for (uint32_t i = hp->k; i < v->plan.ntensors; i += hp->n) {
+		const struct plan_tensor *t = &v->plan.t[i];
+		const uint8_t *p = v->pools[t->pool].host_ptr;
+
+		wc_hash128(p + t->pool_off, t->size, v->hash[i]);
+	}
+	return NULL;
+}
+
+/* The direct path's hash phase: every tensor, on --hash-threads threads
+ * (the loop's own thread when 0 or 1). Blocks the loop meanwhile. */
 static void direct_hash(struct ld *L)
 {
+	struct hash_part parts[HASHPOOL_MAX];
+	unsigned n = L->d->o.hash_threads;
 	uint64_t t0 = rx_now_ns();
+	unsigned started = 1;
 
-	for (uint32_t i = 0; i < L->v->plan.ntensors; i++) {
-		const struct plan_tensor *t = ld_tensor(L, i);
-		const uint8_t *p = L->v->pools[t->pool].host_ptr;
-
-		wc_hash128(p + t->pool_off, t->size, L->v->hash[i]);
+	if (n < 1)
+		n = 1;
+	if (n > L->v->plan.ntensors)
+		n = L->v->plan.ntensors ? L->v->plan.ntensors : 1;
+	for (unsigned k = 0; k < n; k++)
+		parts[k] = (struct hash_part){ .L = L, .k = k, .n = n };
+	for (unsigned k = 1; k < n; k++, started++)
+		if (pthread_create(&parts[k].thread, NULL, hash_part_main,
+				   &parts[k]))
+			break;
+	if (started < n) {      /* no thread: hash their share here */
+		for (unsigned k = started; k < n; k++)
+			hash_part_main(&parts[k]);
 	}
+	hash_part_main(&parts[0]);
+	for (unsigned k = 1; k < started; k++)
+		pthread_join(parts[k].thread, NULL);
 	L->hash_ns += rx_now_ns() - t0;
-}
-
-/* --- staged path ----------------------------------------------------------- */
-
-static void staged_issue(struct ld *L);
-static void staged_drain(struct ld *L);
-
-/* Fills s with the next piece of the plan. */
-static void staged_next_piece(struct ld *L, struct slot *s)
-{
-	const struct plan_tensor *t = ld_tensor(L, L->ti);
-	uint64_t A = L->dfd[t->shard] >= 0 ? DIO_ALIGN : 1;
-	uint64_t room = L->slot_size - 2 * A;
-	uint64_t src, span;
-
-	s->ti = L->ti;
-	s->shard = t->shard;
-	s->first = L->tpos == 0;
-	s->dst_off = t->pool_off + L->tpos;
-	if (contiguous(t)) {
-		s->width = t->size - L->tpos;
-		if (s->width > room)
-			s->width = room;
-		s->height = 1;
-		s->src_pitch = s->width;
-		src = t->file_off + L->tpos;
-		span = s->width;
-	} else {
-		uint64_t row = L->tpos / t->width;
-		uint64_t col = L->tpos % t->width;
-
-		src = t->file_off + row * t->src_pitch + col;
-		if (col == 0 && t->width <= room) {
-			/* whole rows: as many as fit in the slot */
-			uint64_t k = (room - t->width) / t->src_pitch + 1;
-
-			if (k > t->height - row)
-				k = t->height - row;
-			s->width = t->width;
-			s->height = k;
-			s->src_pitch = t->src_pitch;
-			span = (k - 1) * t->src_pitch + t->width;
-		} else {
-			/* a row wider than a slot: part of one row */
-			s->width = t->width - col;
-			if (s->width > room)
-				s->width = room;
-			s->height = 1;
-			s->src_pitch = s->width;
-			span = s->width;
-		}
-	}
-	L->tpos += s->width * s->height;
-	s->last = L->tpos >= t->size;
-	s->read_off = src / A * A;
-	s->delta = src - s->read_off;
-	s->need = s->delta + span;
-	s->read_len = gpu_align_up(s->need, A);
-	s->direct = A > 1;
-}
-
-static void staged_start_read(struct ld *L, struct slot *s);
-
-static void staged_read_cb(struct rx_read *r, int res)
-{
-	struct slot *s = container_of(r, struct slot, r);
-	struct ld *L = s->L;
-
-	if (res == -EINVAL && s->direct) {
-		/* O_DIRECT refused after all: this shard goes buffered. */
-		log_info("O_DIRECT read of %s refused; reading it buffered",
-			 shard_name(L, s->shard));
-		close(L->dfd[s->shard]);
-		L->dfd[s->shard] = -1;
-		staged_start_read(L, s);
-		return;
-	}
-	if (res < 0)
-		ld_fail(L, res, "read of %s at offset %" PRIu64 " failed: %s",
-			shard_name(L, s->shard), s->read_off, strerror(-res));
-	else if ((uint64_t)res < s->need)
-		ld_fail(L, EIO,
-			"%s ended early: read %d of %" PRIu64 " bytes at offset %" PRIu64 " (was the file truncated while loading?)",
-			shard_name(L, s->shard), res, s->need, s->read_off);
-	else
-		L->read_bytes += (uint64_t)res;
-	s->state = SLOT_READ;
-	staged_drain(L);
-	staged_issue(L);
-}
-
-static void staged_start_read(struct ld *L, struct slot *s)
-{
-	int fd = s->direct && L->dfd[s->shard] >= 0 ? L->dfd[s->shard] : -1;
-	unsigned flags = RX_READ_DIRECT;
-	int ret;
-
-	if (fd < 0) {
-		/* buffered: read exactly the wanted span */
-		s->direct = false;
-		s->read_off += s->delta;
-		s->need -= s->delta;
-		s->delta = 0;
-		s->read_len = s->need;
-		fd = L->fd[s->shard];
-		flags = RX_READ_ASYNC;
-	}
-	ret = rx_read_start(&L->d->loop, &s->r, fd, s->buf, s->read_len,
-			    s->read_off, L->fixed ? s->idx : -1, flags,
-			    staged_read_cb);
-	if (ret == -EINVAL && s->direct) {
-		close(L->dfd[s->shard]);
-		L->dfd[s->shard] = -1;
-		staged_start_read(L, s);
-		return;
-	}
-	if (ret) {
-		/* Handed on as a completed (failed) read, so that the
-		 * in-order drain gives the slot back. */
-		ld_fail(L, ret, "cannot start a read of %s: %s",
-			shard_name(L, s->shard), strerror(-ret));
-		s->state = SLOT_READ;
-	}
-}
-
-static void staged_issue(struct ld *L)
-{
-	for (unsigned i = 0; i < L->nslots && gen_more(L); i++) {
-		struct slot *s = &L->slots[i];
-
-		if (s->state != SLOT_FREE)
-			continue;
-		staged_next_piece(L, s);
-		s->seq = L->next_seq++;
-		L->pending[s->seq % L->nslots] = s;
-		s->state = SLOT_READING;
-		L->inflight++;
-		staged_start_read(L, s);
-	}
-	if (L->err)
-		staged_drain(L);
-	if (!L->inflight)
-		L->finished = true;
-}
-
-/* The backend's copy is done: maybe on a backend thread, so only hand the
- * slot back to the loop. */
-static void staged_copy_done(void *arg, int res)
-{
-	struct slot *s = arg;
-
-	s->copy_res = res;
-	rx_wake_post(&s->L->wake, &s->node);
-}
-
-static void staged_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
-{
-	struct ld *L = container_of(w, struct ld, wake);
-	struct slot *s;
-
-	if (!node) {              /* rx_wake_close finished */
-		L->wake_open = false;
-		return;
-	}
-	s = container_of(node, struct slot, node);
-	if (s->copy_res < 0)
-		ld_fail(L, s->copy_res, "copy to the device failed: %s",
-			strerror(-s->copy_res));
-	else
-		L->done_bytes += s->width * s->height;
-	s->state = SLOT_FREE;
-	L->inflight--;
-	ld_progress(L);
-	staged_issue(L);
-}
-
-/* Hands on, in plan order, every piece whose read is complete: copy, then
- * hash the slot while the copy runs. */
-static void staged_drain(struct ld *L)
-{
-	while (L->hash_seq < L->next_seq) {
-		struct slot *s = L->pending[L->hash_seq % L->nslots];
-		const struct plan_tensor *t;
-		struct gpu_copy c;
-		uint64_t t0;
-		int ret;
-
-		if (s->seq != L->hash_seq || s->state != SLOT_READ)
-			return;
-		L->hash_seq++;
-		s->state = SLOT_COPYING;
-		if (L->err) {     /* failing: just give the slot back */
-			s->state = SLOT_FREE;
-			L->inflight--;
-			continue;
-		}
-		t = ld_tensor(L, s->ti);
-		c = (struct gpu_copy){
-			.dst_off = s->dst_off, .src = s->buf + s->delta,
-			.width = s->width, .height = s->height,
-			.src_pitch = s->src_pitch, .dst_pitch = s->width,
-		};
-		t0 = rx_now_ns();
-		ret = L->be->copy_to_pool(&L->d->dev, &L->v->pools[t->pool],
-					  &c, (unsigned)(s->seq % COPY_STREAMS),
-					  staged_copy_done, s);
-		L->copy_ns += rx_now_ns() - t0;
-		if (ret) {
-			ld_fail(L, ret, "cannot start a copy to the device: %s",
-				strerror(-ret));
-			s->state = SLOT_FREE;
-			L->inflight--;
-			continue;
-		}
-		if (!L->v->hashed)
-			continue;
-		t0 = rx_now_ns();
-		if (s->first)
-			wc_hasher_init(&L->hasher);
-		for (uint64_t r = 0; r < s->height; r++)
-			wc_hasher_update(&L->hasher,
-					 s->buf + s->delta + r * s->src_pitch,
-					 s->width);
-		if (s->last)
-			wc_hasher_final(&L->hasher, L->v->hash[s->ti]);
-		L->hash_ns += rx_now_ns() - t0;
-	}
-}
-
-static int staged_setup(struct ld *L, char *err)
-{
-	struct iovec iov[WCD_SLOTS_MAX];
-	int ret;
-
-	L->nslots = L->d->o.slots;
-	L->slot_size = L->d->o.slot_size;
-	L->slots = calloc(L->nslots, sizeof(*L->slots));
-	if (!L->slots)
-		return wc_errf(err, ENOMEM, "out of memory for staging slots");
-	for (unsigned i = 0; i < L->nslots; i++) {
-		struct slot *s = &L->slots[i];
-
-		s->L = L;
-		s->idx = (int)i;
-		ret = L->be->staging_alloc(&L->d->dev, L->slot_size,
-					   (void **)&s->buf, err);
-		if (ret)
-			return ret;
-		iov[i].iov_base = s->buf;
-		iov[i].iov_len = L->slot_size;
-	}
-	L->fixed = rx_loop_register_buffers(&L->d->loop, iov, L->nslots) == 0;
-	if (!L->fixed)
-		log_info("staging slots are not registered as fixed buffers; plain reads instead");
-	ret = rx_wake_init(&L->d->loop, &L->wake, staged_wake_cb);
-	if (ret)
-		return wc_errf(err, -ret, "rx_wake_init: %s", strerror(-ret));
-	L->wake_open = true;
-	return 0;
-}
-
-static void staged_teardown(struct ld *L)
-{
-	if (L->wake_open) {
-		rx_wake_close(&L->wake);
-		while (L->wake_open && rx_run_once(&L->d->loop, -1) >= 0)
-			;
-	}
-	if (L->fixed)
-		rx_loop_unregister_buffers(&L->d->loop);
-	for (unsigned i = 0; L->slots && i < L->nslots; i++)
-		if (L->slots[i].buf)
-			L->be->staging_free(&L->d->dev, L->slots[i].buf,
-					    L->slot_size);
-	free(L->slots);
 }
 
 /* --- run ------------------------------------------------------------------ */
 
+/* Fraction (0..1) of the file's pages in the page cache, or -1. */
+static double cached_fraction(int fd, uint64_t size)
+{
+	long page = sysconf(_SC_PAGESIZE);
+	size_t pages = (size_t)((size + (uint64_t)page - 1) / (uint64_t)page);
+	unsigned char *vec;
+	size_t in = 0;
+	void *p;
+
+	if (!size)
+		return 1.0;
+	p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return -1;
+	vec = malloc(pages);
+	if (vec && mincore(p, size, vec) == 0)
+		for (size_t i = 0; i < pages; i++)
+			in += vec[i] & 1;
+	else
+		in = SIZE_MAX;
+	free(vec);
+	munmap(p, size);
+	return in == SIZE_MAX ? -1 : (double)in / (double)pages;
+}
+
+/* Opens every shard buffered and, for the staged path, O_DIRECT as well
+ * where the file system allows it and the shard is not mostly cached. */
 static int open_shards(struct ld *L, bool want_direct, char *err)
 {
 	uint32_t n = L->v->model.nshards;
+	enum wcd_direct_io dio = L->d->o.direct_io;
 
 	L->fd = malloc(n * sizeof(int));
 	L->dfd = malloc(n * sizeof(int));
@@ -653,14 +371,27 @@ static int open_shards(struct ld *L, bool want_direct, char *err)
 	for (uint32_t i = 0; i < n; i++)
 		L->fd[i] = L->dfd[i] = -1;
 	for (uint32_t i = 0; i < n; i++) {
-		const char *p = L->v->model.shards[i].path;
+		const struct model_shard *sh = &L->v->model.shards[i];
+		double cached;
 
-		L->fd[i] = open(p, O_RDONLY | O_CLOEXEC);
+		L->fd[i] = open(sh->path, O_RDONLY | O_CLOEXEC);
 		if (L->fd[i] < 0)
-			return wc_errf(err, errno, "cannot open %s: %s", p,
-				       strerror(errno));
-		if (want_direct)
-			L->dfd[i] = open(p, O_RDONLY | O_CLOEXEC | O_DIRECT);
+			return wc_errf(err, errno, "cannot open %s: %s",
+				       sh->path, strerror(errno));
+		if (!want_direct || dio == WCD_DIO_OFF)
+			continue;
+		if (dio == WCD_DIO_AUTO) {
+			cached = cached_fraction(L->fd[i], sh->size);
+			if (cached >= 0.5) {
+				log_debug("%s is %.0f%% in the page cache: buffered reads",
+					  sh->path, cached * 100);
+				continue;
+			}
+		}
+		L->dfd[i] = open(sh->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+		if (L->dfd[i] < 0)
+			log_debug("%s: no O_DIRECT here (%s): buffered reads",
+				  sh->path, strerror(errno));
 	}
 	return 0;
 }
@@ -704,6 +435,8 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 {
 	struct ld *L;
 	uint64_t t0, t_read;
+	uint32_t ndirect = 0;
+	unsigned threads;
 	bool staged;
 	int ret;
 
@@ -718,6 +451,10 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 		return wc_errf(err, ENOMEM, "out of memory");
 	}
 	v->hashed = d->o.hash;
+	/* empty tensors get no piece: their hash is the empty input's */
+	for (uint32_t i = 0; i < v->plan.ntensors; i++)
+		if (!v->plan.t[i].size)
+			wc_hash128("", 0, v->hash[i]);
 	L->d = d;
 	L->v = v;
 	L->be = d->dev.be;
@@ -743,11 +480,13 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	}
 	v->phases.staged = staged;
 	for (uint32_t i = 0; staged && i < v->model.nshards; i++)
-		v->phases.direct_io |= L->dfd[i] >= 0;
+		if (L->dfd[i] >= 0)
+			ndirect++;
+	v->phases.direct_io = ndirect > 0;
 
 	L->start_ns = L->last_progress_ns = t0 = rx_now_ns();
 	if (staged)
-		staged_issue(L);
+		staged_start(L);
 	else
 		direct_issue(L);
 	while (!L->finished) {
@@ -771,19 +510,24 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	v->phases.read_bytes = L->read_bytes;
 	v->phases.copy_s = secs(L->copy_ns);
 	v->phases.hash_s = secs(L->hash_ns);
-	log_info("phase read: %.3f s, %.2f GB/s (%" PRIu64 " bytes read for %" PRIu64 ", %s%s)",
+	log_info("phase read: %.3f s, %.2f GB/s (%" PRIu64 " bytes read for %" PRIu64 ", %s, %u of %u shards O_DIRECT)",
 		 v->phases.read_s, gbps(L->read_bytes, t_read), L->read_bytes,
 		 L->total, staged ? "staged" : "direct into the pools",
-		 v->phases.direct_io ? ", O_DIRECT" : "");
+		 ndirect, v->model.nshards);
 	if (staged)
 		log_info("phase copy: %.3f s, %.2f GB/s (copy_to_pool submissions, overlapped with the reads)",
 			 v->phases.copy_s, gbps(L->total, L->copy_ns));
 	else
 		log_info("phase copy: none (direct path: the reads landed in the pools)");
-	if (v->hashed)
-		log_info("phase hash: %.3f s, %.2f GB/s (XXH3-128 per tensor%s)",
+	threads = d->o.hash_threads ? d->o.hash_threads : 1;
+	if (v->hashed && staged)
+		log_info("phase hash: %.3f s of hashing, %.2f GB/s per thread (XXH3-128 per tensor on %s, overlapped with the copies)",
 			 v->phases.hash_s, gbps(L->total, L->hash_ns),
-			 staged ? ", overlapped with the copies" : "");
+			 d->o.hash_threads ? "hash threads" : "the loop thread");
+	else if (v->hashed)
+		log_info("phase hash: %.3f s, %.2f GB/s (XXH3-128 per tensor on %u thread%s)",
+			 v->phases.hash_s, gbps(L->total, L->hash_ns), threads,
+			 threads == 1 ? "" : "s");
 	else
 		log_info("phase hash: skipped (--no-hash)");
 

@@ -41,6 +41,7 @@
 #define WCD_FORCE_WAIT_MS 10000       /* --force: SIGTERM, then SIGKILL */
 
 enum wcd_load_path { WCD_LOAD_AUTO, WCD_LOAD_DIRECT, WCD_LOAD_STAGED };
+enum wcd_direct_io { WCD_DIO_AUTO, WCD_DIO_ON, WCD_DIO_OFF };
 
 struct wcd_opts {
 	const char *model;
@@ -58,6 +59,8 @@ struct wcd_opts {
 	enum wcd_load_path load_path;
 	unsigned slots;
 	uint64_t slot_size;
+	unsigned hash_threads;        /* 0: hash on the loop thread */
+	enum wcd_direct_io direct_io;
 };
 
 /* Phase timings of one load, for the log and STATUS. */

@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/* wcd's loader internals, shared by load.c (prepare, run, the direct path)
+ * and staged.c (the staged path). See load.c for the design. */
+#ifndef WCD_LOAD_H
+#define WCD_LOAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hashpool.h"
+#include "wcd.h"
+
+#define container_of(p, type, member) \
+	((type *)(void *)((char *)(p) - offsetof(type, member)))
+#define LD_DIO_ALIGN 4096u
+#define LD_COPY_STREAMS 4
+
+struct ld;
+
+struct dread {                /* direct path: one read in flight */
+	struct rx_read r;
+	struct ld *L;
+	uint64_t len;
+};
+
+enum slot_state { SLOT_FREE, SLOT_READING, SLOT_READ, SLOT_BUSY };
+
+struct slot {                 /* staged path: one staging buffer */
+	struct rx_read r;
+	struct rx_wake_node node; /* copy done */
+	struct hjob hjob;         /* hash done (hash workers) */
+	struct ld *L;
+	int idx;
+	uint8_t *buf;
+	enum slot_state state;
+	unsigned busy;            /* copy and hash still running */
+	uint64_t seq;
+	unsigned lane;
+	uint32_t ti;              /* plan tensor */
+	uint32_t shard;
+	bool direct;              /* read with O_DIRECT */
+	uint64_t read_off, read_len;
+	uint64_t delta;           /* first wanted byte in the slot */
+	uint64_t need;            /* bytes the read must deliver */
+	uint64_t dst_off;         /* in the pool */
+	uint64_t width, height, src_pitch;
+	bool first, last;         /* of its tensor */
+	int copy_res;
+};
+
+/* A lane streams one tensor at a time; the staged path interleaves pieces
+ * of one tensor per lane so that the hash workers have one each. */
+struct lane {
+	uint32_t ti;
+	uint64_t tpos;            /* next byte of the destination */
+	bool active;
+};
+
+struct ld {
+	struct wcd *d;
+	struct wcd_version *v;
+	const struct gpu_backend *be;
+	int *fd;                  /* per shard: buffered */
+	int *dfd;                 /* per shard: O_DIRECT, or -1 */
+	uint64_t total, done_bytes, read_bytes;
+	uint64_t start_ns, last_progress_ns;
+	uint64_t hash_ns, copy_ns;
+	int err;
+	char errbuf[WC_ERR_LEN];
+	unsigned inflight;        /* reads, or slots not free */
+	bool finished;
+	/* direct: the next piece is tensor ti at byte tpos */
+	uint32_t ti;
+	uint64_t tpos;
+	struct dread reads[WCD_READ_DEPTH];
+	struct dread *free_reads[WCD_READ_DEPTH];
+	unsigned nfree_reads;
+	/* staged */
+	unsigned nslots;
+	uint64_t slot_size;
+	struct slot *slots;
+	struct slot *pending[WCD_SLOTS_MAX]; /* by seq % nslots */
+	uint64_t next_seq, hash_seq;
+	unsigned nlanes, rr;
+	struct lane lanes[HASHPOOL_MAX];
+	uint32_t next_ti;         /* next tensor a lane takes */
+	struct wc_hasher hasher;  /* hashing on the loop thread */
+	struct hashpool hp;
+	bool hp_started;
+	struct rx_wake wake, hwake;
+	bool wake_open, hwake_open;
+	bool fixed;
+};
+
+void ld_fail(struct ld *L, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+void ld_progress(struct ld *L);
+const char *ld_shard_name(struct ld *L, uint32_t shard);
+
+/* staged.c */
+int staged_setup(struct ld *L, char *err);
+void staged_start(struct ld *L);
+void staged_teardown(struct ld *L);
+
+#endif

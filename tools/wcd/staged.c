@@ -1,0 +1,414 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The loader's staged path (the CUDA backend's; `--load-path staged` runs
+ * it on the host backend too): io_uring reads into a ring of staging slots,
+ * then be->copy_to_pool, with the slot hashed while the copy runs.
+ *
+ * A piece is a range of one tensor, or a group of whole rows of a dim-1
+ * split (2-D copy), read as an aligned superset when the shard is read with
+ * O_DIRECT. Pieces come from nlanes lanes in turn, each lane streaming one
+ * tensor at a time, so that with hash workers every worker has a tensor of
+ * its own (one XXH3 stream is sequential). Pieces are handed on in issue
+ * order (seq): copy on stream seq % LD_COPY_STREAMS, hash on the lane's
+ * worker (or inline on the loop thread without workers). The backend's done
+ * callback and the worker post the slot back through rx_wakes; the slot is
+ * refilled when both are done.
+ *
+ * Bounds: nslots <= WCD_SLOTS_MAX slots of slot_size bytes; every read is
+ * at most slot_size; the unprocessed pieces (seq in [hash_seq, next_seq))
+ * are fewer than nslots, so pending[seq % nslots] is unique.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "load.h"
+#include "log.h"
+
+static const struct plan_tensor *tensor(struct ld *L, uint32_t i)
+{
+	return &L->v->plan.t[i];
+}
+
+static bool contiguous(const struct plan_tensor *t)
+{
+	return t->height <= 1 || t->src_pitch == t->width;
+}
+
+/* Picks the next lane with a piece left (round robin), refilling lanes
+ * from the plan; false when the plan is exhausted. */
+static bool lane_pick(struct ld *L, unsigned *out)
+{
+	if (L->err || L->d->stopping)
+		return false;
+	for (unsigned k = 0; k < L->nlanes; k++) {
+		unsigned i = (L->rr + k) % L->nlanes;
+		struct lane *ln = &L->lanes[i];
+
+		while (!ln->active || ln->tpos >= tensor(L, ln->ti)->size) {
+			if (L->next_ti >= L->v->plan.ntensors) {
+				ln->active = false;
+				break;
+			}
+			ln->ti = L->next_ti++;
+			ln->tpos = 0;
+			ln->active = true;
+		}
+		if (ln->active) {
+			*out = i;
+			L->rr = (i + 1) % L->nlanes;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* Fills s with the next piece of lane k. */
+static void next_piece(struct ld *L, struct slot *s, unsigned k)
+{
+	struct lane *ln = &L->lanes[k];
+	const struct plan_tensor *t = tensor(L, ln->ti);
+	uint64_t A = L->dfd[t->shard] >= 0 ? LD_DIO_ALIGN : 1;
+	uint64_t room = L->slot_size - 2 * A;
+	uint64_t src, span;
+
+	s->lane = k;
+	s->ti = ln->ti;
+	s->shard = t->shard;
+	s->first = ln->tpos == 0;
+	s->dst_off = t->pool_off + ln->tpos;
+	if (contiguous(t)) {
+		s->width = t->size - ln->tpos;
+		if (s->width > room)
+			s->width = room;
+		s->height = 1;
+		s->src_pitch = s->width;
+		src = t->file_off + ln->tpos;
+		span = s->width;
+	} else {
+		uint64_t row = ln->tpos / t->width;
+		uint64_t col = ln->tpos % t->width;
+
+		src = t->file_off + row * t->src_pitch + col;
+		if (col == 0 && t->width <= room) {
+			/* whole rows: as many as fit in the slot */
+			uint64_t n = (room - t->width) / t->src_pitch + 1;
+
+			if (n > t->height - row)
+				n = t->height - row;
+			s->width = t->width;
+			s->height = n;
+			s->src_pitch = t->src_pitch;
+			span = (n - 1) * t->src_pitch + t->width;
+		} else {
+			/* a row wider than a slot: part of one row */
+			s->width = t->width - col;
+			if (s->width > room)
+				s->width = room;
+			s->height = 1;
+			s->src_pitch = s->width;
+			span = s->width;
+		}
+	}
+	ln->tpos += s->width * s->height;
+	s->last = ln->tpos >= t->size;
+	s->read_off = src / A * A;
+	s->delta = src - s->read_off;
+	s->need = s->delta + span;
+	s->read_len = gpu_align_up(s->need, A);
+	s->direct = A > 1;
+}
+
+static void issue(struct ld *L);
+static void drain(struct ld *L);
+static void start_read(struct ld *L, struct slot *s);
+
+static void read_cb(struct rx_read *r, int res)
+{
+	struct slot *s = container_of(r, struct slot, r);
+	struct ld *L = s->L;
+
+	if (res == -EINVAL && s->direct) {
+		/* O_DIRECT refused after all: this shard goes buffered. */
+		log_info("O_DIRECT read of %s refused; reading it buffered",
+			 ld_shard_name(L, s->shard));
+		if (L->dfd[s->shard] >= 0)
+			close(L->dfd[s->shard]);
+		L->dfd[s->shard] = -1;
+		start_read(L, s);
+		return;
+	}
+	if (res < 0)
+		ld_fail(L, res, "read of %s at offset %" PRIu64 " failed: %s",
+			ld_shard_name(L, s->shard), s->read_off,
+			strerror(-res));
+	else if ((uint64_t)res < s->need)
+		ld_fail(L, EIO,
+			"%s ended early: read %d of %" PRIu64 " bytes at offset %" PRIu64 " (was the file truncated while loading?)",
+			ld_shard_name(L, s->shard), res, s->need, s->read_off);
+	else
+		L->read_bytes += (uint64_t)res;
+	s->state = SLOT_READ;
+	drain(L);
+	issue(L);
+}
+
+static void start_read(struct ld *L, struct slot *s)
+{
+	int fd = s->direct ? L->dfd[s->shard] : -1;
+	unsigned flags = RX_READ_DIRECT;
+	int ret;
+
+	if (fd < 0) {
+		/* buffered, through io-wq: read exactly the wanted span */
+		s->direct = false;
+		s->read_off += s->delta;
+		s->need -= s->delta;
+		s->delta = 0;
+		s->read_len = s->need;
+		fd = L->fd[s->shard];
+		flags = RX_READ_ASYNC;
+	}
+	ret = rx_read_start(&L->d->loop, &s->r, fd, s->buf, s->read_len,
+			    s->read_off, L->fixed ? s->idx : -1, flags, read_cb);
+	if (ret == -EINVAL && s->direct) {
+		close(L->dfd[s->shard]);
+		L->dfd[s->shard] = -1;
+		start_read(L, s);
+		return;
+	}
+	if (ret) {
+		/* Handed on as a completed (failed) read, so that the
+		 * in-order drain gives the slot back. */
+		ld_fail(L, ret, "cannot start a read of %s: %s",
+			ld_shard_name(L, s->shard), strerror(-ret));
+		s->state = SLOT_READ;
+	}
+}
+
+static void issue(struct ld *L)
+{
+	unsigned k;
+
+	for (unsigned i = 0; i < L->nslots; i++) {
+		struct slot *s = &L->slots[i];
+
+		if (s->state != SLOT_FREE)
+			continue;
+		if (!lane_pick(L, &k))
+			break;
+		next_piece(L, s, k);
+		s->seq = L->next_seq++;
+		L->pending[s->seq % L->nslots] = s;
+		s->state = SLOT_READING;
+		L->inflight++;
+		start_read(L, s);
+	}
+	if (L->err)
+		drain(L);
+	if (!L->inflight)
+		L->finished = true;
+}
+
+/* One of the slot's jobs (copy, hash) is done. */
+static void slot_put(struct ld *L, struct slot *s)
+{
+	if (--s->busy)
+		return;
+	if (!L->err)
+		L->done_bytes += s->width * s->height;
+	s->state = SLOT_FREE;
+	L->inflight--;
+	ld_progress(L);
+	issue(L);
+}
+
+/* The backend's copy is done: maybe on a backend thread, so only hand the
+ * slot back to the loop. */
+static void copy_done(void *arg, int res)
+{
+	struct slot *s = arg;
+
+	s->copy_res = res;
+	rx_wake_post(&s->L->wake, &s->node);
+}
+
+static void copy_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
+{
+	struct ld *L = container_of(w, struct ld, wake);
+	struct slot *s;
+
+	if (!node) {              /* rx_wake_close finished */
+		L->wake_open = false;
+		return;
+	}
+	s = container_of(node, struct slot, node);
+	if (s->copy_res < 0)
+		ld_fail(L, s->copy_res, "copy to the device failed: %s",
+			strerror(-s->copy_res));
+	slot_put(L, s);
+}
+
+static void hash_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
+{
+	struct ld *L = container_of(w, struct ld, hwake);
+
+	struct slot *s;
+
+	if (!node) {
+		L->hwake_open = false;
+		return;
+	}
+	s = container_of(node, struct slot, hjob.node);
+	L->hash_ns += s->hjob.ns;
+	slot_put(L, s);
+}
+
+/* Hashes the slot's rows: on the lane's worker, or here. */
+static void hash_slot(struct ld *L, struct slot *s)
+{
+	const uint8_t *p = s->buf + s->delta;
+	uint64_t t0;
+
+	if (L->hp_started) {
+		s->hjob = (struct hjob){
+			.p = p, .width = s->width, .height = s->height,
+			.pitch = s->src_pitch, .first = s->first,
+			.last = s->last, .out = L->v->hash[s->ti],
+		};
+		hashpool_submit(&L->hp, s->lane % L->hp.n, &s->hjob);
+		return;
+	}
+	t0 = rx_now_ns();
+	if (s->first)
+		wc_hasher_init(&L->hasher);
+	for (uint64_t r = 0; r < s->height; r++)
+		wc_hasher_update(&L->hasher, p + r * s->src_pitch, s->width);
+	if (s->last)
+		wc_hasher_final(&L->hasher, L->v->hash[s->ti]);
+	L->hash_ns += rx_now_ns() - t0;
+}
+
+/* Hands on, in issue order, every piece whose read is complete: start the
+ * copy, then hash the slot while the copy runs. */
+static void drain(struct ld *L)
+{
+	while (L->hash_seq < L->next_seq) {
+		struct slot *s = L->pending[L->hash_seq % L->nslots];
+		bool async_hash = L->v->hashed && L->hp_started;
+		struct gpu_copy c;
+		uint64_t t0;
+		int ret;
+
+		if (s->seq != L->hash_seq || s->state != SLOT_READ)
+			return;
+		L->hash_seq++;
+		s->state = SLOT_BUSY;
+		if (L->err) {     /* failing: just give the slot back */
+			s->busy = 1;
+			slot_put(L, s);
+			continue;
+		}
+		s->busy = async_hash ? 2 : 1;
+		c = (struct gpu_copy){
+			.dst_off = s->dst_off, .src = s->buf + s->delta,
+			.width = s->width, .height = s->height,
+			.src_pitch = s->src_pitch, .dst_pitch = s->width,
+		};
+		t0 = rx_now_ns();
+		ret = L->be->copy_to_pool(&L->d->dev,
+					  &L->v->pools[L->v->plan.t[s->ti].pool],
+					  &c, (unsigned)(s->seq % LD_COPY_STREAMS),
+					  copy_done, s);
+		L->copy_ns += rx_now_ns() - t0;
+		if (ret) {
+			ld_fail(L, ret, "cannot start a copy to the device: %s",
+				strerror(-ret));
+			s->busy = 1;
+			slot_put(L, s);
+			continue;
+		}
+		if (L->v->hashed)
+			hash_slot(L, s);
+	}
+}
+
+int staged_setup(struct ld *L, char *err)
+{
+	struct iovec iov[WCD_SLOTS_MAX];
+	unsigned threads = L->v->hashed ? L->d->o.hash_threads : 0;
+	int ret;
+
+	L->nslots = L->d->o.slots;
+	L->slot_size = L->d->o.slot_size;
+	L->slots = calloc(L->nslots, sizeof(*L->slots));
+	if (!L->slots)
+		return wc_errf(err, ENOMEM, "out of memory for staging slots");
+	for (unsigned i = 0; i < L->nslots; i++) {
+		struct slot *s = &L->slots[i];
+
+		s->L = L;
+		s->idx = (int)i;
+		ret = L->be->staging_alloc(&L->d->dev, L->slot_size,
+					   (void **)&s->buf, err);
+		if (ret)
+			return ret;
+		iov[i].iov_base = s->buf;
+		iov[i].iov_len = L->slot_size;
+	}
+	L->fixed = rx_loop_register_buffers(&L->d->loop, iov, L->nslots) == 0;
+	if (!L->fixed)
+		log_info("staging slots are not registered as fixed buffers; plain reads instead");
+	ret = rx_wake_init(&L->d->loop, &L->wake, copy_wake_cb);
+	if (ret)
+		return wc_errf(err, -ret, "rx_wake_init: %s", strerror(-ret));
+	L->wake_open = true;
+	/* one lane per hash worker, but never more lanes than slots */
+	L->nlanes = threads ? threads : 1;
+	if (L->nlanes > L->nslots)
+		L->nlanes = L->nslots;
+	if (threads) {
+		ret = rx_wake_init(&L->d->loop, &L->hwake, hash_wake_cb);
+		if (ret)
+			return wc_errf(err, -ret, "rx_wake_init: %s",
+				       strerror(-ret));
+		L->hwake_open = true;
+		ret = hashpool_start(&L->hp, threads, &L->hwake);
+		if (ret)
+			return wc_errf(err, -ret, "cannot start %u hash threads: %s",
+				       threads, strerror(-ret));
+		L->hp_started = true;
+	}
+	return 0;
+}
+
+void staged_start(struct ld *L)
+{
+	issue(L);
+}
+
+void staged_teardown(struct ld *L)
+{
+	if (L->hp_started)
+		hashpool_stop(&L->hp);
+	L->hp_started = false;
+	if (L->wake_open)
+		rx_wake_close(&L->wake);
+	if (L->hwake_open)
+		rx_wake_close(&L->hwake);
+	while ((L->wake_open || L->hwake_open) &&
+	       rx_run_once(&L->d->loop, -1) >= 0)
+		;
+	if (L->fixed)
+		rx_loop_unregister_buffers(&L->d->loop);
+	for (unsigned i = 0; L->slots && i < L->nslots; i++)
+		if (L->slots[i].buf)
+			L->be->staging_free(&L->d->dev, L->slots[i].buf,
+					    L->slot_size);
+	free(L->slots);
+}
