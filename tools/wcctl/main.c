@@ -8,6 +8,7 @@
 
 static const struct wcctl_cmd cmds[] = {
 	/* Commands are added here as their files land. */
+	{ "start", "start this node's rank daemons and wait until ready", wcctl_start },
 	{ "inspect", "validate a checkpoint file or model directory and summarise it", wcctl_inspect },
 	{ "manifest", "list every tensor a running daemon serves, with its XXH3-128", wcctl_manifest },
 	{ "sleep", "release a daemon's device memory (level 1: keep a host copy; 2: drop)", wcctl_sleep },
