@@ -677,19 +677,32 @@ static void test_refuse_at_accept(void)
 		if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) ||
 		    listen(lfd, 4) || write(pfd[1], "k", 1) != 1)
 			_exit(2);
-		fd = accept(lfd, NULL, NULL);
 		wire_put_init(&w);
-		wire_error_frame(&w, 0, WIRE_E_PERM,
-				 "uid 65534 may not use this daemon: start wcd with --allow-uid 65534",
-				 NULL);
-		srv_send(fd, &w, NULL, 0);
-		close(fd);
+		for (int i = 0; i < 2; i++) {
+			fd = accept(lfd, NULL, NULL);
+			wire_error_frame(&w, 0, WIRE_E_PERM,
+					 "uid 65534 may not use this daemon: start wcd with --allow-uid 65534",
+					 NULL);
+			srv_send(fd, &w, NULL, 0);
+			close(fd);
+		}
 		_exit(0);
 	}
 	close(pfd[1]);
 	T_EQ_INT(read(pfd[0], &ok, 1), 1);
 	close(pfd[0]);
 	o.socket = path;
+	T_OK(wc_connect(&o, &c, &e));
+	/* an engine polling its notice fd sees the refusal there too */
+	{
+		struct pollfd p = { .fd = wc_notice_fd(c), .events = POLLIN };
+		struct wc_notice n;
+
+		T_EQ_INT(poll(&p, 1, 5000), 1);
+		T_EQ_INT(wc_notice_read(c, &n, &e), -EACCES);
+		T_HAS(e.msg, "refused this connection (PERM)");
+		wc_close(c);
+	}
 	T_OK(wc_connect(&o, &c, &e));
 	T_EQ_INT(waitpid(k, NULL, 0), k);   /* it has closed by now */
 	T_EQ_INT(wc_hello(c, NULL, NULL, &e), -EACCES);

@@ -293,6 +293,9 @@ static int error_reply(struct wc_conn *c, const struct wc_frame *f,
 
 	if (ret)
 		return wc__fail(err, -ret, "the daemon at %s sent a bad error reply: %s", c->sock, e);
+	if (!req_type)
+		return wc__fail(err, errcode_errno(we.code), "the daemon refused this connection (%s): %s",
+				wire_errcode_name(we.code), we.msg);
 	return wc__fail(err, errcode_errno(we.code), "the daemon refused %s (%s): %s",
 			wire_type_name(req_type), wire_errcode_name(we.code),
 			we.msg);
@@ -512,6 +515,11 @@ int wc_notice_read(struct wc_conn *c, struct wc_notice *n,
 		if (ret)
 			return ret;
 		wc__frame_release(&f);
+		if (f.h.type == WIRE_ERROR && f.h.id == 0) {
+			/* a refusal sent at accept (uid, client limit) */
+			c->eof = true;
+			return error_reply(c, &f, 0, err);
+		}
 		if (f.h.type != WIRE_NOTICE) {
 			c->eof = true;
 			return wc__fail(err, EBADMSG, "the daemon at %s sent an unrequested %s frame: reconnect",
