@@ -35,8 +35,9 @@
  * write attach of sealed pools), ESRCH (no such lease), ENOSYS (not
  * implemented), EIO (daemon internal error).
  *
- * Threads: a wc_conn is used by one thread at a time. A model's tensor table
- * is read-only after wc_attach and may be read from any thread.
+ * Threads: a wc_conn is used by one thread at a time (and, after fork, by
+ * one of the two processes). A model's tensor table is read-only after
+ * wc_attach and may be read from any thread.
  *
  * Lifetime: tensor pointers stay valid until wc_detach (or wc_close). With the
  * host backend (memfd) and the CUDA VMM backend the mapping keeps the memory
@@ -223,7 +224,9 @@ void wc_hash_hex(const uint8_t hash[WC_HASH_LEN], char out[WC_HEX_LEN]);
 /* --- liveness and notices ------------------------------------------------ */
 
 /* The daemon's pidfd: becomes readable (POLLIN) when the daemon exits.
- * Owned by c; do not close it. */
+ * Owned by c; do not close it. -1 when the daemon's pid is not visible here
+ * (another pid namespace) or the kernel lacks pidfd_open (before 5.3): then
+ * EOF on wc_notice_fd is the sign. */
 int wc_daemon_fd(const struct wc_conn *c);
 pid_t wc_daemon_pid(const struct wc_conn *c);
 
