@@ -52,8 +52,8 @@ static const char usage_text[] =
 "                         or through staging slots (CUDA)\n"
 "  --slots N              staging slots (default 8, at most 64)\n"
 "  --slot-size BYTES      bytes per staging slot (default 16M)\n"
-"  --hash-threads N       XXH3 threads (0: on the loop thread; default half\n"
-"                         the CPUs, 1 to 8)\n"
+"  --hash-threads N       XXH3 threads (0: on the loop thread; default\n"
+"                         $WCD_HASH_THREADS, else half the CPUs, 1 to 8)\n"
 "  --direct-io auto|on|off  staged reads with O_DIRECT: auto skips shards\n"
 "                         that are mostly in the page cache (default auto)\n"
 "  --log-level L          debug, info, warn, error (default info)\n"
@@ -110,8 +110,14 @@ static uint32_t parse_u32(const char *s, const char *what)
  * ahead of a PCIe copy, without taking every core from the engines. */
 static unsigned default_hash_threads(void)
 {
-	long n = sysconf(_SC_NPROCESSORS_ONLN) / 2;
+	const char *env = getenv("WCD_HASH_THREADS");   /* for bench scripts */
+	long n;
 
+	if (env && *env) {
+		n = strtol(env, NULL, 10);
+		return n < 0 ? 0 : n > HASHPOOL_MAX ? HASHPOOL_MAX : (unsigned)n;
+	}
+	n = sysconf(_SC_NPROCESSORS_ONLN) / 2;
 	return n < 1 ? 1 : n > 8 ? 8 : (unsigned)n;
 }
 
