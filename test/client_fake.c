@@ -407,7 +407,7 @@ static void test_attach(void)
 	struct wc_attach_times tm;
 	struct wc_pool_view pv;
 	const struct wc_tensor *t;
-	struct wc_model *m;
+	struct wc_model *m, *m2;
 	struct wc_info in;
 	struct wc_error e;
 	uint64_t bad = 99;
@@ -450,6 +450,14 @@ static void test_attach(void)
 	T_EQ_INT(wc_verify(m, &bad, &e), 0);
 	T_EQ_U64(bad, 0);
 	T_OK(wc_verify_tensor(m, t, &e));
+	{
+		struct wc_tensor foreign = *t;
+
+		T_EQ_INT(wc_verify_tensor(m, &foreign, &e), -EINVAL);
+		T_HAS(e.msg, "not one of this model's");
+	}
+	T_EQ_INT(wc_attach(c, 0x80, &m2, NULL, &e), -EINVAL);
+	T_HAS(e.msg, "unknown flags 0x80");
 	/* a write through the read-only mapping faults */
 	k = fork();
 	if (!k) {
@@ -567,6 +575,16 @@ static void test_mismatch(void)
 	T_HAS(e.msg, "2 field(s) differ (model_path, tp_size)");
 	T_HAS(e.msg, "tp_size: daemon=1 engine=2");
 	T_HAS(e.msg, "model_path: daemon=/fake/model engine=/");
+	/* by socket alone the library cannot name the device in an identity */
+	{
+		struct wc_connect_opts so = { .socket = sock, .label = "plain" };
+		struct wc_conn *c2;
+
+		T_OK(wc_connect(&so, &c2, &e));
+		T_EQ_INT(wc_hello(c2, &x, NULL, &e), -EINVAL);
+		T_HAS(e.msg, "wc_connect_opts.device");
+		wc_close(c2);
+	}
 	/* a bad rank is caught before anything is sent */
 	x.tp_rank = 2;
 	T_EQ_INT(wc_hello(c, &x, NULL, &e), -EINVAL);
