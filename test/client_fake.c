@@ -287,6 +287,8 @@ static void srv_conn(int fd)
 			srv_attach(fd, &w, &h, p);
 			break;
 		case WIRE_PING:
+			if (!strcmp(sc, "mute"))
+				break;
 			if (!pinged && !strcmp(sc, "notice")) {
 				snprintf(nt.msg, sizeof(nt.msg), "version 4 is loaded: re-attach to use it");
 				wire_frame_begin(&w, WIRE_NOTICE, 0, 0);
@@ -511,6 +513,21 @@ static void test_badhash(void)
 	T_EQ_INT(e.code, EILSEQ);
 	T_HAS(e.msg, "'lm_head.weight'");
 	T_HAS(e.msg, "1 of 5 tensors");
+	wc_close(c);
+}
+
+/* A daemon that stops answering: the request times out, and says so. */
+static void test_timeout(void)
+{
+	struct wc_connect_opts o = { .socket = sock, .label = "mute",
+				     .timeout_ms = 200 };
+	struct wc_conn *c;
+	struct wc_error e;
+
+	T_OK(wc_connect(&o, &c, &e));
+	T_OK(wc_hello(c, NULL, NULL, &e));
+	T_EQ_INT(wc_ping(c, 1, &e), -ETIMEDOUT);
+	T_HAS(e.msg, "within 200 ms");
 	wc_close(c);
 }
 
@@ -767,6 +784,7 @@ int main(void)
 	test_manifest_only();
 	test_badhash();
 	test_notice();
+	test_timeout();
 	test_mismatch();
 	test_refusals();
 	test_refuse_at_accept();
