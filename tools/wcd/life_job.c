@@ -349,15 +349,24 @@ static void wake_level2(struct wcd *d, struct wire_life_reply *r, char *err)
 			  d->o.model, err);
 		return;
 	}
-	memcpy(v->pools, t->pools, sizeof(v->pools));
-	v->npools = t->npools;
-	t->npools = 0;
+	/* Adopt the reload whole: the same bytes, but the files' identity as
+	 * it is now (a rewrite with equal bytes changes the mtimes, hence the
+	 * checkpoint digest engines compute). v holds no pools while asleep. */
+	{
+		struct wcd_version keep = *v;
+
+		*v = *t;
+		v->used = keep.used;
+		v->number = keep.number;
+		v->leases = keep.leases;
+		*t = keep;
+	}
 	r->bytes = v->plan.total_bytes;
 	r->ns = rx_now_ns() - t0;
-	r->verify_ns = (uint64_t)(t->phases.hash_s * 1e9);
+	r->verify_ns = (uint64_t)(v->phases.hash_s * 1e9);
 	L->wake_copy_s = secs(r->ns);
 	L->wake_copy_gbps = r->ns ? (double)r->bytes / (double)r->ns : 0;
-	L->wake_verify_s = t->phases.hash_s;
+	L->wake_verify_s = v->phases.hash_s;
 	snprintf(r->msg, sizeof(r->msg),
 		 "awake: version %" PRIu64 " reloaded from %s, %" PRIu64 " bytes in %.3f s (%.2f GB/s); %u tensor hashes %s",
 		 v->number, d->o.model, r->bytes, secs(r->ns),

@@ -1,0 +1,177 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Sleep/wake round trips (issue 7) against a real wcd (host backend):
+ * at level 1 and level 2 (and with the staged load path, the one the CUDA
+ * backend uses), every tensor's manifest hash after WAKE equals the one
+ * before SLEEP, and an engine attached after WAKE reads the files' bytes
+ * (byte compare) and verifies. While asleep STATUS says so (state, level,
+ * no resident bytes; level 1: the host copy's bytes) and the ready file's
+ * state is "sleeping".
+ *
+ * A level-2 wake whose files changed on disk while the daemon slept (the
+ * model rewritten with another seed) fails with the tensor named and the
+ * daemon stays asleep; with the files restored, the wake succeeds.
+ */
+#include "client_util.h"
+
+static struct e2e x;
+
+/* Every tensor's name and hash, from MANIFEST. */
+static char *manifest_hashes(void)
+{
+	struct wc_conn *c = e2e_connect(&x);
+	struct wc_model *m;
+	struct wc_error e;
+	size_t cap = 1 << 16, off = 0;
+	char *s = malloc(cap);
+
+	T_ASSERT(s);
+	if (wc_hello(c, NULL, NULL, &e) || wc_manifest(c, &m, &e))
+		T_FAIL("manifest: %s", e.msg);
+	for (uint64_t i = 0; i < wc_tensor_count(m); i++) {
+		const struct wc_tensor *t = wc_tensor_at(m, i);
+		char hex[WC_HEX_LEN];
+
+		T_ASSERT(t->flags & WC_TENSOR_HASHED);
+		wc_hash_hex(t->hash, hex);
+		off += (size_t)snprintf(s + off, cap - off, "%s %s\n", t->name, hex);
+		T_ASSERT(off < cap);
+	}
+	T_EQ_U64(wc_tensor_count(m), x.m.ntensors);
+	wc_detach(m, NULL);
+	wc_close(c);
+	return s;
+}
+
+static void attach_and_compare(void)
+{
+	struct wc_expect ex = { .model_dir = x.model };
+	struct wc_conn *c = e2e_connect(&x);
+	struct wc_model *m;
+	struct wc_error e;
+	uint64_t bad = 1;
+
+	if (wc_hello(c, &ex, NULL, &e) || wc_attach(c, 0, &m, NULL, &e))
+		T_FAIL("attach after wake: %s", e.msg);
+	e2e_compare_all(&x, m);
+	if (wc_verify(m, &bad, &e))
+		T_FAIL("verify after wake: %s", e.msg);
+	T_EQ_U64(bad, 0);
+	wc_close(c);
+}
+
+static void check_asleep(unsigned level)
+{
+	json_t *j = e2e_status(&x);
+	char ready[2048];
+	FILE *f;
+	size_t n;
+
+	T_EQ_STR(json_string_value(json_object_get(j, "state")), "sleeping");
+	T_EQ_INT(json_integer_value(json_object_get(j, "sleep_level")), level);
+	T_EQ_INT(json_integer_value(json_object_get(j, "resident_bytes")), 0);
+	T_EQ_U64(json_integer_value(json_object_get(j, "host_copy_bytes")),
+		 level == 1 ? x.m.total_bytes : 0);
+	json_decref(j);
+	f = fopen(x.ready, "r");
+	T_ASSERT(f);
+	n = fread(ready, 1, sizeof(ready) - 1, f);
+	fclose(f);
+	ready[n] = '\0';
+	T_HAS(ready, "\nstate=sleeping\n");
+}
+
+static int sleep_level(unsigned level, struct wc_life_result *r)
+{
+	struct wc_conn *c = e2e_connect(&x);
+	struct wc_error e;
+	int ret = wc_sleep(c, level, r, &e);
+
+	if (ret)
+		T_FAIL("sleep %u: %s", level, e.msg);
+	wc_close(c);
+	return ret;
+}
+
+static int wake(struct wc_life_result *r, char *msg)
+{
+	struct wc_conn *c = e2e_connect(&x);
+	struct wc_error e;
+	int ret = wc_wake(c, r, &e);
+
+	snprintf(msg, WC_ERR_MSG_LEN, "%s", ret ? e.msg : r->msg);
+	wc_close(c);
+	return ret;
+}
+
+static void round_trip(unsigned level, const char *how)
+{
+	char *before = manifest_hashes(), *after;
+	char msg[WC_ERR_MSG_LEN];
+	struct wc_life_result r;
+
+	sleep_level(level, &r);
+	T_EQ_INT(r.level, level);
+	T_EQ_U64(r.version, 1);
+	check_asleep(level);
+	if (wake(&r, msg))
+		T_FAIL("wake from level %u: %s", level, msg);
+	T_HAS(msg, "hashes re-checked");
+	T_EQ_U64(r.bytes, x.m.total_bytes);
+	after = manifest_hashes();
+	T_EQ_STR(after, before);
+	attach_and_compare();
+	printf("ok  %s: level %u round trip, %llu tensor hashes equal: %s\n",
+	       how, level, (unsigned long long)x.m.ntensors, msg);
+	free(before);
+	free(after);
+}
+
+static void changed_files_level2(void)
+{
+	char wcgen[600], msg[WC_ERR_MSG_LEN];
+	char *seed2[] = { wcgen, "tiny", "--seed", "2", "--force", "--out",
+			  x.model, NULL };
+	char *seed0[] = { wcgen, "tiny", "--force", "--out", x.model, NULL };
+	struct wc_life_result r;
+	struct wc_conn *c;
+	struct wc_error e;
+
+	snprintf(wcgen, sizeof(wcgen), "%s/wcgen", x.bin);
+	sleep_level(2, &r);
+	T_EQ_INT(e2e_run(x.log, seed2), 0);       /* other bytes, same shapes */
+	T_EQ_INT(wake(&r, msg), -EIO);
+	T_HAS(msg, "changed while the daemon slept");
+	T_HAS(msg, "do not match their manifest hash");
+	T_HAS(msg, "the daemon stays asleep (level 2)");
+	check_asleep(2);
+	c = e2e_connect(&x);
+	T_EQ_INT(wc_hello(c, NULL, NULL, &e), -EAGAIN);
+	T_HAS(e.msg, "the daemon is sleeping: wake it first (wcctl wake)");
+	wc_close(c);
+	printf("ok  level 2 wake with changed files refused: %.160s\n", msg);
+
+	T_EQ_INT(e2e_run(x.log, seed0), 0);       /* the original bytes */
+	if (wake(&r, msg))
+		T_FAIL("wake with the files restored: %s", msg);
+	attach_and_compare();
+}
+
+int main(void)
+{
+	static const char *const staged[] = { "--load-path", "staged",
+					      "--slot-size", "1M", NULL };
+
+	e2e_init(&x, "life_sleep");
+	e2e_start_wcd(&x, NULL);
+	round_trip(1, "direct");
+	round_trip(2, "direct");
+	round_trip(1, "direct, again");
+	changed_files_level2();
+	e2e_kill_wcd(&x);
+	e2e_start_wcd(&x, staged);
+	round_trip(1, "staged");
+	round_trip(2, "staged");
+	printf("life_sleep: ok\n");
+	return 0;
+}
