@@ -7,6 +7,7 @@
 #   FAKE_FAIL         "TP:exit:CODE", "TP:kill" (SIGKILL itself), "TP:hang"
 #                     (never ready), "TP:die_after_ready:CODE" (foreground)
 #   FAKE_FAIL_AFTER   seconds into loading before the failure (default 0.2)
+#   FAKE_IGNORE_TERM  set: ignore SIGTERM (only SIGKILL stops it)
 #   FAKE_TIME_DIR     where a dying rank writes its CLOCK_MONOTONIC ns
 #                     (file exit-PID) just before it exits
 import fcntl, os, signal, sys, time
@@ -69,7 +70,7 @@ def on_term(signo, frame):
     stop = True
 
 
-signal.signal(signal.SIGTERM, on_term)
+signal.signal(signal.SIGTERM, signal.SIG_IGN if os.environ.get('FAKE_IGNORE_TERM') else on_term)
 signal.signal(signal.SIGINT, on_term)
 log('loading %s on %s (tp_rank=%d)' % (opt.get('--model'), name, tp))
 total = 4 << 30

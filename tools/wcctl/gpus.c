@@ -7,6 +7,7 @@
 
 #include "err.h"
 #include "gpus.h"
+#include "paths.h"
 
 struct gpu_row {
 	int index;
@@ -84,4 +85,30 @@ int gpus_list(char (*uuids)[GPU_UUID_LEN], int max, char *err)
 			       "CUDA_VISIBLE_DEVICES='%s' selects none of the %d GPUs nvidia-smi lists; fix it or unset it",
 			       vis, n);
 	return out;
+}
+
+int gpus_device_name(const char *spec, char *out, size_t len, char *err)
+{
+	char uuids[GPUS_MAX][GPU_UUID_LEN];
+	char *end;
+	long idx;
+	int n, ret;
+
+	ret = paths_device_name(spec, out, len, err);
+	if (ret != -ENOENT)
+		return ret;
+	idx = strtol(spec, &end, 10);
+	if (*end || idx < 0)
+		return wc_errf(err, EINVAL,
+			       "device '%s' is not host, host:NAME, GPU-<uuid> or a CUDA ordinal",
+			       spec);
+	n = gpus_list(uuids, GPUS_MAX, err);
+	if (n < 0)
+		return n;
+	if (idx >= n)
+		return wc_errf(err, ENODEV,
+			       "CUDA device %ld does not exist (%d visible); use 0..%d or a GPU-<uuid>",
+			       idx, n, n - 1);
+	snprintf(out, len, "%s", uuids[idx]);
+	return 0;
 }

@@ -9,6 +9,9 @@
 static const struct wcctl_cmd cmds[] = {
 	/* Commands are added here as their files land. */
 	{ "start", "start this node's rank daemons and wait until ready", wcctl_start },
+	{ "status", "show every rank daemon's state (table or --json)", wcctl_status },
+	{ "stop", "stop one rank daemon (--device) or all of them (--all)", wcctl_stop },
+	{ "clean", "remove the runtime files of dead daemons", wcctl_clean },
 	{ "inspect", "validate a checkpoint file or model directory and summarise it", wcctl_inspect },
 	{ "manifest", "list every tensor a running daemon serves, with its XXH3-128", wcctl_manifest },
 	{ "sleep", "release a daemon's device memory (level 1: keep a host copy; 2: drop)", wcctl_sleep },

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# wcctl start/status/stop/clean with the real wcd on a `wcgen tiny` model:
+# 4 host ranks become ready and status shows them; status as a table and as
+# JSON with one live and one dead daemon and its exit codes (0/3/4); stop
+# (SIGTERM, and SIGKILL after --timeout) only signals a pid that holds the
+# device's lock; clean never touches a live daemon's files; a wcd that
+# fails (no model) is reported with its exit code and log.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/wcctl_lib.bash"
+[ -x "$BIN/wcd" ] && [ -x "$BIN/wcgen" ] || skip "wcd or wcgen not built"
+command -v python3 >/dev/null || skip "python3 is needed to check JSON"
+"$BIN/wcgen" tiny --out "$T/model" >/dev/null 2>&1 || fail "wcgen tiny failed"
+ctl() { "$WCCTL" "$1" --runtime-dir "$RUN" "${@:2}"; }
+
+# nothing there yet: 3
+out=$(ctl status); rc=$?
+expect_eq "status with no daemon" "$rc" 3
+expect_has "status with no daemon" "$out" "no wcache daemon found"
+
+# 4 ranks of the real wcd, then the table shows all four ready
+"$WCCTL" start --model "$T/model" --tp-size 4 --backend host --runtime-dir "$RUN" \
+	--timeout 60 >"$T/start.out" 2>&1; rc=$?
+remember_pids "$T/start.out"
+expect_eq "start 4 real ranks" "$rc" 0
+expect_has "start 4 real ranks" "$(cat "$T/start.out")" "All 4 weight cache daemons on node 0 are ready (pp_ranks=0..0, tp_ranks=0..3)"
+out=$(ctl status); rc=$?
+expect_eq "status 4 live" "$rc" 0
+for i in 0 1 2 3; do
+	expect_has "status row $i" "$out" "host-$i               pp0/tp$i    ready        model"
+done
+ctl status --json >"$T/s4.json"
+python3 -m json.tool "$T/s4.json" >/dev/null || fail "status --json is not JSON"
+n=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(1 for x in d if x["reachable"] and x["state"]=="ready" and x["tensors"]==39))' "$T/s4.json")
+expect_eq "reachable ready daemons in JSON" "$n" 4
+
+# ranks 2 and 3 stop; rank 1 is SIGKILLed: one live, one dead
+out=$(ctl stop --device host:2 2>&1); rc=$?
+expect_eq "stop host:2" "$rc" 0
+expect_has "stop host:2" "$out" "stopped wcd pid"
+[ -e "$RUN/host-2.ready" ] && fail "host-2's ready file is still there after stop"
+ctl stop --device host:3 >/dev/null 2>&1 || fail "stop host:3"
+out=$(ctl stop --device host:3 2>&1); rc=$?
+expect_eq "stop a stopped device" "$rc" 3
+expect_has "stop a stopped device" "$out" "no daemon is running on device host-3"
+p1=$(ready_pid "$RUN" host-1)
+kill -9 "$p1"
+for i in $(seq 50); do alive "$p1" || break; sleep 0.1; done
+out=$(ctl status); rc=$?
+expect_eq "status live+dead" "$rc" 0
+expect_has "status live row" "$out" "host-0               pp0/tp0    ready"
+expect_has "status dead row" "$out" "host-1               pp0/tp1    UNREACHABLE  model"
+expect_has "status dead why" "$out" "says pid $p1"
+ctl status --json >"$T/s2.json"; rc=$?
+expect_eq "status --json live+dead" "$rc" 0
+python3 -m json.tool "$T/s2.json" >/dev/null || fail "status --json (live+dead) is not JSON"
+got=$(python3 -c '
+import json, sys
+d = {x["device"]: x for x in json.load(open(sys.argv[1]))}
+a, b = d["host-0"], d["host-1"]
+print(a["reachable"], a["state"], a["tp_rank"], b["reachable"], b["state"], b["ready"]["pid"], bool(b["error"]))' "$T/s2.json")
+expect_eq "status --json live+dead" "$got" "True ready 0 False UNREACHABLE $p1 True"
+
+# clean removes the dead daemon's files and never the live one's
+ctl clean >"$T/clean.out" 2>&1 || fail "clean failed: $(cat "$T/clean.out")"
+for s in lock ready sock log; do
+	[ -e "$RUN/host-1.$s" ] && fail "clean left the dead daemon's .$s"
+	[ -e "$RUN/host-0.$s" ] || fail "clean removed the live daemon's .$s"
+done
+expect_has "clean" "$(cat "$T/clean.out")" "kept host-0"
+out=$(ctl status); rc=$?
+expect_eq "status after clean" "$rc" 0
+
+# the live one stopped: its ready file gone; a dead one's left by hand: 4
+p0=$(ready_pid "$RUN" host-0)
+printf 'pid=%s\nsocket=%s/host-7.sock\ndevice=host-7\nstate=ready\n' "$p1" "$RUN" >"$RUN/host-7.ready"
+ctl stop --all >/dev/null 2>&1 || fail "stop --all"
+alive "$p0" && fail "stop --all left pid $p0"
+out=$(ctl status); rc=$?
+expect_eq "status with only a dead daemon" "$rc" 4
+ctl clean >/dev/null 2>&1
+out=$(ctl status); rc=$?
+expect_eq "status after the last clean" "$rc" 3
+
+# stop signals only a pid that holds the lock: a ready file naming a live
+# process that holds no lock, and one whose lock another process holds
+sleep 60 & s1=$!; PIDS+=($s1)
+printf 'pid=%s\nsocket=%s/host-8.sock\ndevice=host-8\nstate=ready\n' "$s1" "$RUN" >"$RUN/host-8.ready"
+out=$(ctl stop --device host:8 2>&1); rc=$?
+expect_eq "stop of an unlocked ready file" "$rc" 3
+alive "$s1" || fail "stop signalled pid $s1, which holds no lock"
+flock "$RUN/host-9.lock" sleep 60 & s2=$!; PIDS+=($s2)
+for i in $(seq 50); do grep -q FLOCK /proc/locks && [ -n "$(pgrep -P $s2)" ] && break; sleep 0.1; done
+PIDS+=($(pgrep -P $s2))
+printf 'pid=%s\nsocket=%s/host-9.sock\ndevice=host-9\nstate=ready\n' "$s1" "$RUN" >"$RUN/host-9.ready"
+out=$(ctl stop --device host:9 2>&1); rc=$?
+expect_eq "stop when another pid holds the lock" "$rc" 1
+expect_has "stop when another pid holds the lock" "$out" "names pid $s1 but pid"
+alive "$s1" || fail "stop signalled pid $s1, which does not hold the lock"
+kill "$s1" "$s2" $(pgrep -P $s2) 2>/dev/null; wait 2>/dev/null
+ctl clean >/dev/null 2>&1
+
+# a daemon that ignores SIGTERM is SIGKILLed after --timeout, files removed
+FAKE_IGNORE_TERM=1 "$WCCTL" start --model "$T/model" --tp-size 1 --backend host --base-gpu-id 5 \
+	--runtime-dir "$RUN" --wcd "$FAKE" >"$T/ign.out" 2>&1 || fail "start of the fake: $(cat "$T/ign.out")"
+remember_pids "$T/ign.out"
+pf=$(ready_pid "$RUN" host-5)
+out=$(ctl stop --device host:5 --timeout 0.5 2>&1); rc=$?
+expect_eq "stop with SIGKILL" "$rc" 0
+expect_has "stop with SIGKILL" "$out" "did not stop within 0.5 s; sending SIGKILL"
+expect_has "stop with SIGKILL" "$out" "stopped wcd pid $pf on device host-5 (SIGKILL)"
+alive "$pf" && fail "pid $pf survived stop"
+[ -e "$RUN/host-5.ready" ] && fail "the killed daemon's ready file is left"
+
+# a real wcd that fails while starting: its code and its log's last lines
+"$WCCTL" start --model "$T/no-model" --tp-size 2 --backend host --runtime-dir "$RUN" \
+	>"$T/bad.out" 2>&1; rc=$?
+remember_pids "$T/bad.out"
+expect_eq "start on a missing model" "$rc" 1
+expect_has "start on a missing model" "$(cat "$T/bad.out")" "exited prematurely with code 1"
+expect_has "start on a missing model log" "$(cat "$T/bad.out")" "  | "
+expect_gone "$T/bad.out"
+ctl clean >/dev/null 2>&1
+expect_empty "$RUN"
+echo ok

@@ -1,0 +1,271 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wcctl stop: SIGTERM through a pidfd to each daemon's pid, but only when
+ * that pid holds the device's lock (flock, as wcd takes it; read from
+ * /proc/locks), so a stale ready file whose pid was reused by another
+ * process never gets that process signalled. Waits for all of them at
+ * once (poll on the pidfds), SIGKILLs those still alive after the timeout.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "gpus.h"
+#include "log.h"
+#include "rundir.h"
+#include "wcctl.h"
+
+#define STOP_KILL_WAIT_MS 5000
+
+struct victim {
+	struct paths paths;
+	pid_t pid;
+	int pidfd;
+	bool gone, killed;
+};
+
+static void stop_usage(FILE *f)
+{
+	fprintf(f,
+"usage: wcctl stop [--device D | --all] [--runtime-dir DIR] [--timeout SEC]\n"
+"\n"
+"Stops rank daemons: SIGTERM through a pidfd to the pid in the device's\n"
+"ready file (or, while it is still loading, to its lock's holder), only if\n"
+"that pid holds the device's lock; waits, and SIGKILLs after the timeout.\n"
+"\n"
+"  --device D        host, host:NAME, a CUDA ordinal or GPU-<uuid>\n"
+"  --all             every daemon in the runtime directory\n"
+"  --runtime-dir DIR as given to wcctl start / wcd (default: the environment's)\n"
+"  --timeout SEC     SIGTERM -> SIGKILL (default 10)\n"
+"\n"
+"Exit status: 0 stopped, 1 a daemon could not be stopped, 2 usage,\n"
+"3 no daemon was running.\n");
+}
+
+static int pidfd_open_(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static int pidfd_kill(int pidfd, int sig)
+{
+	return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* Finds the device's daemon and opens a pidfd on it. Returns 1 when there
+ * is one to stop, 0 when none runs, -1 on an error (printed). */
+static int stop_find(struct victim *v)
+{
+	struct ready_info ri;
+	char err[WC_ERR_LEN];
+	pid_t holder, again;
+	int ret, rr;
+
+	ret = lock_holder(v->paths.lock, &holder, err);
+	if (ret < 0) {
+		log_error("%s", err);
+		return -1;
+	}
+	if (!ret)
+		return 0;
+	rr = ready_read_file(&ri, v->paths.ready, err);
+	if (rr == 0 && holder > 0 && ri.pid != holder) {
+		log_error("device %s: its ready file names pid %d but pid %d holds the lock; not signalling pid %d (check the holder with 'fuser %s')",
+			  v->paths.device, ri.pid, (int)holder, ri.pid,
+			  v->paths.lock);
+		return -1;
+	}
+	v->pid = rr == 0 ? ri.pid : holder;
+	if (v->pid <= 0) {
+		log_error("device %s is locked but its owner's pid is unknown; find it with 'fuser %s'",
+			  v->paths.device, v->paths.lock);
+		return -1;
+	}
+	v->pidfd = pidfd_open_(v->pid);
+	if (v->pidfd < 0)
+		return errno == ESRCH ? 0 : (log_error("cannot open a pidfd for pid %d: %s",
+						      (int)v->pid, strerror(errno)), -1);
+	/* The pidfd now names the process that was pid; confirm it still
+	 * holds the lock (a holder that died in between frees the lock). */
+	ret = lock_holder(v->paths.lock, &again, err);
+	if (ret <= 0 || (again > 0 && again != v->pid)) {
+		close(v->pidfd);
+		v->pidfd = -1;
+		return 0;
+	}
+	return 1;
+}
+
+/* Polls the pidfds of the victims not yet gone until all are or ms pass. */
+static void stop_wait(struct victim *vs, int n, uint64_t ms)
+{
+	uint64_t end = now_ms() + ms;
+	struct pollfd *p = calloc((size_t)n, sizeof(*p));
+
+	if (!p)
+		return;
+	for (;;) {
+		int k = 0, left = 0;
+		uint64_t now = now_ms();
+
+		for (int i = 0; i < n; i++) {
+			p[i].fd = vs[i].gone || vs[i].pidfd < 0 ? -1 :
+				  vs[i].pidfd;
+			p[i].events = POLLIN;
+			p[i].revents = 0;
+			left += p[i].fd >= 0;
+		}
+		if (!left || now >= end)
+			break;
+		k = poll(p, (nfds_t)n, (int)(end - now));
+		if (k < 0 && errno != EINTR)
+			break;
+		for (int i = 0; i < n; i++)
+			if (p[i].fd >= 0 && p[i].revents)
+				vs[i].gone = true;
+	}
+	free(p);
+}
+
+int wcctl_stop(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "device", required_argument, NULL, 'd' },
+		{ "all", no_argument, NULL, 'a' },
+		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static rundir_name names[RUNDIR_DEVICES_MAX];
+	const char *device = NULL, *runtime_dir = NULL;
+	char err[WC_ERR_LEN], *end;
+	double timeout_s = 10;
+	struct victim *vs;
+	struct rundir rd;
+	bool all = false;
+	int c, n = 0, nv = 0, failed = 0;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'd': device = optarg; break;
+		case 'a': all = true; break;
+		case 'r': runtime_dir = optarg; break;
+		case 't':
+			timeout_s = strtod(optarg, &end);
+			if (*end || !(timeout_s > 0) || timeout_s > 86400) {
+				fprintf(stderr, "wcctl stop: --timeout '%s' is not a number of seconds above 0\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'h': stop_usage(stdout); return 0;
+		default: stop_usage(stderr); return 2;
+		}
+	}
+	if (optind < argc || !!device == all) {
+		fprintf(stderr, "wcctl stop: give exactly one of --device D or --all\n");
+		stop_usage(stderr);
+		return 2;
+	}
+	if (rundir_init(&rd, runtime_dir, err)) {
+		log_error("%s", err);
+		return 2;
+	}
+	if (device) {
+		if (gpus_device_name(device, names[0], sizeof(names[0]), err)) {
+			log_error("%s", err);
+			return 2;
+		}
+		n = 1;
+	} else {
+		n = rundir_scan(&rd, ".lock", names, RUNDIR_DEVICES_MAX, err);
+		if (n < 0) {
+			log_error("%s", err);
+			return 1;
+		}
+	}
+	vs = calloc((size_t)(n ? n : 1), sizeof(*vs));
+	if (!vs)
+		die("out of memory");
+	for (int i = 0; i < n; i++) {
+		struct victim *v = &vs[nv];
+		int ret;
+
+		v->pidfd = -1;
+		if (rundir_paths(&rd, names[i], &v->paths, err)) {
+			log_error("%s", err);
+			failed++;
+			continue;
+		}
+		ret = stop_find(v);
+		if (ret < 0)
+			failed++;
+		if (ret <= 0)
+			continue;
+		if (pidfd_kill(v->pidfd, SIGTERM) && errno != ESRCH) {
+			log_error("cannot signal wcd pid %d on %s: %s (is it another user's?)",
+				  (int)v->pid, v->paths.device,
+				  strerror(errno));
+			close(v->pidfd);
+			failed++;
+			continue;
+		}
+		log_info("sent SIGTERM to wcd pid %d on device %s",
+			 (int)v->pid, v->paths.device);
+		nv++;
+	}
+	stop_wait(vs, nv, (uint64_t)(timeout_s * 1000));
+	for (int i = 0; i < nv; i++) {
+		if (vs[i].gone)
+			continue;
+		log_warn("wcd pid %d on %s did not stop within %g s; sending SIGKILL",
+			 (int)vs[i].pid, vs[i].paths.device, timeout_s);
+		pidfd_kill(vs[i].pidfd, SIGKILL);
+		vs[i].killed = true;
+	}
+	stop_wait(vs, nv, STOP_KILL_WAIT_MS);
+	for (int i = 0; i < nv; i++) {
+		struct victim *v = &vs[i];
+
+		close(v->pidfd);
+		if (!v->gone) {
+			log_error("wcd pid %d on %s is still alive after SIGKILL (stuck in the kernel?)",
+				  (int)v->pid, v->paths.device);
+			failed++;
+			continue;
+		}
+		/* A killed daemon leaves its socket and ready file. */
+		if (v->killed && rundir_remove(&rd, &v->paths, 1, err) < 0)
+			log_warn("%s", err);
+		log_info("stopped wcd pid %d on device %s%s", (int)v->pid,
+			 v->paths.device, v->killed ? " (SIGKILL)" : "");
+	}
+	free(vs);
+	if (failed)
+		return 1;
+	if (!nv) {
+		log_info(device ? "no daemon is running on device %s" :
+			 "no daemon is running in %s",
+			 device ? names[0] : rd.dir);
+		return 3;
+	}
+	return 0;
+}
