@@ -114,4 +114,15 @@ out=$("$WCCTL" start --model "$T/model" --backend host --runtime-dir "$RUN" --tp
 expect_eq "bad --wcd status" "$rc" 1
 expect_has "bad --wcd" "$out" "cannot start $T/no-such-wcd for pp_rank=0 tp_rank=0"
 expect_empty "$RUN"
+# 9. on a terminal: a progress line per rank, redrawn in place
+if command -v script >/dev/null; then
+	FAKE_LOAD_S=1.2 script -qfec "$WCCTL start --model $T/model --backend host --runtime-dir $RUN --wcd $FAKE --tp-size 2" \
+		"$T/tty.out" >/dev/null 2>&1; rc=$?
+	remember_pids "$T/tty.out"
+	expect_eq "tty start status" "$rc" 0
+	grep -q $'\e\[2A' "$T/tty.out" || fail "no redraw on a terminal: $(cat -v "$T/tty.out")"
+	expect_has "tty progress" "$(cat "$T/tty.out")" "pp_rank=0 tp_rank=1 host-1"
+	expect_has "tty progress" "$(cat "$T/tty.out")" " GB ("
+	for p in $(grep -o 'started wcd pid=[0-9]*' "$T/tty.out" | cut -d= -f2); do kill "$p"; done
+fi
 echo "ok"
