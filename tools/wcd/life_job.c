@@ -137,6 +137,8 @@ static int restore_pools(struct wcd *d, struct wcd_version *v,
 			.src_pitch = L->host_len[i], .dst_pitch = L->host_len[i],
 		};
 
+		if (!c.width)
+			continue;
 		R->arg[i] = (struct restore_arg){ R, i };
 		R->pending++;
 		ret = be->copy_to_pool(&d->dev, &v->pools[i], &c,
