@@ -35,6 +35,26 @@
 
 #define INOTIFY_BUF (64 * (sizeof(struct inotify_event) + NAME_MAX + 1))
 
+/* The signals a daemon meets most; sigabbrev_np needs glibc 2.32, which
+ * the GPU machines may lack. */
+static const char *sig_name(int sig)
+{
+	switch (sig) {
+	case SIGTERM: return "SIGTERM";
+	case SIGINT: return "SIGINT";
+	case SIGKILL: return "SIGKILL";
+	case SIGSEGV: return "SIGSEGV";
+	case SIGABRT: return "SIGABRT";
+	case SIGBUS: return "SIGBUS";
+	case SIGILL: return "SIGILL";
+	case SIGFPE: return "SIGFPE";
+	case SIGHUP: return "SIGHUP";
+	case SIGQUIT: return "SIGQUIT";
+	case SIGPIPE: return "SIGPIPE";
+	default: return "a signal";
+	}
+}
+
 static uint64_t secs_to_ns(double s)
 {
 	return s <= 0 ? 1 : (uint64_t)(s * 1e9);
@@ -136,8 +156,7 @@ static void report_exit(struct launch *l, struct rank *r)
 		say(l, LOG_ERROR,
 		    "Weight cache daemon for pp_rank=%d tp_rank=%d (pid=%d) was killed by signal %d (%s)",
 		    r->lr.pp_rank, r->lr.tp_rank, (int)c->pid,
-		    c->term_signal, sigabbrev_np(c->term_signal) ?
-		    sigabbrev_np(c->term_signal) : "?");
+		    c->term_signal, sig_name(c->term_signal));
 	else
 		say(l, LOG_ERROR,
 		    "Weight cache daemon for pp_rank=%d tp_rank=%d (pid=%d) exited%s (its status could not be collected)",
@@ -304,20 +323,20 @@ static void signal_cb(struct rx_signal *s, int signo)
 		return;
 	switch (l->phase) {
 	case LAUNCH_STARTING:
-		say(l, LOG_WARN, "got SIG%s while starting; stopping %d daemon%s",
-		    sigabbrev_np(signo), l->nrunning,
+		say(l, LOG_WARN, "got %s while starting; stopping %d daemon%s",
+		    sig_name(signo), l->nrunning,
 		    l->nrunning == 1 ? "" : "s");
 		launch_teardown(l, signo, 128 + signo);
 		break;
 	case LAUNCH_RUNNING:
-		say(l, LOG_INFO, "got SIG%s; stopping %d daemon%s",
-		    sigabbrev_np(signo), l->nrunning,
+		say(l, LOG_INFO, "got %s; stopping %d daemon%s",
+		    sig_name(signo), l->nrunning,
 		    l->nrunning == 1 ? "" : "s");
 		launch_teardown(l, signo, 0);
 		break;
 	case LAUNCH_STOPPING:
-		say(l, LOG_WARN, "got SIG%s again; killing the daemons",
-		    sigabbrev_np(signo));
+		say(l, LOG_WARN, "got %s again; killing the daemons",
+		    sig_name(signo));
 		for (int i = 0; i < l->n; i++)
 			if (l->ranks[i].running)
 				rx_child_kill(&l->ranks[i].child, SIGKILL);
