@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
-/* O_DIRECT reads: an aligned read works; a misaligned buffer, offset or
- * length is reported as such (r->misaligned, -EINVAL) before anything is
- * queued. Skips where the file system under /var/tmp has no O_DIRECT
+/* O_DIRECT reads: an aligned read works; the aligned superset of a file's
+ * unaligned tail returns the tail (short at the end of the file, not
+ * -EINVAL); a misaligned buffer, offset or length is reported as such
+ * (r->misaligned, -EINVAL) before anything is queued. Skips where the file system under /var/tmp has no O_DIRECT
  * (tmpfs). */
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include "rx_util.h"
 
 #define LEN (64 * 1024)
+#define TAIL 1000 /* the file is LEN + TAIL bytes */
 
 static int read_res;
 
@@ -19,18 +21,18 @@ static void on_read(struct rx_read *r, int res) { read_res = res; }
 int main(void)
 {
 	char path[] = "/var/tmp/rx_direct.XXXXXX";
-	unsigned char *buf, *data = malloc(LEN);
+	unsigned char *buf, *data = malloc(LEN + TAIL);
 	struct rx_read r = { 0 };
 	struct rx_loop loop;
 	int fds0 = rx_test_fd_count(), fd, dfd, i;
 
 	T_ASSERT(data);
 	T_ASSERT(posix_memalign((void **)&buf, 4096, LEN + 4096) == 0);
-	for (i = 0; i < LEN; i++)
+	for (i = 0; i < LEN + TAIL; i++)
 		data[i] = (unsigned char)(i * 31);
 	fd = mkstemp(path);
 	T_ASSERT(fd >= 0);
-	T_ASSERT(write(fd, data, LEN) == LEN);
+	T_ASSERT(write(fd, data, LEN + TAIL) == LEN + TAIL);
 	T_ASSERT(fsync(fd) == 0);
 	dfd = open(path, O_RDONLY | O_DIRECT | O_CLOEXEC);
 	unlink(path);
@@ -50,6 +52,16 @@ int main(void)
 	T_EQ_INT(read_res, LEN);
 	T_ASSERT(!r.misaligned);
 	T_ASSERT(memcmp(buf, data, LEN) == 0);
+
+	/* the whole file through an aligned superset: the tail, then EOF */
+	read_res = 1;
+	memset(buf, 0, LEN + 4096);
+	T_OK(rx_read_start(&loop, &r, dfd, buf, LEN + 4096, 0, -1,
+			   RX_READ_DIRECT, on_read));
+	RX_RUN_UNTIL(&loop, read_res != 1, 10000);
+	T_EQ_INT(read_res, LEN + TAIL);
+	T_ASSERT(!r.misaligned);
+	T_ASSERT(memcmp(buf, data, LEN + TAIL) == 0);
 
 	T_EQ_INT(rx_read_start(&loop, &r, dfd, buf + 1, 4096, 0, -1,
 			       RX_READ_DIRECT, on_read), -EINVAL);
