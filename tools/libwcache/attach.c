@@ -154,11 +154,10 @@ static int dev_ensure(struct wc_conn *c, struct wc_error *err)
 		snprintf(spec, sizeof(spec), "host:%s", c->info.device + 5);
 	else
 		wc__strlcpy(spec, "host", sizeof(spec));
-	ret = gpu_dev_open(&c->dev, spec, e);
+	ret = wc__dev_open(c, spec, e);
 	if (ret)
 		return wc__fail(err, -ret, "cannot open device '%s' to map the daemon's pools: %s",
 				spec, e);
-	c->dev_open = true;
 	return 0;
 }
 
@@ -301,7 +300,7 @@ int wc_attach(struct wc_conn *c, unsigned flags, struct wc_model **out,
 {
 	struct wc_model *m;
 	struct pools *ps;
-	uint64_t lease = 0, t0, t1, t2;
+	uint64_t lease = 0, t0, t1, t2, dev0;
 	int ret;
 
 	*out = NULL;
@@ -324,6 +323,7 @@ int wc_attach(struct wc_conn *c, unsigned flags, struct wc_model **out,
 	if (ret)
 		goto out_free;
 	t1 = wc__now_ns();
+	dev0 = c->times.device_ns;
 	ret = dev_ensure(c, err);
 	if (!ret)
 		ret = attach_request(c, m, ps, &lease, err);
@@ -336,7 +336,7 @@ int wc_attach(struct wc_conn *c, unsigned flags, struct wc_model **out,
 	m->lease = lease;
 	m->info.tensors = m->ntensors;
 	c->times.manifest_ns = t1 - t0;
-	c->times.attach_ns = t2 - t1;
+	c->times.attach_ns = t2 - t1 - (c->times.device_ns - dev0);
 	c->times.map_ns = wc__now_ns() - t2;
 	if (times)
 		*times = c->times;

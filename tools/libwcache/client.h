@@ -84,6 +84,10 @@ int wc__reply(struct wc_conn *c, uint64_t id, unsigned type,
 int wc__call(struct wc_conn *c, struct wire_put *w, uint64_t id,
 	     unsigned type, struct wc_frame *f, struct wc_error *err);
 
+/* Opens the backend for spec into c->dev (once), adding its time to
+ * c->times.device_ns; err gets the backend's sentence. */
+int wc__dev_open(struct wc_conn *c, const char *spec, char *err);
+
 /* table.c: the name index over m->t (m->ntensors set). */
 int wc__index_build(struct wc_model *m, struct wc_error *err);
 void wc__model_free(struct wc_model *m);

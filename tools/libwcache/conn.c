@@ -102,13 +102,15 @@ static int recv_exact(struct wc_conn *c, void *buf, size_t len,
 		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
 			return wc__fail(err, ETIMEDOUT, "no reply from the daemon at %s within %d ms: it may be overloaded or stuck; check `wcctl status`",
 					c->sock, c->timeout_ms);
-		if (n < 0)
+		if (n < 0 && errno != ECONNRESET)
 			return wc__fail(err, errno, "reading from the daemon at %s failed: %s",
 					c->sock, strerror(errno));
-		ret = take_fds(c, &mh, f, err);
+		ret = n < 0 ? 0 : take_fds(c, &mh, f, err);
 		if (ret)
 			return ret;
-		if (n == 0) {
+		/* ECONNRESET: the daemon died with our bytes unread; to the
+		 * engine that is the same as a close */
+		if (n <= 0) {
 			c->eof = true;
 			return wc__fail(err, EPIPE, "the daemon (pid %d) closed the connection at %s%s: it exited or refused this client; see its log, then reconnect",
 					(int)c->pid, c->sock,
@@ -348,6 +350,17 @@ int wc__call(struct wc_conn *c, struct wire_put *w, uint64_t id,
 	return wc__reply(c, id, type, f, err);
 }
 
+int wc__dev_open(struct wc_conn *c, const char *spec, char *err)
+{
+	uint64_t t0 = wc__now_ns();
+	int ret = gpu_dev_open(&c->dev, spec, err);
+
+	c->times.device_ns += wc__now_ns() - t0;
+	if (!ret)
+		c->dev_open = true;
+	return ret;
+}
+
 /* Resolves the socket path from the options (contracts: runtime paths). */
 static int socket_path(struct wc_conn *c, const struct wc_connect_opts *o,
 		       struct wc_error *err)
@@ -372,9 +385,8 @@ static int socket_path(struct wc_conn *c, const struct wc_connect_opts *o,
 	if (ret == -ENOENT) {
 		/* a CUDA index: only the driver knows its UUID; the device
 		 * stays open for import */
-		ret = gpu_dev_open(&c->dev, o->device, e);
+		ret = wc__dev_open(c, o->device, e);
 		if (!ret) {
-			c->dev_open = true;
 			wc__strlcpy(name, c->dev.name, sizeof(name));
 		}
 	}
@@ -455,7 +467,7 @@ int wc_connect(const struct wc_connect_opts *o, struct wc_conn **out,
 	/* pid 0: the daemon lives in another pid namespace; no liveness fd. */
 	if (cr.pid > 0)
 		c->pidfd = pidfd_open_compat(cr.pid);
-	c->times.connect_ns = wc__now_ns() - t0;
+	c->times.connect_ns = wc__now_ns() - t0 - c->times.device_ns;
 	*out = c;
 	wc__ok(err);
 	return 0;

@@ -189,7 +189,7 @@ int wc_hello(struct wc_conn *c, const struct wc_expect *expect,
 	size_t enc_len = 0;
 	struct wc_frame f;
 	char e[WC_ERR_LEN];
-	uint64_t id_req, t0 = wc__now_ns();
+	uint64_t id_req, t0 = wc__now_ns(), dev0 = c->times.device_ns;
 	int ret;
 
 	c->hello_ok = false;
@@ -197,10 +197,9 @@ int wc_hello(struct wc_conn *c, const struct wc_expect *expect,
 		if (!c->dev_open) {
 			if (!c->device[0])
 				return wc__fail(err, EINVAL, "wc_hello with an expected identity needs the device: set wc_connect_opts.device along with the socket");
-			ret = gpu_dev_open(&c->dev, c->device, e);
+			ret = wc__dev_open(c, c->device, e);
 			if (ret)
 				return wc__fail(err, -ret, "cannot open device '%s': %s", c->device, e);
-			c->dev_open = true;
 		}
 		id = malloc(sizeof(*id));
 		if (!id)
@@ -236,7 +235,7 @@ int wc_hello(struct wc_conn *c, const struct wc_expect *expect,
 		return wc__fail(err, EBADMSG, "the daemon at %s answered HELLO with unknown status %u: upgrade libwcache",
 				c->sock, r.status);
 	c->hello_ok = true;
-	c->times.hello_ns = wc__now_ns() - t0;
+	c->times.hello_ns = wc__now_ns() - t0 - (c->times.device_ns - dev0);
 	if (info)
 		*info = c->info;
 	wc__ok(err);

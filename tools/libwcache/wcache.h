@@ -154,6 +154,10 @@ struct wc_attach_times {
 	uint64_t manifest_ns;        /* MANIFEST round trip and decode */
 	uint64_t attach_ns;          /* ATTACH round trip, fds received */
 	uint64_t map_ns;             /* importing (mapping) every pool */
+	/* Opening the device backend, not counted above (each connection
+	 * opens it once; the CUDA driver's start-up, about 0.1 s, is paid by
+	 * the first in a process). Near 0 for host devices. */
+	uint64_t device_ns;
 };
 
 /* Fetches the manifest, asks for a lease, receives the pools (file

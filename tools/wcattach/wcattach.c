@@ -178,12 +178,13 @@ static void report_attach(const struct opts *o, const struct wc_model *m,
 		       "\"device\":\"%s\",\"identity\":\"%s\",\"version\":%" PRIu64 ","
 		       "\"tensors\":%" PRIu64 ",\"bytes\":%" PRIu64 ",\"pools\":%u,"
 		       "\"attach_ms\":%.3f,\"connect_ms\":%.3f,\"hello_ms\":%.3f,"
-		       "\"manifest_ms\":%.3f,\"attach_req_ms\":%.3f,\"map_ms\":%.3f",
+		       "\"manifest_ms\":%.3f,\"attach_req_ms\":%.3f,\"map_ms\":%.3f,"
+		       "\"device_open_ms\":%.3f",
 		       (int)getpid(), (int)in->pid, in->device, in->identity,
 		       in->version, wc_tensor_count(m), in->bytes,
 		       wc_pool_count(m), ms(total), ms(t->connect_ns),
 		       ms(t->hello_ns), ms(t->manifest_ns), ms(t->attach_ns),
-		       ms(t->map_ns));
+		       ms(t->map_ns), ms(t->device_ns));
 		if (o->verify)
 			printf(",\"verified\":%s,\"bad\":%" PRIu64 ",\"verify_ms\":%.3f",
 			       bad ? "false" : "true", bad, verify_ms);
@@ -196,6 +197,10 @@ static void report_attach(const struct opts *o, const struct wc_model *m,
 		       wc_tensor_count(m), in->bytes, wc_pool_count(m), ms(total),
 		       ms(t->connect_ns), ms(t->hello_ns), ms(t->manifest_ns),
 		       ms(t->attach_ns), ms(t->map_ns));
+		/* CUDA start-up is paid once per process, not per attach */
+		if (t->device_ns)
+			printf("device open (driver start-up, once per process): %.3f ms\n",
+			       ms(t->device_ns));
 		if (o->verify)
 			printf("verified %" PRIu64 " tensors in %.3f ms: %s\n",
 			       wc_tensor_count(m), verify_ms,
