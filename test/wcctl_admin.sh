@@ -110,6 +110,24 @@ expect_has "stop with SIGKILL" "$out" "did not stop within 0.5 s; sending SIGKIL
 expect_has "stop with SIGKILL" "$out" "stopped wcd pid $pf on device host-5 (SIGKILL)"
 alive "$pf" && fail "pid $pf survived stop"
 [ -e "$RUN/host-5.ready" ] && fail "the killed daemon's ready file is left"
+[ -e "$RUN/host-5.log" ] || fail "stop removed the killed daemon's log"
+ctl clean >/dev/null 2>&1
+
+# --foreground with the real wcd: one rank SIGKILLed after all are ready
+# is reported as signal 9 and the others are stopped, files removed
+"$WCCTL" start --model "$T/model" --tp-size 2 --backend host --runtime-dir "$RUN" \
+	--foreground >"$T/fg.out" 2>&1 &
+wpid=$!
+for i in $(seq 100); do grep -q "are ready" "$T/fg.out" && break; sleep 0.1; done
+remember_pids "$T/fg.out"
+grep -q "are ready" "$T/fg.out" || { kill $wpid; fail "foreground start never became ready"; }
+pk=$(ready_pid "$RUN" host-1)
+kill -9 "$pk"
+wait $wpid; rc=$?
+expect_eq "foreground after SIGKILL" "$rc" 1
+expect_has "foreground after SIGKILL" "$(cat "$T/fg.out")" "Weight cache daemon for pp_rank=0 tp_rank=1 (pid=$pk) was killed by signal 9 (SIGKILL)"
+expect_gone "$T/fg.out"
+expect_empty "$RUN"
 
 # a real wcd that fails while starting: its code and its log's last lines
 "$WCCTL" start --model "$T/no-model" --tp-size 2 --backend host --runtime-dir "$RUN" \
