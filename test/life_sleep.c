@@ -8,6 +8,10 @@
  * no resident bytes; level 1: the host copy's bytes) and the ready file's
  * state is "sleeping".
  *
+ * Level 1 with less host memory available than the copy needs is refused
+ * (MemAvailable read from the file WCD_MEMINFO names) and the daemon keeps
+ * serving.
+ *
  * A level-2 wake whose files changed on disk while the daemon slept (the
  * model rewritten with another seed) fails with the tensor named and the
  * daemon stays asleep; with the files restored, the wake succeeds.
@@ -157,13 +161,58 @@ static void changed_files_level2(void)
 	attach_and_compare();
 }
 
+static void write_meminfo(const char *path, unsigned long long kb)
+{
+	FILE *f = fopen(path, "w");
+
+	T_ASSERT(f);
+	fprintf(f, "MemTotal: %llu kB\nMemAvailable: %llu kB\n", 2 * kb, kb);
+	T_ASSERT(fclose(f) == 0);
+}
+
+/* Level 1 with too little host memory for the copy: refused, both sizes
+ * named, the daemon keeps serving; level 2 needs no host copy. */
+static void short_host_memory(const char *meminfo)
+{
+	struct wc_conn *c = e2e_connect(&x);
+	struct wc_life_result r;
+	struct wc_error e;
+	char want[256];
+	json_t *j;
+
+	write_meminfo(meminfo, 1000);
+	T_EQ_INT(wc_sleep(c, 1, &r, &e), -EAGAIN);
+	/* the copy's size: the pools' bytes, at least the tensors' */
+	snprintf(want, sizeof(want), "cannot sleep at level 1: the host copy needs %llu",
+		 (unsigned long long)x.m.total_bytes / 1000);
+	T_HAS(e.msg, want);
+	snprintf(want, sizeof(want), " bytes but only 1024000 bytes of host memory are available (MemAvailable); the daemon keeps serving");
+	T_HAS(e.msg, want);
+	j = e2e_status(&x);
+	T_EQ_STR(json_string_value(json_object_get(j, "state")), "ready");
+	T_EQ_INT(json_integer_value(json_object_get(j, "host_copy_bytes")), 0);
+	json_decref(j);
+	attach_and_compare();
+	T_OK(wc_sleep(c, 2, &r, &e));
+	write_meminfo(meminfo, 64ull << 20);
+	T_OK(wc_wake(c, &r, &e));
+	wc_close(c);
+	printf("ok  level 1 refused with short host memory: %.160s\n", want);
+}
+
 int main(void)
 {
 	static const char *const staged[] = { "--load-path", "staged",
 					      "--slot-size", "1M", NULL };
 
+	char meminfo[200];
+
 	e2e_init(&x, "life_sleep");
+	snprintf(meminfo, sizeof(meminfo), "%s/meminfo", x.dir);
+	write_meminfo(meminfo, 64ull << 20);
+	setenv("WCD_MEMINFO", meminfo, 1);
 	e2e_start_wcd(&x, NULL);
+	short_host_memory(meminfo);
 	round_trip(1, "direct");
 	round_trip(2, "direct");
 	round_trip(1, "direct, again");

@@ -78,17 +78,14 @@ void life_fail(struct wcd *d, uint32_t code, const char *fmt, ...)
 	L->who = NULL;
 }
 
-int life_mem_free(struct wcd *d, uint64_t *free_b)
+/* MemAvailable of /proc/meminfo (or of the file WCD_MEMINFO names). */
+static int host_available(uint64_t *free_b)
 {
 	const char *path = getenv("WCD_MEMINFO");
 	char line[256];
-	uint64_t total;
 	FILE *f;
 	int ret = -ENOENT;
 
-	if (d->dev.be != &gpu_host_backend)
-		return d->dev.be->mem_info ?
-		       d->dev.be->mem_info(&d->dev, free_b, &total) : -ENOTSUP;
 	f = fopen(path && *path ? path : "/proc/meminfo", "re");
 	if (!f)
 		return -errno;
@@ -103,6 +100,16 @@ int life_mem_free(struct wcd *d, uint64_t *free_b)
 	}
 	fclose(f);
 	return ret;
+}
+
+int life_mem_free(struct wcd *d, uint64_t *free_b)
+{
+	uint64_t total;
+
+	if (d->dev.be == &gpu_host_backend)
+		return host_available(free_b);
+	return d->dev.be->mem_info ?
+	       d->dev.be->mem_info(&d->dev, free_b, &total) : -ENOTSUP;
 }
 
 uint64_t life_plan_need(struct wcd *d, const struct wcd_version *v)
@@ -190,8 +197,15 @@ static int sleep_copy(struct wcd *d, struct wcd_version *v, char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
 	struct wcd_life *L = d->life;
+	uint64_t need = 0, have;
 	int ret;
 
+	for (uint32_t i = 0; i < v->npools; i++)
+		need += v->pools[i].size;
+	if (host_available(&have) == 0 && need > have)
+		return wc_errf(err, ENOMEM,
+			       "the host copy needs %" PRIu64 " bytes but only %" PRIu64 " bytes of host memory are available (MemAvailable)",
+			       need, have);
 	for (uint32_t i = 0; i < v->npools; i++) {
 		uint64_t len = v->pools[i].size;
 
@@ -255,8 +269,7 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 		return;
 	}
 	if (!pids) {
-		reply_error(c, id, WIRE_E_INTERNAL, false,
-				   "out of memory");
+		reply_error(c, id, WIRE_E_INTERNAL, false, "out of memory");
 		return;
 	}
 	free(pids);
@@ -268,7 +281,8 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 				 "cannot sleep at level 1: %s; the daemon keeps serving (try --level 2, which needs no host memory)",
 				 err);
 			L->failures++;
-			reply_error(c, id, WIRE_E_INTERNAL, false, "%s", busy);
+			reply_error(c, id, ret == -ENOMEM ? WIRE_E_LIMIT :
+				    WIRE_E_INTERNAL, false, "%s", busy);
 			return;
 		}
 		L->sleep_copy_s = (double)(rx_now_ns() - t0) / 1e9;

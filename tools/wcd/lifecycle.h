@@ -89,8 +89,9 @@ void life_reply(struct wcd *d, unsigned type, const struct wire_life_reply *r);
 void life_fail(struct wcd *d, uint32_t code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Free bytes on the device: the backend's mem_info, or MemAvailable of
- * /proc/meminfo (WCD_MEMINFO overrides the path, for tests) on the host
- * backend. */
+ * /proc/meminfo on the host backend. WCD_MEMINFO names another file in
+ * /proc/meminfo's format (tests use it to make memory short); it is read
+ * for the level-1 host copy too. */
 int life_mem_free(struct wcd *d, uint64_t *free_b);
 /* Bytes the pools of a plan take on the device (granularity-rounded). */
 uint64_t life_plan_need(struct wcd *d, const struct wcd_version *v);
