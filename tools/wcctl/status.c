@@ -122,7 +122,12 @@ static void fmt_uptime(double s, char *out, size_t len)
 
 static void print_table(const struct row *rows, int n)
 {
-	printf("%-20s %-10s %-12s %-20s %7s %8s %8s %7s %8s\n", "DEVICE",
+	int w = 20; /* the DEVICE column fits the longest name (GPU UUIDs) */
+
+	for (int i = 0; i < n; i++)
+		if ((int)strlen(rows[i].device) > w)
+			w = (int)strlen(rows[i].device);
+	printf("%-*s %-10s %-12s %-20s %7s %8s %8s %7s %8s\n", w, "DEVICE",
 	       "RANK", "STATE", "MODEL", "VERSION", "GB", "TENSORS",
 	       "CLIENTS", "UPTIME");
 	for (int i = 0; i < n; i++) {
@@ -136,23 +141,23 @@ static void print_table(const struct row *rows, int n)
 				 (int)jnum(s, "pp_rank"),
 				 (int)jnum(s, "tp_rank"));
 			fmt_uptime(jnum(s, "uptime_seconds"), up, sizeof(up));
-			printf("%-20s %-10s %-12s %-20s %7.0f %8.3f %8.0f %7zu %8s\n",
-			       r->device, rank, jstr(s, "state", "?"),
+			printf("%-*s %-10s %-12s %-20s %7.0f %8.3f %8.0f %7zu %8s\n",
+			       w, r->device, rank, jstr(s, "state", "?"),
 			       base_name(jstr(s, "model", "?")),
 			       jnum(s, "version"), jnum(s, "bytes") / 1e9,
 			       jnum(s, "tensors"), other_clients(s), up);
 		} else if (r->have_ready) {
 			snprintf(rank, sizeof(rank), "pp%d/tp%d",
 				 r->ri.pp_rank, r->ri.tp_rank);
-			printf("%-20s %-10s %-12s %-20s %7llu %8.3f %8llu %7s %8s\n",
-			       r->device, rank, "UNREACHABLE",
+			printf("%-*s %-10s %-12s %-20s %7llu %8.3f %8llu %7s %8s\n",
+			       w, r->device, rank, "UNREACHABLE",
 			       base_name(r->ri.model),
 			       (unsigned long long)r->ri.version,
 			       r->ri.bytes / 1e9,
 			       (unsigned long long)r->ri.tensors, "-", "-");
 		} else {
-			printf("%-20s %-10s %-12s %-20s %7s %8s %8s %7s %8s\n",
-			       r->device, "-", r->lock_pid ? "STARTING" :
+			printf("%-*s %-10s %-12s %-20s %7s %8s %8s %7s %8s\n",
+			       w, r->device, "-", r->lock_pid ? "STARTING" :
 			       "UNREACHABLE", "-", "-", "-", "-", "-", "-");
 		}
 	}
