@@ -49,6 +49,21 @@ static const struct ft tensors[NT] = {
 };
 static const uint64_t pool_size[2] = { 8192, 4096 };
 
+/* "big" and "bigbad": 96 MiB, enough for wc_verify to use its threads */
+#define BIG (24ull << 20)
+static const struct ft big_tensors[4] = {
+	{ "big.0", "U8", 1, { BIG }, BIG, 0, 0 },
+	{ "big.1", "U8", 1, { BIG }, BIG, 0, BIG },
+	{ "big.2", "U8", 1, { BIG }, BIG, 0, 2 * BIG },
+	{ "big.3", "U8", 1, { BIG }, BIG, 1, 0 },
+};
+static const uint64_t big_pool_size[2] = { 3 * BIG, BIG };
+
+/* the server's layout for the current connection */
+static const struct ft *cur_t = tensors;
+static unsigned cur_nt = NT;
+static const uint64_t *cur_pool = pool_size;
+
 static uint8_t tbyte(unsigned t, uint64_t i)
 {
 	return (uint8_t)(i * 31 + t * 7 + (i >> 8));
@@ -105,16 +120,16 @@ static int make_pool(unsigned p, bool badhash)
 	uint8_t *m;
 
 	(void)badhash;
-	if (fd < 0 || ftruncate(fd, (off_t)pool_size[p]))
+	if (fd < 0 || ftruncate(fd, (off_t)cur_pool[p]))
 		exit(3);
-	m = mmap(NULL, pool_size[p], PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	m = mmap(NULL, cur_pool[p], PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	if (m == MAP_FAILED)
 		exit(3);
-	for (unsigned t = 0; t < NT; t++)
-		if (tensors[t].pool == p)
-			for (uint64_t i = 0; i < tensors[t].bytes; i++)
-				m[tensors[t].off + i] = tbyte(t, i);
-	munmap(m, pool_size[p]);
+	for (unsigned t = 0; t < cur_nt; t++)
+		if (cur_t[t].pool == p)
+			for (uint64_t i = 0; i < cur_t[t].bytes; i++)
+				m[cur_t[t].off + i] = tbyte(t, i);
+	munmap(m, cur_pool[p]);
 	if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK |
 				   F_SEAL_SEAL))
 		exit(3);
@@ -136,7 +151,7 @@ static void srv_hello(int fd, struct wire_put *w, const struct wire_hdr *h,
 		      const struct wire_hello *hq, const char *sc)
 {
 	struct wire_hello_reply r = { .status = WIRE_HELLO_OK, .version = 3,
-				      .tensors = NT, .bytes = 7526,
+				      .tensors = cur_nt, .bytes = 7526,
 				      .daemon_pid = (uint32_t)getpid() };
 	struct wire_mismatch mm[2];
 	uint8_t enc[IDENT_ENC_MAX];
@@ -174,7 +189,7 @@ static void srv_manifest(int fd, struct wire_put *w, const struct wire_hdr *h,
 			 const uint8_t *p, const char *sc)
 {
 	struct wire_manifest_req q;
-	struct wire_manifest m = { .version = 3, .total = NT };
+	struct wire_manifest m = { .version = 3, .total = cur_nt };
 	uint32_t n;
 
 	if (wire_manifest_req_get(p, h->len, &q, NULL))
@@ -182,7 +197,7 @@ static void srv_manifest(int fd, struct wire_put *w, const struct wire_hdr *h,
 	if (!strcmp(sc, "huge"))
 		m.total = WC_TENSORS_MAX + 1;
 	m.first = q.first;
-	n = q.first < NT ? NT - q.first : 0;
+	n = q.first < cur_nt ? cur_nt - q.first : 0;
 	m.count = n < PAGE_TENSORS ? n : PAGE_TENSORS;
 	if (!strcmp(sc, "huge"))
 		m.count = 0;
@@ -191,7 +206,7 @@ static void srv_manifest(int fd, struct wire_put *w, const struct wire_hdr *h,
 			 h->id);
 	wire_manifest_head_put(w, &m);
 	for (uint32_t i = m.first; i < m.first + m.count; i++) {
-		const struct ft *f = &tensors[i];
+		const struct ft *f = &cur_t[i];
 		struct wire_tensor t = { .ndim = f->ndim, .pool = f->pool,
 					 .offset = f->off, .nbytes = f->bytes,
 					 .flags = WIRE_T_HASHED };
@@ -204,7 +219,7 @@ static void srv_manifest(int fd, struct wire_put *w, const struct wire_hdr *h,
 			buf[b] = tbyte(i, b);
 		wc_hash128(buf, f->bytes, t.hash);
 		free(buf);
-		if (i == 2 && !strcmp(sc, "badhash"))
+		if (i == 2 && (!strcmp(sc, "badhash") || !strcmp(sc, "bigbad")))
 			t.hash[0] ^= 1;
 		wire_tensor_put(w, &t);
 	}
@@ -229,8 +244,8 @@ static void srv_attach(int fd, struct wire_put *w, const struct wire_hdr *h,
 	for (uint32_t i = 0; i < 2; i++) {
 		struct wire_attach a = { .lease = 77, .version = 3, .total = 2,
 					 .first = i, .count = 1 };
-		struct wire_pool pl = { .size = pool_size[i],
-					.alloc_size = pool_size[i],
+		struct wire_pool pl = { .size = cur_pool[i],
+					.alloc_size = cur_pool[i],
 					.export_kind = GPU_EXPORT_FD,
 					.flags = WIRE_POOL_SEALED,
 					.fd_index = 0 };
@@ -272,6 +287,15 @@ static void srv_conn(int fd)
 			if (wire_hello_get(p, h.len, &hq, NULL))
 				exit(7);
 			snprintf(sc, sizeof(sc), "%s", hq.label);
+			if (!strncmp(sc, "big", 3)) {
+				cur_t = big_tensors;
+				cur_nt = 4;
+				cur_pool = big_pool_size;
+			} else {
+				cur_t = tensors;
+				cur_nt = NT;
+				cur_pool = pool_size;
+			}
 			if (!strcmp(sc, "garbage")) {
 				memset(hb, 'X', sizeof(hb));
 				if (write(fd, hb, sizeof(hb)) < 0)
@@ -531,6 +555,39 @@ static void test_timeout(void)
 	wc_close(c);
 }
 
+/* Over 64 MiB wc_verify runs on several threads: a clean model passes and
+ * one bad tensor among four is found and named (the lowest bad index). */
+static void test_big_verify(void)
+{
+	static const char *const sc[2] = { "big", "bigbad" };
+
+	for (int k = 0; k < 2; k++) {
+		struct wc_conn *c = conn(sc[k]);
+		struct wc_model *m;
+		struct wc_error e;
+		uint64_t bad = 99;
+		const uint8_t *p;
+
+		T_OK(wc_hello(c, NULL, NULL, &e));
+		if (wc_attach(c, 0, &m, NULL, &e))
+			T_FAIL("attach %s: %s", sc[k], e.msg);
+		T_EQ_U64(wc_tensor_count(m), 4);
+		p = wc_tensor_find(m, "big.3")->ptr;
+		T_EQ_INT(p[BIG - 1], tbyte(3, BIG - 1));
+		if (!k) {
+			T_OK(wc_verify(m, &bad, &e));
+			T_EQ_U64(bad, 0);
+		} else {
+			T_EQ_INT(wc_verify(m, &bad, &e), -EILSEQ);
+			T_EQ_U64(bad, 1);
+			T_HAS(e.msg, "1 of 4 tensors");
+			T_HAS(e.msg, "'big.2'");
+			T_OK(wc_verify_tensor(m, wc_tensor_find(m, "big.1"), &e));
+		}
+		wc_close(c);
+	}
+}
+
 static void test_notice(void)
 {
 	struct wc_conn *c = conn("notice");
@@ -783,6 +840,7 @@ int main(void)
 	test_attach();
 	test_manifest_only();
 	test_badhash();
+	test_big_verify();
 	test_notice();
 	test_timeout();
 	test_mismatch();

@@ -16,6 +16,8 @@
 #define WC_NOTICES_MAX 16            /* queued notices; older are dropped */
 #define WC_TIMEOUT_MS_DEFAULT 30000
 #define WC_VERIFY_CHUNK (8u << 20)   /* bounce buffer for device verify */
+#define WC_VERIFY_THREADS_MAX 8
+#define WC_VERIFY_PARALLEL_MIN (64ull << 20) /* bytes: below, one thread */
 
 /* One received frame; payload points into the connection's buffer (valid
  * until the next receive); fds are owned until wc__frame_release. */

@@ -5,11 +5,13 @@
  * (recompute every XXH3-128 from the mapped bytes).
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "client.h"
 #include "hash.h"
@@ -200,50 +202,114 @@ static int tensor_hash(const struct wc_model *m, const struct wc_tensor *t,
 	return 0;
 }
 
+/* One verify run shared by its threads: tensors are taken one at a time
+ * from `next`; the lowest bad index and the first read error are kept. */
+struct verify_job {
+	const struct wc_model *m;
+	uint64_t to;
+	uint64_t next;               /* atomic */
+	pthread_mutex_t lock;
+	uint64_t nbad;
+	uint64_t first_bad;          /* valid when nbad */
+	uint8_t first_got[WC_HASH_LEN];
+	int fail_ret;                /* 0 or the first -errno */
+	uint64_t fail_idx;
+};
+
+static void *verify_worker(void *arg)
+{
+	struct verify_job *j = arg;
+	const struct wc_model *m = j->m;
+	uint8_t got[WC_HASH_LEN];
+	void *buf = NULL;
+
+	if (m->info.mem != WC_MEM_HOST && !(buf = malloc(WC_VERIFY_CHUNK))) {
+		pthread_mutex_lock(&j->lock);
+		if (!j->fail_ret) {
+			j->fail_ret = -ENOMEM;
+			j->fail_idx = j->next;
+		}
+		pthread_mutex_unlock(&j->lock);
+		return NULL;
+	}
+	for (;;) {
+		uint64_t i = __atomic_fetch_add(&j->next, 1, __ATOMIC_RELAXED);
+		int ret;
+
+		if (i >= j->to)
+			break;
+		ret = tensor_hash(m, &m->t[i], buf, got);
+		if (!ret && !memcmp(got, m->t[i].hash, WC_HASH_LEN))
+			continue;
+		pthread_mutex_lock(&j->lock);
+		if (ret && (!j->fail_ret || i < j->fail_idx)) {
+			j->fail_ret = ret;
+			j->fail_idx = i;
+		} else if (!ret) {
+			if (!j->nbad++ || i < j->first_bad) {
+				j->first_bad = i;
+				memcpy(j->first_got, got, WC_HASH_LEN);
+			}
+		}
+		pthread_mutex_unlock(&j->lock);
+	}
+	free(buf);
+	return NULL;
+}
+
+/* Threads for a verify of `bytes`: one below WC_VERIFY_PARALLEL_MIN, else
+ * one per CPU up to WC_VERIFY_THREADS_MAX (hashing runs at a few GB/s per
+ * core; device copies overlap with the other threads' hashing). */
+static unsigned verify_threads(uint64_t bytes, uint64_t tensors)
+{
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t n = cpus > 0 ? (uint64_t)cpus : 1;
+
+	if (bytes < WC_VERIFY_PARALLEL_MIN)
+		return 1;
+	if (n > WC_VERIFY_THREADS_MAX)
+		n = WC_VERIFY_THREADS_MAX;
+	return (unsigned)(n < tensors ? n : tensors);
+}
+
 static int verify_range(const struct wc_model *m, uint64_t from, uint64_t to,
 			uint64_t *bad, struct wc_error *err)
 {
-	void *buf = NULL;
-	uint64_t nbad = 0, first = 0;
-	uint8_t got[WC_HASH_LEN];
+	struct verify_job j = { .m = m, .to = to, .next = from };
+	pthread_t tid[WC_VERIFY_THREADS_MAX];
 	char want_hex[WC_HEX_LEN], got_hex[WC_HEX_LEN];
-	int ret = 0;
+	unsigned nthreads, started = 0;
+	uint64_t bytes = 0;
 
-	if (m->info.mem != WC_MEM_HOST) {
-		buf = malloc(WC_VERIFY_CHUNK);
-		if (!buf)
-			return wc__fail(err, ENOMEM, "out of memory for the %u-byte verify buffer",
-					WC_VERIFY_CHUNK);
-	}
 	for (uint64_t i = from; i < to; i++) {
-		if (!(m->t[i].flags & WC_TENSOR_HASHED)) {
-			free(buf);
+		if (!(m->t[i].flags & WC_TENSOR_HASHED))
 			return wc__fail(err, ENODATA, "tensor '%s' has no hash to verify against: the daemon was started with --no-hash; restart it without that flag",
 					m->t[i].name);
-		}
-		ret = tensor_hash(m, &m->t[i], buf, got);
-		if (ret < 0) {
-			free(buf);
-			return wc__fail(err, -ret, "could not read tensor '%s' back from the device to verify it: %s",
-					m->t[i].name, strerror(-ret));
-		}
-		if (memcmp(got, m->t[i].hash, WC_HASH_LEN)) {
-			if (!nbad) {
-				first = i;
-				wc_hash_hex(got, got_hex);
-			}
-			nbad++;
-		}
+		bytes += m->t[i].bytes;
 	}
-	free(buf);
+	pthread_mutex_init(&j.lock, NULL);
+	nthreads = verify_threads(bytes, to - from);
+	/* the caller is one of the workers; fewer threads if creation fails */
+	while (started + 1 < nthreads &&
+	       !pthread_create(&tid[started], NULL, verify_worker, &j))
+		started++;
+	verify_worker(&j);
+	for (unsigned i = 0; i < started; i++)
+		pthread_join(tid[i], NULL);
+	pthread_mutex_destroy(&j.lock);
 	if (bad)
-		*bad = nbad;
-	if (nbad) {
-		wc_hash_hex(m->t[first].hash, want_hex);
+		*bad = j.nbad;
+	if (j.fail_ret)
+		return wc__fail(err, -j.fail_ret, "could not read tensor '%s' back from the device to verify it: %s",
+				m->t[j.fail_idx < to ? j.fail_idx : from].name,
+				strerror(-j.fail_ret));
+	if (j.nbad) {
+		wc_hash_hex(m->t[j.first_bad].hash, want_hex);
+		wc_hash_hex(j.first_got, got_hex);
 		return wc__fail(err, EILSEQ, "%llu of %llu tensors do not match their hash; the first is '%s' (manifest %s, mapped bytes %s): the served memory is corrupt, restart the daemon",
-				(unsigned long long)nbad,
+				(unsigned long long)j.nbad,
 				(unsigned long long)(to - from),
-				m->t[first].name, want_hex, got_hex);
+				m->t[j.first_bad].name, want_hex, got_hex);
 	}
 	wc__ok(err);
 	return 0;

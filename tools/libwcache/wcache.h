@@ -217,7 +217,8 @@ int wc_pool_at(const struct wc_model *m, uint32_t i, struct wc_pool_view *out);
  * from the mapping; cuda: copied to host in chunks) and compares it with the
  * manifest. EILSEQ names the first bad tensor and the number of bad ones;
  * ENODATA when the daemon did not hash (wcd --no-hash). Costs one full read
- * of the model; bad, when not NULL, gets the count. */
+ * of the model, spread over up to 8 threads (one per CPU) when it is over
+ * 64 MiB; bad, when not NULL, gets the count. */
 int wc_verify(const struct wc_model *m, uint64_t *bad, struct wc_error *err);
 int wc_verify_tensor(const struct wc_model *m, const struct wc_tensor *t,
 		     struct wc_error *err);
