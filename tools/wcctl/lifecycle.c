@@ -78,7 +78,8 @@ static int life_main(enum life_cmd cmd, int argc, char **argv)
 		case 's': co.socket = optarg; break;
 		case 'l':
 			level = strtol(optarg, &end, 10);
-			if (cmd != CMD_SLEEP || *end || (level != 1 && level != 2)) {
+			if (cmd != CMD_SLEEP || *end ||
+			    (level != 1 && level != 2)) {
 				fprintf(stderr, "wcctl %s: --level takes 1 or 2 (sleep only), got '%s'\n",
 					name, optarg);
 				return 2;

@@ -134,7 +134,8 @@ static int restore_pools(struct wcd *d, struct wcd_version *v,
 		struct gpu_copy c = {
 			.dst_off = 0, .src = L->host[i],
 			.width = L->host_len[i], .height = 1,
-			.src_pitch = L->host_len[i], .dst_pitch = L->host_len[i],
+			.src_pitch = L->host_len[i],
+			.dst_pitch = L->host_len[i],
 		};
 
 		if (!c.width)
@@ -199,7 +200,8 @@ static int verify_pools(struct wcd *d, struct wcd_version *v, char *err)
 					return ret;
 			}
 			wc_hasher_init(&hs);
-			for (uint64_t o = 0; o < t->size; o += LIFE_VERIFY_CHUNK) {
+			for (uint64_t o = 0; o < t->size;
+			     o += LIFE_VERIFY_CHUNK) {
 				size_t n = t->size - o < LIFE_VERIFY_CHUNK ?
 					   (size_t)(t->size - o) :
 					   LIFE_VERIFY_CHUNK;
@@ -269,7 +271,8 @@ static void wake_level1(struct wcd *d, struct wire_life_reply *r, char *err)
 	r->bytes = L->host_bytes;
 	r->ns = copy_ns;
 	L->wake_copy_s = secs(copy_ns);
-	L->wake_copy_gbps = copy_ns ? (double)L->host_bytes / (double)copy_ns : 0;
+	L->wake_copy_gbps = copy_ns ?
+			    (double)L->host_bytes / (double)copy_ns : 0;
 	L->wake_verify_s = secs(r->verify_ns);
 	life_host_free(d);
 	snprintf(r->msg, sizeof(r->msg),
@@ -407,7 +410,7 @@ void life_run_wake(struct wcd *d)
 	life_reply(d, WIRE_WAKE, &r);
 }
 
-/* --- update ---------------------------------------------------------------- */
+/* --- update ------------------------------------------------------------- */
 
 /* Lists the identity fields in which nv differs from the served version,
  * other than the checkpoint digest and the directory; returns how many. */
@@ -452,7 +455,7 @@ static int update_check(struct wcd *d, struct wcd_version *nv,
 {
 	struct wcd_version *cur = wcd_current(d);
 	char diff[WIRE_MSG_MAX + 1];
-	uint64_t need, have = 0, held = 0;
+	uint64_t need, have = 0, held = life_resident_bytes(d);
 
 	if (update_diff(d, nv, diff, sizeof(diff))) {
 		life_fail(d, WIRE_E_MISMATCH,
@@ -468,9 +471,6 @@ static int update_check(struct wcd *d, struct wcd_version *nv,
 		return -1;
 	}
 	need = life_plan_need(d, nv);
-	for (int i = 0; i < WCD_VERSIONS; i++)
-		for (uint32_t k = 0; d->ver[i].used && k < d->ver[i].npools; k++)
-			held += d->ver[i].pools[k].alloc_size;
 	if (life_mem_free(d, &have) == 0 && need > have) {
 		life_fail(d, WIRE_E_LIMIT,
 			  "update refused before loading anything: version %" PRIu64 " needs %" PRIu64 " bytes on device %s beside the %" PRIu64 " bytes of version %" PRIu64 ", but only %" PRIu64 " bytes are free%s: free memory (or run the update where the device has room for two versions), then update again; version %" PRIu64 " keeps serving",

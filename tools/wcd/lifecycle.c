@@ -112,6 +112,19 @@ int life_mem_free(struct wcd *d, uint64_t *free_b)
 	       d->dev.be->mem_info(&d->dev, free_b, &total) : -ENOTSUP;
 }
 
+uint64_t life_resident_bytes(struct wcd *d)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < WCD_VERSIONS; i++) {
+		const struct wcd_version *v = &d->ver[i];
+
+		for (uint32_t k = 0; v->used && k < v->npools; k++)
+			n += v->pools[k].alloc_size;
+	}
+	return n;
+}
+
 uint64_t life_plan_need(struct wcd *d, const struct wcd_version *v)
 {
 	uint64_t need = 0;
@@ -388,7 +401,8 @@ static void do_update(struct wcd *d, struct wcd_client *c, uint64_t id,
 			free_slot = i;
 	if (free_slot < 0) {
 		int old = d->cur == 0 ? 1 : 0;
-		unsigned n = life_version_pids_get(d, old, pids, LIFE_PIDS_SHOWN);
+		unsigned n = life_version_pids_get(d, old, pids,
+						   LIFE_PIDS_SHOWN);
 
 		pids_list(list, sizeof(list), pids, n);
 		snprintf(msg, sizeof(msg),
@@ -507,7 +521,10 @@ void *life_version_pids(struct wcd *d, int vi)
 {
 	pid_t *pids = malloc(WCD_CLIENTS_MAX * sizeof(*pids));
 	json_t *a = json_array();
-	unsigned n = pids ? life_version_pids_get(d, vi, pids, WCD_CLIENTS_MAX) : 0;
+	unsigned n = 0;
+
+	if (pids)
+		n = life_version_pids_get(d, vi, pids, WCD_CLIENTS_MAX);
 
 	for (unsigned i = 0; a && i < n; i++)
 		json_array_append_new(a, json_integer(pids[i]));
@@ -519,11 +536,8 @@ void life_status(struct wcd *d, void *json_obj)
 {
 	json_t *o = json_obj, *lc;
 	struct wcd_life *L = d->life;
-	uint64_t resident = 0;
+	uint64_t resident = life_resident_bytes(d);
 
-	for (int i = 0; i < WCD_VERSIONS; i++)
-		for (uint32_t k = 0; d->ver[i].used && k < d->ver[i].npools; k++)
-			resident += d->ver[i].pools[k].alloc_size;
 	json_object_set_new(o, "sleep_level", json_integer(L ? L->level : 0));
 	json_object_set_new(o, "resident_bytes", json_integer((json_int_t)resident));
 	json_object_set_new(o, "host_copy_bytes",
@@ -553,7 +567,7 @@ void life_free(struct wcd *d)
 	d->life = NULL;
 }
 
-/* --- clients (conn.h) ------------------------------------------------------ */
+/* --- clients (conn.h) ---------------------------------------------------- */
 
 void life_send(struct wcd_client *c, uint64_t id, struct wire_put *w)
 {

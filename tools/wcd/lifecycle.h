@@ -59,7 +59,7 @@ struct wcd_life {
 	char last[WIRE_MSG_MAX + 1];  /* the last outcome, one line */
 };
 
-/* --- lifecycle.c: hooks ----------------------------------------------------- */
+/* --- lifecycle.c: hooks -------------------------------------------------- */
 
 /* SLEEP, WAKE, UPDATE (p, n: the payload of request id). */
 void life_request(struct wcd *d, struct wcd_client *c, uint64_t id,
@@ -81,7 +81,7 @@ void *life_version_pids(struct wcd *d, int vi);
 /* Frees host copies and state at exit. */
 void life_free(struct wcd *d);
 
-/* --- internals shared by lifecycle.c and life_job.c ------------------------ */
+/* --- internals shared by lifecycle.c and life_job.c --------------------- */
 
 struct wcd_life *life_get(struct wcd *d);
 /* Answers the queued job's requester (if still there) and clears it. */
@@ -93,6 +93,8 @@ void life_fail(struct wcd *d, uint32_t code, const char *fmt, ...)
  * /proc/meminfo's format (tests use it to make memory short); it is read
  * for the level-1 host copy too. */
 int life_mem_free(struct wcd *d, uint64_t *free_b);
+/* Bytes the pools of every resident version take on the device. */
+uint64_t life_resident_bytes(struct wcd *d);
 /* Bytes the pools of a plan take on the device (granularity-rounded). */
 uint64_t life_plan_need(struct wcd *d, const struct wcd_version *v);
 void life_host_free(struct wcd *d);
