@@ -161,6 +161,24 @@ static void changed_files_level2(void)
 	attach_and_compare();
 }
 
+/* wcd --no-hash has no manifest hashes to re-check: wake says so. */
+static void no_hash(void)
+{
+	static const char *const args[] = { "--no-hash", NULL };
+	char msg[WC_ERR_MSG_LEN];
+	struct wc_life_result r;
+
+	e2e_kill_wcd(&x);
+	e2e_start_wcd(&x, args);
+	for (unsigned level = 1; level <= 2; level++) {
+		sleep_level(level, &r);
+		if (wake(&r, msg))
+			T_FAIL("wake (--no-hash, level %u): %s", level, msg);
+		T_HAS(msg, "not re-checked (wcd --no-hash)");
+	}
+	printf("ok  --no-hash: %s\n", msg);
+}
+
 static void write_meminfo(const char *path, unsigned long long kb)
 {
 	FILE *f = fopen(path, "w");
@@ -221,6 +239,7 @@ int main(void)
 	e2e_start_wcd(&x, staged);
 	round_trip(1, "staged");
 	round_trip(2, "staged");
+	no_hash();
 	printf("life_sleep: ok\n");
 	return 0;
 }
