@@ -113,6 +113,19 @@ alive "$pf" && fail "pid $pf survived stop"
 [ -e "$RUN/host-5.log" ] || fail "stop removed the killed daemon's log"
 ctl clean >/dev/null 2>&1
 
+# a daemon that dies of SIGTERM without cleaning up: stop says so and
+# removes what it left (keeping the log)
+FAKE_TERM_DIRTY=1 "$WCCTL" start --model "$T/model" --tp-size 1 --backend host --base-gpu-id 6 \
+	--runtime-dir "$RUN" --wcd "$FAKE" >"$T/dirty.out" 2>&1 || fail "start of the fake: $(cat "$T/dirty.out")"
+remember_pids "$T/dirty.out"
+pf=$(ready_pid "$RUN" host-6)
+out=$(ctl stop --device host:6 2>&1); rc=$?
+expect_eq "stop of an unclean daemon" "$rc" 0
+expect_has "stop of an unclean daemon" "$out" "wcd pid $pf on host-6 exited without removing its ready file"
+[ -e "$RUN/host-6.ready" ] && fail "the unclean daemon's ready file is left"
+[ -e "$RUN/host-6.sock" ] && fail "the unclean daemon's socket is left"
+ctl clean >/dev/null 2>&1
+
 # --foreground with the real wcd: one rank SIGKILLed after all are ready
 # is reported as signal 9 and the others are stopped, files removed
 "$WCCTL" start --model "$T/model" --tp-size 2 --backend host --runtime-dir "$RUN" \

@@ -8,6 +8,7 @@
 #                     (never ready), "TP:die_after_ready:CODE" (foreground)
 #   FAKE_FAIL_AFTER   seconds into loading before the failure (default 0.2)
 #   FAKE_IGNORE_TERM  set: ignore SIGTERM (only SIGKILL stops it)
+#   FAKE_TERM_DIRTY   set: SIGTERM kills it (its files stay behind)
 #   FAKE_TIME_DIR     where a dying rank writes its CLOCK_MONOTONIC ns
 #                     (file exit-PID) just before it exits
 import fcntl, os, signal, sys, time
@@ -70,7 +71,10 @@ def on_term(signo, frame):
     stop = True
 
 
-signal.signal(signal.SIGTERM, signal.SIG_IGN if os.environ.get('FAKE_IGNORE_TERM') else on_term)
+if os.environ.get('FAKE_IGNORE_TERM'):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+elif not os.environ.get('FAKE_TERM_DIRTY'):
+    signal.signal(signal.SIGTERM, on_term)
 signal.signal(signal.SIGINT, on_term)
 log('loading %s on %s (tp_rank=%d)' % (opt.get('--model'), name, tp))
 total = 4 << 30

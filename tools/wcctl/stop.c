@@ -252,8 +252,14 @@ int wcctl_stop(int argc, char **argv)
 			failed++;
 			continue;
 		}
-		/* A killed daemon leaves its socket and ready file. */
-		if (v->killed && rundir_remove(&rd, &v->paths, 1, err) < 0)
+		/* A killed daemon leaves its socket and ready file; so does
+		 * one that did not shut down cleanly after SIGTERM. */
+		if (!v->killed && access(v->paths.ready, F_OK) == 0)
+			log_warn("wcd pid %d on %s exited without removing its ready file (not a clean shutdown; see %s); removing what it left",
+				 (int)v->pid, v->paths.device, v->paths.log);
+		if ((v->killed || access(v->paths.ready, F_OK) == 0 ||
+		     access(v->paths.sock, F_OK) == 0) &&
+		    rundir_remove(&rd, &v->paths, 1, err) < 0)
 			log_warn("%s", err);
 		log_info("stopped wcd pid %d on device %s%s", (int)v->pid,
 			 v->paths.device, v->killed ? " (SIGKILL)" : "");
