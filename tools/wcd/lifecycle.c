@@ -510,6 +510,12 @@ bool life_run_job(struct wcd *d)
 		return false;
 	job = L->job;
 	L->job = LIFE_JOB_NONE;
+	if (d->stopping) {            /* SIGTERM or SHUTDOWN came first */
+		L->waking = L->updating = false;
+		life_fail(d, WIRE_E_STATE, "the daemon is stopping: %s not run",
+			  job == LIFE_JOB_WAKE ? "WAKE" : "UPDATE");
+		return true;
+	}
 	if (job == LIFE_JOB_WAKE)
 		life_run_wake(d);
 	else
