@@ -92,7 +92,8 @@ int layout_compute(const struct layout_params *p, struct layout *out,
 
 			r->pp_rank = pp;
 			r->tp_rank = tp;
-			r->gpu = p->base_gpu + (pp % pp_per_node) * tp_per_node +
+			r->gpu = p->base_gpu +
+				 (pp % pp_per_node) * tp_per_node +
 				 (tp % tp_per_node) * p->gpu_step;
 			r->global_rank = p->tp * pp + tp;
 			if (p->num_gpus > 0 && r->gpu >= p->num_gpus)

@@ -5,9 +5,11 @@
  *
  *   pp_size_per_node   = max(pp / nnodes, 1)
  *   nnodes_per_pp_rank = max(nnodes / pp, 1)
- *   pp ranks  = [pp_size_per_node * (node_rank / nnodes_per_pp_rank), + pp_size_per_node)
+ *   pp ranks  = [pp_size_per_node * (node_rank / nnodes_per_pp_rank),
+ *                +pp_size_per_node)
  *   tp_size_per_node   = tp / nnodes_per_pp_rank
- *   tp ranks  = [tp_size_per_node * (node_rank % nnodes_per_pp_rank), + tp_size_per_node)
+ *   tp ranks  = [tp_size_per_node * (node_rank % nnodes_per_pp_rank),
+ *                +tp_size_per_node)
  *   local GPU = base + (pp_rank % pp_size_per_node) * tp_size_per_node
  *                    + (tp_rank % tp_size_per_node) * step
  *   global rank = tp * pp_rank + tp_rank
@@ -31,7 +33,7 @@ struct layout_params {
 struct layout_rank {
 	int pp_rank;
 	int tp_rank;
-	int gpu;         /* local GPU id (CUDA ordinal, or host device number) */
+	int gpu;         /* local GPU id (CUDA ordinal, host device number) */
 	int global_rank; /* tp * pp_rank + tp_rank */
 };
 

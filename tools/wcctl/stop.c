@@ -98,9 +98,13 @@ static int stop_find(struct victim *v)
 		return -1;
 	}
 	v->pidfd = pidfd_open_(v->pid);
-	if (v->pidfd < 0)
-		return errno == ESRCH ? 0 : (log_error("cannot open a pidfd for pid %d: %s",
-						      (int)v->pid, strerror(errno)), -1);
+	if (v->pidfd < 0 && errno == ESRCH)
+		return 0;   /* exited just now */
+	if (v->pidfd < 0) {
+		log_error("cannot open a pidfd for wcd pid %d on %s: %s",
+			  (int)v->pid, v->paths.device, strerror(errno));
+		return -1;
+	}
 	/* The pidfd now names the process that was pid; confirm it still
 	 * holds the lock (a holder that died in between frees the lock). */
 	ret = lock_holder(v->paths.lock, &again, err);
