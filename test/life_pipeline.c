@@ -1,0 +1,295 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The "updating" state (issue 7): requests that reach wcd while an UPDATE
+ * is loading. One connection pipelines, in one write:
+ *
+ *   UPDATE dir2, STATUS, HELLO, ATTACH, SLEEP 1, WAKE, UPDATE dir2, PING,
+ *   STATUS
+ *
+ * Replies on one connection leave in the order the daemon handled the
+ * requests, and the UPDATE's reply leaves when version 2 is published; so
+ * each request answered before it was handled while updating, each after
+ * it once version 2 served. Every request is checked against the outcome
+ * of the state it met:
+ *
+ *   request  while updating                 after the publish
+ *   STATUS   state updating, version 1      state ready, version 2
+ *   HELLO    ok, version 1                  ok, version 2
+ *   ATTACH   a lease on version 1           a lease on version 2
+ *   SLEEP 1  BUSY: the update is loading    BUSY: 1 engine attached (us)
+ *   WAKE     BUSY: the update is loading    STATE: not sleeping
+ *   UPDATE   BUSY: the update is loading    BUSY: versions 1 and 2 held, or
+ *                                           STATE: already serves
+ *   PING     ok                             ok
+ *
+ * An ATTACH answered while updating holds version 1, so the connection
+ * also gets the NOTICE of version 2, before the UPDATE's reply.
+ *
+ * The first STATUS must have met "updating": its header is in the socket
+ * when the update's load starts, and the load takes at least one turn of
+ * the loop, in which the header's receive completes at submission. Which
+ * of the others met it depends on how many turns the load takes; the test
+ * prints each.
+ */
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "client_util.h"
+#include "err.h"
+#include "wire.h"
+#include "wire_life.h"
+
+enum { ID_UPDATE = 1, ID_STATUS, ID_HELLO, ID_ATTACH, ID_SLEEP, ID_WAKE,
+       ID_UPDATE2, ID_PING, ID_STATUS2, ID_N };
+
+static const char *const names[ID_N] = {
+	"", "UPDATE", "STATUS", "HELLO", "ATTACH", "SLEEP 1", "WAKE",
+	"UPDATE again", "PING", "STATUS again",
+};
+
+static int conn_raw(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	T_ASSERT(fd >= 0);
+	T_ASSERT(strlen(path) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	T_OK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0);
+	return fd;
+}
+
+/* One frame: header into h, payload malloc'd into *p; fds closed. */
+static void recv_frame(int fd, struct wire_hdr *h, uint8_t **p)
+{
+	uint8_t hdr[WIRE_HDR_LEN];
+	char cbuf[CMSG_SPACE(sizeof(int) * WIRE_FDS_PER_FRAME)];
+	struct iovec iov = { hdr, sizeof(hdr) };
+	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
+			     .msg_control = cbuf,
+			     .msg_controllen = sizeof(cbuf) };
+	char err[WC_ERR_LEN];
+	size_t got = 0;
+
+	while (got < sizeof(hdr)) {
+		ssize_t n;
+
+		iov.iov_base = hdr + got;
+		iov.iov_len = sizeof(hdr) - got;
+		n = recvmsg(fd, &mh, MSG_CMSG_CLOEXEC);
+		T_ASSERT(n > 0);
+		for (struct cmsghdr *c = CMSG_FIRSTHDR(&mh); c;
+		     c = CMSG_NXTHDR(&mh, c)) {
+			int *fds = (int *)(void *)CMSG_DATA(c);
+			size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+
+			for (size_t i = 0; i < k; i++)
+				close(fds[i]);
+		}
+		mh.msg_controllen = 0;
+		mh.msg_control = NULL;
+		got += (size_t)n;
+	}
+	T_OK(wire_hdr_decode(hdr, sizeof(hdr), h, err));
+	*p = malloc(h->len + 1);
+	T_ASSERT(*p);
+	for (got = 0; got < h->len;) {
+		ssize_t n = read(fd, *p + got, h->len - got);
+
+		T_ASSERT(n > 0);
+		got += (size_t)n;
+	}
+}
+
+static void put_update(struct wire_put *w, uint64_t id, const char *dir)
+{
+	wire_frame_begin(w, WIRE_UPDATE, 0, id);
+	wire_update_put(w, dir);
+}
+
+int main(void)
+{
+	static struct e2e x;
+	struct wire_hello hl = { .proto_version = WIRE_VERSION,
+				 .flags = WIRE_HELLO_NO_IDENTITY };
+	struct wire_attach_req aq = { 0, 0 };
+	char wcgen[600], dir2[120], err[WC_ERR_LEN], want[512];
+	char *gen[] = { wcgen, "tiny", "--seed", "2", "--out", dir2, NULL };
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	bool during[ID_N] = { 0 }, seen[ID_N] = { 0 }, update_done = false;
+	bool lease_v1 = false, noticed = false;
+	int fd, n_during = 0;
+
+	e2e_init(&x, "life_pipeline");
+	snprintf(dir2, sizeof(dir2), "%.100s/model2", x.dir);
+	snprintf(wcgen, sizeof(wcgen), "%s/wcgen", x.bin);
+	T_EQ_INT(e2e_run(x.log, gen), 0);
+	e2e_start_wcd(&x, NULL);
+	{
+		char *real = realpath(dir2, NULL);
+
+		T_ASSERT(real);
+		snprintf(dir2, sizeof(dir2), "%s", real);
+		free(real);
+	}
+
+	/* every request, one frame each, into one buffer */
+	for (int id = 1; id < ID_N; id++) {
+		struct wire_put w;
+
+		wire_put_init(&w);
+		switch (id) {
+		case ID_UPDATE:
+		case ID_UPDATE2:
+			put_update(&w, (uint64_t)id, dir2);
+			break;
+		case ID_HELLO:
+			wire_frame_begin(&w, WIRE_HELLO, 0, (uint64_t)id);
+			strcpy(hl.label, "life_pipeline");
+			wire_hello_put(&w, &hl);
+			break;
+		case ID_ATTACH:
+			wire_frame_begin(&w, WIRE_ATTACH, 0, (uint64_t)id);
+			wire_attach_req_put(&w, &aq);
+			break;
+		case ID_SLEEP:
+			wire_frame_begin(&w, WIRE_SLEEP, 0, (uint64_t)id);
+			wire_sleep_put(&w, 1);
+			break;
+		case ID_WAKE:
+			wire_frame_begin(&w, WIRE_WAKE, 0, (uint64_t)id);
+			break;
+		case ID_PING:
+			wire_frame_begin(&w, WIRE_PING, 0, (uint64_t)id);
+			break;
+		default:
+			wire_frame_begin(&w, WIRE_STATUS, 0, (uint64_t)id);
+			break;
+		}
+		T_OK(wire_frame_end(&w, err));
+		buf = realloc(buf, len + w.len);
+		T_ASSERT(buf);
+		memcpy(buf + len, w.buf, w.len);
+		len += w.len;
+		wire_put_free(&w);
+	}
+	fd = conn_raw(x.sock);
+	T_EQ_INT(write(fd, buf, len), (ssize_t)len);
+	free(buf);
+
+	for (int k = 1; k < ID_N;) {
+		struct wire_hdr h;
+		struct wire_error we = { 0 };
+		uint8_t *p;
+		int id;
+
+		recv_frame(fd, &h, &p);
+		if (h.type == WIRE_NOTICE) {
+			struct wire_notice nt;
+
+			/* we hold a lease on version 1: told before the
+			 * UPDATE's reply */
+			T_OK(wire_notice_get(p, h.len, &nt, err));
+			T_EQ_INT(nt.kind, WIRE_NOTICE_NEW_VERSION);
+			T_EQ_U64(nt.version, 2);
+			T_ASSERT(lease_v1 && !update_done && !noticed);
+			noticed = true;
+			free(p);
+			continue;
+		}
+		k++;
+		id = (int)h.id;
+		T_ASSERT(id > 0 && id < ID_N && !seen[id]);
+		seen[id] = true;
+		during[id] = !update_done && id != ID_UPDATE;
+		n_during += during[id];
+		if (h.type == WIRE_ERROR)
+			T_OK(wire_error_get(p, h.len, &we, err));
+		printf("%-13s %s: %s\n", names[id],
+		       id == ID_UPDATE ? "published" :
+		       during[id] ? "while updating" : "after the publish",
+		       h.type == WIRE_ERROR ? wire_errcode_name(we.code) : "ok");
+		switch (id) {
+		case ID_UPDATE: {
+			struct wire_life_reply r;
+
+			T_EQ_INT(h.type, WIRE_UPDATE);
+			T_OK(wire_life_reply_get(p, h.len, &r, err));
+			T_EQ_U64(r.version, 2);
+			T_HAS(r.msg, lease_v1 ? "version 1 stays until its engines detach" :
+					      "version 1 was freed");
+			update_done = true;
+			break;
+		}
+		case ID_STATUS:
+		case ID_STATUS2: {
+			const char *js;
+			size_t jn;
+			json_t *j;
+
+			T_EQ_INT(h.type, WIRE_STATUS);
+			T_OK(wire_status_get(p, h.len, &js, &jn, err));
+			j = json_loadb(js, jn, 0, NULL);
+			T_ASSERT(j);
+			T_EQ_STR(json_string_value(json_object_get(j, "state")),
+				 during[id] ? "updating" : "ready");
+			T_EQ_INT(json_integer_value(json_object_get(j, "version")),
+				 during[id] ? 1 : 2);
+			json_decref(j);
+			break;
+		}
+		case ID_HELLO: {
+			struct wire_hello_reply r;
+
+			T_EQ_INT(h.type, WIRE_HELLO);
+			T_OK(wire_hello_reply_get(p, h.len, &r, err));
+			T_EQ_U64(r.version, during[id] ? 1 : 2);
+			break;
+		}
+		case ID_ATTACH: {
+			struct wire_attach a;
+
+			T_EQ_INT(h.type, WIRE_ATTACH);
+			T_OK(wire_attach_get(p, h.len, &a, err));
+			T_EQ_U64(a.version, during[id] ? 1 : 2);
+			lease_v1 = a.version == 1;
+			break;
+		}
+		case ID_SLEEP:
+		case ID_WAKE:
+		case ID_UPDATE2:
+			T_EQ_INT(h.type, WIRE_ERROR);
+			if (during[id]) {
+				T_EQ_INT(we.code, WIRE_E_BUSY);
+				T_HAS(we.msg, "an update to version 2 is loading: wait for it to finish");
+			} else if (id == ID_SLEEP) {
+				T_EQ_INT(we.code, WIRE_E_BUSY);
+				snprintf(want, sizeof(want),
+					 "while 1 engine(s) are attached (pids: %d)",
+					 (int)getpid());
+				T_HAS(we.msg, want);
+			} else if (id == ID_WAKE) {
+				T_EQ_INT(we.code, WIRE_E_STATE);
+				T_HAS(we.msg, "the daemon is not sleeping (state ready)");
+			} else if (lease_v1) {
+				T_EQ_INT(we.code, WIRE_E_BUSY);
+				T_HAS(we.msg, "versions 1 and 2 are both resident");
+			} else {
+				T_EQ_INT(we.code, WIRE_E_STATE);
+				T_HAS(we.msg, "is the one version 2 already serves");
+			}
+			break;
+		default:
+			T_EQ_INT(h.type, WIRE_PING);
+			break;
+		}
+		free(p);
+	}
+	T_ASSERT(during[ID_STATUS]);
+	T_EQ_INT(noticed, lease_v1);
+	close(fd);
+	printf("life_pipeline: %d of %d requests met the updating state\n",
+	       n_during, ID_N - 2);
+	return 0;
+}
