@@ -71,17 +71,17 @@ static void at_cycle(const struct at_opts *o, struct at_row *row,
 
 	t0 = wb_now_ns();
 	if (wc_connect(&co, &c, &e) < 0)
-		die("wcbench attach: connect: %s", e.msg);
+		die("attach: connect: %s", e.msg);
 	if (wc_hello(c, o->model ? &x : NULL, NULL, &e) < 0)
-		die("wcbench attach: hello: %s", e.msg);
+		die("attach: hello: %s", e.msg);
 	if (wc_attach(c, 0, &m, &t, &e) < 0)
-		die("wcbench attach: attach: %s", e.msg);
+		die("attach: attach: %s", e.msg);
 	n = wc_tensor_count(m);
 	for (uint64_t i = 0; i < n; i++) {
 		const struct wc_tensor *tn = wc_tensor_at(m, i);
 
 		if (!tn || (tn->bytes && !tn->ptr))
-			die("wcbench attach: tensor %llu of %llu has no "
+			die("attach: tensor %llu of %llu has no "
 			    "mapping", (unsigned long long)i,
 			    (unsigned long long)n);
 		if (o->touch && tn->bytes)
@@ -90,7 +90,7 @@ static void at_cycle(const struct at_opts *o, struct at_row *row,
 	t1 = wb_now_ns();
 	wc_times(c, &t);
 	if (wc_detach(m, &e) < 0)
-		die("wcbench attach: detach: %s", e.msg);
+		die("attach: detach: %s", e.msg);
 	wc_close(c);
 	t2 = wb_now_ns();
 	row->ns[AT_TOTAL] = t1 - t0;
@@ -236,9 +236,9 @@ int wb_attach(int argc, char **argv)
 		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	pids = calloc(o.procs, sizeof(*pids));
 	if (rows == MAP_FAILED || !pids)
-		die("wcbench attach: no memory for %u cycles", o.cycles);
+		die("attach: no memory for %u cycles", o.cycles);
 	if (pipe2(start, O_CLOEXEC) < 0)
-		die("wcbench attach: pipe: %s", strerror(errno));
+		die("attach: pipe: %s", strerror(errno));
 	fflush(NULL);
 	for (unsigned i = 0, first = 0; i < o.procs; i++) {
 		unsigned count = o.cycles / o.procs +
@@ -246,7 +246,7 @@ int wb_attach(int argc, char **argv)
 
 		pids[i] = fork();
 		if (pids[i] < 0)
-			die("wcbench attach: fork: %s", strerror(errno));
+			die("attach: fork: %s", strerror(errno));
 		if (pids[i] == 0) {
 			close(start[1]);
 			at_worker(&o, i, start[0], rows + first, count);
@@ -267,7 +267,7 @@ int wb_attach(int argc, char **argv)
 	}
 	wb_progress_end(&out);
 	if (failed)
-		die("wcbench attach: %u of %u processes failed (their error is "
+		die("attach: %u of %u processes failed (their error is "
 		    "above)", failed, o.procs);
 
 	wb_report_init(&r, "attach");

@@ -132,7 +132,7 @@ static void lv_spawn_one(struct lv_reactor *lr, struct lv_child *k,
 	memset(&k->c, 0, sizeof(k->c));
 	rc = rx_spawn(&lr->loop, &k->c, &so, lv_child_exited);
 	if (rc < 0)
-		die("wcbench liveness: rx_spawn of %s failed: %s", so.path,
+		die("liveness: rx_spawn of %s failed: %s", so.path,
 		    strerror(-rc));
 }
 
@@ -144,7 +144,7 @@ static void lv_child_exited(struct rx_child *c, int res)
 	uint64_t stamp = lr->run->stamps[k->slot];
 
 	if (res < 0)
-		die("wcbench liveness: the pidfd watch of child %d failed: %s",
+		die("liveness: the pidfd watch of child %d failed: %s",
 		    (int)c->pid, strerror(-res));
 	if (c->exit_code != 0 || !stamp)
 		lr->bad_exits++;
@@ -172,16 +172,16 @@ static void lv_reactor_run(struct lv_run *run, struct wb_report *r)
 	lr.lat = wb_series_add(r, "reactor (pidfd)", o->children);
 	lr.kids = calloc(conc, sizeof(*lr.kids));
 	if (!lr.kids)
-		die("wcbench liveness: no memory for %u children", conc);
+		die("liveness: no memory for %u children", conc);
 	rc = rx_loop_init(&lr.loop, 0);
 	if (rc < 0)
-		die("wcbench liveness: rx_loop_init failed: %s", strerror(-rc));
+		die("liveness: rx_loop_init failed: %s", strerror(-rc));
 	t0 = wb_now_ns();
 	while (lr.spawned < o->children) {
 		int start[2];
 
 		if (pipe2(start, O_CLOEXEC) < 0)
-			die("wcbench liveness: pipe: %s", strerror(errno));
+			die("liveness: pipe: %s", strerror(errno));
 		lr.round_left = 0;
 		for (unsigned i = 0; i < conc && lr.spawned < o->children;
 		     i++, lr.round_left++)
@@ -190,14 +190,14 @@ static void lv_reactor_run(struct lv_run *run, struct wb_report *r)
 		close(start[1]); /* go */
 		rc = rx_run(&lr.loop);
 		if (rc < 0)
-			die("wcbench liveness: rx_run failed: %s", strerror(-rc));
+			die("liveness: rx_run failed: %s", strerror(-rc));
 		wb_progress(run->out, "reactor children", lr.reported,
 			    o->children);
 	}
 	wb_progress_end(run->out);
 	rc = rx_loop_close(&lr.loop);
 	if (rc < 0)
-		die("wcbench liveness: rx_loop_close failed: %s", strerror(-rc));
+		die("liveness: rx_loop_close failed: %s", strerror(-rc));
 	wb_metric_add(r, "reactor_seconds", (double)(wb_now_ns() - t0) / 1e9,
 		      "s");
 	if (lr.bad_exits)
@@ -226,9 +226,9 @@ static void lv_poll_run(struct lv_run *run, struct wb_report *r)
 		snprintf(lat->name, sizeof(lat->name), "poll every %.3g s",
 			 (double)o->poll_interval_ns / 1e9);
 	if (!pids)
-		die("wcbench liveness: no memory for %u children", n);
+		die("liveness: no memory for %u children", n);
 	if (pipe2(start, O_CLOEXEC) < 0)
-		die("wcbench liveness: pipe: %s", strerror(errno));
+		die("liveness: pipe: %s", strerror(errno));
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_adddup2(&fa, start[0], STDIN_FILENO);
 	posix_spawn_file_actions_adddup2(&fa, run->memfd, STDOUT_FILENO);
@@ -244,7 +244,7 @@ static void lv_poll_run(struct lv_run *run, struct wb_report *r)
 			 rand_delay(o, o->delay_min_ns, o->poll_delay_max_ns));
 		rc = posix_spawn(&pids[i], run->exe, &fa, NULL, argv, environ);
 		if (rc)
-			die("wcbench liveness: posix_spawn of %s failed: %s",
+			die("liveness: posix_spawn of %s failed: %s",
 			    run->exe, strerror(rc));
 		alive++;
 	}
@@ -337,7 +337,7 @@ int wb_liveness(int argc, char **argv)
 		case 'D':
 			if (sscanf(optarg, "%lf,%lf", &dmin, &dmax) != 2 ||
 			    !(dmin >= 0 && dmax >= dmin && dmax <= 60000))
-				die("wcbench liveness: --delay-ms '%s' is not "
+				die("liveness: --delay-ms '%s' is not "
 				    "MIN,MAX milliseconds with 0 <= MIN <= MAX "
 				    "<= 60000 (e.g. 5,50)", optarg);
 			o.delay_min_ns = (uint64_t)(dmin * 1e6);
@@ -378,18 +378,18 @@ int wb_liveness(int argc, char **argv)
 	srand(o.seed);
 	n = readlink("/proc/self/exe", run.exe, sizeof(run.exe) - 1);
 	if (n <= 0)
-		die("wcbench liveness: cannot read /proc/self/exe: %s",
+		die("liveness: cannot read /proc/self/exe: %s",
 		    strerror(errno));
 	run.exe[n] = 0;
 	run.slots = o.children + o.poll_children;
 	run.memfd = memfd_create("wcbench-liveness", MFD_CLOEXEC);
 	if (run.memfd < 0 || ftruncate(run.memfd, (off_t)run.slots * 8) < 0)
-		die("wcbench liveness: memfd for %u stamps failed: %s",
+		die("liveness: memfd for %u stamps failed: %s",
 		    run.slots, strerror(errno));
 	run.stamps = mmap(NULL, (size_t)run.slots * 8, PROT_READ | PROT_WRITE,
 			  MAP_SHARED, run.memfd, 0);
 	if (run.stamps == MAP_FAILED)
-		die("wcbench liveness: mmap of the stamps failed: %s",
+		die("liveness: mmap of the stamps failed: %s",
 		    strerror(errno));
 
 	wb_report_init(&r, "liveness");

@@ -63,7 +63,7 @@ static void drop_caches(void)
 	sync();
 	fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
 	if (fd < 0 || write(fd, "3\n", 2) != 2)
-		die("wcbench load: --drop-caches: cannot write "
+		die("load: --drop-caches: cannot write "
 		    "/proc/sys/vm/drop_caches: %s; run as root or leave the "
 		    "option out (a warm start)", strerror(errno));
 	close(fd);
@@ -178,7 +178,7 @@ static void ld_run(const struct ld_opts *o, const char *dir,
 			   err) < 0 ||
 	    paths_device_name(o->device, name, sizeof(name), err) < 0 ||
 	    paths_resolve(&p, tmpl, name, err) < 0)
-		die("wcbench load: %s", err);
+		die("load: %s", err);
 	snprintf(logpath, sizeof(logpath), "%s/wcd.log", dir);
 	argv[argc++] = (char *)o->wcd;
 	argv[argc++] = "--model";
@@ -201,7 +201,7 @@ static void ld_run(const struct ld_opts *o, const char *dir,
 	rc = posix_spawn(&pid, o->wcd, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	if (rc)
-		die("wcbench load: cannot start %s: %s; build it (make "
+		die("load: cannot start %s: %s; build it (make "
 		    "build/bin/wcd) or give --wcd PATH", o->wcd, strerror(rc));
 	for (;;) {
 		struct timespec ts = { 0, 1000000 };
@@ -210,12 +210,12 @@ static void ld_run(const struct ld_opts *o, const char *dir,
 		    ready_read_file(&ri, p.ready, err) == 0)
 			break;
 		if (waitpid(pid, &status, WNOHANG) == pid)
-			die("wcbench load: wcd exited before it was ready "
+			die("load: wcd exited before it was ready "
 			    "(status %d); its log is %s", status, logpath);
 		if (wb_now_ns() - t0 > LD_WAIT_S * 1000000000ull) {
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
-			die("wcbench load: wcd not ready after %d s; its log is "
+			die("load: wcd not ready after %d s; its log is "
 			    "%s", LD_WAIT_S, logpath);
 		}
 		nanosleep(&ts, NULL);
@@ -238,7 +238,7 @@ static void ld_run(const struct ld_opts *o, const char *dir,
 			json_decref(st);
 			free(json);
 		} else {
-			log_warn("wcbench load: STATUS failed: %s", e.msg);
+			log_warn("load: STATUS failed: %s", e.msg);
 		}
 		wc_close(c);
 	}
@@ -246,7 +246,7 @@ static void ld_run(const struct ld_opts *o, const char *dir,
 	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (!WIFEXITED(status) || WEXITSTATUS(status))
-		log_warn("wcbench load: wcd did not exit cleanly on SIGTERM "
+		log_warn("load: wcd did not exit cleanly on SIGTERM "
 			 "(status %d); its log is %s", status, logpath);
 }
 
@@ -264,7 +264,7 @@ static void rm_dir(const char *dir)
 	if (d)
 		closedir(d);
 	if (rmdir(dir) < 0)
-		log_warn("wcbench load: %s not removed: %s", dir,
+		log_warn("load: %s not removed: %s", dir,
 			 strerror(errno));
 }
 
@@ -332,7 +332,7 @@ int wb_load(int argc, char **argv)
 	o.extra = argv + optind;
 	o.nextra = argc - optind;
 	if (o.nextra > 64)
-		die("wcbench load: %d options for wcd after '--'; at most 64",
+		die("load: %d options for wcd after '--'; at most 64",
 		    o.nextra);
 	if (!o.model) {
 		fprintf(stderr, "wcbench load: --model DIR is required\n");
@@ -342,14 +342,14 @@ int wb_load(int argc, char **argv)
 	if (!o.wcd) {
 		n = readlink("/proc/self/exe", wcd, sizeof(wcd) - 5);
 		if (n <= 0)
-			die("wcbench load: cannot read /proc/self/exe: %s; give "
+			die("load: cannot read /proc/self/exe: %s; give "
 			    "--wcd PATH", strerror(errno));
 		wcd[n] = 0;
 		snprintf(strrchr(wcd, '/') + 1, 4, "wcd");
 		o.wcd = wcd;
 	}
 	if (!mkdtemp(dir))
-		die("wcbench load: mkdtemp %s: %s", dir, strerror(errno));
+		die("load: mkdtemp %s: %s", dir, strerror(errno));
 
 	wb_report_init(&r, "load");
 	ready_s = wb_series_add(&r, "spawn to ready", o.repeat);

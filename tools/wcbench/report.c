@@ -55,9 +55,9 @@ struct wb_series *wb_series_add(struct wb_report *r, const char *name,
 	struct wb_series *s;
 
 	if (r->nseries >= WB_SERIES_MAX)
-		die("wcbench: more than %d series in one report", WB_SERIES_MAX);
+		die("more than %d series in one report", WB_SERIES_MAX);
 	if (expect > WB_SAMPLES_MAX)
-		die("wcbench: %zu samples asked for series '%s'; at most %u fit, "
+		die("%zu samples asked for series '%s'; at most %u fit, "
 		    "ask for fewer requests", expect, name, WB_SAMPLES_MAX);
 	if (expect < 16)
 		expect = 16;
@@ -66,7 +66,7 @@ struct wb_series *wb_series_add(struct wb_report *r, const char *name,
 	snprintf(s->name, sizeof(s->name), "%s", name);
 	s->ns = malloc(expect * sizeof(*s->ns));
 	if (!s->ns)
-		die("wcbench: no memory for %zu samples", expect);
+		die("no memory for %zu samples", expect);
 	s->cap = expect;
 	return s;
 }
@@ -83,7 +83,7 @@ void wb_series_push(struct wb_series *s, uint64_t ns)
 			return; /* full: the bound keeps the first samples */
 		p = realloc(s->ns, cap * sizeof(*p));
 		if (!p)
-			die("wcbench: no memory for %zu samples", cap);
+			die("no memory for %zu samples", cap);
 		s->ns = p;
 		s->cap = cap;
 	}
@@ -135,7 +135,7 @@ void wb_metric_add(struct wb_report *r, const char *name, double value,
 	struct wb_metric *m;
 
 	if (r->nmetrics >= WB_METRICS_MAX)
-		die("wcbench: more than %d metrics in one report", WB_METRICS_MAX);
+		die("more than %d metrics in one report", WB_METRICS_MAX);
 	m = &r->metrics[r->nmetrics++];
 	snprintf(m->name, sizeof(m->name), "%s", name);
 	snprintf(m->unit, sizeof(m->unit), "%s", unit ? unit : "");
@@ -237,7 +237,7 @@ static void emit_json(struct wb_report *r)
 	json_object_set_new(root, "notes", notes);
 	text = json_dumps(root, JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(9));
 	if (!text)
-		die("wcbench: could not format the JSON report (out of memory)");
+		die("could not format the JSON report (out of memory)");
 	printf("%s\n", text);
 	free(text);
 	json_decref(root);
@@ -321,7 +321,7 @@ uint64_t wb_parse_count(const char *opt, const char *s, uint64_t min,
 		goto bad;
 	return v * mul;
 bad:
-	die("wcbench: %s '%s' is not a whole number in [%llu, %llu] "
+	die("%s '%s' is not a whole number in [%llu, %llu] "
 	    "(k and m suffixes allowed)", opt, s, (unsigned long long)min,
 	    (unsigned long long)max);
 }
@@ -334,7 +334,7 @@ double wb_parse_double(const char *opt, const char *s, double min, double max)
 	errno = 0;
 	v = strtod(s, &end);
 	if (end == s || *end || errno || !(v >= min && v <= max))
-		die("wcbench: %s '%s' is not a number in [%g, %g]", opt, s, min,
+		die("%s '%s' is not a number in [%g, %g]", opt, s, min,
 		    max);
 	return v;
 }
@@ -389,7 +389,7 @@ void wb_socket_path(char *out, size_t size, const char *socket,
 	    paths_device_name(device ? device : "host", name, sizeof(name),
 			      err) < 0 ||
 	    paths_resolve(&p, tmpl, name, err) < 0)
-		die("wcbench: %s (or give the daemon's socket with --socket "
+		die("%s (or give the daemon's socket with --socket "
 		    "PATH)", err);
 	snprintf(out, size, "%s", p.sock);
 }

@@ -26,6 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "err.h"
@@ -47,6 +49,7 @@ struct rtt_opts {
 	unsigned payload;
 	bool uring;
 	int server_pid;
+	unsigned timeout_s;     /* no reply for this long: give up */
 };
 
 struct rtt_state {
@@ -111,7 +114,7 @@ static size_t rtt_reply(struct rtt_state *st, struct rtt_conn *c,
 		return 0;
 	rc = wire_hdr_decode(p, len, &h, err);
 	if (rc < 0)
-		die("wcbench rtt: connection %u: bad reply header: %s", c->idx,
+		die("rtt: connection %u: bad reply header: %s", c->idx,
 		    err);
 	if (len < WIRE_HDR_LEN + (size_t)h.len)
 		return 0;
@@ -119,13 +122,13 @@ static size_t rtt_reply(struct rtt_state *st, struct rtt_conn *c,
 		return WIRE_HDR_LEN + h.len;
 	if (h.type == WIRE_ERROR) {
 		if (wire_error_get(p + WIRE_HDR_LEN, h.len, &e, err) < 0)
-			die("wcbench rtt: undecodable ERROR reply: %s", err);
-		die("wcbench rtt: the daemon answered PING with %s: %s",
+			die("rtt: undecodable ERROR reply: %s", err);
+		die("rtt: the daemon answered PING with %s: %s",
 		    wire_errcode_name(e.code), e.msg);
 	}
 	if (h.type != WIRE_PING || !(h.flags & WIRE_F_REPLY) ||
 	    h.id != rtt_id(c->idx, c->seq_reply) || h.len != st->o->payload)
-		die("wcbench rtt: connection %u: expected the PONG of request "
+		die("rtt: connection %u: expected the PONG of request "
 		    "%llu (%u payload bytes), got %s id %llx with %u bytes",
 		    c->idx, (unsigned long long)c->seq_reply, st->o->payload,
 		    wire_type_name(h.type), (unsigned long long)h.id, h.len);
@@ -157,19 +160,23 @@ static void rtt_blocking(struct rtt_state *st, struct rtt_conn *c)
 		c->inflight++;
 		n = write(c->fd, c->sbuf, st->flen);
 		if (n != (ssize_t)st->flen)
-			die("wcbench rtt: write to the daemon failed: %s",
+			die("rtt: write to the daemon failed: %s",
 			    n < 0 ? strerror(errno) : "short write");
 		do {
 			n = read(c->fd, buf + have, RTT_RBUF - have);
+			if (n < 0 && errno == EAGAIN)
+				die("rtt: no reply from the daemon for "
+				    "%u s; is it stuck? (--timeout)",
+				    st->o->timeout_s);
 			if (n <= 0)
-				die("wcbench rtt: read from the daemon failed: "
+				die("rtt: read from the daemon failed: "
 				    "%s", n < 0 ? strerror(errno) :
 				    "it closed the connection");
 			have += (size_t)n;
 			used = rtt_reply(st, c, buf, have, wb_now_ns());
 		} while (!used);
 		if (used != have)
-			die("wcbench rtt: %zu unexpected bytes after a PONG",
+			die("rtt: %zu unexpected bytes after a PONG",
 			    have - used);
 		if ((st->done & 4095) == 0)
 			wb_progress(st->out, "requests", st->done, st->total);
@@ -234,6 +241,7 @@ static void rtt_uring(struct rtt_state *st, struct rtt_conn *cs)
 	struct io_uring_params p = { .flags = IORING_SETUP_SINGLE_ISSUER |
 					       IORING_SETUP_DEFER_TASKRUN };
 	unsigned entries = 2 * o->conns + 8;
+	struct __kernel_timespec ts = { .tv_sec = o->timeout_s };
 	struct io_uring ring;
 	int rc;
 
@@ -245,7 +253,7 @@ static void rtt_uring(struct rtt_state *st, struct rtt_conn *cs)
 		rc = io_uring_queue_init_params(entries, &ring, &p);
 	}
 	if (rc < 0)
-		die("wcbench rtt: io_uring_queue_init failed: %s; try "
+		die("rtt: io_uring_queue_init failed: %s; try "
 		    "--client blocking", strerror(-rc));
 	if (!o->warmup)
 		st->t_start = wb_now_ns();
@@ -259,9 +267,14 @@ static void rtt_uring(struct rtt_state *st, struct rtt_conn *cs)
 		struct io_uring_cqe *cqe;
 		unsigned head, seen = 0;
 
-		rc = io_uring_submit_and_wait(&ring, 1);
+		rc = io_uring_submit_and_wait_timeout(&ring, &cqe, 1, &ts, NULL);
+		if (rc == -ETIME)
+			die("rtt: no reply from the daemon for %u s "
+			    "(%llu of %llu done); is it stuck? (--timeout)",
+			    o->timeout_s, (unsigned long long)st->done,
+			    (unsigned long long)st->total);
 		if (rc < 0 && rc != -EINTR)
-			die("wcbench rtt: io_uring_submit_and_wait: %s",
+			die("rtt: io_uring_submit_and_wait: %s",
 			    strerror(-rc));
 		io_uring_for_each_cqe(&ring, head, cqe) {
 			uint64_t ud = io_uring_cqe_get_data64(cqe);
@@ -271,7 +284,7 @@ static void rtt_uring(struct rtt_state *st, struct rtt_conn *cs)
 
 			seen++;
 			if (cqe->res <= 0)
-				die("wcbench rtt: connection %u: %s failed: %s",
+				die("rtt: connection %u: %s failed: %s",
 				    c->idx, ud & UD_SEND ? "send" : "recv",
 				    cqe->res ? strerror(-cqe->res) :
 				    "the daemon closed the connection");
@@ -287,7 +300,7 @@ static void rtt_uring(struct rtt_state *st, struct rtt_conn *cs)
 				memmove(c->rbuf, c->rbuf + off, c->rlen - off);
 				c->rlen -= off;
 				if (c->rlen == RTT_RBUF)
-					die("wcbench rtt: a reply frame larger "
+					die("rtt: a reply frame larger "
 					    "than %u bytes", RTT_RBUF);
 				ur_fill(st, c, now);
 				if (c->inflight || st->done < st->total)
@@ -346,6 +359,7 @@ static void usage(FILE *f)
 "  --warmup N             untimed replies first (default 1000)\n"
 "  --client KIND          blocking (one connection, depth 1) or uring;\n"
 "                         default: blocking when it applies, else uring\n"
+"  --timeout S            give up when no reply comes for S s (default 10)\n"
 "  --server-pid PID       also report that process's CPU use and VmRSS\n"
 "                         before and after the run (the daemon's pid)\n"
 WB_HELP_OUT, RTT_CONNS_MAX, WIRE_PING_MAX);
@@ -365,6 +379,7 @@ static void rtt_parse(int argc, char **argv, struct rtt_opts *o,
 		{ "warmup", required_argument, NULL, 'w' },
 		{ "client", required_argument, NULL, 'k' },
 		{ "server-pid", required_argument, NULL, 'P' },
+		{ "timeout", required_argument, NULL, 't' },
 		WB_LONGOPTS_OUT,
 		{ NULL, 0, NULL, 0 },
 	};
@@ -398,6 +413,10 @@ static void rtt_parse(int argc, char **argv, struct rtt_opts *o,
 						   RTT_N_MAX);
 			break;
 		case 'k': client = optarg; break;
+		case 't':
+			o->timeout_s = (unsigned)wb_parse_count("--timeout",
+					optarg, 1, 3600);
+			break;
 		case 'P':
 			o->server_pid = (int)wb_parse_count("--server-pid",
 					optarg, 1, 1u << 22);
@@ -420,12 +439,12 @@ static void rtt_parse(int argc, char **argv, struct rtt_opts *o,
 		o->uring = true;
 	else if (client && !strcmp(client, "blocking")) {
 		if (o->conns > 1 || o->depth > 1)
-			die("wcbench rtt: --client blocking drives one "
+			die("rtt: --client blocking drives one "
 			    "connection at depth 1; drop -c/-d or use --client "
 			    "uring");
 		o->uring = false;
 	} else if (client) {
-		die("wcbench rtt: --client '%s' is not blocking or uring",
+		die("rtt: --client '%s' is not blocking or uring",
 		    client);
 	}
 	wb_socket_path(o->sock, sizeof(o->sock), sock, rdir, dev);
@@ -434,7 +453,7 @@ static void rtt_parse(int argc, char **argv, struct rtt_opts *o,
 int wb_rtt(int argc, char **argv)
 {
 	struct rtt_opts o = { .n = 100000, .warmup = 1000, .conns = 1,
-			      .depth = 1 };
+			      .depth = 1, .timeout_s = 10 };
 	struct wb_out out = { 0 };
 	struct rtt_state st = { .o = &o, .out = &out };
 	struct rtt_conn *cs;
@@ -450,21 +469,25 @@ int wb_rtt(int argc, char **argv)
 	memset(st.frame + WIRE_HDR_LEN, 0xa5, o.payload);
 	cs = calloc(o.conns, sizeof(*cs));
 	if (!cs)
-		die("wcbench rtt: no memory for %u connections", o.conns);
+		die("rtt: no memory for %u connections", o.conns);
 	for (unsigned i = 0; i < o.conns; i++) {
 		struct rtt_conn *c = &cs[i];
 
 		c->idx = i;
 		c->fd = wb_connect(o.sock);
 		if (c->fd < 0)
-			die("wcbench rtt: cannot connect to %s: %s; is wcd "
+			die("rtt: cannot connect to %s: %s; is wcd "
 			    "running there (wcctl status)?", o.sock,
 			    strerror(-c->fd));
+		struct timeval tv = { .tv_sec = (time_t)o.timeout_s };
+
+		setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 		c->sent_ns = calloc(o.depth, sizeof(*c->sent_ns));
 		c->rbuf = malloc(RTT_RBUF);
 		c->sbuf = malloc(2 * (size_t)o.depth * st.flen);
 		if (!c->sent_ns || !c->rbuf || !c->sbuf)
-			die("wcbench rtt: no memory for connection %u", i);
+			die("rtt: no memory for connection %u", i);
 	}
 	wb_report_init(&r, "rtt");
 	snprintf(r.params, sizeof(r.params), "%llu PINGs (+%llu warm-up), %u "
