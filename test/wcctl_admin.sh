@@ -19,10 +19,15 @@ expect_has "status with no daemon" "$out" "no wcache daemon found"
 
 # 4 ranks of the real wcd, then the table shows all four ready
 "$WCCTL" start --model "$T/model" --tp-size 4 --backend host --runtime-dir "$RUN" \
-	--timeout 60 >"$T/start.out" 2>&1; rc=$?
+	--timeout 60 >"$T/start.out" 2>&1 7>"$T/inherited-fd"; rc=$?
 remember_pids "$T/start.out"
 expect_eq "start 4 real ranks" "$rc" 0
 expect_has "start 4 real ranks" "$(cat "$T/start.out")" "All 4 weight cache daemons on node 0 are ready (pp_ranks=0..0, tp_ranks=0..3)"
+# a descriptor the caller left open does not reach the daemons
+for i in 0 1 2 3; do
+	p=$(ready_pid "$RUN" host-$i)
+	ls -l /proc/$p/fd | grep -q inherited-fd && fail "wcd $p inherited the caller's fd 7"
+done
 out=$(ctl status); rc=$?
 expect_eq "status 4 live" "$rc" 0
 for i in 0 1 2 3; do

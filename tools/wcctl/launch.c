@@ -16,8 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "err.h"
@@ -488,10 +490,36 @@ static int launch_arm(struct launch *l)
 	return 0;
 }
 
+/* Descriptors wcctl inherited (past stdin/out/err) must not reach the
+ * daemons: a caller's pipe held open by a long-lived wcd would make a
+ * `$(wcctl start ...)` or a CI step wait forever. close_range (5.11+), else
+ * one fcntl per entry of /proc/self/fd. */
+static void launch_cloexec_inherited(void)
+{
+	struct dirent *de;
+	DIR *d;
+
+#ifdef SYS_close_range
+	if (syscall(SYS_close_range, 3u, ~0u, 1u << 2 /* CLOEXEC */) == 0)
+		return;
+#endif
+	d = opendir("/proc/self/fd");
+	if (!d)
+		return;
+	while ((de = readdir(d))) {
+		int fd = atoi(de->d_name);
+
+		if (fd > 2 && fd != dirfd(d))
+			fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
+	}
+	closedir(d);
+}
+
 int launch_run(struct launch *l)
 {
 	int ret;
 
+	launch_cloexec_inherited();
 	ret = rx_loop_init(&l->loop, 0);
 	if (ret < 0) {
 		log_error("cannot set up io_uring: %s (a kernel with io_uring is required; check /proc/sys/kernel/io_uring_disabled)",
