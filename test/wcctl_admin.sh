@@ -65,6 +65,23 @@ a, b = d["host-0"], d["host-1"]
 print(a["reachable"], a["state"], a["tp_rank"], b["reachable"], b["state"], b["ready"]["pid"], bool(b["error"]))' "$T/s2.json")
 expect_eq "status --json live+dead" "$got" "True ready 0 False UNREACHABLE $p1 True"
 
+# a stopped (SIGSTOP) daemon does not answer: UNREACHABLE after the
+# timeout; with no other answer, exit 4. A locked device without a ready
+# file is STARTING.
+p0=$(ready_pid "$RUN" host-0)
+kill -STOP "$p0"
+flock "$RUN/host-4.lock" sleep 30 & s4=$!; PIDS+=($s4)
+for i in $(seq 50); do [ -n "$(pgrep -P $s4)" ] && break; sleep 0.1; done
+PIDS+=($(pgrep -P $s4))
+out=$(ctl status --timeout-ms 300); rc=$?
+kill -CONT "$p0"
+expect_eq "status with a stopped daemon" "$rc" 4
+expect_has "stopped daemon row" "$out" "host-0               pp0/tp0    UNREACHABLE"
+expect_has "stopped daemon why" "$out" "within 300 ms"
+expect_has "starting row" "$out" "host-4               -          STARTING"
+kill $(pgrep -P $s4) "$s4" 2>/dev/null; wait "$s4" 2>/dev/null
+rm -f "$RUN/host-4.lock"
+
 # clean removes the dead daemon's files and never the live one's
 ctl clean >"$T/clean.out" 2>&1 || fail "clean failed: $(cat "$T/clean.out")"
 for s in lock ready sock log; do
