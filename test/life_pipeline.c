@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The "updating" state (issue 7): requests that reach wcd while an UPDATE
+ * The "updating" and "waking" states (issue 7): requests that reach wcd while an UPDATE
  * is loading. One connection pipelines, in one write:
  *
  *   UPDATE dir2, STATUS, HELLO, ATTACH, SLEEP 1, WAKE, UPDATE dir2, PING,
@@ -105,6 +105,146 @@ static void put_update(struct wire_put *w, uint64_t id, const char *dir)
 {
 	wire_frame_begin(w, WIRE_UPDATE, 0, id);
 	wire_update_put(w, dir);
+}
+
+/* The "waking" state, the same way: behind a WAKE from sleep level lvl,
+ *   STATUS, HELLO, UPDATE dir2, WAKE, PING, SLEEP 1
+ * while waking: state waking; HELLO refused (waking up); UPDATE, WAKE and
+ * SLEEP busy; PING ok. After: ready; HELLO ok; UPDATE "already serves";
+ * WAKE "not sleeping"; PING ok; SLEEP sleeps (no lease is held). */
+static void waking(const struct e2e *x, unsigned lvl, const char *dir2)
+{
+	enum { W_WAKE = 1, W_STATUS, W_HELLO, W_UPDATE, W_WAKE2, W_PING,
+	       W_SLEEP, W_N };
+	static const char *const wn[W_N] = {
+		"", "WAKE", "STATUS", "HELLO", "UPDATE", "WAKE again",
+		"PING", "SLEEP 1",
+	};
+	struct wire_hello hl = { .proto_version = WIRE_VERSION,
+				 .flags = WIRE_HELLO_NO_IDENTITY };
+	struct wc_conn *c = e2e_connect(x);
+	char err[WC_ERR_LEN], want[256];
+	bool during[W_N] = { 0 }, woke = false, slept = false;
+	struct wc_error e;
+	uint8_t *buf = NULL;
+	size_t len = 0;
+	int fd, n_during = 0;
+
+	if (wc_sleep(c, lvl, NULL, &e))
+		T_FAIL("sleep %u: %s", lvl, e.msg);
+	for (int id = 1; id < W_N; id++) {
+		struct wire_put w;
+
+		wire_put_init(&w);
+		switch (id) {
+		case W_WAKE:
+		case W_WAKE2:
+			wire_frame_begin(&w, WIRE_WAKE, 0, (uint64_t)id);
+			break;
+		case W_HELLO:
+			wire_frame_begin(&w, WIRE_HELLO, 0, (uint64_t)id);
+			strcpy(hl.label, "life_pipeline");
+			wire_hello_put(&w, &hl);
+			break;
+		case W_UPDATE:
+			put_update(&w, (uint64_t)id, dir2);
+			break;
+		case W_PING:
+			wire_frame_begin(&w, WIRE_PING, 0, (uint64_t)id);
+			break;
+		case W_SLEEP:
+			wire_frame_begin(&w, WIRE_SLEEP, 0, (uint64_t)id);
+			wire_sleep_put(&w, 1);
+			break;
+		default:
+			wire_frame_begin(&w, WIRE_STATUS, 0, (uint64_t)id);
+			break;
+		}
+		T_OK(wire_frame_end(&w, err));
+		buf = realloc(buf, len + w.len);
+		T_ASSERT(buf);
+		memcpy(buf + len, w.buf, w.len);
+		len += w.len;
+		wire_put_free(&w);
+	}
+	fd = conn_raw(x->sock);
+	T_EQ_INT(write(fd, buf, len), (ssize_t)len);
+	free(buf);
+	snprintf(want, sizeof(want), "the daemon is waking up from sleep level %u", lvl);
+	for (int k = 1; k < W_N; k++) {
+		struct wire_error we = { 0 };
+		struct wire_hdr h;
+		uint8_t *p;
+		int id;
+
+		recv_frame(fd, &h, &p);
+		id = (int)h.id;
+		T_ASSERT(id > 0 && id < W_N);
+		during[id] = !woke && id != W_WAKE;
+		n_during += during[id];
+		if (h.type == WIRE_ERROR)
+			T_OK(wire_error_get(p, h.len, &we, err));
+		printf("level %u %-11s %s: %s\n", lvl, wn[id],
+		       id == W_WAKE ? "awake" :
+		       during[id] ? "while waking" : "after the wake",
+		       h.type == WIRE_ERROR ? wire_errcode_name(we.code) : "ok");
+		switch (id) {
+		case W_WAKE:
+			T_EQ_INT(h.type, WIRE_WAKE);
+			woke = true;
+			break;
+		case W_STATUS: {
+			const char *js;
+			size_t jn;
+			json_t *j;
+
+			T_OK(wire_status_get(p, h.len, &js, &jn, err));
+			j = json_loadb(js, jn, 0, NULL);
+			T_ASSERT(j);
+			T_EQ_STR(json_string_value(json_object_get(j, "state")),
+				 during[id] ? "waking" : "ready");
+			json_decref(j);
+			break;
+		}
+		case W_HELLO:
+			if (during[id]) {
+				T_EQ_INT(we.code, WIRE_E_SLEEPING);
+				T_HAS(we.msg, want);
+			} else {
+				T_EQ_INT(h.type, WIRE_HELLO);
+			}
+			break;
+		case W_PING:
+			T_EQ_INT(h.type, WIRE_PING);
+			break;
+		case W_SLEEP:
+			if (!during[id]) {
+				T_EQ_INT(h.type, WIRE_SLEEP);
+				slept = true;
+				break;
+			}
+			/* fall through */
+		default:
+			T_EQ_INT(h.type, WIRE_ERROR);
+			if (during[id]) {
+				T_EQ_INT(we.code, WIRE_E_BUSY);
+				T_HAS(we.msg, want);
+			} else if (id == W_UPDATE) {
+				T_HAS(we.msg, "is the one version 2 already serves");
+			} else {
+				T_HAS(we.msg, "the daemon is not sleeping");
+			}
+			break;
+		}
+		free(p);
+	}
+	T_ASSERT(during[W_STATUS]);
+	close(fd);
+	if (slept && wc_wake(c, NULL, &e))
+		T_FAIL("wake: %s", e.msg);
+	wc_close(c);
+	printf("life_pipeline: %d of %d requests met the waking state (level %u)\n",
+	       n_during, W_N - 2, lvl);
 }
 
 int main(void)
@@ -291,5 +431,7 @@ int main(void)
 	close(fd);
 	printf("life_pipeline: %d of %d requests met the updating state\n",
 	       n_during, ID_N - 2);
+	waking(&x, 2, dir2);
+	waking(&x, 1, dir2);
 	return 0;
 }
