@@ -13,9 +13,9 @@
  * reply's or refusal's message, and the state STATUS reports afterwards.
  * Every cell starts from serving and is brought back to it.
  *
- * Not covered here: the "updating" and "waking" states last as long as a
- * load of the tiny model (milliseconds), too short to send a request into
- * deterministically; their refusals are the BUSY messages of lifecycle.c.
+ * The "updating" and "waking" states last as long as a load (milliseconds
+ * here): test/life_pipeline.c covers them by pipelining requests behind
+ * the UPDATE or WAKE on one connection.
  */
 #include "client_util.h"
 
