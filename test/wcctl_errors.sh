@@ -32,7 +32,7 @@ check "node rank past nnodes" 2 "--node-rank 2 does not exist with --nnodes 2; u
 	"${S[@]}" --tp-size 2 --nnodes 2 --node-rank 2
 check "more ranks than GPUs" 2 "would run 4 ranks (1 pp x 4 tp) but has 2 GPUs" -- \
 	"${S[@]}" --tp-size 4 --num-gpus 2
-check "bad host device name" 1 "may only use letters, digits" -- "${S[@]}" --tp-size 1 --device-prefix 'a/b'
+check "bad --device-prefix" 2 "--device-prefix 'a/b' must be at most 24 characters of A-Z" -- "${S[@]}" --tp-size 1 --device-prefix 'a/b'
 if ! command -v nvidia-smi >/dev/null; then
 	check "no GPU" 1 "no GPU found" -- "$WCCTL" start --model "$T/m" --tp-size 1 --runtime-dir "$RUN"
 fi

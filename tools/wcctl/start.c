@@ -197,6 +197,14 @@ static int start_parse(int argc, char **argv, struct launch_opts *o)
 		fprintf(stderr, "wcctl start: --device-prefix applies to --backend host only\n");
 		goto out_usage;
 	}
+	if (strlen(o->device_prefix) > 24 ||
+	    strspn(o->device_prefix, "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
+		   "abcdefghijklmnopqrstuvwxyz0123456789_-") !=
+	    strlen(o->device_prefix)) {
+		fprintf(stderr, "wcctl start: --device-prefix '%s' must be at most 24 characters of A-Z a-z 0-9 _ -\n",
+			o->device_prefix);
+		goto out_usage;
+	}
 	return 0;
 out_usage:
 	fprintf(stderr, "run 'wcctl start --help' for the options\n");
