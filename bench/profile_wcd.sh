@@ -66,14 +66,17 @@ PERF=$!
 sleep 0.5
 "$BIN/wcbench" rtt --socket "$S" -n "$N" -c "$CONNS" --server-pid "$PID" -q | tee "$OUT/rtt.txt"
 wait "$PERF" || true
-perf report -i "$OUT/perf.data" --stdio --no-children --sort sym 2>/dev/null |
-	grep -E '^ +[0-9.]+%' | head -40 >"$OUT/perf-self.txt"
-perf report -i "$OUT/perf.data" --stdio --children --sort sym 2>/dev/null |
-	grep -E '^ +[0-9.]+%' | head -40 >"$OUT/perf-children.txt"
+# (full reports first: a pipe closed early by head would fail the script)
+perf report -i "$OUT/perf.data" --stdio --no-children --sort sym \
+	>"$OUT/perf-self-full.txt" 2>/dev/null || true
+perf report -i "$OUT/perf.data" --stdio --children --sort sym \
+	>"$OUT/perf-children-full.txt" 2>/dev/null || true
+grep -E '^ +[0-9.]+%' "$OUT/perf-self-full.txt" >"$OUT/perf-self.txt" || true
+grep -E '^ +[0-9.]+%' "$OUT/perf-children-full.txt" >"$OUT/perf-children.txt" || true
 echo "== perf, wcd, $CONNS connections: self time by symbol (top 25)"
-head -25 "$OUT/perf-self.txt"
+head -25 "$OUT/perf-self.txt" || true
 echo "== perf, wcd: with children (top 25)"
-head -25 "$OUT/perf-children.txt"
+head -25 "$OUT/perf-children.txt" || true
 kill "$PID"; wait "$PID" || true; PID=
 
 # --- callgrind ------------------------------------------------------------------
@@ -85,8 +88,8 @@ PID=$!
 wait_ready
 "$BIN/wcbench" rtt --socket "$S" -n 20000 --warmup 0 -q | tee "$OUT/rtt-callgrind.txt"
 kill "$PID"; wait "$PID" || true; PID=
-callgrind_annotate --inclusive=yes "$OUT/callgrind.out" 2>/dev/null | head -60 >"$OUT/callgrind-inclusive.txt"
-callgrind_annotate "$OUT/callgrind.out" 2>/dev/null | head -60 >"$OUT/callgrind-self.txt"
+callgrind_annotate --inclusive=yes "$OUT/callgrind.out" >"$OUT/callgrind-inclusive.txt" 2>/dev/null || true
+callgrind_annotate "$OUT/callgrind.out" >"$OUT/callgrind-self.txt" 2>/dev/null || true
 echo "== callgrind, wcd, 20000 PINGs on one connection (plus start-up): inclusive"
-head -45 "$OUT/callgrind-inclusive.txt"
+head -45 "$OUT/callgrind-inclusive.txt" || true
 echo "(full output in $OUT)"

@@ -216,7 +216,8 @@ def main():
                 "cat_cold_s": read_text(d, "cat_cold.txt")},
         "skipped": [s for s in (read_text(d, "gpu_skipped.txt"),
                                 read_text(d, "cold_skipped.txt")) if s],
-        "gpu": load_json(d, "gpu.json"),
+        "gpu_logs": sorted(os.listdir(os.path.join(d, "gpu")))
+        if os.path.isdir(os.path.join(d, "gpu")) else [],
     }
     with open(out, "w") as f:
         json.dump(res, f, indent=1)
