@@ -109,6 +109,20 @@ expect_has "relay" "$(cat "$T/fgt.out")" "got SIGTERM; stopping 2 daemons"
 expect_gone "$T/fgt.out"
 expect_empty "$RUN"
 
+# 7b. SIGTERM while starting: every daemon stopped, files removed, 128+15
+FAKE_FAIL=0:hang "$WCCTL" start --model "$T/model" --backend host --runtime-dir "$RUN" \
+	--wcd "$FAKE" --tp-size 2 >"$T/int.out" 2>&1 &
+wpid=$!
+for i in $(seq 100); do [ "$(grep -c 'started wcd' "$T/int.out")" = 2 ] && break; sleep 0.1; done
+remember_pids "$T/int.out"
+sleep 0.3
+kill -TERM $wpid
+wait $wpid; rc=$?
+expect_eq "SIGTERM while starting status" "$rc" 143
+expect_has "SIGTERM while starting" "$(cat "$T/int.out")" "got SIGTERM while starting; stopping 2 daemons"
+expect_gone "$T/int.out"
+expect_empty "$RUN"
+
 # 8. a daemon that cannot be executed
 out=$("$WCCTL" start --model "$T/model" --backend host --runtime-dir "$RUN" --tp-size 2 --wcd "$T/no-such-wcd" 2>&1); rc=$?
 expect_eq "bad --wcd status" "$rc" 1
