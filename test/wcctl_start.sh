@@ -38,6 +38,18 @@ for p in "${PIDS[@]}"; do kill "$p"; done
 for i in $(seq 50); do ls "$RUN"/*.ready >/dev/null 2>&1 || break; sleep 0.1; done
 rm -rf "$RUN"
 
+# 2b. tp 2 x pp 2 on one node: GPU = (pp_rank % 2) * 2 + tp_rank, and
+# each wcd gets its ranks
+start --tp-size 2 --pp-size 2 >"$T/pp.out" 2>&1; rc=$?
+remember_pids "$T/pp.out"
+expect_eq "tp2 pp2 status" "$rc" 0
+expect_has "tp2 pp2" "$(cat "$T/pp.out")" "All 4 weight cache daemons on node 0 are ready (pp_ranks=0..1, tp_ranks=0..1)"
+expect_eq "host-2 ranks" "$(grep -E '^(pp|tp)_(rank|size)=' "$RUN/host-2.ready" | sort | tr '\n' ' ')" \
+	"pp_rank=1 pp_size=2 tp_rank=0 tp_size=2 "
+for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
+for i in $(seq 50); do ls "$RUN"/*.ready >/dev/null 2>&1 || break; sleep 0.1; done
+rm -rf "$RUN"
+
 # 3. a rank exits with code 3 while loading: reported with pid and code at
 # once (latency from the dying process's own clock), siblings stopped, no
 # file left. Retried once if the 2-core machine was too busy.
