@@ -90,7 +90,7 @@ static uint64_t rand_delay(const struct lv_opts *o, uint64_t lo, uint64_t hi)
 			       (double)(hi - lo));
 }
 
-/* --- the reactor side ------------------------------------------------------ */
+/* --- the reactor side ----------------------------------------------------- */
 
 struct lv_child {
 	struct rx_child c;
@@ -206,7 +206,7 @@ static void lv_reactor_run(struct lv_run *run, struct wb_report *r)
 	free(lr.kids);
 }
 
-/* --- the polling side (SGLang's launcher) ------------------------------------ */
+/* --- the polling side (SGLang's launcher) --------------------------------- */
 
 static void lv_poll_run(struct lv_run *run, struct wb_report *r)
 {

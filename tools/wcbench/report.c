@@ -292,7 +292,7 @@ void wb_progress_end(const struct wb_out *o)
 	progress_last_ns = 0;
 }
 
-/* --- helpers ---------------------------------------------------------------- */
+/* --- helpers -------------------------------------------------------------- */
 
 uint64_t wb_now_ns(void)
 {

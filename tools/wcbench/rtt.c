@@ -142,7 +142,7 @@ static size_t rtt_reply(struct rtt_state *st, struct rtt_conn *c,
 	return WIRE_HDR_LEN + h.len;
 }
 
-/* --- blocking client: one connection, depth 1 ------------------------------ */
+/* --- blocking client: one connection, depth 1 ----------------------------- */
 
 static void rtt_blocking(struct rtt_state *st, struct rtt_conn *c)
 {
@@ -184,7 +184,7 @@ static void rtt_blocking(struct rtt_state *st, struct rtt_conn *c)
 	st->t_end = wb_now_ns();
 }
 
-/* --- io_uring client -------------------------------------------------------- */
+/* --- io_uring client ------------------------------------------------------ */
 
 #define UD_SEND 1ull
 
@@ -316,7 +316,7 @@ static void rtt_uring(struct rtt_state *st, struct rtt_conn *cs)
 	io_uring_queue_exit(&ring);
 }
 
-/* --- the command ------------------------------------------------------------- */
+/* --- the command ---------------------------------------------------------- */
 
 /* utime + stime of pid (0: ourselves) in nanoseconds, from /proc; 0 on
  * failure. */

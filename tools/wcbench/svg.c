@@ -3,8 +3,9 @@
  * The latency CDF as a hand-written SVG (no dependencies): one line per
  * series, latency on a log10 axis (decades with 2x and 5x minor ticks),
  * cumulative fraction on a linear axis with guides at p50, p90 and p99, and
- * a legend above the plot with each series' p50 and p99. Each line has at most SVG_POINTS
- * points, taken at evenly spaced ranks, so the file stays small for any n.
+ * a legend above the plot with each series' p50 and p99. Each line has at
+ * most SVG_POINTS points, taken at evenly spaced ranks, so the file stays
+ * small for any n.
  */
 #include <errno.h>
 #include <math.h>

@@ -97,7 +97,7 @@ int wb_report_emit(struct wb_report *r, const struct wb_out *o);
 /* Draws the CDF of every non-empty series (log-scaled latency axis). */
 int wb_svg_write(struct wb_report *r, const char *path);
 
-/* --- progress on stderr ----------------------------------------------------- */
+/* --- progress on stderr --------------------------------------------------- */
 
 /* At most every 0.25 s on a terminal (overwriting one line), every 2 s
  * otherwise; nothing when quiet. wb_progress_end clears the line. */
@@ -105,7 +105,7 @@ void wb_progress(const struct wb_out *o, const char *what, uint64_t done,
 		 uint64_t total);
 void wb_progress_end(const struct wb_out *o);
 
-/* --- helpers ---------------------------------------------------------------- */
+/* --- helpers -------------------------------------------------------------- */
 
 uint64_t wb_now_ns(void);             /* CLOCK_MONOTONIC */
 /* Latency for people: "12.3 us" below 1 ms, then "1.234 ms", "1.234 s". */
@@ -125,7 +125,7 @@ int wb_connect(const char *path);
 /* VmRSS of pid in KiB, or -1. */
 long wb_rss_kib(int pid);
 
-/* --- subcommands ------------------------------------------------------------ */
+/* --- subcommands ---------------------------------------------------------- */
 
 int wb_rtt(int argc, char **argv);
 int wb_attach(int argc, char **argv);
