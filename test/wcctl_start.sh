@@ -52,8 +52,8 @@ rm -rf "$RUN"
 
 # 3. a rank exits with code 3 while loading: reported with pid and code at
 # once (latency from the dying process's own clock), siblings stopped, no
-# file left. Retried once if the 2-core machine was too busy.
-for attempt in 1 2; do
+# file left. Retried (3 attempts) if the 2-core machine was too busy.
+for attempt in 1 2 3; do
 	rm -rf "$T/times" "$RUN"; mkdir -p "$T/times"
 	FAKE_FAIL=2:exit:3 FAKE_LOAD_S=5 FAKE_TIME_DIR=$T/times WCCTL_DEBUG=times \
 		start --tp-size 4 >"$T/exit3.out" 2>&1; rc=$?
@@ -71,7 +71,7 @@ for attempt in 1 2; do
 	echo "exit-to-report latency: ${lat_us} us (exit seen after $(( (seen - died) / 1000 )) us; attempt $attempt)"
 	[ "$lat_us" -ge 0 ] || fail "reported before the exit? ($lat_us us)"
 	[ "$lat_us" -le 10000 ] && break
-	[ "$attempt" = 2 ] && fail "exit reported ${lat_us} us after it happened (over 10 ms)"
+	[ "$attempt" = 3 ] && fail "exit reported ${lat_us} us after it happened (over 10 ms)"
 done
 expect_gone "$T/exit3.out"
 expect_empty "$RUN"
