@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import socket
+import statistics
 import sys
 
 
@@ -51,6 +52,20 @@ def redis_csv(d, name):
     except (OSError, KeyError, ValueError):
         pass
     return None
+
+
+def rounds(d, name, ext, loader):
+    """Every round's result of NAME.<round>.EXT, in round order."""
+    out, r = [], 1
+    while os.path.exists(os.path.join(d, f"{name}.{r}.{ext}")):
+        out.append(loader(d, f"{name}.{r}.{ext}"))
+        r += 1
+    return [x for x in out if x is not None]
+
+
+def med(values):
+    v = [x for x in values if x is not None]
+    return statistics.median(v) if v else None
 
 
 def kib(s):
@@ -102,16 +117,28 @@ def fmt(v, unit):
         return f"{v:.2f} GB/s"
     if unit == "KiB":
         return f"{v:+,d} KiB"
+    if unit == "%":
+        return f"{v:.0f}%"
     return f"{v} {unit}"
 
 
 def main():
     d, out, model, quick = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-    floor = load_json(d, "floor.json")
-    rtt1 = load_json(d, "rtt1.json")
-    rtt64 = load_json(d, "rtt64.json")
-    redis1 = redis_csv(d, "redis1.csv")
-    redis64 = redis_csv(d, "redis64.csv")
+    floors = rounds(d, "floor", "json", load_json)
+    rtt1s = rounds(d, "rtt1", "json", load_json)
+    rtt64s = rounds(d, "rtt64", "json", load_json)
+    redis1s = rounds(d, "redis1", "csv", redis_csv)
+    redis64s = rounds(d, "redis64", "csv", redis_csv)
+
+    def ms(results, name, key):
+        """Median over rounds of a wcbench-shaped series value."""
+        return med(series(x, name, key) for x in results)
+
+    def mm(results, key):
+        return med(metric(x, key) for x in results)
+
+    def mr(results, key):
+        return med(x[key] for x in results)
     live = load_json(d, "liveness.json")
     att = load_json(d, "attach.json")
     att2 = load_json(d, "attach2.json")
@@ -136,26 +163,27 @@ def main():
                      "ratio": ratio, "target": target,
                      "met": None if ok is None or ours is None else ok})
 
-    p50_1 = series(rtt1, "ping", "p50_us")
-    f50 = series(floor, "ping", "p50_us")
+    p50_1 = ms(rtt1s, "ping", "p50_us")
+    f50 = ms(floors, "ping", "p50_us")
     row("PING p50, 1 connection", p50_1, "socketpair ping-pong (floor)", f50,
         "us", "<= 1.2x floor",
         p50_1 is not None and f50 is not None and p50_1 <= 1.2 * f50)
-    row("PING p99, 1 connection", series(rtt1, "ping", "p99_us"),
-        "socketpair ping-pong (floor)", series(floor, "ping", "p99_us"), "us")
+    row("PING p99, 1 connection", ms(rtt1s, "ping", "p99_us"),
+        "socketpair ping-pong (floor)", ms(floors, "ping", "p99_us"), "us")
     row("PING p50, 1 connection", p50_1, "redis-server PING (redis-benchmark)",
-        redis1 and redis1["p50_us"], "us")
-    row("requests/s, 1 connection", metric(rtt1, "requests_per_s"),
+        mr(redis1s, "p50_us"), "us")
+    row("requests/s, 1 connection", mm(rtt1s, "requests_per_s"),
         "redis-server PING (redis-benchmark)",
-        redis1 and redis1["requests_per_s"], "1/s")
-    r64 = metric(rtt64, "requests_per_s")
-    p64 = redis64 and redis64["requests_per_s"]
+        mr(redis1s, "requests_per_s"), "1/s")
+    r64 = mm(rtt64s, "requests_per_s")
+    p64 = mr(redis64s, "requests_per_s")
     row("requests/s, 64 connections", r64, "redis-server PING (redis-benchmark)",
         p64, "1/s", ">= 1.5x redis", r64 is not None and p64 is not None
         and r64 >= 1.5 * p64)
-    row("PING p99, 64 connections", series(rtt64, "ping", "p99_us"),
-        "redis-server PING (redis-benchmark)", redis64 and redis64["p99_us"],
-        "us")
+    row("PING p99, 64 connections", ms(rtt64s, "ping", "p99_us"),
+        "redis-server PING (redis-benchmark)", mr(redis64s, "p99_us"), "us")
+    row("wcd CPU use at 64 connections", mm(rtt64s, "server_cpu_percent"),
+        "the client's (wcbench rtt)", mm(rtt64s, "client_cpu_percent"), "%")
     nrss = read_text(d, "rss_requests.txt")
     drss = rss1 - rss0 if rss0 is not None and rss1 is not None else None
     row(f"wcd VmRSS change across {int(nrss or 0):,} PINGs", drss,
@@ -187,9 +215,11 @@ def main():
         "cat from the page cache", gbps("cat_warm.txt"), "GB/s")
     row("load, warm page cache (wcd, host backend)", metric(lw, "load_gbps"),
         "copy to /dev/shm", gbps("shm_warm.txt"), "GB/s")
-    for ph in ("read", "hash"):
-        row(f"load, warm: wcd's {ph} phase", metric(lw, ph + "_gbps"),
-            "copy to /dev/shm", gbps("shm_warm.txt"), "GB/s")
+    row("load, warm: wcd's read phase (file -> memfd)",
+        metric(lw, "read_gbps"), "copy to /dev/shm", gbps("shm_warm.txt"),
+        "GB/s")
+    row("load, warm: wcd's hash phase (XXH3-128, after the reads)",
+        metric(lw, "hash_gbps"), "", None, "GB/s")
     if lc:
         row("load, cold (page cache dropped)", metric(lc, "load_gbps"),
             "cat after a drop", gbps("cat_cold.txt"), "GB/s")
@@ -206,8 +236,9 @@ def main():
         "redis_version": read_text(d, "redis_version.txt"),
         "commands": (read_text(d, "commands.txt") or "").splitlines(),
         "table": rows,
-        "raw": {"floor": floor, "rtt1": rtt1, "rtt64": rtt64,
-                "redis1": redis1, "redis64": redis64, "liveness": live,
+        "rounds": len(rtt1s),
+        "raw": {"floor": floors, "rtt1": rtt1s, "rtt64": rtt64s,
+                "redis1": redis1s, "redis64": redis64s, "liveness": live,
                 "attach": att, "attach2": att2, "load_warm": lw,
                 "load_cold": lc, "rss_before_kib": rss0,
                 "rss_after_kib": rss1,
@@ -244,7 +275,9 @@ def main():
         print(f"| {r['figure']} | {ours} | {peer} | {ratio} | "
               f"{r['target'] or ''} | {met} |")
     print()
-    print("Each side of a request figure uses its own native client: wcbench "
+    print(f"Request figures: median over {res['rounds']} interleaved rounds "
+          "(floor, wcd, redis-server in turn). "
+          "Each side of a request figure uses its own native client: wcbench "
           "rtt (blocking for one connection, one io_uring for 64) for wcd, "
           "redis-benchmark for redis-server, both on unix sockets.")
     for s in res["skipped"]:
