@@ -13,6 +13,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -378,12 +379,21 @@ int main(int argc, char **argv)
 {
 	static struct wcd d;
 	enum log_level lvl;
+	sigset_t mask;
 	int rc;
 
 	log_init("wcd", LOG_INFO);
 	lvl = parse_opts(&d.o, argc, argv);
 	log_init("wcd", lvl);
 	signal(SIGPIPE, SIG_IGN);
+	/* Block SIGTERM/SIGINT before any thread exists (CUDA's, the hash
+	 * workers'): threads inherit the mask, so the signals can only be
+	 * taken by the loop's signalfd, which also picks up one that arrived
+	 * before it was set up. */
+	sigemptyset(&mask);
+	sigaddset(&mask, SIGTERM);
+	sigaddset(&mask, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	d.lock_fd = -1;
 	d.listen_fd = -1;
 	d.state = "starting";
