@@ -7,8 +7,7 @@
  * mapping fails; after wcd is SIGKILLed the bytes still compare equal. The
  * same with `--ipc legacy` (its mappings are writable: CUDA IPC has no
  * read-only mode). Then two ranks of a TP=2 split on the one GPU (two wcd,
- * distinct runtime dirs) reassemble every tensor exactly. Last, sleep at
- * levels 1 and 2 frees the device memory and wake restores every byte.
+ * distinct runtime dirs) reassemble every tensor exactly.
  *
  *   gpu_e2e [MODEL_DIR]   default: a wcgen tiny model in a temp dir; also
  *                         WC_GPU_MODELS="DIR ..." runs the TP=1 part on each
@@ -253,72 +252,6 @@ static void check_tp1(const char *model, bool legacy, const char *tag)
 	printf("%s: every tensor equal before and after SIGKILL of wcd\n", tag);
 }
 
-static int wcctl(const char *verb, const char *level, const char *rundir,
-		 const char *log)
-{
-	char bin[600];
-	char *av[] = { bin, (char *)verb, "--device", dev.name, "--runtime-dir",
-		       (char *)rundir, level ? "--level" : NULL, (char *)level, NULL };
-
-	snprintf(bin, sizeof(bin), "%s/wcctl", bindir);
-	return run_wait(av, log);
-}
-
-static uint64_t dev_free(void)
-{
-	uint64_t f = 0, t = 0;
-
-	T_OK(dev.be->mem_info(&dev, &f, &t));
-	return f;
-}
-
-/* Issue 7 on the GPU: sleep at each level frees the pools' device memory
- * (cudaMemGetInfo before and after), wake brings it back, and every tensor
- * still equals the file's. */
-static void check_sleep(const char *model)
-{
-	char rundir[400], log[400], err[WC_ERR_LEN], lv[2] = "1";
-	uint64_t bytes, f0, f1, f2;
-	struct wc_model *m;
-	struct wc_conn *c;
-	struct wc_error e;
-	struct model md;
-	pid_t pid;
-
-	snprintf(rundir, sizeof(rundir), "%s/run-sleep", tmp);
-	snprintf(log, sizeof(log), "%s/wcd-sleep.log", tmp);
-	T_OK(model_open(&md, model, err));
-	pid = wcd_start(model, rundir, NULL, NULL, false, log);
-	m = attach(rundir, &c);
-	bytes = wc_model_info(m)->bytes;
-	wc_detach(m, &e);
-	wc_close(c);
-	for (lv[0] = '1'; lv[0] <= '2'; lv[0]++) {
-		f0 = dev_free();
-		if (wcctl("sleep", lv, rundir, log)) {
-			show_log(log);
-			T_FAIL("wcctl sleep --level %s failed", lv);
-		}
-		f1 = dev_free();
-		T_CMP_INT(f1, >=, f0 + bytes);
-		if (wcctl("wake", NULL, rundir, log)) {
-			show_log(log);
-			T_FAIL("wcctl wake (from level %s) failed", lv);
-		}
-		f2 = dev_free();
-		T_CMP_INT(f2 + bytes, <=, f1);
-		m = attach(rundir, &c);
-		compare_all(&md, m);
-		wc_detach(m, &e);
-		wc_close(c);
-		printf("sleep level %s: device free %llu -> %llu -> %llu MiB (%llu tensor bytes); bytes equal after wake\n",
-		       lv, (unsigned long long)(f0 >> 20), (unsigned long long)(f1 >> 20),
-		       (unsigned long long)(f2 >> 20), (unsigned long long)bytes);
-	}
-	wcd_kill(pid);
-	model_close(&md);
-}
-
 /* Two ranks' pieces of a full tensor ft: both whole (replicated), a row
  * split (rank 0's rows, then rank 1's) or a column split of a matrix (each
  * full row is rank 0's part, then rank 1's). */
@@ -433,7 +366,6 @@ int main(int argc, char **argv)
 	check_tp1(model, false, "vmm");
 	check_tp1(model, true, "legacy");
 	check_tp2(model);
-	check_sleep(model);
 	list = getenv("WC_GPU_MODELS") ? strdup(getenv("WC_GPU_MODELS")) : NULL;
 	for (tok = list ? strtok_r(list, " ", &save) : NULL; tok;
 	     tok = strtok_r(NULL, " ", &save)) {
