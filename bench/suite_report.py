@@ -193,6 +193,9 @@ def main():
     row("liveness p99 (exit to report)", l99, "poll every 2 s",
         series(live, "poll every 2 s", "p99_us"), "us", "<= 1 ms",
         l99 is not None and l99 <= 1000)
+    row("liveness p99 (exit to report)", l99,
+        "floor: a parent blocked in waitpid",
+        series(live, "floor: blocking waitpid", "p99_us"), "us")
     row("liveness p50 (exit to report)",
         series(live, "reactor (pidfd)", "p50_us"), "poll every 2 s",
         series(live, "poll every 2 s", "p50_us"), "us")

@@ -58,9 +58,11 @@ assert s["n"] == 12, s
 assert 0 < s["p50_us"] <= s["p99_us"] <= s["max_us"], s
 p = r["series"]["poll every 0.01 s"]
 assert p["n"] == 3, p
+f = r["series"]["floor: blocking waitpid"]
+assert f["n"] == 12, f
 svg = ET.parse(sys.argv[2]).getroot()
 lines = svg.findall("{http://www.w3.org/2000/svg}polyline")
-assert len(lines) == 2, len(lines)
+assert len(lines) == 3, len(lines)
 PY
 
 # The floor program, when built.

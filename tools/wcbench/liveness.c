@@ -7,6 +7,8 @@
  * the moment it reports the exit:
  *   - reactor: rx_spawn + the pidfd watch of libwcreactor, in rounds of
  *     `concurrency` children, the callback is the report;
+ *   - floor: the same rounds, the parent blocked in waitpid(-1): the tail
+ *     it shares with the reactor is the machine's, not the loop's;
  *   - poll: posix_spawn + a loop that sleeps `interval` and then calls
  *     waitpid(WNOHANG) on every child, as SGLang's launcher watches its
  *     workers (every 2 s). Its latency is uniform over [0, interval], so its
@@ -44,6 +46,7 @@ struct lv_opts {
 	uint64_t poll_interval_ns;
 	uint64_t poll_delay_max_ns;
 	bool poll;
+	bool floor;             /* also the blocking-waitpid floor */
 	unsigned seed;
 };
 
@@ -206,6 +209,90 @@ static void lv_reactor_run(struct lv_run *run, struct wb_report *r)
 	free(lr.kids);
 }
 
+/* --- the floor: a parent doing nothing but block in waitpid ------------------ */
+
+/* posix_spawns the child for stamp `slot` with its start pipe and stamps
+ * memfd; returns its pid. */
+static pid_t lv_posix_spawn(struct lv_run *run, int start_fd, unsigned slot,
+			    uint64_t delay_ns)
+{
+	posix_spawn_file_actions_t fa;
+	char s[24], d[24];
+	char *argv[] = { "wcbench", "__liveness-child", s, d, NULL };
+	pid_t pid;
+	int rc;
+
+	run->stamps[slot] = 0;
+	snprintf(s, sizeof(s), "%u", slot);
+	snprintf(d, sizeof(d), "%llu", (unsigned long long)delay_ns);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, start_fd, STDIN_FILENO);
+	posix_spawn_file_actions_adddup2(&fa, run->memfd, STDOUT_FILENO);
+	rc = posix_spawn(&pid, run->exe, &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	if (rc)
+		die("liveness: posix_spawn of %s failed: %s", run->exe,
+		    strerror(rc));
+	return pid;
+}
+
+/* The same rounds as the reactor side, but the parent blocks in
+ * waitpid(-1): no loop at all between the exit and the report. What the
+ * reactor adds is its row minus this one; a tail both rows share is the
+ * machine's (the child's exit, the scheduler), not the loop's. */
+static void lv_floor_run(struct lv_run *run, struct wb_report *r)
+{
+	const struct lv_opts *o = run->o;
+	unsigned conc = o->concurrency < o->children ? o->concurrency
+						      : o->children;
+	struct wb_series *lat = wb_series_add(r, "floor: blocking waitpid",
+					      o->children);
+	unsigned base = o->children + o->poll_children, spawned = 0, bad = 0;
+	pid_t *pids = calloc(conc, sizeof(*pids));
+
+	if (!pids)
+		die("liveness: no memory for %u children", conc);
+	while (spawned < o->children) {
+		unsigned first = spawned, k, left = 0;
+		int start[2];
+
+		if (pipe2(start, O_CLOEXEC) < 0)
+			die("liveness: pipe: %s", strerror(errno));
+		for (k = 0; k < conc && spawned < o->children; k++, left++)
+			pids[k] = lv_posix_spawn(run, start[0], base + spawned++,
+				rand_delay(o, o->delay_min_ns, o->delay_max_ns));
+		close(start[0]);
+		close(start[1]); /* go */
+		while (left) {
+			int status;
+			pid_t pid = waitpid(-1, &status, 0);
+			uint64_t now = wb_now_ns(), stamp;
+
+			if (pid < 0) {
+				if (errno == EINTR)
+					continue;
+				die("liveness: waitpid: %s", strerror(errno));
+			}
+			for (k = 0; k < conc && pids[k] != pid; k++)
+				;
+			if (k == conc)
+				continue; /* not one of this round's */
+			left--;
+			stamp = run->stamps[base + first + k];
+			if (!WIFEXITED(status) || WEXITSTATUS(status) || !stamp)
+				bad++;
+			else
+				wb_series_push(lat, now > stamp ? now - stamp : 0);
+		}
+		wb_progress(run->out, "floor children", spawned, o->children);
+	}
+	wb_progress_end(run->out);
+	if (bad)
+		wb_note_add(r, "%u floor children exited without a stamp or "
+			    "with a non-zero code (not counted)", bad);
+	free(pids);
+}
+
 /* --- the polling side (SGLang's launcher) --------------------------------- */
 
 static void lv_poll_run(struct lv_run *run, struct wb_report *r)
@@ -213,7 +300,6 @@ static void lv_poll_run(struct lv_run *run, struct wb_report *r)
 	const struct lv_opts *o = run->o;
 	unsigned n = o->poll_children, alive = 0, bad = 0;
 	struct wb_series *lat = wb_series_add(r, "poll every 2 s", n);
-	posix_spawn_file_actions_t fa;
 	pid_t *pids = calloc(n, sizeof(*pids));
 	struct timespec ts = {
 		.tv_sec = (time_t)(o->poll_interval_ns / 1000000000ull),
@@ -229,26 +315,9 @@ static void lv_poll_run(struct lv_run *run, struct wb_report *r)
 		die("liveness: no memory for %u children", n);
 	if (pipe2(start, O_CLOEXEC) < 0)
 		die("liveness: pipe: %s", strerror(errno));
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, start[0], STDIN_FILENO);
-	posix_spawn_file_actions_adddup2(&fa, run->memfd, STDOUT_FILENO);
-	for (unsigned i = 0; i < n; i++) {
-		unsigned slot = o->children + i;
-		char s[24], d[24];
-		char *argv[] = { "wcbench", "__liveness-child", s, d, NULL };
-		int rc;
-
-		run->stamps[slot] = 0;
-		snprintf(s, sizeof(s), "%u", slot);
-		snprintf(d, sizeof(d), "%llu", (unsigned long long)
-			 rand_delay(o, o->delay_min_ns, o->poll_delay_max_ns));
-		rc = posix_spawn(&pids[i], run->exe, &fa, NULL, argv, environ);
-		if (rc)
-			die("liveness: posix_spawn of %s failed: %s",
-			    run->exe, strerror(rc));
-		alive++;
-	}
-	posix_spawn_file_actions_destroy(&fa);
+	for (unsigned i = 0; i < n; i++, alive++)
+		pids[i] = lv_posix_spawn(run, start[0], o->children + i,
+			rand_delay(o, o->delay_min_ns, o->poll_delay_max_ns));
 	close(start[0]);
 	close(start[1]); /* go */
 	while (alive) {
@@ -284,14 +353,16 @@ static void usage(FILE *f)
 "usage: wcbench liveness [options]\n\n"
 "Measures the time from a child process's exit to its parent's report of\n"
 "it: through pidfds in the wcache reactor, and through a loop that polls\n"
-"every 2 s (as SGLang's launcher watches its workers). Children sleep a\n"
-"random delay, stamp the clock and exit.\n\n"
+"every 2 s (as SGLang's launcher watches its workers), beside the floor: a\n"
+"parent doing nothing but block in waitpid. Children sleep a random delay,\n"
+"stamp the clock and exit.\n\n"
 "  -n, --children N       reactor children in all (default 1000)\n"
 "  -c, --concurrency N    reactor children per round (default 32)\n"
 "  --delay-ms MIN,MAX     reactor children's delays (default 5,50)\n"
 "  --poll-children N      polled children (default 100; 0 skips polling)\n"
 "  --poll-interval S      polling period in seconds (default 2)\n"
 "  --no-poll              skip the polling side\n"
+"  --no-floor             skip the floor (a parent blocked in waitpid)\n"
 "  --seed N               random seed (default 1)\n"
 WB_HELP_OUT);
 }
@@ -305,6 +376,7 @@ int wb_liveness(int argc, char **argv)
 		{ "poll-children", required_argument, NULL, 'P' },
 		{ "poll-interval", required_argument, NULL, 'I' },
 		{ "no-poll", no_argument, NULL, 'N' },
+		{ "no-floor", no_argument, NULL, 'F' },
 		{ "seed", required_argument, NULL, 's' },
 		WB_LONGOPTS_OUT,
 		{ NULL, 0, NULL, 0 },
@@ -313,7 +385,7 @@ int wb_liveness(int argc, char **argv)
 		.children = 1000, .concurrency = 32,
 		.delay_min_ns = 5000000, .delay_max_ns = 50000000,
 		.poll_children = 100, .poll_interval_ns = 2000000000ull,
-		.poll = true, .seed = 1,
+		.poll = true, .floor = true, .seed = 1,
 	};
 	struct wb_out out = { 0 };
 	struct lv_run run = { .o = &o, .out = &out };
@@ -354,6 +426,9 @@ int wb_liveness(int argc, char **argv)
 		case 'N':
 			o.poll = false;
 			break;
+		case 'F':
+			o.floor = false;
+			break;
 		case 's':
 			o.seed = (unsigned)wb_parse_count("--seed", optarg, 0,
 							  UINT32_MAX);
@@ -381,7 +456,7 @@ int wb_liveness(int argc, char **argv)
 		die("liveness: cannot read /proc/self/exe: %s",
 		    strerror(errno));
 	run.exe[n] = 0;
-	run.slots = o.children + o.poll_children;
+	run.slots = o.children * (o.floor ? 2 : 1) + o.poll_children;
 	run.memfd = memfd_create("wcbench-liveness", MFD_CLOEXEC);
 	if (run.memfd < 0 || ftruncate(run.memfd, (off_t)run.slots * 8) < 0)
 		die("liveness: memfd for %u stamps failed: %s",
@@ -393,12 +468,14 @@ int wb_liveness(int argc, char **argv)
 		    strerror(errno));
 
 	wb_report_init(&r, "liveness");
-	snprintf(r.params, sizeof(r.params), "reactor: %u children, %u per "
+	snprintf(r.params, sizeof(r.params), "reactor%s: %u children, %u per "
 		 "round, delays %.0f-%.0f ms; poll: %u children, every %.3g s",
-		 o.children, o.concurrency, (double)o.delay_min_ns / 1e6,
-		 (double)o.delay_max_ns / 1e6, o.poll_children,
-		 (double)o.poll_interval_ns / 1e9);
+		 o.floor ? " and floor" : "", o.children, o.concurrency,
+		 (double)o.delay_min_ns / 1e6, (double)o.delay_max_ns / 1e6,
+		 o.poll_children, (double)o.poll_interval_ns / 1e9);
 	lv_reactor_run(&run, &r);
+	if (o.floor)
+		lv_floor_run(&run, &r);
 	if (o.poll_children)
 		lv_poll_run(&run, &r);
 	rc = wb_report_emit(&r, &out);
