@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # wcattach --hold as an engine would run: attached to a real wcd, it reports
-# the daemon's shutdown notice on SIGTERM and the daemon's exit (pidfd), and
-# after a SIGKILL of the daemon its mapping still verifies.
+# a new version's notice (wcctl update), the daemon's shutdown notice on
+# SIGTERM and the daemon's exit (pidfd), and after a SIGKILL of the daemon
+# its mapping still verifies.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/e2e_lib.bash"
 e2e_init hold
@@ -16,13 +17,19 @@ wait_for() {
 	cat "$1"; fail "'$2' did not appear in $1 within 10 s"
 }
 
-# 1. SIGTERM: a shutdown notice, then the exit
+# 1. an update: a new-version notice; then SIGTERM: a shutdown notice and
+#    the exit
 e2e_start_wcd
 "$BIN/wcattach" --device "$DEVICE" --runtime-dir "$RUNDIR" --json --verify \
 	--hold 30 >"$E2E_DIR/a.out" 2>"$E2E_DIR/a.err" &
 att=$!
 wait_for "$E2E_DIR/a.out" '"event":"attached"'
 expect_has "verified at attach" "$(cat "$E2E_DIR/a.out")" '"verified":true'
+# new weights in place (another seed), as a trainer would write them
+"$BIN/wcgen" tiny --out "$MODEL" --force --seed 5 >/dev/null 2>&1 || fail "wcgen --force"
+"$BIN/wcctl" update --device "$DEVICE" --runtime-dir "$RUNDIR" >"$E2E_DIR/u.out" 2>&1 ||
+	{ cat "$E2E_DIR/u.out"; fail "wcctl update failed"; }
+wait_for "$E2E_DIR/a.out" '"event":"notice","kind":2,"version":2'
 kill -TERM "$WCD_PID"
 wait "$WCD_PID"; rc=$?
 expect_eq "wcd exit status on SIGTERM" "$rc" 0
