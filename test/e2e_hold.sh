@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # wcattach --hold as an engine would run: attached to a real wcd, it reports
-# a new version's notice (wcctl update), the daemon's shutdown notice on
+# a new version's notice (wcctl update) and moves to it (--follow, with the
+# identity computed from the new files), the daemon's shutdown notice on
 # SIGTERM and the daemon's exit (pidfd), and after a SIGKILL of the daemon
 # its mapping still verifies.
 . "$(dirname "$0")/lib.sh"
@@ -21,7 +22,7 @@ wait_for() {
 #    the exit
 e2e_start_wcd
 "$BIN/wcattach" --device "$DEVICE" --runtime-dir "$RUNDIR" --json --verify \
-	--hold 30 >"$E2E_DIR/a.out" 2>"$E2E_DIR/a.err" &
+	--model "$MODEL" --follow --hold 30 >"$E2E_DIR/a.out" 2>"$E2E_DIR/a.err" &
 att=$!
 wait_for "$E2E_DIR/a.out" '"event":"attached"'
 expect_has "verified at attach" "$(cat "$E2E_DIR/a.out")" '"verified":true'
@@ -30,6 +31,8 @@ expect_has "verified at attach" "$(cat "$E2E_DIR/a.out")" '"verified":true'
 "$BIN/wcctl" update --device "$DEVICE" --runtime-dir "$RUNDIR" >"$E2E_DIR/u.out" 2>&1 ||
 	{ cat "$E2E_DIR/u.out"; fail "wcctl update failed"; }
 wait_for "$E2E_DIR/a.out" '"event":"notice","kind":2,"version":2'
+# --follow: the engine's identity now comes from the new files; it moves over
+wait_for "$E2E_DIR/a.out" '"event":"reattached","version":2,"verified":true'
 kill -TERM "$WCD_PID"
 wait "$WCD_PID"; rc=$?
 expect_eq "wcd exit status on SIGTERM" "$rc" 0

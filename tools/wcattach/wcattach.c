@@ -8,7 +8,7 @@
  *
  *   wcattach --runtime-dir DIR --device D [--verify] [--hold SECONDS]
  *            [--socket PATH] [--json] [--model DIR [--tp-size N --tp-rank R
- *            --pp-size N --pp-rank R] [--rules FILE]] [--writable]
+ *            --pp-size N --pp-rank R] [--rules FILE]] [--writable] [--follow]
  *
  * Output: one line (or one JSON object) with the tensor count, bytes and
  * the attach time by phase. Exit 0 on success, 1 on an error (the library's
@@ -35,6 +35,7 @@ struct opts {
 	bool verify;
 	bool json;
 	bool writable;
+	bool follow;
 	double hold_s;
 };
 
@@ -58,6 +59,8 @@ static void usage(FILE *f)
 		"  --verify            recompute every tensor's XXH3-128 from the mapping\n"
 		"  --hold SECONDS      stay attached that long, reporting notices and the\n"
 		"                      daemon's exit (then re-verifying with --verify)\n"
+		"  --follow            with --hold: on a new-version notice, attach the new\n"
+		"                      version and let go of the old one, as an engine would\n"
 		"  --writable          ask for a read-write mapping (refused by the host\n"
 		"                      backend: its pools are sealed)\n"
 		"  --json              one JSON object per event instead of text\n"
@@ -81,7 +84,7 @@ static int parse_int(const char *s, const char *what)
 
 static void parse(int argc, char **argv, struct opts *o)
 {
-	enum { O_TP = 256, O_TPR, O_PP, O_PPR, O_RULES, O_WR };
+	enum { O_TP = 256, O_TPR, O_PP, O_PPR, O_RULES, O_WR, O_FOLLOW };
 	static const struct option lo[] = {
 		{ "device", required_argument, NULL, 'd' },
 		{ "runtime-dir", required_argument, NULL, 'r' },
@@ -95,6 +98,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "verify", no_argument, NULL, 'v' },
 		{ "hold", required_argument, NULL, 'H' },
 		{ "writable", no_argument, NULL, O_WR },
+		{ "follow", no_argument, NULL, O_FOLLOW },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -115,6 +119,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		case O_RULES: o->x.rules_file = optarg; break;
 		case 'v': o->verify = true; break;
 		case O_WR: o->writable = true; break;
+		case O_FOLLOW: o->follow = true; break;
 		case 'j': o->json = true; break;
 		case 'H':
 			o->hold_s = strtod(optarg, &end);
@@ -232,10 +237,45 @@ static double verify(const struct opts *o, const struct wc_model *m,
 	return ms(now_ns() - t0);
 }
 
+/* A new version was published: HELLO again (the engine's identity, now
+ * computed from the new checkpoint), attach the new version, and only then
+ * let go of the old one -- the engine never runs without weights. */
+static int follow(const struct opts *o, struct wc_conn *c,
+		  struct wc_model **mp)
+{
+	struct wc_attach_times t;
+	struct wc_model *nm;
+	struct wc_error e;
+	uint64_t bad = 0;
+	double vms = 0;
+
+	if (wc_hello(c, o->have_model ? &o->x : NULL, NULL, &e) < 0 ||
+	    wc_attach(c, o->writable ? WC_ATTACH_WRITABLE : 0, &nm, &t, &e) < 0) {
+		fprintf(stderr, "wcattach: re-attach failed (still on version %" PRIu64 "): %s\n",
+			wc_model_info(*mp)->version, e.msg);
+		return 1;
+	}
+	if (o->verify)
+		vms = verify(o, nm, &bad);
+	if (wc_detach(*mp, &e) < 0)
+		fprintf(stderr, "wcattach: detach of the old version: %s\n", e.msg);
+	*mp = nm;
+	if (o->json)
+		printf("{\"event\":\"reattached\",\"version\":%" PRIu64 "%s%s,\"verify_ms\":%.3f}\n",
+		       wc_model_info(nm)->version,
+		       o->verify ? ",\"verified\":" : "",
+		       o->verify ? (bad ? "false" : "true") : "", vms);
+	else
+		printf("re-attached to version %" PRIu64 "%s\n",
+		       wc_model_info(nm)->version,
+		       o->verify ? (bad ? ", verify FAILED" : ", verified") : "");
+	return bad ? 1 : 0;
+}
+
 /* Holds the mapping for o->hold_s seconds. An engine does this in its own
  * loop: the daemon fd (a pidfd) becomes readable when the daemon exits, the
  * notice fd when the daemon announces a shutdown or a new version. */
-static int hold(const struct opts *o, struct wc_conn *c, struct wc_model *m)
+static int hold(const struct opts *o, struct wc_conn *c, struct wc_model **mp)
 {
 	uint64_t end = now_ns() + (uint64_t)(o->hold_s * 1e9);
 	bool daemon_alive = true, conn_open = true;
@@ -261,6 +301,9 @@ static int hold(const struct opts *o, struct wc_conn *c, struct wc_model *m)
 					       n.kind, n.version);
 				else
 					printf("notice from the daemon: %s\n", n.msg);
+				if (n.kind == WC_NOTICE_VERSION && o->follow &&
+				    follow(o, c, mp))
+					rc = 1;
 			}
 			if (r < 0)
 				conn_open = false;
@@ -272,7 +315,7 @@ static int hold(const struct opts *o, struct wc_conn *c, struct wc_model *m)
 			daemon_alive = false;
 			/* The mapping outlives the daemon: prove it. */
 			if (o->verify)
-				vms = verify(o, m, &bad);
+				vms = verify(o, *mp, &bad);
 			if (o->json)
 				printf("{\"event\":\"daemon-exit\",\"daemon_pid\":%d%s%s,\"verify_ms\":%.3f}\n",
 				       (int)wc_daemon_pid(c),
@@ -328,7 +371,7 @@ int main(int argc, char **argv)
 		vms = verify(&o, m, &bad);
 	report_attach(&o, m, &t, vms, bad);
 	rc = bad ? 1 : 0;
-	if (o.hold_s > 0 && hold(&o, c, m))
+	if (o.hold_s > 0 && hold(&o, c, &m))
 		rc = 1;
 	/* 5. detach: ends the lease and unmaps */
 	if (wc_detach(m, &e) < 0)
