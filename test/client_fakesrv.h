@@ -117,7 +117,8 @@ static inline void mutate(struct wire_put *w)
 	memcpy(w->buf + 12, &len32, 4);
 }
 
-static inline int srv_send(int fd, struct wire_put *w, const int *fds, unsigned nfds)
+static inline int srv_send(int fd, struct wire_put *w, const int *fds,
+			   unsigned nfds)
 {
 	union {
 		char b[CMSG_SPACE(sizeof(int) * 4)];
@@ -193,8 +194,9 @@ static inline void srv_ident(struct ident *id)
 	id->pp_size = 1;
 }
 
-static inline void srv_hello(int fd, struct wire_put *w, const struct wire_hdr *h,
-		      const struct wire_hello *hq, const char *sc)
+static inline void srv_hello(int fd, struct wire_put *w,
+			     const struct wire_hdr *h,
+			     const struct wire_hello *hq, const char *sc)
 {
 	struct wire_hello_reply r = { .status = WIRE_HELLO_OK, .version = 3,
 				      .tensors = cur_nt, .bytes = 7526,
@@ -231,8 +233,9 @@ static inline void srv_hello(int fd, struct wire_put *w, const struct wire_hdr *
 	srv_send(fd, w, NULL, 0);
 }
 
-static inline void srv_manifest(int fd, struct wire_put *w, const struct wire_hdr *h,
-			 const uint8_t *p, const char *sc)
+static inline void srv_manifest(int fd, struct wire_put *w,
+				const struct wire_hdr *h,
+				const uint8_t *p, const char *sc)
 {
 	struct wire_manifest_req q;
 	struct wire_manifest m = { .version = 3, .total = cur_nt };
@@ -272,8 +275,8 @@ static inline void srv_manifest(int fd, struct wire_put *w, const struct wire_hd
 	srv_send(fd, w, NULL, 0);
 }
 
-static inline void srv_attach(int fd, struct wire_put *w, const struct wire_hdr *h,
-		       const uint8_t *p)
+static inline void srv_attach(int fd, struct wire_put *w,
+			      const struct wire_hdr *h, const uint8_t *p)
 {
 	struct wire_attach_req q;
 

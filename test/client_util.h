@@ -242,7 +242,8 @@ static inline json_t *e2e_status(const struct e2e *x)
 }
 
 /* Whether STATUS lists a client with this pid (and how many leases). */
-static inline bool e2e_status_has_pid(const struct e2e *x, pid_t pid, int *leases)
+static inline bool e2e_status_has_pid(const struct e2e *x, pid_t pid,
+				      int *leases)
 {
 	json_t *j = e2e_status(x), *cl = json_object_get(j, "clients"), *v;
 	bool found = false;
@@ -263,7 +264,7 @@ static inline bool e2e_status_has_pid(const struct e2e *x, pid_t pid, int *lease
 
 /* The file bytes of tensor name (read from its shard), malloc'd. */
 static inline uint8_t *e2e_file_bytes(const struct e2e *x, const char *name,
-			       uint64_t *len)
+				      uint64_t *len)
 {
 	const struct model_tensor *mt = model_find(&x->m, name);
 	uint8_t *buf;
@@ -284,7 +285,8 @@ static inline uint8_t *e2e_file_bytes(const struct e2e *x, const char *name,
 /* Every tensor of the model is served, and every served tensor's bytes
  * equal the file's (byte compare) and its hash the file bytes' hash.
  * Returns the number of tensors checked. */
-static inline uint64_t e2e_compare_all(const struct e2e *x, const struct wc_model *m)
+static inline uint64_t e2e_compare_all(const struct e2e *x,
+				       const struct wc_model *m)
 {
 	uint64_t n = wc_tensor_count(m);
 
