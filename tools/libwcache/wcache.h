@@ -162,7 +162,10 @@ struct wc_attach_times {
 
 /* Fetches the manifest, asks for a lease, receives the pools (file
  * descriptors over SCM_RIGHTS) and maps them read-only (flags: read-write).
- * Requires a successful wc_hello. times, when not NULL, is filled. */
+ * Requires a successful wc_hello. times, when not NULL, is filled. One
+ * exception to read-only: pools a daemon exports as legacy CUDA IPC handles
+ * (wcd --ipc legacy) can only be opened read-write; wc_pool_at reports it
+ * (writable 1). */
 int wc_attach(struct wc_conn *c, unsigned flags, struct wc_model **out,
 	      struct wc_attach_times *times, struct wc_error *err);
 
