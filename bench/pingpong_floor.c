@@ -6,13 +6,18 @@
  * per request can be cheaper than this, so a daemon's PING p50 over one
  * connection is judged against this p50.
  *
- *   pingpong_floor [-n N] [-s BYTES] [--warmup N] [--json]
+ *   pingpong_floor [-n N] [-s BYTES] [--warmup N] [--cpus A,B] [--json]
  *
+ * --cpus A,B pins the timing side to CPU A and the echoing side to CPU B
+ * (the same CPU: a context switch per hop; two CPUs: a cross-CPU wake-up,
+ * which costs several times more in a VM), so that a daemon's figure can be
+ * paired with the floor of the same placement.
  * Prints the p50/p90/p99/p99.9/max of the round trip and round trips per
  * second; --json prints one object shaped like `wcbench rtt --json`.
  * Bounds: N <= 100 M, BYTES <= 4096.
  */
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -73,9 +78,27 @@ static double pct_us(const uint64_t *v, size_t n, double p)
 static void usage(FILE *f)
 {
 	fprintf(f, "usage: pingpong_floor [-n ROUND_TRIPS] [-s BYTES] "
-		   "[--warmup N] [--json]\n\nTwo processes ping-pong BYTES "
-		   "(default 24, one PING frame) over a unix\nsocketpair with "
-		   "blocking write/read: the floor under wcbench rtt.\n");
+		   "[--warmup N] [--cpus A,B] [--json]\n\nTwo processes "
+		   "ping-pong BYTES (default 24, one PING frame) over a unix\n"
+		   "socketpair with blocking write/read: the floor under wcbench "
+		   "rtt.\n--cpus A,B pins the timing process to CPU A and the "
+		   "echoing one to CPU B.\n");
+}
+
+/* Pins the calling process to one CPU; exits on failure. */
+static void pin(int cpu)
+{
+	cpu_set_t set;
+
+	if (cpu < 0)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	if (sched_setaffinity(0, sizeof(set), &set) < 0) {
+		fprintf(stderr, "pingpong_floor: cannot pin to CPU %d: %s\n",
+			cpu, strerror(errno));
+		exit(1);
+	}
 }
 
 static unsigned long long parse(const char *opt, const char *s,
@@ -100,7 +123,7 @@ int main(int argc, char **argv)
 	char buf[PP_SIZE_MAX] = { 0 };
 	uint64_t *lat, t_start = 0, t_end;
 	bool json = false;
-	int sv[2], status;
+	int sv[2], status, cpu_a = -1, cpu_b = -1;
 	pid_t pid;
 
 	for (int i = 1; i < argc; i++) {
@@ -110,7 +133,15 @@ int main(int argc, char **argv)
 			size = parse("-s", argv[++i], PP_SIZE_MAX);
 		else if (!strcmp(argv[i], "--warmup") && i + 1 < argc)
 			warmup = parse("--warmup", argv[++i], PP_N_MAX);
-		else if (!strcmp(argv[i], "--json"))
+		else if (!strcmp(argv[i], "--cpus") && i + 1 < argc) {
+			if (sscanf(argv[++i], "%d,%d", &cpu_a, &cpu_b) != 2 ||
+			    cpu_a < 0 || cpu_b < 0 || cpu_a >= CPU_SETSIZE ||
+			    cpu_b >= CPU_SETSIZE) {
+				fprintf(stderr, "pingpong_floor: --cpus '%s' is "
+					"not A,B (two CPU numbers)\n", argv[i]);
+				return 2;
+			}
+		} else if (!strcmp(argv[i], "--json"))
 			json = true;
 		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			usage(stdout);
@@ -135,6 +166,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	if (pid == 0) {
+		pin(cpu_b);
 		close(sv[0]);
 		while (read_full(sv[1], buf, size) == 0)
 			if (write(sv[1], buf, size) != (ssize_t)size)
@@ -142,6 +174,7 @@ int main(int argc, char **argv)
 		_exit(0);
 	}
 	close(sv[1]);
+	pin(cpu_a);
 	for (unsigned long long i = 0; i < warmup + n; i++) {
 		uint64_t t0 = now_ns();
 
@@ -168,12 +201,12 @@ int main(int argc, char **argv)
 	if (json) {
 		printf("{\"bench\": \"pingpong_floor\", \"params\": \"%llu round "
 		       "trips (+%llu warm-up) of %llu B over a unix socketpair, "
-		       "two processes, blocking\", \"series\": {\"ping\": "
+		       "two processes, blocking, CPUs %d,%d\", \"series\": {\"ping\": "
 		       "{\"n\": %llu, \"min_us\": %.3f, \"p50_us\": %.3f, "
 		       "\"p90_us\": %.3f, \"p99_us\": %.3f, \"p999_us\": %.3f, "
 		       "\"max_us\": %.3f, \"mean_us\": %.3f}}, \"metrics\": "
 		       "{\"requests_per_s\": %.1f, \"seconds\": %.6f}}\n", n,
-		       warmup, size, n, pct_us(lat, n, 0), pct_us(lat, n, 50),
+		       warmup, size, cpu_a, cpu_b, n, pct_us(lat, n, 0), pct_us(lat, n, 50),
 		       pct_us(lat, n, 90), pct_us(lat, n, 99),
 		       pct_us(lat, n, 99.9), pct_us(lat, n, 100),
 		       sum / (double)n / 1e3, (double)n / secs, secs);

@@ -124,21 +124,7 @@ def fmt(v, unit):
 
 def main():
     d, out, model, quick = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-    floors = rounds(d, "floor", "json", load_json)
-    rtt1s = rounds(d, "rtt1", "json", load_json)
-    rtt64s = rounds(d, "rtt64", "json", load_json)
-    redis1s = rounds(d, "redis1", "csv", redis_csv)
-    redis64s = rounds(d, "redis64", "csv", redis_csv)
-
-    def ms(results, name, key):
-        """Median over rounds of a wcbench-shaped series value."""
-        return med(series(x, name, key) for x in results)
-
-    def mm(results, key):
-        return med(metric(x, key) for x in results)
-
-    def mr(results, key):
-        return med(x[key] for x in results)
+    places = (read_text(d, "places.txt") or "unpinned").split()
     live = load_json(d, "liveness.json")
     att = load_json(d, "attach.json")
     att2 = load_json(d, "attach2.json")
@@ -152,6 +138,19 @@ def main():
         s = read_text(d, secs_name)
         return nbytes / float(s) / 1e9 if s and float(s) > 0 else None
 
+    rtt64s = rounds(d, "rtt64", "json", load_json)
+    redis64s = rounds(d, "redis64", "csv", redis_csv)
+
+    def ms(results, name, key):
+        """Median over rounds of a wcbench-shaped series value."""
+        return med(series(x, name, key) for x in results)
+
+    def mm(results, key):
+        return med(metric(x, key) for x in results)
+
+    def mr(results, key):
+        return med(x[key] for x in results)
+
     rows = []
 
     def row(figure, ours, peer_name, peer, unit, target=None, ok=None,
@@ -163,23 +162,36 @@ def main():
                      "ratio": ratio, "target": target,
                      "met": None if ok is None or ours is None else ok})
 
-    p50_1 = ms(rtt1s, "ping", "p50_us")
-    f50 = ms(floors, "ping", "p50_us")
-    row("PING p50, 1 connection", p50_1, "socketpair ping-pong (floor)", f50,
-        "us", "<= 1.2x floor",
-        p50_1 is not None and f50 is not None and p50_1 <= 1.2 * f50)
-    row("PING p99, 1 connection", ms(rtt1s, "ping", "p99_us"),
-        "socketpair ping-pong (floor)", ms(floors, "ping", "p99_us"), "us")
-    row("PING p50, 1 connection", p50_1, "redis-server PING (redis-benchmark)",
-        mr(redis1s, "p50_us"), "us")
-    row("requests/s, 1 connection", mm(rtt1s, "requests_per_s"),
-        "redis-server PING (redis-benchmark)",
-        mr(redis1s, "requests_per_s"), "1/s")
+    where = {"cross": "client and daemon on two CPUs",
+             "same": "client and daemon on one CPU",
+             "unpinned": "unpinned"}
+    raw_req = {}
+    for pl in places:
+        floors = rounds(d, f"floor.{pl}", "json", load_json)
+        rtt1s = rounds(d, f"rtt1.{pl}", "json", load_json)
+        redis1s = rounds(d, f"redis1.{pl}", "csv", redis_csv)
+        raw_req[pl] = {"floor": floors, "rtt1": rtt1s, "redis1": redis1s}
+        p50_1 = ms(rtt1s, "ping", "p50_us")
+        f50 = ms(floors, "ping", "p50_us")
+        w = where.get(pl, pl)
+        row(f"PING p50, 1 connection, {w}", p50_1,
+            "socketpair ping-pong (floor)", f50, "us", "<= 1.2x floor",
+            p50_1 is not None and f50 is not None and p50_1 <= 1.2 * f50)
+        row(f"PING p99, 1 connection, {w}", ms(rtt1s, "ping", "p99_us"),
+            "socketpair ping-pong (floor)", ms(floors, "ping", "p99_us"),
+            "us")
+        row(f"PING p50, 1 connection, {w}", p50_1,
+            "redis-server PING (redis-benchmark)", mr(redis1s, "p50_us"),
+            "us")
+        row(f"requests/s, 1 connection, {w}", mm(rtt1s, "requests_per_s"),
+            "redis-server PING (redis-benchmark)",
+            mr(redis1s, "requests_per_s"), "1/s")
     r64 = mm(rtt64s, "requests_per_s")
     p64 = mr(redis64s, "requests_per_s")
-    row("requests/s, 64 connections", r64, "redis-server PING (redis-benchmark)",
-        p64, "1/s", ">= 1.5x redis", r64 is not None and p64 is not None
-        and r64 >= 1.5 * p64)
+    w = where.get(places[0], places[0])
+    row(f"requests/s, 64 connections, {w}", r64,
+        "redis-server PING (redis-benchmark)", p64, "1/s", ">= 1.5x redis",
+        r64 is not None and p64 is not None and r64 >= 1.5 * p64)
     row("PING p99, 64 connections", ms(rtt64s, "ping", "p99_us"),
         "redis-server PING (redis-benchmark)", mr(redis64s, "p99_us"), "us")
     row("wcd CPU use at 64 connections", mm(rtt64s, "server_cpu_percent"),
@@ -239,9 +251,10 @@ def main():
         "redis_version": read_text(d, "redis_version.txt"),
         "commands": (read_text(d, "commands.txt") or "").splitlines(),
         "table": rows,
-        "rounds": len(rtt1s),
-        "raw": {"floor": floors, "rtt1": rtt1s, "rtt64": rtt64s,
-                "redis1": redis1s, "redis64": redis64s, "liveness": live,
+        "rounds": len(rtt64s),
+        "placements": places,
+        "raw": {"requests_1_connection": raw_req, "rtt64": rtt64s,
+                "redis64": redis64s, "liveness": live,
                 "attach": att, "attach2": att2, "load_warm": lw,
                 "load_cold": lc, "rss_before_kib": rss0,
                 "rss_after_kib": rss1,
@@ -279,7 +292,9 @@ def main():
               f"{r['target'] or ''} | {met} |")
     print()
     print(f"Request figures: median over {res['rounds']} interleaved rounds "
-          "(floor, wcd, redis-server in turn). "
+          "(floor, wcd, redis-server in turn); wcd and redis-server pinned "
+          "to CPU 1, the client on CPU 0 (two CPUs) or CPU 1 (one CPU), the "
+          "floor placed alike. "
           "Each side of a request figure uses its own native client: wcbench "
           "rtt (blocking for one connection, one io_uring for 64) for wcd, "
           "redis-benchmark for redis-server, both on unix sockets.")

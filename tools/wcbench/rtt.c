@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <liburing.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -50,6 +51,7 @@ struct rtt_opts {
 	bool uring;
 	int server_pid;
 	unsigned timeout_s;     /* no reply for this long: give up */
+	int cpu;                /* pin the client to this CPU, or -1 */
 };
 
 struct rtt_state {
@@ -360,6 +362,8 @@ static void usage(FILE *f)
 "  --client KIND          blocking (one connection, depth 1) or uring;\n"
 "                         default: blocking when it applies, else uring\n"
 "  --timeout S            give up when no reply comes for S s (default 10)\n"
+"  --cpu N                pin the client to CPU N (pair it with a daemon\n"
+"                         pinned with taskset: same or another CPU)\n"
 "  --server-pid PID       also report that process's CPU use and VmRSS\n"
 "                         before and after the run (the daemon's pid)\n"
 WB_HELP_OUT, RTT_CONNS_MAX, WIRE_PING_MAX);
@@ -380,6 +384,7 @@ static void rtt_parse(int argc, char **argv, struct rtt_opts *o,
 		{ "client", required_argument, NULL, 'k' },
 		{ "server-pid", required_argument, NULL, 'P' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "cpu", required_argument, NULL, 'C' },
 		WB_LONGOPTS_OUT,
 		{ NULL, 0, NULL, 0 },
 	};
@@ -413,6 +418,10 @@ static void rtt_parse(int argc, char **argv, struct rtt_opts *o,
 						   RTT_N_MAX);
 			break;
 		case 'k': client = optarg; break;
+		case 'C':
+			o->cpu = (int)wb_parse_count("--cpu", optarg, 0,
+						     CPU_SETSIZE - 1);
+			break;
 		case 't':
 			o->timeout_s = (unsigned)wb_parse_count("--timeout",
 					optarg, 1, 3600);
@@ -453,17 +462,27 @@ static void rtt_parse(int argc, char **argv, struct rtt_opts *o,
 int wb_rtt(int argc, char **argv)
 {
 	struct rtt_opts o = { .n = 100000, .warmup = 1000, .conns = 1,
-			      .depth = 1, .timeout_s = 10 };
+			      .depth = 1, .timeout_s = 10, .cpu = -1 };
 	struct wb_out out = { 0 };
 	struct rtt_state st = { .o = &o, .out = &out };
 	struct rtt_conn *cs;
 	struct wb_report r;
 	uint64_t cpu0, cpu1, scpu0 = 0, scpu1 = 0;
 	long rss0 = -1, rss1 = -1;
+	char cpu_note[24] = "";
 	double secs;
 	int rc;
 
 	rtt_parse(argc, argv, &o, &out);
+	if (o.cpu >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(o.cpu, &set);
+		if (sched_setaffinity(0, sizeof(set), &set) < 0)
+			die("rtt: --cpu %d: cannot pin the client there: %s",
+			    o.cpu, strerror(errno));
+	}
 	st.total = o.n + o.warmup;
 	st.flen = WIRE_HDR_LEN + o.payload;
 	memset(st.frame + WIRE_HDR_LEN, 0xa5, o.payload);
@@ -489,12 +508,14 @@ int wb_rtt(int argc, char **argv)
 		if (!c->sent_ns || !c->rbuf || !c->sbuf)
 			die("rtt: no memory for connection %u", i);
 	}
+	if (o.cpu >= 0)
+		snprintf(cpu_note, sizeof(cpu_note), " on CPU %d", o.cpu);
 	wb_report_init(&r, "rtt");
 	snprintf(r.params, sizeof(r.params), "%llu PINGs (+%llu warm-up), %u "
-		 "connection%s, depth %u, payload %u B, %s client, %.200s",
+		 "connection%s, depth %u, payload %u B, %s client%s, %.200s",
 		 (unsigned long long)o.n, (unsigned long long)o.warmup, o.conns,
 		 o.conns == 1 ? "" : "s", o.depth, o.payload,
-		 o.uring ? "io_uring" : "blocking", o.sock);
+		 o.uring ? "io_uring" : "blocking", cpu_note, o.sock);
 	st.lat = wb_series_add(&r, "ping", o.n);
 
 	if (o.server_pid) {
