@@ -7,9 +7,10 @@
 #   bench/ping_ab.sh [-r ROUNDS] [-n N] [-N N64] [--modes "0 8 1 9 2 4"]
 #
 # WCD_B=PATH adds a second wcd binary (a candidate change) as "wcd-B".
-# Prints, per server, the median over rounds of the one-connection p50 and
-# p99 (blocking client) and of requests/s at 64 connections (io_uring
-# client). Modes: see bench/uring_pingd.c (1 DEFER_TASKRUN, 2 POLL_FIRST,
+# Prints, per server and placement, the median over rounds of the
+# one-connection p50 and p99 (blocking client) and of requests/s at 64
+# connections (io_uring client). Servers run pinned to CPU 1; the client
+# runs on CPU 0 ("cross") and on CPU 1 ("same"), the floor placed alike. Modes: see bench/uring_pingd.c (1 DEFER_TASKRUN, 2 POLL_FIRST,
 # 4 multishot recv, 8 recvmsg/sendmsg as the reactor).
 set -euo pipefail
 TOP=$(cd "$(dirname "$0")/.." && pwd)
@@ -37,15 +38,16 @@ cleanup() {
 trap cleanup EXIT
 "$BIN/wcgen" tiny --out "$T/m" >/dev/null
 mkdir -p "$T/run"
-"$BIN/wcd" --model "$T/m" --device host:ab --runtime-dir "$T/run" >"$T/wcd.log" 2>&1 &
+PIN=(taskset -c 1)
+"${PIN[@]}" "$BIN/wcd" --model "$T/m" --device host:ab --runtime-dir "$T/run" >"$T/wcd.log" 2>&1 &
 PIDS+=($!)
 if [ -n "${WCD_B:-}" ]; then
 	mkdir -p "$T/runb"
-	"$WCD_B" --model "$T/m" --device host:ab --runtime-dir "$T/runb" >"$T/wcdb.log" 2>&1 &
+	"${PIN[@]}" "$WCD_B" --model "$T/m" --device host:ab --runtime-dir "$T/runb" >"$T/wcdb.log" 2>&1 &
 	PIDS+=($!)
 fi
 for m in $MODES; do
-	"$BB/uring_pingd" "$T/pingd$m.sock" -m "$m" &
+	"${PIN[@]}" "$BB/uring_pingd" "$T/pingd$m.sock" -m "$m" &
 	PIDS+=($!)
 done
 for _ in $(seq 500); do [ -f "$T/run/host-ab.ready" ] && break; sleep 0.02; done
@@ -57,13 +59,20 @@ q='import json,sys; r=json.load(sys.stdin); s=r["series"]["ping"]; print(s["p50_
 : >"$T/res"
 echo "load before: $(cat /proc/loadavg)"
 for r in $(seq "$ROUNDS"); do
-	one=$("$BB/pingpong_floor" -n "$N" --json | python3 -c "$q")
-	echo "floor ${one% *} 0" >>"$T/res"
-	for s in $servers; do
-		name=${s%%:*} sock=${s#*:}
-		one=$(timeout 120 "$BIN/wcbench" rtt --socket "$sock" -n "$N" -q --json | python3 -c "$q")
-		many=$(timeout 120 "$BIN/wcbench" rtt --socket "$sock" -n "$N64" -c 64 -q --json | python3 -c "$q")
-		echo "$name ${one% *} ${many##* }" >>"$T/res"
+	for pl in cross same; do
+		[ $pl = cross ] && c=0 || c=1
+		one=$("$BB/pingpong_floor" -n "$N" --cpus $c,1 --json | python3 -c "$q")
+		echo "$pl floor ${one% *} 0" >>"$T/res"
+		for s in $servers; do
+			name=${s%%:*} sock=${s#*:}
+			one=$(timeout 120 "$BIN/wcbench" rtt --socket "$sock" -n "$N" --cpu $c -q --json | python3 -c "$q")
+			many=0
+			if [ $pl = cross ]; then
+				many=$(timeout 120 "$BIN/wcbench" rtt --socket "$sock" -n "$N64" -c 64 --cpu $c -q --json | python3 -c "$q")
+				many=${many##* }
+			fi
+			echo "$pl $name ${one% *} $many" >>"$T/res"
+		done
 	done
 	echo "round $r/$ROUNDS done" >&2
 done
@@ -72,13 +81,13 @@ python3 - "$T/res" <<'PY'
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
-    name, p50, p99, rps = line.split()
-    rows.setdefault(name, []).append((float(p50), float(p99), float(rps)))
-floor = statistics.median(r[0] for r in rows["floor"])
-print(f"{'server':<12} {'p50 us':>8} {'x floor':>8} {'p99 us':>8} {'64-conn req/s':>14}   (median of {len(rows['floor'])} rounds)")
-for name, v in rows.items():
+    pl, name, p50, p99, rps = line.split()
+    rows.setdefault((pl, name), []).append((float(p50), float(p99), float(rps)))
+print(f"{'placement':<9} {'server':<12} {'p50 us':>8} {'x floor':>8} {'p99 us':>8} {'64-conn req/s':>14}   (medians of {len(rows[('cross', 'floor')])} rounds)")
+for (pl, name), v in rows.items():
+    floor = statistics.median(r[0] for r in rows[(pl, "floor")])
     p50 = statistics.median(r[0] for r in v)
     p99 = statistics.median(r[1] for r in v)
     rps = statistics.median(r[2] for r in v)
-    print(f"{name:<12} {p50:8.2f} {p50 / floor:8.2f} {p99:8.2f} {rps:14,.0f}")
+    print(f"{pl:<9} {name:<12} {p50:8.2f} {p50 / floor:8.2f} {p99:8.2f} {rps:14,.0f}")
 PY

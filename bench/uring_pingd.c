@@ -15,6 +15,8 @@
  *   4  one multishot recv per connection into a provided-buffer ring
  *   8  recvmsg/sendmsg (as libwcreactor, for SCM_RIGHTS) instead of
  *      recv/send
+ *  16  spin on the completion queue for up to PD_SPIN_NS before sleeping in
+ *      io_uring_enter (busy polling: spends CPU to skip the wake-up)
  * Not a product: no bounds beyond fixed arrays (BUFS, PD_FDS_MAX), errors
  * end the connection.
  */
@@ -25,6 +27,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <liburing.h>
@@ -35,6 +38,7 @@
 #define PD_BUF (64u << 10)
 #define BUFS 1024
 #define BSZ 4096
+#define PD_SPIN_NS 50000ull
 
 enum { T_ACC = 1, T_RECV, T_SEND };
 
@@ -260,6 +264,18 @@ int main(int argc, char **argv)
 		struct io_uring_cqe *cqe;
 		unsigned head, n = 0;
 
+		if (mode & 16) {
+			struct timespec t0, t;
+
+			io_uring_submit(&ring);
+			clock_gettime(CLOCK_MONOTONIC, &t0);
+			do {
+				if (io_uring_peek_cqe(&ring, &cqe) == 0)
+					break;
+				clock_gettime(CLOCK_MONOTONIC, &t);
+			} while ((uint64_t)(t.tv_sec - t0.tv_sec) * 1000000000ull +
+				 (uint64_t)(t.tv_nsec - t0.tv_nsec) < PD_SPIN_NS);
+		}
 		ret = io_uring_submit_and_wait(&ring, 1);
 		if (ret < 0 && ret != -EINTR)
 			break;
