@@ -6,7 +6,8 @@
 #
 #   bench/ping_ab.sh [-r ROUNDS] [-n N] [-N N64] [--modes "0 8 1 9 2 4"]
 #
-# WCD_B=PATH adds a second wcd binary (a candidate change) as "wcd-B".
+# WCD_B=PATH adds a second wcd binary (a candidate change) as "wcd-B",
+# started with the environment WCD_B_ENV ("NAME=value ...") if set.
 # Prints, per server and placement, the median over rounds of the
 # one-connection p50 and p99 (blocking client) and of requests/s at 64
 # connections (io_uring client). Servers run pinned to CPU 1; the client
@@ -43,7 +44,7 @@ PIN=(taskset -c 1)
 PIDS+=($!)
 if [ -n "${WCD_B:-}" ]; then
 	mkdir -p "$T/runb"
-	"${PIN[@]}" "$WCD_B" --model "$T/m" --device host:ab --runtime-dir "$T/runb" >"$T/wcdb.log" 2>&1 &
+	env ${WCD_B_ENV:-} "${PIN[@]}" "$WCD_B" --model "$T/m" --device host:ab --runtime-dir "$T/runb" >"$T/wcdb.log" 2>&1 &
 	PIDS+=($!)
 fi
 for m in $MODES; do
