@@ -265,11 +265,15 @@ static bool progress_shown;
 void wb_progress(const struct wb_out *o, const char *what, uint64_t done,
 		 uint64_t total)
 {
-	bool tty = isatty(STDERR_FILENO);
-	uint64_t now = wb_now_ns(), every = tty ? 250000000ull : 2000000000ull;
+	static int tty = -1; /* isatty is a system call: ask once */
+	uint64_t now, every;
 
 	if (o->quiet)
 		return;
+	if (tty < 0)
+		tty = isatty(STDERR_FILENO);
+	now = wb_now_ns();
+	every = tty ? 250000000ull : 2000000000ull;
 	if (!progress_last_ns) {
 		progress_last_ns = now;
 		return;
