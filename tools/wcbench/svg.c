@@ -22,6 +22,7 @@
 #define SVG_LEGEND 18 /* legend line height */
 #define SVG_B 58
 #define SVG_POINTS 600
+#define SVG_SUBTITLE_MAX 110 /* characters that fit the width */
 
 static const char *colors[] = { "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
 				"#9467bd", "#8c564b", "#e377c2", "#7f7f7f" };
@@ -39,6 +40,19 @@ static void xml_put(FILE *f, const char *s)
 		default: fputc(*s, f);
 		}
 	}
+}
+
+/* As xml_put, cut to max characters with "..." (the subtitle must fit). */
+static void xml_put_cut(FILE *f, const char *s, size_t max)
+{
+	char buf[256];
+
+	if (max >= sizeof(buf))
+		max = sizeof(buf) - 1;
+	snprintf(buf, sizeof(buf), "%s", s);
+	if (strlen(buf) > max)
+		snprintf(buf + max - 3, 4, "...");
+	xml_put(f, buf);
 }
 
 static void decade_label(char *buf, size_t size, int d)
@@ -189,7 +203,7 @@ int wb_svg_write(struct wb_report *r, const char *path)
 	fprintf(f, "<text x='%d' y='20' font-size='15' font-weight='bold'>"
 		"wcbench %s: latency CDF</text>\n<text x='%d' y='38' "
 		"fill='#555'>", SVG_L, r->bench, SVG_L);
-	xml_put(f, r->params);
+	xml_put_cut(f, r->params, SVG_SUBTITLE_MAX);
 	fprintf(f, "</text>\n");
 	draw_axes(f, &a);
 	for (unsigned i = 0; i < r->nseries; i++)
