@@ -46,12 +46,14 @@ static void xml_put(FILE *f, const char *s)
 static void xml_put_cut(FILE *f, const char *s, size_t max)
 {
 	char buf[256];
+	size_t n = strnlen(s, sizeof(buf) - 1);
 
-	if (max >= sizeof(buf))
+	if (max < 4 || max >= sizeof(buf))
 		max = sizeof(buf) - 1;
-	snprintf(buf, sizeof(buf), "%s", s);
-	if (strlen(buf) > max)
-		snprintf(buf + max - 3, 4, "...");
+	memcpy(buf, s, n);
+	buf[n] = 0;
+	if (n > max)
+		memcpy(buf + max - 3, "...", 4);
 	xml_put(f, buf);
 }
 
