@@ -199,17 +199,27 @@ int main(int argc, char **argv)
 	for (unsigned long long i = 0; i < n; i++)
 		sum += (double)lat[i];
 	if (json) {
+		/* as wcbench's "cdf_us": 1% .. 99%, 99.5, 99.9, 99.99, 100% */
+		static const double tail[] = { 99.5, 99.9, 99.99, 100 };
+		char cdf[103 * 16];
+		size_t off = 0;
+
+		for (int i = 1; i <= 103; i++)
+			off += (size_t)snprintf(cdf + off, sizeof(cdf) - off,
+				"%s%.3f", i > 1 ? ", " : "",
+				pct_us(lat, n, i <= 99 ? i : tail[i - 100]));
 		printf("{\"bench\": \"pingpong_floor\", \"params\": \"%llu round "
 		       "trips (+%llu warm-up) of %llu B over a unix socketpair, "
 		       "two processes, blocking, CPUs %d,%d\", \"series\": {\"ping\": "
 		       "{\"n\": %llu, \"min_us\": %.3f, \"p50_us\": %.3f, "
 		       "\"p90_us\": %.3f, \"p99_us\": %.3f, \"p999_us\": %.3f, "
-		       "\"max_us\": %.3f, \"mean_us\": %.3f}}, \"metrics\": "
+		       "\"max_us\": %.3f, \"mean_us\": %.3f, \"cdf_us\": [%s]}}, "
+		       "\"metrics\": "
 		       "{\"requests_per_s\": %.1f, \"seconds\": %.6f}}\n", n,
 		       warmup, size, cpu_a, cpu_b, n, pct_us(lat, n, 0), pct_us(lat, n, 50),
 		       pct_us(lat, n, 90), pct_us(lat, n, 99),
 		       pct_us(lat, n, 99.9), pct_us(lat, n, 100),
-		       sum / (double)n / 1e3, (double)n / secs, secs);
+		       sum / (double)n / 1e3, cdf, (double)n / secs, secs);
 	} else {
 		printf("pingpong_floor: %llu round trips of %llu B over a unix "
 		       "socketpair\n  p50 %.1f us  p90 %.1f us  p99 %.1f us  "

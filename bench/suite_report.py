@@ -86,6 +86,84 @@ def metric(r, key):
         return None
 
 
+CDF_FRACS = [i / 100 for i in range(1, 100)] + [0.995, 0.999, 0.9999, 1.0]
+COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd"]
+
+
+def cdf_median(results, name):
+    """Per quantile, the median over rounds of a series' "cdf_us"."""
+    cdfs = [x["series"][name]["cdf_us"] for x in results
+            if x and name in x.get("series", {})
+            and len(x["series"][name].get("cdf_us", [])) == len(CDF_FRACS)]
+    if not cdfs:
+        return None
+    return [statistics.median(c[i] for c in cdfs) for i in range(len(CDF_FRACS))]
+
+
+def draw_cdfs(path, title, subtitle, lines):
+    """A hand-written SVG in the style of wcbench --svg: latency (log axis)
+    against the fraction of requests at or below it, one line per side."""
+    import math
+    lines = [(n, c) for n, c in lines if c]
+    if not lines:
+        return
+    lo = math.floor(math.log10(max(min(c[0] for _, c in lines), 0.01)))
+    hi = math.ceil(math.log10(max(c[-1] for _, c in lines)))
+    hi = max(hi, lo + 1)
+    W, L, R = 760, 70, 24
+    top = 48 + 18 * len(lines) + 8
+    ph, pw = 340, W - L - R
+    H = int(top + ph + 58)
+    x = lambda us: L + (math.log10(max(us, 0.01)) - lo) / (hi - lo) * pw
+    y = lambda f: top + (1 - f) * ph
+    esc = lambda t: (t.replace("&", "&amp;").replace("<", "&lt;")
+                     .replace(">", "&gt;"))
+    o = [f"<?xml version='1.0' encoding='UTF-8'?>",
+         f"<svg xmlns='http://www.w3.org/2000/svg' width='{W}' height='{H}' "
+         f"viewBox='0 0 {W} {H}' font-family='sans-serif' font-size='12'>",
+         "<rect width='100%' height='100%' fill='white'/>",
+         f"<text x='{L}' y='20' font-size='15' font-weight='bold'>{esc(title)}</text>",
+         f"<text x='{L}' y='38' fill='#555'>{esc(subtitle)}</text>",
+         f"<rect x='{L}' y='{top}' width='{pw}' height='{ph}' fill='none' stroke='#444'/>"]
+    units = ["us", "ms", "s"]
+    for dec in range(lo, hi + 1):
+        for m in (1, 2, 5):
+            xv = x(m * 10 ** dec)
+            if xv > L + pw + 0.5:
+                continue
+            o.append(f"<line x1='{xv:.1f}' y1='{top}' x2='{xv:.1f}' y2='{top + ph}' "
+                     f"stroke='{'#ccc' if m == 1 else '#eee'}'/>")
+            if m == 1:
+                u = min(max(dec, 0) // 3, 2)
+                lab = f"{10 ** dec / 1000 ** u:g} {units[u]}"
+                o.append(f"<text x='{xv:.1f}' y='{top + ph + 18}' "
+                         f"text-anchor='middle'>{lab}</text>")
+    for f, lab in ((0.5, "p50"), (0.9, "p90"), (0.99, "p99")):
+        o.append(f"<line x1='{L}' y1='{y(f):.1f}' x2='{L + pw}' y2='{y(f):.1f}' "
+                 f"stroke='#999' stroke-dasharray='4 4'/><text x='{L + pw - 4}' "
+                 f"y='{y(f) - 3:.1f}' fill='#777' text-anchor='end'>{lab}</text>")
+    for i in range(5):
+        o.append(f"<text x='{L - 6}' y='{y(i / 4) + 4:.1f}' text-anchor='end'>{i / 4:.2f}</text>")
+    for k, (name, c) in enumerate(lines):
+        col = COLORS[k % len(COLORS)]
+        pts, prev = [], y(0)
+        for us, f in zip(c, CDF_FRACS):
+            pts.append(f"{x(us):.1f},{prev:.1f} {x(us):.1f},{y(f):.1f}")
+            prev = y(f)
+        o.append(f"<polyline fill='none' stroke='{col}' stroke-width='2' points='{' '.join(pts)}'/>")
+        ly = 48 + 18 * (k + 0.7)
+        o.append(f"<line x1='{L}' y1='{ly - 4:.0f}' x2='{L + 20}' y2='{ly - 4:.0f}' "
+                 f"stroke='{col}' stroke-width='3'/><text x='{L + 26}' y='{ly:.0f}'>"
+                 f"{esc(name)}: p50 {c[49]:.1f} us, p99 {c[98]:.1f} us</text>")
+    o.append(f"<text x='{L + pw / 2:.0f}' y='{top + ph + 40}' text-anchor='middle'>"
+             "round-trip latency (log scale)</text>")
+    o.append(f"<text transform='translate(16 {top + ph / 2:.0f}) rotate(-90)' "
+             "text-anchor='middle'>fraction of requests at or below</text>")
+    o.append("</svg>")
+    with open(path, "w") as fh:
+        fh.write("\n".join(o) + "\n")
+
+
 def machine():
     model = ""
     try:
@@ -186,6 +264,12 @@ def main():
         row(f"requests/s, 1 connection, {w}", mm(rtt1s, "requests_per_s"),
             "redis-server PING (redis-benchmark)",
             mr(redis1s, "requests_per_s"), "1/s")
+        draw_cdfs(f"{out[:-5]}-ping-{pl}.svg",
+                  f"PING round trip, 1 connection, {w}",
+                  f"wcd (wcbench rtt) vs the socketpair floor; per-quantile "
+                  f"median of {len(rtt1s)} rounds",
+                  [("wcd", cdf_median(rtt1s, "ping")),
+                   ("socketpair floor", cdf_median(floors, "ping"))])
     r64 = mm(rtt64s, "requests_per_s")
     p64 = mr(redis64s, "requests_per_s")
     w = where.get(places[0], places[0])

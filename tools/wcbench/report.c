@@ -198,6 +198,23 @@ static void emit_table(struct wb_report *r)
 		printf("  note: %s\n", r->notes[i]);
 }
 
+/* The latency at each of WB_CDF_QUANTILES fractions (1%, 2%, ... 99%, then
+ * 99.5, 99.9, 99.99 and 100%), so that scripts can draw or compare whole
+ * distributions without the samples. */
+static json_t *cdf_points(struct wb_series *s)
+{
+	json_t *a = json_array();
+
+	for (unsigned i = 1; i <= 99; i++)
+		json_array_append_new(a, json_real((double)wb_series_pct(s, i) /
+						    1e3));
+	json_array_append_new(a, json_real((double)wb_series_pct(s, 99.5) / 1e3));
+	json_array_append_new(a, json_real((double)wb_series_pct(s, 99.9) / 1e3));
+	json_array_append_new(a, json_real((double)wb_series_pct(s, 99.99) / 1e3));
+	json_array_append_new(a, json_real((double)wb_series_pct(s, 100) / 1e3));
+	return a;
+}
+
 static void emit_json(struct wb_report *r)
 {
 	json_t *root = json_object(), *series = json_object();
@@ -221,6 +238,7 @@ static void emit_json(struct wb_report *r)
 				    json_real((double)wb_series_pct(s, 100) / 1e3));
 		json_object_set_new(o, "mean_us",
 				    json_real(wb_series_mean(s) / 1e3));
+		json_object_set_new(o, "cdf_us", cdf_points(s));
 		json_object_set_new(series, s->name, o);
 	}
 	for (unsigned i = 0; i < r->nmetrics; i++) {

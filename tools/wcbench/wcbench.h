@@ -91,6 +91,10 @@ void wb_metric_add(struct wb_report *r, const char *name, double value,
 void wb_note_add(struct wb_report *r, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* JSON series carry "cdf_us": the latency at 1%, 2%, ... 99%, 99.5%,
+ * 99.9%, 99.99% and 100% (WB_CDF_QUANTILES values). */
+#define WB_CDF_QUANTILES 103
+
 /* Prints the table (or JSON with o->json) on stdout and writes the SVG if
  * asked for. Returns 0, or 1 when the SVG could not be written. */
 int wb_report_emit(struct wb_report *r, const struct wb_out *o);
