@@ -56,6 +56,8 @@ assert r["bench"] == "liveness", r
 s = r["series"]["reactor (pidfd)"]
 assert s["n"] == 12, s
 assert 0 < s["p50_us"] <= s["p99_us"] <= s["max_us"], s
+c = s["cdf_us"]
+assert len(c) == 103 and c == sorted(c) and c[-1] == s["max_us"], c
 p = r["series"]["poll every 0.01 s"]
 assert p["n"] == 3, p
 f = r["series"]["floor: blocking waitpid"]
@@ -69,7 +71,7 @@ PY
 F=$WC_TOP/$BUILD/bench/pingpong_floor
 if [ -x "$F" ]; then
 	"$F" -n 200 --warmup 10 --json >"$d/pp.json" || fail "pingpong_floor exited $?"
-	python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["series"]["ping"]["n"]==200' \
+	python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); s=r["series"]["ping"]; assert s["n"]==200 and len(s["cdf_us"])==103' \
 		"$d/pp.json" || fail "pingpong_floor JSON malformed"
 fi
 exit 0
