@@ -115,8 +115,14 @@ tune() {
 	} 2>&1 | tee "$OUT/tune.log"
 }
 
+# Issue 6's benchmarks, each beside its peer or limit in the same run:
+# warm load (and a sweep of staging shapes: SWEEP="SLOTSxMiB:THREADS ...")
+# against the H2D ceiling, the page-cache read rate and safetensors; cold
+# load against raw O_DIRECT; attach x100 against torch CUDA IPC; daemon
+# host RSS and device memory against the tensor bytes; level-1 wake.
 bench() {
-	local m=/root/m8b rd=/tmp/wcrun t0 uuid
+	local m=/root/m8b rd=/tmp/wcrun t0 uuid cfg
+	local sweep=${SWEEP:-"32x4:8 64x4:8 32x8:8 64x4:12 64x2:8"}
 	export PATH=$PWD/$BUILD/bin:$PATH
 	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
 	nproc; free -g | head -2
@@ -126,25 +132,38 @@ bench() {
 	{
 		echo "== warm (page cache)"
 		cat $m/*.safetensors >/dev/null
-		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling|chunk  *(8|32) MiB, 2'
+		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling|chunk  *(2|8) MiB'
+		$BUILD/bench/gpu_dread --buffered --qd 8 --chunk 16 $m/*.safetensors
+		$BUILD/bench/gpu_dread --buffered --qd 32 --chunk 4 $m/*.safetensors
+		echo "-- wcd defaults"
 		wcbench load --model $m --device $uuid -r 3
+		echo "-- wcd defaults, --no-hash"
 		wcbench load --model $m --device $uuid -r 2 -- --no-hash
+		for cfg in $sweep; do
+			local n=${cfg%%x*} rest=${cfg#*x}
+			echo "-- --slots $n --slot-size ${rest%%:*}M --hash-threads ${rest#*:}"
+			wcbench load --model $m --device $uuid -r 2 -- --slots $n \
+				--slot-size ${rest%%:*}M --hash-threads ${rest#*:}
+		done
 		python3 bench/gpu_peers.py st-load $m
 		echo "== cold (drop_caches before each)"
 		sync; echo 3 >/proc/sys/vm/drop_caches
 		$BUILD/bench/gpu_dread $m/*.safetensors
-		sync; echo 3 >/proc/sys/vm/drop_caches
-		$BUILD/bench/gpu_dread --qd 64 --chunk 16 $m/*.safetensors
-		wcbench load --model $m --device $uuid --drop-caches -r 2
-		echo "== attach and memory"
+		wcbench load --model $m --device $uuid --drop-caches -r 1
+		echo "== attach, memory, sleep/wake (wcd defaults, warm)"
 		cat $m/*.safetensors >/dev/null
 		wcd_up $m $rd && {
 			grep -E '^(bytes|tensors|load_seconds)=' $rd/*.ready
 			grep -E 'VmRSS|VmHWM' /proc/$WCD_PID/status
 			nvidia-smi --query-compute-apps=pid,used_memory --format=csv
-			wcbench attach --runtime-dir $rd --device 0 -n 100
+			wcbench attach --runtime-dir $rd --device $uuid -n 100
 			python3 bench/gpu_peers.py ipc-attach $m -n 100
-			grep -E 'progress|phase|load' $rd/wcd.log | tail -12
+			grep -E 'phase|ready' $rd/wcd.log | tail -8
+			wcctl sleep --level 1 --device $uuid --runtime-dir $rd
+			nvidia-smi --query-compute-apps=pid,used_memory --format=csv
+			wcctl wake --device $uuid --runtime-dir $rd
+			grep -iE 'sleep|wake|restor' $rd/wcd.log | tail -6
+			grep -E 'VmRSS|VmHWM' /proc/$WCD_PID/status
 			kill $WCD_PID
 		}
 	} 2>&1 | tee "$OUT/bench.log"
