@@ -17,6 +17,8 @@
  *      recv/send
  *  16  spin on the completion queue for up to PD_SPIN_NS before sleeping in
  *      io_uring_enter (busy polling: spends CPU to skip the wake-up)
+ *  32  no io_uring at all: epoll_wait + read + write (how redis and most
+ *      event loops serve), to tell io_uring's costs from an event loop's
  * Not a product: no bounds beyond fixed arrays (BUFS, PD_FDS_MAX), errors
  * end the connection.
  */
@@ -24,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -224,6 +227,55 @@ static void on_cqe(struct io_uring_cqe *cqe)
 	kick_send(c);
 }
 
+/* Mode 32: the classic event loop, level-triggered epoll. */
+static int epoll_serve(int ls)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.fd = ls };
+	struct epoll_event evs[256];
+	int ep = epoll_create1(EPOLL_CLOEXEC);
+
+	if (ep < 0 || epoll_ctl(ep, EPOLL_CTL_ADD, ls, &ev) < 0) {
+		perror("uring_pingd: epoll");
+		return 1;
+	}
+	for (;;) {
+		int n = epoll_wait(ep, evs, 256, -1);
+
+		for (int i = 0; i < n; i++) {
+			int fd = evs[i].data.fd;
+			struct pd_conn *c;
+			ssize_t r;
+
+			if (fd == ls) {
+				fd = accept4(ls, NULL, NULL, SOCK_CLOEXEC);
+				if (fd < 0 || fd >= PD_FDS_MAX ||
+				    !(c = calloc(1, sizeof(*c)))) {
+					if (fd >= 0)
+						close(fd);
+					continue;
+				}
+				c->fd = fd;
+				conns[fd] = c;
+				ev.data.fd = fd;
+				epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev);
+				continue;
+			}
+			c = conns[fd];
+			r = read(fd, c->in + c->inlen, PD_BUF - c->inlen);
+			if (r <= 0) {
+				close(fd);
+				conns[fd] = NULL;
+				free(c);
+				continue;
+			}
+			consume(c, NULL, (size_t)r);
+			if (c->outlen && write(fd, c->out, c->outlen) < 0)
+				perror("uring_pingd: write");
+			c->outlen = 0;
+		}
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -245,6 +297,8 @@ int main(int argc, char **argv)
 		perror("uring_pingd: listen");
 		return 1;
 	}
+	if (mode & 32)
+		return epoll_serve(ls);
 	p.flags = (mode & 1) ? IORING_SETUP_DEFER_TASKRUN |
 			       IORING_SETUP_SINGLE_ISSUER :
 			       IORING_SETUP_COOP_TASKRUN |
