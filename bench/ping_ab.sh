@@ -6,8 +6,8 @@
 #
 #   bench/ping_ab.sh [-r ROUNDS] [-n N] [-N N64] [--modes "0 8 1 9 2 4"]
 #
-# WCD_B=PATH adds a second wcd binary (a candidate change) as "wcd-B",
-# started with the environment WCD_B_ENV ("NAME=value ...") if set.
+# WCD_B=PATH (and WCD_C=PATH) add candidate wcd builds as "wcd-B" ("wcd-C"),
+# started with the environment WCD_B_ENV (WCD_C_ENV: "NAME=value ...").
 # Prints, per server and placement, the median over rounds of the
 # one-connection p50 and p99 (blocking client) and of requests/s at 64
 # connections (io_uring client). Servers run pinned to CPU 1; the client
@@ -42,19 +42,27 @@ mkdir -p "$T/run"
 PIN=(taskset -c 1)
 "${PIN[@]}" "$BIN/wcd" --model "$T/m" --device host:ab --runtime-dir "$T/run" >"$T/wcd.log" 2>&1 &
 PIDS+=($!)
-if [ -n "${WCD_B:-}" ]; then
-	mkdir -p "$T/runb"
-	env ${WCD_B_ENV:-} "${PIN[@]}" "$WCD_B" --model "$T/m" --device host:ab --runtime-dir "$T/runb" >"$T/wcdb.log" 2>&1 &
+# candidates: wcd-B from WCD_B (+ WCD_B_ENV), wcd-C from WCD_C (+ WCD_C_ENV)
+cands=
+for k in B C; do
+	bin_var=WCD_$k env_var=WCD_${k}_ENV
+	[ -n "${!bin_var:-}" ] || continue
+	mkdir -p "$T/run$k"
+	env ${!env_var:-} "${PIN[@]}" "${!bin_var}" --model "$T/m" --device host:ab \
+		--runtime-dir "$T/run$k" >"$T/wcd$k.log" 2>&1 &
 	PIDS+=($!)
-fi
+	cands+=" $k"
+done
 for m in $MODES; do
 	"${PIN[@]}" "$BB/uring_pingd" "$T/pingd$m.sock" -m "$m" &
 	PIDS+=($!)
 done
 for _ in $(seq 500); do [ -f "$T/run/host-ab.ready" ] && break; sleep 0.02; done
-for _ in $(seq 500); do [ -z "${WCD_B:-}" ] || [ -f "$T/runb/host-ab.ready" ] && break; sleep 0.02; done
 servers="wcd:$T/run/host-ab.sock"
-[ -n "${WCD_B:-}" ] && servers+=" wcd-B:$T/runb/host-ab.sock"
+for k in $cands; do
+	for _ in $(seq 500); do [ -f "$T/run$k/host-ab.ready" ] && break; sleep 0.02; done
+	servers+=" wcd-$k:$T/run$k/host-ab.sock"
+done
 for m in $MODES; do servers+=" pingd-m$m:$T/pingd$m.sock"; done
 q='import json,sys; r=json.load(sys.stdin); s=r["series"]["ping"]; print(s["p50_us"], s["p99_us"], r["metrics"]["requests_per_s"])'
 : >"$T/res"
