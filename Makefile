@@ -167,7 +167,7 @@ run: deps
 # With T set (a developer's filtered run) the build keeps going past other
 # parts' failures; a plain `make test` fails on any build error.
 test: deps
-	@$(MAKE) --no-print-directory $(if $(T),-k) $(LIBS) $(SO_CLIENT) $(BINS) $(TESTS) $(if $(T),|| true)
+	@$(MAKE) --no-print-directory $(if $(T),-k) $(LIBS) $(SO_CLIENT) $(BINS) $(TESTS) $(BENCHES) $(if $(T),|| true)
 	@BUILD=$(BUILD) test/run.sh $(TESTS) $(TEST_SH)
 
 bench: deps-bench
