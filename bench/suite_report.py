@@ -164,6 +164,17 @@ def draw_cdfs(path, title, subtitle, lines):
         fh.write("\n".join(o) + "\n")
 
 
+def steal_percent(d):
+    """Share of CPU time the hypervisor took (steal) during the run."""
+    a, b = read_text(d, "stat_before.txt"), read_text(d, "stat_after.txt")
+    if not a or not b:
+        return None
+    x = [int(v) for v in a.split()[1:]]
+    y = [int(v) for v in b.split()[1:]]
+    total = sum(y) - sum(x)
+    return 100.0 * (y[7] - x[7]) / total if total > 0 and len(x) > 7 else None
+
+
 def machine():
     model = ""
     try:
@@ -332,6 +343,7 @@ def main():
         "model_bytes": nbytes,
         "load_before": read_text(d, "load_before.txt"),
         "load_after": read_text(d, "load_after.txt"),
+        "steal_percent": steal_percent(d),
         "redis_version": read_text(d, "redis_version.txt"),
         "commands": (read_text(d, "commands.txt") or "").splitlines(),
         "table": rows,
@@ -357,8 +369,12 @@ def main():
     m = res["machine"]
     print(f"### bench/run, {res['date']}, {m['host']}: {m['cpus']} x "
           f"{m['cpu_model']}, {m['memory']}, Linux {m['kernel']}")
+    steal = res["steal_percent"]
+    steal = f"{steal:.1f}%" if steal is not None else "n/a"
+    quick = " (--quick: not for the record)" if res["quick"] else ""
     print(f"load average before: {res['load_before']}; after: "
-          f"{res['load_after']}{' (--quick: not for the record)' if res['quick'] else ''}")
+          f"{res['load_after']}; CPU time stolen by the hypervisor during "
+          f"the run: {steal}{quick}")
     print()
     print("| figure | wcache | floor / peer (same run) | ratio | target | met |")
     print("| --- | ---: | --- | ---: | --- | --- |")
