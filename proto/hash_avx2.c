@@ -1,0 +1,35 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * XXH3-128 compiled for AVX2, picked at run time by hash.c on CPUs that have
+ * it. Same hashes as the SSE2 build; on the GPU machine's CPU it hashes
+ * cached data about 1.4x faster per thread (bench/RESULTS.md, "Hashing"), and
+ * the loader hashes staging slots that the reads have just written.
+ */
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
+#else
+#pragma GCC target("avx2")
+#endif
+
+#define XXH_INLINE_ALL
+#define XXH_VECTOR XXH_AVX2
+#include <xxhash.h>
+
+#include "hash_impl.h"
+
+void wc__xxh3_128_avx2(const void *p, size_t n, uint64_t *lo, uint64_t *hi)
+{
+	XXH128_hash_t v = XXH3_128bits(p, n);
+
+	*lo = v.low64;
+	*hi = v.high64;
+}
+
+void wc__xxh3_128_update_avx2(void *state, const void *p, size_t n)
+{
+	XXH3_128bits_update((XXH3_state_t *)state, p, n);
+}
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

@@ -1,0 +1,13 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal to hash.c and hash_avx2.c: the AVX2 build of XXH3-128. The state
+ * is hash.c's XXH3_state_t (the layout does not depend on the vector unit). */
+#ifndef WC_HASH_IMPL_H
+#define WC_HASH_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+void wc__xxh3_128_avx2(const void *p, size_t n, uint64_t *lo, uint64_t *hi);
+void wc__xxh3_128_update_avx2(void *state, const void *p, size_t n);
+
+#endif
