@@ -11,6 +11,10 @@
 #pragma GCC target("avx2")
 #endif
 
+/* xxhash.h includes the intrinsics only where __AVX2__ is predefined, which
+ * clang does not do for a target pragma. */
+#include <immintrin.h>
+
 #define XXH_INLINE_ALL
 #define XXH_VECTOR XXH_AVX2
 #include <xxhash.h>
