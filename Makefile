@@ -197,7 +197,7 @@ fuzz: $(FUZZERS)
 install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
 	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 0644 $(LIB_CLIENT) $(LIB_REACTOR) $(DESTDIR)$(PREFIX)/lib/
+	install -m 0644 $(LIBS) $(DESTDIR)$(PREFIX)/lib/
 	install -m 0755 $(SO_CLIENT) $(DESTDIR)$(PREFIX)/lib/libwcache.so.0
 	ln -sf libwcache.so.0 $(DESTDIR)$(PREFIX)/lib/libwcache.so
 	install -m 0644 tools/libwcache/wcache.h reactor/wcreactor.h $(DESTDIR)$(PREFIX)/include/
