@@ -17,6 +17,7 @@
 
 #include "err.h"
 #include "model.h"
+#include "json_kind.h"
 
 #define SUFFIX ".safetensors"
 
@@ -25,20 +26,6 @@ static bool has_suffix(const char *s, const char *suf)
 	size_t n = strlen(s), m = strlen(suf);
 
 	return n > m && !strcmp(s + n - m, suf);
-}
-
-static const char *json_kind(const json_t *v)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "an array";
-	case JSON_STRING: return "a string";
-	case JSON_INTEGER: return "an integer";
-	case JSON_REAL: return "a float";
-	case JSON_TRUE:
-	case JSON_FALSE: return "a boolean";
-	default: return "null";
-	}
 }
 
 static json_t *load_object(const void *buf, size_t len, const char *name,
@@ -56,7 +43,7 @@ static json_t *load_object(const void *buf, size_t len, const char *name,
 	}
 	if (!json_is_object(root)) {
 		*rc = wc_errf(err, EINVAL, "%s: top level is %s, not a JSON object",
-			      name, json_kind(root));
+			      name, wc__json_kind(root));
 		json_decref(root);
 		return NULL;
 	}
@@ -76,7 +63,7 @@ static int get_str(json_t *obj, const char *key, char *out, size_t cap,
 		return 0;
 	if (!json_is_string(v))
 		return wc_errf(err, EINVAL, "%s: %s is %s, not a string",
-			       name, key, json_kind(v));
+			       name, key, wc__json_kind(v));
 	n = json_string_length(v);
 	if (n >= cap || strlen(json_string_value(v)) != n)
 		return wc_errf(err, EINVAL,
@@ -103,7 +90,7 @@ static int parse_quant(struct model_config *c, json_t *q, const char *name,
 	if (!json_is_object(q))
 		return wc_errf(err, EINVAL,
 			       "%s: quantization_config is %s, not an object",
-			       name, json_kind(q));
+			       name, wc__json_kind(q));
 	c->quant_json = json_dumps(q, JSON_SORT_KEYS | JSON_COMPACT |
 					      JSON_ENSURE_ASCII);
 	if (!c->quant_json)
@@ -119,13 +106,13 @@ static int parse_quant(struct model_config *c, json_t *q, const char *name,
 	if (!json_is_array(bs) || json_array_size(bs) != 2)
 		return wc_errf(err, EINVAL,
 			       "%s: quantization_config.weight_block_size is %s%s, not two positive integers like [128, 128]",
-			       name, json_kind(bs),
+			       name, wc__json_kind(bs),
 			       json_is_array(bs) ? " of the wrong length" : "");
 	json_array_foreach(bs, i, v) {
 		if (!json_is_integer(v) || json_integer_value(v) <= 0)
 			return wc_errf(err, EINVAL,
 				       "%s: quantization_config.weight_block_size[%zu] is %s, not a positive integer",
-				       name, i, json_kind(v));
+				       name, i, wc__json_kind(v));
 		c->quant_block_size[i] = (uint64_t)json_integer_value(v);
 	}
 	c->quant_block = true;
@@ -153,7 +140,7 @@ int model_config_parse(struct model_config *c, const void *buf, size_t len,
 		if (!json_is_array(v) || !json_is_string(a0)) {
 			rc = wc_errf(err, EINVAL,
 				     "%s: architectures is %s%s, not a list of strings like [\"LlamaForCausalLM\"]",
-				     name, json_kind(v),
+				     name, wc__json_kind(v),
 				     json_is_array(v) ? " whose first element is missing or not a string" : "");
 			goto out_root;
 		}
@@ -175,7 +162,7 @@ int model_config_parse(struct model_config *c, const void *buf, size_t len,
 	if (v && !json_is_null(v)) {
 		if (!json_is_boolean(v)) {
 			rc = wc_errf(err, EINVAL, "%s: tie_word_embeddings is %s, not true or false",
-				     name, json_kind(v));
+				     name, wc__json_kind(v));
 			goto out_root;
 		}
 		c->tie_word_embeddings = json_is_true(v);
@@ -184,7 +171,7 @@ int model_config_parse(struct model_config *c, const void *buf, size_t len,
 	if (v && !json_is_null(v)) {
 		if (!json_is_integer(v) || json_integer_value(v) < 0) {
 			rc = wc_errf(err, EINVAL, "%s: num_hidden_layers is %s, not a non-negative integer",
-				     name, json_kind(v));
+				     name, wc__json_kind(v));
 			goto out_root;
 		}
 		c->num_hidden_layers = json_integer_value(v);
@@ -240,7 +227,7 @@ int model_index_parse(struct model_index *ix, const void *buf, size_t len,
 	if (!wm || !json_is_object(wm)) {
 		rc = wc_errf(err, EINVAL,
 			     "%s: weight_map is %s, not an object of tensor name to shard file",
-			     name, wm ? json_kind(wm) : "missing");
+			     name, wm ? wc__json_kind(wm) : "missing");
 		goto out_root;
 	}
 	n = json_object_size(wm);
@@ -265,7 +252,7 @@ int model_index_parse(struct model_index *ix, const void *buf, size_t len,
 		}
 		if (!json_is_string(v)) {
 			rc = wc_errf(err, EINVAL, "%s: weight_map['%s'] is %s, not a shard file name",
-				     name, key, json_kind(v));
+				     name, key, wc__json_kind(v));
 			goto out_root;
 		}
 		f = json_string_value(v);

@@ -14,6 +14,7 @@
 
 #include "err.h"
 #include "st.h"
+#include "json_kind.h"
 
 static const struct {
 	const char *name;
@@ -157,27 +158,8 @@ static int json_u64(const json_t *v, uint64_t *out, const char **what)
 		*out = (uint64_t)x;
 		return 0;
 	}
-	*what = json_is_real(v)	   ? "a float" :
-		json_is_string(v)  ? "a string" :
-		json_is_array(v)   ? "an array" :
-		json_is_object(v)  ? "an object" :
-		json_is_boolean(v) ? "a boolean" :
-				     "null";
+	*what = wc__json_kind(v);
 	return -1;
-}
-
-static const char *json_kind(const json_t *v)
-{
-	switch (json_typeof(v)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "an array";
-	case JSON_STRING: return "a string";
-	case JSON_INTEGER: return "an integer";
-	case JSON_REAL: return "a float";
-	case JSON_TRUE:
-	case JSON_FALSE: return "a boolean";
-	default: return "null";
-	}
 }
 
 void st_file_free(struct st_file *f)
@@ -205,7 +187,7 @@ static int parse_meta(struct st_file *f, json_t *obj, char *err)
 	if (!json_is_object(obj))
 		return wc_errf(err, EINVAL,
 			       "%s: __metadata__ is %s, not an object of string to string; the file is corrupt",
-			       f->name, json_kind(obj));
+			       f->name, wc__json_kind(obj));
 	n = json_object_size(obj);
 	if (n > ST_META_MAX)
 		return wc_errf(err, EINVAL,
@@ -221,7 +203,7 @@ static int parse_meta(struct st_file *f, json_t *obj, char *err)
 		if (!json_is_string(v))
 			return wc_errf(err, EINVAL,
 				       "%s: __metadata__ value for '%s' is %s, not a string; the file is corrupt",
-				       f->name, key, json_kind(v));
+				       f->name, key, wc__json_kind(v));
 		m->key = strdup(key);
 		m->value = strdup(json_string_value(v));
 		f->nmeta++;
@@ -244,7 +226,7 @@ static int parse_entry(struct st_file *f, struct st_tensor *t, json_t *obj,
 	if (!json_is_object(obj))
 		return wc_errf(err, EINVAL,
 			       "%s: tensor '%s': entry is %s, not an object with dtype, shape and data_offsets; the file is corrupt",
-			       f->name, t->name, json_kind(obj));
+			       f->name, t->name, wc__json_kind(obj));
 	json_object_foreach(obj, key, v) {
 		if (strcmp(key, "dtype") && strcmp(key, "shape") &&
 		    strcmp(key, "data_offsets"))
@@ -263,7 +245,7 @@ static int parse_entry(struct st_file *f, struct st_tensor *t, json_t *obj,
 	if (!json_is_string(dt))
 		return wc_errf(err, EINVAL,
 			       "%s: tensor '%s': dtype is %s, not a string; the file is corrupt",
-			       f->name, t->name, json_kind(dt));
+			       f->name, t->name, wc__json_kind(dt));
 	if (st_dtype_parse(json_string_value(dt), &t->dtype))
 		return wc_errf(err, EINVAL,
 			       "%s: tensor '%s': unknown dtype '%s' (known: BOOL F4 F6_E2M3 F6_E3M2 U8 I8 F8_E5M2 F8_E4M3 F8_E8M0 I16 U16 F16 BF16 I32 U32 F32 C64 F64 I64 U64)",
@@ -271,7 +253,7 @@ static int parse_entry(struct st_file *f, struct st_tensor *t, json_t *obj,
 	if (!json_is_array(shape))
 		return wc_errf(err, EINVAL,
 			       "%s: tensor '%s': shape is %s, not an array of non-negative integers; the file is corrupt",
-			       f->name, t->name, json_kind(shape));
+			       f->name, t->name, wc__json_kind(shape));
 	if (json_array_size(shape) > ST_NDIM_MAX)
 		return wc_errf(err, EINVAL,
 			       "%s: tensor '%s': shape has %zu dimensions, over the limit of %d",
@@ -291,7 +273,7 @@ static int parse_entry(struct st_file *f, struct st_tensor *t, json_t *obj,
 	if (!json_is_array(offs) || json_array_size(offs) != 2)
 		return wc_errf(err, EINVAL,
 			       "%s: tensor '%s': data_offsets is %s%s, not exactly two offsets [begin, end]; the file is corrupt",
-			       f->name, t->name, json_kind(offs),
+			       f->name, t->name, wc__json_kind(offs),
 			       json_is_array(offs) ?
 				       (json_array_size(offs) < 2 ? " of fewer than 2 numbers" : " of more than 2 numbers") : "");
 	if (json_u64(json_array_get(offs, 0), &t->begin, &what) ||
@@ -396,7 +378,7 @@ static int parse_json(struct st_file *f, const char *hdr, size_t n,
 	if (!json_is_object(root)) {
 		rc = wc_errf(err, EINVAL,
 			     "%s: header is %s, not a JSON object; the file is corrupt or not safetensors",
-			     f->name, json_kind(root));
+			     f->name, wc__json_kind(root));
 		goto out_root;
 	}
 	count = json_object_size(root);

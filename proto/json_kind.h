@@ -1,0 +1,12 @@
+/* SPDX-License-Identifier: MIT */
+/* Internal to proto/: names a JSON value's kind for error messages. */
+#ifndef WC_JSON_KIND_H
+#define WC_JSON_KIND_H
+
+#include <jansson.h>
+
+/* "an object", "an array", "a string", "an integer", "a float",
+ * "a boolean" or "null". */
+const char *wc__json_kind(const json_t *v);
+
+#endif
