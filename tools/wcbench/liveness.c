@@ -7,8 +7,9 @@
  * the moment it reports the exit:
  *   - reactor: rx_spawn + the pidfd watch of libwcreactor, in rounds of
  *     `concurrency` children, the callback is the report;
- *   - floor: the same rounds, the parent blocked in waitpid(-1): the tail
- *     it shares with the reactor is the machine's, not the loop's;
+ *   - floor: the same rounds, alternating with the reactor's, the parent
+ *     blocked in waitpid(-1): the tail it shares with the reactor is the
+ *     machine's, not the loop's;
  *   - poll: posix_spawn + a loop that sleeps `interval` and then calls
  *     waitpid(WNOHANG) on every child, as SGLang's launcher watches its
  *     workers (every 2 s). Its latency is uniform over [0, interval], so its
@@ -163,50 +164,49 @@ static void lv_child_exited(struct rx_child *c, int res)
  * can exit (they wait for EOF on the start pipe), then the pipe is closed
  * and the loop does nothing but wait, as a supervisor's loop would; so
  * spawning (an exec costs about a millisecond here) never delays a report. */
-static void lv_reactor_run(struct lv_run *run, struct wb_report *r)
+static void lv_reactor_init(struct lv_reactor *lr, struct lv_run *run,
+			    struct wb_report *r, unsigned conc)
 {
-	const struct lv_opts *o = run->o;
-	struct lv_reactor lr = { .run = run };
-	unsigned conc = o->concurrency < o->children ? o->concurrency
-						      : o->children;
-	uint64_t t0;
 	int rc;
 
-	lr.lat = wb_series_add(r, "reactor (pidfd)", o->children);
-	lr.kids = calloc(conc, sizeof(*lr.kids));
-	if (!lr.kids)
+	lr->run = run;
+	lr->lat = wb_series_add(r, "reactor (pidfd)", run->o->children);
+	lr->kids = calloc(conc, sizeof(*lr->kids));
+	if (!lr->kids)
 		die("liveness: no memory for %u children", conc);
-	rc = rx_loop_init(&lr.loop, 0);
+	rc = rx_loop_init(&lr->loop, 0);
 	if (rc < 0)
 		die("liveness: rx_loop_init failed: %s", strerror(-rc));
-	t0 = wb_now_ns();
-	while (lr.spawned < o->children) {
-		int start[2];
+}
 
-		if (pipe2(start, O_CLOEXEC) < 0)
-			die("liveness: pipe: %s", strerror(errno));
-		lr.round_left = 0;
-		for (unsigned i = 0; i < conc && lr.spawned < o->children;
-		     i++, lr.round_left++)
-			lv_spawn_one(&lr, &lr.kids[i], start[0]);
-		close(start[0]);
-		close(start[1]); /* go */
-		rc = rx_run(&lr.loop);
-		if (rc < 0)
-			die("liveness: rx_run failed: %s", strerror(-rc));
-		wb_progress(run->out, "reactor children", lr.reported,
-			    o->children);
-	}
-	wb_progress_end(run->out);
-	rc = rx_loop_close(&lr.loop);
+static void lv_reactor_round(struct lv_reactor *lr, unsigned conc)
+{
+	const struct lv_opts *o = lr->run->o;
+	int start[2], rc;
+
+	if (pipe2(start, O_CLOEXEC) < 0)
+		die("liveness: pipe: %s", strerror(errno));
+	lr->round_left = 0;
+	for (unsigned i = 0; i < conc && lr->spawned < o->children;
+	     i++, lr->round_left++)
+		lv_spawn_one(lr, &lr->kids[i], start[0]);
+	close(start[0]);
+	close(start[1]); /* go */
+	rc = rx_run(&lr->loop);
+	if (rc < 0)
+		die("liveness: rx_run failed: %s", strerror(-rc));
+}
+
+static void lv_reactor_end(struct lv_reactor *lr, struct wb_report *r)
+{
+	int rc = rx_loop_close(&lr->loop);
+
 	if (rc < 0)
 		die("liveness: rx_loop_close failed: %s", strerror(-rc));
-	wb_metric_add(r, "reactor_seconds", (double)(wb_now_ns() - t0) / 1e9,
-		      "s");
-	if (lr.bad_exits)
+	if (lr->bad_exits)
 		wb_note_add(r, "%u reactor children exited without a stamp or "
-			    "with a non-zero code (not counted)", lr.bad_exits);
-	free(lr.kids);
+			    "with a non-zero code (not counted)", lr->bad_exits);
+	free(lr->kids);
 }
 
 /* --- the floor: a parent doing nothing but block in waitpid ------------------ */
@@ -239,58 +239,89 @@ static pid_t lv_posix_spawn(struct lv_run *run, int start_fd, unsigned slot,
 /* The same rounds as the reactor side, but the parent blocks in
  * waitpid(-1): no loop at all between the exit and the report. What the
  * reactor adds is its row minus this one; a tail both rows share is the
- * machine's (the child's exit, the scheduler), not the loop's. */
-static void lv_floor_run(struct lv_run *run, struct wb_report *r)
+ * machine's (the child's exit, the scheduler), not the loop's. Its rounds
+ * alternate with the reactor's, so that both meet the same weather; no
+ * reactor child is alive during a floor round (waitpid(-1) takes no one
+ * else's). */
+struct lv_floor {
+	struct wb_series *lat;
+	pid_t *pids;            /* [concurrency] */
+	unsigned base;          /* first stamp slot */
+	unsigned spawned;
+	unsigned bad;
+};
+
+static void lv_floor_round(struct lv_run *run, struct lv_floor *fl,
+			   unsigned conc)
+{
+	const struct lv_opts *o = run->o;
+	unsigned first = fl->spawned, k, left = 0;
+	int start[2];
+
+	if (pipe2(start, O_CLOEXEC) < 0)
+		die("liveness: pipe: %s", strerror(errno));
+	for (k = 0; k < conc && fl->spawned < o->children; k++, left++)
+		fl->pids[k] = lv_posix_spawn(run, start[0],
+			fl->base + fl->spawned++,
+			rand_delay(o, o->delay_min_ns, o->delay_max_ns));
+	close(start[0]);
+	close(start[1]); /* go */
+	while (left) {
+		int status;
+		pid_t pid = waitpid(-1, &status, 0);
+		uint64_t now = wb_now_ns(), stamp;
+
+		if (pid < 0) {
+			if (errno == EINTR)
+				continue;
+			die("liveness: waitpid: %s", strerror(errno));
+		}
+		for (k = 0; k < conc && fl->pids[k] != pid; k++)
+			;
+		if (k == conc)
+			continue; /* not one of this round's */
+		left--;
+		stamp = run->stamps[fl->base + first + k];
+		if (!WIFEXITED(status) || WEXITSTATUS(status) || !stamp)
+			fl->bad++;
+		else
+			wb_series_push(fl->lat, now > stamp ? now - stamp : 0);
+	}
+}
+
+/* Reactor rounds, each followed by a floor round when asked for. */
+static void lv_rounds_run(struct lv_run *run, struct wb_report *r)
 {
 	const struct lv_opts *o = run->o;
 	unsigned conc = o->concurrency < o->children ? o->concurrency
 						      : o->children;
-	struct wb_series *lat = wb_series_add(r, "floor: blocking waitpid",
-					      o->children);
-	unsigned base = o->children + o->poll_children, spawned = 0, bad = 0;
-	pid_t *pids = calloc(conc, sizeof(*pids));
+	struct lv_reactor lr = { 0 };
+	struct lv_floor fl = { .base = o->children + o->poll_children };
+	uint64_t t0 = wb_now_ns();
 
-	if (!pids)
-		die("liveness: no memory for %u children", conc);
-	while (spawned < o->children) {
-		unsigned first = spawned, k, left = 0;
-		int start[2];
-
-		if (pipe2(start, O_CLOEXEC) < 0)
-			die("liveness: pipe: %s", strerror(errno));
-		for (k = 0; k < conc && spawned < o->children; k++, left++)
-			pids[k] = lv_posix_spawn(run, start[0], base + spawned++,
-				rand_delay(o, o->delay_min_ns, o->delay_max_ns));
-		close(start[0]);
-		close(start[1]); /* go */
-		while (left) {
-			int status;
-			pid_t pid = waitpid(-1, &status, 0);
-			uint64_t now = wb_now_ns(), stamp;
-
-			if (pid < 0) {
-				if (errno == EINTR)
-					continue;
-				die("liveness: waitpid: %s", strerror(errno));
-			}
-			for (k = 0; k < conc && pids[k] != pid; k++)
-				;
-			if (k == conc)
-				continue; /* not one of this round's */
-			left--;
-			stamp = run->stamps[base + first + k];
-			if (!WIFEXITED(status) || WEXITSTATUS(status) || !stamp)
-				bad++;
-			else
-				wb_series_push(lat, now > stamp ? now - stamp : 0);
-		}
-		wb_progress(run->out, "floor children", spawned, o->children);
+	lv_reactor_init(&lr, run, r, conc);
+	if (o->floor) {
+		fl.lat = wb_series_add(r, "floor: blocking waitpid",
+				       o->children);
+		fl.pids = calloc(conc, sizeof(*fl.pids));
+		if (!fl.pids)
+			die("liveness: no memory for %u children", conc);
+	}
+	while (lr.spawned < o->children) {
+		lv_reactor_round(&lr, conc);
+		if (o->floor)
+			lv_floor_round(run, &fl, conc);
+		wb_progress(run->out, "reactor (and floor) children",
+			    lr.reported, o->children);
 	}
 	wb_progress_end(run->out);
-	if (bad)
+	lv_reactor_end(&lr, r);
+	wb_metric_add(r, "rounds_seconds", (double)(wb_now_ns() - t0) / 1e9,
+		      "s");
+	if (fl.bad)
 		wb_note_add(r, "%u floor children exited without a stamp or "
-			    "with a non-zero code (not counted)", bad);
-	free(pids);
+			    "with a non-zero code (not counted)", fl.bad);
+	free(fl.pids);
 }
 
 /* --- the polling side (SGLang's launcher) --------------------------------- */
@@ -473,9 +504,7 @@ int wb_liveness(int argc, char **argv)
 		 o.floor ? " and floor" : "", o.children, o.concurrency,
 		 (double)o.delay_min_ns / 1e6, (double)o.delay_max_ns / 1e6,
 		 o.poll_children, (double)o.poll_interval_ns / 1e9);
-	lv_reactor_run(&run, &r);
-	if (o.floor)
-		lv_floor_run(&run, &r);
+	lv_rounds_run(&run, &r);
 	if (o.poll_children)
 		lv_poll_run(&run, &r);
 	rc = wb_report_emit(&r, &out);
