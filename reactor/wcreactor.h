@@ -157,7 +157,9 @@ int rx_accept_stop(struct rx_accept *a);
 struct rx_recv;
 /* res: bytes received (0: the peer closed), or -errno. Received descriptors
  * are in r->fds[0..nfds) and owned by the callee; descriptors past max_fds
- * are closed and r->fds_truncated is set. */
+ * are closed and r->fds_truncated is set. With max_fds 0 the receive is a
+ * plain recv: the kernel closes any descriptors sent, and fds_truncated
+ * stays false. */
 typedef void (*rx_recv_cb)(struct rx_recv *r, int res);
 struct rx_recv {
 	struct rx_op op;

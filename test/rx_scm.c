@@ -81,6 +81,13 @@ int main(void)
 	close(r.fds[0]);
 	close(r.fds[1]);
 
+	/* max_fds 0 (a plain recv): the bytes arrive, the descriptors a peer
+	 * sent anyway are closed by the kernel, none leaks */
+	before = rx_test_fd_count();
+	round_trip(&loop, sv[0], sv[1], fds, 3, 0, &r);
+	T_EQ_INT(r.nfds, 0);
+	T_EQ_INT(rx_test_fd_count(), before);
+
 	T_EQ_INT(rx_send_start(&loop, &s, sv[0], &iov, 1, many, RX_FDS_MAX + 1,
 			       on_send), -EINVAL);
 	T_EQ_INT(loop.active, 0);
