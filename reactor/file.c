@@ -12,8 +12,9 @@
 #include "compat.h"
 #include "internal.h"
 
-static int rx_read_arm(struct rx_read *r)
+static int rx_read_arm(struct rx_op *op)
 {
+	struct rx_read *r = (struct rx_read *)op;
 	struct io_uring_sqe *sqe = rx__op_sqe(&r->op);
 	char *buf = (char *)r->buf + r->done;
 	unsigned len = (unsigned)(r->len - r->done);
@@ -68,7 +69,7 @@ int rx_read_start(struct rx_loop *loop, struct rx_read *r, int fd, void *buf,
 		return -EINVAL;
 	}
 	rx__op_begin(loop, &r->op, RX_KIND_READ);
-	ret = rx_read_arm(r);
+	ret = rx_read_arm(&r->op);
 	if (ret < 0)
 		rx__op_end(&r->op);
 	return ret;
@@ -77,23 +78,16 @@ int rx_read_start(struct rx_loop *loop, struct rx_read *r, int fd, void *buf,
 void rx__read_cqe(struct rx_op *op, int res, unsigned cflags)
 {
 	struct rx_read *r = (struct rx_read *)op;
-	bool stop = op->cancelled || op->loop->closing;
 
-	if (op->flags & RX_OPF_POLLING) {
-		/* readable after -EAGAIN (a pipe, a non-blocking fd) */
-		if (res >= 0)
-			res = stop ? -ECANCELED : rx_read_arm(r);
-		if (res < 0)
-			goto finish;
-		return;
-	}
-	if (res == -EAGAIN && !stop) {
-		/* a regular file polls ready at once; then go to io-wq */
+	/* a regular file polls ready at once after -EAGAIN: the retry goes
+	 * to io-wq */
+	if (res == -EAGAIN && !(op->flags & RX_OPF_POLLING))
 		op->flags |= RX_OPF_ASYNC;
-		res = rx__op_poll_again(op, r->fd, POLLIN);
-		if (res < 0)
-			goto finish;
+	switch (rx__op_retry(op, &res, r->fd, POLLIN, rx_read_arm)) {
+	case 1:
 		return;
+	case -1:
+		goto finish;
 	}
 	if (res < 0) {
 		if (res == -EINVAL && (r->flags & RX_READ_DIRECT))
@@ -109,7 +103,7 @@ void rx__read_cqe(struct rx_op *op, int res, unsigned cflags)
 		res = (int)r->done;
 		goto finish;
 	}
-	res = stop ? -ECANCELED : rx_read_arm(r);
+	res = rx__op_rearm(op, rx_read_arm);
 	if (res < 0)
 		goto finish;
 	return;

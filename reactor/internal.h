@@ -34,9 +34,16 @@ void rx__op_end(struct rx_op *op);
 struct io_uring_sqe *rx__op_sqe(struct rx_op *op);
 /* Tags the prepared sqe as op's, counts it, and links op's deadline. */
 void rx__op_arm(struct rx_op *op, struct io_uring_sqe *sqe);
-/* Re-submits op as a one-shot poll for events after -EAGAIN; the kind's
- * handler sees the poll's result with RX_OPF_POLLING still set. */
-int rx__op_poll_again(struct rx_op *op, int fd, unsigned events);
+/* Re-submits op through arm, unless it was cancelled or the loop is
+ * closing (-ECANCELED). Returns 0 or -errno. */
+int rx__op_rearm(struct rx_op *op, int (*arm)(struct rx_op *op));
+/* The not-ready path shared by read, recv and send: an -EAGAIN completion
+ * becomes a one-shot poll for events on fd, and the poll's completion
+ * re-arms op through arm. Returns 1 when the completion was consumed (op
+ * is in flight again), 0 when the caller handles *res itself, -1 when op
+ * must finish with the error now in *res. */
+int rx__op_retry(struct rx_op *op, int *res, int fd, unsigned events,
+		 int (*arm)(struct rx_op *op));
 
 /* Per-kind completion handlers: res is the CQE's (the deadline already
  * folded in: -ETIME when it fired), cflags its flags. */

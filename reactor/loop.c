@@ -206,7 +206,14 @@ void rx__op_arm(struct rx_op *op, struct io_uring_sqe *sqe)
 	op->pending++;
 }
 
-int rx__op_poll_again(struct rx_op *op, int fd, unsigned events)
+int rx__op_rearm(struct rx_op *op, int (*arm)(struct rx_op *op))
+{
+	if (op->cancelled || op->loop->closing)
+		return -ECANCELED;
+	return arm(op);
+}
+
+static int rx_op_poll_again(struct rx_op *op, int fd, unsigned events)
 {
 	struct io_uring_sqe *sqe = rx__op_sqe(op);
 
@@ -216,6 +223,28 @@ int rx__op_poll_again(struct rx_op *op, int fd, unsigned events)
 	op->flags |= RX_OPF_POLLING;
 	rx__op_arm(op, sqe);
 	return 0;
+}
+
+int rx__op_retry(struct rx_op *op, int *res, int fd, unsigned events,
+		 int (*arm)(struct rx_op *op))
+{
+	int ret;
+
+	if (op->flags & RX_OPF_POLLING) {
+		/* ready after -EAGAIN (a pipe, a socket): try again */
+		ret = *res;
+		if (ret >= 0)
+			ret = rx__op_rearm(op, arm);
+	} else if (*res == -EAGAIN && !op->cancelled && !op->loop->closing) {
+		ret = rx_op_poll_again(op, fd, events);
+	} else {
+		return 0;
+	}
+	if (ret < 0) {
+		*res = ret;
+		return -1;
+	}
+	return 1;
 }
 
 /* Cancels by user_data; the cancel request itself carries user_data 0 and,

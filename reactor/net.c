@@ -89,8 +89,9 @@ void rx__accept_cqe(struct rx_op *op, int res, unsigned cflags)
 
 /* --- recv --------------------------------------------------------------- */
 
-static int rx_recv_arm(struct rx_recv *r)
+static int rx_recv_arm(struct rx_op *op)
 {
+	struct rx_recv *r = (struct rx_recv *)op;
 	struct io_uring_sqe *sqe = rx__op_sqe(&r->op);
 
 	if (!sqe)
@@ -138,7 +139,7 @@ int rx_recv_start(struct rx_loop *loop, struct rx_recv *r, int fd, void *buf,
 	r->fds_truncated = false;
 	r->cb = cb;
 	rx__op_begin(loop, &r->op, RX_KIND_RECV);
-	ret = rx_recv_arm(r);
+	ret = rx_recv_arm(&r->op);
 	if (ret < 0)
 		rx__op_end(&r->op);
 	return ret;
@@ -175,21 +176,12 @@ static void rx_recv_take_fds(struct rx_recv *r)
 void rx__recv_cqe(struct rx_op *op, int res, unsigned cflags)
 {
 	struct rx_recv *r = (struct rx_recv *)op;
-	bool stop = op->cancelled || op->loop->closing;
 
-	if (op->flags & RX_OPF_POLLING) {
-		/* readiness after -EAGAIN: receive again */
-		if (res >= 0)
-			res = stop ? -ECANCELED : rx_recv_arm(r);
-		if (res < 0)
-			goto finish;
+	switch (rx__op_retry(op, &res, r->fd, POLLIN, rx_recv_arm)) {
+	case 1:
 		return;
-	}
-	if (res == -EAGAIN && !stop) {
-		res = rx__op_poll_again(op, r->fd, POLLIN);
-		if (res < 0)
-			goto finish;
-		return;
+	case -1:
+		goto finish;
 	}
 	if (res < 0)
 		goto finish;
@@ -202,7 +194,7 @@ void rx__recv_cqe(struct rx_op *op, int res, unsigned cflags)
 	res = (int)r->done;
 	if (r->done >= r->min)
 		goto finish;
-	res = stop ? -ECANCELED : rx_recv_arm(r);
+	res = rx__op_rearm(op, rx_recv_arm);
 	if (res < 0)
 		goto finish;
 	return;
@@ -215,8 +207,9 @@ finish:
 
 #define RX_SEND_IOV_MAX 8
 
-static int rx_send_arm(struct rx_send *s)
+static int rx_send_arm(struct rx_op *op)
 {
+	struct rx_send *s = (struct rx_send *)op;
 	struct io_uring_sqe *sqe = rx__op_sqe(&s->op);
 	struct iovec *iov = s->cur;
 	size_t skip = s->done;
@@ -285,7 +278,7 @@ int rx_send_start(struct rx_loop *loop, struct rx_send *s, int fd,
 	s->nfds = nfds;
 	s->cb = cb;
 	rx__op_begin(loop, &s->op, RX_KIND_SEND);
-	ret = rx_send_arm(s);
+	ret = rx_send_arm(&s->op);
 	if (ret < 0)
 		rx__op_end(&s->op);
 	return ret;
@@ -294,21 +287,12 @@ int rx_send_start(struct rx_loop *loop, struct rx_send *s, int fd,
 void rx__send_cqe(struct rx_op *op, int res, unsigned cflags)
 {
 	struct rx_send *s = (struct rx_send *)op;
-	bool stop = op->cancelled || op->loop->closing;
 
-	if (op->flags & RX_OPF_POLLING) {
-		/* writable after -EAGAIN: send the rest */
-		if (res >= 0)
-			res = stop ? -ECANCELED : rx_send_arm(s);
-		if (res < 0)
-			goto finish;
+	switch (rx__op_retry(op, &res, s->fd, POLLOUT, rx_send_arm)) {
+	case 1:
 		return;
-	}
-	if (res == -EAGAIN && !stop) {
-		res = rx__op_poll_again(op, s->fd, POLLOUT);
-		if (res < 0)
-			goto finish;
-		return;
+	case -1:
+		goto finish;
 	}
 	if (res <= 0) {
 		/* 0 from a stream socket would spin: report it */
@@ -319,7 +303,7 @@ void rx__send_cqe(struct rx_op *op, int res, unsigned cflags)
 	res = (int)s->total;
 	if (s->done >= s->total)
 		goto finish;
-	res = stop ? -ECANCELED : rx_send_arm(s);
+	res = rx__op_rearm(op, rx_send_arm);
 	if (res < 0)
 		goto finish;
 	return;
