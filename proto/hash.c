@@ -27,13 +27,18 @@ static void canon(XXH128_hash_t v, uint8_t out[WC_HASH_LEN])
 }
 
 /* AVX2 where the CPU has it (asked once; a benign race sets the same value). */
+static int avx2_cached = -1;
+
 static bool have_avx2(void)
 {
-	static int cached = -1;
+	if (avx2_cached < 0)
+		avx2_cached = __builtin_cpu_supports("avx2") ? 1 : 0;
+	return avx2_cached;
+}
 
-	if (cached < 0)
-		cached = __builtin_cpu_supports("avx2") ? 1 : 0;
-	return cached;
+void wc__hash_force_generic(bool on)
+{
+	avx2_cached = on ? 0 : -1;
 }
 
 void wc_hash128(const void *p, size_t n, uint8_t out[WC_HASH_LEN])

@@ -4,10 +4,14 @@
 #ifndef WC_HASH_IMPL_H
 #define WC_HASH_IMPL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 void wc__xxh3_128_avx2(const void *p, size_t n, uint64_t *lo, uint64_t *hi);
 void wc__xxh3_128_update_avx2(void *state, const void *p, size_t n);
+/* For tests: true makes hash.c use the generic (SSE2) build even where the
+ * CPU has AVX2, so both builds are checked on one machine. */
+void wc__hash_force_generic(bool on);
 
 #endif
