@@ -56,14 +56,22 @@ SYS_LIBS    := -lpthread -ldl -lrt -lm
 SO_LIBS     := -Wl,-Bstatic -luring -lxxhash -Wl,-Bdynamic -ljansson
 
 GPU_SRC := $(filter-out gpu/cuda%.c gpu/nocuda.c,$(wildcard gpu/*.c))
+GPU_CU  :=
 ifeq ($(CUDA),1)
 GPU_SRC  += $(wildcard gpu/cuda*.c)
+GPU_CU   := $(wildcard gpu/*.cu)
 CUDA_CPPFLAGS := -I$(CUDA_HOME)/include
 CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static
 else
 GPU_SRC  += $(wildcard gpu/nocuda.c)
 CUDA_LIBS :=
 endif
+# Kernels: Hopper (the H200) and Ampere code, plus PTX for later GPUs.
+NVCC       ?= $(CUDA_HOME)/bin/nvcc
+NVCC_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
+	      -gencode arch=compute_90,code=compute_90
+# No C++ runtime is linked: no exceptions, no thread-safe static guards.
+NVCC_FLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-fno-exceptions,-fno-threadsafe-statics
 
 REACTOR_SRC := $(wildcard reactor/*.c)
 PROTO_SRC   := $(wildcard proto/*.c)
@@ -102,6 +110,11 @@ $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
 
+$(BUILD)/obj/%.cu.o: %.cu
+	$(call say,NVCC,$<)
+	@mkdir -p $(@D)
+	$(Q)$(NVCC) $(CPPFLAGS) $(NVCC_FLAGS) $(NVCC_ARCH) -MMD -MP -c -o $@ $<
+
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
 define archive
@@ -112,7 +125,7 @@ endef
 
 $(LIB_REACTOR): $(call obj,$(REACTOR_SRC)) ; $(archive)
 $(LIB_PROTO):   $(call obj,$(PROTO_SRC))   ; $(archive)
-$(LIB_GPU):     $(call obj,$(GPU_SRC))     ; $(archive)
+$(LIB_GPU):     $(call obj,$(GPU_SRC)) $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(GPU_CU)) ; $(archive)
 $(LIB_CLIENT):  $(call obj,$(CLIENT_SRC))  ; $(archive)
 
 # The shared client library carries everything it needs but libc.

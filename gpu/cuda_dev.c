@@ -336,6 +336,7 @@ static void cuda_close(struct gpu_dev *dev)
 
 	if (!cd)
 		return;
+	gpu_cuda_hash_end(dev, NULL, NULL);
 	if (cd->streams_ready && gpu_cuda_enter(dev, NULL) == 0) {
 		for (i = 0; i < CUDA_STREAMS; i++) {
 			cudaStreamSynchronize(cd->st[i].s);
@@ -434,6 +435,7 @@ static int pool_create_vmm(struct gpu_dev *dev, struct gpu_pool *pool,
 	fcntl(fd, F_SETFD, FD_CLOEXEC);
 	pool->fd = fd;
 	pool->dev_ptr = ptr;
+	cp->has_h = true;
 	return 0;
 
 out_unmap:
@@ -474,8 +476,9 @@ static int pool_create_legacy(struct gpu_dev *dev, struct gpu_pool *pool, char *
 	return 0;
 }
 
-/* The daemon launches no kernels, so the context's per-thread stack, printf
- * FIFO and malloc heap reservations are device memory that holds nothing.
+/* The daemon's only kernel (the hash, cuda_xxh3.cu) uses no stack, printf
+ * or malloc, so the context's per-thread stack, printf FIFO and malloc heap
+ * reservations are device memory that holds nothing.
  * Shrinks them once, on the first pool (only the daemon creates pools; an
  * engine's context is never touched). WCACHE_CUDA_KEEP_LIMITS=1 keeps the
  * defaults (to measure the difference). */
@@ -541,20 +544,100 @@ static void cuda_pool_release(struct gpu_dev *dev, struct gpu_pool *pool)
 
 	if (!cp)
 		return;
-	gpu_cuda_enter(dev, NULL);
 	if (cp->legacy) {
+		gpu_cuda_enter(dev, NULL);
 		cudaFree((void *)(uintptr_t)pool->dev_ptr);
-	} else {
+	} else if (cp->has_h) {
+		gpu_cuda_enter(dev, NULL);
 		cd->drv.MemUnmap(pool->dev_ptr, pool->alloc_size);
 		cd->drv.MemAddressFree(pool->dev_ptr, pool->alloc_size);
 		cd->drv.MemRelease(cp->h);
+	} else if (cp->remapped) {
+		gpu_cuda_enter(dev, NULL);
+		gpu_cuda_unimport(dev, &cp->map);
 	}
+	/* parked: the fd was all that held the memory (besides engines) */
 	if (pool->fd >= 0)
 		close(pool->fd);
 	free(cp);
 	pool->priv = NULL;
 	pool->fd = -1;
 	pool->dev_ptr = 0;
+}
+
+int gpu_cuda_pool_ready(struct gpu_dev *dev, struct gpu_pool *pool, char *err)
+{
+	struct cuda_pool *cp = pool->priv;
+	int ret;
+
+	if (!cp)
+		return gpu_cuda_errf(err, EINVAL, "the pool was released");
+	if (cp->legacy || cp->has_h || cp->remapped)
+		return 0;
+	limits_trim(dev);
+	ret = gpu_cuda_import(dev, pool->fd, NULL, pool->alloc_size, true,
+			      &cp->map, err);
+	if (ret)
+		return ret;
+	cp->remapped = true;
+	pool->dev_ptr = (uint64_t)(uintptr_t)cp->map.ptr;
+	return 0;
+}
+
+/* Parks every pool (gpu.h), then destroys the context: the streams, the
+ * trimmed limits and the hash state go with it and are made again on use.
+ * Cost: one cudaDeviceReset (measured in bench/RESULTS.md). */
+static int cuda_idle(struct gpu_dev *dev, struct gpu_pool *const *pools,
+		     unsigned n, char *err)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	cudaError_t e;
+	int ret;
+
+	for (unsigned i = 0; i < n; i++) {
+		const struct cuda_pool *cp = pools[i]->priv;
+
+		if (cp && cp->legacy)
+			return gpu_cuda_errf(err, ENOTSUP,
+					     "legacy IPC pools live in the context; %s keeps it",
+					     dev->name);
+		if (cp && pools[i]->fd < 0)
+			return gpu_cuda_errf(err, EINVAL, "a pool has no exported fd");
+	}
+	ret = gpu_cuda_enter(dev, err);
+	if (ret)
+		return ret;
+	gpu_cuda_hash_end(dev, NULL, NULL);
+	if (cd->streams_ready) {
+		for (int i = 0; i < CUDA_STREAMS; i++) {
+			cudaStreamSynchronize(cd->st[i].s);
+			cudaStreamDestroy(cd->st[i].s);
+		}
+		cd->streams_ready = false;
+	}
+	for (unsigned i = 0; i < n; i++) {
+		struct cuda_pool *cp = pools[i]->priv;
+
+		if (!cp)
+			continue;
+		if (cp->has_h) {
+			cd->drv.MemUnmap(pools[i]->dev_ptr, pools[i]->alloc_size);
+			cd->drv.MemAddressFree(pools[i]->dev_ptr, pools[i]->alloc_size);
+			cd->drv.MemRelease(cp->h);
+			cp->has_h = false;
+		} else if (cp->remapped) {
+			gpu_cuda_unimport(dev, &cp->map);
+			cp->remapped = false;
+		}
+		pools[i]->dev_ptr = 0;
+	}
+	cd->limits_trimmed = false;
+	e = cudaDeviceReset();
+	if (e != cudaSuccess)
+		return gpu_cuda_errf(err, gpu_cuda_rt_errno(e),
+				     "cannot release the CUDA context of %s: %s",
+				     dev->name, cudaGetErrorString(e));
+	return 0;
 }
 
 /* Anonymous memory (huge pages where the system has them reserved, else
@@ -604,7 +687,7 @@ static void cuda_staging_free(struct gpu_dev *dev, void *ptr, size_t size)
 	munmap(ptr, gpu_align_up(size, HUGE_2M));
 }
 
-static int streams_init(struct gpu_dev *dev)
+int gpu_cuda_streams_init(struct gpu_dev *dev)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
 	cudaError_t e;
@@ -659,10 +742,12 @@ static int cuda_copy_to_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 	    (c->height > 1 && (c->dst_pitch < c->width || c->src_pitch < c->width)))
 		return -EINVAL;
 	ret = gpu_cuda_enter(dev, NULL);
+	if (!ret)
+		ret = gpu_cuda_pool_ready(dev, pool, NULL);
 	if (ret)
 		return ret;
 	if (!cd->streams_ready) {
-		ret = streams_init(dev);
+		ret = gpu_cuda_streams_init(dev);
 		if (ret)
 			return ret;
 	}
@@ -701,6 +786,8 @@ static int cuda_copy_from_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 	if (off > pool->alloc_size || len > pool->alloc_size - off)
 		return -EINVAL;
 	ret = gpu_cuda_enter(dev, NULL);
+	if (!ret)
+		ret = gpu_cuda_pool_ready(dev, pool, NULL);
 	if (ret)
 		return ret;
 	e = cudaMemcpy(dst, (char *)(uintptr_t)pool->dev_ptr + off, len,
@@ -747,6 +834,10 @@ static const struct gpu_backend cuda_backend = {
 	.read_mapping = gpu_cuda_read_mapping,
 	.unimport = gpu_cuda_unimport,
 	.write_mapping = gpu_cuda_write_mapping,
+	.hash_begin = gpu_cuda_hash_begin,
+	.hash_step = gpu_cuda_hash_step,
+	.hash_end = gpu_cuda_hash_end,
+	.idle = cuda_idle,
 };
 
 const struct gpu_backend *gpu_cuda_backend(void)

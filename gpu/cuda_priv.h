@@ -22,6 +22,7 @@
 #define CUDA_DEVS_MAX 64         /* devices one process looks at */
 #define CUDA_STREAMS 4           /* copy streams per device */
 #define CUDA_INFLIGHT_MAX 1024   /* outstanding copies per stream */
+#define CUDA_HASH_CHAINS 8       /* hash streams while a load hashes (cuda_hash.c) */
 
 /* Driver entry points, resolved at open time. */
 struct cuda_drv {
@@ -64,12 +65,19 @@ struct cuda_dev {
 	bool streams_ready;
 	bool limits_trimmed;           /* daemon: kernel reservations shrunk */
 	struct cuda_stream st[CUDA_STREAMS];
+	struct cuda_hash *hash;        /* between hash_begin and hash_end */
 };
 
-/* Per-pool state (daemon side). */
+/* Per-pool state (daemon side). A VMM pool is in one of three states:
+ * created (h valid, mapped at dev_ptr), parked by idle (no handle, no
+ * mapping, no context: only pool->fd holds the memory), or re-mapped after
+ * parking (imported from its own fd into map). */
 struct cuda_pool {
 	bool legacy;                   /* cudaMalloc + IPC handle */
-	CUmemGenericAllocationHandle h; /* VMM */
+	bool has_h;                    /* VMM: h is ours, mapped at dev_ptr */
+	CUmemGenericAllocationHandle h;
+	bool remapped;                 /* VMM: map holds the mapping */
+	struct gpu_mapping map;
 };
 
 /* Per-mapping state (engine side). */
@@ -97,6 +105,19 @@ int gpu_cuda_drv_errno(CUresult r);
 const char *gpu_cuda_drv_str(struct cuda_dev *cd, CUresult r, char *buf, size_t len);
 /* Makes the device current on the calling thread (cheap when it already is). */
 int gpu_cuda_enter(struct gpu_dev *dev, char *err);
+
+/* Creates the copy streams (once; cuda_dev.c). */
+int gpu_cuda_streams_init(struct gpu_dev *dev);
+/* Makes a pool parked by idle usable again (maps it from its own fd in
+ * the current context); 0 at once for a mapped pool. */
+int gpu_cuda_pool_ready(struct gpu_dev *dev, struct gpu_pool *pool, char *err);
+
+/* cuda_hash.c: the backend's hash_begin/hash_step/hash_end (gpu.h) */
+int gpu_cuda_hash_begin(struct gpu_dev *dev, uint32_t n, char *err);
+int gpu_cuda_hash_step(struct gpu_dev *dev, struct gpu_pool *pool,
+		       uint64_t off, uint64_t len, uint32_t i, uint64_t landed,
+		       unsigned copy_stream, unsigned chain, char *err);
+int gpu_cuda_hash_end(struct gpu_dev *dev, uint8_t (*out)[16], char *err);
 
 /* cuda_import.c */
 int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,

@@ -25,6 +25,7 @@
 #define GPU_IPC_HANDLE_LEN 64
 #define GPU_POOLS_MAX 64         /* pools per model version */
 #define GPU_POOL_ALIGN 256       /* tensor packing alignment inside a pool */
+#define GPU_HASH_MIN_LEN 240     /* hash_step: longer tensors only (XXH3's long path) */
 
 enum gpu_export {
 	GPU_EXPORT_FD = 1,       /* memfd or VMM POSIX fd over SCM_RIGHTS */
@@ -123,6 +124,37 @@ struct gpu_backend {
 	 * device (not this function) must refuse the write. cuda only. */
 	int (*write_mapping)(struct gpu_dev *dev, const struct gpu_mapping *m,
 			     uint64_t off, const void *src, size_t len);
+
+	/* Optional (NULL when absent; cuda only): the XXH3-128 of tensors
+	 * computed on the device from their bytes in the pools, so that the
+	 * host reads staging once (for the copy), not twice.
+	 *   hash_begin  for tensors 0..n-1 of one load.
+	 *   hash_step   tensor i (len bytes at off in pool, off 16-aligned,
+	 *               len > GPU_HASH_MIN_LEN: shorter ones are the
+	 *               caller's) now has
+	 *               its first `landed` bytes queued for copying, the last
+	 *               of them on copy stream copy_stream just now: the hash
+	 *               advances over them after that copy, on chain `chain`.
+	 *               One tensor's steps: one chain, in order, landed
+	 *               growing; landed == len finishes it.
+	 *   hash_end    waits; every finished tensor's canonical hash into
+	 *               out[i] (others untouched); out NULL abandons. */
+	int (*hash_begin)(struct gpu_dev *dev, uint32_t n, char *err);
+	int (*hash_step)(struct gpu_dev *dev, struct gpu_pool *pool,
+			 uint64_t off, uint64_t len, uint32_t i, uint64_t landed,
+			 unsigned copy_stream, unsigned chain, char *err);
+	int (*hash_end)(struct gpu_dev *dev, uint8_t (*out)[16], char *err);
+
+	/* Optional (cuda, VMM pools only): the daemon is done with the device
+	 * for now. Each of the n pools gives up its handle and mapping and
+	 * keeps its memory through its exported fd alone; then the process's
+	 * CUDA context (hundreds of MiB of device memory, tens of MiB of host
+	 * memory) is destroyed. Any later call that needs a pool maps it again
+	 * in a fresh context. The caller must pass every pool it has, hold no
+	 * staging memory, and run no copy or hash. -ENOTSUP (nothing done)
+	 * when a pool is legacy: its memory would die with the context. */
+	int (*idle)(struct gpu_dev *dev, struct gpu_pool *const *pools,
+		    unsigned n, char *err);
 };
 
 extern const struct gpu_backend gpu_host_backend;

@@ -4,7 +4,8 @@
  * errors for a missing index, an unknown UUID, a bad spec), VMM and legacy
  * pools rounded to the granularity, pinned staging, asynchronous copies on
  * every stream with one completion each, a 2-D copy whose destination gaps
- * stay untouched, bounds checks, seal, and device memory accounting.
+ * stay untouched, bounds checks, seal, device memory accounting, and idle
+ * (the context released, the pools alive through their fds).
  * Skips (77) where the build has no CUDA or no GPU is found.
  */
 #include <errno.h>
@@ -246,6 +247,68 @@ static void check_uring(const struct gpu_backend *be, struct gpu_dev *dev,
 	free(back);
 }
 
+/* idle: the context goes, two VMM pools live on through their fds alone:
+ * an engine-style import of one reads the right bytes, a copy out of the
+ * other maps it again in a fresh context; idle again with one pool
+ * re-mapped and one parked; a legacy pool refuses idle (-ENOTSUP). */
+static void check_idle(const struct gpu_backend *be, struct gpu_dev *dev)
+{
+	const size_t n = 5u << 20;
+	unsigned char *want[2], *stage, *back = malloc(n);
+	struct gpu_pool pools[2], legacy, *pp[2] = { &pools[0], &pools[1] };
+	struct gpu_pool *lp[1] = { &legacy };
+	struct gpu_mapping m;
+	char err[GPU_ERR_LEN];
+
+	T_ASSERT(back);
+	T_OK(be->staging_alloc(dev, 2 * n, (void **)&stage, err));
+	atomic_store(&done_count, 0);
+	for (int i = 0; i < 2; i++) {
+		struct gpu_copy c = { .src = stage + i * n, .width = n, .height = 1 };
+
+		want[i] = malloc(n);
+		T_ASSERT(want[i]);
+		fill(want[i], n, 1000 + (uint64_t)i);
+		memcpy(stage + i * n, want[i], n);
+		T_OK(be->pool_create(dev, &pools[i], n, err));
+		T_OK(be->copy_to_pool(dev, &pools[i], &c, (unsigned)i, on_done, &done_count));
+	}
+	wait_done(2);
+	T_OK(be->pool_seal(dev, &pools[0], err));
+	T_OK(be->pool_seal(dev, &pools[1], err));
+	be->staging_free(dev, stage, 2 * n);
+
+	T_OK(be->idle(dev, pp, 2, err));
+	T_EQ_U64(pools[0].dev_ptr, 0);
+	T_CMP_INT(pools[0].fd, >=, 0);
+	/* an engine's import of the parked pool */
+	T_OK(be->import(dev, pools[0].fd, NULL, n, false, &m, err));
+	T_OK(be->read_mapping(dev, &m, 0, back, n));
+	T_ASSERT(memcmp(back, want[0], n) == 0);
+	be->unimport(dev, &m);
+	/* the daemon's own use maps it again */
+	T_OK(be->copy_from_pool(dev, &pools[1], 0, back, n));
+	T_ASSERT(pools[1].dev_ptr != 0);
+	T_ASSERT(memcmp(back, want[1], n) == 0);
+	T_OK(be->idle(dev, pp, 2, err));
+	T_OK(be->copy_from_pool(dev, &pools[0], 0, back, n));
+	T_ASSERT(memcmp(back, want[0], n) == 0);
+	be->pool_release(dev, &pools[0]);   /* re-mapped */
+	be->pool_release(dev, &pools[1]);   /* parked */
+
+	dev->export_kind = GPU_EXPORT_IPC_HANDLE;
+	T_OK(be->pool_create(dev, &legacy, n, err));
+	dev->export_kind = GPU_EXPORT_FD;
+	T_EQ_INT(be->idle(dev, lp, 1, err), -ENOTSUP);
+	T_HAS(err, "legacy IPC pools live in the context");
+	T_OK(be->copy_from_pool(dev, &legacy, 0, back, 4096));
+	be->pool_release(dev, &legacy);
+	printf("idle: context released twice, pools read back from their fds\n");
+	free(want[0]);
+	free(want[1]);
+	free(back);
+}
+
 int main(void)
 {
 	const struct gpu_backend *be = gpu_cuda_backend();
@@ -277,6 +340,7 @@ int main(void)
 	check_pool(be, &dev, true, stage, stage_len);
 	check_mem(be, &dev);
 	be->staging_free(&dev, stage, stage_len);
+	check_idle(be, &dev);
 	be->close(&dev);
 	return 0;
 }

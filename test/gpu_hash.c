@@ -1,0 +1,242 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Tensor hashes on the device (the backend's hash_begin/step/end): tensors
+ * of awkward lengths (241, a block and a byte, a stripe short of two
+ * blocks, larger than a piece ...) packed in a pool, copied in pieces of
+ * random sizes on random copy streams, hashed on several chains with the
+ * steps interleaved; every hash equals wc_hash128 of the host bytes. Then
+ * the refusals (a tensor of 240 bytes, an unaligned offset, a second
+ * begin, an end without a begin, a tensor left unfinished), abandoning a
+ * run, and the kernel's speed on one chain and on eight (printed).
+ * Skips (77) where the build has no CUDA or no GPU is found.
+ */
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "gpu.h"
+#include "hash.h"
+#include "t.h"
+
+#define NT_MAX 64
+#define POOL_BYTES (96u << 20)
+
+static atomic_int ncopied;
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+
+static uint64_t next(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static void on_done(void *arg, int res)
+{
+	(void)arg;
+	if (res == 0)
+		atomic_fetch_add(&ncopied, 1);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+struct tens {
+	uint64_t off, len, pos;
+};
+
+/* Copies every tensor in random pieces, lanes interleaved, with a step
+ * after each piece; returns the number of copies queued. */
+static int copy_and_step(const struct gpu_backend *be, struct gpu_dev *dev,
+			 struct gpu_pool *pool, const uint8_t *stage,
+			 struct tens *t, unsigned nt, unsigned nlanes)
+{
+	unsigned lane_t[8], next_t = 0, live = 0, copies = 0;
+	char err[GPU_ERR_LEN];
+
+	for (unsigned k = 0; k < nlanes; k++) {
+		lane_t[k] = next_t < nt ? next_t++ : UINT32_MAX;
+		live += lane_t[k] != UINT32_MAX;
+	}
+	while (live) {
+		unsigned k = (unsigned)(next() % nlanes);
+		struct tens *x;
+		struct gpu_copy c;
+		uint64_t n;
+		unsigned cs = (unsigned)(next() % 4);
+
+		if (lane_t[k] == UINT32_MAX)
+			continue;
+		x = &t[lane_t[k]];
+		n = 1 + next() % (3u << 20);
+		if (n > x->len - x->pos)
+			n = x->len - x->pos;
+		c = (struct gpu_copy){ .dst_off = x->off + x->pos,
+				       .src = stage + x->off + x->pos,
+				       .width = n, .height = 1 };
+		T_OK(be->copy_to_pool(dev, pool, &c, cs, on_done, NULL));
+		copies++;
+		x->pos += n;
+		if (be->hash_step(dev, pool, x->off, x->len, lane_t[k], x->pos,
+				  cs, k, err))
+			T_FAIL("hash_step: %s", err);
+		if (x->pos == x->len) {
+			lane_t[k] = next_t < nt ? next_t++ : UINT32_MAX;
+			live -= lane_t[k] == UINT32_MAX;
+		}
+	}
+	return (int)copies;
+}
+
+static void wait_copies(int n)
+{
+	for (int i = 0; i < 20000 && atomic_load(&ncopied) < n; i++) {
+		struct timespec ts = { 0, 500000 };
+
+		nanosleep(&ts, NULL);
+	}
+	T_EQ_INT(atomic_load(&ncopied), n);
+}
+
+static void check_all(const struct gpu_backend *be, struct gpu_dev *dev,
+		      struct gpu_pool *pool, const uint8_t *stage)
+{
+	static const uint64_t lens[] = {
+		241, 1024, 1025, 1984, 2047, 2049, 4096 + 7, 300000, 1u << 20,
+		(1u << 20) + 241, (5u << 20) + 3, (17u << 20) + 13,
+	};
+	static uint8_t out[NT_MAX][16];
+	struct tens t[NT_MAX];
+	char err[GPU_ERR_LEN];
+	unsigned nt = 0;
+	uint64_t off = 0;
+	int copies;
+
+	for (size_t i = 0; i < sizeof(lens) / sizeof(lens[0]); i++)
+		t[nt++] = (struct tens){ .len = lens[i] };
+	while (nt < 48)
+		t[nt++] = (struct tens){ .len = 241 + next() % (2u << 20) };
+	for (unsigned i = 0; i < nt; i++) {
+		t[i].off = off;
+		off = gpu_align_up(off + t[i].len, GPU_POOL_ALIGN);
+		T_ASSERT(off <= POOL_BYTES);
+	}
+	memset(out, 0, sizeof(out));
+	atomic_store(&ncopied, 0);
+	T_OK(be->hash_begin(dev, nt, err));
+	copies = copy_and_step(be, dev, pool, stage, t, nt, 5);
+	if (be->hash_end(dev, out, err))
+		T_FAIL("hash_end: %s", err);
+	wait_copies(copies);
+	for (unsigned i = 0; i < nt; i++) {
+		uint8_t want[16];
+		char w[WC_HASH_HEX_LEN], g[WC_HASH_HEX_LEN];
+
+		wc_hash128(stage + t[i].off, t[i].len, want);
+		if (memcmp(want, out[i], 16)) {
+			wc_hash_hex(want, w);
+			wc_hash_hex(out[i], g);
+			T_FAIL("tensor %u (%llu bytes at %llu): device %s, host %s",
+			       i, (unsigned long long)t[i].len,
+			       (unsigned long long)t[i].off, g, w);
+		}
+	}
+	printf("%u tensors, %d pieces: the device's hashes equal the host's\n",
+	       nt, copies);
+}
+
+static void check_refusals(const struct gpu_backend *be, struct gpu_dev *dev,
+			   struct gpu_pool *pool)
+{
+	uint8_t out[4][16];
+	char err[GPU_ERR_LEN];
+
+	T_EQ_INT(be->hash_end(dev, out, err), -EINVAL);
+	T_HAS(err, "no device hash is running");
+	T_OK(be->hash_begin(dev, 4, err));
+	T_EQ_INT(be->hash_begin(dev, 4, err), -EBUSY);
+	T_EQ_INT(be->hash_step(dev, pool, 0, GPU_HASH_MIN_LEN, 0, 240, 0, 0, err), -EINVAL);
+	T_HAS(err, "bad device hash step");
+	T_EQ_INT(be->hash_step(dev, pool, 8, 4096, 0, 4096, 0, 0, err), -EINVAL);
+	T_EQ_INT(be->hash_step(dev, pool, 0, 4096, 4, 4096, 0, 0, err), -EINVAL);
+	T_EQ_INT(be->hash_step(dev, pool, POOL_BYTES - 256, 4096, 0, 4096, 0, 0, err), -EINVAL);
+	/* tensor 1 started, never finished */
+	T_OK(be->hash_step(dev, pool, 0, 8192, 1, 4096, 0, 0, err));
+	T_EQ_INT(be->hash_end(dev, out, err), -EIO);
+	T_HAS(err, "tensor 1 was never finished");
+	/* abandoning, then a fresh run works */
+	T_OK(be->hash_begin(dev, 4, err));
+	T_OK(be->hash_step(dev, pool, 0, 8192, 1, 4096, 0, 0, err));
+	T_OK(be->hash_end(dev, NULL, err));
+	T_OK(be->hash_begin(dev, 1, err));
+	T_OK(be->hash_step(dev, pool, 0, 8192, 0, 8192, 0, 0, err));
+	T_OK(be->hash_end(dev, out, err));
+}
+
+/* Informational: GB/s of the kernel, one 64 MiB tensor on one chain, and
+ * eight 8 MiB tensors on eight chains (bytes already in the pool). */
+static void speed(const struct gpu_backend *be, struct gpu_dev *dev,
+		  struct gpu_pool *pool)
+{
+	static uint8_t out[8][16];
+	char err[GPU_ERR_LEN];
+	double t0;
+
+	for (int round = 0; round < 2; round++) {
+		T_OK(be->hash_begin(dev, 1, err));
+		t0 = now_s();
+		T_OK(be->hash_step(dev, pool, 0, 64u << 20, 0, 64u << 20, 0, 0, err));
+		T_OK(be->hash_end(dev, out, err));
+		printf("kernel, one chain: 64 MiB in %.3f ms, %.1f GB/s\n",
+		       (now_s() - t0) * 1e3, (64u << 20) / (now_s() - t0) / 1e9);
+		T_OK(be->hash_begin(dev, 8, err));
+		t0 = now_s();
+		for (unsigned i = 0; i < 8; i++)
+			T_OK(be->hash_step(dev, pool, (uint64_t)i << 23, 8u << 20,
+					   i, 8u << 20, 0, i, err));
+		T_OK(be->hash_end(dev, out, err));
+		printf("kernel, eight chains: 64 MiB in %.3f ms, %.1f GB/s\n",
+		       (now_s() - t0) * 1e3, (64u << 20) / (now_s() - t0) / 1e9);
+	}
+}
+
+int main(void)
+{
+	const struct gpu_backend *be = gpu_cuda_backend();
+	char err[GPU_ERR_LEN];
+	struct gpu_pool pool;
+	struct gpu_dev dev;
+	uint8_t *stage;
+	int ret;
+
+	T_SKIP_IF(!be, "built without CUDA");
+	ret = be->open(&dev, "0", err);
+	T_SKIP_IF(ret == -ENODEV, "%s", err);
+	T_OK(ret);
+	T_ASSERT(be->hash_begin && be->hash_step && be->hash_end);
+	T_ASSERT(!gpu_host_backend.hash_begin);
+	T_OK(be->pool_create(&dev, &pool, POOL_BYTES, err));
+	T_OK(be->staging_alloc(&dev, POOL_BYTES, (void **)&stage, err));
+	for (size_t i = 0; i < POOL_BYTES; i += 8) {
+		uint64_t v = next();
+
+		memcpy(stage + i, &v, 8);
+	}
+	check_all(be, &dev, &pool, stage);
+	check_all(be, &dev, &pool, stage);
+	check_refusals(be, &dev, &pool);
+	speed(be, &dev, &pool);
+	be->pool_release(&dev, &pool);
+	be->staging_free(&dev, stage, POOL_BYTES);
+	be->close(&dev);
+	return 0;
+}
