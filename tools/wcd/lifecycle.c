@@ -501,6 +501,32 @@ void life_client_gone(struct wcd *d, struct wcd_client *c)
 		d->life->who = NULL;
 }
 
+void life_device_idle(struct wcd *d)
+{
+	const struct wcd_life *L = d->life;
+	struct gpu_pool *pools[WCD_VERSIONS * GPU_POOLS_MAX];
+	char err[GPU_ERR_LEN];
+	unsigned n = 0;
+	uint64_t t0;
+	int ret;
+
+	if (!d->dev.be->idle || d->o.keep_context || d->o.ipc_legacy ||
+	    d->stopping)
+		return;
+	if (L && (L->level || L->waking || L->updating || L->job != LIFE_JOB_NONE))
+		return;
+	for (int i = 0; i < WCD_VERSIONS; i++)
+		for (uint32_t k = 0; d->ver[i].used && k < d->ver[i].npools; k++)
+			pools[n++] = &d->ver[i].pools[k];
+	t0 = rx_now_ns();
+	ret = d->dev.be->idle(&d->dev, pools, n, err);
+	if (ret)
+		log_warn("keeping the CUDA context: %s", err);
+	else
+		log_info("device idle: CUDA context released in %.3f s; %u pools live on through their fds (--keep-context keeps it)",
+			 (double)(rx_now_ns() - t0) / 1e9, n);
+}
+
 bool life_run_job(struct wcd *d)
 {
 	struct wcd_life *L = d->life;

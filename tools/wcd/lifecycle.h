@@ -74,6 +74,11 @@ void life_lease_dropped(struct wcd *d, int vi);
 void life_client_gone(struct wcd *d, struct wcd_client *c);
 /* Runs a queued job, if any; true when the loop must run again. */
 bool life_run_job(struct wcd *d);
+/* Releases the CUDA context while the daemon only serves (awake, no job
+ * queued or running): the pools live on through their exported fds (gpu.h
+ * idle) and the next job maps them again. A no-op on the host backend,
+ * with --ipc legacy or --keep-context. */
+void life_device_idle(struct wcd *d);
 /* Adds the lifecycle fields to the STATUS object (a json_t *). */
 void life_status(struct wcd *d, void *json_obj);
 /* A JSON array (json_t *) of the pids holding leases on version index vi. */

@@ -467,6 +467,13 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 			      d->dev.name);
 		goto out_free;
 	}
+	if (v->hashed && d->o.hash_on == WCD_HASH_DEVICE &&
+	    (!staged || !L->be->hash_begin)) {
+		ret = wc_errf(err, EINVAL,
+			      "--hash-on device needs a CUDA device, and %s is not one: use --hash-on cpu (or auto)",
+			      d->dev.name);
+		goto out_free;
+	}
 	ret = open_shards(L, staged, err);
 	if (ret)
 		goto out_close;
@@ -497,6 +504,8 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 			break;
 		}
 	}
+	if (staged)
+		staged_finish(L);
 	t_read = rx_now_ns() - t0;
 	if (!L->err && d->stopping)
 		ld_fail(L, ECANCELED, "stopped by a signal while loading");
@@ -509,7 +518,7 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	v->phases.read_s = secs(t_read);
 	v->phases.read_bytes = L->read_bytes;
 	v->phases.copy_s = secs(L->copy_ns);
-	v->phases.hash_s = secs(L->hash_ns);
+	v->phases.hash_s = secs(L->dev_hash ? L->hash_tail_ns : L->hash_ns);
 	log_info("phase read: %.3f s, %.2f GB/s (%" PRIu64 " bytes read for %" PRIu64 ", %s, %u of %u shards O_DIRECT)",
 		 v->phases.read_s, gbps(L->read_bytes, t_read), L->read_bytes,
 		 L->total, staged ? "staged" : "direct into the pools",
@@ -520,7 +529,10 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	else
 		log_info("phase copy: none (direct path: the reads landed in the pools)");
 	threads = d->o.hash_threads ? d->o.hash_threads : 1;
-	if (v->hashed && staged)
+	if (v->hashed && L->dev_hash)
+		log_info("phase hash: on the device, %" PRIu64 " steps queued behind the copies; %.3f s waited after the last copy (XXH3-128 over the pools)",
+			 L->dev_hash_steps, secs(L->hash_tail_ns));
+	else if (v->hashed && staged)
 		log_info("phase hash: %.3f s of hashing, %.2f GB/s per thread (XXH3-128 per tensor on %s, overlapped with the copies)",
 			 v->phases.hash_s, gbps(L->total, L->hash_ns),
 			 d->o.hash_threads ? "hash threads" : "the loop thread");

@@ -14,6 +14,7 @@
 	((type *)(void *)((char *)(p) - offsetof(type, member)))
 #define LD_DIO_ALIGN 4096u
 #define LD_COPY_STREAMS 4
+#define LD_DEV_HASH_LANES 8   /* tensors in flight when the device hashes */
 
 struct ld;
 
@@ -25,8 +26,25 @@ struct dread {                /* direct path: one read in flight */
 
 enum slot_state { SLOT_FREE, SLOT_READING, SLOT_READ, SLOT_BUSY };
 
-struct slot {                 /* staged path: one staging buffer */
+/* A buffered (page-cache) read of a slot is split into parts of at most
+ * WCD_PART_SIZE bytes, read at once by as many io-wq workers: the copy out
+ * of the page cache is the warm load's CPU work, and more copiers on a
+ * smaller staging ring kept in cache beat fewer on a larger one
+ * (bench/RESULTS.md). O_DIRECT reads stay whole. */
+#define LD_PARTS_MAX 16
+
+struct part {
 	struct rx_read r;
+	struct slot *s;
+	uint64_t len;             /* asked */
+	uint64_t need;            /* bytes that must come back */
+};
+
+struct slot {                 /* staged path: one staging buffer */
+	struct rx_read r;         /* the O_DIRECT read */
+	struct part part[LD_PARTS_MAX]; /* the buffered read's parts */
+	unsigned parts_left;
+	int part_err;
 	struct rx_wake_node node; /* copy done */
 	struct hjob hjob;         /* hash done (hash workers) */
 	struct ld *L;
@@ -90,6 +108,9 @@ struct ld {
 	struct rx_wake wake, hwake;
 	bool wake_open, hwake_open;
 	bool fixed;
+	/* hashes on the device (backend hash_*) */
+	bool dev_hash, dev_hash_begun;
+	uint64_t dev_hash_steps, hash_tail_ns;
 };
 
 void ld_fail(struct ld *L, int code, const char *fmt, ...)
@@ -100,6 +121,8 @@ const char *ld_shard_name(struct ld *L, uint32_t shard);
 /* staged.c */
 int staged_setup(struct ld *L, char *err);
 void staged_start(struct ld *L);
+/* After the last copy: waits for the device's hashes (if any). */
+void staged_finish(struct ld *L);
 void staged_teardown(struct ld *L);
 
 #endif

@@ -12,7 +12,9 @@
  * order (seq): copy on stream seq % LD_COPY_STREAMS, hash on the lane's
  * worker (or inline on the loop thread without workers). The backend's done
  * callback and the worker post the slot back through rx_wakes; the slot is
- * refilled when both are done.
+ * refilled when both are done. Where the backend hashes on the device
+ * (--hash-on, cuda), the hash is queued behind the copy on the lane's
+ * device chain instead, reads the pool, and the slot is free once copied.
  *
  * Bounds: nslots <= WCD_SLOTS_MAX slots of slot_size bytes; every read is
  * at most slot_size; the unprocessed pieces (seq in [hash_seq, next_seq))
@@ -158,25 +160,88 @@ static void read_cb(struct rx_read *r, int res)
 	issue(L);
 }
 
+/* One part of a buffered read is back; the last one hands the slot on. */
+static void part_cb(struct rx_read *r, int res)
+{
+	struct part *pt = container_of(r, struct part, r);
+	struct slot *s = pt->s;
+	struct ld *L = s->L;
+
+	if (res < 0 && !s->part_err)
+		s->part_err = res;
+	else if (res >= 0 && (uint64_t)res < pt->need && !s->part_err)
+		s->part_err = -EIO;
+	else if (res > 0)
+		L->read_bytes += (uint64_t)res;
+	if (--s->parts_left)
+		return;
+	if (s->part_err == -EIO)
+		ld_fail(L, EIO,
+			"%s ended early: fewer than %" PRIu64 " bytes at offset %" PRIu64 " (was the file truncated while loading?)",
+			ld_shard_name(L, s->shard), s->need, s->read_off);
+	else if (s->part_err)
+		ld_fail(L, -s->part_err, "read of %s at offset %" PRIu64 " failed: %s",
+			ld_shard_name(L, s->shard), s->read_off,
+			strerror(-s->part_err));
+	s->state = SLOT_READ;
+	drain(L);
+	issue(L);
+}
+
+/* A buffered read, through io-wq, of exactly the wanted span, in parts of
+ * at most --read-part bytes (at most LD_PARTS_MAX parts). */
+static void start_parts(struct ld *L, struct slot *s)
+{
+	uint64_t psize = L->d->o.read_part ? L->d->o.read_part : s->need;
+	uint64_t off = 0;
+	unsigned n;
+
+	if (psize * LD_PARTS_MAX < s->need)
+		psize = gpu_align_up((s->need + LD_PARTS_MAX - 1) / LD_PARTS_MAX, 4096);
+	n = (unsigned)((s->need + psize - 1) / psize);
+	s->parts_left = n;
+	s->part_err = 0;
+	for (unsigned i = 0; i < n; i++, off += psize) {
+		struct part *pt = &s->part[i];
+		int ret;
+
+		pt->s = s;
+		pt->len = s->need - off < psize ? s->need - off : psize;
+		pt->need = pt->len;
+		ret = rx_read_start(&L->d->loop, &pt->r, L->fd[s->shard],
+				    s->buf + off, pt->len, s->read_off + off,
+				    L->fixed ? s->idx : -1, RX_READ_ASYNC, part_cb);
+		if (ret) {
+			/* counted as a failed part; the others still land */
+			if (!s->part_err)
+				s->part_err = ret;
+			if (--s->parts_left == 0) {
+				ld_fail(L, -ret, "cannot start a read of %s: %s",
+					ld_shard_name(L, s->shard), strerror(-ret));
+				s->state = SLOT_READ;
+			}
+		}
+	}
+}
+
 static void start_read(struct ld *L, struct slot *s)
 {
 	int fd = s->direct ? L->dfd[s->shard] : -1;
-	unsigned flags = RX_READ_DIRECT;
 	int ret;
 
 	if (fd < 0) {
-		/* buffered, through io-wq: read exactly the wanted span */
 		s->direct = false;
 		s->read_off += s->delta;
 		s->need -= s->delta;
 		s->delta = 0;
 		s->read_len = s->need;
-		fd = L->fd[s->shard];
-		flags = RX_READ_ASYNC;
+		start_parts(L, s);
+		return;
 	}
 	ret = rx_read_start(&L->d->loop, &s->r, fd, s->buf, s->read_len,
-			    s->read_off, L->fixed ? s->idx : -1, flags, read_cb);
-	if (ret == -EINVAL && s->direct) {
+			    s->read_off, L->fixed ? s->idx : -1,
+			    RX_READ_DIRECT, read_cb);
+	if (ret == -EINVAL) {
 		close(L->dfd[s->shard]);
 		L->dfd[s->shard] = -1;
 		start_read(L, s);
@@ -294,8 +359,31 @@ static void hash_slot(struct ld *L, struct slot *s)
 	L->hash_ns += rx_now_ns() - t0;
 }
 
+/* Device hashing: the tensor's bytes up to the end of this piece are
+ * queued for copying; the device hashes them after the copy. Tensors of
+ * at most GPU_HASH_MIN_LEN bytes (one piece) are hashed here. */
+static void dev_hash_step(struct ld *L, struct slot *s)
+{
+	const struct plan_tensor *t = tensor(L, s->ti);
+	char err[GPU_ERR_LEN];
+	int ret;
+
+	if (t->size <= GPU_HASH_MIN_LEN) {
+		hash_slot(L, s);
+		return;
+	}
+	ret = L->be->hash_step(&L->d->dev, &L->v->pools[t->pool], t->pool_off,
+			       t->size, s->ti,
+			       s->dst_off - t->pool_off + s->width * s->height,
+			       (unsigned)(s->seq % LD_COPY_STREAMS), s->lane, err);
+	if (ret)
+		ld_fail(L, ret, "%s", err);
+	L->dev_hash_steps++;
+}
+
 /* Hands on, in issue order, every piece whose read is complete: start the
- * copy, then hash the slot while the copy runs. */
+ * copy, then hash the slot while the copy runs (or, hashing on the device,
+ * queue the hash behind the copy). */
 static void drain(struct ld *L)
 {
 	while (L->hash_seq < L->next_seq) {
@@ -333,7 +421,9 @@ static void drain(struct ld *L)
 			slot_put(L, s);
 			continue;
 		}
-		if (L->v->hashed)
+		if (L->v->hashed && L->dev_hash)
+			dev_hash_step(L, s);
+		else if (L->v->hashed)
 			hash_slot(L, s);
 	}
 }
@@ -341,9 +431,12 @@ static void drain(struct ld *L)
 int staged_setup(struct ld *L, char *err)
 {
 	struct iovec iov[WCD_SLOTS_MAX];
-	unsigned threads = L->v->hashed ? L->d->o.hash_threads : 0;
+	unsigned threads;
 	int ret;
 
+	L->dev_hash = L->v->hashed && L->be->hash_begin &&
+		      L->d->o.hash_on != WCD_HASH_CPU;
+	threads = L->v->hashed && !L->dev_hash ? L->d->o.hash_threads : 0;
 	L->nslots = L->d->o.slots;
 	L->slot_size = L->d->o.slot_size;
 	L->slots = calloc(L->nslots, sizeof(*L->slots));
@@ -368,10 +461,17 @@ int staged_setup(struct ld *L, char *err)
 	if (ret)
 		return wc_errf(err, -ret, "rx_wake_init: %s", strerror(-ret));
 	L->wake_open = true;
-	/* one lane per hash worker, but never more lanes than slots */
-	L->nlanes = threads ? threads : 1;
+	/* one lane per hash worker (or per device hash chain), but never
+	 * more lanes than slots */
+	L->nlanes = L->dev_hash ? LD_DEV_HASH_LANES : threads ? threads : 1;
 	if (L->nlanes > L->nslots)
 		L->nlanes = L->nslots;
+	if (L->dev_hash) {
+		ret = L->be->hash_begin(&L->d->dev, L->v->plan.ntensors, err);
+		if (ret)
+			return ret;
+		L->dev_hash_begun = true;
+	}
 	if (threads) {
 		ret = rx_wake_init(&L->d->loop, &L->hwake, hash_wake_cb);
 		if (ret)
@@ -392,8 +492,26 @@ void staged_start(struct ld *L)
 	issue(L);
 }
 
+void staged_finish(struct ld *L)
+{
+	char err[GPU_ERR_LEN];
+	uint64_t t0 = rx_now_ns();
+	int ret;
+
+	if (!L->dev_hash_begun)
+		return;
+	L->dev_hash_begun = false;
+	ret = L->be->hash_end(&L->d->dev, L->err ? NULL : L->v->hash, err);
+	if (ret)
+		ld_fail(L, ret, "%s", err);
+	L->hash_tail_ns = rx_now_ns() - t0;
+}
+
 void staged_teardown(struct ld *L)
 {
+	if (L->dev_hash_begun)
+		L->be->hash_end(&L->d->dev, NULL, NULL);
+	L->dev_hash_begun = false;
 	if (L->hp_started)
 		hashpool_stop(&L->hp);
 	L->hp_started = false;

@@ -33,18 +33,24 @@
 #define WCD_OUTQ_MAX 16               /* frames queued per client */
 #define WCD_VERSIONS 2                /* resident model versions (N, N+1) */
 #define WCD_POOL_SIZE_DEFAULT (2ull << 30)
-/* Staging: 32 x 4 MiB (128 MiB). Measured on the H200 (warm llama-8b, 8
- * hash threads): 33.4 GB/s, against 20.0 GB/s for 8 x 16 MiB and 34.6 GB/s
- * without hashing; small slots are still in cache when they are hashed. */
-#define WCD_SLOTS_DEFAULT 32
-#define WCD_SLOT_SIZE_DEFAULT (4u << 20)
+/* Staging: 12 x 8 MiB (96 MiB), page-cache reads in 1 MiB parts. Measured
+ * on the H200 (warm llama-8b, hashes on the device; bench/RESULTS.md):
+ * 47.4 GB/s, against 45.5 for 16 x 4 MiB and 43.8 for 32 x 4 MiB; a ring
+ * small enough to stay in the CPU's cache while the DMA reads it, with
+ * copies large enough for PCIe. */
+#define WCD_SLOTS_DEFAULT 12
+#define WCD_SLOT_SIZE_DEFAULT (8u << 20)
 #define WCD_SLOTS_MAX 64
+#define WCD_READ_PART_DEFAULT (1u << 20)
 #define WCD_READ_CHUNK (8u << 20)     /* direct path: bytes per read */
 #define WCD_READ_DEPTH 32             /* direct path: reads in flight */
 #define WCD_FORCE_WAIT_MS 10000       /* --force: SIGTERM, then SIGKILL */
 
 enum wcd_load_path { WCD_LOAD_AUTO, WCD_LOAD_DIRECT, WCD_LOAD_STAGED };
 enum wcd_direct_io { WCD_DIO_AUTO, WCD_DIO_ON, WCD_DIO_OFF };
+/* Where tensor hashes are computed: on the device from the pools where the
+ * backend can (cuda), else on CPU threads from the staging slots. */
+enum wcd_hash_on { WCD_HASH_AUTO, WCD_HASH_DEVICE, WCD_HASH_CPU };
 
 struct wcd_opts {
 	const char *model;
@@ -59,10 +65,13 @@ struct wcd_opts {
 	const char *rules;
 	uint64_t pool_size;
 	bool ipc_legacy;
+	bool keep_context;            /* no gpu idle while serving */
 	enum wcd_load_path load_path;
 	unsigned slots;
 	uint64_t slot_size;
+	uint64_t read_part;           /* buffered reads: bytes per part, 0 whole */
 	unsigned hash_threads;        /* 0: hash on the loop thread */
+	enum wcd_hash_on hash_on;
 	enum wcd_direct_io direct_io;
 };
 
