@@ -115,14 +115,15 @@ tune() {
 	} 2>&1 | tee "$OUT/tune.log"
 }
 
-# Issue 6's benchmarks, each beside its peer or limit in the same run:
-# warm load (and a sweep of staging shapes: SWEEP="SLOTSxMiB:THREADS ...")
-# against the H2D ceiling, the page-cache read rate and safetensors; cold
-# load against raw O_DIRECT; attach x100 against torch CUDA IPC; daemon
-# host RSS and device memory against the tensor bytes; level-1 wake.
+# Issue 6's benchmarks on wcgen llama-8b: warm load (hashes on the device,
+# on CPU threads, none) against the H2D ceiling, the page-cache read rate
+# and safetensors; a staging sweep; daemon memory (host: peak RSS by kind
+# while loading, sampled; device: the GPU's used memory before and after,
+# with the context released and kept); cold load against raw O_DIRECT;
+# attach x100 against torch CUDA IPC; level-1 sleep and wake.
 bench() {
 	local m=/root/m8b rd=/tmp/wcrun t0 uuid cfg
-	local sweep=${SWEEP:-"32x4:8 64x4:8 32x8:8 64x4:12 64x2:8"}
+	local sweep=${SWEEP:-"16x4:1M 24x4:1M 8x8:1M 16x8:1M 8x16:2M 12x8:0"}
 	export PATH=$PWD/$BUILD/bin:$PATH
 	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
 	nproc; free -g | head -2
@@ -133,40 +134,65 @@ bench() {
 		echo "== warm (page cache)"
 		cat $m/*.safetensors >/dev/null
 		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling|chunk  *(2|8) MiB'
-		$BUILD/bench/gpu_dread --buffered --qd 8 --chunk 16 $m/*.safetensors
 		$BUILD/bench/gpu_dread --buffered --qd 32 --chunk 4 $m/*.safetensors
-		echo "-- wcd defaults"
-		wcbench load --model $m --device $uuid -r 3
-		echo "-- wcd defaults, --no-hash"
-		wcbench load --model $m --device $uuid -r 2 -- --no-hash
+		echo "-- wcd defaults (hashes on the device)"
+		wcbench load --model $m --device $uuid -r 5
+		echo "-- --hash-on cpu"
+		wcbench load --model $m --device $uuid -r 2 -- --hash-on cpu
+		echo "-- --no-hash"
+		wcbench load --model $m --device $uuid -r 3 -- --no-hash
 		for cfg in $sweep; do
-			local n=${cfg%%x*} rest=${cfg#*x}
-			echo "-- --slots $n --slot-size ${rest%%:*}M --hash-threads ${rest#*:}"
-			wcbench load --model $m --device $uuid -r 2 -- --slots $n \
-				--slot-size ${rest%%:*}M --hash-threads ${rest#*:}
+			local n=${cfg%%x*} r=${cfg#*x}
+			echo "-- --slots $n --slot-size ${r%%:*}M --read-part ${r#*:}"
+			wcbench load --model $m --device $uuid -r 3 -- --slots $n \
+				--slot-size ${r%%:*}M --read-part ${r#*:}
 		done
+		echo "-- wcd defaults again"
+		wcbench load --model $m --device $uuid -r 3
 		python3 bench/gpu_peers.py st-load $m
+		echo "== daemon memory (wcd defaults, warm)"
+		memwatch $m $rd
+		memwatch $m $rd --keep-context
+		echo "== attach, sleep/wake (wcd defaults, warm)"
+		wcd_up $m $rd && {
+			wcbench attach --runtime-dir $rd --device $uuid -n 100
+			python3 bench/gpu_peers.py ipc-attach $m -n 100
+			wcctl sleep --level 1 --device $uuid --runtime-dir $rd
+			nvidia-smi --query-gpu=memory.used --format=csv,noheader
+			wcctl wake --device $uuid --runtime-dir $rd
+			grep -iE 'sleep|wake|restor|idle' $rd/wcd.log | tail -6
+			grep -E 'VmRSS|VmHWM' /proc/$WCD_PID/status
+			kill $WCD_PID; wait $WCD_PID
+		}
 		echo "== cold (drop_caches before each)"
 		sync; echo 3 >/proc/sys/vm/drop_caches
 		$BUILD/bench/gpu_dread $m/*.safetensors
 		wcbench load --model $m --device $uuid --drop-caches -r 1
-		echo "== attach, memory, sleep/wake (wcd defaults, warm)"
-		cat $m/*.safetensors >/dev/null
-		wcd_up $m $rd && {
-			grep -E '^(bytes|tensors|load_seconds)=' $rd/*.ready
-			grep -E 'VmRSS|VmHWM' /proc/$WCD_PID/status
-			nvidia-smi --query-compute-apps=pid,used_memory --format=csv
-			wcbench attach --runtime-dir $rd --device $uuid -n 100
-			python3 bench/gpu_peers.py ipc-attach $m -n 100
-			grep -E 'phase|ready' $rd/wcd.log | tail -8
-			wcctl sleep --level 1 --device $uuid --runtime-dir $rd
-			nvidia-smi --query-compute-apps=pid,used_memory --format=csv
-			wcctl wake --device $uuid --runtime-dir $rd
-			grep -iE 'sleep|wake|restor' $rd/wcd.log | tail -6
-			grep -E 'VmRSS|VmHWM' /proc/$WCD_PID/status
-			kill $WCD_PID
-		}
 	} 2>&1 | tee "$OUT/bench.log"
+}
+
+# Starts wcd on $1 in runtime dir $2 (extra options after) and samples its
+# /proc status until ready: the peak of each kind of resident memory while
+# loading, then the GPU's used memory (before/after) and the log's phases.
+memwatch() {
+	local m=$1 rd=$2 pid before; shift 2
+	rm -rf "$rd"; mkdir -p "$rd"
+	sleep 1
+	before=$(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits)
+	setsid $BUILD/bin/wcd --model "$m" --device 0 --runtime-dir "$rd" "$@" \
+		>"$rd/wcd.log" 2>&1 </dev/null &
+	pid=$!
+	while kill -0 $pid 2>/dev/null && ! ls "$rd"/*.ready >/dev/null 2>&1; do
+		grep -E 'VmRSS|RssAnon|RssFile|RssShmem' /proc/$pid/status 2>/dev/null
+	done >"$rd/samples"
+	sleep 1
+	echo "-- wcd $* ($(wc -l <"$rd/samples") samples while loading)"
+	awk '{if ($2 > m[$1]) m[$1] = $2} END {printf "peak while loading:"; for (k in m) printf " %s %d kB", k, m[k]; print ""}' "$rd/samples"
+	grep -E 'VmHWM|VmRSS|RssAnon|RssFile|RssShmem' /proc/$pid/status | tr -s '\t\n' '  '; echo
+	echo "GPU memory used: $before MiB before, $(nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits) MiB serving"
+	nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
+	grep -E 'phase|ready:|idle' "$rd/wcd.log" | sed 's/^[^ ]* //'
+	kill $pid; wait $pid
 }
 
 "$@"
