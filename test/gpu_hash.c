@@ -29,10 +29,7 @@ static uint64_t rng = 0x2545f4914f6cdd1dull;
 
 static uint64_t next(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return t_xorshift(&rng);
 }
 
 static void on_done(void *arg, int res)

@@ -8,6 +8,7 @@
 #define WC_TEST_T_H
 
 #include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,5 +84,14 @@
 		if (_r < 0)                                                  \
 			T_FAIL("%s: %lld (%s)", #expr, _r, strerror((int)-_r)); \
 	} while (0)
+
+/* xorshift64: a repeatable stream of test data from a nonzero seed. */
+static inline uint64_t t_xorshift(uint64_t *s)
+{
+	*s ^= *s << 13;
+	*s ^= *s >> 7;
+	*s ^= *s << 17;
+	return *s;
+}
 
 #endif
