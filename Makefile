@@ -66,10 +66,11 @@ else
 GPU_SRC  += $(wildcard gpu/nocuda.c)
 CUDA_LIBS :=
 endif
-# Kernels: Hopper (the H200) and Ampere code, plus PTX for later GPUs.
+# Kernels: Hopper (the H200) and Ampere code, plus PTX that any GPU from
+# Turing on can compile at load time (without a kernel wcd hashes on CPUs).
 NVCC       ?= $(CUDA_HOME)/bin/nvcc
 NVCC_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
-	      -gencode arch=compute_90,code=compute_90
+	      -gencode arch=compute_75,code=compute_75
 # No C++ runtime is linked: no exceptions, no thread-safe static guards.
 NVCC_FLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-fno-exceptions,-fno-threadsafe-statics
 

@@ -38,6 +38,7 @@ struct cuda_hash {
 	unsigned nhs, nev;
 };
 
+int gpu_cuda_xxh3_probe(void);
 int gpu_cuda_xxh3_launch(cudaStream_t s, const void *base, uint64_t len,
 			 uint64_t b0, uint64_t b1, uint64_t *state, int init,
 			 int fin, uint8_t *out);
@@ -67,6 +68,14 @@ int gpu_cuda_hash_begin(struct gpu_dev *dev, uint32_t n, char *err)
 	ret = gpu_cuda_enter(dev, err);
 	if (ret)
 		return ret;
+	e = (cudaError_t)gpu_cuda_xxh3_probe();
+	if (e != cudaSuccess) {
+		cudaGetLastError();
+		return gpu_cuda_errf(err, ENOTSUP,
+				     "this build has no XXH3 kernel for %s (compute capability %d.%d): %s",
+				     dev->name, dev->cc_major, dev->cc_minor,
+				     cudaGetErrorString(e));
+	}
 	if (!cd->streams_ready) {
 		ret = gpu_cuda_streams_init(dev);
 		if (ret)

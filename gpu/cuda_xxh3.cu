@@ -117,6 +117,14 @@ xk_advance(const uint8_t *base, uint64_t len, uint64_t b0, uint64_t b1,
 	}
 }
 
+/* cudaSuccess when this build holds code the current device can run. */
+extern "C" int gpu_cuda_xxh3_probe(void)
+{
+	struct cudaFuncAttributes a;
+
+	return (int)cudaFuncGetAttributes(&a, xk_advance);
+}
+
 /* Queues one xk_advance on stream s; returns the launch's cudaError_t. */
 extern "C" int gpu_cuda_xxh3_launch(cudaStream_t s, const void *base,
 				    uint64_t len, uint64_t b0, uint64_t b1,

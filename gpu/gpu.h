@@ -128,7 +128,8 @@ struct gpu_backend {
 	/* Optional (NULL when absent; cuda only): the XXH3-128 of tensors
 	 * computed on the device from their bytes in the pools, so that the
 	 * host reads staging once (for the copy), not twice.
-	 *   hash_begin  for tensors 0..n-1 of one load.
+	 *   hash_begin  for tensors 0..n-1 of one load; -ENOTSUP when the
+	 *               build has no kernel the device can run.
 	 *   hash_step   tensor i (len bytes at off in pool, off 16-aligned,
 	 *               len > GPU_HASH_MIN_LEN: shorter ones are the
 	 *               caller's) now has

@@ -436,6 +436,17 @@ int staged_setup(struct ld *L, char *err)
 
 	L->dev_hash = L->v->hashed && L->be->hash_begin &&
 		      L->d->o.hash_on != WCD_HASH_CPU;
+	if (L->dev_hash) {
+		ret = L->be->hash_begin(&L->d->dev, L->v->plan.ntensors, err);
+		if (ret == -ENOTSUP && L->d->o.hash_on == WCD_HASH_AUTO) {
+			log_info("%s; hashing on CPU threads instead", err);
+			L->dev_hash = false;
+		} else if (ret) {
+			return ret;
+		} else {
+			L->dev_hash_begun = true;
+		}
+	}
 	threads = L->v->hashed && !L->dev_hash ? L->d->o.hash_threads : 0;
 	L->nslots = L->d->o.slots;
 	L->slot_size = L->d->o.slot_size;
@@ -466,12 +477,6 @@ int staged_setup(struct ld *L, char *err)
 	L->nlanes = L->dev_hash ? LD_DEV_HASH_LANES : threads ? threads : 1;
 	if (L->nlanes > L->nslots)
 		L->nlanes = L->nslots;
-	if (L->dev_hash) {
-		ret = L->be->hash_begin(&L->d->dev, L->v->plan.ntensors, err);
-		if (ret)
-			return ret;
-		L->dev_hash_begun = true;
-	}
 	if (threads) {
 		ret = rx_wake_init(&L->d->loop, &L->hwake, hash_wake_cb);
 		if (ret)
