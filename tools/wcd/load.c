@@ -530,7 +530,8 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 		log_info("phase copy: none (direct path: the reads landed in the pools)");
 	threads = d->o.hash_threads ? d->o.hash_threads : 1;
 	if (v->hashed && L->dev_hash)
-		log_info("phase hash: on the device, %" PRIu64 " steps queued behind the copies; %.3f s waited after the last copy (XXH3-128 over the pools)",
+		log_info("phase hash: on the device, %.3f s, %.2f GB/s (XXH3-128 over the pools: %" PRIu64 " steps queued behind the copies, %.3f s of it after the last copy)",
+			 v->phases.read_s, gbps(L->total, t_read),
 			 L->dev_hash_steps, secs(L->hash_tail_ns));
 	else if (v->hashed && staged)
 		log_info("phase hash: %.3f s of hashing, %.2f GB/s per thread (XXH3-128 per tensor on %s, overlapped with the copies)",
