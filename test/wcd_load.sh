@@ -4,8 +4,9 @@
 # groups span many slots) give the same manifest; at tp 1 every hash equals
 # the file's (wcctl inspect --hashes); at tp 2 both ranks' dim-0 and dim-1
 # splits hash like the column/row slices cut from the file by numpy
-# (xxhsum -H2); with and without hash threads and O_DIRECT. Also
-# --no-hash, and wcd's usage and start-up errors.
+# (xxhsum -H2); with and without hash threads and O_DIRECT, and with
+# page-cache reads in parts (--read-part). Also --no-hash, and wcd's usage
+# and start-up errors.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/wcd.bash"
 wcd_init load
@@ -31,10 +32,15 @@ serve s1 --load-path staged --slots 3 --slot-size 64K
 serve s3 --load-path staged --slots 5 --slot-size 64K --hash-threads 3 --direct-io on
 serve s0 --load-path staged --slots 2 --slot-size 64K --hash-threads 0 --direct-io off
 serve dt --load-path direct --hash-threads 4
+# page-cache reads in parts: 4 per slot; 32 asked for, so 16 larger ones;
+# one whole read per slot
+serve sp --load-path staged --slots 3 --slot-size 256K --read-part 64K --direct-io off
+serve sq --load-path staged --slots 2 --slot-size 2M --read-part 64K --direct-io off
+serve sw --load-path staged --slots 4 --slot-size 128K --read-part 0 --hash-on cpu
 "$BIN/wcctl" inspect "$W/model" --hashes | sort -k2 >"$W/file.txt"
 expect_eq "tensors" "$(wc -l <"$W/d1.txt")" 39
 cmp -s "$W/d1.txt" "$W/file.txt" || { diff "$W/d1.txt" "$W/file.txt"; fail "direct hashes differ from the file's"; }
-for s in s1 s3 s0 dt; do
+for s in s1 s3 s0 dt sp sq sw; do
 	cmp -s "$W/$s.txt" "$W/file.txt" || { diff "$W/$s.txt" "$W/file.txt"; fail "$s: hashes differ from the file's"; }
 done
 expect_has "hash threads" "$(cat "$W/s3.log")" "on hash threads, overlapped"
@@ -106,4 +112,11 @@ expect_has "bad device" "$out" "unknown device 'tpu:0'"
 out=$("$BIN/wcd" --model "$W/model" --device host:x --ipc legacy --runtime-dir "$RT" 2>&1)
 expect_eq "legacy on host exit" "$?" 1
 expect_has "legacy on host" "$out" "--ipc legacy needs a CUDA device"
+out=$("$BIN/wcd" --model "$W/model" --device host:x --hash-on device --runtime-dir "$RT" 2>&1)
+expect_eq "device hash on host exit" "$?" 1
+expect_has "device hash on host" "$out" "--hash-on device needs a CUDA device"
+out=$("$BIN/wcd" --model "$W/model" --hash-on gpu 2>&1); expect_eq "hash-on exit" "$?" 2
+expect_has "hash-on" "$out" "bad --hash-on 'gpu' (auto, device or cpu)"
+out=$("$BIN/wcd" --model "$W/model" --read-part 1000 2>&1); expect_eq "read-part exit" "$?" 2
+expect_has "read-part" "$out" "--read-part 1000: use 0 or a multiple of 4096 from 64K"
 echo ok
