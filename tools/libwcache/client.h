@@ -68,6 +68,29 @@ struct wc_model {
 };
 
 /* Fills err (may be NULL) and returns -code. */
+/* identcache.c: what an identity was computed from, to tell whether it
+ * still holds. */
+struct ident;
+struct model;
+struct wc__shard_seen {
+	unsigned n;
+	bool complete;               /* every shard noted (no allocation failed) */
+	bool single_file;            /* the model is one .safetensors file */
+	char **path;                 /* each shard, as read */
+	uint64_t *size;
+	int64_t *mtime_ns;
+};
+/* hello.c: computes the identity (shards: NULL, or filled as above). */
+int wc__ident_build(struct ident *id, const struct wc_expect *x,
+		    const struct gpu_dev *dev, struct wc__shard_seen *shards,
+		    struct wc_error *err);
+/* identcache.c: wc__ident_build through the per-process cache. */
+int wc__ident_get(struct ident *id, const struct wc_expect *x,
+		  const struct gpu_dev *dev, struct wc_error *err);
+void wc__shards_note(struct wc__shard_seen *s, const struct model *m);
+/* For tests: identities computed and served from the cache so far. */
+void wc__ident_cache_stats(uint64_t *built, uint64_t *hits);
+
 int wc__fail(struct wc_error *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void wc__ok(struct wc_error *err);

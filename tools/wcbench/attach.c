@@ -8,7 +8,10 @@
  *
  * Each process writes its samples into its rows of a shared anonymous
  * mapping (no pipes to drain); the parent reads them once all have exited.
- * A process's first `warmup` cycles are not counted.
+ * A process's first `warmup` cycles are not counted; the first of them is
+ * reported apart ("first cycle of a process"): it is what a freshly started
+ * engine pays, including computing its identity (libwcache then keeps it
+ * for the process, identcache.c).
  *
  * Bounds: AT_PROCS_MAX processes, AT_CYCLES_MAX cycles in all.
  */
@@ -105,7 +108,7 @@ static void at_cycle(const struct at_opts *o, struct at_row *row,
 
 /* A worker process: waits on the start pipe, runs its cycles, exits. */
 static void at_worker(const struct at_opts *o, unsigned idx, int start_fd,
-		      struct at_row *rows, unsigned count)
+		      struct at_row *rows, unsigned count, struct at_row *first)
 {
 	volatile uint64_t sink = 0;
 	struct at_row scratch;
@@ -114,7 +117,7 @@ static void at_worker(const struct at_opts *o, unsigned idx, int start_fd,
 	if (read(start_fd, &b, 1) < 0)
 		_exit(1);
 	for (unsigned i = 0; i < o->warmup; i++)
-		at_cycle(o, &scratch, &sink);
+		at_cycle(o, i ? &scratch : first, &sink);
 	for (unsigned i = 0; i < count; i++)
 		at_cycle(o, &rows[i], &sink);
 	(void)idx;
@@ -231,7 +234,7 @@ int wb_attach(int argc, char **argv)
 	if (!o.device)
 		o.device = "host";
 
-	map_len = (size_t)o.cycles * sizeof(*rows);
+	map_len = ((size_t)o.cycles + o.procs) * sizeof(*rows);
 	rows = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
 		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	pids = calloc(o.procs, sizeof(*pids));
@@ -249,7 +252,8 @@ int wb_attach(int argc, char **argv)
 			die("attach: fork: %s", strerror(errno));
 		if (pids[i] == 0) {
 			close(start[1]);
-			at_worker(&o, i, start[0], rows + first, count);
+			at_worker(&o, i, start[0], rows + first, count,
+				  rows + o.cycles + i);
 		}
 		first += count;
 	}
@@ -277,6 +281,13 @@ int wb_attach(int argc, char **argv)
 		for (unsigned k = 0; k < AT_NPHASE; k++)
 			wb_series_push(ser[k], rows[i].ns[k]);
 		tensors = rows[i].tensors;
+	}
+	if (o.warmup) {
+		struct wb_series *fs = wb_series_add(&r, "first cycle of a process",
+						     o.procs);
+
+		for (unsigned i = 0; fs && i < o.procs; i++)
+			wb_series_push(fs, rows[o.cycles + i].ns[AT_TOTAL]);
 	}
 	snprintf(r.params, sizeof(r.params), "%u cycles from %u process%s "
 		 "(+%u warm-up each), %llu tensors, identity %s%s", o.cycles,

@@ -1,0 +1,127 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libwcache's identity cache (identcache.c): a second identity for the same
+ * model, ranks and device comes from the cache and equals the first; other
+ * ranks are other entries; rewriting config.json, adding a file to the
+ * model directory, or touching the shard makes it compute again (and the
+ * shard's new mtime changes the checkpoint digest); more models than the
+ * cache holds evict the least recently used.
+ */
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "client_util.h"
+
+#include "client.h"
+#include "gpu.h"
+#include "identity.h"
+
+static struct e2e x;
+static struct gpu_dev dev;
+
+/* The identity's canonical encoding (what HELLO sends). */
+static size_t get(const struct wc_expect *w, uint8_t *enc, size_t cap)
+{
+	struct ident id;
+	struct wc_error e;
+	size_t len = 0;
+
+	if (wc__ident_get(&id, w, &dev, &e))
+		T_FAIL("wc__ident_get: %s", e.msg);
+	T_OK(ident_encode(&id, enc, cap, &len));
+	return len;
+}
+
+static void expect_counts(uint64_t built, uint64_t hits)
+{
+	uint64_t b, h;
+
+	wc__ident_cache_stats(&b, &h);
+	T_EQ_U64(b, built);
+	T_EQ_U64(h, hits);
+}
+
+static void rewrite(const char *path)
+{
+	char buf[65536];
+	ssize_t n;
+	int fd = open(path, O_RDONLY);
+
+	T_CMP_INT(fd, >=, 0);
+	n = read(fd, buf, sizeof(buf));
+	close(fd);
+	T_CMP_INT(n, >, 0);
+	usleep(20000);          /* a later mtime and ctime, whatever the clock */
+	fd = open(path, O_WRONLY | O_TRUNC);
+	T_CMP_INT(fd, >=, 0);
+	T_EQ_INT(write(fd, buf, (size_t)n), n);
+	close(fd);
+}
+
+int main(void)
+{
+	static uint8_t a[IDENT_ENC_MAX], b[IDENT_ENC_MAX];
+	struct wc_expect w = { 0 };
+	char err[GPU_ERR_LEN], path[700];
+	size_t la, lb;
+
+	e2e_init(&x, "identcache");
+	T_OK(gpu_dev_open(&dev, "host", err));
+	w.model_dir = x.model;
+
+	la = get(&w, a, sizeof(a));
+	expect_counts(1, 0);
+	lb = get(&w, b, sizeof(b));
+	expect_counts(1, 1);
+	T_ASSERT(la == lb && !memcmp(a, b, la));
+
+	/* other ranks: other entries, each cached */
+	w.tp_size = 2;
+	w.tp_rank = 1;
+	lb = get(&w, b, sizeof(b));
+	T_ASSERT(la != lb || memcmp(a, b, la));
+	get(&w, b, sizeof(b));
+	expect_counts(2, 2);
+	w.tp_size = 0;
+	w.tp_rank = 0;
+
+	/* config.json rewritten with the same bytes: computed again, equal */
+	snprintf(path, sizeof(path), "%s/config.json", x.model);
+	rewrite(path);
+	lb = get(&w, b, sizeof(b));
+	expect_counts(3, 2);
+	T_ASSERT(la == lb && !memcmp(a, b, la));
+
+	/* a file added to the directory */
+	snprintf(path, sizeof(path), "%s/README", x.model);
+	T_OK(close(open(path, O_WRONLY | O_CREAT, 0600)));
+	get(&w, b, sizeof(b));
+	expect_counts(4, 2);
+	get(&w, b, sizeof(b));
+	expect_counts(4, 3);
+
+	/* the shard touched: a new mtime, so a new checkpoint digest */
+	usleep(20000);
+	T_OK(utimensat(AT_FDCWD, x.m.shards[0].path, NULL, 0));
+	lb = get(&w, b, sizeof(b));
+	expect_counts(5, 3);
+	T_ASSERT(la != lb || memcmp(a, b, la));
+
+	/* nine models' worth of keys: the first is evicted, then computed */
+	w.tp_size = 16;
+	for (int r = 0; r < 9; r++) {
+		w.tp_rank = r;
+		get(&w, b, sizeof(b));
+	}
+	expect_counts(14, 3);
+	w.tp_rank = 8;
+	get(&w, b, sizeof(b));
+	expect_counts(14, 4);
+	w.tp_rank = 0;
+	get(&w, b, sizeof(b));
+	expect_counts(15, 4);
+	gpu_dev_close(&dev);
+	printf("identity cache: 15 computed, 4 served from the cache\n");
+	return 0;
+}

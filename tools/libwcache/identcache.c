@@ -1,0 +1,270 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * libwcache: the engine's identity, computed once per process and model.
+ *
+ * Computing it reads and strictly parses every shard header (hello.c);
+ * for llama-1b that is about 0.7 ms, most of an attach on the host
+ * backend. An engine that connects again (a reconnect, a new version after
+ * an update, a restarted daemon) gets it from here when nothing it was
+ * computed from has changed: the model directory itself (a shard added or
+ * removed changes it), config.json, the index, the rules file and every
+ * shard must stat the same -- device, inode, size, mtime and ctime (which
+ * no one can set back). The directory's files are statted before they are
+ * read and the shards after, compared with what was read, so a file that
+ * changes meanwhile is never cached as the old one.
+ *
+ * Bounds: WC_IDC_ENTRIES models (the least recently used is replaced),
+ * WC_IDC_FILES_MAX files each (a larger model is not cached). One mutex;
+ * identities are built outside it.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "client.h"
+#include "identity.h"
+#include "model.h"
+
+#define WC_IDC_ENTRIES 8
+#define WC_IDC_FILES_MAX 4096
+#define WC_IDC_FIXED 4            /* dir, config.json, index, rules file */
+
+struct idc_stat {
+	bool exists;
+	dev_t dev;
+	ino_t ino;
+	off_t size;
+	int64_t mtime_ns, ctime_ns;
+};
+
+struct idc_file {
+	char *path;
+	struct idc_stat st;
+};
+
+struct idc_entry {
+	char *key;
+	struct ident id;
+	struct idc_file *f;
+	unsigned n;
+	uint64_t tick;
+};
+
+static pthread_mutex_t idc_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct idc_entry idc[WC_IDC_ENTRIES];
+static uint64_t idc_tick, idc_built, idc_hits;
+
+static void stat_of(const char *path, struct idc_stat *st)
+{
+	struct stat sb;
+
+	memset(st, 0, sizeof(*st));
+	if (stat(path, &sb))
+		return;
+	st->exists = true;
+	st->dev = sb.st_dev;
+	st->ino = sb.st_ino;
+	st->size = sb.st_size;
+	st->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
+	st->ctime_ns = (int64_t)sb.st_ctim.tv_sec * 1000000000 + sb.st_ctim.tv_nsec;
+}
+
+static bool same_stat(const struct idc_stat *a, const struct idc_stat *b)
+{
+	return a->exists == b->exists && a->dev == b->dev && a->ino == b->ino &&
+	       a->size == b->size && a->mtime_ns == b->mtime_ns &&
+	       a->ctime_ns == b->ctime_ns;
+}
+
+static void entry_free(struct idc_entry *e)
+{
+	for (unsigned i = 0; i < e->n; i++)
+		free(e->f[i].path);
+	free(e->f);
+	free(e->key);
+	memset(e, 0, sizeof(*e));
+}
+
+static void seen_free(struct wc__shard_seen *s)
+{
+	for (unsigned i = 0; s->path && i < s->n; i++)
+		free(s->path[i]);
+	free(s->path);
+	free(s->size);
+	free(s->mtime_ns);
+	memset(s, 0, sizeof(*s));
+}
+
+void wc__shards_note(struct wc__shard_seen *s, const struct model *m)
+{
+	s->single_file = m->is_file;
+	s->n = 0;
+	s->path = calloc(m->nshards ? m->nshards : 1, sizeof(*s->path));
+	s->size = calloc(m->nshards ? m->nshards : 1, sizeof(*s->size));
+	s->mtime_ns = calloc(m->nshards ? m->nshards : 1, sizeof(*s->mtime_ns));
+	if (!s->path || !s->size || !s->mtime_ns)
+		return;
+	for (uint32_t i = 0; i < m->nshards; i++) {
+		s->path[i] = strdup(m->shards[i].path);
+		if (!s->path[i])
+			return;
+		s->size[i] = m->shards[i].size;
+		s->mtime_ns[i] = m->shards[i].mtime_ns;
+		s->n = i + 1;
+	}
+	s->complete = true;
+}
+
+/* The fixed files' paths: the directory, its config.json and index, the
+ * rules file ("" when none). */
+static int fixed_paths(const struct wc_expect *x, char out[WC_IDC_FIXED][WC_PATH_LEN])
+{
+	if ((size_t)snprintf(out[0], WC_PATH_LEN, "%s", x->model_dir) >= WC_PATH_LEN ||
+	    (size_t)snprintf(out[1], WC_PATH_LEN, "%s/config.json", x->model_dir) >= WC_PATH_LEN ||
+	    (size_t)snprintf(out[2], WC_PATH_LEN, "%s/model.safetensors.index.json",
+			     x->model_dir) >= WC_PATH_LEN ||
+	    (size_t)snprintf(out[3], WC_PATH_LEN, "%s",
+			     x->rules_file ? x->rules_file : "") >= WC_PATH_LEN)
+		return -ENAMETOOLONG;
+	return 0;
+}
+
+static char *make_key(const struct wc_expect *x, const struct gpu_dev *dev)
+{
+	char *k = NULL;
+
+	if (asprintf(&k, "%s\n%s\n%d/%d %d/%d\n%s %d.%d", x->model_dir,
+		     x->rules_file ? x->rules_file : "",
+		     x->tp_rank, x->tp_size ? x->tp_size : 1,
+		     x->pp_rank, x->pp_size ? x->pp_size : 1,
+		     dev->uuid, dev->cc_major, dev->cc_minor) < 0)
+		return NULL;
+	return k;
+}
+
+/* Under idc_mu: the entry for key if every file still stats the same. */
+static struct idc_entry *lookup(const char *key)
+{
+	for (unsigned i = 0; i < WC_IDC_ENTRIES; i++) {
+		struct idc_entry *e = &idc[i];
+		unsigned k;
+
+		if (!e->key || strcmp(e->key, key))
+			continue;
+		for (k = 0; k < e->n; k++) {
+			struct idc_stat now;
+
+			stat_of(e->f[k].path, &now);
+			if (!same_stat(&now, &e->f[k].st))
+				break;
+		}
+		if (k == e->n)
+			return e;
+		entry_free(e);        /* stale */
+		return NULL;
+	}
+	return NULL;
+}
+
+/* Builds the entry's file list: the fixed files as statted before the
+ * build, then each shard if it still is what was read. false: not cacheable. */
+static bool note_files(struct idc_entry *e, char fixed[WC_IDC_FIXED][WC_PATH_LEN],
+		       const struct idc_stat before[WC_IDC_FIXED],
+		       const struct wc__shard_seen *s)
+{
+	unsigned nf = fixed[3][0] ? WC_IDC_FIXED : WC_IDC_FIXED - 1;
+
+	if (!s->complete || s->single_file || s->n > WC_IDC_FILES_MAX - WC_IDC_FIXED)
+		return false;
+	e->f = calloc(nf + s->n, sizeof(*e->f));
+	if (!e->f)
+		return false;
+	for (unsigned i = 0; i < nf; i++) {
+		e->f[e->n].path = strdup(fixed[i]);
+		e->f[e->n].st = before[i];
+		if (!e->f[e->n++].path)
+			return false;
+	}
+	for (unsigned i = 0; i < s->n; i++) {
+		struct idc_stat st;
+
+		stat_of(s->path[i], &st);
+		if (!st.exists || (uint64_t)st.size != s->size[i] ||
+		    st.mtime_ns != s->mtime_ns[i])
+			return false;  /* changed since it was read */
+		e->f[e->n].path = strdup(s->path[i]);
+		e->f[e->n].st = st;
+		if (!e->f[e->n++].path)
+			return false;
+	}
+	return true;
+}
+
+int wc__ident_get(struct ident *id, const struct wc_expect *x,
+		  const struct gpu_dev *dev, struct wc_error *err)
+{
+	char fixed[WC_IDC_FIXED][WC_PATH_LEN];
+	struct idc_stat before[WC_IDC_FIXED];
+	struct wc__shard_seen seen = { 0 };
+	struct idc_entry ne = { 0 }, *e;
+	char *key;
+	int ret;
+
+	if (!x->model_dir || fixed_paths(x, fixed) || !(key = make_key(x, dev)))
+		return wc__ident_build(id, x, dev, NULL, err);
+	pthread_mutex_lock(&idc_mu);
+	e = lookup(key);
+	if (e) {
+		*id = e->id;
+		e->tick = ++idc_tick;
+		idc_hits++;
+		pthread_mutex_unlock(&idc_mu);
+		free(key);
+		return 0;
+	}
+	pthread_mutex_unlock(&idc_mu);
+
+	for (unsigned i = 0; i < WC_IDC_FIXED; i++)
+		stat_of(fixed[i], &before[i]);
+	ret = wc__ident_build(id, x, dev, &seen, err);
+	if (!ret && note_files(&ne, fixed, before, &seen)) {
+		unsigned victim = 0;
+
+		ne.key = key;
+		key = NULL;
+		ne.id = *id;
+		pthread_mutex_lock(&idc_mu);
+		for (unsigned i = 0; i < WC_IDC_ENTRIES; i++) {
+			if (idc[i].key && !strcmp(idc[i].key, ne.key)) {
+				victim = i;     /* another thread built it too */
+				break;
+			}
+			if (!idc[i].key || idc[i].tick < idc[victim].tick)
+				victim = i;
+		}
+		entry_free(&idc[victim]);
+		ne.tick = ++idc_tick;
+		idc[victim] = ne;
+		ne = (struct idc_entry){ 0 };
+		pthread_mutex_unlock(&idc_mu);
+	}
+	pthread_mutex_lock(&idc_mu);
+	if (!ret)
+		idc_built++;
+	pthread_mutex_unlock(&idc_mu);
+	entry_free(&ne);
+	seen_free(&seen);
+	free(key);
+	return ret;
+}
+
+void wc__ident_cache_stats(uint64_t *built, uint64_t *hits)
+{
+	pthread_mutex_lock(&idc_mu);
+	*built = idc_built;
+	*hits = idc_hits;
+	pthread_mutex_unlock(&idc_mu);
+}
