@@ -315,6 +315,9 @@ def main():
     row("attach llama-1b p99, host, 1 process",
         series(att, "cycle (total)", "p99_us"),
         "read the model from the page cache (cat)", cat_us, "us")
+    row("attach llama-1b, host: a new process's first cycle (computes the identity)",
+        series(att, "first cycle of a process", "p50_us"),
+        "read the model from the page cache (cat)", cat_us, "us")
     row("attach llama-1b p50, host, 1 process, no identity sent",
         series(load_json(d, "attach_noid.json"), "cycle (total)", "p50_us"),
         "read the model from the page cache (cat)", cat_us, "us")
