@@ -22,7 +22,7 @@
 #define CUDA_DEVS_MAX 64         /* devices one process looks at */
 #define CUDA_STREAMS 4           /* copy streams per device */
 #define CUDA_INFLIGHT_MAX 1024   /* outstanding copies per stream */
-#define CUDA_HASH_CHAINS 8       /* hash streams while a load hashes (cuda_hash.c) */
+#define CUDA_HASH_CHAINS 16      /* hash streams while hashing (cuda_hash.c) */
 
 /* Driver entry points, resolved at open time. */
 struct cuda_drv {

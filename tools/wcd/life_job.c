@@ -172,15 +172,69 @@ static int restore_pools(struct wcd *d, struct wcd_version *v,
 	return ret;
 }
 
-/* Hashes every tensor from v's pools and compares with v->hash; returns
- * the number that differ (first one named in err), or -errno. */
+/* The hashes of v's tensors computed on the device (the backend's hash_*:
+ * one launch per tensor, spread over its chains, nothing copied back but
+ * the hashes; tensors of at most GPU_HASH_MIN_LEN bytes are read back and
+ * hashed here) into out. -ENOTSUP when the backend cannot. */
+static int device_hashes(struct wcd *d, struct wcd_version *v,
+			 uint8_t (*out)[WC_HASH_LEN], char *err)
+{
+	const struct gpu_backend *be = d->dev.be;
+	char e[GPU_ERR_LEN];
+	int ret;
+
+	if (!be->hash_begin || d->o.hash_on == WCD_HASH_CPU)
+		return -ENOTSUP;
+	ret = be->hash_begin(&d->dev, v->plan.ntensors, e);
+	if (ret)
+		return ret == -ENOTSUP ? ret : wc_errf(err, -ret, "%s", e);
+	for (uint32_t i = 0; i < v->plan.ntensors; i++) {
+		const struct plan_tensor *t = &v->plan.t[i];
+		uint8_t small[GPU_HASH_MIN_LEN];
+
+		if (t->size > GPU_HASH_MIN_LEN)
+			ret = be->hash_step(&d->dev, &v->pools[t->pool],
+					    t->pool_off, t->size, i, t->size,
+					    0, i, e);
+		else if (!(ret = be->copy_from_pool(&d->dev, &v->pools[t->pool],
+						    t->pool_off, small, t->size)))
+			wc_hash128(small, t->size, out[i]);
+		else
+			snprintf(e, sizeof(e), "reading tensor %s back failed: %s",
+				 t->name, strerror(-ret));
+		if (ret) {
+			be->hash_end(&d->dev, NULL, NULL);
+			return wc_errf(err, -ret, "%s", e);
+		}
+	}
+	ret = be->hash_end(&d->dev, out, e);
+	return ret ? wc_errf(err, -ret, "%s", e) : 0;
+}
+
+/* Hashes every tensor from v's pools (on the device where the backend
+ * can) and compares with v->hash; returns the number that differ (first one
+ * named in err), or -errno. */
 static int verify_pools(struct wcd *d, struct wcd_version *v, char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
-	uint8_t *bounce = NULL;
+	uint8_t *bounce = NULL, (*dh)[WC_HASH_LEN];
 	int bad = 0, ret = 0;
 
 	err[0] = '\0';
+	dh = calloc(v->plan.ntensors ? v->plan.ntensors : 1, sizeof(*dh));
+	if (!dh)
+		return wc_errf(err, ENOMEM, "out of memory");
+	ret = v->npools && !v->pools[0].host_ptr ? device_hashes(d, v, dh, err) :
+						   -ENOTSUP;
+	if (ret != -ENOTSUP) {
+		for (uint32_t i = 0; !ret && i < v->plan.ntensors; i++)
+			if (memcmp(dh[i], v->hash[i], WC_HASH_LEN) && !bad++)
+				snprintf(err, WC_ERR_LEN, "%s", v->plan.t[i].name);
+		free(dh);
+		return ret ? ret : bad;
+	}
+	free(dh);
+	ret = 0;
 	for (uint32_t i = 0; i < v->plan.ntensors; i++) {
 		const struct plan_tensor *t = &v->plan.t[i];
 		struct gpu_pool *pl = &v->pools[t->pool];
