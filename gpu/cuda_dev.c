@@ -537,9 +537,29 @@ static int cuda_pool_create(struct gpu_dev *dev, struct gpu_pool *pool,
 	return 0;
 }
 
-static void cuda_pool_release(struct gpu_dev *dev, struct gpu_pool *pool)
+/* A VMM pool gives up this process's handle and mapping (the created ones,
+ * or those re-mapped from its fd); the fd stays. Nothing for a parked one. */
+static void pool_unmap(struct gpu_dev *dev, struct gpu_pool *pool)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
+	struct cuda_pool *cp = pool->priv;
+
+	if (cp->has_h) {
+		gpu_cuda_enter(dev, NULL);
+		cd->drv.MemUnmap(pool->dev_ptr, pool->alloc_size);
+		cd->drv.MemAddressFree(pool->dev_ptr, pool->alloc_size);
+		cd->drv.MemRelease(cp->h);
+		cp->has_h = false;
+	} else if (cp->remapped) {
+		gpu_cuda_enter(dev, NULL);
+		gpu_cuda_unimport(dev, &cp->map);
+		cp->remapped = false;
+	}
+	pool->dev_ptr = 0;
+}
+
+static void cuda_pool_release(struct gpu_dev *dev, struct gpu_pool *pool)
+{
 	struct cuda_pool *cp = pool->priv;
 
 	if (!cp)
@@ -547,14 +567,8 @@ static void cuda_pool_release(struct gpu_dev *dev, struct gpu_pool *pool)
 	if (cp->legacy) {
 		gpu_cuda_enter(dev, NULL);
 		cudaFree((void *)(uintptr_t)pool->dev_ptr);
-	} else if (cp->has_h) {
-		gpu_cuda_enter(dev, NULL);
-		cd->drv.MemUnmap(pool->dev_ptr, pool->alloc_size);
-		cd->drv.MemAddressFree(pool->dev_ptr, pool->alloc_size);
-		cd->drv.MemRelease(cp->h);
-	} else if (cp->remapped) {
-		gpu_cuda_enter(dev, NULL);
-		gpu_cuda_unimport(dev, &cp->map);
+	} else {
+		pool_unmap(dev, pool);
 	}
 	/* parked: the fd was all that held the memory (besides engines) */
 	if (pool->fd >= 0)
@@ -615,22 +629,9 @@ static int cuda_idle(struct gpu_dev *dev, struct gpu_pool *const *pools,
 		}
 		cd->streams_ready = false;
 	}
-	for (unsigned i = 0; i < n; i++) {
-		struct cuda_pool *cp = pools[i]->priv;
-
-		if (!cp)
-			continue;
-		if (cp->has_h) {
-			cd->drv.MemUnmap(pools[i]->dev_ptr, pools[i]->alloc_size);
-			cd->drv.MemAddressFree(pools[i]->dev_ptr, pools[i]->alloc_size);
-			cd->drv.MemRelease(cp->h);
-			cp->has_h = false;
-		} else if (cp->remapped) {
-			gpu_cuda_unimport(dev, &cp->map);
-			cp->remapped = false;
-		}
-		pools[i]->dev_ptr = 0;
-	}
+	for (unsigned i = 0; i < n; i++)
+		if (pools[i]->priv)
+			pool_unmap(dev, pools[i]);
 	cd->limits_trimmed = false;
 	e = cudaDeviceReset();
 	if (e != cudaSuccess)
