@@ -93,10 +93,6 @@ static inline struct cuda_dev *cuda_dev_of(struct gpu_dev *dev)
 	return dev->priv;
 }
 
-/* Writes "what: cudaErrorX (text)" style sentences into err (GPU_ERR_LEN)
- * and returns -code. */
-int gpu_cuda_errf(char *err, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 /* Maps CUDA errors to an errno. */
 int gpu_cuda_rt_errno(cudaError_t e);
 int gpu_cuda_drv_errno(CUresult r);
@@ -108,8 +104,9 @@ int gpu_cuda_enter(struct gpu_dev *dev, char *err);
 
 /* Creates the copy streams (once; cuda_dev.c). */
 int gpu_cuda_streams_init(struct gpu_dev *dev);
-/* Makes a pool parked by idle usable again (maps it from its own fd in
- * the current context); 0 at once for a mapped pool. */
+/* Makes the device current and a pool parked by idle usable again (maps
+ * it from its own fd in the current context); for a mapped pool, only the
+ * former. */
 int gpu_cuda_pool_ready(struct gpu_dev *dev, struct gpu_pool *pool, char *err);
 
 /* cuda_hash.c: the backend's hash_begin/hash_step/hash_end (gpu.h) */

@@ -1,11 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /* The backend dispatcher: a device spec picks the host or the cuda backend. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "gpu.h"
 #include "paths.h"
+
+int gpu_errf(char *err, int code, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (err) {
+		va_start(ap, fmt);
+		vsnprintf(err, GPU_ERR_LEN, fmt, ap);
+		va_end(ap);
+	}
+	return code > 0 ? -code : code;
+}
 
 int gpu_dev_open(struct gpu_dev *dev, const char *spec, char *err)
 {

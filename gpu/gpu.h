@@ -162,6 +162,11 @@ extern const struct gpu_backend gpu_host_backend;
 /* NULL when built without CUDA. */
 const struct gpu_backend *gpu_cuda_backend(void);
 
+/* Writes the sentence into err (GPU_ERR_LEN bytes; err may be NULL) and
+ * returns -code (code is an errno, either sign). For the backends. */
+int gpu_errf(char *err, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
 /* Picks the backend for a device spec ("host", "host:NAME" -> host; an index
  * or a GPU UUID -> cuda) and opens it. */
 int gpu_dev_open(struct gpu_dev *dev, const char *spec, char *err);

@@ -41,21 +41,6 @@ struct msg {
 	char text[256];
 };
 
-static void fill(unsigned char *p, size_t len, uint64_t seed)
-{
-	uint64_t x = seed | 1;
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		if ((i & 7) == 0) {
-			x ^= x << 13;
-			x ^= x >> 7;
-			x ^= x << 17;
-		}
-		p[i] = (unsigned char)(x >> ((i & 7) * 8));
-	}
-}
-
 static void msg_send(int sock, struct msg *m, int fd)
 {
 	char cbuf[CMSG_SPACE(sizeof(int))];
@@ -167,7 +152,7 @@ static int run_exporter(bool legacy, int sock)
 	if (be->pool_create(&dev, &pool, size, err))
 		T_FAIL("pool_create: %s", err);
 	T_OK(be->staging_alloc(&dev, size, (void **)&stage, err));
-	fill(stage, size, 1234);
+	t_fill(stage, size, 1234);
 	c.src = stage;
 	c.width = size;
 	c.height = 1;
@@ -201,7 +186,7 @@ static int verify(const struct gpu_backend *be, struct gpu_dev *dev,
 	int ret;
 
 	T_ASSERT(want && got);
-	fill(want, size, 1234);
+	t_fill(want, size, 1234);
 	memset(got, 0, size);
 	ret = be->read_mapping(dev, map, 0, got, size);
 	if (ret)

@@ -29,21 +29,6 @@ static void on_done(void *arg, int res)
 	atomic_fetch_add(&done_count, 1);
 }
 
-static void fill(unsigned char *p, size_t len, uint64_t seed)
-{
-	uint64_t x = seed | 1;
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		if ((i & 7) == 0) {
-			x ^= x << 13;
-			x ^= x >> 7;
-			x ^= x << 17;
-		}
-		p[i] = (unsigned char)(x >> ((i & 7) * 8));
-	}
-}
-
 /* Waits (bounded) until n completions have arrived. */
 static void wait_done(int n)
 {
@@ -89,7 +74,7 @@ static void check_copies(const struct gpu_backend *be, struct gpu_dev *dev,
 	int n = 0;
 
 	T_ASSERT(back);
-	fill(stage, len, 42);
+	t_fill(stage, len, 42);
 	atomic_store(&done_count, 0);
 	for (off = 0; off < len; off += chunk, n++) {
 		memset(&c, 0, sizeof(c));
@@ -124,7 +109,7 @@ static void check_2d(const struct gpu_backend *be, struct gpu_dev *dev,
 
 	T_ASSERT(before && after);
 	T_OK(be->copy_from_pool(dev, pool, base, before, span));
-	fill(stage, h * sp, 7);
+	t_fill(stage, h * sp, 7);
 	c.dst_off = base;
 	c.src = stage;
 	c.width = w;
@@ -224,7 +209,7 @@ static void check_uring(const struct gpu_backend *be, struct gpu_dev *dev,
 	fd = mkstemp(path);
 	T_CMP_INT(fd, >=, 0);
 	unlink(path);
-	fill(want, n, 99);
+	t_fill(want, n, 99);
 	T_EQ_INT(write(fd, want, n), n);
 	io_uring_prep_read_fixed(io_uring_get_sqe(&ring), fd, stage, n, 0, 0);
 	T_EQ_INT(io_uring_submit(&ring), 1);
@@ -268,7 +253,7 @@ static void check_idle(const struct gpu_backend *be, struct gpu_dev *dev)
 
 		want[i] = malloc(n);
 		T_ASSERT(want[i]);
-		fill(want[i], n, 1000 + (uint64_t)i);
+		t_fill(want[i], n, 1000 + (uint64_t)i);
 		memcpy(stage + i * n, want[i], n);
 		T_OK(be->pool_create(dev, &pools[i], n, err));
 		T_OK(be->copy_to_pool(dev, &pools[i], &c, (unsigned)i, on_done, &done_count));

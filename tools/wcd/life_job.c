@@ -109,13 +109,9 @@ static int restore_pools(struct wcd *d, struct wcd_version *v,
 		return wc_errf(err, ENOMEM,
 			       "the pools need %" PRIu64 " bytes on device %s but only %" PRIu64 " are free (another process took memory while the daemon slept?)",
 			       need, d->dev.name, have);
-	for (uint32_t i = 0; i < v->plan.npools; i++) {
-		ret = be->pool_create(&d->dev, &v->pools[i],
-				      v->plan.pool_size[i], err);
-		if (ret)
-			return ret;
-		v->npools = i + 1;
-	}
+	ret = load_pools_alloc(d, v, err);
+	if (ret)
+		return ret;
 	if (L->nhost != v->npools)
 		return wc_errf(err, EIO,
 			       "the host copy holds %u pools but the model has %u",

@@ -408,11 +408,24 @@ static void close_shards(struct ld *L)
 	free(L->dfd);
 }
 
+int load_pools_alloc(struct wcd *d, struct wcd_version *v, char *err)
+{
+	int ret;
+
+	for (uint32_t i = 0; i < v->plan.npools; i++) {
+		ret = d->dev.be->pool_create(&d->dev, &v->pools[i],
+					     v->plan.pool_size[i], err);
+		if (ret)
+			return ret;
+		v->npools = i + 1;
+	}
+	return 0;
+}
+
 static int create_pools(struct wcd *d, struct wcd_version *v, char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
 	uint64_t free_b = 0, total_b = 0, need = 0;
-	int ret;
 
 	for (uint32_t i = 0; i < v->plan.npools; i++)
 		need += gpu_align_up(v->plan.pool_size[i], d->dev.granularity);
@@ -421,14 +434,7 @@ static int create_pools(struct wcd *d, struct wcd_version *v, char *err)
 		return wc_errf(err, ENOMEM,
 			       "the model needs %" PRIu64 " bytes on device %s but only %" PRIu64 " of %" PRIu64 " are free: free memory or use more tensor-parallel ranks",
 			       need, d->dev.name, free_b, total_b);
-	for (uint32_t i = 0; i < v->plan.npools; i++) {
-		ret = be->pool_create(&d->dev, &v->pools[i],
-				      v->plan.pool_size[i], err);
-		if (ret)
-			return ret;
-		v->npools = i + 1;
-	}
-	return 0;
+	return load_pools_alloc(d, v, err);
 }
 
 int load_run(struct wcd *d, struct wcd_version *v, char *err)

@@ -36,8 +36,7 @@ enum slot_state { SLOT_FREE, SLOT_READING, SLOT_READ, SLOT_BUSY };
 struct part {
 	struct rx_read r;
 	struct slot *s;
-	uint64_t len;             /* asked */
-	uint64_t need;            /* bytes that must come back */
+	uint64_t len;             /* asked; all of it must come back */
 };
 
 struct slot {                 /* staged path: one staging buffer */

@@ -169,7 +169,7 @@ static void part_cb(struct rx_read *r, int res)
 
 	if (res < 0 && !s->part_err)
 		s->part_err = res;
-	else if (res >= 0 && (uint64_t)res < pt->need && !s->part_err)
+	else if (res >= 0 && (uint64_t)res < pt->len && !s->part_err)
 		s->part_err = -EIO;
 	else if (res > 0)
 		L->read_bytes += (uint64_t)res;
@@ -207,7 +207,6 @@ static void start_parts(struct ld *L, struct slot *s)
 
 		pt->s = s;
 		pt->len = s->need - off < psize ? s->need - off : psize;
-		pt->need = pt->len;
 		ret = rx_read_start(&L->d->loop, &pt->r, L->fd[s->shard],
 				    s->buf + off, pt->len, s->read_off + off,
 				    L->fixed ? s->idx : -1, RX_READ_ASYNC, part_cb);

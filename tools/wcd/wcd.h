@@ -147,6 +147,9 @@ void own_remove_published(struct wcd *d);
 /* load.c: parse + plan (no I/O on tensor data), then the load. */
 int load_prepare(struct wcd *d, struct wcd_version *v, char *err);
 int load_run(struct wcd *d, struct wcd_version *v, char *err);
+/* Creates v's pools as planned (v->npools counts those made); no check of
+ * free memory (the callers word that differently). */
+int load_pools_alloc(struct wcd *d, struct wcd_version *v, char *err);
 void load_version_free(struct wcd *d, struct wcd_version *v);
 
 /* server.c */
