@@ -299,6 +299,47 @@ int wc_update(struct wc_conn *c, const char *model_dir,
 /* The times of the phases run so far on c (see struct wc_attach_times). */
 void wc_times(const struct wc_conn *c, struct wc_attach_times *out);
 
+/* --- DLPack hand-off (dlpack.c): for FFI users such as the Python package */
+
+/* The CUDA ordinal (in this process) that an attached model's pointers
+ * belong to, or -1 when they are host pointers. */
+int wc_model_device(const struct wc_model *m);
+
+/* A reference count that keeps an attachment's memory in use: it starts at
+ * 1 (the caller's, dropped with wc_dl_owner_put); each tensor wc_dl_tensor
+ * builds holds one more until its deleter runs. When the count reaches 0,
+ * release(arg) runs once, on the thread that dropped the last reference
+ * (an FFI user detaches there), and the owner is freed. NULL: no memory. */
+struct wc_dl_owner;
+struct wc_dl_owner *wc_dl_owner_new(void (*release)(void *arg), void *arg);
+void wc_dl_owner_put(struct wc_dl_owner *o);
+long wc_dl_owner_refs(const struct wc_dl_owner *o);
+
+/* Builds a DLManagedTensor (dlpack.h 0.6; returned as void * so that this
+ * header needs only libc) over data: device_type 1 (kDLCPU) or 2 (kDLCUDA)
+ * with device_id, DLPack dtype code and bits (one lane), ndim dimensions of
+ * shape, row-major strides, byte_offset 0. It holds a reference on o; its
+ * deleter (called by the framework that imported it) frees it and drops
+ * the reference. data must stay mapped while o lives: the caller detaches
+ * only from release. */
+int wc_dl_tensor(struct wc_dl_owner *o, const void *data, int device_type,
+		 int device_id, unsigned code, unsigned bits, uint32_t ndim,
+		 const int64_t *shape, void **out, struct wc_error *err);
+/* Calls the deleter of a DLManagedTensor that no framework took. */
+void wc_dl_drop(void *managed);
+/* DLManagedTensors built and not yet deleted, in this process (tests). */
+long wc_dl_live(void);
+
+/* PyCapsule support without linking libpython: wc_dl_python hands in
+ * PyCapsule_IsValid and PyCapsule_GetPointer; wc_dl_capsule_destructor is a
+ * PyCapsule destructor for capsules named "dltensor" (an unconsumed one has
+ * its tensor deleted); after wc_dl_shutdown (the interpreter is exiting)
+ * no release callback runs any more. */
+void wc_dl_python(int (*is_valid)(void *capsule, const char *name),
+		  void *(*get_pointer)(void *capsule, const char *name));
+void wc_dl_capsule_destructor(void *capsule);
+void wc_dl_shutdown(void);
+
 int wc_api_version(void);
 
 #ifdef __cplusplus

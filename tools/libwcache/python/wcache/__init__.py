@@ -1,0 +1,31 @@
+# SPDX-License-Identifier: MIT
+"""wcache: attach a Python engine zero-copy to a wcache rank daemon (wcd).
+
+    import wcache
+    with wcache.connect(device="0") as conn:
+        model = conn.attach(model_dir="/models/llama", tp_size=1, tp_rank=0)
+        w = model["model.embed_tokens.weight"]        # torch.Tensor on cuda:0
+        arrays = model.tensors(framework="numpy")     # host backend: read-only
+
+Pure Python over libwcache.so (ctypes) with DLPack hand-off; see
+wcache.torch.load_into for binding a meta-initialised nn.Module, and the
+top-level README ("From Python / PyTorch") for the lifetime and read-only
+rules.
+"""
+from ._core import (Connection, LifeResult, Model, Notice, TensorInfo,
+                    connect, live_leases, live_tensors)
+from ._lib import lib_path
+from .errors import (BadReply, Busy, DaemonGone, DaemonSleeping, Error,
+                     HashMismatch, IdentityMismatch, NoDaemon, NoHashes,
+                     NotImplementedByDaemon, OutOfOrder, ProtocolMismatch,
+                     ReadOnly, Refused, Timeout, TryAgain)
+
+__version__ = "0.1.0"
+__all__ = [
+    "connect", "Connection", "Model", "TensorInfo", "LifeResult", "Notice",
+    "live_tensors", "live_leases", "lib_path",
+    "Error", "NoDaemon", "Refused", "IdentityMismatch", "TryAgain",
+    "DaemonSleeping", "Busy", "DaemonGone", "ReadOnly", "Timeout",
+    "ProtocolMismatch", "BadReply", "HashMismatch", "NoHashes", "OutOfOrder",
+    "NotImplementedByDaemon",
+]

@@ -1,0 +1,633 @@
+# SPDX-License-Identifier: MIT
+"""Connection and Model: libwcache's calls, one Python object each.
+
+Lifetime. A Model is one lease (wc_attach). Every tensor handed out is a
+DLPack tensor built by wc_dl_tensor on the Model's wc_dl_owner, so it holds a
+reference that its deleter drops when the framework frees the memory's last
+view. model.detach() (or garbage collection) only drops the Model's own
+reference; the real wc_detach runs when the count reaches 0, from the
+release callback, and conn.close() closes the socket only after every lease
+on it has ended. So no call and no order of deletions unmaps memory that a
+live tensor points at, and the mapping goes away with the last tensor.
+
+Threads. Each connection has one lock around every libwcache call on it
+(libwcache's rule: one thread at a time); the release callback takes it too
+and may run on any thread that drops a tensor.
+"""
+import collections
+import collections.abc
+import ctypes
+import errno
+import itertools
+import json
+import struct
+import os
+import atexit
+import threading
+
+from . import _dtypes, _lib, errors
+from ._lib import lib
+
+_libc = ctypes.CDLL(None)
+_libc.free.argtypes = [ctypes.c_void_p]
+_libc.free.restype = None
+
+TensorInfo = collections.namedtuple(
+    "TensorInfo", "name dtype shape nbytes pool offset hash padded_rows")
+TensorInfo.__doc__ = """One manifest entry: checkpoint names, fused views and
+aliases alike (views share bytes with the entries they cover). hash is the
+XXH3-128 as 32 hex digits, None when the daemon did not hash; padded_rows is
+the padded row count P of a vocabulary-padded tensor (0: none)."""
+LifeResult = collections.namedtuple(
+    "LifeResult", "version level bytes seconds verify_seconds msg")
+Notice = collections.namedtuple("Notice", "kind version msg")
+NOTICE_SHUTDOWN, NOTICE_VERSION, NOTICE_OTHER = 1, 2, 3
+_NOTICE_NAMES = {1: "shutdown", 2: "version", 3: "other"}
+
+
+def _raise(ret, err):
+    code = err.code or -ret
+    raise errors.from_code(code, _lib.s(err.msg) or os.strerror(code))
+
+
+class _Handle:
+    """The C connection. Closed once close() was asked for and no lease on
+    it is left."""
+
+    def __init__(self, ptr):
+        self.ptr = ptr
+        self.lock = threading.RLock()
+        self.leases = set()
+        self.close_asked = False
+
+    def maybe_close(self):
+        with self.lock:
+            if self.close_asked and not self.leases and self.ptr:
+                lib.wc_close(self.ptr)
+                self.ptr = None
+
+
+# Leases whose memory may still be in use, by key (the release callback's
+# argument): kept here, not by the Model, so that they outlive it.
+_LEASES = {}
+_keys = itertools.count(1)
+
+
+class _Lease:
+    def __init__(self, handle, mptr):
+        self.handle = handle
+        self.m = mptr
+        self.key = next(_keys)
+        self.detach_error = None
+        _LEASES[self.key] = self
+        handle.leases.add(self)
+        self.owner = lib.wc_dl_owner_new(_RELEASE, self.key)
+        if not self.owner:
+            self._end()
+            raise MemoryError("wcache: out of memory for a tensor owner")
+
+    def drop(self):
+        """The Model is done with it; tensors may still hold it."""
+        o, self.owner = self.owner, None
+        if o:
+            lib.wc_dl_owner_put(o)
+
+    def _end(self):
+        h = self.handle
+        err = _lib.WcError()
+        with h.lock:
+            if self.m and h.ptr:
+                if lib.wc_detach(self.m, ctypes.byref(err)) < 0:
+                    self.detach_error = _lib.s(err.msg)
+            self.m = None
+            h.leases.discard(self)
+        _LEASES.pop(self.key, None)
+        h.maybe_close()
+
+
+def _release(arg):
+    # Runs on whichever thread dropped the last reference; never raises.
+    try:
+        lease = _LEASES.get(arg or 0)
+        if lease is not None:
+            lease._end()
+    except BaseException:  # noqa: a callback must not raise into C
+        pass
+
+
+_RELEASE = _lib.RELEASE_FN(_release)
+# An interpreter that exits frees its tensors after its modules: no release
+# runs then (the mappings end with the process).
+atexit.register(lib.wc_dl_shutdown)
+
+
+def _info_dict(info):
+    return {
+        "pid": info.pid, "identity": _lib.s(info.identity),
+        "version": info.version, "tensors": info.tensors,
+        "bytes": info.bytes, "device": _lib.s(info.device),
+        "model": _lib.s(info.model), "tp_size": info.tp_size,
+        "tp_rank": info.tp_rank, "pp_size": info.pp_size,
+        "pp_rank": info.pp_rank, "protocol": info.protocol,
+        "mem": "cuda" if info.mem == _lib.WC_MEM_CUDA else "host",
+    }
+
+
+def _life(r):
+    return LifeResult(r.version, r.level, r.bytes, r.seconds,
+                      r.verify_seconds, _lib.s(r.msg))
+
+
+class Connection:
+    """One connection to one rank daemon (wcache.connect)."""
+
+    def __init__(self, device=None, runtime_dir=None, socket=None,
+                 timeout_ms=0, label=None):
+        self._device = device
+        o = _lib.WcConnectOpts(_lib.b(device), _lib.b(runtime_dir),
+                               _lib.b(socket), int(timeout_ms),
+                               _lib.b(label or "python pid %d" % os.getpid()))
+        ptr = ctypes.c_void_p()
+        err = _lib.WcError()
+        ret = lib.wc_connect(ctypes.byref(o), ctypes.byref(ptr), ctypes.byref(err))
+        if ret < 0:
+            _raise(ret, err)
+        self._h = _Handle(ptr.value)
+        self.info = None
+
+    # -- plumbing ---------------------------------------------------------
+    def _ptr(self):
+        p = self._h.ptr
+        if not p or self._h.close_asked:
+            raise errors.Error(errno.EBADF, "wcache: the connection is closed")
+        return p
+
+    def _call(self, fn, *args):
+        err = _lib.WcError()
+        with self._h.lock:
+            ret = fn(self._ptr(), *args, ctypes.byref(err))
+        if ret < 0:
+            _raise(ret, err)
+        return ret
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass
+
+    def close(self):
+        """Closes the connection once every Model on it and every tensor of
+        those Models is gone (until then the leases stay held)."""
+        h = getattr(self, "_h", None)
+        if h is not None:
+            h.close_asked = True
+            h.maybe_close()
+
+    @property
+    def closed(self):
+        return self._h.close_asked
+
+    # -- requests ---------------------------------------------------------
+    def hello(self, model_dir=None, tp_size=1, tp_rank=0, pp_size=1,
+              pp_rank=0, rules_file=None):
+        """HELLO with the engine's identity (model_dir None: accept what is
+        served, for tools); returns what the daemon serves (a dict).
+        IdentityMismatch lists every differing field."""
+        info = _lib.WcInfo()
+        x = None
+        if model_dir is not None:
+            x = ctypes.byref(_lib.WcExpect(_lib.b(model_dir), tp_size, tp_rank,
+                                           pp_size, pp_rank, _lib.b(rules_file)))
+        self._call(lib.wc_hello, x, ctypes.byref(info))
+        self.info = _info_dict(info)
+        return self.info
+
+    def attach(self, model_dir=None, tp_size=1, tp_rank=0, pp_size=1,
+               pp_rank=0, rules_file=None, writable=False, framework=None):
+        """HELLO (with the identity these arguments describe) and ATTACH:
+        returns a Model, a mapping from tensor name to a tensor of
+        framework ("torch", "numpy"; None: torch when importable)."""
+        self.hello(model_dir, tp_size, tp_rank, pp_size, pp_rank, rules_file)
+        m = ctypes.c_void_p()
+        times = _lib.WcAttachTimes()
+        flags = _lib.WC_ATTACH_WRITABLE if writable else 0
+        err = _lib.WcError()
+        with self._h.lock:
+            ret = lib.wc_attach(self._ptr(), flags, ctypes.byref(m),
+                                ctypes.byref(times), ctypes.byref(err))
+            if ret < 0:
+                _raise(ret, err)
+            lease = _Lease(self._h, m.value)
+        return Model(lease, writable, framework, times)
+
+    def ping(self, depth=1):
+        self._call(lib.wc_ping, depth)
+
+    def status(self):
+        """The daemon's STATUS object (a dict)."""
+        p = ctypes.c_void_p()
+        self._call(lib.wc_status, ctypes.byref(p))
+        try:
+            return json.loads(ctypes.string_at(p.value).decode())
+        finally:
+            _libc.free(p.value)
+
+    def shutdown(self):
+        """Asks the daemon to stop (as SIGTERM does)."""
+        self._call(lib.wc_shutdown)
+
+    def sleep(self, level=1):
+        """SLEEP level 1 (host copy) or 2 (drop). Busy while leases are
+        held (the message names the pids)."""
+        r = _lib.WcLifeResult()
+        self._call(lib.wc_sleep, level, ctypes.byref(r))
+        return _life(r)
+
+    def wake(self):
+        r = _lib.WcLifeResult()
+        self._call(lib.wc_wake, ctypes.byref(r))
+        return _life(r)
+
+    def update(self, model_dir=None):
+        """UPDATE: load model_dir (None: the served directory again) as
+        the next version; DaemonSleeping while the daemon sleeps."""
+        r = _lib.WcLifeResult()
+        self._call(lib.wc_update, _lib.b(model_dir), ctypes.byref(r))
+        return _life(r)
+
+    def notice_fd(self):
+        """Readable when a notice (or EOF) waits: for select/poll or
+        asyncio's loop.add_reader; then call read_notice()."""
+        return lib.wc_notice_fd(self._ptr())
+
+    def daemon_fd(self):
+        """The daemon's pidfd: readable once the daemon has exited (-1
+        when its pid is not visible here)."""
+        return lib.wc_daemon_fd(self._ptr())
+
+    @property
+    def daemon_pid(self):
+        return lib.wc_daemon_pid(self._ptr())
+
+    def read_notice(self):
+        """A Notice(kind, version, msg) when one is waiting, else None
+        (never blocks); DaemonGone once the daemon closed the connection."""
+        n = _lib.WcNotice()
+        ret = self._call(lib.wc_notice_read, ctypes.byref(n))
+        if ret == 0:
+            return None
+        return Notice(_NOTICE_NAMES.get(n.kind, "other"), n.version, _lib.s(n.msg))
+
+    def times(self):
+        """Nanoseconds of each phase of the last connect/hello/attach."""
+        t = _lib.WcAttachTimes()
+        with self._h.lock:
+            lib.wc_times(self._ptr(), ctypes.byref(t))
+        return {n: getattr(t, n) for n, _ in t._fields_}
+
+
+def connect(device=None, runtime_dir=None, socket=None, timeout_ms=0,
+            label=None):
+    """Connects to the rank daemon of device ("0", "GPU-<uuid>", "host",
+    "host:NAME") under runtime_dir (default: $WCACHE_SOCKET_TEMPLATE, else
+    $XDG_RUNTIME_DIR/wcache, else /tmp/wcache-$UID), or to socket. A context
+    manager. NoDaemon when none serves."""
+    return Connection(device, runtime_dir, socket, timeout_ms, label)
+
+
+def _default_framework():
+    try:
+        import torch  # noqa: F401
+        return "torch"
+    except ImportError:
+        return "numpy"
+
+
+class _Exporter:
+    """What numpy.from_dlpack wants: __dlpack__ and __dlpack_device__."""
+
+    def __init__(self, capsule, device):
+        self._capsule = capsule
+        self._device = device
+
+    def __dlpack__(self, stream=None, **kw):
+        c, self._capsule = self._capsule, None
+        return c
+
+    def __dlpack_device__(self):
+        return self._device
+
+
+class Model(collections.abc.Mapping):
+    """One attached model version: name -> tensor (the default framework),
+    plus .tensor(name, framework, padded), .tensors(framework), .manifest,
+    .version, .identity, .info, .device, verify(), detach()."""
+
+    def __init__(self, lease, writable, framework, times):
+        self._lease = lease
+        self._writable = bool(writable)
+        self._framework = framework
+        self._pools = {}
+        m = lease.m
+        info = lib.wc_model_info(m).contents
+        self.info = _info_dict(info)
+        self.version = self.info["version"]
+        self.identity = self.info["identity"]
+        self.times = {n: getattr(times, n) for n, _ in times._fields_}
+        self.ordinal = lib.wc_model_device(m)
+        self.device = "cuda:%d" % self.ordinal if self.ordinal >= 0 else "cpu"
+        n = lib.wc_tensor_count(m)
+        self._n = n
+        self._t = []
+        self._rows = []
+        self._index = {}
+        if n:
+            first = lib.wc_tensor_at(m, 0)
+            addr = ctypes.addressof(first.contents)
+            self._t = (_lib.WcTensor * n).from_address(addr)
+            self._rows = _parse_table(addr, n)
+            self._index = {r[0]: i for i, r in enumerate(self._rows)}
+        self._manifest = None
+
+    # -- mapping ------------------------------------------------------------
+    def __getitem__(self, name):
+        return self.tensor(name)
+
+    def __iter__(self):
+        return iter(self._index)
+
+    def __len__(self):
+        return self._n
+
+    def __contains__(self, name):
+        return name in self._index
+
+    def __repr__(self):
+        return "<wcache.Model %s v%d: %d tensors on %s%s>" % (
+            self.info["model"], self.version, self._n, self.device,
+            "" if self._lease.owner else ", detached")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.detach()
+
+    def __del__(self):
+        try:
+            self.detach()
+        except Exception:
+            pass
+
+    def _check(self):
+        if not self._lease.owner:
+            raise errors.Error(errno.EBADF, "wcache: the model was detached; attach again")
+
+    def _entry(self, name):
+        i = self._index.get(name)
+        if i is None:
+            raise KeyError("wcache: the daemon serves no tensor named %r (%d tensors, e.g. %s)"
+                           % (name, self._n, ", ".join(itertools.islice(self._index, 3))))
+        return self._t[i]
+
+    def _padded_rows(self, t):
+        if _lib.HAVE["wc_tensor_padded_rows"]:
+            return lib.wc_tensor_padded_rows(ctypes.byref(t))
+        return 0
+
+    @property
+    def manifest(self):
+        """Every served name as a TensorInfo, in manifest order."""
+        if self._manifest is None:
+            self._manifest = [
+                TensorInfo(r[0], r[1], r[2], r[3], r[5], r[6],
+                           r[7].hex() if r[8] & _lib.WC_TENSOR_HASHED else None,
+                           self._padded_rows(self._t[i]))
+                for i, r in enumerate(self._rows)]
+        return self._manifest
+
+    @property
+    def framework(self):
+        if self._framework is None:
+            self._framework = _default_framework()
+        return self._framework
+
+    # -- tensors --------------------------------------------------------------
+    def _framework_or(self, framework):
+        f = framework or self.framework
+        if f not in ("torch", "numpy"):
+            raise ValueError("wcache: framework must be 'torch' or 'numpy', not %r" % (f,))
+        if f == "numpy" and self.ordinal >= 0:
+            raise ValueError("wcache: numpy arrays live on the CPU; this model is on %s: use framework='torch'"
+                             % self.device)
+        return f
+
+    def _capsule(self, ptr, code, bits, shape):
+        self._check()
+        nd = len(shape)
+        dims = (ctypes.c_int64 * max(nd, 1))(*shape)
+        out = ctypes.c_void_p()
+        err = _lib.WcError()
+        dev = (2, self.ordinal) if self.ordinal >= 0 else (1, 0)
+        ret = lib.wc_dl_tensor(self._lease.owner, ptr, dev[0], dev[1], code,
+                               bits, nd, dims, ctypes.byref(out), ctypes.byref(err))
+        if ret < 0:
+            _raise(ret, err)
+        try:
+            return _lib._py.PyCapsule_New(out.value, b"dltensor", _lib.CAPSULE_DESTRUCTOR)
+        except BaseException:
+            lib.wc_dl_drop(out.value)
+            raise
+
+    def _import(self, capsule, framework):
+        if framework == "torch":
+            import torch.utils.dlpack
+            return _readonly_torch(torch.utils.dlpack.from_dlpack(capsule), self._writable)
+        import numpy
+        a = numpy.from_dlpack(_Exporter(capsule, (1, 0)))
+        if not self._writable:
+            a.flags.writeable = False
+        return a
+
+    def tensor(self, name, framework=None, padded=False):
+        """The served tensor name as a framework tensor over the daemon's
+        memory (no copy). padded=True: the [P, ...] view of a tensor the
+        layout padded to P rows (the same pointer; P = padded_rows), the
+        plain tensor when it was not padded."""
+        f = self._framework_or(framework)
+        t = self._entry(name)
+        dt = t.dtype.decode()
+        if dt not in _dtypes.TABLE:
+            raise TypeError("wcache: tensor %r has dtype %s, which this package does not know" % (name, dt))
+        shape = list(t.shape[:t.ndim])
+        if padded:
+            p = self._padded_rows(t)
+            if p and shape:
+                row = t.bytes // shape[0] if shape[0] else 0
+                pv = _lib.WcPoolView()
+                lib.wc_pool_at(self._lease.m, t.pool, ctypes.byref(pv))
+                if p < shape[0] or t.offset + p * row > pv.size:
+                    raise errors.BadReply(errno.EBADMSG, "wcache: tensor %r: padded_rows %d does not fit (%d rows, pool %d of %d bytes)"
+                                          % (name, p, shape[0], t.pool, pv.size))
+                shape[0] = p
+        if dt in _dtypes.SUB_BYTE:
+            shape = [t.bytes]
+        code, bits = _dtypes.dlpack_for(dt, f)
+        x = self._import(self._capsule(t.ptr, code, bits, shape), f)
+        return _retype(x, dt, f)
+
+    def _pool(self, i, framework, dtype=None):
+        """Pool i as one framework tensor of bytes (one DLPack tensor),
+        and its views as dtype (1-D, the whole pool), cached."""
+        key = (i, framework, dtype)
+        p = self._pools.get(key)
+        if p is None:
+            if dtype is not None:
+                base = self._pool(i, framework)
+                p = base.view(dtype) if base.numel() % _esize(dtype) == 0 else \
+                    base[:base.numel() - base.numel() % _esize(dtype)].view(dtype)
+            else:
+                pv = _lib.WcPoolView()
+                if lib.wc_pool_at(self._lease.m, i, ctypes.byref(pv)) < 0:
+                    raise errors.BadReply(errno.EBADMSG, "wcache: no pool %d" % i)
+                p = self._import(self._capsule(pv.ptr, _dtypes.UINT, 8, [pv.size]), framework)
+            self._pools[key] = p
+        return p
+
+    def tensors(self, framework=None):
+        """Every served tensor, as a dict name -> tensor. They are strided
+        views of one DLPack tensor per pool, which keeps its pool (and so
+        the lease) alive while any of them lives."""
+        f = self._framework_or(framework)
+        self._check()
+        out = {}
+        if f == "torch":
+            import torch
+            tdt = {}
+            for r in self._rows:
+                name, dt, shape, nbytes, _, pool, off = r[:7]
+                d = tdt.get(dt)
+                if d is None:
+                    d = tdt[dt] = _dtypes.torch_dtype(dt, torch) if dt not in _dtypes.SUB_BYTE else None
+                if d is None:
+                    out[name] = self._pool(pool, f)[off:off + nbytes]
+                    continue
+                es = _esize(d)
+                out[name] = self._pool(pool, f, d).as_strided(shape, r[9], off // es)
+        else:
+            import numpy
+            for r in self._rows:
+                name, dt, shape, nbytes, _, pool, off = r[:7]
+                x = self._pool(pool, f)[off:off + nbytes]
+                if dt not in _dtypes.SUB_BYTE:
+                    x = x.view(numpy.dtype(_dtypes.TABLE[dt][4])).reshape(shape)
+                out[name] = x
+        return out
+
+    # -- the rest ---------------------------------------------------------
+    def verify(self):
+        """Recomputes every tensor's XXH3-128 from the mapped bytes and
+        compares with the manifest: HashMismatch names the first bad one."""
+        self._check()
+        bad = ctypes.c_uint64()
+        err = _lib.WcError()
+        with self._lease.handle.lock:
+            ret = lib.wc_verify(self._lease.m, ctypes.byref(bad), ctypes.byref(err))
+        if ret < 0:
+            _raise(ret, err)
+        return True
+
+    def detach(self):
+        """Gives up this Model's hold on the lease. The lease ends (and the
+        memory is unmapped) now if no tensor of it is alive, else when the
+        last one dies. Tensors handed out stay valid."""
+        lease = getattr(self, "_lease", None)
+        if lease is None:
+            return
+        self._pools = {}
+        lease.drop()
+
+    close = detach
+
+    @property
+    def detached(self):
+        return not self._lease.owner
+
+
+_ROW = struct.Struct("<QQI4x8QQQI4xQ16sI4x")
+assert _ROW.size == ctypes.sizeof(_lib.WcTensor)
+
+
+def _parse_table(addr, n):
+    """The C tensor table as tuples (name, dtype, shape, nbytes, ptr, pool,
+    offset, hash, flags, strides): one copy and one unpack, a string read
+    per name (what attach costs in Python, per tensor)."""
+    raw = ctypes.string_at(addr, n * _ROW.size)
+    at = ctypes.string_at
+    dtypes = {}
+    rows = []
+    for f in _ROW.iter_unpack(raw):
+        nd = f[2]
+        shape = f[3:3 + nd]
+        st = [1] * nd
+        acc = 1
+        for j in range(nd - 1, -1, -1):
+            st[j] = acc
+            acc *= shape[j] or 1
+        dp = f[1]
+        dt = dtypes.get(dp)
+        if dt is None:
+            dt = dtypes[dp] = at(dp).decode()
+        rows.append((at(f[0]).decode(), dt, shape, f[11], f[12], f[13],
+                     f[14], f[15], f[16], tuple(st)))
+    return rows
+
+
+_ESIZE = {}
+
+
+def _esize(d):
+    """Bytes per element of a torch dtype (torch 1.13 has no .itemsize)."""
+    e = _ESIZE.get(d)
+    if e is None:
+        import torch
+        e = _ESIZE[d] = torch.empty((), dtype=d).element_size()
+    return e
+
+
+_warned_torch = [False]
+
+
+def _readonly_torch(x, writable):
+    return x
+
+
+def _retype(x, dt, framework):
+    """.view() to the dtype DLPack 0.6 could not carry."""
+    after = _dtypes.TABLE[dt][3]
+    if framework == "torch":
+        if after is not None and dt not in _dtypes.SUB_BYTE:
+            import torch
+            return x.view(_dtypes.torch_dtype(dt, torch))
+        return x
+    if dt == "BOOL":
+        import numpy
+        return x.view(numpy.bool_)
+    return x
+
+
+def live_tensors():
+    """DLPack tensors made by this process and not yet freed (tests)."""
+    return lib.wc_dl_live()
+
+
+def live_leases():
+    """Leases still held: by a Model, or by tensors that outlived it."""
+    return len(_LEASES)

@@ -1,0 +1,180 @@
+# SPDX-License-Identifier: MIT
+"""ctypes declarations of libwcache.so (tools/libwcache/wcache.h).
+
+The structures mirror wcache.h field for field; test/py/test_abi.py compiles
+a C program that prints every offset and compares. The library is found
+through $WCACHE_LIB (a path), else the loader's "libwcache.so.0" (make
+install), else "libwcache.so".
+"""
+import ctypes
+import os
+
+WC_ERR_MSG_LEN = 2048
+WC_DIMS_MAX = 8
+WC_HASH_LEN = 16
+WC_HEX_LEN = 33
+WC_DEVICE_LEN = 64
+WC_PATH_LEN = 4096
+WC_MEM_HOST = 1
+WC_MEM_CUDA = 2
+WC_ATTACH_WRITABLE = 1
+WC_TENSOR_HASHED = 1
+
+c_char_p = ctypes.c_char_p
+c_int = ctypes.c_int
+c_uint = ctypes.c_uint
+c_u32 = ctypes.c_uint32
+c_u64 = ctypes.c_uint64
+c_void_p = ctypes.c_void_p
+
+
+class WcError(ctypes.Structure):
+    _fields_ = [("code", c_int), ("msg", ctypes.c_char * WC_ERR_MSG_LEN)]
+
+
+class WcConnectOpts(ctypes.Structure):
+    _fields_ = [("device", c_char_p), ("runtime_dir", c_char_p),
+                ("socket", c_char_p), ("timeout_ms", c_int),
+                ("label", c_char_p)]
+
+
+class WcExpect(ctypes.Structure):
+    _fields_ = [("model_dir", c_char_p), ("tp_size", c_int),
+                ("tp_rank", c_int), ("pp_size", c_int), ("pp_rank", c_int),
+                ("rules_file", c_char_p)]
+
+
+class WcInfo(ctypes.Structure):
+    _fields_ = [("pid", c_int), ("identity", ctypes.c_char * WC_HEX_LEN),
+                ("version", c_u64), ("tensors", c_u64), ("bytes", c_u64),
+                ("device", ctypes.c_char * WC_DEVICE_LEN),
+                ("model", ctypes.c_char * WC_PATH_LEN),
+                ("tp_size", c_int), ("tp_rank", c_int),
+                ("pp_size", c_int), ("pp_rank", c_int),
+                ("protocol", c_u32), ("mem", c_int)]
+
+
+class WcAttachTimes(ctypes.Structure):
+    _fields_ = [(n, c_u64) for n in ("connect_ns", "hello_ns", "manifest_ns",
+                                     "attach_ns", "map_ns", "device_ns")]
+
+
+class WcTensor(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("dtype", c_char_p), ("ndim", c_u32),
+                ("shape", c_u64 * WC_DIMS_MAX), ("bytes", c_u64),
+                ("ptr", c_void_p), ("pool", c_u32), ("offset", c_u64),
+                ("hash", ctypes.c_uint8 * WC_HASH_LEN), ("flags", c_u32)]
+
+
+class WcPoolView(ctypes.Structure):
+    _fields_ = [("ptr", c_void_p), ("size", c_u64), ("writable", c_int)]
+
+
+class WcNotice(ctypes.Structure):
+    _fields_ = [("kind", c_int), ("version", c_u64),
+                ("msg", ctypes.c_char * WC_ERR_MSG_LEN)]
+
+
+class WcLifeResult(ctypes.Structure):
+    _fields_ = [("version", c_u64), ("level", c_uint), ("bytes", c_u64),
+                ("seconds", ctypes.c_double),
+                ("verify_seconds", ctypes.c_double),
+                ("msg", ctypes.c_char * WC_ERR_MSG_LEN)]
+
+
+RELEASE_FN = ctypes.CFUNCTYPE(None, c_void_p)
+P = ctypes.POINTER
+_E = P(WcError)
+
+# name: (restype, argtypes)
+_PROTOS = {
+    "wc_api_version": (c_int, []),
+    "wc_connect": (c_int, [P(WcConnectOpts), P(c_void_p), _E]),
+    "wc_close": (None, [c_void_p]),
+    "wc_hello": (c_int, [c_void_p, P(WcExpect), P(WcInfo), _E]),
+    "wc_attach": (c_int, [c_void_p, c_uint, P(c_void_p), P(WcAttachTimes), _E]),
+    "wc_manifest": (c_int, [c_void_p, P(c_void_p), _E]),
+    "wc_detach": (c_int, [c_void_p, _E]),
+    "wc_model_info": (P(WcInfo), [c_void_p]),
+    "wc_tensor_count": (c_u64, [c_void_p]),
+    "wc_tensor_at": (P(WcTensor), [c_void_p, c_u64]),
+    "wc_tensor_find": (P(WcTensor), [c_void_p, c_char_p]),
+    "wc_pool_count": (c_u32, [c_void_p]),
+    "wc_pool_at": (c_int, [c_void_p, c_u32, P(WcPoolView)]),
+    "wc_verify": (c_int, [c_void_p, P(c_u64), _E]),
+    "wc_verify_tensor": (c_int, [c_void_p, P(WcTensor), _E]),
+    "wc_daemon_fd": (c_int, [c_void_p]),
+    "wc_daemon_pid": (c_int, [c_void_p]),
+    "wc_notice_fd": (c_int, [c_void_p]),
+    "wc_notice_read": (c_int, [c_void_p, P(WcNotice), _E]),
+    "wc_ping": (c_int, [c_void_p, c_uint, _E]),
+    "wc_status": (c_int, [c_void_p, P(c_void_p), _E]),
+    "wc_shutdown": (c_int, [c_void_p, _E]),
+    "wc_sleep": (c_int, [c_void_p, c_uint, P(WcLifeResult), _E]),
+    "wc_wake": (c_int, [c_void_p, P(WcLifeResult), _E]),
+    "wc_update": (c_int, [c_void_p, c_char_p, P(WcLifeResult), _E]),
+    "wc_times": (None, [c_void_p, P(WcAttachTimes)]),
+    "wc_model_device": (c_int, [c_void_p]),
+    "wc_dl_owner_new": (c_void_p, [RELEASE_FN, c_void_p]),
+    "wc_dl_owner_put": (None, [c_void_p]),
+    "wc_dl_owner_refs": (ctypes.c_long, [c_void_p]),
+    "wc_dl_tensor": (c_int, [c_void_p, c_void_p, c_int, c_int, c_uint, c_uint,
+                             c_u32, P(ctypes.c_int64), P(c_void_p), _E]),
+    "wc_dl_drop": (None, [c_void_p]),
+    "wc_dl_live": (ctypes.c_long, []),
+    "wc_dl_python": (None, [c_void_p, c_void_p]),
+    "wc_dl_capsule_destructor": (None, [c_void_p]),
+    "wc_dl_shutdown": (None, []),
+}
+# Present only in a library that has them (feature-detected).
+_OPTIONAL = {
+    "wc_tensor_padded_rows": (c_u64, [P(WcTensor)]),
+}
+
+
+def _open():
+    path = os.environ.get("WCACHE_LIB")
+    names = [path] if path else ["libwcache.so.0", "libwcache.so"]
+    errors = []
+    for name in names:
+        try:
+            return ctypes.CDLL(name), name
+        except OSError as e:
+            errors.append(str(e))
+    raise OSError("wcache: cannot load libwcache (%s): build it (make) and set "
+                  "WCACHE_LIB=<build>/lib/libwcache.so, or install it "
+                  "(make install)" % "; ".join(errors))
+
+
+lib, lib_path = _open()
+for _name, (_res, _args) in _PROTOS.items():
+    _f = getattr(lib, _name)
+    _f.restype = _res
+    _f.argtypes = _args
+HAVE = {}
+for _name, (_res, _args) in _OPTIONAL.items():
+    _f = getattr(lib, _name, None)
+    HAVE[_name] = _f is not None
+    if _f is not None:
+        _f.restype = _res
+        _f.argtypes = _args
+
+# PyCapsule through the interpreter's own API (ctypes.pythonapi holds the GIL).
+_py = ctypes.pythonapi
+_py.PyCapsule_New.restype = ctypes.py_object
+_py.PyCapsule_New.argtypes = [c_void_p, c_char_p, c_void_p]
+lib.wc_dl_python(ctypes.cast(_py.PyCapsule_IsValid, c_void_p),
+                 ctypes.cast(_py.PyCapsule_GetPointer, c_void_p))
+CAPSULE_DESTRUCTOR = ctypes.cast(lib.wc_dl_capsule_destructor, c_void_p)
+
+
+def s(b):
+    """C string (bytes) to str."""
+    return b.decode("utf-8", "replace") if b is not None else None
+
+
+def b(x):
+    """str (or path-like) to C string, None stays NULL."""
+    if x is None:
+        return None
+    return os.fsencode(x)
