@@ -24,6 +24,7 @@ import struct
 import os
 import atexit
 import threading
+import warnings
 
 from . import _dtypes, _lib, errors
 from ._lib import lib
@@ -335,6 +336,7 @@ class Model(collections.abc.Mapping):
         self._writable = bool(writable)
         self._framework = framework
         self._pools = {}
+        self._warned = False
         m = lease.m
         info = lib.wc_model_info(m).contents
         self.info = _info_dict(info)
@@ -391,11 +393,13 @@ class Model(collections.abc.Mapping):
             raise errors.Error(errno.EBADF, "wcache: the model was detached; attach again")
 
     def _entry(self, name):
+        """The index of name (the C table is only read while attached)."""
+        self._check()
         i = self._index.get(name)
         if i is None:
             raise KeyError("wcache: the daemon serves no tensor named %r (%d tensors, e.g. %s)"
                            % (name, self._n, ", ".join(itertools.islice(self._index, 3))))
-        return self._t[i]
+        return i
 
     def _padded_rows(self, t):
         if _lib.HAVE["wc_tensor_padded_rows"]:
@@ -406,6 +410,7 @@ class Model(collections.abc.Mapping):
     def manifest(self):
         """Every served name as a TensorInfo, in manifest order."""
         if self._manifest is None:
+            self._check()
             self._manifest = [
                 TensorInfo(r[0], r[1], r[2], r[3], r[5], r[6],
                            r[7].hex() if r[8] & _lib.WC_TENSOR_HASHED else None,
@@ -449,7 +454,8 @@ class Model(collections.abc.Mapping):
     def _import(self, capsule, framework):
         if framework == "torch":
             import torch.utils.dlpack
-            return _readonly_torch(torch.utils.dlpack.from_dlpack(capsule), self._writable)
+            _warn_torch(self)
+            return torch.utils.dlpack.from_dlpack(capsule)
         import numpy
         a = numpy.from_dlpack(_Exporter(capsule, (1, 0)))
         if not self._writable:
@@ -462,25 +468,28 @@ class Model(collections.abc.Mapping):
         layout padded to P rows (the same pointer; P = padded_rows), the
         plain tensor when it was not padded."""
         f = self._framework_or(framework)
-        t = self._entry(name)
-        dt = t.dtype.decode()
+        i = self._entry(name)
+        name, dt, shape, nbytes, ptr, pool, off = self._rows[i][:7]
         if dt not in _dtypes.TABLE:
             raise TypeError("wcache: tensor %r has dtype %s, which this package does not know" % (name, dt))
-        shape = list(t.shape[:t.ndim])
+        shape = list(shape)
         if padded:
-            p = self._padded_rows(t)
+            p = self._padded_rows(self._t[i])
             if p and shape:
-                row = t.bytes // shape[0] if shape[0] else 0
+                row = nbytes // shape[0] if shape[0] else 0
                 pv = _lib.WcPoolView()
-                lib.wc_pool_at(self._lease.m, t.pool, ctypes.byref(pv))
-                if p < shape[0] or t.offset + p * row > pv.size:
+                lib.wc_pool_at(self._lease.m, pool, ctypes.byref(pv))
+                if p < shape[0] or off + p * row > pv.size:
                     raise errors.BadReply(errno.EBADMSG, "wcache: tensor %r: padded_rows %d does not fit (%d rows, pool %d of %d bytes)"
-                                          % (name, p, shape[0], t.pool, pv.size))
+                                          % (name, p, shape[0], pool, pv.size))
                 shape[0] = p
         if dt in _dtypes.SUB_BYTE:
-            shape = [t.bytes]
+            shape = [nbytes]
+        if f == "torch":
+            import torch
+            _dtypes.torch_dtype(dt, torch)  # refuses what this torch lacks
         code, bits = _dtypes.dlpack_for(dt, f)
-        x = self._import(self._capsule(t.ptr, code, bits, shape), f)
+        x = self._import(self._capsule(ptr, code, bits, shape), f)
         return _retype(x, dt, f)
 
     def _pool(self, i, framework, dtype=None):
@@ -602,11 +611,22 @@ def _esize(d):
     return e
 
 
-_warned_torch = [False]
+class ReadOnlyWarning(UserWarning):
+    """torch has no read-only tensors: served memory is read-only anyway."""
 
 
-def _readonly_torch(x, writable):
-    return x
+def _warn_torch(model):
+    # Once per Model: torch cannot mark a tensor read-only, so say it.
+    if model._writable or model._warned:
+        return
+    model._warned = True
+    warnings.warn(
+        "wcache: torch has no read-only tensors; these point at read-only memory "
+        "(%s): a write %s. Use .clone() for a private copy, or attach(writable=True) "
+        "where the backend allows it" % (
+            model.device, "kills the process with SIGSEGV" if model.ordinal < 0
+            else "faults the engine's CUDA context (every later CUDA call fails)"),
+        ReadOnlyWarning, stacklevel=4)
 
 
 def _retype(x, dt, framework):

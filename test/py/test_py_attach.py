@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: MIT
+"""Attach from Python to a real wcd (host backend): a wcgen model, the
+transformers-written llama checkpoint and a file of every dtype, as numpy
+arrays and as torch CPU tensors, each tensor's bytes equal to the file's and
+its XXH3-128 equal to an independent one (Debian's xxhsum; the reference's
+hashes.txt, made by Python's xxhash)."""
+import os
+import shutil
+
+import numpy
+import pytest
+
+import wcache
+from conftest import REFERENCE, safetensors_files, xxh3_128
+
+torch = pytest.importorskip("torch")
+
+
+def reference_hashes(sub):
+    out = {}
+    with open(os.path.join(REFERENCE, "hashes.txt")) as f:
+        for line in f:
+            path, name, dtype, shape, h = line.rstrip("\n").split("\t")
+            if path.split("/")[0] == sub or path == sub:
+                out[name] = (dtype, tuple(int(x) for x in shape.split(",") if x), h)
+    return out
+
+
+def as_bytes(x):
+    if isinstance(x, numpy.ndarray):
+        return x.tobytes()
+    # torch: through a byte view (bf16, fp8 and bool included)
+    return x.contiguous().view(-1).view(torch.uint8).numpy().tobytes() if x.dim() else \
+        x.reshape(1).view(torch.uint8).numpy().tobytes()
+
+
+def check_model(m, files, tmp_path, framework, per_tensor):
+    assert set(m) == set(files), "served names differ from the files'"
+    got = {n: m.tensor(n, framework) for n in m} if per_tensor else m.tensors(framework)
+    info = {t.name: t for t in m.manifest}
+    blobs = []
+    for name, (dtype, shape, data) in files.items():
+        x = got[name]
+        assert info[name].dtype == dtype and info[name].shape == shape
+        assert tuple(x.shape) == shape, (name, x.shape, shape)
+        b = as_bytes(x)
+        assert b == data, "%s: served bytes differ from the file's" % name
+        blobs.append(b)
+    hashes = xxh3_128(blobs, tmp_path)
+    for (name, _), h in zip(files.items(), hashes):
+        assert info[name].hash == h, (name, info[name].hash, h)
+    return got
+
+
+@pytest.mark.parametrize("framework", ["numpy", "torch"])
+@pytest.mark.parametrize("per_tensor", [False, True], ids=["tensors", "tensor"])
+def test_wcgen_model(daemons, tiny, tmp_path, framework, per_tensor):
+    d = daemons(tiny, "attach")
+    files = safetensors_files(tiny)
+    with d.connect() as c:
+        with c.attach(model_dir=tiny) as m:
+            assert m.device == "cpu" and m.version == 1 and len(m.identity) == 32
+            assert m.info["tensors"] == len(files)
+            got = check_model(m, files, tmp_path, framework, per_tensor)
+            x = got["model.embed_tokens.weight"]
+            if framework == "torch":
+                assert x.dtype == torch.bfloat16 and x.device.type == "cpu"
+            else:
+                assert x.dtype == numpy.uint16  # bf16 reaches numpy as uint16
+            assert m.verify()
+
+
+def test_reference_llama(daemons, tmp_path):
+    """The transformers-written checkpoint (three shards and an index)."""
+    src = os.path.join(REFERENCE, "llama")
+    d = daemons(src, "ref")
+    files = safetensors_files(src)
+    ref = reference_hashes("llama")
+    assert set(ref) == set(files)
+    with d.connect() as c:
+        m = c.attach(model_dir=src)
+        for framework in ("numpy", "torch"):
+            check_model(m, files, tmp_path, framework, False)
+        for t in m.manifest:
+            assert t.hash == ref[t.name][2], t.name
+        emb = m["model.embed_tokens.weight"]
+        assert isinstance(emb, torch.Tensor) and emb.dtype == torch.bfloat16
+        m.detach()
+
+
+def test_every_dtype(daemons, tmp_path):
+    """dtypes.safetensors (every safetensors dtype the reference writer
+    makes) served as a model: torch gets bf16, bool, complex64 and, where
+    this torch has them, fp8 and unsigned types; numpy gets all, bf16 as
+    uint16 and fp8 as uint8."""
+    m_dir = tmp_path / "dtypes"
+    m_dir.mkdir()
+    shutil.copy(os.path.join(REFERENCE, "llama", "config.json"), m_dir / "config.json")
+    shutil.copy(os.path.join(REFERENCE, "dtypes.safetensors"), m_dir / "model.safetensors")
+    files = safetensors_files(str(m_dir))
+    ref = reference_hashes("dtypes.safetensors")
+    d = daemons(m_dir, "dtypes")
+    want_torch = {"BF16": torch.bfloat16, "BOOL": torch.bool, "C64": torch.complex64,
+                  "F16": torch.float16, "F32": torch.float32, "F64": torch.float64,
+                  "I8": torch.int8, "I16": torch.int16, "I32": torch.int32,
+                  "I64": torch.int64, "U8": torch.uint8}
+    for dt, attr in (("F8_E4M3", "float8_e4m3fn"), ("F8_E5M2", "float8_e5m2"),
+                     ("F8_E8M0", "float8_e8m0fnu"), ("U16", "uint16"),
+                     ("U32", "uint32"), ("U64", "uint64")):
+        if hasattr(torch, attr):
+            want_torch[dt] = getattr(torch, attr)
+    want_numpy = {"BF16": "uint16", "BOOL": "bool", "C64": "complex64", "F16": "float16",
+                  "F32": "float32", "F64": "float64", "I8": "int8", "I16": "int16",
+                  "I32": "int32", "I64": "int64", "U8": "uint8", "U16": "uint16",
+                  "U32": "uint32", "U64": "uint64", "F8_E4M3": "uint8",
+                  "F8_E5M2": "uint8", "F8_E8M0": "uint8"}
+    with d.connect() as c:
+        m = c.attach(model_dir=str(m_dir))
+        assert set(m) == set(files)
+        for t in m.manifest:
+            assert t.hash == ref[t.name][2], t.name
+        arrays = m.tensors("numpy")
+        for name, (dtype, shape, data) in files.items():
+            for a in (arrays[name], m.tensor(name, "numpy")):
+                assert a.dtype == numpy.dtype(want_numpy[dtype]), (name, a.dtype)
+                assert a.shape == shape and a.tobytes() == data, name
+                assert not a.flags.writeable
+        lacking = set(dt for dt, _, _ in files.values()) - set(want_torch)
+        if lacking:  # an old torch: the whole dict is refused, naming one
+            with pytest.raises(TypeError, match="lacks"):
+                m.tensors("torch")
+            ts = None
+        else:
+            ts = m.tensors("torch")
+        for name, (dtype, shape, data) in files.items():
+            if dtype not in want_torch:
+                with pytest.raises(TypeError, match=dtype):
+                    m.tensor(name, "torch")
+                continue
+            for x in ([ts[name]] if ts else []) + [m.tensor(name, "torch")]:
+                assert x.dtype == want_torch[dtype], (name, x.dtype)
+                assert tuple(x.shape) == shape and as_bytes(x) == data, name
+        # values, not only bytes: the dtype is the right one
+        assert numpy.array_equal(m.tensor("f32", "numpy"),
+                                 m.tensor("f32", "torch").numpy())
+        assert torch.equal(m.tensor("bf16").float(),
+                           torch.from_numpy((m.tensor("bf16", "numpy").astype("uint32") << 16).view("float32")))
+        m.detach()
+
+
+def test_manifest_and_padded(daemons, tiny):
+    d = daemons(tiny, "manifest")
+    with d.connect() as c:
+        m = c.attach(model_dir=tiny)
+        e = m.manifest[0]
+        assert e.padded_rows == 0
+        # padded=True on an unpadded tensor is the tensor itself
+        x = m.tensor(e.name, padded=True)
+        assert tuple(x.shape) == e.shape
+        assert x.data_ptr() == m.tensor(e.name).data_ptr()
+        with pytest.raises(KeyError, match="no tensor named 'nope'"):
+            m["nope"]
+        m.detach()
