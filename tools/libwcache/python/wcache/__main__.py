@@ -1,0 +1,133 @@
+# SPDX-License-Identifier: MIT
+"""python -m wcache status [--json] [--runtime-dir DIR] [--timeout-ms MS]
+
+Prints what `wcctl status` prints: one row per daemon with a ready file
+(DEVICE RANK STATE MODEL VERSION GB TENSORS CLIENTS UPTIME), from each
+daemon's STATUS; one that does not answer is UNREACHABLE with what its ready
+file says. (Devices still loading, which wcctl finds through their lock,
+are not listed.) Exit 0 when any answered, 3 when none was found, 4 when
+none answered, 2 on usage.
+"""
+import argparse
+import glob
+import json
+import os
+import sys
+
+from . import Error, connect
+
+
+def runtime_glob(runtime_dir):
+    """The ready files' glob under the runtime-path rules of wcache.h."""
+    if runtime_dir:
+        return os.path.join(runtime_dir, "*.ready")
+    tmpl = os.environ.get("WCACHE_SOCKET_TEMPLATE")
+    if tmpl:
+        return tmpl.replace("{device}", "*") + ".ready"
+    xdg = os.environ.get("XDG_RUNTIME_DIR")
+    base = os.path.join(xdg, "wcache") if xdg else "/tmp/wcache-%d" % os.getuid()
+    return os.path.join(base, "*.ready")
+
+
+def read_ready(path):
+    out = {}
+    with open(path) as f:
+        for line in f:
+            k, sep, v = line.rstrip("\n").partition("=")
+            if sep:
+                out[k] = v
+    return out
+
+
+def uptime(s):
+    t = int(s)
+    if t < 60:
+        return "%ds" % t
+    if t < 3600:
+        return "%dm%02ds" % (t // 60, t % 60)
+    if t < 86400:
+        return "%dh%02dm" % (t // 3600, t % 3600 // 60)
+    return "%dd%02dh" % (t // 86400, t % 86400 // 3600)
+
+
+def rows(pattern, timeout_ms):
+    out = []
+    for path in sorted(glob.glob(pattern)):
+        dev = os.path.basename(path)[:-len(".ready")]
+        r = {"device": dev, "ready_path": path, "status": None, "why": ""}
+        try:
+            r["ready"] = read_ready(path)
+            sock = r["ready"].get("socket") or path[:-len(".ready")] + ".sock"
+            with connect(socket=sock, timeout_ms=timeout_ms, label="python -m wcache status") as c:
+                r["status"] = c.status()
+        except (Error, OSError) as e:
+            r["why"] = str(e)
+        out.append(r)
+    return out
+
+
+def base_name(p):
+    return os.path.basename(p.rstrip("/")) or p
+
+
+def print_table(rs):
+    w = max([20] + [len(r["device"]) for r in rs])
+    fmt = "%-*s %-10s %-12s %-20s %7s %8s %8s %7s %8s"
+    print(fmt % (w, "DEVICE", "RANK", "STATE", "MODEL", "VERSION", "GB", "TENSORS", "CLIENTS", "UPTIME"))
+    for r in rs:
+        s = r["status"]
+        if s:
+            clients = sum(1 for c in s.get("clients", []) if c.get("pid") != os.getpid())
+            print("%-*s %-10s %-12s %-20s %7.0f %8.3f %8.0f %7d %8s" % (
+                w, r["device"], "pp%d/tp%d" % (s.get("pp_rank", 0), s.get("tp_rank", 0)),
+                s.get("state", "?"), base_name(s.get("model", "?")), s.get("version", 0),
+                s.get("bytes", 0) / 1e9, s.get("tensors", 0), clients,
+                uptime(s.get("uptime_seconds", 0))))
+        else:
+            rd = r.get("ready", {})
+            print("%-*s %-10s %-12s %-20s %7s %8.3f %8s %7s %8s" % (
+                w, r["device"], "pp%s/tp%s" % (rd.get("pp_rank", "0"), rd.get("tp_rank", "0")),
+                "UNREACHABLE", base_name(rd.get("model", "-")), rd.get("version", "-"),
+                int(rd.get("bytes", 0) or 0) / 1e9, rd.get("tensors", "-"), "-", "-"))
+    for r in rs:
+        if not r["status"]:
+            rd = r.get("ready", {})
+            print("%s: UNREACHABLE: %s; its ready file %s says pid %s, socket %s, state %s" % (
+                r["device"], r["why"], r["ready_path"], rd.get("pid", "?"),
+                rd.get("socket", "?"), rd.get("state", "?")))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m wcache", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd")
+    st = sub.add_parser("status", help="what wcctl status prints")
+    st.add_argument("--json", action="store_true")
+    st.add_argument("--runtime-dir")
+    st.add_argument("--timeout-ms", type=int, default=2000)
+    a = ap.parse_args(argv)
+    if a.cmd != "status":
+        ap.print_usage(sys.stderr)
+        return 2
+    rs = rows(runtime_glob(a.runtime_dir), a.timeout_ms)
+    if a.json:
+        out = []
+        for r in rs:
+            if r["status"]:
+                o = dict(r["status"], reachable=True, ready_file=r["ready_path"])
+            else:
+                o = {"device": r["device"], "reachable": False, "error": r["why"],
+                     "ready_file": r["ready_path"], "ready": r.get("ready", {})}
+            out.append(o)
+        print(json.dumps(out, indent=2))
+    elif rs:
+        print_table(rs)
+    else:
+        print("no wcache daemon found (%s)" % runtime_glob(a.runtime_dir))
+    if not rs:
+        return 3
+    return 0 if any(r["status"] for r in rs) else 4
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,180 @@
+# SPDX-License-Identifier: MIT
+"""Bind a torch nn.Module to served tensors without a copy.
+
+    import torch, transformers, wcache, wcache.torch
+    cfg = transformers.AutoConfig.from_pretrained(DIR)
+    with wcache.torch.init_empty():                 # parameters on meta
+        model = transformers.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16)
+    conn = wcache.connect(device="0")
+    served = conn.attach(model_dir=DIR)
+    wcache.torch.load_into(model, served)           # every parameter is served memory
+
+load_into replaces each parameter and persistent buffer by the served
+tensor of the same name (or name_map[name]): no copy, the module's tensors
+then share the daemon's pages (and keep the lease while they live). Tied
+parameters (one Parameter under two names, e.g. lm_head.weight and
+model.embed_tokens.weight with tie_word_embeddings) are bound once, from
+whichever of their names is served.
+"""
+import collections
+import contextlib
+
+import torch
+
+Bound = collections.namedtuple("Bound", "bound missing unexpected tied")
+Bound.__doc__ = """What load_into did: bound (module names bound), missing
+(module names with no served tensor), unexpected (served names no module
+name used, other than views and aliases of bound memory), tied (module name
+-> the name it was tied to and bound through)."""
+
+
+class LoadError(RuntimeError):
+    """load_into(strict=True) found missing or unexpected names, or a
+    served tensor whose shape, dtype or device does not fit."""
+
+
+@contextlib.contextmanager
+def init_empty(buffers_device=None):
+    """Inside, nn.Module constructors put parameters on the meta device
+    (no memory, no init cost) and buffers on buffers_device (None: where
+    the constructor put them), so that non-persistent buffers (rotary
+    inv_freq) are real while the weights wait for load_into."""
+    orig = torch.nn.Module.register_parameter
+
+    def register(module, name, param):
+        orig(module, name, param)
+        if param is not None and param.device.type != "meta":
+            p = module._parameters[name]
+            module._parameters[name] = type(p)(p.to("meta"), requires_grad=p.requires_grad)
+
+    orig_buf = torch.nn.Module.register_buffer
+
+    def register_buffer(module, name, tensor, persistent=True):
+        if tensor is not None and buffers_device is not None:
+            tensor = tensor.to(buffers_device)
+        orig_buf(module, name, tensor, persistent)
+
+    torch.nn.Module.register_parameter = register
+    torch.nn.Module.register_buffer = register_buffer
+    try:
+        yield
+    finally:
+        torch.nn.Module.register_parameter = orig
+        torch.nn.Module.register_buffer = orig_buf
+
+
+def _slots(module):
+    """Every (owner module, attribute, tensor, is_param, full name) that
+    state_dict covers: parameters (tied ones under each name) and
+    persistent buffers."""
+    out = []
+    for prefix, mod in module.named_modules(remove_duplicate=False):
+        pre = prefix + "." if prefix else ""
+        for name, p in mod._parameters.items():
+            if p is not None:
+                out.append((mod, name, p, True, pre + name))
+        skip = getattr(mod, "_non_persistent_buffers_set", set())
+        for name, b in mod._buffers.items():
+            if b is not None and name not in skip:
+                out.append((mod, name, b, False, pre + name))
+    seen = set()
+    uniq = []
+    for s in out:
+        key = (id(s[0]), s[1])
+        if key not in seen:
+            seen.add(key)
+            uniq.append(s)
+    return uniq
+
+
+def _covered(unused, used_ranges):
+    """Names of unused whose bytes lie inside the bound tensors' bytes
+    (fused views, aliases of bound memory): not unexpected."""
+    iv = sorted(used_ranges)
+    merged = []
+    for a, b in iv:
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    import bisect
+    starts = [m[0] for m in merged]
+    out = set()
+    for name, (a, b) in unused.items():
+        i = bisect.bisect_right(starts, a) - 1
+        if i >= 0 and merged[i][0] <= a and b <= merged[i][1]:
+            out.add(name)
+    return out
+
+
+def load_into(module, model, strict=True, name_map=None, requires_grad=False):
+    """Points module's parameters and persistent buffers at the served
+    tensors of model (a wcache.Model, or any mapping name -> torch.Tensor)
+    without copying; returns Bound(bound, missing, unexpected, tied).
+
+    name_map: {module name: served name} for engines whose names differ.
+    strict: raise LoadError when a module name has no served tensor or a
+    served tensor is left over (served names whose bytes lie inside bound
+    tensors, like fused views or aliases, are not left over). Shape and
+    dtype must match exactly in any case (converting would copy).
+    Parameters become nn.Parameter(requires_grad=requires_grad) over the
+    served memory (read-only: leave requires_grad False to train adapters,
+    never the served weights)."""
+    served = model.tensors("torch") if hasattr(model, "tensors") else dict(model)
+    name_map = dict(name_map or {})
+    slots = _slots(module)
+    # tied: one tensor object under several names
+    groups = collections.OrderedDict()
+    for s in slots:
+        groups.setdefault(id(s[2]), []).append(s)
+    bound, missing, tied, bad = [], [], {}, []
+    used = set()
+    for group in groups.values():
+        src = None
+        for s in group:
+            want = name_map.get(s[4], s[4])
+            if want in served:
+                src = (s[4], want)
+                break
+        if src is None:
+            missing.extend(s[4] for s in group)
+            continue
+        t = served[src[1]]
+        ref = group[0][2]
+        if tuple(t.shape) != tuple(ref.shape) or t.dtype != ref.dtype:
+            bad.append("%s: the module has %s %s, the daemon serves %s as %s %s"
+                       % (src[0], ref.dtype, tuple(ref.shape), src[1], t.dtype, tuple(t.shape)))
+            continue
+        used.add(src[1])
+        param = torch.nn.Parameter(t, requires_grad=requires_grad)  # one, for every tied name
+        for s in group:
+            mod, attr = s[0], s[1]
+            if s[3]:
+                mod._parameters[attr] = param
+            else:
+                mod._buffers[attr] = t
+            bound.append(s[4])
+            if s[4] != src[0]:
+                tied[s[4]] = src[0]
+    unused = {}
+    for n, t in served.items():
+        if n not in used:
+            nb = t.numel() * t.element_size()
+            unused[n] = (t.data_ptr(), t.data_ptr() + nb)
+    ranges = []
+    for n in used:
+        t = served[n]
+        ranges.append((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()))
+    unexpected = sorted(set(unused) - _covered(unused, ranges))
+    if bad:
+        raise LoadError("wcache.torch.load_into: %d tensor(s) do not fit (no conversion: it would copy): %s"
+                        % (len(bad), "; ".join(bad[:8])))
+    if strict and (missing or unexpected):
+        parts = []
+        if missing:
+            parts.append("%d module name(s) have no served tensor: %s" % (len(missing), ", ".join(missing[:8])))
+        if unexpected:
+            parts.append("%d served tensor(s) are not used: %s" % (len(unexpected), ", ".join(unexpected[:8])))
+        raise LoadError("wcache.torch.load_into: %s. Pass name_map={module name: served name}, "
+                        "or strict=False to bind what matches" % "; ".join(parts))
+    return Bound(bound, missing, unexpected, tied)
