@@ -519,17 +519,23 @@ class Model(collections.abc.Mapping):
         out = {}
         if f == "torch":
             import torch
-            tdt = {}
+            views = {}  # dtype -> {pool: (1-D view of the pool, element size)}
             for r in self._rows:
-                name, dt, shape, nbytes, _, pool, off = r[:7]
-                d = tdt.get(dt)
-                if d is None:
-                    d = tdt[dt] = _dtypes.torch_dtype(dt, torch) if dt not in _dtypes.SUB_BYTE else None
-                if d is None:
-                    out[name] = self._pool(pool, f)[off:off + nbytes]
-                    continue
-                es = _esize(d)
-                out[name] = self._pool(pool, f, d).as_strided(shape, r[9], off // es)
+                v = views.get(r[1])
+                if v is None:
+                    v = views[r[1]] = {}
+                pv = v.get(r[5])
+                if pv is None:
+                    if r[1] in _dtypes.SUB_BYTE:
+                        pv = (self._pool(r[5], f), 0)
+                    else:
+                        d = _dtypes.torch_dtype(r[1], torch)
+                        pv = (self._pool(r[5], f, d), _esize(d))
+                    v[r[5]] = pv
+                if pv[1]:
+                    out[r[0]] = pv[0].as_strided(r[2], r[9], r[6] // pv[1])
+                else:
+                    out[r[0]] = pv[0][r[6]:r[6] + r[3]]
         else:
             import numpy
             for r in self._rows:
@@ -576,26 +582,44 @@ assert _ROW.size == ctypes.sizeof(_lib.WcTensor)
 
 def _parse_table(addr, n):
     """The C tensor table as tuples (name, dtype, shape, nbytes, ptr, pool,
-    offset, hash, flags, strides): one copy and one unpack, a string read
-    per name (what attach costs in Python, per tensor)."""
+    offset, hash, flags, strides): one copy and one unpack of the table,
+    and one copy of the names. libwcache keeps every name and dtype in one
+    block, in table order ("name\0dtype\0..."); the pointers are checked
+    against that order, and read one by one when they do not follow it."""
     raw = ctypes.string_at(addr, n * _ROW.size)
-    at = ctypes.string_at
-    dtypes = {}
+    fields = list(_ROW.iter_unpack(raw))
+    base = fields[0][0]
+    last = fields[-1][1]
+    strs = ctypes.string_at(base, last - base + len(ctypes.string_at(last))).split(b"\0")
+    names = []
+    off = 0
+    ok = True
+    for i, f in enumerate(fields):
+        nm, dt = strs[2 * i], strs[2 * i + 1]
+        if f[0] - base != off or f[1] - base != off + len(nm) + 1:
+            ok = False
+            break
+        off += len(nm) + len(dt) + 2
+        names.append((nm.decode(), dt.decode()))
+    if not ok:
+        at = ctypes.string_at
+        names = [(at(f[0]).decode(), at(f[1]).decode()) for f in fields]
     rows = []
-    for f in _ROW.iter_unpack(raw):
+    for f, (name, dt) in zip(fields, names):
         nd = f[2]
         shape = f[3:3 + nd]
-        st = [1] * nd
-        acc = 1
-        for j in range(nd - 1, -1, -1):
-            st[j] = acc
-            acc *= shape[j] or 1
-        dp = f[1]
-        dt = dtypes.get(dp)
-        if dt is None:
-            dt = dtypes[dp] = at(dp).decode()
-        rows.append((at(f[0]).decode(), dt, shape, f[11], f[12], f[13],
-                     f[14], f[15], f[16], tuple(st)))
+        if nd == 2:
+            st = (shape[1] or 1, 1)
+        elif nd == 1:
+            st = (1,)
+        else:
+            st = [1] * nd
+            acc = 1
+            for j in range(nd - 1, -1, -1):
+                st[j] = acc
+                acc *= shape[j] or 1
+            st = tuple(st)
+        rows.append((name, dt, shape, f[11], f[12], f[13], f[14], f[15], f[16], st))
     return rows
 
 

@@ -1,0 +1,129 @@
+# SPDX-License-Identifier: MIT
+"""On a GPU: transformers models built on the meta device and bound with
+wcache.torch.load_into to the CUDA tensors a real wcd serves give logits
+bitwise equal to the same model loaded by from_pretrained onto the same GPU,
+and torch.cuda.memory_allocated() shows that the weights were not copied.
+The reference LlamaForCausalLM checkpoint (test/data), and a tied-embedding
+Qwen3 made here with transformers. Skipped without a GPU or transformers."""
+import glob
+import os
+import subprocess
+import time
+
+import pytest
+
+from conftest import BIN, REFERENCE, need
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA GPU (torch.cuda.is_available() is False)", allow_module_level=True)
+transformers = pytest.importorskip("transformers")
+
+import wcache  # noqa: E402
+import wcache.torch  # noqa: E402
+
+IDS = [[1, 17, 300, 42, 7, 411, 2, 99, 5, 250]]
+
+
+class GpuDaemon:
+    def __init__(self, tmp, model):
+        self.rundir = str(tmp / "run")
+        self.log = str(tmp / "wcd.log")
+        self.proc = subprocess.Popen([need(os.path.join(BIN, "wcd")), "--model", str(model),
+                                      "--device", "0", "--runtime-dir", self.rundir],
+                                     stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 120
+        while not glob.glob(os.path.join(self.rundir, "*.ready")):
+            if self.proc.poll() is not None:
+                out = open(self.log).read()
+                if "CUDA" in out and "not built" in out:
+                    pytest.skip("wcd was built without CUDA")
+                raise AssertionError("wcd exited (%s):\n%s" % (self.proc.returncode, out))
+            assert time.monotonic() < deadline, open(self.log).read()
+            time.sleep(0.05)
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def served_logits(model_dir, rundir, arch):
+    """The README's example: connect, attach, meta init, load_into, run."""
+    conn = wcache.connect(device="0", runtime_dir=rundir)
+    served = conn.attach(model_dir=model_dir)              # torch tensors on cuda:0
+    cfg = transformers.AutoConfig.from_pretrained(model_dir)
+    with wcache.torch.init_empty(buffers_device="cuda"):   # weights on meta, buffers real
+        model = transformers.AutoModelForCausalLM.from_config(
+            cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
+    bound = wcache.torch.load_into(model, served)          # no copy
+    with torch.no_grad():
+        logits = model.eval()(torch.tensor(IDS, device="cuda")).logits
+    return logits, model, served, bound
+
+
+def check(model_dir, tmp_path, arch, tied):
+    d = GpuDaemon(tmp_path, model_dir)
+    try:
+        torch.cuda.synchronize()
+        ref = getattr(transformers, arch).from_pretrained(
+            model_dir, dtype=torch.bfloat16, device_map="cuda", attn_implementation="sdpa").eval()
+        with torch.no_grad():
+            want = ref(torch.tensor(IDS, device="cuda")).logits
+        weights = sum(p.numel() * p.element_size() for p in ref.parameters())
+        del ref
+        torch.cuda.empty_cache()
+        base = torch.cuda.memory_allocated()
+        want_base = base - want.numel() * want.element_size()
+        conn = wcache.connect(device="0", runtime_dir=d.rundir)
+        served = conn.attach(model_dir=model_dir)
+        assert served.device == "cuda:0"
+        x = served["model.norm.weight"]
+        assert x.is_cuda and x.dtype == torch.bfloat16
+        assert served.verify()
+        cfg = transformers.AutoConfig.from_pretrained(model_dir)
+        with wcache.torch.init_empty(buffers_device="cuda"):
+            model = transformers.AutoModelForCausalLM.from_config(
+                cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
+        bound = wcache.torch.load_into(model, served)
+        after_bind = torch.cuda.memory_allocated()
+        if tied:
+            assert bound.tied == {"lm_head.weight": "model.embed_tokens.weight"}, bound.tied
+            assert "lm_head.weight" not in served
+        assert bound.missing == [] and bound.unexpected == []
+        for name, p in model.named_parameters():
+            assert p.is_cuda and p.data_ptr() == served[bound.tied.get(name, name)].data_ptr(), name
+        with torch.no_grad():
+            got = model.eval()(torch.tensor(IDS, device="cuda")).logits
+        print("%s: weights %d bytes; memory_allocated: %d before, +%d after load_into "
+              "(buffers only), logits %s" % (arch, weights, base, after_bind - base, tuple(got.shape)))
+        assert after_bind - base < max(weights // 50, 1 << 16), \
+            "load_into allocated %d bytes for %d bytes of weights" % (after_bind - base, weights)
+        assert want_base >= 0
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert torch.equal(got, want), "logits differ: max |d| %g" % (got.float() - want.float()).abs().max()
+        # the README example gives the same logits
+        again, _, s2, _ = served_logits(model_dir, d.rundir, arch)
+        assert torch.equal(again, want)
+        served.detach()
+        s2.detach()
+    finally:
+        d.stop()
+
+
+def test_reference_llama(tmp_path):
+    check(os.path.join(REFERENCE, "llama"), tmp_path, "LlamaForCausalLM", tied=False)
+
+
+def test_tied_qwen3(tmp_path):
+    """A tie_word_embeddings Qwen3 written by transformers (no lm_head in
+    the files)."""
+    cfg = transformers.Qwen3Config(
+        vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        max_position_embeddings=128, tie_word_embeddings=True, dtype="bfloat16")
+    torch.manual_seed(0)
+    m = transformers.Qwen3ForCausalLM(cfg).to(torch.bfloat16)
+    out = tmp_path / "qwen3"
+    m.save_pretrained(str(out))
+    assert m.lm_head.weight is m.model.embed_tokens.weight
+    check(str(out), tmp_path, "Qwen3ForCausalLM", tied=True)
