@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "log.h"
 #include "wcache.h"
 
@@ -346,6 +347,8 @@ int main(int argc, char **argv)
 	double vms = 0;
 	int rc;
 
+	if (cli_version(argc, argv, "wcattach"))
+		return 0;
 	log_init("wcattach", LOG_INFO);
 	parse(argc, argv, &o);
 	o.co.label = "wcattach";

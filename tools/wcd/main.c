@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "cli.h"
 #include "log.h"
 #include "hashpool.h"
 #include "wcd.h"
@@ -421,6 +422,8 @@ int main(int argc, char **argv)
 	sigset_t mask;
 	int rc;
 
+	if (cli_version(argc, argv, "wcd"))
+		return 0;
 	log_init("wcd", LOG_INFO);
 	lvl = parse_opts(&d.o, argc, argv);
 	log_init("wcd", lvl);

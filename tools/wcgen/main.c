@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "cli.h"
 #include "log.h"
 #include "model.h"
 #include "wcgen.h"
@@ -459,6 +460,8 @@ int main(int argc, char **argv)
 	struct opts o;
 	double t0;
 
+	if (cli_version(argc, argv, "wcgen"))
+		return 0;
 	log_init("wcgen", LOG_INFO);
 	parse_args(argc, argv, &o);
 	layout_tensors(&o);
