@@ -68,7 +68,12 @@ static const char usage_text[] =
 "  --direct-io auto|on|off  staged reads with O_DIRECT: auto skips shards\n"
 "                         that are mostly in the page cache (default auto)\n"
 "  --log-level L          debug, info, warn, error (default info)\n"
-"  --help                 this text\n"
+"  -h, --help             this text; --version the release\n"
+"\n"
+"Examples:\n"
+"  wcd --model /models/llama --device host:demo --runtime-dir /tmp/wc\n"
+"  wcd --model /models/llama --tp-size 2 --tp-rank 1 --device 1\n"
+"  wcd --model-path /models/llama --device GPU-5a3f0c1e-... --log-level debug\n"
 "\n"
 "Exit status: 0 after a clean shutdown, 1 on an error, 2 on bad usage.\n";
 
