@@ -101,4 +101,10 @@ r = d["ranks"][1]
 print(d["dry_run"], d["ranks_on_node"], r["device"], r["tp_rank"], r["argv"][1:5], r["log"].endswith("/host-d1.log"))' "$out")
 expect_eq "start --dry-run --json" "$got" "True 2 host:d1 1 ['--model', '$T/g', '--device', 'host:d1'] True"
 [ -e "$T/run" ] && fail "--dry-run created the runtime directory"
+# wcd takes SGLang's spellings too: the model path reaches the model check
+T2=$T/wcd
+out=$("$BIN/wcd" --model-path "$T/nomodel" --tensor-parallel-size 2 --tp-rank 1 \
+	--pipeline-parallel-size 1 --device host:cli --runtime-dir "$T2" 2>&1); rc=$?
+expect_eq "wcd --model-path of a missing directory" "$rc" 1
+expect_has "wcd --model-path" "$out" "$T/nomodel"
 echo "all CLI conventions hold for ${#cmds[@]} commands"

@@ -34,9 +34,12 @@ static const char usage_text[] =
 "Loads this rank's share of a safetensors checkpoint into device memory once\n"
 "and serves it zero-copy to engines (libwcache) over a unix socket.\n"
 "\n"
-"  --model DIR            model directory (config.json + *.safetensors)\n"
-"  --tp-size N --tp-rank R  tensor-parallel split (default 1, 0)\n"
-"  --pp-size N --pp-rank R  pipeline-parallel stage (default 1, 0)\n"
+"  --model DIR            model directory (config.json + *.safetensors);\n"
+"                         SGLang's --model-path is the same option\n"
+"  --tp-size N --tp-rank R  tensor-parallel split (default 1, 0; SGLang's\n"
+"                         --tensor-parallel-size too)\n"
+"  --pp-size N --pp-rank R  pipeline-parallel stage (default 1, 0; SGLang's\n"
+"                         --pipeline-parallel-size too)\n"
 "  --device D             host, host:NAME (memfd pools), a CUDA ordinal or a\n"
 "                         GPU-UUID (default: host without CUDA, else 0)\n"
 "  --runtime-dir DIR      files go to DIR/<device>.{lock,sock,ready,log}\n"
@@ -147,9 +150,12 @@ enum {
 
 static const struct option longopts[] = {
 	{ "model", required_argument, NULL, OPT_MODEL },
+	{ "model-path", required_argument, NULL, OPT_MODEL },   /* SGLang's */
 	{ "tp-size", required_argument, NULL, OPT_TP_SIZE },
+	{ "tensor-parallel-size", required_argument, NULL, OPT_TP_SIZE },
 	{ "tp-rank", required_argument, NULL, OPT_TP_RANK },
 	{ "pp-size", required_argument, NULL, OPT_PP_SIZE },
+	{ "pipeline-parallel-size", required_argument, NULL, OPT_PP_SIZE },
 	{ "pp-rank", required_argument, NULL, OPT_PP_RANK },
 	{ "device", required_argument, NULL, OPT_DEVICE },
 	{ "runtime-dir", required_argument, NULL, OPT_RUNTIME_DIR },
