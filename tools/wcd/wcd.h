@@ -6,16 +6,19 @@
  *   main.c      options, start-up order, signals, shutdown; wires the hooks
  *   requests.c  what each request does (client_dispatch)
  *   lifecycle.c SLEEP, WAKE, UPDATE: the checks, the job queue, device idle
+ *               (lifecycle.h, shared with life_job.c)
  *   life_job.c  the WAKE and UPDATE jobs and their replies
  *   status.c    STATUS JSON and the ready file
  *   version.c   resident versions: publish, retire, lease counts, memory
+ *               (version.h)
  *   load.c      the loader: model -> plan -> pools, the direct path (load.h)
  *   staged.c    the loader's staged path: staging slots, copies, hashes
  *   ld.c        the loader's shared helpers (failure, progress)
- *   hashpool.c  hash worker threads for the staged path
+ *   hashpool.c  hash worker threads for the staged path (hashpool.h)
  *   server.c    the socket: connections, framing, notices, leases (conn.h)
  *   own.c       ownership of the device's files: flock, --force, stale files
  *   state.c     the daemon's state machine: names and transitions
+ *   wcd.h       this file: options, struct wcd, the state enum, versions
  *
  * Where to hook in:
  *   change state            wcd_enter() (state.c); read it with d->state,
