@@ -25,8 +25,10 @@
 #include "cli.h"
 #include "log.h"
 #include "hashpool.h"
+#include "base.h"
 #include "wcd.h"
 #include "lifecycle.h"
+#include "version.h"
 
 static const char usage_text[] =
 "usage: wcd --model DIR [options]\n"
@@ -302,14 +304,13 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 
 static void signal_cb(struct rx_signal *s, int signo)
 {
-	struct wcd *d = (struct wcd *)(void *)((char *)s -
-						offsetof(struct wcd, sig));
+	struct wcd *d = container_of(s, struct wcd, sig);
 
 	if (signo < 0)
 		return;
 	log_info("got %s", strsignal(signo));
-	if (!strcmp(d->state, "loading"))
-		d->stopping = true;     /* the loader stops issuing reads */
+	if (d->state == WCD_LOADING)
+		wcd_enter(d, WCD_STOPPING); /* the loader stops issuing reads */
 	else
 		server_stop(d);
 }
@@ -339,6 +340,12 @@ static int serve(struct wcd *d)
 	} while (next_job(d));
 	return 0;
 }
+
+/* What server.c calls upwards (it knows no file above it). */
+static const struct server_hooks hooks = {
+	.dispatch = client_dispatch,
+	.lease_ended = version_lease_ended,
+};
 
 static int start(struct wcd *d)
 {
@@ -393,11 +400,11 @@ static int start(struct wcd *d)
 	d->cur = 0;
 	v->used = true;
 	v->number = 1;
-	d->state = "loading";
+	wcd_enter(d, WCD_LOADING);
 	ret = load_prepare(d, v, err);
 	if (!ret)
 		ret = load_run(d, v, err);
-	if (ret == -ECANCELED || d->stopping) {
+	if (ret == -ECANCELED || wcd_stopping(d)) {
 		log_info("stopped while loading");
 		return 0;
 	}
@@ -407,7 +414,7 @@ static int start(struct wcd *d)
 	}
 
 	t0 = rx_now_ns();
-	d->state = "ready";
+	wcd_enter(d, WCD_READY);
 	ret = server_listen(d, err);
 	if (!ret)
 		ret = status_write_ready(d, err);
@@ -421,7 +428,7 @@ static int start(struct wcd *d)
 	log_info("ready: %u tensors, %" PRIu64 " bytes in %u pools, loaded in %.3f s (%.2f GB/s); socket %s",
 		 v->plan.ntensors, v->plan.total_bytes, v->npools,
 		 v->load_seconds, v->load_gbps, d->paths.sock);
-	server_start(d);
+	server_start(d, &hooks);
 	life_device_idle(d);
 	return serve(d);
 }
@@ -454,7 +461,7 @@ int main(int argc, char **argv)
 	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 0);
 	d.lock_fd = -1;
 	d.listen_fd = -1;
-	d.state = "starting";
+	d.state = WCD_STARTING;
 	d.start_ns = rx_now_ns();
 
 	rc = start(&d);
