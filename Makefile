@@ -194,6 +194,11 @@ run: deps
 TEST_JOBS ?= $(shell n=$$(nproc); echo $$((n < 4 ? 4 : n)))
 BUILT     := $(LIBS) $(SO_CLIENT) $(BINS) $(TESTS) $(BENCHES)
 PYTHON    ?= /usr/bin/python3
+# Python is not built with ASan: pytest loads an ASan libwcache.so only with
+# the runtime preloaded (and without leak checks of the interpreter).
+ifneq ($(filter address,$(subst $(comma), ,$(SANITIZE))),)
+PYTEST_PRELOAD := $(shell $(CC) -print-file-name=libasan.so)
+endif
 test: deps
 	@stale=; $(MAKE) --no-print-directory $(if $(V),,-s) $(if $(T),-k) $(BUILT) || { \
 		$(if $(T),,exit 1;) \
@@ -201,7 +206,7 @@ test: deps
 			$(MAKE) --no-print-directory -q $$f 2>/dev/null && continue; \
 			rm -f $$f; case " $(LIBS) $(TESTS) " in *" $$f "*) ;; *) stale="$$stale --not-built $$f" ;; esac; \
 		done; }; \
-	BUILD=$(BUILD) WC_TOP=$(CURDIR) PYTHON=$(PYTHON) \
+	BUILD=$(BUILD) WC_TOP=$(CURDIR) PYTHON=$(PYTHON) WC_PYTEST_PRELOAD=$(PYTEST_PRELOAD) \
 	PYTHONPATH=$(CURDIR)/tools/libwcache/python WCACHE_LIB=$(CURDIR)/$(SO_CLIENT) \
 	test/run.sh -j $(TEST_JOBS) $$stale $(TESTS) $(TEST_SH) $(TEST_PY)
 

@@ -17,6 +17,8 @@
 # binary. The output of each failed test is printed in full after the list
 # (at most 1000 lines: the first 200 and the last 800). TEST_TIMEOUT
 # (seconds, default 120) bounds each test; a pytest file as a whole.
+# WC_PYTEST_PRELOAD (the Makefile's, in an ASan build): the sanitizer
+# runtime that pytest's interpreter preloads, with leak checks off.
 #
 # Tests run in parallel (-j, default 1), so each must keep its files in its
 # own temporary directory and never wait on another test.
@@ -83,12 +85,15 @@ run_one() {
 	local i=$1 t=$2 log=$logdir/$1.log start rc
 	start=${EPOCHREALTIME/./}
 	case $t in
-	*.sh) timeout -k 5 "$timeout_s" bash "$t" >"$log" 2>&1 </dev/null ;;
-	*.py) timeout -k 5 "$timeout_s" "$PYTHON" -m pytest -q -rs -p no:cacheprovider \
-		--junitxml="$logdir/$i.xml" "$t" >"$log" 2>&1 </dev/null ;;
-	*) timeout -k 5 "$timeout_s" "$t" >"$log" 2>&1 </dev/null ;;
+	*.sh) timeout -k 5 "$timeout_s" bash "$t" >"$log" 2>&1 </dev/null; rc=$? ;;
+	*.py) env ${WC_PYTEST_PRELOAD:+LD_PRELOAD=$WC_PYTEST_PRELOAD \
+		ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}} \
+		timeout -k 5 "$timeout_s" "$PYTHON" -m pytest -q -rs -p no:cacheprovider \
+		--junitxml="$logdir/$i.xml" "$t" >"$log" 2>&1 </dev/null; rc=$?
+		[ -s "$logdir/$i.xml" ] ||
+			echo "(pytest exited $rc and wrote no report: it died before it could)" >>"$log" ;;
+	*) timeout -k 5 "$timeout_s" "$t" >"$log" 2>&1 </dev/null; rc=$? ;;
 	esac
-	rc=$?
 	echo "$rc $(( ${EPOCHREALTIME/./} - start ))" >"$logdir/$i.tmp"
 	mv "$logdir/$i.tmp" "$logdir/$i.rc"
 }
