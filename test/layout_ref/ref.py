@@ -462,7 +462,7 @@ def coverage(ck, tp, ep=1, pad=VOCAB_PAD):
             b, s = owner[n]
             v = t.a.reshape(-1) - b
             assert v.min() >= 0 and v.max() < s, n
-            np.add.at(counts[n], v, 1)
+            counts[n] += np.bincount(v, minlength=s)
             if t.padded_rows is not None:
                 pads[n] = pads.get(n, 0) + t.padded_rows - t.a.shape[0]
     return counts, pads

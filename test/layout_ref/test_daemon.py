@@ -7,16 +7,11 @@ tensor. A layout the reference refuses must be refused by wcd (it exits
 before it is ready). Models: the transformers checkpoints of
 test/data/layouts and the wcgen presets."""
 import os
-import subprocess
-
 import pytest
 
 import daemon
+import models
 import ref
-
-LAYOUTS = os.path.join(os.path.dirname(__file__), "..", "data", "layouts")
-HF = sorted(d for d in os.listdir(LAYOUTS) if os.path.isdir(os.path.join(LAYOUTS, d)))
-WCGEN = ["tiny"]
 
 # Architectures whose layouts wcd serves on main, with the tp (and ep) sizes.
 LANDED = {
@@ -27,36 +22,11 @@ LANDED = {
 }
 # The manifest announces padded_rows on vocabulary tensors.
 REQUIRE_PADDED_ROWS = False
-
-
-@pytest.fixture(scope="session")
-def wcgen_dir(tmp_path_factory):
-    return tmp_path_factory.mktemp("wcgen")
-
-
-def model_path(kind, name, wcgen_dir):
-    if kind == "hf":
-        return os.path.abspath(os.path.join(LAYOUTS, name))
-    out = os.path.join(str(wcgen_dir), name)
-    if not os.path.exists(os.path.join(out, "config.json")):
-        subprocess.run([os.path.join(daemon.BIN, "wcgen"), name, "--out", out],
-                       check=True, capture_output=True)
-    return out
-
-
-def cases():
-    for kind, names in (("hf", HF), ("wcgen", WCGEN)):
-        for name in names:
-            yield kind, name
-
-
-_cks = {}
-
-
-def checkpoint(path):
-    if path not in _cks:
-        _cks[path] = ref.Checkpoint(path)
-    return _cks[path]
+# The manifest lists the fused views (qkv_proj, gate_up_proj, w13/w2 and
+# their bias/scale companions); vLLM's MLA fused_qkv_a_proj is checked when
+# served but not required (the issue does not ask for it).
+REQUIRE_VIEWS = False
+OPTIONAL_VIEWS = (".fused_qkv_a_proj.",)
 
 
 def compare(ck, want, man, where):
@@ -67,6 +37,8 @@ def compare(ck, want, man, where):
     for n in sorted(set(want) - set(got)):
         if not ref.is_view(ck, n):
             problems.append(f"{n}: a checkpoint tensor the reference serves is missing")
+        elif REQUIRE_VIEWS and not any(o in n for o in OPTIONAL_VIEWS):
+            problems.append(f"{n}: a fused view the reference serves is missing")
     for n in sorted(set(got) & set(want)):
         w, g = want[n], got[n]
         if g["dtype"] != w.dtype or g["shape"] != w.shape:
@@ -81,7 +53,7 @@ def compare(ck, want, man, where):
 
 
 def run_layout(path, tp, ep):
-    ck = checkpoint(path)
+    ck = ref.Checkpoint(path)
     if ep > 1:
         args = [["--ep-size", str(ep), "--ep-rank", str(i)] for i in range(ep)]
     else:
@@ -103,10 +75,10 @@ def run_layout(path, tp, ep):
             compare(ck, want[i], man, f"{os.path.basename(path)} tp {tp} ep {ep} rank {i}")
 
 
-@pytest.mark.parametrize("kind,name", list(cases()))
-def test_served_equals_reference(kind, name, wcgen_dir):
-    path = model_path(kind, name, wcgen_dir)
-    ck = checkpoint(path)
+@pytest.mark.parametrize("kind,name", models.ALL)
+def test_served_equals_reference(kind, name):
+    path = models.path(kind, name)
+    ck = models.checkpoint(kind, name)
     sizes = LANDED.get(ck.arch)
     if not sizes:
         pytest.skip(f"{ck.arch}: its layouts have not landed")
