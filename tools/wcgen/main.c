@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "cli.h"
 #include "log.h"
 #include "model.h"
 #include "wcgen.h"
@@ -126,7 +127,29 @@ static void usage(FILE *f)
 		"  --verify           after writing, re-read every byte and compare\n"
 		"  --verify-only      do not write; check an existing directory against the layout\n"
 		"  --force            overwrite a directory that already holds a model\n"
-		"  --help\n");
+		"  -h, --help         this text; --version the release\n"
+		"\n"
+		"Examples:\n"
+		"  wcgen tiny --out /tmp/tiny\n"
+		"  wcgen llama-1b --out /data/llama-1b --shard-size 1GB --verify\n"
+		"  wcgen tiny --out /tmp/awq --quant awq --headers-only\n"
+		"\n"
+		"Exit status: 0 written (and verified), 1 a write or --verify failed,\n"
+		"2 usage (an unknown preset or option, a bad value).\n");
+}
+
+/* A usage error: the sentence, then exit 2 (die() is for failures: 1). */
+static void __attribute__((format(printf, 1, 2), noreturn))
+usage_die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("wcgen: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("; run 'wcgen --help' for the options\n", stderr);
+	exit(2);
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -353,7 +376,7 @@ static void layout_shards(const struct opts *o)
 
 		if (!nshards || (s->count && cur + tensors[i].nbytes > o->shard_size)) {
 			if (nshards >= GEN_SHARDS_MAX)
-				die("more than %d shards: give a larger --shard-size", GEN_SHARDS_MAX);
+				usage_die("more than %d shards: give a larger --shard-size", GEN_SHARDS_MAX);
 			s = &shards[nshards++];
 			s->first = i;
 			cur = 0;
@@ -595,7 +618,7 @@ static void parse_quant(struct opts *o, const char *arg)
 		*colon = '\0';
 		if (strcmp(quant, "fp8") || parse_size(colon + 1, &o->block[0]) ||
 		    o->block[0] > 65536)
-			die("--quant '%s': a block size is only for fp8, as fp8:128", arg);
+			usage_die("--quant '%s': a block size is only for fp8, as fp8:128", arg);
 		o->block[1] = o->block[0];
 	}
 	if (!quant[0] || !strcmp(quant, "none"))
@@ -629,7 +652,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case 'o': o->out = optarg; break;
 		case 's':
 			if (parse_size(optarg, &o->shard_size))
-				die("--shard-size '%s' is not a size like 5GB, 500MB, 2GiB or a byte count", optarg);
+				usage_die("--shard-size '%s' is not a size like 5GB, 500MB, 2GiB or a byte count", optarg);
 			o->shard_size_set = true;
 			break;
 		case 'd':
@@ -640,7 +663,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "f32"))
 				o->dtype = ST_F32;
 			else
-				die("--dtype '%s' is not bf16, f16 or f32", optarg);
+				usage_die("--dtype '%s' is not bf16, f16 or f32", optarg);
 			break;
 		case 'q':
 			parse_quant(o, optarg);
@@ -652,7 +675,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			errno = 0;
 			o->seed = strtoull(optarg, &end, 0);
 			if (errno || *end || end == optarg)
-				die("--seed '%s' is not a number", optarg);
+				usage_die("--seed '%s' is not a number", optarg);
 			break;
 		}
 		case 'H': o->headers_only = true; break;
@@ -677,14 +700,14 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		for (size_t i = 0; i < NPRESETS; i++)
 			n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s",
 					      i ? ", " : "", presets[i].name);
-		die("unknown preset '%s'; presets: %s", argv[optind], names);
+		usage_die("unknown preset '%s'; presets: %s", argv[optind], names);
 	}
 	if (!o->quant_set && o->p->quant)
 		parse_quant(o, o->p->quant);
 	if (!o->out)
-		die("--out DIR is required");
+		usage_die("--out DIR is required");
 	if (o->headers_only && (o->verify || o->verify_only))
-		die("--verify needs data: drop --headers-only");
+		usage_die("--verify needs data: drop --headers-only");
 }
 
 int main(int argc, char **argv)
@@ -694,6 +717,8 @@ int main(int argc, char **argv)
 	struct opts o;
 	double t0;
 
+	if (cli_version(argc, argv, "wcgen"))
+		return 0;
 	log_init("wcgen", LOG_INFO);
 	parse_args(argc, argv, &o);
 	layout_tensors(&o);
