@@ -19,7 +19,7 @@ TOP = os.environ.get("WC_TOP") or os.path.abspath(
     os.path.join(os.path.dirname(__file__), "..", ".."))
 BUILD = os.environ.get("BUILD", "build")
 BIN = os.path.join(TOP, BUILD, "bin")
-LIB = os.path.join(TOP, BUILD, "lib", "libwcache.so")
+LIB = os.environ.get("WCACHE_LIB") or os.path.join(TOP, BUILD, "lib", "libwcache.so")
 READY_S = 30
 _seq = itertools.count()
 

@@ -4,14 +4,17 @@ the hashes the reference loaders recorded, hand-derived answers for the
 rules, every refusal, and coverage (every checkpoint element served as many
 times as its rule says, across the ranks of a layout)."""
 import os
+import sys
 
 import numpy as np
 import pytest
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "layout_ref"))
+
 import models
 import ref
 
-DATA = os.path.join(os.path.dirname(__file__), "..", "data")
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "data")
 
 
 def ck_of(name):

@@ -7,7 +7,10 @@ tensor. A layout the reference refuses must be refused by wcd (it exits
 before it is ready). Models: the transformers checkpoints of
 test/data/layouts and the wcgen presets."""
 import os
+import sys
 import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "layout_ref"))
 
 import daemon
 import models
