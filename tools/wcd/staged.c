@@ -46,7 +46,7 @@ static bool contiguous(const struct plan_tensor *t)
  * from the plan; false when the plan is exhausted. */
 static bool lane_pick(struct ld *L, unsigned *out)
 {
-	if (L->err || L->d->stopping)
+	if (L->err || wcd_stopping(L->d))
 		return false;
 	for (unsigned k = 0; k < L->nlanes; k++) {
 		unsigned i = (L->rr + k) % L->nlanes;

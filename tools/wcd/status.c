@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the daemon tells about itself: the STATUS JSON (contracts.md), the
- * ready file, and the field-by-field identity comparison of HELLO.
+ * What the daemon tells about itself: the STATUS JSON, the ready file, and
+ * the field-by-field identity comparison of HELLO.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -14,7 +14,8 @@
 #include "err.h"
 #include "ready.h"
 #include "wcd.h"
-#include "lifecycle.h"
+#include "conn.h"
+#include "version.h"
 
 #define STATUS_CLIENTS_MAX WCD_CLIENTS_MAX
 
@@ -78,6 +79,46 @@ unsigned status_ident_diff(const struct ident *a, const struct ident *b,
 	return n;
 }
 
+/* A JSON array of the pids holding leases on version index vi. */
+static json_t *version_pids(struct wcd *d, int vi)
+{
+	pid_t *pids = malloc(WCD_CLIENTS_MAX * sizeof(*pids));
+	json_t *a = json_array();
+	unsigned n = 0;
+
+	if (pids)
+		n = server_lease_pids(d, vi, pids, WCD_CLIENTS_MAX);
+	for (unsigned i = 0; a && i < n; i++)
+		json_array_append_new(a, json_integer(pids[i]));
+	free(pids);
+	return a;
+}
+
+/* The lifecycle's fields (d->life). */
+static void life_status(struct wcd *d, json_t *o)
+{
+	const struct wcd_life *L = &d->life;
+	json_t *lc;
+
+	json_object_set_new(o, "sleep_level", json_integer(L->level));
+	json_object_set_new(o, "resident_bytes",
+			    json_integer((json_int_t)version_resident_bytes(d)));
+	json_object_set_new(o, "host_copy_bytes",
+			    json_integer((json_int_t)L->host_bytes));
+	lc = json_pack("{s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:s}",
+		       "sleeps", (json_int_t)L->sleeps,
+		       "wakes", (json_int_t)L->wakes,
+		       "updates", (json_int_t)L->updates,
+		       "failures", (json_int_t)L->failures,
+		       "sleep_copy_seconds", L->sleep_copy_s,
+		       "wake_copy_seconds", L->wake_copy_s,
+		       "wake_copy_gbps", L->wake_copy_gbps,
+		       "wake_verify_seconds", L->wake_verify_s,
+		       "last", L->last);
+	if (lc)
+		json_object_set_new(o, "lifecycle", lc);
+}
+
 char *status_json(struct wcd *d)
 {
 	struct wcd_version *v = wcd_current(d);
@@ -109,12 +150,12 @@ char *status_json(struct wcd *d)
 			(json_int_t)x->plan.total_bytes, "tensors",
 			(json_int_t)x->plan.ntensors, "leases", (int)x->leases,
 			"current", i == d->cur,
-			"pids", life_version_pids(d, i)));
+			"pids", version_pids(d, i)));
 	}
 	o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:o,"
 		      " s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:s,"
 		      " s:b, s:o}",
-		      "state", d->state, "model", v->model.path ? v->model.path : "",
+		      "state", wcd_state_name(d->state), "model", v->model.path ? v->model.path : "",
 		      "identity", hex, "version", (json_int_t)v->number,
 		      "tensors", (json_int_t)v->plan.ntensors,
 		      "bytes", (json_int_t)v->plan.total_bytes,
@@ -174,6 +215,6 @@ int status_write_ready(struct wcd *d, char *err)
 	r.tp_rank = (int)d->o.tp_rank;
 	r.pp_size = (int)d->o.pp_size;
 	r.pp_rank = (int)d->o.pp_rank;
-	snprintf(r.state, sizeof(r.state), "%s", d->state);
+	snprintf(r.state, sizeof(r.state), "%s", wcd_state_name(d->state));
 	return ready_write_file(&r, d->paths.ready, err);
 }
