@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# Issue 13 on the GPU machine, from a copy of the tree with build/ carried:
+#
+#   bench/py_gpu.sh tests    the Python tests (test/py/test_py_*.py on the
+#                            machine's torch and numpy, and the GPU model
+#                            tests test_gpu_models.py)
+#   bench/py_gpu.sh bench    on wcgen llama-8b (291 tensors, 16 GB), one wcd:
+#                            Python attach into a dict of CUDA tensors x100
+#                            against the C attach (wcbench attach) and torch's
+#                            per-tensor CUDA IPC rebuild; engine start
+#                            (bench/py_start.py) against from_pretrained
+#   bench/py_gpu.sh all      both
+#
+# Logs go to $OUT. libwcache.so needs libjansson.so.4 at run time: put it in
+# $BUILD/lib when the machine lacks it (LD_LIBRARY_PATH points there).
+set -u
+OUT=${OUT:-/tmp/py_gpu_out}
+mkdir -p "$OUT"
+export BUILD=${BUILD:-build} PYTHONUNBUFFERED=1
+export WC_TOP=$PWD PYTHONPATH=$PWD/tools/libwcache/python
+export WCACHE_LIB=$PWD/$BUILD/lib/libwcache.so
+export LD_LIBRARY_PATH=$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+PY=${PY:-python3}
+
+tests() {
+	date -u
+	nvidia-smi -L
+	$PY bench/gpu_peers.py env 2>&1 | grep -v xxhash
+	timeout 240 $PY -m pytest -q -rs -s test/py/test_gpu_models.py 2>&1 | tee "$OUT/gpu_models.log" | tail -25
+	timeout 200 $PY -m pytest -q -rs test/py/test_py_*.py 2>&1 | tee "$OUT/py_tests.log" | tail -15
+}
+
+bench() {
+	local m=/root/m8b rd=/tmp/wcrun-py t0 uuid pid
+	export PATH=$PWD/$BUILD/bin:$PATH
+	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	t0=$(date +%s.%N)
+	[ -f $m/config.json ] || wcgen llama-8b --out $m >/dev/null || return 1
+	echo "wcgen llama-8b: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s, $(du -sb $m | cut -f1) bytes"
+	cat $m/*.safetensors >/dev/null
+	rm -rf $rd; mkdir -p $rd
+	setsid wcd --model $m --device 0 --runtime-dir $rd >$rd/wcd.log 2>&1 </dev/null &
+	pid=$!
+	for _ in $(seq 600); do
+		ls $rd/*.ready >/dev/null 2>&1 && break
+		kill -0 $pid 2>/dev/null || break
+		sleep 0.2
+	done
+	ls $rd/*.ready >/dev/null 2>&1 || { tail -20 $rd/wcd.log; return 1; }
+	grep -E '^(bytes|tensors|load_seconds)=' $rd/*.ready
+	{
+		echo "== attach x100: C (wcbench attach), identity checked, then without"
+		wcbench attach --runtime-dir $rd --device $uuid --model $m -n 100 -q
+		wcbench attach --runtime-dir $rd --device $uuid -n 100 -q
+		echo "== attach x100: Python into a dict of CUDA torch tensors, identity checked, then without"
+		timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
+		timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100
+		echo "== attach x100: torch per-tensor CUDA IPC rebuild of the same tensors"
+		timeout 180 $PY bench/gpu_peers.py ipc-attach $m -n 100
+		echo "== engine start: fresh process to first logits (warm page cache)"
+		cat $m/*.safetensors >/dev/null
+		timeout 240 $PY bench/py_start.py --model $m --runtime-dir $rd --device 0 -r ${ROUNDS:-3}
+	} 2>&1 | tee "$OUT/bench.log"
+	kill $pid; wait $pid
+}
+
+case ${1:-all} in
+tests) tests ;;
+bench) bench ;;
+all) tests; bench ;;
+*) echo "usage: bench/py_gpu.sh tests|bench|all" >&2; exit 2 ;;
+esac
