@@ -105,7 +105,7 @@ BINS  := $(addprefix $(BUILD)/bin/,$(TOOLS))
 TESTS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all run test bench fuzz install clean deps deps-bench
+.PHONY: all run test bench fuzz install python-install clean deps deps-bench
 .SECONDARY:
 .DEFAULT_GOAL := all
 
@@ -241,6 +241,17 @@ install: all
 	install -m 0755 $(SO_CLIENT) $(DESTDIR)$(PREFIX)/lib/libwcache.so.0
 	ln -sf libwcache.so.0 $(DESTDIR)$(PREFIX)/lib/libwcache.so
 	install -m 0644 tools/libwcache/wcache.h reactor/wcreactor.h $(DESTDIR)$(PREFIX)/include/
+
+# The Python package wcache (pure Python over libwcache.so, tools/libwcache/
+# python) into Debian's python3: /usr/local/lib/python3.X/dist-packages (under
+# DESTDIR when set). Offline: setuptools comes from python3-setuptools, no
+# index is asked. Debian's pip refuses to install for the system interpreter
+# (PEP 668) unless told --break-system-packages: /usr/local is the place apt
+# leaves to us. The package finds libwcache.so.0 through the loader (make
+# install, then ldconfig) or $WCACHE_LIB.
+python-install: deps
+	$(PYTHON) -m pip install --no-deps --no-index --no-build-isolation \
+		--break-system-packages $(if $(DESTDIR),--root $(DESTDIR)) tools/libwcache/python
 
 clean:
 	rm -rf build build-* 

@@ -1,0 +1,39 @@
+# SPDX-License-Identifier: MIT
+"""make python-install installs the package offline (pip, setuptools from
+Debian, no index) where Debian's python3 finds it; the installed copy
+loads libwcache and reports a missing daemon as wcache.NoDaemon."""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import WC_TOP
+
+
+def test_make_python_install(tmp_path):
+    if not shutil.which("make"):
+        pytest.skip("no make")
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTHONPATH")}
+    dest = tmp_path / "root"
+    p = subprocess.run(["make", "-C", WC_TOP, "--no-print-directory", "python-install",
+                        "DESTDIR=%s" % dest, "PYTHON=%s" % sys.executable],
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=110)
+    out = p.stdout.decode()
+    assert p.returncode == 0, out
+    pkgs = glob.glob(str(dest / "usr" / "local" / "lib" / "python3*" / "dist-packages" / "wcache" / "__init__.py"))
+    assert len(pkgs) == 1, out
+    site = os.path.dirname(os.path.dirname(pkgs[0]))
+    code = ("import wcache\n"
+            "print(wcache.__file__)\n"
+            "try:\n"
+            "    wcache.connect(device='host:none', runtime_dir=%r)\n"
+            "except wcache.NoDaemon as e:\n"
+            "    print('NoDaemon', e.errno)\n" % str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", code], cwd=str(tmp_path), stdout=subprocess.PIPE,
+                       stderr=subprocess.STDOUT, env=dict(env, PYTHONPATH=site), timeout=60)
+    got = r.stdout.decode()
+    assert r.returncode == 0, got
+    assert got.splitlines() == [pkgs[0], "NoDaemon 2"], got
