@@ -127,3 +127,42 @@ def test_tied_qwen3(tmp_path):
     m.save_pretrained(str(out))
     assert m.lm_head.weight is m.model.embed_tokens.weight
     check(str(out), tmp_path, "Qwen3ForCausalLM", tied=True)
+
+
+def test_cuda_write_faults(tmp_path):
+    """What the README says a write through a read-only CUDA mapping does:
+    the kernel faults and the process's CUDA context is unusable after."""
+    import sys
+    import textwrap
+    from conftest import PKG
+    d = GpuDaemon(tmp_path, os.path.join(REFERENCE, "llama"))
+    try:
+        code = textwrap.dedent("""
+            import sys, warnings
+            sys.path.insert(0, %r)
+            import torch, wcache
+            warnings.simplefilter("ignore")
+            c = wcache.connect(device="0", runtime_dir=%r)
+            m = c.attach(model_dir=%r)
+            x = m["model.norm.weight"]
+            print("read ok", float(x.float().sum()), flush=True)
+            try:
+                x.add_(1)
+                torch.cuda.synchronize()
+                print("wrote")
+            except RuntimeError as e:
+                print("fault:", str(e).splitlines()[0], flush=True)
+            try:
+                torch.zeros(1, device="cuda").sum().item()
+                print("context ok")
+            except RuntimeError as e:
+                print("context unusable:", str(e).splitlines()[0])
+        """) % (PKG, d.rundir, os.path.join(REFERENCE, "llama"))
+        p = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, timeout=120)
+        out = p.stdout.decode()
+        print(out)
+        assert "read ok" in out and "wrote" not in out, out
+        assert "fault:" in out or p.returncode != 0, out
+    finally:
+        d.stop()

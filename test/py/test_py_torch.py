@@ -242,7 +242,7 @@ def test_ctypes_mirrors_wcache_h(tmp_path):
         pytest.skip("no C compiler")
     structs = {"wc_error": _lib.WcError, "wc_connect_opts": _lib.WcConnectOpts,
                "wc_expect": _lib.WcExpect, "wc_info": _lib.WcInfo,
-               "wc_attach_times": _lib.WcAttachTimes, "wc_tensor": _lib.WcTensor,
+               "wc_attach_times": _lib.WcAttachTimes, "wc_tensor": _lib.TENSOR_STRUCT,
                "wc_pool_view": _lib.WcPoolView, "wc_notice": _lib.WcNotice,
                "wc_life_result": _lib.WcLifeResult}
     lines = []
@@ -260,3 +260,19 @@ def test_ctypes_mirrors_wcache_h(tmp_path):
         assert int(got[cname]) == __import__("ctypes").sizeof(py), cname
         for f, _ in py._fields_:
             assert int(got["%s.%s" % (cname, f)]) == getattr(py, f).offset, (cname, f)
+
+
+def test_readme_example_is_the_gpu_test():
+    """README's "From Python / PyTorch" example is the code that
+    test_gpu_models.py runs (served_logits), line for line."""
+    import textwrap
+    from conftest import WC_TOP
+    readme = open(os.path.join(WC_TOP, "README.md")).read()
+    sec = readme[readme.index("## From Python / PyTorch"):]
+    block = sec[sec.index("```python\n") + 10:]
+    block = block[:block.index("```")]
+    src = open(os.path.join(WC_TOP, "test", "py", "test_gpu_models.py")).read()
+    body = src[src.index("def served_logits"):]
+    body = body[body.index("\n") + 1:body.index("    return ")]
+    body = "\n".join(l for l in body.splitlines() if not l.strip().startswith('"""'))
+    assert textwrap.dedent(body).strip() == block.strip()

@@ -176,6 +176,11 @@ void wc_dl_shutdown(void)
 	atomic_store(&dl_shutdown, true);
 }
 
+size_t wc_tensor_size(void)
+{
+	return sizeof(struct wc_tensor);
+}
+
 int wc_model_device(const struct wc_model *m)
 {
 	return m->info.mem == WC_MEM_CUDA ? m->conn->dev.ordinal : -1;

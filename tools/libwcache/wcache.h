@@ -305,6 +305,11 @@ void wc_times(const struct wc_conn *c, struct wc_attach_times *out);
  * belong to, or -1 when they are host pointers. */
 int wc_model_device(const struct wc_model *m);
 
+/* sizeof(struct wc_tensor) in this library: an FFI user that mirrors the
+ * struct steps through wc_tensor_at's table by it and reads fields added
+ * at its end (newer libraries) only when they are there. */
+size_t wc_tensor_size(void);
+
 /* A reference count that keeps an attachment's memory in use: it starts at
  * 1 (the caller's, dropped with wc_dl_owner_put); each tensor wc_dl_tensor
  * builds holds one more until its deleter runs. When the count reaches 0,

@@ -34,11 +34,13 @@ _libc.free.argtypes = [ctypes.c_void_p]
 _libc.free.restype = None
 
 TensorInfo = collections.namedtuple(
-    "TensorInfo", "name dtype shape nbytes pool offset hash padded_rows")
+    "TensorInfo", "name dtype shape nbytes pool offset hash padded_rows flags")
 TensorInfo.__doc__ = """One manifest entry: checkpoint names, fused views and
 aliases alike (views share bytes with the entries they cover). hash is the
 XXH3-128 as 32 hex digits, None when the daemon did not hash; padded_rows is
-the padded row count P of a vocabulary-padded tensor (0: none)."""
+the padded row count P of a vocabulary-padded tensor (0: none; always 0
+with a library that predates it); flags are wcache.h's WC_TENSOR_* (hashed,
+and with the engine layouts view and alias)."""
 LifeResult = collections.namedtuple(
     "LifeResult", "version level bytes seconds verify_seconds msg")
 Notice = collections.namedtuple("Notice", "kind version msg")
@@ -347,13 +349,11 @@ class Model(collections.abc.Mapping):
         self.device = "cuda:%d" % self.ordinal if self.ordinal >= 0 else "cpu"
         n = lib.wc_tensor_count(m)
         self._n = n
-        self._t = []
         self._rows = []
         self._index = {}
         if n:
             first = lib.wc_tensor_at(m, 0)
             addr = ctypes.addressof(first.contents)
-            self._t = (_lib.WcTensor * n).from_address(addr)
             self._rows = _parse_table(addr, n)
             self._index = {r[0]: i for i, r in enumerate(self._rows)}
         self._manifest = None
@@ -401,11 +401,6 @@ class Model(collections.abc.Mapping):
                            % (name, self._n, ", ".join(itertools.islice(self._index, 3))))
         return i
 
-    def _padded_rows(self, t):
-        if _lib.HAVE["wc_tensor_padded_rows"]:
-            return lib.wc_tensor_padded_rows(ctypes.byref(t))
-        return 0
-
     @property
     def manifest(self):
         """Every served name as a TensorInfo, in manifest order."""
@@ -414,8 +409,8 @@ class Model(collections.abc.Mapping):
             self._manifest = [
                 TensorInfo(r[0], r[1], r[2], r[3], r[5], r[6],
                            r[7].hex() if r[8] & _lib.WC_TENSOR_HASHED else None,
-                           self._padded_rows(self._t[i]))
-                for i, r in enumerate(self._rows)]
+                           r[10], r[8])
+                for r in self._rows]
         return self._manifest
 
     @property
@@ -474,7 +469,7 @@ class Model(collections.abc.Mapping):
             raise TypeError("wcache: tensor %r has dtype %s, which this package does not know" % (name, dt))
         shape = list(shape)
         if padded:
-            p = self._padded_rows(self._t[i])
+            p = self._rows[i][10]
             if p and shape:
                 row = nbytes // shape[0] if shape[0] else 0
                 pv = _lib.WcPoolView()
@@ -576,13 +571,16 @@ class Model(collections.abc.Mapping):
         return not self._lease.owner
 
 
-_ROW = struct.Struct("<QQI4x8QQQI4xQ16sI4x")
-assert _ROW.size == ctypes.sizeof(_lib.WcTensor)
+# struct wc_tensor as the library lays it out: the fields of WcTensor, then
+# padded_rows where the library has it, then whatever a newer one added.
+_BASE = "<QQI4x8QQQI4xQ16sI4x" + ("Q" if _lib.HAVE_PADDED_ROWS else "")
+_ROW = struct.Struct(_BASE + "%dx" % (_lib.TENSOR_SIZE - struct.calcsize(_BASE)))
+assert _ROW.size == _lib.TENSOR_SIZE
 
 
 def _parse_table(addr, n):
     """The C tensor table as tuples (name, dtype, shape, nbytes, ptr, pool,
-    offset, hash, flags, strides): one copy and one unpack of the table,
+    offset, hash, flags, strides, padded_rows): one copy and one unpack of the table,
     and one copy of the names. libwcache keeps every name and dtype in one
     block, in table order ("name\0dtype\0..."); the pointers are checked
     against that order, and read one by one when they do not follow it."""
@@ -605,6 +603,7 @@ def _parse_table(addr, n):
         at = ctypes.string_at
         names = [(at(f[0]).decode(), at(f[1]).decode()) for f in fields]
     rows = []
+    padded = _lib.HAVE_PADDED_ROWS
     for f, (name, dt) in zip(fields, names):
         nd = f[2]
         shape = f[3:3 + nd]
@@ -619,7 +618,8 @@ def _parse_table(addr, n):
                 st[j] = acc
                 acc *= shape[j] or 1
             st = tuple(st)
-        rows.append((name, dt, shape, f[11], f[12], f[13], f[14], f[15], f[16], st))
+        rows.append((name, dt, shape, f[11], f[12], f[13], f[14], f[15], f[16], st,
+                     f[17] if padded else 0))
     return rows
 
 

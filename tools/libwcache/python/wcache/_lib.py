@@ -66,6 +66,12 @@ class WcTensor(ctypes.Structure):
                 ("hash", ctypes.c_uint8 * WC_HASH_LEN), ("flags", c_u32)]
 
 
+class WcTensorPadded(ctypes.Structure):
+    """struct wc_tensor with padded_rows (added at the end by the engine
+    layouts, protocol 2): used when the library's struct is that long."""
+    _fields_ = WcTensor._fields_ + [("padded_rows", c_u64)]
+
+
 class WcPoolView(ctypes.Structure):
     _fields_ = [("ptr", c_void_p), ("size", c_u64), ("writable", c_int)]
 
@@ -115,6 +121,7 @@ _PROTOS = {
     "wc_update": (c_int, [c_void_p, c_char_p, P(WcLifeResult), _E]),
     "wc_times": (None, [c_void_p, P(WcAttachTimes)]),
     "wc_model_device": (c_int, [c_void_p]),
+    "wc_tensor_size": (ctypes.c_size_t, []),
     "wc_dl_owner_new": (c_void_p, [RELEASE_FN, c_void_p]),
     "wc_dl_owner_put": (None, [c_void_p]),
     "wc_dl_owner_refs": (ctypes.c_long, [c_void_p]),
@@ -126,10 +133,7 @@ _PROTOS = {
     "wc_dl_capsule_destructor": (None, [c_void_p]),
     "wc_dl_shutdown": (None, []),
 }
-# Present only in a library that has them (feature-detected).
-_OPTIONAL = {
-    "wc_tensor_padded_rows": (c_u64, [P(WcTensor)]),
-}
+_OPTIONAL = {}
 
 
 def _open():
@@ -158,6 +162,12 @@ for _name, (_res, _args) in _OPTIONAL.items():
     if _f is not None:
         _f.restype = _res
         _f.argtypes = _args
+
+# The library's struct wc_tensor: its size steps through the table; a
+# library with padded_rows (at the end) has the longer one.
+TENSOR_SIZE = lib.wc_tensor_size()
+HAVE_PADDED_ROWS = TENSOR_SIZE >= ctypes.sizeof(WcTensorPadded)
+TENSOR_STRUCT = WcTensorPadded if HAVE_PADDED_ROWS else WcTensor
 
 # PyCapsule through the interpreter's own API (ctypes.pythonapi holds the GIL).
 _py = ctypes.pythonapi
