@@ -54,8 +54,10 @@ bench() {
 		wcbench attach --runtime-dir $rd --device $uuid --model $m -n 100 -q
 		wcbench attach --runtime-dir $rd --device $uuid -n 100 -q
 		echo "== attach x100: Python into a dict of CUDA torch tensors, identity checked, then without"
-		timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
-		timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100
+		for _ in 1 2; do
+			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
+			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100
+		done
 		echo "== attach x100: torch per-tensor CUDA IPC rebuild of the same tensors"
 		timeout 180 $PY bench/gpu_peers.py ipc-attach $m -n 100
 		echo "== engine start: fresh process to first logits (warm page cache)"
