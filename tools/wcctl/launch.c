@@ -368,6 +368,16 @@ static const char *launch_wcd_path(const struct launch_opts *o, char *buf,
 	return access(buf, X_OK) ? NULL : buf;
 }
 
+/* The rank's log cannot be opened as a fresh regular file: says so. */
+static int log_refused(struct launch *l, struct rank *r, int ret)
+{
+	say(l, LOG_ERROR,
+	    "cannot open the log %s as a regular file of ours: %s; remove it (wcctl clean) and start again",
+	    r->paths.log, ret == -ELOOP ? "it is a symbolic link (never followed)" :
+	    ret == -EINVAL ? "it is not a regular file" : strerror(-ret));
+	return ret;
+}
+
 static int rank_spawn(struct launch *l, struct rank *r, const char *wcd)
 {
 	const struct launch_opts *o = l->o;
@@ -376,11 +386,19 @@ static int rank_spawn(struct launch *l, struct rank *r, const char *wcd)
 	int wfd, ret, a = 0;
 	struct stat st;
 
-	wfd = open(r->paths.log, O_WRONLY | O_CREAT | O_CLOEXEC |
-		   (o->force ? O_APPEND : O_TRUNC), 0600);
+	/* Never through a link: a fresh log (O_EXCL after removing the old
+	 * one), or with --force the old one appended to, if it is a file. */
+	if (!o->force && unlink(r->paths.log) && errno != ENOENT)
+		return log_refused(l, r, -errno);
+	wfd = open(r->paths.log, O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
+		   O_CLOEXEC | (o->force ? O_APPEND : O_EXCL), 0600);
 	if (wfd < 0)
-		return -errno;
-	r->log_rfd = open(r->paths.log, O_RDONLY | O_CLOEXEC);
+		return log_refused(l, r, -errno);
+	if (fstat(wfd, &st) || !S_ISREG(st.st_mode)) {
+		close(wfd);
+		return log_refused(l, r, -EINVAL);
+	}
+	r->log_rfd = open(r->paths.log, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	r->log_off = fstat(wfd, &st) ? 0 : (uint64_t)st.st_size;
 	snprintf(num[0], sizeof(num[0]), "%d", o->lp.tp);
 	snprintf(num[1], sizeof(num[1]), "%d", r->lr.tp_rank);

@@ -62,7 +62,9 @@ int rundir_mkdir(const struct rundir *rd, char *err)
 			break;
 		*s = '/';
 	}
-	return 0;
+	/* The parents may be shared (/tmp); the directory itself must be
+	 * ours alone, as wcd checks too. */
+	return paths_dir_check(rd->dir, err);
 }
 
 int rundir_paths(const struct rundir *rd, const char *name, struct paths *p,
