@@ -267,7 +267,8 @@ int rx_poll_start(struct rx_loop *loop, struct rx_poll *p, int fd,
 struct rx_child;
 /* Called once when the process has exited: c->exit_code >= 0 for a normal
  * exit, c->term_signal > 0 when killed by a signal; both -1 when the status
- * could not be collected (a pidfd of a process that is not our child).
+ * could not be collected (a process that is not our child and that its
+ * parent reaped before we could read its zombie's /proc/PID/stat).
  * res is 0 or -errno (-ECANCELED when the watch was cancelled). */
 typedef void (*rx_child_cb)(struct rx_child *c, int res);
 struct rx_child {
