@@ -101,7 +101,7 @@ BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 .SECONDARY:
 .DEFAULT_GOAL := all
 
-all: $(LIBS) $(SO_CLIENT) $(BINS) $(TESTS) $(BENCHES)
+all: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(TESTS) $(BENCHES)
 
 # --- compile -------------------------------------------------------------
 
@@ -137,6 +137,10 @@ $(SO_CLIENT): $(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR) \
 		-Wl,--version-script=tools/libwcache/libwcache.map \
 		$(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR) \
 		$(SO_LIBS) $(CUDA_LIBS) $(SYS_LIBS)
+
+# The soname's link, so that a program linked with -lwcache runs from here.
+$(SO_CLIENT).0: $(SO_CLIENT)
+	$(Q)ln -sf libwcache.so $@
 
 .SECONDEXPANSION:
 $(BUILD)/bin/%: $$(call obj,$$(wildcard tools/$$*/*.c) $(COMMON_SRC)) $(LIBS)
@@ -181,7 +185,7 @@ run: deps
 # With T set (a developer's filtered run) the build keeps going past other
 # parts' failures; a plain `make test` fails on any build error.
 test: deps
-	@$(MAKE) --no-print-directory $(if $(T),-k) $(LIBS) $(SO_CLIENT) $(BINS) $(TESTS) $(BENCHES) $(if $(T),|| true)
+	@$(MAKE) --no-print-directory $(if $(T),-k) $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(TESTS) $(BENCHES) $(if $(T),|| true)
 	@BUILD=$(BUILD) test/run.sh $(TESTS) $(TEST_SH)
 
 bench: deps-bench
