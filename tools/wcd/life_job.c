@@ -521,7 +521,7 @@ static unsigned update_diff(struct wcd *d, const struct wcd_version *nv,
 	out[0] = '\0';
 	if (!mm)
 		return 0;
-	n = status_ident_diff(&wcd_current(d)->ident, &nv->ident, mm,
+	n = ident_mismatch(&wcd_current(d)->ident, &nv->ident, mm,
 			      WIRE_MISMATCH_MAX);
 	for (unsigned i = 0; i < n; i++) {
 		if (!strcmp(mm[i].field, "ckpt_digest") ||

@@ -258,9 +258,6 @@ void server_stop(struct wcd *d);
 /* status.c */
 char *status_json(struct wcd *d);       /* malloc'ed, NUL-terminated */
 int status_write_ready(struct wcd *d, char *err);
-/* Fills mm[] with every differing identity field; returns the count. */
-unsigned status_ident_diff(const struct ident *a, const struct ident *b,
-			   struct wire_mismatch *mm, unsigned max);
 
 /* requests.c: one whole, header-checked frame (server_hooks.dispatch) */
 void client_dispatch(struct wcd_client *c, const uint8_t *p, uint32_t n);
