@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "cli.h"
 #include "log.h"
 #include "hashpool.h"
 #include "base.h"
@@ -35,9 +36,12 @@ static const char usage_text[] =
 "Loads this rank's share of a safetensors checkpoint into device memory once\n"
 "and serves it zero-copy to engines (libwcache) over a unix socket.\n"
 "\n"
-"  --model DIR            model directory (config.json + *.safetensors)\n"
-"  --tp-size N --tp-rank R  tensor-parallel split (default 1, 0)\n"
-"  --pp-size N --pp-rank R  pipeline-parallel stage (default 1, 0)\n"
+"  --model DIR            model directory (config.json + *.safetensors);\n"
+"                         SGLang's --model-path is the same option\n"
+"  --tp-size N --tp-rank R  tensor-parallel split (default 1, 0; SGLang's\n"
+"                         --tensor-parallel-size too)\n"
+"  --pp-size N --pp-rank R  pipeline-parallel stage (default 1, 0; SGLang's\n"
+"                         --pipeline-parallel-size too)\n"
 "  --device D             host, host:NAME (memfd pools), a CUDA ordinal or a\n"
 "                         GPU-UUID (default: host without CUDA, else 0)\n"
 "  --runtime-dir DIR      files go to DIR/<device>.{lock,sock,ready,log}\n"
@@ -69,7 +73,12 @@ static const char usage_text[] =
 "  --direct-io auto|on|off  staged reads with O_DIRECT: auto skips shards\n"
 "                         that are mostly in the page cache (default auto)\n"
 "  --log-level L          debug, info, warn, error (default info)\n"
-"  --help                 this text\n"
+"  -h, --help             this text; --version the release\n"
+"\n"
+"Examples:\n"
+"  wcd --model /models/llama --device host:demo --runtime-dir /tmp/wc\n"
+"  wcd --model /models/llama --tp-size 2 --tp-rank 1 --device 1\n"
+"  wcd --model-path /models/llama --device GPU-5a3f0c1e-... --log-level debug\n"
 "\n"
 "Exit status: 0 after a clean shutdown, 1 on an error, 2 on bad usage.\n";
 
@@ -143,9 +152,12 @@ enum {
 
 static const struct option longopts[] = {
 	{ "model", required_argument, NULL, OPT_MODEL },
+	{ "model-path", required_argument, NULL, OPT_MODEL },   /* SGLang's */
 	{ "tp-size", required_argument, NULL, OPT_TP_SIZE },
+	{ "tensor-parallel-size", required_argument, NULL, OPT_TP_SIZE },
 	{ "tp-rank", required_argument, NULL, OPT_TP_RANK },
 	{ "pp-size", required_argument, NULL, OPT_PP_SIZE },
+	{ "pipeline-parallel-size", required_argument, NULL, OPT_PP_SIZE },
 	{ "pp-rank", required_argument, NULL, OPT_PP_RANK },
 	{ "device", required_argument, NULL, OPT_DEVICE },
 	{ "runtime-dir", required_argument, NULL, OPT_RUNTIME_DIR },
@@ -428,6 +440,8 @@ int main(int argc, char **argv)
 	sigset_t mask;
 	int rc;
 
+	if (cli_version(argc, argv, "wcd"))
+		return 0;
 	log_init("wcd", LOG_INFO);
 	lvl = parse_opts(&d.o, argc, argv);
 	log_init("wcd", lvl);

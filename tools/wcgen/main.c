@@ -9,6 +9,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "cli.h"
 #include "log.h"
 #include "model.h"
 #include "wcgen.h"
@@ -73,7 +75,29 @@ static void usage(FILE *f)
 		"  --verify           after writing, re-read every byte and compare\n"
 		"  --verify-only      do not write; check an existing directory against the layout\n"
 		"  --force            overwrite a directory that already holds a model\n"
-		"  --help\n");
+		"  -h, --help         this text; --version the release\n"
+		"\n"
+		"Examples:\n"
+		"  wcgen tiny --out /tmp/tiny\n"
+		"  wcgen llama-1b --out /data/llama-1b --shard-size 1GB --verify\n"
+		"  wcgen tiny --out /tmp/awq --quant awq --headers-only\n"
+		"\n"
+		"Exit status: 0 written (and verified), 1 a write or --verify failed,\n"
+		"2 usage (an unknown preset or option, a bad value).\n");
+}
+
+/* A usage error: the sentence, then exit 2 (die() is for failures: 1). */
+static void __attribute__((format(printf, 1, 2), noreturn))
+usage_die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("wcgen: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("; run 'wcgen --help' for the options\n", stderr);
+	exit(2);
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -184,7 +208,7 @@ static void layout_shards(const struct opts *o)
 
 		if (!nshards || (s->count && cur + tensors[i].nbytes > o->shard_size)) {
 			if (nshards >= GEN_SHARDS_MAX)
-				die("more than %d shards: give a larger --shard-size", GEN_SHARDS_MAX);
+				usage_die("more than %d shards: give a larger --shard-size", GEN_SHARDS_MAX);
 			s = &shards[nshards++];
 			s->first = i;
 			cur = 0;
@@ -389,7 +413,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case 'o': o->out = optarg; break;
 		case 's':
 			if (parse_size(optarg, &o->shard_size))
-				die("--shard-size '%s' is not a size like 5GB, 500MB, 2GiB or a byte count", optarg);
+				usage_die("--shard-size '%s' is not a size like 5GB, 500MB, 2GiB or a byte count", optarg);
 			o->shard_size_set = true;
 			break;
 		case 'd':
@@ -400,7 +424,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "f32"))
 				o->dtype = ST_F32;
 			else
-				die("--dtype '%s' is not bf16, f16 or f32", optarg);
+				usage_die("--dtype '%s' is not bf16, f16 or f32", optarg);
 			break;
 		case 'q': {
 			char *colon;
@@ -411,7 +435,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 				*colon = '\0';
 				if (strcmp(quant, "fp8") || parse_size(colon + 1, &o->block[0]) ||
 				    o->block[0] > 65536)
-					die("--quant '%s': a block size is only for fp8, as fp8:128", optarg);
+					usage_die("--quant '%s': a block size is only for fp8, as fp8:128", optarg);
 				o->block[1] = o->block[0];
 			}
 			if (!quant[0] || !strcmp(quant, "none"))
@@ -426,7 +450,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			errno = 0;
 			o->seed = strtoull(optarg, &end, 0);
 			if (errno || *end || end == optarg)
-				die("--seed '%s' is not a number", optarg);
+				usage_die("--seed '%s' is not a number", optarg);
 			break;
 		}
 		case 'H': o->headers_only = true; break;
@@ -445,11 +469,11 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		if (!strcmp(argv[optind], presets[i].name))
 			o->p = &presets[i];
 	if (!o->p)
-		die("unknown preset '%s'; presets: tiny, llama-1b, llama-8b", argv[optind]);
+		usage_die("unknown preset '%s'; presets: tiny, llama-1b, llama-8b", argv[optind]);
 	if (!o->out)
-		die("--out DIR is required");
+		usage_die("--out DIR is required");
 	if (o->headers_only && (o->verify || o->verify_only))
-		die("--verify needs data: drop --headers-only");
+		usage_die("--verify needs data: drop --headers-only");
 }
 
 int main(int argc, char **argv)
@@ -459,6 +483,8 @@ int main(int argc, char **argv)
 	struct opts o;
 	double t0;
 
+	if (cli_version(argc, argv, "wcgen"))
+		return 0;
 	log_init("wcgen", LOG_INFO);
 	parse_args(argc, argv, &o);
 	layout_tensors(&o);
