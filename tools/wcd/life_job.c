@@ -23,7 +23,7 @@
  * before any pool exists; load_run; then version N+1 becomes current in one
  * step (new HELLO/ATTACH get it; the ready file is rewritten atomically),
  * lease holders get a NOTICE, and version N is freed at once if it has no
- * lease, else when its last lease ends (version_publish, version.c). Any failure
+ * lease, else when its last lease ends (version_publish). Any failure
  * frees N+1's partial pools and leaves N serving, untouched.
  */
 #include <errno.h>
@@ -40,7 +40,7 @@
 #include "wcd.h"
 #include "conn.h"
 #include "lifecycle.h"
-#include "version.h"
+#include "versions.h"
 #include "wire_life.h"
 
 #define COPY_STREAMS 4

@@ -36,7 +36,7 @@
 #include "wcd.h"
 #include "conn.h"
 #include "lifecycle.h"
-#include "version.h"
+#include "versions.h"
 #include "wire_life.h"
 
 /* Why the daemon cannot start another lifecycle request now, or NULL. */

@@ -17,7 +17,7 @@
 #include "wcd.h"
 #include "conn.h"
 #include "lifecycle.h"
-#include "version.h"
+#include "versions.h"
 
 /* MANIFEST and ATTACH need a successful HELLO; checked after the payload
  * (a malformed frame is malformed in any state). */

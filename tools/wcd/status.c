@@ -14,7 +14,7 @@
 #include "ready.h"
 #include "wcd.h"
 #include "conn.h"
-#include "version.h"
+#include "versions.h"
 
 #define STATUS_CLIENTS_MAX WCD_CLIENTS_MAX
 
