@@ -48,7 +48,9 @@ static const char usage_text[] =
 "                         (default: $WCACHE_SOCKET_TEMPLATE, else\n"
 "                         $XDG_RUNTIME_DIR/wcache, else /tmp/wcache-$UID)\n"
 "  --force                take the device over from a running wcd\n"
-"                         (SIGTERM, up to 10 s, then SIGKILL)\n"
+"                         (SIGTERM, up to --force-wait, then SIGKILL)\n"
+"  --force-wait SECONDS   how long --force waits for the old owner to exit\n"
+"                         after SIGTERM (default 10, decimals allowed)\n"
 "  --no-hash              skip the XXH3-128 of every tensor\n"
 "  --allow-uid UID        also serve this uid (repeatable, at most 16)\n"
 "  --allow-quant METHOD   serve an unverified quantization method anyway\n"
@@ -127,6 +129,20 @@ static uint32_t parse_u32(const char *s, const char *what)
 	return (uint32_t)v;
 }
 
+/* --force-wait: seconds, decimals allowed, 0 to an hour, in ms. */
+static uint32_t parse_seconds_ms(const char *s)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= 0) ||
+	    v * 1000 > WCD_FORCE_WAIT_MS_MAX)
+		usage_fail("bad --force-wait '%s' (seconds from 0 to 3600, e.g. 0.5)", s);
+	return (uint32_t)(v * 1000 + 0.5);
+}
+
 /* Half the CPUs, 1 to 8: enough to keep XXH3 (about 4 to 7 GB/s a thread)
  * ahead of a PCIe copy, without taking every core from the engines. */
 static unsigned default_hash_threads(void)
@@ -148,6 +164,7 @@ enum {
 	OPT_ALLOW_QUANT, OPT_RULES, OPT_POOL_SIZE, OPT_IPC, OPT_LOAD_PATH,
 	OPT_SLOTS, OPT_SLOT_SIZE, OPT_LOG_LEVEL, OPT_HELP, OPT_HASH_THREADS,
 	OPT_DIRECT_IO, OPT_HASH_ON, OPT_READ_PART, OPT_KEEP_CONTEXT,
+	OPT_FORCE_WAIT,
 };
 
 static const struct option longopts[] = {
@@ -162,6 +179,7 @@ static const struct option longopts[] = {
 	{ "device", required_argument, NULL, OPT_DEVICE },
 	{ "runtime-dir", required_argument, NULL, OPT_RUNTIME_DIR },
 	{ "force", no_argument, NULL, OPT_FORCE },
+	{ "force-wait", required_argument, NULL, OPT_FORCE_WAIT },
 	{ "no-hash", no_argument, NULL, OPT_NO_HASH },
 	{ "allow-uid", required_argument, NULL, OPT_ALLOW_UID },
 	{ "allow-quant", required_argument, NULL, OPT_ALLOW_QUANT },
@@ -193,6 +211,7 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 		.read_part = WCD_READ_PART_DEFAULT,
 		.device = gpu_cuda_backend() ? "0" : "host",
 		.hash_threads = default_hash_threads(),
+		.force_wait_ms = WCD_FORCE_WAIT_MS,
 	};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -205,6 +224,7 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 		case OPT_DEVICE: o->device = optarg; break;
 		case OPT_RUNTIME_DIR: o->runtime_dir = optarg; break;
 		case OPT_FORCE: o->force = true; break;
+		case OPT_FORCE_WAIT: o->force_wait_ms = parse_seconds_ms(optarg); break;
 		case OPT_NO_HASH: o->hash = false; break;
 		case OPT_ALLOW_UID:
 			if (o->nallow_uid >= WCD_ALLOW_UID_MAX)

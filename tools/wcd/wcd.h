@@ -66,6 +66,7 @@
 #define WCD_READ_CHUNK (8u << 20)     /* direct path: bytes per read */
 #define WCD_READ_DEPTH 32             /* direct path: reads in flight */
 #define WCD_FORCE_WAIT_MS 10000       /* --force: SIGTERM, then SIGKILL */
+#define WCD_FORCE_WAIT_MS_MAX 3600000 /* --force-wait: at most an hour */
 
 enum wcd_load_path { WCD_LOAD_AUTO, WCD_LOAD_DIRECT, WCD_LOAD_STAGED };
 enum wcd_direct_io { WCD_DIO_AUTO, WCD_DIO_ON, WCD_DIO_OFF };
@@ -79,6 +80,7 @@ struct wcd_opts {
 	const char *device;
 	const char *runtime_dir;
 	bool force;
+	uint32_t force_wait_ms;       /* --force: SIGTERM to SIGKILL */
 	bool hash;
 	uid_t allow_uid[WCD_ALLOW_UID_MAX];
 	unsigned nallow_uid;
