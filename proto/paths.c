@@ -57,7 +57,8 @@ static bool name_char_ok(char c)
 
 bool paths_is_host_spec(const char *spec)
 {
-	return !strcmp(spec, "host") || !strncmp(spec, "host:", 5);
+	return !strcmp(spec, "host") || !strncmp(spec, "host:", 5) ||
+	       !strncmp(spec, "host-", 5);
 }
 
 int paths_device_name(const char *spec, char *out, size_t len, char *err)
@@ -67,7 +68,9 @@ int paths_device_name(const char *spec, char *out, size_t len, char *err)
 
 	if (!strcmp(spec, "host")) {
 		name = "";
-	} else if (!strncmp(spec, "host:", 5)) {
+	} else if (!strncmp(spec, "host:", 5) || !strncmp(spec, "host-", 5)) {
+		/* host-NAME is the file name that host:NAME gets, as wcctl
+		 * status and clean print it: accepted back (issue 16). */
 		name = spec + 5;
 		n = strlen(name);
 		if (n == 0 || n > PATHS_HOST_NAME_MAX)

@@ -53,7 +53,8 @@ int paths_template_env(char *out, size_t len, const char *runtime_dir,
 int paths_resolve(struct paths *p, const char *tmpl, const char *device,
 		  char *err);
 
-/* true for "host" and "host:NAME" specs. */
+/* true for "host", "host:NAME" and "host-NAME" (the file name of host:NAME,
+ * as status prints it) specs. */
 bool paths_is_host_spec(const char *spec);
 /* Device spec -> file-name-safe name: host specs and GPU-UUIDs map
  * directly (0); a CUDA ordinal returns -ENOENT (open the device to learn

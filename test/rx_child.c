@@ -45,32 +45,40 @@ static void run_child(struct rx_loop *loop, char *const argv[], int kill_sig,
 	T_EQ_INT(c.pidfd, -1);
 }
 
-/* A grandchild that outlives its parent: not ours to reap. */
+/* A grandchild that outlives its parent: not ours to reap. It waits on a
+ * pipe (EOF when we close our end) until the watch is in place, so no
+ * timing decides whether its pidfd can still be opened. */
 static void run_stranger(struct rx_loop *loop)
 {
 	struct rx_child c = { 0 };
-	int p[2], st;
+	int p[2], go[2], st;
+	char b;
 	pid_t mid, gc;
 
 	T_ASSERT(pipe(p) == 0);
+	T_ASSERT(pipe(go) == 0);
 	mid = fork();
 	T_ASSERT(mid >= 0);
 	if (mid == 0) {
 		gc = fork();
 		if (gc == 0) {
-			usleep(100000);
+			close(go[1]);
+			while (read(go[0], &b, 1) < 0 && errno == EINTR)
+				;
 			_exit(5);
 		}
 		if (write(p[1], &gc, sizeof(gc)) != sizeof(gc))
 			_exit(1);
 		_exit(0);
 	}
+	close(go[0]);
 	T_ASSERT(read(p[0], &gc, sizeof(gc)) == sizeof(gc));
 	T_ASSERT(waitpid(mid, &st, 0) == mid);
 	close(p[0]);
 	close(p[1]);
 	done_res = 1;
 	T_OK(rx_child_watch_pid(loop, &c, gc, on_exit_cb));
+	close(go[1]);   /* the grandchild exits now */
 	RX_RUN_UNTIL(loop, done_res != 1, 10000);
 	T_EQ_INT(done_res, 0);
 	T_ASSERT(c.exited);

@@ -50,13 +50,27 @@ expect_has "stop a stopped device" "$out" "no daemon is running on device host-3
 p1=$(ready_pid "$RUN" host-1)
 kill -9 "$p1"
 for i in $(seq 50); do alive "$p1" || break; sleep 0.1; done
+# any unreachable daemon makes status fail (4), so a probe can trust it;
+# --device asks about one, by the name the table prints or by its spec
 out=$(ctl status); rc=$?
-expect_eq "status live+dead" "$rc" 0
+expect_eq "status live+dead" "$rc" 4
+ctl status --device host-0 >/dev/null; rc=$?
+expect_eq "status --device host-0 (live)" "$rc" 0
+ctl status --device host:0 >/dev/null; rc=$?
+expect_eq "status --device host:0 (live)" "$rc" 0
+out=$(ctl status --device host-1); rc=$?
+expect_eq "status --device host-1 (dead)" "$rc" 4
+expect_has "status --device host-1 (dead)" "$out" "host-1: UNREACHABLE"
+expect_no "status --device host-1 (dead)" "$out" "host-0"
+expect_has "status --device host-6 (none)" "$(ctl status --device host-6)" "no wcache daemon found for device host-6"
+ctl status --device host-6 >/dev/null; rc=$?
+expect_eq "status --device host-6 (none)" "$rc" 3
+out=$(ctl status); rc=$?
 expect_has "status live row" "$out" "host-0               pp0/tp0    ready"
 expect_has "status dead row" "$out" "host-1               pp0/tp1    UNREACHABLE  model"
 expect_has "status dead why" "$out" "says pid $p1"
 ctl status --json >"$T/s2.json"; rc=$?
-expect_eq "status --json live+dead" "$rc" 0
+expect_eq "status --json live+dead" "$rc" 4
 python3 -m json.tool "$T/s2.json" >/dev/null || fail "status --json (live+dead) is not JSON"
 got=$(python3 -c '
 import json, sys
@@ -73,12 +87,14 @@ kill -STOP "$p0"
 flock "$RUN/host-4.lock" sleep 30 & s4=$!; PIDS+=($s4)
 for i in $(seq 50); do [ -n "$(pgrep -P $s4)" ] && break; sleep 0.1; done
 PIDS+=($(pgrep -P $s4))
-out=$(ctl status --timeout-ms 300); rc=$?
+out=$(ctl status --timeout 0.3); rc=$?
 kill -CONT "$p0"
 expect_eq "status with a stopped daemon" "$rc" 4
 expect_has "stopped daemon row" "$out" "host-0               pp0/tp0    UNREACHABLE"
 expect_has "stopped daemon why" "$out" "within 300 ms"
 expect_has "starting row" "$out" "host-4               -          STARTING"
+ctl status --device host-4 >/dev/null; rc=$?
+expect_eq "status --device of a STARTING daemon" "$rc" 5
 kill $(pgrep -P $s4) "$s4" 2>/dev/null; wait "$s4" 2>/dev/null
 rm -f "$RUN/host-4.lock"
 
@@ -91,6 +107,9 @@ done
 expect_has "clean" "$(cat "$T/clean.out")" "kept host-0"
 out=$(ctl status); rc=$?
 expect_eq "status after clean" "$rc" 0
+# the names clean and status print are accepted back by stop (round trip)
+ctl stop --device host-77 >/dev/null 2>&1; rc=$?
+expect_eq "stop --device host-77 (by file name, none running)" "$rc" 3
 
 # the live one stopped: its ready file gone; a dead one's left by hand: 4
 p0=$(ready_pid "$RUN" host-0)

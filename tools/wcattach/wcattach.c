@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "log.h"
 #include "wcache.h"
 
@@ -66,7 +67,15 @@ static void usage(FILE *f)
 		"  --writable          ask for a read-write mapping (refused by the host\n"
 		"                      backend: its pools are sealed)\n"
 		"  --json              one JSON object per event instead of text\n"
-		"  --help              this text\n");
+		"  -h, --help          this text; --version the release\n"
+		"\n"
+		"Examples:\n"
+		"  wcattach --device host:demo --runtime-dir /tmp/wc --verify\n"
+		"  wcattach --device 0 --model /models/llama --tp-size 2 --tp-rank 1\n"
+		"  wcattach --device 0 --model /models/llama --hold 3600 --follow\n"
+		"\n"
+		"Exit status: 0 attached (and verified), 1 a failure (no daemon, a\n"
+		"mismatch, a bad hash), 2 usage.\n");
 }
 
 static int parse_int(const char *s, const char *what)
@@ -109,7 +118,7 @@ static void parse(int argc, char **argv, struct opts *o)
 	char *end;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'd': o->co.device = optarg; break;
 		case 'r': o->co.runtime_dir = optarg; break;
@@ -352,6 +361,8 @@ int main(int argc, char **argv)
 	double vms = 0;
 	int rc;
 
+	if (cli_version(argc, argv, "wcattach"))
+		return 0;
 	log_init("wcattach", LOG_INFO);
 	parse(argc, argv, &o);
 	o.co.label = "wcattach";

@@ -45,8 +45,6 @@
 #include "load.h"
 #include "log.h"
 
-#define PROGRESS_NS 500000000ull
-
 static double secs(uint64_t ns)
 {
 	return (double)ns / 1e9;
@@ -173,36 +171,6 @@ int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 	return 0;
 }
 
-/* --- the load: shared helpers -------------------------------------------- */
-
-void ld_fail(struct ld *L, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (L->err)
-		return;
-	L->err = code > 0 ? -code : code;
-	va_start(ap, fmt);
-	vsnprintf(L->errbuf, sizeof(L->errbuf), fmt, ap);
-	va_end(ap);
-}
-
-const char *ld_shard_name(struct ld *L, uint32_t shard)
-{
-	return L->v->model.shards[shard].path;
-}
-
-void ld_progress(struct ld *L)
-{
-	uint64_t now = rx_now_ns();
-
-	if (now - L->last_progress_ns < PROGRESS_NS)
-		return;
-	L->last_progress_ns = now;
-	log_info("progress: %" PRIu64 "/%" PRIu64 " bytes, %.2f GB/s",
-		 L->done_bytes, L->total, gbps(L->done_bytes, now - L->start_ns));
-}
-
 static const struct plan_tensor *ld_tensor(struct ld *L, uint32_t i)
 {
 	return &L->v->plan.t[i];
@@ -224,7 +192,7 @@ static bool gen_more(struct ld *L)
 		L->ti++;
 		L->tpos = 0;
 	}
-	return L->ti < L->v->plan.ntensors && !L->err && !L->d->stopping;
+	return L->ti < L->v->plan.ntensors && !L->err && !wcd_stopping(L->d);
 }
 
 static void direct_issue(struct ld *L);
@@ -536,7 +504,7 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	if (staged)
 		staged_finish(L);
 	t_read = rx_now_ns() - t0;
-	if (!L->err && d->stopping)
+	if (!L->err && wcd_stopping(d))
 		ld_fail(L, ECANCELED, "stopped by a signal while loading");
 	if (!L->err && !staged && v->hashed)
 		direct_hash(L);

@@ -6,8 +6,8 @@
  * a pid-alive check would have). The holder writes its pid into the lock
  * file so that a refused start can name it.
  *
- * --force: SIGTERM the owner through a pidfd, wait up to 10 s for it to
- * exit, then SIGKILL, then take the lock.
+ * --force: SIGTERM the owner through a pidfd, wait up to --force-wait
+ * (default 10 s) for it to exit, then SIGKILL, then take the lock.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -92,9 +92,9 @@ static int force_stop(struct wcd *d, pid_t pid, char *err)
 			       "--force: cannot signal the owner pid %d: %s (is it another user's?)",
 			       (int)pid, strerror(e));
 	}
-	if (!wait_exit(pidfd, WCD_FORCE_WAIT_MS)) {
-		log_warn("--force: pid %d did not exit within %d s; sending SIGKILL",
-			 (int)pid, WCD_FORCE_WAIT_MS / 1000);
+	if (!wait_exit(pidfd, (int)d->o.force_wait_ms)) {
+		log_warn("--force: pid %d did not exit within %g s; sending SIGKILL",
+			 (int)pid, d->o.force_wait_ms / 1000.0);
 		pidfd_kill(pidfd, SIGKILL);
 		wait_exit(pidfd, 5000);
 	}

@@ -1,0 +1,93 @@
+# SPDX-License-Identifier: MIT
+"""wcd against the reference: every rank of every layout the reference
+plans (tp 1, 2, 4, 8; ep 2, 4 for MoE) is started on the host backend, and
+its manifest must equal the reference's: the same names (checkpoint names
+and fused views), dtypes, shapes, padded row counts and XXH3-128 of every
+tensor. A layout the reference refuses must be refused by wcd (it exits
+before it is ready). Models: the transformers checkpoints of
+test/data/layouts and the wcgen presets."""
+import os
+import sys
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "layout_ref"))
+
+import daemon
+import models
+import ref
+
+# Architectures whose layouts wcd serves on main, with the tp (and ep) sizes.
+LANDED = {
+    "LlamaForCausalLM": (1,),
+    "Qwen2ForCausalLM": (1,),
+    "Qwen3ForCausalLM": (1,),
+    "MistralForCausalLM": (1,),
+}
+# The manifest announces padded_rows on vocabulary tensors.
+REQUIRE_PADDED_ROWS = False
+# The manifest lists the fused views (qkv_proj, gate_up_proj, w13/w2 and
+# their bias/scale companions); vLLM's MLA fused_qkv_a_proj is checked when
+# served but not required (the issue does not ask for it).
+REQUIRE_VIEWS = False
+OPTIONAL_VIEWS = (".fused_qkv_a_proj.",)
+
+
+def compare(ck, want, man, where):
+    got = {t["name"]: t for t in man["tensors"]}
+    problems = []
+    for n in sorted(set(got) - set(want)):
+        problems.append(f"{n}: served, not in the reference")
+    for n in sorted(set(want) - set(got)):
+        if not ref.is_view(ck, n):
+            problems.append(f"{n}: a checkpoint tensor the reference serves is missing")
+        elif REQUIRE_VIEWS and not any(o in n for o in OPTIONAL_VIEWS):
+            problems.append(f"{n}: a fused view the reference serves is missing")
+    for n in sorted(set(got) & set(want)):
+        w, g = want[n], got[n]
+        if g["dtype"] != w.dtype or g["shape"] != w.shape:
+            problems.append(f"{n}: served {g['dtype']} {g['shape']}, reference {w.dtype} {w.shape}")
+        elif g["xxh3_128"] != w.hash():
+            problems.append(f"{n}: served hash {g['xxh3_128']}, reference {w.hash()}")
+        if REQUIRE_PADDED_ROWS or "padded_rows" in g:
+            if g.get("padded_rows") != w.padded_rows and \
+                    not (w.padded_rows is None and not g.get("padded_rows")):
+                problems.append(f"{n}: padded_rows {g.get('padded_rows')}, reference {w.padded_rows}")
+    assert not problems, f"{where}:\n  " + "\n  ".join(problems[:40])
+
+
+def run_layout(path, tp, ep):
+    ck = ref.Checkpoint(path)
+    if ep > 1:
+        args = [["--ep-size", str(ep), "--ep-rank", str(i)] for i in range(ep)]
+    else:
+        args = [["--tp-size", str(tp), "--tp-rank", str(r)] for r in range(tp)]
+    try:
+        want = ref.plan_all(ck, tp, ep)
+        refused = None
+    except ref.Refused as e:
+        want, refused = None, str(e)
+    with daemon.Ranks(path, args) as rs:
+        if refused:
+            for r in rs.ranks:
+                assert r.rc not in (None, 0), \
+                    f"{path} tp {tp} ep {ep}: the reference refuses ({refused}) but {r.device} serves"
+            return
+        for r in rs.ranks:
+            assert r.rc is None, f"{path} tp {tp} ep {ep}: wcd exited {r.rc}:\n{r.log_text()[-2000:]}"
+        for i, man in enumerate(rs.manifests()):
+            compare(ck, want[i], man, f"{os.path.basename(path)} tp {tp} ep {ep} rank {i}")
+
+
+@pytest.mark.parametrize("kind,name", models.ALL)
+def test_served_equals_reference(kind, name):
+    path = models.path(kind, name)
+    ck = models.checkpoint(kind, name)
+    sizes = LANDED.get(ck.arch)
+    if not sizes:
+        pytest.skip(f"{ck.arch}: its layouts have not landed")
+    ran = 0
+    for tp, ep in ref.layouts(ck):
+        if (tp if ep == 1 else ep) in sizes:
+            run_layout(path, tp, ep)
+            ran += 1
+    assert ran
