@@ -15,7 +15,7 @@
 
 #include "conn.h"
 #include "metrics.h"
-#include "version.h"
+#include "versions.h"
 #include "release.h"
 #include "wcd.h"
 
