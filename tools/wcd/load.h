@@ -31,7 +31,9 @@ struct dread {                /* direct path: one read in flight */
 enum slot_state { SLOT_FREE, SLOT_READING, SLOT_READ, SLOT_BUSY };
 
 /* A buffered (page-cache) read of a slot is split into parts of at most
- * WCD_PART_SIZE bytes, read at once by as many io-wq workers: the copy out
+ * --read-part bytes (o.read_part, WCD_READ_PART_DEFAULT; at most
+ * LD_PARTS_MAX parts, larger ones when the slot needs more), read at once
+ * by as many io-wq workers: the copy out
  * of the page cache is the warm load's CPU work, and more copiers on a
  * smaller staging ring kept in cache beat fewer on a larger one
  * (bench/RESULTS.md). O_DIRECT reads stay whole. */
