@@ -144,10 +144,11 @@ def lib():
     return _lib
 
 
-def read_rank(device, rundir, extra_bytes=None):
+def read_rank(device, rundir, extra_bytes=None, with_places=False):
     """Attaches to a host-backend rank and returns {name: (dtype, shape,
-    bytes)}; extra_bytes(name, nbytes) -> how many bytes past the tensor
-    to read as well (the padded rows), returned as a 4th item."""
+    bytes, more)}: extra_bytes(name, nbytes) says how many bytes past the
+    tensor to read as well (its padded rows) into more. with_places: also
+    {name: (pool, offset, bytes)}."""
     L = lib()
     err = _Err()
     conn = ctypes.c_void_p()
@@ -160,6 +161,7 @@ def read_rank(device, rundir, extra_bytes=None):
            L.wc_attach(conn, 0, ctypes.byref(model), None, ctypes.byref(err)):
             raise RuntimeError("wc_hello/attach: " + err.msg.decode())
         out = {}
+        places = {}
         for i in range(L.wc_tensor_count(model)):
             t = L.wc_tensor_at(model, i).contents
             name = t.name.decode()
@@ -176,7 +178,10 @@ def read_rank(device, rundir, extra_bytes=None):
                         raise AssertionError(f"{name}: {n} padded bytes past its pool's end")
                     more = ctypes.string_at(pool.ptr + t.offset + t.bytes, n)
             out[name] = (t.dtype.decode(), shape, b, more)
+            places[name] = (t.pool, t.offset, t.bytes)
         L.wc_detach(model, ctypes.byref(err))
+        if with_places:
+            return out, places
         return out
     finally:
         L.wc_close(conn)

@@ -466,3 +466,29 @@ def coverage(ck, tp, ep=1, pad=VOCAB_PAD):
             if t.padded_rows is not None:
                 pads[n] = pads.get(n, 0) + t.padded_rows - t.a.shape[0]
     return counts, pads
+
+
+def view_parts(ck, want):
+    """{fused view: [its parts, in order]} for the reference's plan."""
+    out = {}
+    for n in want:
+        if not is_view(ck, n):
+            continue
+        if ".experts.w13_weight" in n or ".experts.w2_weight" in n:
+            base = n[: n.index(".experts.") + len(".experts.")]
+            suf = ".weight_scale_inv" if n.endswith("_scale_inv") else ".weight"
+            mix = ".block_sparse_moe." in n
+            ws = ("w1", "w3") if mix else ("gate_proj", "up_proj")
+            if ".w2_weight" in n:
+                ws = ("w2",) if mix else ("down_proj",)
+            experts = sorted({int(m.group(1)) for x in want
+                              for m in [re.match(re.escape(base) + r"(\d+)\.", x)] if m})
+            out[n] = [f"{base}{e}.{w}{suf}" for e in experts for w in ws]
+        else:
+            m = re.match(r"(.*)\.(qkv_proj|gate_up_proj|fused_qkv_a_proj)\.(\w+)$", n)
+            pre, kind, suf = m.groups()
+            parts = {"qkv_proj": ("q_proj", "k_proj", "v_proj"),
+                     "gate_up_proj": ("gate_proj", "up_proj"),
+                     "fused_qkv_a_proj": ("q_a_proj", "kv_a_proj_with_mqa")}[kind]
+            out[n] = [f"{pre}.{x}.{suf}" for x in parts]
+    return out
