@@ -401,7 +401,10 @@ static void client_died(struct rx_child *ch, int res)
 		log_info("client pid %d exited (%s %d)", (int)c->pid,
 			 ch->term_signal > 0 ? "signal" : "code",
 			 ch->term_signal > 0 ? ch->term_signal : ch->exit_code);
-	if (res == 0)
+	/* Closing already (its disconnect came first, the exit in the same
+	 * batch, before our cancel): client_close would do nothing, and
+	 * nothing else would free it. */
+	if (res == 0 && !c->closing)
 		client_close(c, "the client process died");
 	else
 		client_free_if_idle(c);
