@@ -197,7 +197,7 @@ PYTHON    ?= /usr/bin/python3
 # Python is not built with ASan: pytest loads an ASan libwcache.so only with
 # the runtime preloaded (and without leak checks of the interpreter).
 ifneq ($(filter address,$(subst $(comma), ,$(SANITIZE))),)
-PYTEST_PRELOAD := $(shell $(CC) -print-file-name=libasan.so)
+PYTEST_PRELOAD = $(shell $(CC) -print-file-name=libasan.so)
 endif
 test: deps
 	@stale=; $(MAKE) --no-print-directory $(if $(V),,-s) $(if $(T),-k) $(BUILT) || { \
