@@ -22,12 +22,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "err.h"
 #include "launch.h"
 #include "log.h"
-
-#define owner_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
 
 #define say(l, lvl, ...)                                                     \
 	do {                                                                 \
@@ -99,7 +97,7 @@ static void launch_done(struct launch *l)
 
 static void grace_cb(struct rx_timer *t, int res)
 {
-	struct launch *l = owner_of(t, struct launch, grace);
+	struct launch *l = container_of(t, struct launch, grace);
 
 	if (res < 0 || l->phase != LAUNCH_STOPPING)
 		return;
@@ -176,7 +174,7 @@ static void report_exit(struct launch *l, struct rank *r)
 
 static void child_cb(struct rx_child *c, int res)
 {
-	struct rank *r = owner_of(c, struct rank, child);
+	struct rank *r = container_of(c, struct rank, child);
 	struct launch *l = r->l;
 
 	if (res == -ECANCELED || !r->running)
@@ -261,7 +259,7 @@ static void rank_check_ready(struct launch *l, struct rank *r)
 
 static void inotify_cb(struct rx_poll *p, int res)
 {
-	struct launch *l = owner_of(p, struct launch, ipoll);
+	struct launch *l = container_of(p, struct launch, ipoll);
 	char buf[INOTIFY_BUF] __attribute__((aligned(8)));
 	ssize_t n;
 
@@ -295,7 +293,7 @@ static void inotify_cb(struct rx_poll *p, int res)
 
 static void deadline_cb(struct rx_timer *t, int res)
 {
-	struct launch *l = owner_of(t, struct launch, deadline);
+	struct launch *l = container_of(t, struct launch, deadline);
 
 	if (res < 0 || l->phase != LAUNCH_STARTING)
 		return;
@@ -314,7 +312,7 @@ static void deadline_cb(struct rx_timer *t, int res)
 
 static void tick_cb(struct rx_timer *t, int res)
 {
-	struct launch *l = owner_of(t, struct launch, tick);
+	struct launch *l = container_of(t, struct launch, tick);
 
 	if (res < 0)
 		return;
@@ -336,7 +334,7 @@ static void tick_cb(struct rx_timer *t, int res)
 
 static void signal_cb(struct rx_signal *s, int signo)
 {
-	struct launch *l = owner_of(s, struct launch, sig);
+	struct launch *l = container_of(s, struct launch, sig);
 
 	if (signo < 0)
 		return;

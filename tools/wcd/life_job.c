@@ -23,7 +23,7 @@
  * before any pool exists; load_run; then version N+1 becomes current in one
  * step (new HELLO/ATTACH get it; the ready file is rewritten atomically),
  * lease holders get a NOTICE, and version N is freed at once if it has no
- * lease, else when its last lease ends (version_publish, version.c). Any failure
+ * lease, else when its last lease ends (version_publish). Any failure
  * frees N+1's partial pools and leaves N serving, untouched.
  */
 #include <errno.h>
@@ -40,7 +40,7 @@
 #include "wcd.h"
 #include "conn.h"
 #include "lifecycle.h"
-#include "version.h"
+#include "versions.h"
 #include "wire_life.h"
 
 #define COPY_STREAMS 4
@@ -228,7 +228,7 @@ static int device_hashes(struct wcd *d, struct wcd_version *v,
 			 uint8_t (*out)[WC_HASH_LEN], char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
-	char e[GPU_ERR_LEN];
+	char e[WC_ERR_LEN];
 	int ret;
 
 	if (!be->hash_begin || d->o.hash_on == WCD_HASH_CPU)
@@ -390,6 +390,7 @@ static bool same_as_manifest(const struct wcd_version *v,
 			     const struct wcd_version *t, char *err)
 {
 	unsigned bad = 0;
+	uint32_t first = 0;
 
 	if (t->plan.ntensors != v->plan.ntensors ||
 	    t->plan.npools != v->plan.npools) {
@@ -411,15 +412,12 @@ static bool same_as_manifest(const struct wcd_version *v,
 		}
 		if (v->hashed && t->hashed &&
 		    memcmp(v->hash[i], t->hash[i], WC_HASH_LEN) && !bad++)
-			snprintf(err, WC_ERR_LEN, "%s", a->name);
+			first = i;
 	}
 	if (bad) {
-		char first[WC_ERR_LEN];
-
-		snprintf(first, sizeof(first), "%s", err);
 		snprintf(err, WC_ERR_LEN,
-			 "%u of %u tensors (first: %.200s) do not match their manifest hash",
-			 bad, v->plan.ntensors, first);
+			 "%u of %u tensors (first: %s) do not match their manifest hash",
+			 bad, v->plan.ntensors, v->plan.t[first].name);
 		return false;
 	}
 	return true;
@@ -521,7 +519,7 @@ static unsigned update_diff(struct wcd *d, const struct wcd_version *nv,
 	out[0] = '\0';
 	if (!mm)
 		return 0;
-	n = status_ident_diff(&wcd_current(d)->ident, &nv->ident, mm,
+	n = ident_mismatch(&wcd_current(d)->ident, &nv->ident, mm,
 			      WIRE_MISMATCH_MAX);
 	for (unsigned i = 0; i < n; i++) {
 		if (!strcmp(mm[i].field, "ckpt_digest") ||
@@ -529,7 +527,7 @@ static unsigned update_diff(struct wcd *d, const struct wcd_version *nv,
 			continue;
 		if (off < cap)
 			off += (size_t)snprintf(out + off, cap - off,
-						"%s%s (served %.200s, new %.200s)",
+						"%s%s (served %s, new %s)",
 						k ? "; " : "", mm[i].field,
 						mm[i].daemon, mm[i].client);
 		k++;

@@ -36,7 +36,7 @@
 #include "wcd.h"
 #include "conn.h"
 #include "lifecycle.h"
-#include "version.h"
+#include "versions.h"
 #include "wire_life.h"
 
 /* Why the daemon cannot start another lifecycle request now, or NULL. */
@@ -336,7 +336,7 @@ const char *life_refusal(struct wcd *d, unsigned type)
 void life_device_idle(struct wcd *d)
 {
 	struct gpu_pool *pools[WCD_VERSIONS * GPU_POOLS_MAX];
-	char err[GPU_ERR_LEN];
+	char err[WC_ERR_LEN];
 	unsigned n = 0;
 	uint64_t t0;
 	int ret;

@@ -28,7 +28,7 @@
 #include "base.h"
 #include "wcd.h"
 #include "lifecycle.h"
-#include "version.h"
+#include "versions.h"
 
 static const char usage_text[] =
 "usage: wcd --model DIR [options]\n"

@@ -17,7 +17,7 @@
 #include "wcd.h"
 #include "conn.h"
 #include "lifecycle.h"
-#include "version.h"
+#include "versions.h"
 
 /* MANIFEST and ATTACH need a successful HELLO; checked after the payload
  * (a malformed frame is malformed in any state). */
@@ -63,7 +63,7 @@ static void do_hello(struct wcd_client *c, const uint8_t *p, uint32_t n)
 				    err);
 			goto out_free;
 		}
-		r.nmismatch = status_ident_diff(&v->ident, peer, mm,
+		r.nmismatch = ident_mismatch(&v->ident, peer, mm,
 						WIRE_MISMATCH_MAX);
 	}
 	r.status = r.nmismatch ? WIRE_HELLO_MISMATCH : WIRE_HELLO_OK;

@@ -364,7 +364,7 @@ static void hash_slot(struct ld *L, struct slot *s)
 static void dev_hash_step(struct ld *L, struct slot *s)
 {
 	const struct plan_tensor *t = tensor(L, s->ti);
-	char err[GPU_ERR_LEN];
+	char err[WC_ERR_LEN];
 	int ret;
 
 	if (t->size <= GPU_HASH_MIN_LEN) {
@@ -498,7 +498,7 @@ void staged_start(struct ld *L)
 
 void staged_finish(struct ld *L)
 {
-	char err[GPU_ERR_LEN];
+	char err[WC_ERR_LEN];
 	uint64_t t0 = rx_now_ns();
 	int ret;
 

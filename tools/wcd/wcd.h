@@ -9,8 +9,8 @@
  *               (lifecycle.h, shared with life_job.c)
  *   life_job.c  the WAKE and UPDATE jobs and their replies
  *   status.c    STATUS JSON and the ready file
- *   version.c   resident versions: publish, retire, lease counts, memory
- *               (version.h)
+ *   versions.c  resident versions: publish, retire, lease counts, memory
+ *               (versions.h)
  *   load.c      the loader: model -> plan -> pools, the direct path (load.h)
  *   staged.c    the loader's staged path: staging slots, copies, hashes
  *   ld.c        the loader's shared helpers (failure, progress)
@@ -28,7 +28,7 @@
  *                           server_lease_pids() (conn.h)
  *   answer a request later  struct wcd_waiter: waiter_hold(), waiter_take()
  *   publish/retire versions version_publish(), version_retire(),
- *                           version_attach(), version_find() (version.h)
+ *                           version_attach(), version_find() (versions.h)
  */
 #ifndef WCD_H
 #define WCD_H
@@ -189,7 +189,7 @@ struct wcd_life {
 struct server_hooks {
 	/* one whole, header-checked request frame (requests.c) */
 	void (*dispatch)(struct wcd_client *c, const uint8_t *p, uint32_t n);
-	/* a lease on version index vi ended (version.c counts and retires) */
+	/* a lease on version index vi ended (versions.c counts and retires) */
 	void (*lease_ended)(struct wcd *d, int vi);
 };
 
@@ -260,9 +260,6 @@ void server_stop(struct wcd *d);
 /* status.c */
 char *status_json(struct wcd *d);       /* malloc'ed, NUL-terminated */
 int status_write_ready(struct wcd *d, char *err);
-/* Fills mm[] with every differing identity field; returns the count. */
-unsigned status_ident_diff(const struct ident *a, const struct ident *b,
-			   struct wire_mismatch *mm, unsigned max);
 
 /* requests.c: one whole, header-checked frame (server_hooks.dispatch) */
 void client_dispatch(struct wcd_client *c, const uint8_t *p, uint32_t n);
