@@ -111,7 +111,7 @@ BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 .DELETE_ON_ERROR:
 .DEFAULT_GOAL := all
 
-all: $(LIBS) $(SO_CLIENT) $(BINS) $(TESTS) $(BENCHES)
+all: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(TESTS) $(BENCHES)
 
 # --- compile -------------------------------------------------------------
 
@@ -153,6 +153,10 @@ $(SO_CLIENT): $(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR) \
 		-Wl,--version-script=tools/libwcache/libwcache.map \
 		$(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR) \
 		$(SO_LIBS) $(CUDA_LIBS) $(SYS_LIBS)
+
+# The soname's link, so that a program linked with -lwcache runs from here.
+$(SO_CLIENT).0: $(SO_CLIENT)
+	$(Q)ln -sf libwcache.so $@
 
 .SECONDEXPANSION:
 $(BUILD)/bin/%: $$(call obj,$$(wildcard tools/$$*/*.c) $(COMMON_SRC)) $(LIBS)
@@ -203,7 +207,7 @@ run: deps
 # to run.sh, which reports it failed: an old binary never runs and passes.
 # TEST_JOBS tests run at once (most wait on daemons, not on the CPU).
 TEST_JOBS ?= $(shell n=$$(nproc); echo $$((n < 4 ? 4 : n)))
-BUILT     := $(LIBS) $(SO_CLIENT) $(BINS) $(TESTS) $(BENCHES)
+BUILT     := $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(TESTS) $(BENCHES)
 PYTHON    ?= /usr/bin/python3
 # Python is not built with ASan: pytest loads an ASan libwcache.so only with
 # the runtime preloaded (and without leak checks of the interpreter).
