@@ -14,7 +14,8 @@
 #                                 (drop_caches); aggregate GB/s = the ranks'
 #                                 bytes / wall time to "all ready", against
 #                                 N x the single-GPU ceiling and the page-cache
-#                                 rate; wcctl status; one engine process per
+#                                 rate (MODEL=DIR PRESET=llama-1b: another wcgen
+#                                 preset); wcctl status; one engine process per
 #                                 GPU (CUDA_VISIBLE_DEVICES=g) attaches its
 #                                 rank by UUID and verifies every hash
 #   bench/gpu_multi.sh forward    the tensor-parallel forward across the GPUs
@@ -34,6 +35,7 @@ export BUILD=${BUILD:-build} PYTHONUNBUFFERED=1
 B=$PWD/$BUILD/bin
 N=${N:-$(nvidia-smi -L | wc -l)}
 MODEL=${MODEL:-/root/m8b}
+PRESET=${PRESET:-llama-8b}
 RD=${RD:-/tmp/wcmulti}
 WCD_OPTS=${WCD_OPTS:-}
 mapfile -t UUIDS < <(nvidia-smi --query-gpu=uuid --format=csv,noheader)
@@ -68,7 +70,7 @@ ceilings() {
 }
 
 prepare_model() {
-	[ -f "$MODEL/config.json" ] || $B/wcgen llama-8b --out "$MODEL" >/dev/null || exit 1
+	[ -f "$MODEL/config.json" ] || $B/wcgen "$PRESET" --out "$MODEL" >/dev/null || exit 1
 }
 
 # start_all LABEL: wcctl start --tp-size N, timed; prints the aggregate.
