@@ -96,9 +96,16 @@ def test_views_share_bytes_and_pads_are_zero(kind, name):
     tp = max(landed.ARCHS.get(ck.arch, (0,)))
     if not (landed.VIEWS and landed.PADDED_ROWS) or tp < 2:
         pytest.skip(f"{ck.arch}: fused views and padded rows at tp > 1 are not on main yet")
-    want = ref.plan_all(ck, tp)
+    while True:
+        try:
+            want = ref.plan_all(ck, tp)
+            break
+        except ref.Refused:
+            tp //= 2  # the largest tp this model allows
     args = [["--tp-size", str(tp), "--tp-rank", str(r)] for r in range(tp)]
     with daemon.Ranks(models.path(kind, name), args) as rs:
+        for r in rs.ranks:
+            assert r.rc is None, f"{name} tp {tp}: wcd exited {r.rc}:\n{r.log_text()[-2000:]}"
         for i, (r, man) in enumerate(zip(rs.ranks, rs.manifests())):
             pads = {t["name"]: t.get("padded_rows") for t in man["tensors"]}
 
