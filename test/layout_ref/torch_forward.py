@@ -42,7 +42,7 @@ def attach(device, rundir, lib=None):
     if L.wc_attach(conn, 0, ctypes.byref(model), None, ctypes.byref(err)):
         raise SystemExit("wcache attach: " + err.msg.decode())
     out = {}
-    words = {"BF16": ("<u2", torch.bfloat16), "F32": ("<f4", None), "F16": ("<f2", None)}
+    words = {"BF16": ("<i2", torch.bfloat16), "F32": ("<f4", None), "F16": ("<f2", None)}
     for i in range(L.wc_tensor_count(model)):
         t = L.wc_tensor_at(model, i).contents
         dt = t.dtype.decode()
@@ -52,7 +52,7 @@ def attach(device, rundir, lib=None):
         typestr, view = words[dt]
         if device.startswith("host"):
             b = ctypes.string_at(t.ptr, t.bytes)
-            x = torch.frombuffer(bytearray(b), dtype={"<u2": torch.int16, "<f4": torch.float32,
+            x = torch.frombuffer(bytearray(b), dtype={"<i2": torch.int16, "<f4": torch.float32,
                                                     "<f2": torch.float16}[typestr])
             x = x.reshape(shape).to(DEVICE)
         else:
