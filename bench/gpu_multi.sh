@@ -56,14 +56,18 @@ ceilings() {
 		for ((g = 0; g < N; g++)); do echo "GPU $g: $(grep ceiling "$RD.h2d.$g")"; done
 		rm -f "$RD".h2d.*
 		prepare_model
-		echo "-- page cache read by $N readers at once"
+		echo "-- page cache read by $N readers at once (gpu_dread --buffered, each"
+		echo "   reading every shard with io_uring at queue depth 32, as wcd does)"
 		cat "$MODEL"/*.safetensors >/dev/null
 		local t0 t1 bytes
 		bytes=$(du -cb "$MODEL"/*.safetensors | tail -1 | cut -f1)
 		t0=$(now)
-		for ((g = 0; g < N; g++)); do cat "$MODEL"/*.safetensors >/dev/null & done
+		for ((g = 0; g < N; g++)); do
+			$BUILD/bench/gpu_dread --buffered --qd 32 --chunk 4 "$MODEL"/*.safetensors >"$RD.dread.$g" 2>&1 &
+		done
 		wait
 		t1=$(now)
+		tail -qn 1 "$RD".dread.*; rm -f "$RD".dread.*
 		awk -v b="$bytes" -v n="$N" -v t="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
 			'BEGIN { printf "%d readers x %.2f GB in %.2f s: %.1f GB/s aggregate\n", n, b/1e9, t, n*b/1e9/t }'
 	} 2>&1 | tee "$OUT/ceilings.log"

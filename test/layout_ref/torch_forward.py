@@ -21,8 +21,10 @@ TOKENS = [3, 17, 250, 299, 42, 7, 128, 64]
 
 class CAI:
     def __init__(self, ptr, shape, typestr):
+        # torch refuses the read-only flag (it cannot mark a tensor read-only);
+        # the mapping is read-only all the same and nothing writes to it
         self.__cuda_array_interface__ = {"shape": tuple(shape), "typestr": typestr,
-                                         "data": (ptr, True), "version": 3, "strides": None}
+                                         "data": (ptr, False), "version": 3, "strides": None}
 
 
 def attach(device, rundir, lib=None):
