@@ -429,16 +429,30 @@ static int rank_spawn(struct launch *l, struct rank *r, const char *wcd)
 	int wfd, ret;
 	struct stat st;
 
-	wfd = open(r->paths.log, O_WRONLY | O_CREAT | O_CLOEXEC |
-		   (o->force ? O_APPEND : O_TRUNC), 0600);
+	/* Never through a link: a fresh log (O_EXCL after removing the old
+	 * one), or with --force the old one appended to, if it is a file. */
+	if (!o->force && unlink(r->paths.log) && errno != ENOENT)
+		wfd = -1;
+	else
+		wfd = open(r->paths.log, O_WRONLY | O_CREAT | O_NOFOLLOW |
+			   O_NONBLOCK | O_CLOEXEC |
+			   (o->force ? O_APPEND : O_EXCL), 0600);
 	if (wfd < 0) {
 		say(l, LOG_ERROR,
 		    "cannot create the log %s for pp_rank=%d tp_rank=%d: %s; make the runtime directory writable or pick another with --runtime-dir",
 		    r->paths.log, r->lr.pp_rank, r->lr.tp_rank,
+		    errno == ELOOP ? "it is a symbolic link, never followed" :
 		    strerror(errno));
 		return 1;
 	}
-	r->log_rfd = open(r->paths.log, O_RDONLY | O_CLOEXEC);
+	if (fstat(wfd, &st) || !S_ISREG(st.st_mode)) {
+		say(l, LOG_ERROR,
+		    "the log %s for pp_rank=%d tp_rank=%d is not a regular file: remove it",
+		    r->paths.log, r->lr.pp_rank, r->lr.tp_rank);
+		close(wfd);
+		return 1;
+	}
+	r->log_rfd = open(r->paths.log, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	r->log_off = fstat(wfd, &st) ? 0 : (uint64_t)st.st_size;
 	launch_argv(l, r, wcd, argv, num);
 	so.path = wcd;

@@ -397,11 +397,23 @@ static void client_died(struct rx_child *ch, int res)
 {
 	struct wcd_client *c = container_of(ch, struct wcd_client, watch);
 
+	if (res == 0 && !c->closing) {
+		if (ch->term_signal > 0)
+			log_info("client pid %d was killed by signal %d (SIG%s)",
+				 (int)c->pid, ch->term_signal,
+				 sigabbrev_np(ch->term_signal) ?
+				 sigabbrev_np(ch->term_signal) : "?");
+		else if (ch->exit_code >= 0)
+			log_info("client pid %d exited with code %d",
+				 (int)c->pid, ch->exit_code);
+		else
+			log_info("client pid %d exited (its status went to its parent, which reaped it first)",
+				 (int)c->pid);
+	}
+	/* Closing already (its disconnect came first, the exit in the same
+	 * batch, before our cancel): client_close would do nothing, and
+	 * nothing else would free it. */
 	if (res == 0 && !c->closing)
-		log_info("client pid %d exited (%s %d)", (int)c->pid,
-			 ch->term_signal > 0 ? "signal" : "code",
-			 ch->term_signal > 0 ? ch->term_signal : ch->exit_code);
-	if (res == 0)
 		client_close(c, "the client process died");
 	else
 		client_free_if_idle(c);
