@@ -107,9 +107,11 @@ BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: all run test bench fuzz install python-install clean deps deps-bench
 .SECONDARY:
+# A recipe that fails leaves no output behind to look up to date.
+.DELETE_ON_ERROR:
 .DEFAULT_GOAL := all
 
-all: $(LIBS) $(SO_CLIENT) $(BINS) $(TESTS) $(BENCHES)
+all: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(TESTS) $(BENCHES)
 
 # --- compile -------------------------------------------------------------
 
@@ -126,8 +128,13 @@ $(BUILD)/obj/%.cu.o: %.cu
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
+# Every output the tests use has this line: `make -n` prints it for each one
+# that is out of date (how `make test` finds what a failed build left stale).
+built = @: wc-built $@
+
 define archive
 	$(call say,AR,$@)
+	$(built)
 	@mkdir -p $(@D)
 	$(Q)rm -f $@ && ar rcs $@ $^
 endef
@@ -141,31 +148,39 @@ $(LIB_CLIENT):  $(call obj,$(CLIENT_SRC))  ; $(archive)
 $(SO_CLIENT): $(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR) \
 		tools/libwcache/libwcache.map
 	$(call say,LD,$@)
+	$(built)
 	$(Q)$(CC) -shared -o $@ -Wl,-soname,libwcache.so.0 $(ALL_LDFLAGS) \
 		-Wl,--version-script=tools/libwcache/libwcache.map \
 		$(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR) \
 		$(SO_LIBS) $(CUDA_LIBS) $(SYS_LIBS)
 
+# The soname's link, so that a program linked with -lwcache runs from here.
+$(SO_CLIENT).0: $(SO_CLIENT)
+	$(Q)ln -sf libwcache.so $@
+
 .SECONDEXPANSION:
 $(BUILD)/bin/%: $$(call obj,$$(wildcard tools/$$*/*.c) $(COMMON_SRC)) $(LIBS)
 	$(call say,LD,$@)
+	$(built)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
 
 $(BUILD)/test/%: $(BUILD)/obj/test/%.o $(call obj,$(COMMON_SRC)) $(LIBS)
 	$(call say,LD,$@)
+	$(built)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(call obj,$(COMMON_SRC)) $(LIBS)
 	$(call say,LD,$@)
+	$(built)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
 
 # --- the two set-up commands --------------------------------------------
 
 DEB_BUILD := gcc make pkg-config liburing-dev libxxhash-dev libjansson-dev libdlpack-dev
-DEB_TEST  := xxhash python3 python3-numpy python3-xxhash python3-torch python3-pytest python3-setuptools python3-pip util-linux procps bsdutils
+DEB_TEST  := xxhash python3 python3-numpy python3-xxhash python3-torch python3-pytest python3-setuptools python3-pip util-linux procps bsdutils curl prometheus
 DEB_BENCH := redis-server redis-tools
 
 # Installs the Debian packages that are missing (we are root on the build
@@ -192,18 +207,17 @@ run: deps
 # to run.sh, which reports it failed: an old binary never runs and passes.
 # TEST_JOBS tests run at once (most wait on daemons, not on the CPU).
 TEST_JOBS ?= $(shell n=$$(nproc); echo $$((n < 4 ? 4 : n)))
-BUILT     := $(LIBS) $(SO_CLIENT) $(BINS) $(TESTS) $(BENCHES)
+BUILT     := $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(TESTS) $(BENCHES)
 PYTHON    ?= /usr/bin/python3
 # Python is not built with ASan: pytest loads an ASan libwcache.so only with
 # the runtime preloaded (and without leak checks of the interpreter).
 ifneq ($(filter address,$(subst $(comma), ,$(SANITIZE))),)
-PYTEST_PRELOAD := $(shell $(CC) -print-file-name=libasan.so)
+PYTEST_PRELOAD = $(shell $(CC) -print-file-name=libasan.so)
 endif
 test: deps
 	@stale=; $(MAKE) --no-print-directory $(if $(V),,-s) $(if $(T),-k) $(BUILT) || { \
 		$(if $(T),,exit 1;) \
-		for f in $(BUILT); do \
-			$(MAKE) --no-print-directory -q $$f 2>/dev/null && continue; \
+		for f in $$($(MAKE) --no-print-directory -n -k $(BUILT) 2>/dev/null | sed -n 's/^: wc-built //p'); do \
 			rm -f $$f; case " $(LIBS) $(TESTS) " in *" $$f "*) ;; *) stale="$$stale --not-built $$f" ;; esac; \
 		done; }; \
 	BUILD=$(BUILD) WC_TOP=$(CURDIR) PYTHON=$(PYTHON) WC_PYTEST_PRELOAD=$(PYTEST_PRELOAD) \

@@ -62,7 +62,13 @@ bool paths_is_host_spec(const char *spec);
 int paths_device_name(const char *spec, char *out, size_t len, char *err);
 
 /* Creates dir (mode 0700, the parent must exist) or accepts an existing
- * directory; refuses a non-directory. Not pure: mkdir/stat. */
+ * one only if paths_dir_check passes. Not pure: mkdir/lstat. */
 int paths_mkdir(const char *dir, char *err);
+/* An existing runtime directory is safe to put files in when it is a real
+ * directory (lstat: a symbolic link is refused, never followed), owned by
+ * the effective uid and writable by neither group nor others: nobody else
+ * can then plant a link, a socket or a file under our names. Otherwise
+ * -ELOOP, -ENOTDIR or -EPERM with a sentence naming owner, mode and fix. */
+int paths_dir_check(const char *dir, char *err);
 
 #endif

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tools/wcd's files depend one way (tools/wcd/wcd.h lists them top to
-# bottom): a file calls the files below it and never back, so that each can
+# bottom, and must list every file: checked too): a file calls the files
+# below it and never back, so that each can
 # be read, changed and tested with only what is under it. This fails on a
 # circle. An edge A -> B means A.o uses a symbol that B.o defines (nm), so
 # calls through the hooks main.c registers (server_hooks) are no edge.
@@ -10,10 +11,16 @@
 command -v nm >/dev/null || skip "nm (binutils) is not installed"
 command -v tsort >/dev/null || skip "tsort (coreutils) is not installed"
 
-# edges DIR: "A B sym" for every symbol A.o uses that B.o defines
+# edges DIR [SRCDIR]: "A B sym" for every symbol A.o uses that B.o defines
+# (only the objects of SRCDIR's .c files when given: stale ones are left out)
 edges() {
-	local dir=$1 o
-	for o in "$dir"/*.o; do
+	local dir=$1 src=${2:-} o objs=()
+	if [ -n "$src" ]; then
+		for o in "$src"/*.c; do objs+=("$dir/$(basename "$o" .c).o"); done
+	else
+		objs=("$dir"/*.o)
+	fi
+	for o in "${objs[@]}"; do
 		nm --defined-only "$o" | awk -v f="$(basename "$o" .o)" \
 			'$2 ~ /^[TDBRC]$/ { print "D", f, $3 }'
 		nm -u "$o" | awk -v f="$(basename "$o" .o)" '{ print "U", f, $2 }'
@@ -24,10 +31,10 @@ edges() {
 				print a[1], def[a[2]], a[2] } }' | sort -u
 }
 
-# check DIR: 0 when the files form no circle; else prints it, returns 1
+# check DIR [SRCDIR]: 0 when the files form no circle; else prints it, returns 1
 check() {
 	local e out
-	e=$(edges "$1")
+	e=$(edges "$1" "${2:-}")
 	[ -n "$e" ] || { echo "no edges found in $1"; return 2; }
 	if ! out=$(awk '{ print $1, $2 }' <<<"$e" | sort -u | tsort 2>&1 >/dev/null) ||
 	   [ -n "$out" ]; then
@@ -54,9 +61,19 @@ rm "$d/b.o"
 check "$d" >"$d/out" || fail "c -> a alone is no circle: $(cat "$d/out")"
 
 obj=$WC_TOP/$BUILD/obj/tools/wcd
-ls "$obj"/*.o >/dev/null 2>&1 || fail "$obj has no objects: build first"
-n_src=$(ls "$WC_TOP"/tools/wcd/*.c | wc -l)
-n_obj=$(ls "$obj"/*.o | wc -l)
-[ "$n_obj" -ge "$n_src" ] || fail "$n_obj objects for $n_src sources in $obj"
-check "$obj" || fail "a circle among tools/wcd's files (above): move the shared part down or call up through a hook"
-echo "tools/wcd: $(edges "$obj" | awk '{ print $1, $2 }' | sort -u | wc -l) edges among $n_obj files, no circle"
+src=$WC_TOP/tools/wcd
+# wcd.h's file map names every file of the folder
+map=$(sed -n '1,/^#ifndef WCD_H/p' "$src/wcd.h")
+for f in "$src"/*.c "$src"/*.h; do
+	b=$(basename "$f")
+	grep -qE "(^| |\()$b([ ),]|$)" <<<"$map" ||
+		fail "tools/wcd/$b is not in the file map at the top of tools/wcd/wcd.h: add a line saying what it does"
+done
+n=0
+for c in "$src"/*.c; do
+	o=$obj/$(basename "$c" .c).o
+	[ -f "$o" ] || fail "$o is not built (make first)"
+	n=$((n + 1))
+done
+check "$obj" "$src" || fail "a circle among tools/wcd's files (above): move the shared part down or call up through a hook"
+echo "tools/wcd: $(edges "$obj" "$src" | awk '{ print $1, $2 }' | sort -u | wc -l) edges among $n files, no circle"

@@ -39,27 +39,29 @@ class Ranks:
     """Starts every rank of one layout at once and waits for each to be
     ready (its ready file) or to exit (refused)."""
 
-    def __init__(self, model, ranks, extra=()):
+    def __init__(self, model, ranks, extra=(), gpu=None):
+        """gpu: a CUDA ordinal ("0") to serve the (single) rank from instead
+        of a host device of its own."""
         self.dir = tempfile.mkdtemp(prefix="wct-layoutref.")
         os.chmod(self.dir, 0o711)
         self.ranks = []
         for args in ranks:
             n = next(_seq)
-            dev = f"lr{os.getpid()}-{n}"
-            rundir = os.path.join(self.dir, "rt")
-            log = os.path.join(self.dir, f"{dev}.log")
+            dev = gpu if gpu is not None else f"host:lr{os.getpid()}-{n}"
+            rundir = os.path.join(self.dir, f"rt{n}")
+            log = os.path.join(self.dir, f"{n}.log")
             with open(log, "w") as lf:
                 p = subprocess.Popen(
                     [os.path.join(BIN, "wcd"), "--model", model,
-                     "--device", "host:" + dev, "--runtime-dir", rundir,
-                     "--hash-threads", "0", *args, *extra],
+                     "--device", dev, "--runtime-dir", rundir,
+                     *(["--hash-threads", "0"] if gpu is None else []), *args, *extra],
                     stdout=lf, stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL)
-            self.ranks.append(Rank(p, "host:" + dev, rundir, log))
+            self.ranks.append(Rank(p, dev, rundir, log))
         deadline = time.monotonic() + READY_S
         for r in self.ranks:
-            ready = os.path.join(r.rundir, "host-" + r.device[5:] + ".ready")
-            while not os.path.exists(ready):
+            while not (os.path.isdir(r.rundir) and
+                       any(f.endswith(".ready") for f in os.listdir(r.rundir))):
                 rc = r.proc.poll()
                 if rc is not None:
                     r.rc = rc
@@ -144,10 +146,11 @@ def lib():
     return _lib
 
 
-def read_rank(device, rundir, extra_bytes=None):
+def read_rank(device, rundir, extra_bytes=None, with_places=False):
     """Attaches to a host-backend rank and returns {name: (dtype, shape,
-    bytes)}; extra_bytes(name, nbytes) -> how many bytes past the tensor
-    to read as well (the padded rows), returned as a 4th item."""
+    bytes, more)}: extra_bytes(name, nbytes) says how many bytes past the
+    tensor to read as well (its padded rows) into more. with_places: also
+    {name: (pool, offset, bytes)}."""
     L = lib()
     err = _Err()
     conn = ctypes.c_void_p()
@@ -160,6 +163,7 @@ def read_rank(device, rundir, extra_bytes=None):
            L.wc_attach(conn, 0, ctypes.byref(model), None, ctypes.byref(err)):
             raise RuntimeError("wc_hello/attach: " + err.msg.decode())
         out = {}
+        places = {}
         for i in range(L.wc_tensor_count(model)):
             t = L.wc_tensor_at(model, i).contents
             name = t.name.decode()
@@ -176,7 +180,10 @@ def read_rank(device, rundir, extra_bytes=None):
                         raise AssertionError(f"{name}: {n} padded bytes past its pool's end")
                     more = ctypes.string_at(pool.ptr + t.offset + t.bytes, n)
             out[name] = (t.dtype.decode(), shape, b, more)
+            places[name] = (t.pool, t.offset, t.bytes)
         L.wc_detach(model, ctypes.byref(err))
+        if with_places:
+            return out, places
         return out
     finally:
         L.wc_close(conn)

@@ -36,6 +36,8 @@ rules that vLLM's loaders apply (read in vLLM's sources, written anew here):
   qk_nope_head_dim + v_head_dim, o_proj by heads of v_head_dim on dim 1;
   fused_qkv_a_proj = [q_a_proj; kv_a_proj_with_mqa], replicated.
 - Everything else (norms, q/k norms, routers) is replicated.
+- Tied embeddings (tie_word_embeddings, no lm_head.weight on disk): vLLM's
+  LM head is the embedding itself; lm_head.weight is served as an alias.
 
 plan() returns, for one rank, every served tensor: checkpoint names (this
 rank's part) and the fused views (vLLM's parameter names), each with its
@@ -268,6 +270,10 @@ class Layout:
                 continue
             self.one(n, ck.tensors[n])
         self.fuse()
+        if ck.config.get("tie_word_embeddings") and "lm_head.weight" not in ck.tensors \
+                and "model.embed_tokens.weight" in self.out:
+            # vLLM's tied ParallelLMHead is the embedding: one tensor, two names
+            self.out["lm_head.weight"] = self.out["model.embed_tokens.weight"]
         return self.out
 
     def one(self, n, t):
@@ -466,3 +472,31 @@ def coverage(ck, tp, ep=1, pad=VOCAB_PAD):
             if t.padded_rows is not None:
                 pads[n] = pads.get(n, 0) + t.padded_rows - t.a.shape[0]
     return counts, pads
+
+
+def view_parts(ck, want):
+    """{fused view: [its parts, in order]} for the reference's plan."""
+    out = {}
+    for n in want:
+        if not is_view(ck, n):
+            continue
+        if n == "lm_head.weight":  # the tied alias
+            out[n] = ["model.embed_tokens.weight"]
+        elif ".experts.w13_weight" in n or ".experts.w2_weight" in n:
+            base = n[: n.index(".experts.") + len(".experts.")]
+            suf = ".weight_scale_inv" if n.endswith("_scale_inv") else ".weight"
+            mix = ".block_sparse_moe." in n
+            ws = ("w1", "w3") if mix else ("gate_proj", "up_proj")
+            if ".w2_weight" in n:
+                ws = ("w2",) if mix else ("down_proj",)
+            experts = sorted({int(m.group(1)) for x in want
+                              for m in [re.match(re.escape(base) + r"(\d+)\.", x)] if m})
+            out[n] = [f"{base}{e}.{w}{suf}" for e in experts for w in ws]
+        else:
+            m = re.match(r"(.*)\.(qkv_proj|gate_up_proj|fused_qkv_a_proj)\.(\w+)$", n)
+            pre, kind, suf = m.groups()
+            parts = {"qkv_proj": ("q_proj", "k_proj", "v_proj"),
+                     "gate_up_proj": ("gate_proj", "up_proj"),
+                     "fused_qkv_a_proj": ("q_a_proj", "kv_a_proj_with_mqa")}[kind]
+            out[n] = [f"{pre}.{x}.{suf}" for x in parts]
+    return out

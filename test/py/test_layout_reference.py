@@ -214,3 +214,18 @@ def test_coverage(kind, name, tp, ep):
         V = ck.tensors[n].a.shape[0]
         padded = -(-V // 64) * 64
         assert zeros == (padded - V) * (1 if ep == 1 else ranks), n
+
+
+@pytest.mark.parametrize("kind,name", models.ALL)
+def test_views_are_their_parts(kind, name):
+    """Every fused view is its parts' bytes back to back (so a daemon can
+    lay the parts out in that order and list the view over them)."""
+    ck = models.checkpoint(kind, name)
+    tp = 4 if name != "tiny" else 2
+    plans = ref.plan_all(ck, tp)
+    nviews = 0
+    for p in plans:
+        for v, parts in ref.view_parts(ck, p).items():
+            assert p[v].tobytes() == b"".join(p[x].tobytes() for x in parts), v
+            nviews += 1
+    assert nviews or name.startswith("phi3")

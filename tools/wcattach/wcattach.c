@@ -62,6 +62,8 @@ static void usage(FILE *f)
 		"                      daemon's exit (then re-verifying with --verify)\n"
 		"  --follow            with --hold: on a new-version notice, attach the new\n"
 		"                      version and let go of the old one, as an engine would\n"
+		"  --trust-uid UID     also accept a daemon running as UID (by default only\n"
+		"                      one of our own uid or root is trusted)\n"
 		"  --writable          ask for a read-write mapping (refused by the host\n"
 		"                      backend: its pools are sealed)\n"
 		"  --json              one JSON object per event instead of text\n"
@@ -93,7 +95,7 @@ static int parse_int(const char *s, const char *what)
 
 static void parse(int argc, char **argv, struct opts *o)
 {
-	enum { O_TP = 256, O_TPR, O_PP, O_PPR, O_RULES, O_WR, O_FOLLOW };
+	enum { O_TP = 256, O_TPR, O_PP, O_PPR, O_RULES, O_WR, O_FOLLOW, O_TRUST };
 	static const struct option lo[] = {
 		{ "device", required_argument, NULL, 'd' },
 		{ "runtime-dir", required_argument, NULL, 'r' },
@@ -108,6 +110,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "hold", required_argument, NULL, 'H' },
 		{ "writable", no_argument, NULL, O_WR },
 		{ "follow", no_argument, NULL, O_FOLLOW },
+		{ "trust-uid", required_argument, NULL, O_TRUST },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -129,6 +132,9 @@ static void parse(int argc, char **argv, struct opts *o)
 		case 'v': o->verify = true; break;
 		case O_WR: o->writable = true; break;
 		case O_FOLLOW: o->follow = true; break;
+		case O_TRUST:
+			o->co.trust_uid = (unsigned)parse_int(optarg, "--trust-uid");
+			break;
 		case 'j': o->json = true; break;
 		case 'H':
 			o->hold_s = strtod(optarg, &end);

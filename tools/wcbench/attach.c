@@ -276,6 +276,7 @@ int wb_attach(int argc, char **argv)
 			failed++;
 		wb_progress(&out, "processes done", i + 1, o.procs);
 	}
+	free(pids);     /* before any die() below: LSan saw it leak there */
 	wb_progress_end(&out);
 	if (failed)
 		die("attach: %u of %u processes failed (their error is "
@@ -307,6 +308,5 @@ int wb_attach(int argc, char **argv)
 	rc = wb_report_emit(&r, &out);
 	wb_report_free(&r);
 	munmap(rows, map_len);
-	free(pids);
 	return rc;
 }

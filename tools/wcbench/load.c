@@ -195,7 +195,7 @@ static void ld_run(const struct ld_opts *o, const char *dir,
 		drop_caches();
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, logpath,
-					 O_WRONLY | O_CREAT | O_TRUNC, 0600);
+					 O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
 	posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
 	t0 = wb_now_ns();
 	rc = posix_spawn(&pid, o->wcd, &fa, NULL, argv, environ);

@@ -22,12 +22,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "err.h"
 #include "launch.h"
 #include "log.h"
-
-#define owner_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
 
 #define say(l, lvl, ...)                                                     \
 	do {                                                                 \
@@ -99,7 +97,7 @@ static void launch_done(struct launch *l)
 
 static void grace_cb(struct rx_timer *t, int res)
 {
-	struct launch *l = owner_of(t, struct launch, grace);
+	struct launch *l = container_of(t, struct launch, grace);
 
 	if (res < 0 || l->phase != LAUNCH_STOPPING)
 		return;
@@ -176,7 +174,7 @@ static void report_exit(struct launch *l, struct rank *r)
 
 static void child_cb(struct rx_child *c, int res)
 {
-	struct rank *r = owner_of(c, struct rank, child);
+	struct rank *r = container_of(c, struct rank, child);
 	struct launch *l = r->l;
 
 	if (res == -ECANCELED || !r->running)
@@ -261,7 +259,7 @@ static void rank_check_ready(struct launch *l, struct rank *r)
 
 static void inotify_cb(struct rx_poll *p, int res)
 {
-	struct launch *l = owner_of(p, struct launch, ipoll);
+	struct launch *l = container_of(p, struct launch, ipoll);
 	char buf[INOTIFY_BUF] __attribute__((aligned(8)));
 	ssize_t n;
 
@@ -295,7 +293,7 @@ static void inotify_cb(struct rx_poll *p, int res)
 
 static void deadline_cb(struct rx_timer *t, int res)
 {
-	struct launch *l = owner_of(t, struct launch, deadline);
+	struct launch *l = container_of(t, struct launch, deadline);
 
 	if (res < 0 || l->phase != LAUNCH_STARTING)
 		return;
@@ -314,7 +312,7 @@ static void deadline_cb(struct rx_timer *t, int res)
 
 static void tick_cb(struct rx_timer *t, int res)
 {
-	struct launch *l = owner_of(t, struct launch, tick);
+	struct launch *l = container_of(t, struct launch, tick);
 
 	if (res < 0)
 		return;
@@ -336,7 +334,7 @@ static void tick_cb(struct rx_timer *t, int res)
 
 static void signal_cb(struct rx_signal *s, int signo)
 {
-	struct launch *l = owner_of(s, struct launch, sig);
+	struct launch *l = container_of(s, struct launch, sig);
 
 	if (signo < 0)
 		return;
@@ -431,16 +429,30 @@ static int rank_spawn(struct launch *l, struct rank *r, const char *wcd)
 	int wfd, ret;
 	struct stat st;
 
-	wfd = open(r->paths.log, O_WRONLY | O_CREAT | O_CLOEXEC |
-		   (o->force ? O_APPEND : O_TRUNC), 0600);
+	/* Never through a link: a fresh log (O_EXCL after removing the old
+	 * one), or with --force the old one appended to, if it is a file. */
+	if (!o->force && unlink(r->paths.log) && errno != ENOENT)
+		wfd = -1;
+	else
+		wfd = open(r->paths.log, O_WRONLY | O_CREAT | O_NOFOLLOW |
+			   O_NONBLOCK | O_CLOEXEC |
+			   (o->force ? O_APPEND : O_EXCL), 0600);
 	if (wfd < 0) {
 		say(l, LOG_ERROR,
 		    "cannot create the log %s for pp_rank=%d tp_rank=%d: %s; make the runtime directory writable or pick another with --runtime-dir",
 		    r->paths.log, r->lr.pp_rank, r->lr.tp_rank,
+		    errno == ELOOP ? "it is a symbolic link, never followed" :
 		    strerror(errno));
 		return 1;
 	}
-	r->log_rfd = open(r->paths.log, O_RDONLY | O_CLOEXEC);
+	if (fstat(wfd, &st) || !S_ISREG(st.st_mode)) {
+		say(l, LOG_ERROR,
+		    "the log %s for pp_rank=%d tp_rank=%d is not a regular file: remove it",
+		    r->paths.log, r->lr.pp_rank, r->lr.tp_rank);
+		close(wfd);
+		return 1;
+	}
+	r->log_rfd = open(r->paths.log, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	r->log_off = fstat(wfd, &st) ? 0 : (uint64_t)st.st_size;
 	launch_argv(l, r, wcd, argv, num);
 	so.path = wcd;

@@ -159,7 +159,7 @@ void progress_log_tail(const struct rank *r)
 	ssize_t n;
 	int fd, lines = 0;
 
-	fd = open(r->paths.log, O_RDONLY | O_CLOEXEC);
+	fd = open(r->paths.log, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	size = lseek(fd, 0, SEEK_END);

@@ -344,7 +344,10 @@ int wcctl_start(int argc, char **argv)
 		launch_print_plan(&l);
 		return 0;
 	}
-	if (rundir_mkdir(&l.rd, err) || rundir_check_writable(&l.rd, err)) {
+	/* the parents may be shared (/tmp); the directory itself must be
+	 * ours alone (paths_dir_check), as wcd checks too */
+	if (rundir_mkdir(&l.rd, err) || rundir_check_writable(&l.rd, err) ||
+	    paths_dir_check(l.rd.dir, err)) {
 		log_error("%s", err);
 		return 1;
 	}

@@ -23,7 +23,7 @@
  * before any pool exists; load_run; then version N+1 becomes current in one
  * step (new HELLO/ATTACH get it; the ready file is rewritten atomically),
  * lease holders get a NOTICE, and version N is freed at once if it has no
- * lease, else when its last lease ends (version_publish, version.c). Any failure
+ * lease, else when its last lease ends (version_publish). Any failure
  * frees N+1's partial pools and leaves N serving, untouched.
  */
 #include <errno.h>
@@ -40,7 +40,7 @@
 #include "wcd.h"
 #include "conn.h"
 #include "lifecycle.h"
-#include "version.h"
+#include "versions.h"
 #include "wire_life.h"
 
 #define COPY_STREAMS 4
@@ -60,6 +60,8 @@ void life_reply(struct wcd *d, unsigned type, const struct wire_life_reply *r)
 	uint64_t id;
 
 	snprintf(L->last, sizeof(L->last), "%s", r->msg);
+	metrics_life(&d->m, type == WIRE_WAKE ? METRICS_WAKE : METRICS_UPDATE,
+		     true, r->ns + r->verify_ns, r->bytes);
 	c = waiter_take(d, &L->who, &id);
 	if (!c)
 		return;
@@ -80,6 +82,8 @@ void life_fail(struct wcd *d, uint32_t code, const char *fmt, ...)
 	vsnprintf(L->last, sizeof(L->last), fmt, ap);
 	va_end(ap);
 	L->failures++;
+	metrics_life(&d->m, L->who.type == WIRE_UPDATE ? METRICS_UPDATE :
+		     METRICS_WAKE, false, 0, 0);
 	log_warn("%s", L->last);
 	c = waiter_take(d, &L->who, &id);
 	if (c)
@@ -168,6 +172,7 @@ static int restore_pools(struct wcd *d, struct wcd_version *v,
 		return wc_errf(err, EIO,
 			       "the host copy holds %u pools but the model has %u",
 			       L->nhost, v->npools);
+	WC_ASSERT(!rx_loop_in_callback(&d->loop));  /* it drives the loop */
 	R = calloc(1, sizeof(*R));
 	if (!R)
 		return wc_errf(err, ENOMEM, "out of memory");
@@ -228,7 +233,7 @@ static int device_hashes(struct wcd *d, struct wcd_version *v,
 			 uint8_t (*out)[WC_HASH_LEN], char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
-	char e[GPU_ERR_LEN];
+	char e[WC_ERR_LEN];
 	int ret;
 
 	if (!be->hash_begin || d->o.hash_on == WCD_HASH_CPU)
@@ -390,6 +395,7 @@ static bool same_as_manifest(const struct wcd_version *v,
 			     const struct wcd_version *t, char *err)
 {
 	unsigned bad = 0;
+	uint32_t first = 0;
 
 	if (t->plan.ntensors != v->plan.ntensors ||
 	    t->plan.npools != v->plan.npools) {
@@ -411,15 +417,12 @@ static bool same_as_manifest(const struct wcd_version *v,
 		}
 		if (v->hashed && t->hashed &&
 		    memcmp(v->hash[i], t->hash[i], WC_HASH_LEN) && !bad++)
-			snprintf(err, WC_ERR_LEN, "%s", a->name);
+			first = i;
 	}
 	if (bad) {
-		char first[WC_ERR_LEN];
-
-		snprintf(first, sizeof(first), "%s", err);
 		snprintf(err, WC_ERR_LEN,
-			 "%u of %u tensors (first: %.200s) do not match their manifest hash",
-			 bad, v->plan.ntensors, first);
+			 "%u of %u tensors (first: %s) do not match their manifest hash",
+			 bad, v->plan.ntensors, v->plan.t[first].name);
 		return false;
 	}
 	return true;
@@ -521,7 +524,7 @@ static unsigned update_diff(struct wcd *d, const struct wcd_version *nv,
 	out[0] = '\0';
 	if (!mm)
 		return 0;
-	n = status_ident_diff(&wcd_current(d)->ident, &nv->ident, mm,
+	n = ident_mismatch(&wcd_current(d)->ident, &nv->ident, mm,
 			      WIRE_MISMATCH_MAX);
 	for (unsigned i = 0; i < n; i++) {
 		if (!strcmp(mm[i].field, "ckpt_digest") ||
@@ -529,7 +532,7 @@ static unsigned update_diff(struct wcd *d, const struct wcd_version *nv,
 			continue;
 		if (off < cap)
 			off += (size_t)snprintf(out + off, cap - off,
-						"%s%s (served %.200s, new %.200s)",
+						"%s%s (served %s, new %s)",
 						k ? "; " : "", mm[i].field,
 						mm[i].daemon, mm[i].client);
 		k++;

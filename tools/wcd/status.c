@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the daemon tells about itself: the STATUS JSON, the ready file, and
- * the field-by-field identity comparison of HELLO.
+ * What the daemon tells about itself: the STATUS JSON and the ready file.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,69 +14,9 @@
 #include "ready.h"
 #include "wcd.h"
 #include "conn.h"
-#include "version.h"
+#include "versions.h"
 
 #define STATUS_CLIENTS_MAX WCD_CLIENTS_MAX
-
-static void set_mm(struct wire_mismatch *m, const char *field,
-		   const char *a, const char *b)
-{
-	snprintf(m->field, sizeof(m->field), "%s", field);
-	snprintf(m->daemon, sizeof(m->daemon), "%s", a);
-	snprintf(m->client, sizeof(m->client), "%s", b);
-}
-
-unsigned status_ident_diff(const struct ident *a, const struct ident *b,
-			   struct wire_mismatch *mm, unsigned max)
-{
-	struct { const char *name; const char *a, *b; } strs[] = {
-		{ "model_path", a->model_path, b->model_path },
-		{ "arch", a->arch, b->arch },
-		{ "dtype", a->dtype, b->dtype },
-		{ "quant_method", a->quant_method, b->quant_method },
-		{ "device_uuid", a->device_uuid, b->device_uuid },
-	};
-	struct { const char *name; uint32_t a, b; } nums[] = {
-		{ "format_version", a->format_version, b->format_version },
-		{ "tp_size", a->tp_size, b->tp_size },
-		{ "tp_rank", a->tp_rank, b->tp_rank },
-		{ "pp_size", a->pp_size, b->pp_size },
-		{ "pp_rank", a->pp_rank, b->pp_rank },
-		{ "cc_major", a->cc_major, b->cc_major },
-		{ "cc_minor", a->cc_minor, b->cc_minor },
-	};
-	struct { const char *name; const uint8_t *a, *b; } hashes[] = {
-		{ "quant_hash", a->quant_hash, b->quant_hash },
-		{ "rules_hash", a->rules_hash, b->rules_hash },
-		{ "ckpt_digest", a->ckpt_digest, b->ckpt_digest },
-	};
-	unsigned n = 0;
-
-	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
-		char va[16], vb[16];
-
-		if (nums[i].a == nums[i].b || n >= max)
-			continue;
-		snprintf(va, sizeof(va), "%u", nums[i].a);
-		snprintf(vb, sizeof(vb), "%u", nums[i].b);
-		set_mm(&mm[n++], nums[i].name, va, vb);
-	}
-	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
-		if (!strcmp(strs[i].a, strs[i].b) || n >= max)
-			continue;
-		set_mm(&mm[n++], strs[i].name, strs[i].a, strs[i].b);
-	}
-	for (size_t i = 0; i < sizeof(hashes) / sizeof(hashes[0]); i++) {
-		char va[WC_HASH_HEX_LEN], vb[WC_HASH_HEX_LEN];
-
-		if (!memcmp(hashes[i].a, hashes[i].b, WC_HASH_LEN) || n >= max)
-			continue;
-		wc_hash_hex(hashes[i].a, va);
-		wc_hash_hex(hashes[i].b, vb);
-		set_mm(&mm[n++], hashes[i].name, va, vb);
-	}
-	return n;
-}
 
 /* A JSON array of the pids holding leases on version index vi. */
 static json_t *version_pids(struct wcd *d, int vi)

@@ -15,8 +15,8 @@
  * Invariant (WC_ASSERT): ver[i].leases equals the number of client leases
  * on i; only a version that is not current and has no lease is retired.
  */
-#ifndef WCD_VERSION_H
-#define WCD_VERSION_H
+#ifndef WCD_VERSIONS_H
+#define WCD_VERSIONS_H
 
 #include <stdbool.h>
 #include <stdint.h>

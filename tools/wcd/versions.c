@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * wcd's resident versions: lease counts, publish, retire, memory
- * (version.h). An update loads N+1 beside N; new attaches get N+1 once it
+ * (versions.h). An update loads N+1 beside N; new attaches get N+1 once it
  * is published; N is freed when its last lease ends.
  */
 #include <errno.h>
@@ -15,7 +15,7 @@
 #include "log.h"
 #include "wcd.h"
 #include "conn.h"
-#include "version.h"
+#include "versions.h"
 
 int version_find(struct wcd *d, uint64_t number)
 {
