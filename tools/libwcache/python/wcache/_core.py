@@ -145,11 +145,12 @@ class Connection:
     """One connection to one rank daemon (wcache.connect)."""
 
     def __init__(self, device=None, runtime_dir=None, socket=None,
-                 timeout_ms=0, label=None):
+                 timeout_ms=0, label=None, trust_uid=0):
         self._device = device
         o = _lib.WcConnectOpts(_lib.b(device), _lib.b(runtime_dir),
                                _lib.b(socket), int(timeout_ms),
-                               _lib.b(label or "python pid %d" % os.getpid()))
+                               _lib.b(label or "python pid %d" % os.getpid()),
+                               int(trust_uid))
         ptr = ctypes.c_void_p()
         err = _lib.WcError()
         ret = lib.wc_connect(ctypes.byref(o), ctypes.byref(ptr), ctypes.byref(err))
@@ -297,12 +298,13 @@ class Connection:
 
 
 def connect(device=None, runtime_dir=None, socket=None, timeout_ms=0,
-            label=None):
+            label=None, trust_uid=0):
     """Connects to the rank daemon of device ("0", "GPU-<uuid>", "host",
     "host:NAME") under runtime_dir (default: $WCACHE_SOCKET_TEMPLATE, else
     $XDG_RUNTIME_DIR/wcache, else /tmp/wcache-$UID), or to socket. A context
-    manager. NoDaemon when none serves."""
-    return Connection(device, runtime_dir, socket, timeout_ms, label)
+    manager. NoDaemon when none serves; Refused when the daemon runs as
+    another uid than ours, root or trust_uid."""
+    return Connection(device, runtime_dir, socket, timeout_ms, label, trust_uid)
 
 
 def _default_framework():

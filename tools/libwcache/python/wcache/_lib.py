@@ -35,7 +35,7 @@ class WcError(ctypes.Structure):
 class WcConnectOpts(ctypes.Structure):
     _fields_ = [("device", c_char_p), ("runtime_dir", c_char_p),
                 ("socket", c_char_p), ("timeout_ms", c_int),
-                ("label", c_char_p)]
+                ("label", c_char_p), ("trust_uid", c_uint)]
 
 
 class WcExpect(ctypes.Structure):
