@@ -112,8 +112,12 @@ static void client_free_if_idle(struct wcd_client *c)
 
 void client_close(struct wcd_client *c, const char *why)
 {
-	if (c->closing)
+	/* Already closing: this is one of its operations finishing (the
+	 * pidfd after the end of file, say); free it if it was the last. */
+	if (c->closing) {
+		client_free_if_idle(c);
 		return;
+	}
 	c->closing = true;
 	log_debug("client pid %d: closing (%s)", (int)c->pid, why);
 	leases_end(c, why);
