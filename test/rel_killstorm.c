@@ -96,9 +96,9 @@ static void victim(const struct e2e *x, int step, unsigned seed)
 	case 1:         /* half a header */
 		raw_header(raw_connect(x), WIRE_PING, 0, WIRE_HDR_LEN / 2);
 		break;
-	case 2:         /* a header announcing 1 MiB, 100 bytes of it */
+	case 2:         /* a header announcing 60 kB, 100 bytes of it */
 		fd = raw_connect(x);
-		raw_header(fd, WIRE_HELLO, 1 << 20, WIRE_HDR_LEN);
+		raw_header(fd, WIRE_HELLO, 60000, WIRE_HDR_LEN);
 		if (write(fd, pad, sizeof(pad)) != sizeof(pad))
 			_exit(2);
 		break;
