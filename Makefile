@@ -107,6 +107,8 @@ BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: all run test bench fuzz install clean deps deps-bench
 .SECONDARY:
+# A recipe that fails leaves no output behind to look up to date.
+.DELETE_ON_ERROR:
 .DEFAULT_GOAL := all
 
 all: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(TESTS) $(BENCHES)
@@ -126,8 +128,13 @@ $(BUILD)/obj/%.cu.o: %.cu
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
+# Every output the tests use has this line: `make -n` prints it for each one
+# that is out of date (how `make test` finds what a failed build left stale).
+built = @: wc-built $@
+
 define archive
 	$(call say,AR,$@)
+	$(built)
 	@mkdir -p $(@D)
 	$(Q)rm -f $@ && ar rcs $@ $^
 endef
@@ -141,6 +148,7 @@ $(LIB_CLIENT):  $(call obj,$(CLIENT_SRC))  ; $(archive)
 $(SO_CLIENT): $(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR) \
 		tools/libwcache/libwcache.map
 	$(call say,LD,$@)
+	$(built)
 	$(Q)$(CC) -shared -o $@ -Wl,-soname,libwcache.so.0 $(ALL_LDFLAGS) \
 		-Wl,--version-script=tools/libwcache/libwcache.map \
 		$(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR) \
@@ -153,16 +161,19 @@ $(SO_CLIENT).0: $(SO_CLIENT)
 .SECONDEXPANSION:
 $(BUILD)/bin/%: $$(call obj,$$(wildcard tools/$$*/*.c) $(COMMON_SRC)) $(LIBS)
 	$(call say,LD,$@)
+	$(built)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
 
 $(BUILD)/test/%: $(BUILD)/obj/test/%.o $(call obj,$(COMMON_SRC)) $(LIBS)
 	$(call say,LD,$@)
+	$(built)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(call obj,$(COMMON_SRC)) $(LIBS)
 	$(call say,LD,$@)
+	$(built)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
 
@@ -201,13 +212,12 @@ PYTHON    ?= /usr/bin/python3
 # Python is not built with ASan: pytest loads an ASan libwcache.so only with
 # the runtime preloaded (and without leak checks of the interpreter).
 ifneq ($(filter address,$(subst $(comma), ,$(SANITIZE))),)
-PYTEST_PRELOAD := $(shell $(CC) -print-file-name=libasan.so)
+PYTEST_PRELOAD = $(shell $(CC) -print-file-name=libasan.so)
 endif
 test: deps
 	@stale=; $(MAKE) --no-print-directory $(if $(V),,-s) $(if $(T),-k) $(BUILT) || { \
 		$(if $(T),,exit 1;) \
-		for f in $(BUILT); do \
-			$(MAKE) --no-print-directory -q $$f 2>/dev/null && continue; \
+		for f in $$($(MAKE) --no-print-directory -n -k $(BUILT) 2>/dev/null | sed -n 's/^: wc-built //p'); do \
 			rm -f $$f; case " $(LIBS) $(TESTS) " in *" $$f "*) ;; *) stale="$$stale --not-built $$f" ;; esac; \
 		done; }; \
 	BUILD=$(BUILD) WC_TOP=$(CURDIR) PYTHON=$(PYTHON) WC_PYTEST_PRELOAD=$(PYTEST_PRELOAD) \

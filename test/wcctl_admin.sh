@@ -49,7 +49,7 @@ expect_eq "stop a stopped device" "$rc" 3
 expect_has "stop a stopped device" "$out" "no daemon is running on device host-3"
 p1=$(ready_pid "$RUN" host-1)
 kill -9 "$p1"
-for i in $(seq 50); do alive "$p1" || break; sleep 0.1; done
+for i in $(seq 500); do alive "$p1" || break; sleep 0.01; done
 # any unreachable daemon makes status fail (4), so a probe can trust it;
 # --device asks about one, by the name the table prints or by its spec
 out=$(ctl status); rc=$?
@@ -85,7 +85,7 @@ expect_eq "status --json live+dead" "$got" "True ready 0 False UNREACHABLE $p1 T
 p0=$(ready_pid "$RUN" host-0)
 kill -STOP "$p0"
 flock "$RUN/host-4.lock" sleep 30 & s4=$!; PIDS+=($s4)
-for i in $(seq 50); do [ -n "$(pgrep -P $s4)" ] && break; sleep 0.1; done
+for i in $(seq 500); do [ -n "$(pgrep -P $s4)" ] && break; sleep 0.01; done
 PIDS+=($(pgrep -P $s4))
 out=$(ctl status --timeout 0.3); rc=$?
 kill -CONT "$p0"
@@ -130,7 +130,7 @@ out=$(ctl stop --device host:8 2>&1); rc=$?
 expect_eq "stop of an unlocked ready file" "$rc" 3
 alive "$s1" || fail "stop signalled pid $s1, which holds no lock"
 flock "$RUN/host-9.lock" sleep 60 & s2=$!; PIDS+=($s2)
-for i in $(seq 50); do grep -q FLOCK /proc/locks && [ -n "$(pgrep -P $s2)" ] && break; sleep 0.1; done
+for i in $(seq 500); do grep -q FLOCK /proc/locks && [ -n "$(pgrep -P $s2)" ] && break; sleep 0.01; done
 PIDS+=($(pgrep -P $s2))
 printf 'pid=%s\nsocket=%s/host-9.sock\ndevice=host-9\nstate=ready\n' "$s1" "$RUN" >"$RUN/host-9.ready"
 out=$(ctl stop --device host:9 2>&1); rc=$?
@@ -172,7 +172,7 @@ ctl clean >/dev/null 2>&1
 "$WCCTL" start --model "$T/model" --tp-size 2 --backend host --runtime-dir "$RUN" \
 	--foreground >"$T/fg.out" 2>&1 &
 wpid=$!
-for i in $(seq 100); do grep -q "are ready" "$T/fg.out" && break; sleep 0.1; done
+for i in $(seq 1000); do grep -q "are ready" "$T/fg.out" && break; sleep 0.01; done
 remember_pids "$T/fg.out"
 grep -q "are ready" "$T/fg.out" || { kill $wpid; fail "foreground start never became ready"; }
 pk=$(ready_pid "$RUN" host-1)

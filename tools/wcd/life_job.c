@@ -168,6 +168,7 @@ static int restore_pools(struct wcd *d, struct wcd_version *v,
 		return wc_errf(err, EIO,
 			       "the host copy holds %u pools but the model has %u",
 			       L->nhost, v->npools);
+	WC_ASSERT(!rx_loop_in_callback(&d->loop));  /* it drives the loop */
 	R = calloc(1, sizeof(*R));
 	if (!R)
 		return wc_errf(err, ENOMEM, "out of memory");

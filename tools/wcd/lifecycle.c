@@ -363,6 +363,9 @@ bool life_run_job(struct wcd *d)
 
 	if (!job)
 		return false;
+	/* a job drives the loop (the load's own turns): serve() runs it
+	 * between turns, never a callback */
+	WC_ASSERT(!rx_loop_in_callback(&d->loop));
 	L->job = 0;
 	if (wcd_stopping(d)) {            /* SIGTERM or SHUTDOWN came first */
 		life_fail(d, WIRE_E_STATE, "the daemon is stopping: %s not run",
