@@ -59,7 +59,7 @@ def test_identity_mismatch(daemons, tiny):
         assert "tp_size: daemon=1 engine=2" in str(e.value)
         with pytest.raises(wcache.IdentityMismatch) as e:
             c.attach(model_dir=os.path.join(REFERENCE, "llama"))
-        assert len(e.value.fields) >= 2, str(e.value)
+        assert "ckpt_digest" in e.value.fields, str(e.value)  # another checkpoint
         # the connection is still good for the right identity
         c.attach(model_dir=tiny).detach()
 

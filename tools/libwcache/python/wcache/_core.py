@@ -200,25 +200,28 @@ class Connection:
 
     # -- requests ---------------------------------------------------------
     def hello(self, model_dir=None, tp_size=1, tp_rank=0, pp_size=1,
-              pp_rank=0, rules_file=None):
+              pp_rank=0, rules_file=None, same_path=False):
         """HELLO with the engine's identity (model_dir None: accept what is
         served, for tools); returns what the daemon serves (a dict).
-        IdentityMismatch lists every differing field."""
+        IdentityMismatch lists every differing field. The identity is the
+        content; same_path also requires the daemon's model path."""
         info = _lib.WcInfo()
         x = None
         if model_dir is not None:
             x = ctypes.byref(_lib.WcExpect(_lib.b(model_dir), tp_size, tp_rank,
-                                           pp_size, pp_rank, _lib.b(rules_file)))
+                                           pp_size, pp_rank, _lib.b(rules_file),
+                                           1 if same_path else 0))
         self._call(lib.wc_hello, x, ctypes.byref(info))
         self.info = _info_dict(info)
         return self.info
 
     def attach(self, model_dir=None, tp_size=1, tp_rank=0, pp_size=1,
-               pp_rank=0, rules_file=None, writable=False, framework=None):
+               pp_rank=0, rules_file=None, writable=False, framework=None,
+               same_path=False):
         """HELLO (with the identity these arguments describe) and ATTACH:
         returns a Model, a mapping from tensor name to a tensor of
         framework ("torch", "numpy"; None: torch when importable)."""
-        self.hello(model_dir, tp_size, tp_rank, pp_size, pp_rank, rules_file)
+        self.hello(model_dir, tp_size, tp_rank, pp_size, pp_rank, rules_file, same_path)
         m = ctypes.c_void_p()
         times = _lib.WcAttachTimes()
         flags = _lib.WC_ATTACH_WRITABLE if writable else 0

@@ -41,7 +41,7 @@ class WcConnectOpts(ctypes.Structure):
 class WcExpect(ctypes.Structure):
     _fields_ = [("model_dir", c_char_p), ("tp_size", c_int),
                 ("tp_rank", c_int), ("pp_size", c_int), ("pp_rank", c_int),
-                ("rules_file", c_char_p)]
+                ("rules_file", c_char_p), ("same_path", c_int)]
 
 
 class WcInfo(ctypes.Structure):
