@@ -92,7 +92,8 @@ enum wire_type {
 	WIRE_WAKE = 12,
 	WIRE_UPDATE = 13,
 	WIRE_METRICS = 14,
-	WIRE_TYPE_MAX = 14,
+	WIRE_HANDOVER = 15,     /* wcd -> wcd: hot handover (wire_handover.h) */
+	WIRE_TYPE_MAX = 15,
 };
 
 /* Frame flags. */
