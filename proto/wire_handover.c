@@ -115,6 +115,7 @@ void wire_ho_begin_put(struct wire_put *w, const struct wire_ho_begin *b)
 	wire_put_u32(w, b->lock_fd);
 	wire_put_u32(w, b->listen_fd);
 	wire_put_u8(w, b->hash);
+	wire_put_u64(w, b->pool_size);
 	wire_put_str(w, b->rules, WIRE_PATH_MAX);
 	wire_put_str(w, b->allow_quant, WIRE_LABEL_MAX);
 	if (b->nallow_uid > WIRE_HO_UIDS_MAX && !w->err)
@@ -143,6 +144,7 @@ int wire_ho_begin_get(const void *p, size_t n, unsigned nfds,
 	b->lock_fd = wire_get_u32(&g);
 	b->listen_fd = wire_get_u32(&g);
 	b->hash = wire_get_u8(&g);
+	b->pool_size = wire_get_u64(&g);
 	wire_get_str(&g, b->rules, WIRE_PATH_MAX);
 	wire_get_str(&g, b->allow_quant, WIRE_LABEL_MAX);
 	b->nallow_uid = wire_get_count(&g, WIRE_HO_UIDS_MAX, 4);

@@ -33,8 +33,9 @@
  *   BEGIN    u16 ho_version, u32 pid, u32 nversions, u32 cur (slot of the
  *            current version), u32 nclients, u64 next_lease, u64 requests,
  *            u64 mismatches, u32 lock_fd, u32 listen_fd (fd indexes),
- *            u8 hash, str rules, str allow_quant, u32 nallow_uid, that
- *            many x u32 uid
+ *            u8 hash, u64 pool_size, str rules, str allow_quant, u32
+ *            nallow_uid, that many x u32 uid (the options that decide
+ *            the plan and whom the daemon serves)
  *   VERSION  u32 slot, u64 number, str model, u32 tp_size, u32 tp_rank,
  *            u32 pp_size, u32 pp_rank, blob identity (canonical), hash
  *            digest, u32 flags (WIRE_HO_V_*), u32 ntensors, that many x
@@ -98,6 +99,7 @@ struct wire_ho_begin {
 	uint64_t next_lease, requests, mismatches;
 	uint32_t lock_fd, listen_fd;  /* fd indexes in the frame */
 	uint8_t hash;                 /* the daemon hashes (not --no-hash) */
+	uint64_t pool_size;           /* --pool-size: packs the plan */
 	char rules[WIRE_PATH_MAX + 1];
 	char allow_quant[WIRE_LABEL_MAX + 1];
 	uint32_t nallow_uid;

@@ -91,7 +91,8 @@ static void test_begin(void)
 		.ho_version = WIRE_HO_PROTO, .pid = 77, .nversions = 2,
 		.cur = 1, .nclients = 300, .next_lease = 1ull << 40,
 		.requests = 123456, .mismatches = 3, .lock_fd = 0,
-		.listen_fd = 1, .hash = 1, .nallow_uid = 2,
+		.listen_fd = 1, .hash = 1, .pool_size = 3ull << 30,
+		.nallow_uid = 2,
 		.allow_uid = { 1000, 1001 },
 	};
 	snprintf(b.rules, sizeof(b.rules), "/etc/rules.txt");
@@ -110,6 +111,7 @@ static void test_begin(void)
 	T_EQ_U64(back.mismatches, 3);
 	T_EQ_INT(back.listen_fd, 1);
 	T_EQ_INT(back.hash, 1);
+	T_EQ_U64(back.pool_size, 3ull << 30);
 	T_EQ_STR(back.rules, "/etc/rules.txt");
 	T_EQ_STR(back.allow_quant, "gptq");
 	T_EQ_INT(back.nallow_uid, 2);

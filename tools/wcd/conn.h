@@ -44,6 +44,11 @@ struct wcd_client {
 	unsigned nleases;
 	struct lease leases[WCD_LEASES_PER_CLIENT];
 	uint64_t requests;
+	/* hot handover (handover.c): receiving stopped at a frame boundary
+	 * while the server is paused; hdr_have header bytes were read before
+	 * a cancelled receive (the rest is read before it rests) */
+	bool ho_held;
+	size_t hdr_have;
 };
 
 /* server.c */
@@ -58,6 +63,14 @@ void reply_error(struct wcd_client *c, uint64_t id, uint32_t code,
 		 bool close_after, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
 void lease_drop(struct wcd_client *c, unsigned i);
+
+/* server.c, for handover.c: a client made from a connection another
+ * daemon handed over (its pidfd watch and receive started); NULL, with the
+ * fd left to the caller, when out of memory. */
+struct wcd_client *server_adopt_client(struct wcd *d, int fd, pid_t pid,
+				       uid_t uid, bool hello_ok,
+				       uint64_t requests);
+void server_client_start(struct wcd_client *c);
 
 /* requests.c */
 void client_dispatch(struct wcd_client *c, const uint8_t *p, uint32_t n);

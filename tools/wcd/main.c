@@ -43,6 +43,11 @@ static const char usage_text[] =
 "                         $XDG_RUNTIME_DIR/wcache, else /tmp/wcache-$UID)\n"
 "  --force                take the device over from a running wcd\n"
 "                         (SIGTERM, up to 10 s, then SIGKILL)\n"
+"  --takeover             hot handover: ask the running wcd of --device for\n"
+"                         its pools, socket and clients and serve them on,\n"
+"                         no reload; --model may be left out (with it, a\n"
+"                         daemon that dies mid-handover is loaded from disk)\n"
+"  --takeover-verify none|hash  also hash every tensor again (host pools)\n"
 "  --no-hash              skip the XXH3-128 of every tensor\n"
 "  --allow-uid UID        also serve this uid (repeatable, at most 16)\n"
 "  --allow-quant METHOD   serve an unverified quantization method anyway\n"
@@ -137,6 +142,7 @@ enum {
 	OPT_ALLOW_QUANT, OPT_RULES, OPT_POOL_SIZE, OPT_IPC, OPT_LOAD_PATH,
 	OPT_SLOTS, OPT_SLOT_SIZE, OPT_LOG_LEVEL, OPT_HELP, OPT_HASH_THREADS,
 	OPT_DIRECT_IO, OPT_HASH_ON, OPT_READ_PART, OPT_KEEP_CONTEXT,
+	OPT_TAKEOVER, OPT_TAKEOVER_VERIFY,
 };
 
 static const struct option longopts[] = {
@@ -163,6 +169,8 @@ static const struct option longopts[] = {
 	{ "read-part", required_argument, NULL, OPT_READ_PART },
 	{ "keep-context", no_argument, NULL, OPT_KEEP_CONTEXT },
 	{ "direct-io", required_argument, NULL, OPT_DIRECT_IO },
+	{ "takeover", no_argument, NULL, OPT_TAKEOVER },
+	{ "takeover-verify", required_argument, NULL, OPT_TAKEOVER_VERIFY },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
 };
@@ -232,6 +240,13 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 				usage_fail("--hash-threads %s is over 16", optarg);
 			break;
 		case OPT_KEEP_CONTEXT: o->keep_context = true; break;
+		case OPT_TAKEOVER: o->takeover = true; break;
+		case OPT_TAKEOVER_VERIFY:
+			if (!strcmp(optarg, "hash"))
+				o->ho_rehash = true;
+			else if (strcmp(optarg, "none"))
+				usage_fail("bad --takeover-verify '%s' (none or hash)", optarg);
+			break;
 		case OPT_READ_PART:
 			o->read_part = parse_size(optarg, "--read-part");
 			if (o->read_part % 4096 || (o->read_part && o->read_part < (64u << 10)))
@@ -275,8 +290,8 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 	}
 	if (optind < argc)
 		usage_fail("unexpected argument '%s'", argv[optind]);
-	if (!o->model)
-		usage_fail("%s", "--model DIR is required");
+	if (!o->model && !o->takeover)
+		usage_fail("%s", "--model DIR is required (or --takeover)");
 	if (!o->tp_size || o->tp_rank >= o->tp_size)
 		usage_fail("--tp-rank must be below --tp-size (got rank %s)",
 			   o->tp_size ? "too large" : "with size 0");
@@ -354,14 +369,6 @@ static int start(struct wcd *d)
 		log_error("%s", err);
 		return 1;
 	}
-	ret = own_acquire(d, err);
-	if (ret) {
-		log_error("%s", err);
-		return 1;
-	}
-	log_info("wcd pid %d owns device %s (%s backend); files %s.*",
-		 (int)getpid(), d->dev.name, d->dev.be->name, d->paths.prefix);
-
 	ret = rx_loop_init(&d->loop, 256);
 	if (ret) {
 		log_error("cannot set up io_uring: %s (is io_uring disabled by sysctl kernel.io_uring_disabled?)",
@@ -376,6 +383,31 @@ static int start(struct wcd *d)
 		log_error("signalfd: %s", strerror(-ret));
 		return 1;
 	}
+	if (d->o.takeover) {
+		struct wcd_opts given = d->o;
+
+		ret = handover_take(d, err);
+		if (ret == 0) {
+			log_info("ready: serving device %s after a handover; socket %s",
+				 d->dev.name, d->paths.sock);
+			return serve(d);
+		}
+		if (ret != -ECONNRESET || !given.model) {
+			log_error("%s", err);
+			return 1;
+		}
+		log_warn("%s; the old daemon died in the middle of the handover: loading %s from disk",
+			 err, given.model);
+		d->o = given;
+	}
+
+	ret = own_acquire(d, err);
+	if (ret) {
+		log_error("%s", err);
+		return 1;
+	}
+	log_info("wcd pid %d owns device %s (%s backend); files %s.*",
+		 (int)getpid(), d->dev.name, d->dev.be->name, d->paths.prefix);
 
 	v = &d->ver[0];
 	d->cur = 0;
@@ -455,6 +487,7 @@ int main(int argc, char **argv)
 	if (d.loop.ring.ring_fd > 0)
 		rx_loop_close(&d.loop);
 	life_free(&d);
+	handover_free(&d);
 	for (int i = 0; i < WCD_VERSIONS; i++)
 		if (d.ver[i].used)
 			load_version_free(&d, &d.ver[i]);

@@ -90,9 +90,12 @@ static void client_free_if_idle(struct wcd_client *c)
 		c->next->prev = c->prev;
 	d->nclients--;
 	life_client_gone(d, c);
+	handover_client_gone(d, c);
 	free(c->payload);
 	free(c);
 	server_maybe_done(d);
+	if (d->pausing)
+		handover_poke(d);
 }
 
 void client_close(struct wcd_client *c, const char *why)
@@ -115,6 +118,7 @@ void client_close(struct wcd_client *c, const char *why)
 /* --- sending ------------------------------------------------------------- */
 
 static void client_send_next(struct wcd_client *c);
+static void client_recv_next(struct wcd_client *c);
 
 static void client_sent(struct rx_send *s, int res)
 {
@@ -145,8 +149,10 @@ static void client_sent(struct rx_send *s, int res)
 	client_send_next(c);
 	if (c->recv_paused && c->noq < WCD_OUTQ_MAX / 2) {
 		c->recv_paused = false;
-		client_recv_hdr(c);
+		client_recv_next(c);
 	}
+	if (c->d->pausing)
+		handover_poke(c->d);
 }
 
 static void client_send_next(struct wcd_client *c)
@@ -232,11 +238,19 @@ void reply_send(struct wcd_client *c, struct wire_put *w,
 }
 /* --- receiving ------------------------------------------------------------- */
 
-/* Starts the next receive, unless the output queue is backing up. */
+/* Starts the next receive, unless the output queue is backing up or a
+ * handover pauses the server (the client rests at this frame boundary). */
 static void client_recv_next(struct wcd_client *c)
 {
+	struct wcd *d = c->d;
+
 	if (c->closing)
 		return;
+	if (d->pausing && c != d->pause_except) {
+		c->ho_held = true;
+		handover_poke(d);
+		return;
+	}
 	if (c->noq >= WCD_OUTQ_MAX / 2) {
 		c->recv_paused = true;
 		return;
@@ -272,11 +286,32 @@ static void client_hdr_cb(struct rx_recv *r, int res)
 {
 	struct wcd_client *c = container_of(r, struct wcd_client, rx);
 	char err[WC_ERR_LEN];
+	size_t have = c->hdr_have;
 	int ret;
 
 	if (c->closing) {
 		client_free_if_idle(c);
 		return;
+	}
+	if (res == -ECANCELED && c->d->pausing) {
+		/* server_pause cancelled the wait for a header: none of it
+		 * came, so the client rests; or part did, and the rest is
+		 * read (the frame is answered) before it does */
+		c->hdr_have += r->done;
+		if (!c->hdr_have) {
+			c->ho_held = true;
+			handover_poke(c->d);
+			return;
+		}
+		client_recv_hdr(c);
+		return;
+	}
+	c->hdr_have = 0;
+	if (res > 0)
+		res += (int)have;
+	if (res == 0 && have) {
+		res = -ECONNRESET;
+		r->done += have;
 	}
 	if (res == 0) {
 		client_close(c, "disconnected");
@@ -329,8 +364,10 @@ static void client_hdr_cb(struct rx_recv *r, int res)
 
 static void client_recv_hdr(struct wcd_client *c)
 {
-	int ret = rx_recv_start(&c->d->loop, &c->rx, c->fd, c->hdr,
-				WIRE_HDR_LEN, WIRE_HDR_LEN, 0, client_hdr_cb);
+	size_t left = WIRE_HDR_LEN - c->hdr_have;
+	int ret = rx_recv_start(&c->d->loop, &c->rx, c->fd,
+				c->hdr + c->hdr_have, left, left, 0,
+				client_hdr_cb);
 
 	if (ret)
 		client_close(c, "cannot start a receive");
@@ -370,8 +407,18 @@ static void accept_cb(struct rx_accept *a, int fd, bool final)
 	socklen_t len = sizeof(cred);
 
 	if (fd < 0) {
-		if (final && !d->stopping)
+		if (final && d->accept_again && !d->stopping &&
+		    d->listen_fd >= 0) {
+			/* a handover's pause ended before its stop did */
+			d->accept_again = false;
+			if (!d->pausing)
+				server_start(d);
+			return;
+		}
+		if (final && !d->stopping && !d->pausing)
 			log_error("accept stopped: %s", strerror(-fd));
+		if (final && d->pausing)
+			handover_poke(d);
 		return;
 	}
 	c = calloc(1, sizeof(*c));
@@ -415,7 +462,7 @@ static void accept_cb(struct rx_accept *a, int fd, bool final)
 			 (int)c->pid);
 	log_debug("client pid %d uid %u connected", (int)c->pid,
 		  (unsigned)c->uid);
-	client_recv_hdr(c);
+	client_recv_next(c);
 }
 
 /* --- listen, stop ------------------------------------------------------------ */
@@ -528,4 +575,102 @@ unsigned server_clients(struct wcd *d, pid_t *pids, unsigned *leases,
 		n++;
 	}
 	return n;
+}
+
+/* --- hot handover (handover.c) ----------------------------------------------- */
+
+void server_pause(struct wcd *d, struct wcd_client *except)
+{
+	d->pausing = true;
+	d->pause_except = except;
+	d->accept_again = false;
+	if (rx_op_busy(&d->accept.op))
+		rx_accept_stop(&d->accept);
+	for (struct wcd_client *c = d->clients; c; c = c->next) {
+		if (c == except || c->closing)
+			continue;
+		/* waiting for a header: stop waiting (client_hdr_cb); a
+		 * payload being received is read to its end */
+		if (rx_op_busy(&c->rx.op) && c->rx.cb == client_hdr_cb)
+			rx_cancel(&c->rx.op);
+		if (c->recv_paused) {
+			c->recv_paused = false;
+			c->ho_held = true;
+		}
+	}
+}
+
+bool server_at_rest(struct wcd *d, pid_t *busy_pid)
+{
+	*busy_pid = 0;
+	if (rx_op_busy(&d->accept.op))
+		return false;
+	for (struct wcd_client *c = d->clients; c; c = c->next) {
+		if (c == d->pause_except)
+			continue;
+		if (c->closing || !c->ho_held || rx_op_busy(&c->rx.op) ||
+		    rx_op_busy(&c->tx.op) || c->noq) {
+			*busy_pid = c->pid;
+			return false;
+		}
+	}
+	return true;
+}
+
+void server_resume(struct wcd *d)
+{
+	if (!d->pausing)
+		return;
+	d->pausing = false;
+	d->pause_except = NULL;
+	for (struct wcd_client *c = d->clients, *n; c; c = n) {
+		n = c->next;
+		if (!c->ho_held || c->closing)
+			continue;
+		c->ho_held = false;
+		client_recv_next(c);
+	}
+	if (d->listen_fd < 0 || d->stopping)
+		return;
+	if (rx_op_busy(&d->accept.op))
+		d->accept_again = true;
+	else
+		server_start(d);
+}
+
+struct wcd_client *server_adopt_client(struct wcd *d, int fd, pid_t pid,
+				       uid_t uid, bool hello_ok,
+				       uint64_t requests)
+{
+	struct wcd_client *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->d = d;
+	c->fd = fd;
+	c->pid = pid;
+	c->uid = uid;
+	c->hello_ok = hello_ok;
+	c->requests = requests;
+	c->next = d->clients;
+	if (d->clients)
+		d->clients->prev = c;
+	d->clients = c;
+	d->nclients++;
+	if (rx_child_watch_pid(&d->loop, &c->watch, c->pid, client_died) == 0)
+		c->watching = true;
+	else
+		log_info("handed-over client pid %d is gone (no pidfd); its leases end",
+			 (int)pid);
+	return c;
+}
+
+/* Starts receiving on an adopted client (after its leases are set). */
+void server_client_start(struct wcd_client *c)
+{
+	if (!c->watching) {
+		client_close(c, "the client process died during the handover");
+		return;
+	}
+	client_recv_next(c);
 }

@@ -73,6 +73,8 @@ struct wcd_opts {
 	unsigned hash_threads;        /* 0: hash on the loop thread */
 	enum wcd_hash_on hash_on;
 	enum wcd_direct_io direct_io;
+	bool takeover;                /* --takeover: ask the running wcd */
+	bool ho_rehash;               /* --takeover-verify hash */
 };
 
 /* Phase timings of one load, for the log and STATUS. */
@@ -132,6 +134,12 @@ struct wcd {
 	int exit_code;
 
 	struct wcd_life *life;        /* lifecycle.c: sleep, wake, update */
+
+	/* hot handover (handover.c) */
+	struct wcd_ho *ho;
+	bool pausing;                 /* no accept, no new receive */
+	struct wcd_client *pause_except;  /* the new daemon's connection */
+	bool accept_again;            /* resume: restart a stopping accept */
 };
 
 static inline struct wcd_version *wcd_current(struct wcd *d)
@@ -159,6 +167,32 @@ void server_stop(struct wcd *d);
 /* The live clients' pids and lease counts (at most max). */
 unsigned server_clients(struct wcd *d, pid_t *pids, unsigned *leases,
 			unsigned max);
+
+/* Hot handover (issue 17), server.c's side: pausing stops accepting and
+ * lets every client but `except` come to rest at a frame boundary (a frame
+ * half received is read to its end and answered; nothing more is
+ * received); server_at_rest says when all are, else names one that is not;
+ * resume undoes it. */
+void server_pause(struct wcd *d, struct wcd_client *except);
+bool server_at_rest(struct wcd *d, pid_t *busy_pid);
+void server_resume(struct wcd *d);
+
+/* handover.c */
+struct wcd_ho;
+/* Something a pause waits for may have changed (called by server.c). */
+void handover_poke(struct wcd *d);
+/* The running daemon's side: the HANDOVER request of client c. */
+void handover_request(struct wcd_client *c, const uint8_t *p, uint32_t n);
+/* Client c is being freed: a handover it asked for ends (resume). */
+void handover_client_gone(struct wcd *d, struct wcd_client *c);
+/* The new daemon's side (--takeover), before anything is loaded: 0 when it
+ * serves the old daemon's pools and clients (the loop set up, the server
+ * started, the ready file written); -ECONNRESET when the old daemon died
+ * before it had handed everything over (nothing kept: the caller may load
+ * from disk); another -errno (err says why) when it was refused or failed,
+ * the old daemon serving on. */
+int handover_take(struct wcd *d, char *err);
+void handover_free(struct wcd *d);
 
 /* status.c */
 char *status_json(struct wcd *d);       /* malloc'ed, NUL-terminated */
