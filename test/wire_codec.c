@@ -447,7 +447,7 @@ static void test_small(void)
 	const uint8_t *p;
 	uint64_t lease;
 	struct wire_error e;
-	struct wire_notice nt = { WIRE_NOTICE_SHUTDOWN, 4, "daemon stopping" },
+	struct wire_notice nt = { WIRE_NOTICE_SHUTDOWN, 4, "daemon stopping", 0 },
 			   dn;
 	const char *json;
 	size_t jn;

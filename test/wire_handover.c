@@ -336,6 +336,35 @@ static void test_small(void)
 	T_TRUNCATIONS(p, n, wire_ho_abort_get(P, N, why, err));
 }
 
+/* The NOTICE that tells a handed-over client its new daemon's pid; other
+ * kinds carry no pid (and a pid on them is trailing bytes). */
+static void test_notice(void)
+{
+	struct wire_notice nt = { .kind = WIRE_NOTICE_HANDOVER, .version = 3,
+				  .pid = 31337 }, back;
+	char err[WC_ERR_LEN];
+	const uint8_t *p;
+	size_t n;
+
+	snprintf(nt.msg, sizeof(nt.msg), "handed over");
+	wire_frame_begin(&w, WIRE_NOTICE, 0, 0);
+	wire_notice_put(&w, &nt);
+	p = frame(&n);
+	T_OK(wire_notice_get(p, n, &back, err));
+	T_EQ_INT(back.kind, WIRE_NOTICE_HANDOVER);
+	T_EQ_INT(back.pid, 31337);
+	T_EQ_U64(back.version, 3);
+	T_EQ_STR(back.msg, "handed over");
+	T_TRUNCATIONS(p, n, wire_notice_get(P, N, &back, err));
+	nt.kind = WIRE_NOTICE_SHUTDOWN;
+	wire_frame_begin(&w, WIRE_NOTICE, 0, 0);
+	wire_notice_put(&w, &nt);
+	p = frame(&n);
+	T_OK(wire_notice_get(p, n, &back, err));
+	T_EQ_INT(back.pid, 0);
+	T_TRUNCATIONS(p, n, wire_notice_get(P, N, &back, err));
+}
+
 int main(void)
 {
 	wire_put_init(&w);
@@ -344,6 +373,7 @@ int main(void)
 	test_version();
 	test_clients();
 	test_small();
+	test_notice();
 	wire_put_free(&w);
 	T_EQ_STR(wire_type_name(WIRE_HANDOVER), "HANDOVER");
 	T_EQ_STR(wire_ho_part_name(0), "?");

@@ -61,6 +61,7 @@
 #include "wcd.h"
 #include "conn.h"
 #include "lifecycle.h"
+#include "ready.h"
 #include "wire_handover.h"
 
 #define HO_DRAIN_NS (5ull * 1000000000)     /* clients to reach rest */
@@ -588,6 +589,43 @@ static void ho_ask(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	handover_poke(d);
 }
 
+/* Tells every handed-over client which pid serves it now (libwcache moves
+ * its daemon fd there), before this daemon exits and its pidfd fires. The
+ * new daemon does not touch the connections before DONE, and each client
+ * rests with nothing queued, so these small frames go out whole or not at
+ * all (MSG_DONTWAIT: a client whose socket is full misses the notice; it
+ * sees the old daemon's exit, as after a crash, and keeps its mappings). */
+static void ho_tell_clients(struct wcd *d, pid_t pid)
+{
+	struct wire_notice nt = { .kind = WIRE_NOTICE_HANDOVER,
+				  .version = wcd_current(d)->number,
+				  .pid = (uint32_t)pid };
+	unsigned missed = 0;
+	struct wire_put w;
+
+	snprintf(nt.msg, sizeof(nt.msg),
+		 "wcd pid %d handed device %s over to wcd pid %d: same connection, same mappings",
+		 (int)getpid(), d->dev.name, (int)pid);
+	wire_put_init(&w);
+	wire_frame_begin(&w, WIRE_NOTICE, 0, 0);
+	wire_notice_put(&w, &nt);
+	if (wire_frame_end(&w, NULL)) {
+		wire_put_free(&w);
+		return;
+	}
+	for (struct wcd_client *c = d->clients; c; c = c->next) {
+		if (c == d->ho->peer)
+			continue;
+		if (send(c->fd, w.buf, w.len, MSG_DONTWAIT | MSG_NOSIGNAL) !=
+		    (ssize_t)w.len)
+			missed++;
+	}
+	wire_put_free(&w);
+	if (missed)
+		log_warn("handover: %u client(s) could not be told (socket full or gone)",
+			 missed);
+}
+
 /* COMMIT: let go, unless the new daemon died meanwhile. */
 static void ho_commit(struct wcd_client *c, const uint8_t *p, uint32_t n)
 {
@@ -607,6 +645,7 @@ static void ho_commit(struct wcd_client *c, const uint8_t *p, uint32_t n)
 			     "the new daemon died after its commit");
 		return;
 	}
+	ho_tell_clients(d, ho->peer_pid);
 	wire_put_init(&w);
 	wire_frame_begin(&w, WIRE_HANDOVER, WIRE_F_REPLY, c->h.id);
 	wire_ho_empty_put(&w, WIRE_HO_DONE);
@@ -715,6 +754,8 @@ static int ho_connect(struct wcd *d, struct ho_got *g, char *err)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct timeval tv = { .tv_sec = HO_IO_TIMEOUT_S };
+	struct ready_info ri;
+	char rerr[WC_ERR_LEN];
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
 	int fd, e;
@@ -735,7 +776,12 @@ static int ho_connect(struct wcd *d, struct ho_got *g, char *err)
 	}
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0)
+	/* SO_PEERCRED names whoever called listen(), which after an earlier
+	 * handover is long gone: the ready file names the daemon that serves
+	 * (BEGIN confirms it) */
+	if (ready_read_file(&ri, d->paths.ready, rerr) == 0 && ri.pid > 0)
+		g->old_pid = ri.pid;
+	else if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0)
 		g->old_pid = cr.pid;
 	g->old_pidfd = pidfd_open_(g->old_pid);
 	g->sock = fd;
@@ -941,6 +987,13 @@ static int recv_state(struct wcd *d, struct ho_got *g, char *err)
 	ho_frame_free(&f);
 	if (ret)
 		return ret;
+	if (g->b.pid != (uint32_t)g->old_pid) {
+		/* the ready file was stale: watch the pid that answered */
+		if (g->old_pidfd >= 0)
+			close(g->old_pidfd);
+		g->old_pid = (pid_t)g->b.pid;
+		g->old_pidfd = pidfd_open_(g->old_pid);
+	}
 	ho_step("new", 2);
 	/* the old daemon's options that decide the plan and whom it serves */
 	d->o.hash = g->b.hash;
