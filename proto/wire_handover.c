@@ -18,6 +18,7 @@ static const char *const part_names[] = {
 	[WIRE_HO_COMMIT] = "COMMIT",
 	[WIRE_HO_ABORT] = "ABORT",
 	[WIRE_HO_DONE] = "DONE",
+	[WIRE_HO_SERVING] = "SERVING",
 };
 
 const char *wire_ho_part_name(unsigned part)

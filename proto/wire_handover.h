@@ -21,10 +21,15 @@
  *   new -> old   ABORT    request id N+1: verification failed (or the old
  *                         daemon's END never came); the old one resumes
  *   old -> new   DONE     reply id N+1: the old daemon has let go of
- *                         everything and exits without touching a client
+ *                         everything; it touches no client from now on
+ *   new -> old   SERVING  request id N+2 (no reply): the new daemon has
+ *                         taken everything and serves from now on; the
+ *                         old one exits at once. If the new one dies
+ *                         before SERVING, the old one sees its connection
+ *                         end and resumes
  *
- * Every reply part carries WIRE_F_REPLY; all but DONE (and ERROR) also
- * WIRE_F_MORE. Counts are checked against the bytes left before anything
+ * Every reply part carries WIRE_F_REPLY; the state's frames but the last
+ * also WIRE_F_MORE. Counts are checked against the bytes left before anything
  * is allocated; fd indexes are checked against the descriptors that came
  * with the frame (nfds).
  *
@@ -45,7 +50,7 @@
  *   CLIENTS  u32 count, count x (u32 fd_index, u32 pid, u32 uid, u32
  *            flags (WIRE_HO_C_*), u64 requests, u32 nleases, that many x
  *            (u64 lease id, u64 version number))
- *   COMMIT, DONE  nothing
+ *   COMMIT, DONE, SERVING  nothing
  *   ABORT    str why
  */
 #ifndef WC_WIRE_HANDOVER_H
@@ -77,7 +82,8 @@ enum wire_ho_part {
 	WIRE_HO_COMMIT = 5,
 	WIRE_HO_ABORT = 6,
 	WIRE_HO_DONE = 7,
-	WIRE_HO_PART_MAX = 7,
+	WIRE_HO_SERVING = 8,
+	WIRE_HO_PART_MAX = 8,
 };
 
 const char *wire_ho_part_name(unsigned part);   /* "ASK", "?" if unknown */
@@ -155,7 +161,7 @@ void wire_ho_begin_put(struct wire_put *w, const struct wire_ho_begin *b);
 void wire_ho_version_put(struct wire_put *w, const struct wire_ho_version *v);
 void wire_ho_clients_put(struct wire_put *w, const struct wire_ho_client *c,
 			 uint32_t count);
-/* COMMIT and DONE: the part alone. */
+/* COMMIT, DONE and SERVING: the part alone. */
 void wire_ho_empty_put(struct wire_put *w, uint32_t part);
 void wire_ho_abort_put(struct wire_put *w, const char *why);
 

@@ -68,7 +68,7 @@ static void test_ask(void)
 		memcpy(raw, p, n);
 		raw[0] = WIRE_HO_PART_MAX + 1;
 		T_EQ_INT(wire_ho_part_get(raw, n, &part, err), -EBADMSG);
-		T_HAS(err, "part 8 is unknown");
+		T_HAS(err, "part 9 is unknown");
 		raw[0] = WIRE_HO_COMMIT;
 		T_EQ_INT(wire_ho_ask_get(raw, n, &b, err), -EBADMSG);
 		T_HAS(err, "expected part ASK, got COMMIT");

@@ -70,7 +70,7 @@
 #define HO_EXIT_WAIT_MS 5000                /* old daemon gone after EOF */
 #define HO_FRAME_MAX (64u << 20)            /* a state frame we accept */
 
-enum ho_state { HO_IDLE, HO_DRAINING, HO_SENT };
+enum ho_state { HO_IDLE, HO_DRAINING, HO_SENT, HO_DONE };
 
 struct wcd_ho {
 	struct wcd *d;
@@ -78,7 +78,6 @@ struct wcd_ho {
 	enum ho_state st;
 	struct wcd_client *peer;
 	uint64_t id;                  /* the ASK's request id */
-	int peer_pidfd;
 	pid_t peer_pid;
 	uint16_t proto;
 	struct rx_timer drain_timer, commit_timer;
@@ -93,18 +92,14 @@ static struct wcd_ho *ho_get(struct wcd *d)
 {
 	if (!d->ho) {
 		d->ho = calloc(1, sizeof(*d->ho));
-		if (d->ho) {
+		if (d->ho)
 			d->ho->d = d;
-			d->ho->peer_pidfd = -1;
-		}
 	}
 	return d->ho;
 }
 
 void handover_free(struct wcd *d)
 {
-	if (d->ho && d->ho->peer_pidfd >= 0)
-		close(d->ho->peer_pidfd);
 	free(d->ho);
 	d->ho = NULL;
 }
@@ -304,9 +299,6 @@ static void ho_old_abort(struct wcd *d, uint32_t code, const char *fmt, ...)
 		rx_cancel(&ho->drain_timer.op);
 	if (rx_op_busy(&ho->commit_timer.op))
 		rx_cancel(&ho->commit_timer.op);
-	if (ho->peer_pidfd >= 0)
-		close(ho->peer_pidfd);
-	ho->peer_pidfd = -1;
 	if (ho->peer) {
 		struct wcd_client *c = ho->peer;
 
@@ -578,7 +570,6 @@ static void ho_ask(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	ho->id = c->h.id;
 	ho->proto = (uint16_t)hi;
 	ho->t0 = rx_now_ns();
-	ho->peer_pidfd = pidfd_open_(c->pid);
 	ho->drain_timer.op.data = ho;
 	ho->commit_timer.op.data = ho;
 	log_info("handover: pid %d asks for the device (protocol %u); pausing %u client(s)",
@@ -589,44 +580,8 @@ static void ho_ask(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	handover_poke(d);
 }
 
-/* Tells every handed-over client which pid serves it now (libwcache moves
- * its daemon fd there), before this daemon exits and its pidfd fires. The
- * new daemon does not touch the connections before DONE, and each client
- * rests with nothing queued, so these small frames go out whole or not at
- * all (MSG_DONTWAIT: a client whose socket is full misses the notice; it
- * sees the old daemon's exit, as after a crash, and keeps its mappings). */
-static void ho_tell_clients(struct wcd *d, pid_t pid)
-{
-	struct wire_notice nt = { .kind = WIRE_NOTICE_HANDOVER,
-				  .version = wcd_current(d)->number,
-				  .pid = (uint32_t)pid };
-	unsigned missed = 0;
-	struct wire_put w;
-
-	snprintf(nt.msg, sizeof(nt.msg),
-		 "wcd pid %d handed device %s over to wcd pid %d: same connection, same mappings",
-		 (int)getpid(), d->dev.name, (int)pid);
-	wire_put_init(&w);
-	wire_frame_begin(&w, WIRE_NOTICE, 0, 0);
-	wire_notice_put(&w, &nt);
-	if (wire_frame_end(&w, NULL)) {
-		wire_put_free(&w);
-		return;
-	}
-	for (struct wcd_client *c = d->clients; c; c = c->next) {
-		if (c == d->ho->peer)
-			continue;
-		if (send(c->fd, w.buf, w.len, MSG_DONTWAIT | MSG_NOSIGNAL) !=
-		    (ssize_t)w.len)
-			missed++;
-	}
-	wire_put_free(&w);
-	if (missed)
-		log_warn("handover: %u client(s) could not be told (socket full or gone)",
-			 missed);
-}
-
-/* COMMIT: let go, unless the new daemon died meanwhile. */
+/* COMMIT: let go (DONE), then wait for SERVING, or for the new daemon's
+ * end (it died before it served: resume). Nothing here touches a client. */
 static void ho_commit(struct wcd_client *c, const uint8_t *p, uint32_t n)
 {
 	struct wcd *d = c->d;
@@ -639,13 +594,6 @@ static void ho_commit(struct wcd_client *c, const uint8_t *p, uint32_t n)
 		return;
 	}
 	ho_step("old", 4);
-	if (pidfd_exited(ho->peer_pidfd, 0)) {
-		ho->peer = NULL;
-		ho_old_abort(d, WIRE_E_STATE,
-			     "the new daemon died after its commit");
-		return;
-	}
-	ho_tell_clients(d, ho->peer_pid);
 	wire_put_init(&w);
 	wire_frame_begin(&w, WIRE_HANDOVER, WIRE_F_REPLY, c->h.id);
 	wire_ho_empty_put(&w, WIRE_HO_DONE);
@@ -655,10 +603,19 @@ static void ho_commit(struct wcd_client *c, const uint8_t *p, uint32_t n)
 		return;
 	}
 	wire_put_free(&w);
+	ho->st = HO_DONE;
+	ho_step("old", 5);
+}
+
+/* SERVING: the new daemon has taken everything; exit at once. */
+static void ho_serving(struct wcd *d)
+{
+	struct wcd_ho *ho = d->ho;
+
+	ho_step("old", 6);
 	log_info("handover: done in %.3f ms; pid %d serves device %s now; exiting without touching the pools or the clients",
 		 (double)(rx_now_ns() - ho->t0) / 1e6, (int)ho->peer_pid,
 		 d->dev.name);
-	ho_step("old", 5);
 	fflush(stderr);
 	_exit(0);
 }
@@ -678,8 +635,20 @@ void handover_request(struct wcd_client *c, const uint8_t *p, uint32_t n)
 		ho_ask(c, p, n);
 		return;
 	}
+	if (ho && ho->st == HO_DONE && ho->peer == c &&
+	    part == WIRE_HO_SERVING &&
+	    !wire_ho_empty_get(p, n, WIRE_HO_SERVING, err)) {
+		ho_serving(d);
+		return;
+	}
 	if (!ho || ho->st != HO_SENT || ho->peer != c ||
 	    (part != WIRE_HO_COMMIT && part != WIRE_HO_ABORT)) {
+		if (ho && ho->st == HO_DONE && ho->peer == c) {
+			ho_old_abort(d, WIRE_E_STATE,
+				     "the new daemon sent %s where SERVING was due",
+				     wire_ho_part_name(part));
+			return;
+		}
 		reply_error(c, c->h.id, WIRE_E_STATE, false,
 			    "HANDOVER %s out of turn: send ASK first, then COMMIT or ABORT once the state arrived",
 			    wire_ho_part_name(part));
@@ -701,6 +670,8 @@ void handover_client_gone(struct wcd *d, struct wcd_client *c)
 	d->ho->peer = NULL;
 	if (d->ho->st != HO_IDLE)
 		ho_old_abort(d, WIRE_E_STATE,
+			     d->ho->st == HO_DONE ?
+			     "the new daemon's connection ended before it served (it died?)" :
 			     "the new daemon's connection ended");
 }
 
@@ -1082,8 +1053,45 @@ static void send_abort(struct ho_got *g, const char *why)
 	wire_put_free(&w);
 }
 
-/* Serves what was handed over: the lock, the socket, the clients. */
-static int adopt(struct wcd *d, struct ho_got *g, char *err)
+/* Tells every handed-over client that this pid serves it now (libwcache
+ * moves its daemon fd here), before SERVING lets the old daemon exit and
+ * its pidfd fire. Nobody else writes to the connections now (the old
+ * daemon let go, we have not started), and each client rested with
+ * nothing queued, so these small frames go out whole or not at all
+ * (MSG_DONTWAIT: a client whose socket is full misses the notice; it sees
+ * the old daemon's exit, as after a crash, and keeps its mappings). */
+static void ho_tell_clients(struct wcd *d, pid_t old_pid)
+{
+	struct wire_notice nt = { .kind = WIRE_NOTICE_HANDOVER,
+				  .version = wcd_current(d)->number,
+				  .pid = (uint32_t)getpid() };
+	unsigned missed = 0;
+	struct wire_put w;
+
+	snprintf(nt.msg, sizeof(nt.msg),
+		 "wcd pid %d handed device %s over to wcd pid %d: same connection, same mappings",
+		 (int)old_pid, d->dev.name, (int)getpid());
+	wire_put_init(&w);
+	wire_frame_begin(&w, WIRE_NOTICE, 0, 0);
+	wire_notice_put(&w, &nt);
+	if (wire_frame_end(&w, NULL)) {
+		wire_put_free(&w);
+		return;
+	}
+	for (struct wcd_client *c = d->clients; c; c = c->next) {
+		if (send(c->fd, w.buf, w.len, MSG_DONTWAIT | MSG_NOSIGNAL) !=
+		    (ssize_t)w.len)
+			missed++;
+	}
+	wire_put_free(&w);
+	if (missed)
+		log_warn("handover: %u client(s) could not be told (socket full or gone)",
+			 missed);
+}
+
+/* Takes what was handed over: the lock, the socket, the clients (not yet
+ * received from: serve_now starts that). */
+static void adopt(struct wcd *d, struct ho_got *g)
 {
 	char pidtxt[32];
 	int n;
@@ -1100,7 +1108,6 @@ static int adopt(struct wcd *d, struct ho_got *g, char *err)
 	d->requests = g->b.requests;
 	d->mismatches = g->b.mismatches;
 	d->state = "ready";
-	server_start(d);
 	for (uint32_t i = 0; i < g->ncl; i++) {
 		const struct wire_ho_client *x = &g->cl[i].x;
 		struct wcd_client *c;
@@ -1134,6 +1141,14 @@ static int adopt(struct wcd *d, struct ho_got *g, char *err)
 			if (x->leases[k].id > d->next_lease)
 				d->next_lease = x->leases[k].id;
 		}
+	}
+}
+
+static int serve_now(struct wcd *d, char *err)
+{
+	server_start(d);
+	for (struct wcd_client *c = d->clients, *n; c; c = n) {
+		n = c->next;
 		server_client_start(c);
 	}
 	return status_write_ready(d, err);
@@ -1200,10 +1215,17 @@ int handover_take(struct wcd *d, char *err)
 		return ret;
 	}
 	ho_step("new", 5);
-	close(g.sock);
-	g.sock = -1;
-	ret = adopt(d, &g, err);
+	adopt(d, &g);
+	ho_tell_clients(d, g.old_pid);
+	wire_put_init(&w);
+	wire_frame_begin(&w, WIRE_HANDOVER, 0, 3);
+	wire_ho_empty_put(&w, WIRE_HO_SERVING);
+	if (ho_send(g.sock, &w, NULL, 0, err))
+		log_debug("SERVING not sent (the old daemon is gone): %s", err);
+	wire_put_free(&w);
+	ho_step("new", 6);
 	got_close(d, &g, false);
+	ret = serve_now(d, err);
 	if (ret)
 		log_error("%s", err);   /* serving already: the ready file lags */
 	log_info("handover: took device %s over from pid %d in %.3f ms (state received and checked in %.3f ms): %u client(s), %u version(s)",
