@@ -15,32 +15,39 @@
  *   frame (or does not read its replies) for HO_DRAIN_NS refuses the
  *   handover, naming its pid, and the daemon resumes. Then
  *   send the state (blocking sends on the new daemon's connection; the
- *   loop has nothing else to do while paused), and wait for COMMIT or
- *   ABORT (HO_COMMIT_NS at most). ABORT, a timeout, or the new daemon's
- *   disconnect: resume. COMMIT while the new daemon lives: answer DONE and
- *   _exit(0) at once: no unlink, no flock(LOCK_UN), no shutdown() of a
- *   shared socket, no unmapping; the kernel closes this process's copies.
+ *   loop has nothing else to do while paused) and wait for COMMIT or
+ *   ABORT (HO_COMMIT_NS at most; ABORT, the timeout or the connection's
+ *   end: resume). On COMMIT answer DONE and touch no client any more; on
+ *   SERVING _exit(0) at once: no unlink, no flock(LOCK_UN), no shutdown()
+ *   of a shared socket, no unmapping (the kernel closes this process's
+ *   copies); if the connection ends before SERVING, resume.
  *
  * The new daemon (handover_take), before it owns anything:
  *   connect, ASK, receive everything (closing it all on any failure),
- *   verify against its own parse of each version's model directory
+ *   check it against its own parse of each version's model directory
  *   (identity byte for byte, the plan's pools against the pools' sizes,
  *   the backend's checks of each fd: a memfd's size and seals; with
  *   --takeover-verify hash every tensor hashed again on the host backend),
- *   COMMIT, and take over once DONE arrives, or once the connection ends
- *   and the old daemon's pidfd says it exited. Then it serves the same
- *   listening socket and connections: engines keep their mappings and see
- *   no error; requests sent meanwhile wait in the sockets.
+ *   COMMIT, and once DONE arrives (or the connection ends and the old
+ *   daemon's pidfd says it exited: it had handed everything over) take
+ *   the lock, the socket and the clients, tell each client its new pid
+ *   (a NOTICE: libwcache moves its daemon fd), send SERVING, and serve
+ *   the same listening socket and connections: engines keep their
+ *   mappings and see no error; requests sent meanwhile wait in the
+ *   sockets and are answered by the new daemon.
  *
- * Exactly one daemon serves at every step: the old one until it reads a
- * COMMIT while the new one lives, the new one after. Killed at any step
- * (WCD_HANDOVER_KILL=old:K or new:K stops that side with SIGKILL at step
- * K, for the tests): the new one before COMMIT -> the old one resumes (its
- * connection ends); the old one before it sent everything -> the new one
- * closes what it got and loads from disk (-ECONNRESET to main); the old
- * one after -> the new one serves what it got. Known gap: a new daemon
- * that dies after the old one read its COMMIT leaves none serving (as any
- * crash would); the engines' fd-backed mappings stay valid.
+ * Exactly one daemon serves at every step: the old one until it reads
+ * SERVING, the new one after. Killed at any step (WCD_HANDOVER_KILL=old:K
+ * or new:K stops that side with SIGKILL at step K, for the tests):
+ *   new 1..5 (after ASK, BEGIN, the checks, COMMIT, DONE): the old one
+ *            resumes (its connection ends);
+ *   old 1,2  (after the pause, after BEGIN: not everything was sent): the
+ *            new one closes what it got and loads from disk if it was
+ *            given --model (-ECONNRESET to main), else exits;
+ *   old 3..6 (everything sent; after COMMIT, DONE, SERVING): the new one
+ *            serves what it got.
+ * Known gap: new 6 (SERVING sent, not yet serving) leaves none serving,
+ * as any crash right after a takeover would; mappings stay valid.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1189,7 +1196,7 @@ int handover_take(struct wcd *d, char *err)
 		bool died = pidfd_exited(g.old_pidfd,
 					 ret == -ECONNRESET ? HO_EXIT_WAIT_MS : 0);
 
-		if (!died)
+		if (!died && g.b.pid)   /* BEGIN came: it waits for us */
 			send_abort(&g, err);
 		got_close(d, &g, true);
 		return died ? -ECONNRESET : ret;

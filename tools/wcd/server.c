@@ -293,12 +293,13 @@ static void client_hdr_cb(struct rx_recv *r, int res)
 		client_free_if_idle(c);
 		return;
 	}
-	if (res == -ECANCELED && c->d->pausing) {
+	if (res == -ECANCELED) {
 		/* server_pause cancelled the wait for a header: none of it
 		 * came, so the client rests; or part did, and the rest is
-		 * read (the frame is answered) before it does */
+		 * read (the frame is answered) before it does; or the pause
+		 * ended before the cancel did: receive again */
 		c->hdr_have += r->done;
-		if (!c->hdr_have) {
+		if (c->d->pausing && !c->hdr_have) {
 			c->ho_held = true;
 			handover_poke(c->d);
 			return;
@@ -383,7 +384,7 @@ static void client_died(struct rx_child *ch, int res)
 		log_info("client pid %d exited (%s %d)", (int)c->pid,
 			 ch->term_signal > 0 ? "signal" : "code",
 			 ch->term_signal > 0 ? ch->term_signal : ch->exit_code);
-	if (res == 0)
+	if (res == 0 && !c->closing)
 		client_close(c, "the client process died");
 	else
 		client_free_if_idle(c);
