@@ -18,7 +18,24 @@
  *
  * Threads: everything but rx_wake_post runs in the loop's thread. Callbacks
  * may start, restart and cancel operations, but must not call rx_run,
- * rx_run_once or rx_loop_close (the loop is not re-entrant).
+ * rx_run_once or rx_loop_close (the loop is not re-entrant: those return
+ * -EBUSY from a callback; rx_loop_in_callback() says whether the thread is
+ * in one).
+ *
+ * Driving the loop from below: code that is not a callback may wait for its
+ * own operations by calling rx_run_once itself, deep inside its own work
+ * (wcd's loader does, inside a lifecycle job that main() runs between turns
+ * of rx_run). Every other operation's callback then runs nested in that
+ * code's call. Such a callback may do what any callback may, and it may
+ * stop the loop (the flag is read by the next rx_run); it must not free,
+ * reuse or restart the operations, buffers or structs the waiting code
+ * holds, nor start the same kind of work again (wcd's request callbacks
+ * answer "busy" to a lifecycle request while a job runs). Code that drives
+ * the loop asserts !rx_loop_in_callback() first.
+ *
+ * Invariants are checked with WC_ASSERT (proto/base.h: abort with file and
+ * line in every build of the Makefile, out with -DNDEBUG): a completion for
+ * an operation with nothing in flight, an operation ended twice.
  */
 #ifndef WCREACTOR_H
 #define WCREACTOR_H
@@ -110,6 +127,9 @@ int rx_run(struct rx_loop *loop);
  * handled, or -errno. */
 int rx_run_once(struct rx_loop *loop, int timeout_ms);
 void rx_loop_stop(struct rx_loop *loop);
+/* True while the thread runs one of loop's callbacks (rx_run_once would
+ * return -EBUSY). */
+bool rx_loop_in_callback(const struct rx_loop *loop);
 /* A file descriptor that polls readable when completions are waiting, so an
  * engine can drive the loop from its own epoll/poll loop with
  * rx_run_once(0). */
@@ -138,15 +158,22 @@ struct rx_accept;
 /* fd >= 0: a new connection (close-on-exec, the callee owns it); < 0: an
  * error. final: the accept is over (stopped, cancelled, or a hard error).
  * ECONNABORTED, EINTR and EAGAIN come with final false and accepting goes
- * on; any other error is final -- EMFILE too (re-arming at once would spin:
- * start the accept again once descriptors are free). */
+ * on. EMFILE, ENFILE, ENOBUFS and ENOMEM (out of descriptors or memory)
+ * come with final false too: the accept pauses RX_ACCEPT_PAUSE_NS (re-arming
+ * at once would spin), then accepts again, as often as it takes; the
+ * callback may free descriptors meanwhile (close an idle connection). Any
+ * other error is final. */
 typedef void (*rx_accept_cb)(struct rx_accept *a, int fd, bool final);
+#define RX_ACCEPT_PAUSE_NS (100 * 1000 * 1000)
 struct rx_accept {
 	struct rx_op op;
 	int listen_fd;
 	rx_accept_cb cb;
 	bool stopping;
+	bool paused;        /* waiting out a shortage (internal) */
 	unsigned rearms;    /* times the kernel ended the multishot: re-armed */
+	unsigned pauses;    /* shortages waited out */
+	struct __kernel_timespec pause_ts; /* internal */
 };
 int rx_accept_start(struct rx_loop *loop, struct rx_accept *a, int listen_fd,
 		    rx_accept_cb cb);
@@ -267,7 +294,8 @@ int rx_poll_start(struct rx_loop *loop, struct rx_poll *p, int fd,
 struct rx_child;
 /* Called once when the process has exited: c->exit_code >= 0 for a normal
  * exit, c->term_signal > 0 when killed by a signal; both -1 when the status
- * could not be collected (a pidfd of a process that is not our child).
+ * could not be collected (a process that is not our child and that its
+ * parent reaped before we could read its zombie's /proc/PID/stat).
  * res is 0 or -errno (-ECANCELED when the watch was cancelled). */
 typedef void (*rx_child_cb)(struct rx_child *c, int res);
 struct rx_child {

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Sleep and wake on the GPU (issue 7): wcd on device 0 with a wcgen model
+ * Sleep and wake on the GPU: wcd on device 0 with a wcgen model
  * (tiny, or WC_GPU_LIFE_PRESET, e.g. llama-1b); for sleep levels 1 and 2:
  *   - SLEEP frees the device memory: the device's free bytes (the CUDA
  *     backend's mem_info, i.e. cudaMemGetInfo, read in this process) grow
@@ -138,7 +138,7 @@ static void round_trip(unsigned level, bool idle)
 int main(void)
 {
 	const char *preset = getenv("WC_GPU_LIFE_PRESET");
-	char wcgen[600], err[GPU_ERR_LEN];
+	char wcgen[600], err[WC_ERR_LEN];
 	char *gen[] = { wcgen, (char *)(preset ? preset : "tiny"), "--force",
 			"--out", x.model, NULL };
 

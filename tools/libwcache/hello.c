@@ -29,11 +29,12 @@ static int rules_file_load(struct plan_rules *r, const char *path, char *e)
 	ssize_t n;
 	int fd, ret;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return wc_errf(e, errno, "cannot open rules file %s: %s", path,
 			       strerror(errno));
-	if (fstat(fd, &st) < 0 || st.st_size > PLAN_RULES_FILE_MAX) {
+	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	    st.st_size > PLAN_RULES_FILE_MAX) {
 		close(fd);
 		return wc_errf(e, EFBIG, "rules file %s is larger than %u bytes or unreadable",
 			       path, PLAN_RULES_FILE_MAX);

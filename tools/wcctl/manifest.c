@@ -28,7 +28,13 @@ static void manifest_usage(FILE *f)
 		"  --socket PATH       the daemon's socket instead\n"
 		"  --json              one JSON object: {\"device\", \"identity\", \"version\",\n"
 		"                      \"tensors\": [{\"name\", \"dtype\", \"shape\", \"bytes\",\n"
-		"                      \"xxh3_128\"}]}\n");
+		"                      \"xxh3_128\"}]}\n"
+		"\n"
+		"Examples:\n"
+		"  wcctl manifest --device 0\n"
+		"  wcctl manifest --device host-demo --runtime-dir /run/wcache --json\n"
+		"\n"
+		"Exit status: 0 listed, 1 no daemon or an error, 2 usage.\n");
 }
 
 /* A JSON string (names are UTF-8 from a validated safetensors header). */
@@ -75,7 +81,7 @@ int wcctl_manifest(int argc, char **argv)
 	int ch;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'd': co.device = optarg; break;
 		case 'r': co.runtime_dir = optarg; break;

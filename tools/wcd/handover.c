@@ -491,10 +491,8 @@ static void ho_timer_cb(struct rx_timer *t, int res)
 static const char *ho_refusal(struct wcd *d, uint32_t *code, char *buf,
 			      size_t cap)
 {
-	struct wcd_life *L = d->life;
-
 	*code = WIRE_E_STATE;
-	if (d->stopping)
+	if (wcd_stopping(d))
 		return "the daemon is stopping";
 	if (d->ho && (d->ho->st != HO_IDLE ||
 		      rx_op_busy(&d->ho->drain_timer.op) ||
@@ -504,14 +502,15 @@ static const char *ho_refusal(struct wcd *d, uint32_t *code, char *buf,
 			 (int)d->ho->peer_pid);
 		return buf;
 	}
-	if (L && L->level) {
+	if (d->state == WCD_SLEEPING) {
 		*code = WIRE_E_SLEEPING;
 		snprintf(buf, cap,
 			 "the daemon sleeps (level %u): wake it first (wcctl wake), then restart",
-			 L->level);
+			 d->life.level);
 		return buf;
 	}
-	if (L && (L->waking || L->updating || L->job != LIFE_JOB_NONE)) {
+	if (d->state == WCD_WAKING || d->state == WCD_UPDATING ||
+	    d->life.job) {
 		*code = WIRE_E_BUSY;
 		return "a wake or an update is running: wait for it to finish (wcctl status), then restart";
 	}
@@ -525,7 +524,7 @@ static const char *ho_refusal(struct wcd *d, uint32_t *code, char *buf,
 			 d->dev.be->name);
 		return buf;
 	}
-	if (strcmp(d->state, "ready"))
+	if (d->state != WCD_READY)
 		return "the daemon is not serving yet";
 	return NULL;
 }
@@ -860,7 +859,7 @@ static int verify_version(struct wcd *d, struct ho_frame *f,
 		unsigned n = 0;
 
 		if (ident_decode(&theirs, x->identity, x->identity_len, err) == 0)
-			n = status_ident_diff(&theirs, &v->ident, mm, 4);
+			n = ident_mismatch(&theirs, &v->ident, mm, 4);
 		if (!n)
 			return wc_errf(err, ESTALE,
 				       "handover: version %" PRIu64 "'s identity differs from this build's parse of %s (the encodings differ; a build with another identity format?)",
@@ -1114,7 +1113,7 @@ static void adopt(struct wcd *d, struct ho_got *g)
 	d->next_lease = g->b.next_lease;
 	d->requests = g->b.requests;
 	d->mismatches = g->b.mismatches;
-	d->state = "ready";
+	wcd_enter(d, WCD_READY);
 	for (uint32_t i = 0; i < g->ncl; i++) {
 		const struct wire_ho_client *x = &g->cl[i].x;
 		struct wcd_client *c;
@@ -1151,9 +1150,10 @@ static void adopt(struct wcd *d, struct ho_got *g)
 	}
 }
 
-static int serve_now(struct wcd *d, char *err)
+static int serve_now(struct wcd *d, const struct server_hooks *hooks,
+		     char *err)
 {
-	server_start(d);
+	server_start(d, hooks);
 	for (struct wcd_client *c = d->clients, *n; c; c = n) {
 		n = c->next;
 		server_client_start(c);
@@ -1161,7 +1161,7 @@ static int serve_now(struct wcd *d, char *err)
 	return status_write_ready(d, err);
 }
 
-int handover_take(struct wcd *d, char *err)
+int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 {
 	struct ho_got g = { .sock = -1, .old_pidfd = -1, .lock_fd = -1,
 			    .listen_fd = -1 };
@@ -1232,7 +1232,7 @@ int handover_take(struct wcd *d, char *err)
 	wire_put_free(&w);
 	ho_step("new", 6);
 	got_close(d, &g, false);
-	ret = serve_now(d, err);
+	ret = serve_now(d, hooks, err);
 	if (ret)
 		log_error("%s", err);   /* serving already: the ready file lags */
 	log_info("handover: took device %s over from pid %d in %.3f ms (state received and checked in %.3f ms): %u client(s), %u version(s)",

@@ -1,0 +1,19 @@
+# SPDX-License-Identifier: MIT
+"""What of the engine layouts (issue 14) wcd serves on main: the tests
+against wcd cover exactly these, and this file grows as the work lands.
+Everything else is checked by the reference's own tests only."""
+
+# Architectures and the tp (and ep) sizes wcd lays out as the engines do.
+ARCHS = {
+    "LlamaForCausalLM": (1,),
+    "Qwen2ForCausalLM": (1,),
+    "Qwen3ForCausalLM": (1,),
+    "MistralForCausalLM": (1,),
+}
+# The manifest announces padded_rows on vocabulary tensors.
+PADDED_ROWS = False
+# The manifest lists the fused views (qkv_proj, gate_up_proj, w13/w2 and
+# their bias/scale companions).
+VIEWS = False
+# wcd takes --ep-size/--ep-rank.
+EP = False
