@@ -599,6 +599,12 @@ static void ho_commit(struct wcd_client *c, const uint8_t *p, uint32_t n)
 		ho_old_abort(d, WIRE_E_MALFORMED, "%s", err);
 		return;
 	}
+	if (wcd_stopping(d)) {
+		/* SIGTERM or SHUTDOWN came while paused: the clients are being
+		 * told and closed; a stop wins over a handover */
+		ho_old_abort(d, WIRE_E_STATE, "the daemon is stopping");
+		return;
+	}
 	ho_step("old", 4);
 	wire_put_init(&w);
 	wire_frame_begin(&w, WIRE_HANDOVER, WIRE_F_REPLY, c->h.id);
