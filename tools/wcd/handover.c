@@ -58,6 +58,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
@@ -1110,6 +1111,15 @@ static void adopt(struct wcd *d, struct ho_got *g)
 
 	d->lock_fd = g->lock_fd;
 	g->lock_fd = -1;
+	/* /proc/locks names the pid that took a flock, which wcctl checks
+	 * against the ready file: convert EX -> SH -> EX so that it names us.
+	 * Each conversion removes, then adds (flock(2): not atomic); a
+	 * contender needs LOCK_EX, which the SH in between refuses, so only
+	 * the two instants in the kernel between remove and add are open. */
+	if (flock(d->lock_fd, LOCK_SH | LOCK_NB) ||
+	    flock(d->lock_fd, LOCK_EX | LOCK_NB))
+		log_warn("cannot take the lock %s over under this pid: %s (wcctl may not recognise this daemon as its owner)",
+			 d->paths.lock, strerror(errno));
 	n = snprintf(pidtxt, sizeof(pidtxt), "%d\n", (int)getpid());
 	if (ftruncate(d->lock_fd, 0) || pwrite(d->lock_fd, pidtxt, (size_t)n, 0) != n)
 		log_warn("cannot write the pid into %s: %s", d->paths.lock,
