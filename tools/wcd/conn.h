@@ -50,6 +50,7 @@ struct wcd_client {
 	uid_t uid;
 	struct rx_recv rx;
 	uint8_t hdr[WIRE_HDR_LEN];
+	size_t hdr_have;              /* header bytes of a begun frame */
 	struct wire_hdr h;
 	uint8_t *payload;
 	size_t pcap;
@@ -65,10 +66,12 @@ struct wcd_client {
 	struct lease leases[WCD_LEASES_PER_CLIENT];
 	uint64_t requests;
 	/* hot handover (handover.c): receiving stopped at a frame boundary
-	 * while the server is paused; hdr_have header bytes were read before
-	 * a cancelled receive (the rest is read before it rests) */
+	 * while the server is paused */
 	bool ho_held;
-	size_t hdr_have;
+	/* a held request being answered now (waiter_take): its id and type,
+	 * so that the reply is counted under its type */
+	uint64_t late_id;
+	uint16_t late_type;
 };
 
 void client_close(struct wcd_client *c, const char *why);

@@ -60,6 +60,8 @@ void life_reply(struct wcd *d, unsigned type, const struct wire_life_reply *r)
 	uint64_t id;
 
 	snprintf(L->last, sizeof(L->last), "%s", r->msg);
+	metrics_life(&d->m, type == WIRE_WAKE ? METRICS_WAKE : METRICS_UPDATE,
+		     true, r->ns + r->verify_ns, r->bytes);
 	c = waiter_take(d, &L->who, &id);
 	if (!c)
 		return;
@@ -80,6 +82,8 @@ void life_fail(struct wcd *d, uint32_t code, const char *fmt, ...)
 	vsnprintf(L->last, sizeof(L->last), fmt, ap);
 	va_end(ap);
 	L->failures++;
+	metrics_life(&d->m, L->who.type == WIRE_UPDATE ? METRICS_UPDATE :
+		     METRICS_WAKE, false, 0, 0);
 	log_warn("%s", L->last);
 	c = waiter_take(d, &L->who, &id);
 	if (c)
