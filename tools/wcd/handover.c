@@ -913,33 +913,24 @@ static int verify_version(struct wcd *d, struct ho_frame *f,
 	return 0;
 }
 
-/* --takeover-verify hash: every tensor hashed again from the pools (host
- * backend: from the daemon's read-only mapping). */
+/* --takeover-verify hash: every tensor hashed again from the pools (on
+ * the device where the backend can, else from the host mapping). */
 static int rehash_version(struct wcd *d, struct wcd_version *v, char *err)
 {
 	uint64_t t0 = rx_now_ns();
+	char name[WC_ERR_LEN];
+	int bad;
 
 	if (!v->hashed)
 		return 0;
-	for (uint32_t i = 0; i < v->plan.ntensors; i++) {
-		const struct plan_tensor *t = &v->plan.t[i];
-		const struct gpu_pool *p = &v->pools[t->pool];
-		uint8_t h[WC_HASH_LEN];
-		char a[WC_HASH_HEX_LEN], b[WC_HASH_HEX_LEN];
-
-		if (!p->host_ptr)
-			return wc_errf(err, ENOTSUP,
-				       "--takeover-verify hash needs the pools mapped in this process (the host backend)");
-		wc_hash128((const uint8_t *)p->host_ptr + t->pool_off, t->size,
-			   h);
-		if (memcmp(h, v->hash[i], WC_HASH_LEN)) {
-			wc_hash_hex(v->hash[i], a);
-			wc_hash_hex(h, b);
-			return wc_errf(err, EILSEQ,
-				       "handover: tensor %s of version %" PRIu64 " hashes to %s, the manifest says %s",
-				       t->name, v->number, b, a);
-		}
-	}
+	bad = life_verify_pools(d, v, name);
+	if (bad < 0)
+		return wc_errf(err, -bad, "handover: re-hashing version %" PRIu64 " failed: %s",
+			       v->number, name);
+	if (bad)
+		return wc_errf(err, EILSEQ,
+			       "handover: %d tensor(s) of version %" PRIu64 " no longer hash to the manifest (the first: %s)",
+			       bad, v->number, name);
 	log_info("handover: %u tensors of version %" PRIu64 " hashed again in %.3f s: all match",
 		 v->plan.ntensors, v->number, (double)(rx_now_ns() - t0) / 1e9);
 	return 0;
