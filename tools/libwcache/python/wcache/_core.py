@@ -44,8 +44,8 @@ and with the engine layouts view and alias)."""
 LifeResult = collections.namedtuple(
     "LifeResult", "version level bytes seconds verify_seconds msg")
 Notice = collections.namedtuple("Notice", "kind version msg")
-NOTICE_SHUTDOWN, NOTICE_VERSION, NOTICE_OTHER = 1, 2, 3
-_NOTICE_NAMES = {1: "shutdown", 2: "version", 3: "other"}
+NOTICE_SHUTDOWN, NOTICE_VERSION, NOTICE_OTHER, NOTICE_HANDOVER = 1, 2, 3, 4
+_NOTICE_NAMES = {1: "shutdown", 2: "version", 3: "other", 4: "handover"}
 
 
 def _raise(ret, err):
@@ -262,11 +262,14 @@ class Connection:
         self._call(lib.wc_wake, ctypes.byref(r))
         return _life(r)
 
-    def update(self, model_dir=None):
+    def update(self, model_dir=None, allow_layout_change=False):
         """UPDATE: load model_dir (None: the served directory again) as
-        the next version; DaemonSleeping while the daemon sleeps."""
+        the next version; DaemonSleeping while the daemon sleeps,
+        IdentityMismatch when a tensor's name, dtype or shape would change
+        (unless allow_layout_change)."""
         r = _lib.WcLifeResult()
-        self._call(lib.wc_update, _lib.b(model_dir), ctypes.byref(r))
+        self._call(lib.wc_update_flags, _lib.b(model_dir),
+                   1 if allow_layout_change else 0, ctypes.byref(r))
         return _life(r)
 
     def notice_fd(self):

@@ -119,6 +119,7 @@ _PROTOS = {
     "wc_sleep": (c_int, [c_void_p, c_uint, P(WcLifeResult), _E]),
     "wc_wake": (c_int, [c_void_p, P(WcLifeResult), _E]),
     "wc_update": (c_int, [c_void_p, c_char_p, P(WcLifeResult), _E]),
+    "wc_update_flags": (c_int, [c_void_p, c_char_p, c_uint, P(WcLifeResult), _E]),
     "wc_times": (None, [c_void_p, P(WcAttachTimes)]),
     "wc_model_device": (c_int, [c_void_p]),
     "wc_tensor_size": (ctypes.c_size_t, []),
