@@ -106,6 +106,9 @@ all: $(LIBS) $(SO_CLIENT) $(BINS) $(TESTS) $(BENCHES)
 # --- compile -------------------------------------------------------------
 
 $(BUILD)/obj/gpu/cuda%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
+# where the layout presets are found (proto/layout.c, plan_layout_dir)
+$(BUILD)/obj/proto/layout.o: CPPFLAGS += -DWC_LAYOUT_SRC_DIR='"$(CURDIR)/proto/layouts"' \
+	-DWC_LAYOUT_INSTALL_DIR='"$(PREFIX)/share/wcache/layouts"'
 $(BUILD)/obj/%.o: %.c
 	$(call say,CC,$<)
 	@mkdir -p $(@D)

@@ -12,6 +12,7 @@
  */
 #include <dlfcn.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -782,6 +783,31 @@ static int cuda_copy_from_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 	return -gpu_cuda_rt_errno(e);
 }
 
+/* cudaMemset, then a device-wide wait: once per load, for the few zero
+ * rows of padded vocabularies, so that no copy stream needs to order
+ * against it. */
+static int cuda_pool_zero(struct gpu_dev *dev, struct gpu_pool *pool,
+			  uint64_t off, uint64_t len, char *err)
+{
+	cudaError_t e;
+	int ret;
+
+	if (off > pool->alloc_size || len > pool->alloc_size - off)
+		return gpu_errf(err, EINVAL, "zeroing %" PRIu64 " bytes at %" PRIu64 " is past the pool's %" PRIu64,
+				len, off, pool->alloc_size);
+	ret = gpu_cuda_pool_ready(dev, pool, err);
+	if (ret)
+		return ret;
+	e = cudaMemset((char *)(uintptr_t)pool->dev_ptr + off, 0, len);
+	if (e == cudaSuccess)
+		e = cudaDeviceSynchronize();
+	if (e != cudaSuccess)
+		return gpu_errf(err, gpu_cuda_rt_errno(e),
+				"zeroing the padding rows on %s failed: %s",
+				dev->name, cudaGetErrorString(e));
+	return 0;
+}
+
 /* Nothing to seal on the device: engines import VMM pools read-only through
  * cuMemSetAccess. Waits for every queued copy and reports a failed one, so
  * a pool is sealed only once its bytes are really there. */
@@ -815,6 +841,7 @@ static const struct gpu_backend cuda_backend = {
 	.staging_free = cuda_staging_free,
 	.copy_to_pool = cuda_copy_to_pool,
 	.copy_from_pool = cuda_copy_from_pool,
+	.pool_zero = cuda_pool_zero,
 	.pool_seal = cuda_pool_seal,
 	.pool_release = cuda_pool_release,
 	.import = gpu_cuda_import,

@@ -28,6 +28,7 @@ static const struct field {
 #define H(f) { #f, K_HASH, offsetof(struct ident, f), WC_HASH_LEN }
 	S(model_path), S(arch), S(dtype), S(quant_method), H(quant_hash),
 	U(tp_size), U(tp_rank), U(pp_size), U(pp_rank), H(rules_hash),
+	U(ep_size), U(ep_rank), U(vocab_pad),
 	H(ckpt_digest), S(device_uuid), U(cc_major), U(cc_minor),
 	U(reserved0), U(reserved1),
 #undef S

@@ -93,11 +93,11 @@ static void check_strict(void)
 	T_EQ_INT(ident_decode(&b, buf, len, err), -EPROTO);
 	T_HAS(err, "without the WCID magic");
 	buf[0] = 'W';
-	put32(buf + 4, 2);
+	put32(buf + 4, 3);
 	T_EQ_INT(ident_decode(&b, buf, len, err), -EPROTO);
 	printf("%s\n", err);
-	T_HAS(err, "identity format version 2, this side speaks 1");
-	put32(buf + 4, 1);
+	T_HAS(err, "identity format version 3, this side speaks 2");
+	put32(buf + 4, 2);
 	/* model_path length: oversized, then a NUL inside */
 	put32(buf + 8, IDENT_PATH_MAX);
 	T_EQ_INT(ident_decode(&b, buf, len, err), -EPROTO);
@@ -137,7 +137,7 @@ static void check_compare(void)
 	T_HAS(small, "...");
 	b.format_version = 7;
 	T_EQ_INT(ident_compare(&a, "d", &b, "e", out, sizeof(out)), 5);
-	T_HAS(out, "format_version: d=1 e=7");
+	T_HAS(out, "format_version: d=2 e=7");
 }
 
 static void check_model(void)

@@ -28,7 +28,7 @@ expect_has "per-tensor fp8" "$out" "per-tensor fp8 is not verified"
 # Block-wise FP8 is verified: it loads and serves.
 wcd_bg "$W/b.log" --model "$W/fp8b" --device host:q --runtime-dir "$RT"; b=$LAST
 wait_file "$RT/host-q.ready" "$b" || { cat "$W/b.log"; fail "block-wise fp8 did not start"; }
-expect_has "fp8 tensors" "$(cat "$RT/host-q.ready")" "tensors=67"
+expect_has "fp8 tensors" "$(cat "$RT/host-q.ready")" "tensors=75"  # 67 + qkv_proj and gate_up_proj views of 4 layers
 kill -TERM "$b"; wait_exit "$b"; expect_eq "fp8b exit" "$RC" 0
 
 # --allow-quant: served, with a loud warning in the log.
