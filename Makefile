@@ -35,17 +35,23 @@ Q := @
 say = @printf '  %-7s %s\n' $(1) $(2)
 endif
 
+# CFLAGS, CPPFLAGS and LDFLAGS are the user's (`make CFLAGS=-O0`); the flags
+# the code needs are in WC_* and always come first, so an override on the
+# command line adds to them instead of dropping them.
 CFLAGS   ?= -O2 -g
-CFLAGS   += -std=gnu11 -fPIC -pthread -Wall -Wextra -Wshadow -Wno-unused-parameter \
-	    -Wstrict-prototypes -Wmissing-prototypes -fno-strict-aliasing
-CPPFLAGS += -D_GNU_SOURCE -I. -Ireactor -Iproto -Igpu -Itools/libwcache -Itools/common
+WC_CFLAGS := -std=gnu11 -fPIC -pthread -Wall -Wextra -Wshadow -Wno-unused-parameter \
+	     -Wstrict-prototypes -Wmissing-prototypes -fno-strict-aliasing
+WC_CPPFLAGS := -D_GNU_SOURCE -I. -Ireactor -Iproto -Igpu -Itools/libwcache -Itools/common
+WC_LDFLAGS :=
 ifeq ($(WERROR),1)
-CFLAGS   += -Werror
+WC_CFLAGS += -Werror
 endif
 ifneq ($(SANITIZE),)
-CFLAGS   += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
-LDFLAGS  += -fsanitize=$(SANITIZE)
+WC_CFLAGS  += -fsanitize=$(SANITIZE) -fno-omit-frame-pointer -fno-sanitize-recover=all
+WC_LDFLAGS += -fsanitize=$(SANITIZE)
 endif
+ALL_CFLAGS  = $(WC_CPPFLAGS) $(CPPFLAGS) $(WC_CFLAGS) $(CFLAGS)
+ALL_LDFLAGS = $(WC_LDFLAGS) $(LDFLAGS)
 
 # liburing, jansson and xxHash are linked statically so that a binary built
 # here runs on a machine that lacks those packages (the GPU machine).
@@ -72,7 +78,8 @@ NVCC       ?= $(CUDA_HOME)/bin/nvcc
 NVCC_ARCH  ?= -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=sm_90 \
 	      -gencode arch=compute_75,code=compute_75
 # No C++ runtime is linked: no exceptions, no thread-safe static guards.
-NVCC_FLAGS ?= -O3 -std=c++17 -Xcompiler -fPIC,-Wall,-fno-exceptions,-fno-threadsafe-statics
+NVCC_FLAGS ?= -O3
+WC_NVCC_FLAGS := -std=c++17 -Xcompiler -fPIC,-Wall,-fno-exceptions,-fno-threadsafe-statics
 
 REACTOR_SRC := $(wildcard reactor/*.c)
 PROTO_SRC   := $(wildcard proto/*.c)
@@ -81,6 +88,7 @@ TOOLS       := $(filter-out libwcache common,$(notdir $(patsubst %/,%,$(wildcard
 COMMON_SRC  := $(wildcard tools/common/*.c)
 TEST_SRC    := $(wildcard test/$(T)*.c)
 TEST_SH     := $(filter-out test/run.sh test/lib.sh,$(wildcard test/$(T)*.sh))
+TEST_PY     := $(wildcard test/py/test_$(T)*.py)
 BENCH_SRC   := $(wildcard bench/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -99,30 +107,37 @@ BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
 .PHONY: all run test bench fuzz install clean deps deps-bench
 .SECONDARY:
+# A recipe that fails leaves no output behind to look up to date.
+.DELETE_ON_ERROR:
 .DEFAULT_GOAL := all
 
-all: $(LIBS) $(SO_CLIENT) $(BINS) $(TESTS) $(BENCHES)
+all: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(TESTS) $(BENCHES)
 
 # --- compile -------------------------------------------------------------
 
-$(BUILD)/obj/gpu/cuda%.o: CPPFLAGS += $(CUDA_CPPFLAGS)
+$(BUILD)/obj/gpu/cuda%.o: WC_CPPFLAGS += $(CUDA_CPPFLAGS)
 # where the layout presets are found (proto/layout.c, plan_layout_dir)
-$(BUILD)/obj/proto/layout.o: CPPFLAGS += -DWC_LAYOUT_SRC_DIR='"$(CURDIR)/proto/layouts"' \
+$(BUILD)/obj/proto/layout.o: WC_CPPFLAGS += -DWC_LAYOUT_SRC_DIR='"$(CURDIR)/proto/layouts"' \
 	-DWC_LAYOUT_INSTALL_DIR='"$(PREFIX)/share/wcache/layouts"'
 $(BUILD)/obj/%.o: %.c
 	$(call say,CC,$<)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c -o $@ $<
+	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
 $(BUILD)/obj/%.cu.o: %.cu
 	$(call say,NVCC,$<)
 	@mkdir -p $(@D)
-	$(Q)$(NVCC) $(CPPFLAGS) $(NVCC_FLAGS) $(NVCC_ARCH) -MMD -MP -c -o $@ $<
+	$(Q)$(NVCC) $(WC_CPPFLAGS) $(CPPFLAGS) $(WC_NVCC_FLAGS) $(NVCC_FLAGS) $(NVCC_ARCH) -MMD -MP -c -o $@ $<
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
 
+# Every output the tests use has this line: `make -n` prints it for each one
+# that is out of date (how `make test` finds what a failed build left stale).
+built = @: wc-built $@
+
 define archive
 	$(call say,AR,$@)
+	$(built)
 	@mkdir -p $(@D)
 	$(Q)rm -f $@ && ar rcs $@ $^
 endef
@@ -136,31 +151,39 @@ $(LIB_CLIENT):  $(call obj,$(CLIENT_SRC))  ; $(archive)
 $(SO_CLIENT): $(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR) \
 		tools/libwcache/libwcache.map
 	$(call say,LD,$@)
-	$(Q)$(CC) -shared -o $@ -Wl,-soname,libwcache.so.0 $(LDFLAGS) \
+	$(built)
+	$(Q)$(CC) -shared -o $@ -Wl,-soname,libwcache.so.0 $(ALL_LDFLAGS) \
 		-Wl,--version-script=tools/libwcache/libwcache.map \
 		$(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR) \
 		$(SO_LIBS) $(CUDA_LIBS) $(SYS_LIBS)
 
+# The soname's link, so that a program linked with -lwcache runs from here.
+$(SO_CLIENT).0: $(SO_CLIENT)
+	$(Q)ln -sf libwcache.so $@
+
 .SECONDEXPANSION:
 $(BUILD)/bin/%: $$(call obj,$$(wildcard tools/$$*/*.c) $(COMMON_SRC)) $(LIBS)
 	$(call say,LD,$@)
+	$(built)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
 
 $(BUILD)/test/%: $(BUILD)/obj/test/%.o $(call obj,$(COMMON_SRC)) $(LIBS)
 	$(call say,LD,$@)
+	$(built)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(call obj,$(COMMON_SRC)) $(LIBS)
 	$(call say,LD,$@)
+	$(built)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
 
 # --- the two set-up commands --------------------------------------------
 
 DEB_BUILD := gcc make pkg-config liburing-dev libxxhash-dev libjansson-dev
-DEB_TEST  := xxhash python3 python3-numpy util-linux procps bsdutils
+DEB_TEST  := xxhash python3 python3-numpy python3-xxhash python3-pytest util-linux procps bsdutils
 DEB_BENCH := redis-server redis-tools
 
 # Installs the Debian packages that are missing (we are root on the build
@@ -182,10 +205,27 @@ run: deps
 	@BUILD=$(BUILD) tools/run-demo.sh
 
 # With T set (a developer's filtered run) the build keeps going past other
-# parts' failures; a plain `make test` fails on any build error.
+# parts' failures; a plain `make test` fails on any build error. After a
+# failed build every output that is still out of date is deleted and named
+# to run.sh, which reports it failed: an old binary never runs and passes.
+# TEST_JOBS tests run at once (most wait on daemons, not on the CPU).
+TEST_JOBS ?= $(shell n=$$(nproc); echo $$((n < 4 ? 4 : n)))
+BUILT     := $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(TESTS) $(BENCHES)
+PYTHON    ?= /usr/bin/python3
+# Python is not built with ASan: pytest loads an ASan libwcache.so only with
+# the runtime preloaded (and without leak checks of the interpreter).
+ifneq ($(filter address,$(subst $(comma), ,$(SANITIZE))),)
+PYTEST_PRELOAD = $(shell $(CC) -print-file-name=libasan.so)
+endif
 test: deps
-	@$(MAKE) --no-print-directory $(if $(T),-k) $(LIBS) $(SO_CLIENT) $(BINS) $(TESTS) $(BENCHES) $(if $(T),|| true)
-	@BUILD=$(BUILD) test/run.sh $(TESTS) $(TEST_SH)
+	@stale=; $(MAKE) --no-print-directory $(if $(V),,-s) $(if $(T),-k) $(BUILT) || { \
+		$(if $(T),,exit 1;) \
+		for f in $$($(MAKE) --no-print-directory -n -k $(BUILT) 2>/dev/null | sed -n 's/^: wc-built //p'); do \
+			rm -f $$f; case " $(LIBS) $(TESTS) " in *" $$f "*) ;; *) stale="$$stale --not-built $$f" ;; esac; \
+		done; }; \
+	BUILD=$(BUILD) WC_TOP=$(CURDIR) PYTHON=$(PYTHON) WC_PYTEST_PRELOAD=$(PYTEST_PRELOAD) \
+	PYTHONPATH=$(CURDIR)/tools/libwcache/python WCACHE_LIB=$(CURDIR)/$(SO_CLIENT) \
+	test/run.sh -j $(TEST_JOBS) $$stale $(TESTS) $(TEST_SH) $(TEST_PY)
 
 bench: deps-bench
 	@$(MAKE) --no-print-directory all
@@ -200,7 +240,7 @@ FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=a
 build-fuzz/%: test/fuzz/%.c $(PROTO_SRC)
 	$(call say,FUZZ,$@)
 	@mkdir -p $(@D)
-	$(Q)clang $(CPPFLAGS) -std=gnu11 $(FUZZ_FLAGS) -o $@ $< $(PROTO_SRC) -ljansson -lxxhash -lm
+	$(Q)clang $(WC_CPPFLAGS) -DWC_LAYOUT_SRC_DIR='"$(CURDIR)/proto/layouts"' $(CPPFLAGS) -std=gnu11 $(FUZZ_FLAGS) -o $@ $< $(PROTO_SRC) -ljansson -lxxhash -lm
 
 fuzz: $(FUZZERS)
 	@for f in $(FUZZERS); do n=$${f##*/}; mkdir -p build-fuzz/corpus-$$n; \

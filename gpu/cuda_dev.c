@@ -85,7 +85,7 @@ int gpu_cuda_enter(struct gpu_dev *dev, char *err)
 	cudaError_t e = cudaSetDevice(dev->ordinal);
 
 	if (e != cudaSuccess)
-		return gpu_errf(err, gpu_cuda_rt_errno(e),
+		return wc_errf(err, gpu_cuda_rt_errno(e),
 				     "cannot make CUDA device %d current: %s",
 				     dev->ordinal, cudaGetErrorString(e));
 	return 0;
@@ -129,7 +129,7 @@ static int drv_resolve(struct cuda_drv *d, char *err)
 						     tab[i].ver,
 						     cudaEnableDefault, &q);
 		if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn)
-			return gpu_errf(err, ENOSYS,
+			return wc_errf(err, ENOSYS,
 					     "the CUDA driver lacks %s (query result %d, %s): update the NVIDIA driver or use --device host",
 					     tab[i].sym, (int)q,
 					     cudaGetErrorString(e));
@@ -165,7 +165,7 @@ static struct {
 	cudaError_t count_err;
 	int count;
 	int drv_ret;
-	char drv_err[GPU_ERR_LEN];
+	char drv_err[WC_ERR_LEN];
 	struct cuda_drv drv;
 	struct cuda_info dev[CUDA_DEVS_MAX];
 } proc = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -233,18 +233,18 @@ static int spec_ordinal(const char *spec, int count, int *ord, char *err)
 				return 0;
 			}
 		}
-		return gpu_errf(err, ENODEV,
+		return wc_errf(err, ENODEV,
 				     "no CUDA device has UUID %s (%d visible): check nvidia-smi -L and CUDA_VISIBLE_DEVICES",
 				     spec, count);
 	}
 	errno = 0;
 	v = strtol(spec, &end, 10);
 	if (errno || end == spec || *end || v < 0)
-		return gpu_errf(err, EINVAL,
+		return wc_errf(err, EINVAL,
 				     "bad CUDA device \"%s\": give an index (0..%d), a GPU-... UUID, or host",
 				     spec, count - 1);
 	if (v >= count)
-		return gpu_errf(err, ENODEV,
+		return wc_errf(err, ENODEV,
 				     "CUDA device %ld does not exist: %d device(s) visible (0..%d); check nvidia-smi -L and CUDA_VISIBLE_DEVICES",
 				     v, count, count - 1);
 	*ord = (int)v;
@@ -281,22 +281,22 @@ static int cuda_open(struct gpu_dev *dev, const char *spec, char *err)
 	dev->ordinal = -1;
 	pthread_once(&proc.once, proc_init);
 	if (proc.count_err != cudaSuccess || proc.count <= 0)
-		return gpu_errf(err, ENODEV,
+		return wc_errf(err, ENODEV,
 				     "no CUDA device found: %s; use --device host",
 				     no_device_why(proc.count_err));
 	if (proc.drv_ret)
-		return gpu_errf(err, -proc.drv_ret, "%s", proc.drv_err);
+		return wc_errf(err, -proc.drv_ret, "%s", proc.drv_err);
 	ret = spec_ordinal(spec, proc.count, &ord, err);
 	if (ret)
 		return ret;
 	in = info_get(ord);
 	if (!in)
-		return gpu_errf(err, EIO,
+		return wc_errf(err, EIO,
 				     "cannot query CUDA device %d (its UUID): the driver refused; check nvidia-smi",
 				     ord);
 	cd = calloc(1, sizeof(*cd));
 	if (!cd)
-		return gpu_errf(err, ENOMEM, "out of memory opening CUDA device %s", spec);
+		return wc_errf(err, ENOMEM, "out of memory opening CUDA device %s", spec);
 	cd->drv = proc.drv;
 	cd->vmm = in->vmm;
 	dev->priv = cd;
@@ -384,14 +384,14 @@ static int pool_create_vmm(struct gpu_dev *dev, struct gpu_pool *pool,
 	r = cd->drv.MemCreate(&cp->h, pool->alloc_size, &prop, 0);
 	if (r != CUDA_SUCCESS) {
 		oom_hint(dev, hint, sizeof(hint));
-		return gpu_errf(err, gpu_cuda_drv_errno(r),
+		return wc_errf(err, gpu_cuda_drv_errno(r),
 				     "cuMemCreate of %llu bytes on %s failed: %s (%s); free device memory or load fewer ranks per GPU",
 				     (unsigned long long)pool->alloc_size, dev->name,
 				     gpu_cuda_drv_str(cd, r, es, sizeof(es)), hint);
 	}
 	r = cd->drv.MemAddressReserve(&ptr, pool->alloc_size, dev->granularity, 0, 0);
 	if (r != CUDA_SUCCESS) {
-		ret = gpu_errf(err, gpu_cuda_drv_errno(r),
+		ret = wc_errf(err, gpu_cuda_drv_errno(r),
 				    "cuMemAddressReserve of %llu bytes failed: %s",
 				    (unsigned long long)pool->alloc_size,
 				    gpu_cuda_drv_str(cd, r, es, sizeof(es)));
@@ -399,7 +399,7 @@ static int pool_create_vmm(struct gpu_dev *dev, struct gpu_pool *pool,
 	}
 	r = cd->drv.MemMap(ptr, pool->alloc_size, 0, cp->h, 0);
 	if (r != CUDA_SUCCESS) {
-		ret = gpu_errf(err, gpu_cuda_drv_errno(r), "cuMemMap failed: %s",
+		ret = wc_errf(err, gpu_cuda_drv_errno(r), "cuMemMap failed: %s",
 				    gpu_cuda_drv_str(cd, r, es, sizeof(es)));
 		goto out_free_va;
 	}
@@ -408,14 +408,14 @@ static int pool_create_vmm(struct gpu_dev *dev, struct gpu_pool *pool,
 	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	r = cd->drv.MemSetAccess(ptr, pool->alloc_size, &acc, 1);
 	if (r != CUDA_SUCCESS) {
-		ret = gpu_errf(err, gpu_cuda_drv_errno(r), "cuMemSetAccess failed: %s",
+		ret = wc_errf(err, gpu_cuda_drv_errno(r), "cuMemSetAccess failed: %s",
 				    gpu_cuda_drv_str(cd, r, es, sizeof(es)));
 		goto out_unmap;
 	}
 	r = cd->drv.MemExportToShareableHandle(&fd, cp->h,
 					       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
 	if (r != CUDA_SUCCESS || fd < 0) {
-		ret = gpu_errf(err, EIO,
+		ret = wc_errf(err, EIO,
 				    "cuMemExportToShareableHandle (POSIX fd) failed: %s; try --ipc legacy",
 				    gpu_cuda_drv_str(cd, r, es, sizeof(es)));
 		goto out_unmap;
@@ -445,7 +445,7 @@ static int pool_create_legacy(struct gpu_dev *dev, struct gpu_pool *pool, char *
 	e = cudaMalloc(&p, pool->alloc_size);
 	if (e != cudaSuccess) {
 		oom_hint(dev, hint, sizeof(hint));
-		return gpu_errf(err, gpu_cuda_rt_errno(e),
+		return wc_errf(err, gpu_cuda_rt_errno(e),
 				     "cudaMalloc of %llu bytes on %s failed: %s (%s); free device memory or load fewer ranks per GPU",
 				     (unsigned long long)pool->alloc_size, dev->name,
 				     cudaGetErrorString(e), hint);
@@ -453,7 +453,7 @@ static int pool_create_legacy(struct gpu_dev *dev, struct gpu_pool *pool, char *
 	e = cudaIpcGetMemHandle(&h, p);
 	if (e != cudaSuccess) {
 		cudaFree(p);
-		return gpu_errf(err, gpu_cuda_rt_errno(e),
+		return wc_errf(err, gpu_cuda_rt_errno(e),
 				     "cudaIpcGetMemHandle failed: %s; use the default (VMM) IPC mode",
 				     cudaGetErrorString(e));
 	}
@@ -498,18 +498,18 @@ static int cuda_pool_create(struct gpu_dev *dev, struct gpu_pool *pool,
 	memset(pool, 0, sizeof(*pool));
 	pool->fd = -1;
 	if (size == 0)
-		return gpu_errf(err, EINVAL, "a pool of 0 bytes was asked for");
+		return wc_errf(err, EINVAL, "a pool of 0 bytes was asked for");
 	ret = gpu_cuda_enter(dev, err);
 	if (ret)
 		return ret;
 	limits_trim(dev);
 	cp = calloc(1, sizeof(*cp));
 	if (!cp)
-		return gpu_errf(err, ENOMEM, "out of host memory for a pool record");
+		return wc_errf(err, ENOMEM, "out of host memory for a pool record");
 	cp->legacy = dev->export_kind == GPU_EXPORT_IPC_HANDLE;
 	if (!cp->legacy && !cd->vmm) {
 		free(cp);
-		return gpu_errf(err, EOPNOTSUPP,
+		return wc_errf(err, EOPNOTSUPP,
 				     "%s does not support VMM with POSIX file descriptors: use --ipc legacy",
 				     dev->name);
 	}
@@ -573,7 +573,7 @@ int gpu_cuda_pool_ready(struct gpu_dev *dev, struct gpu_pool *pool, char *err)
 	int ret;
 
 	if (!cp)
-		return gpu_errf(err, EINVAL, "the pool was released");
+		return wc_errf(err, EINVAL, "the pool was released");
 	ret = gpu_cuda_enter(dev, err);
 	if (ret)
 		return ret;
@@ -603,11 +603,11 @@ static int cuda_idle(struct gpu_dev *dev, struct gpu_pool *const *pools,
 		const struct cuda_pool *cp = pools[i]->priv;
 
 		if (cp && cp->legacy)
-			return gpu_errf(err, ENOTSUP,
+			return wc_errf(err, ENOTSUP,
 					     "legacy IPC pools live in the context; %s keeps it",
 					     dev->name);
 		if (cp && pools[i]->fd < 0)
-			return gpu_errf(err, EINVAL, "a pool has no exported fd");
+			return wc_errf(err, EINVAL, "a pool has no exported fd");
 	}
 	ret = gpu_cuda_enter(dev, err);
 	if (ret)
@@ -626,7 +626,7 @@ static int cuda_idle(struct gpu_dev *dev, struct gpu_pool *const *pools,
 	cd->limits_trimmed = false;
 	e = cudaDeviceReset();
 	if (e != cudaSuccess)
-		return gpu_errf(err, gpu_cuda_rt_errno(e),
+		return wc_errf(err, gpu_cuda_rt_errno(e),
 				     "cannot release the CUDA context of %s: %s",
 				     dev->name, cudaGetErrorString(e));
 	return 0;
@@ -644,7 +644,7 @@ static int cuda_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr, char
 	int ret;
 
 	if (size == 0)
-		return gpu_errf(err, EINVAL, "staging of 0 bytes was asked for");
+		return wc_errf(err, EINVAL, "staging of 0 bytes was asked for");
 	ret = gpu_cuda_enter(dev, err);
 	if (ret)
 		return ret;
@@ -654,7 +654,7 @@ static int cuda_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr, char
 		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED)
-			return gpu_errf(err, errno,
+			return wc_errf(err, errno,
 					     "cannot map %zu bytes of staging memory: %s; lower the staging size",
 					     len, strerror(errno));
 		madvise(p, len, MADV_HUGEPAGE);
@@ -662,7 +662,7 @@ static int cuda_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr, char
 	e = cudaHostRegister(p, len, cudaHostRegisterDefault);
 	if (e != cudaSuccess) {
 		munmap(p, len);
-		return gpu_errf(err, gpu_cuda_rt_errno(e),
+		return wc_errf(err, gpu_cuda_rt_errno(e),
 				     "cudaHostRegister of %zu bytes of staging failed: %s; raise the locked-memory limit (ulimit -l) or lower the staging size",
 				     len, cudaGetErrorString(e));
 	}
@@ -793,7 +793,7 @@ static int cuda_pool_zero(struct gpu_dev *dev, struct gpu_pool *pool,
 	int ret;
 
 	if (off > pool->alloc_size || len > pool->alloc_size - off)
-		return gpu_errf(err, EINVAL, "zeroing %" PRIu64 " bytes at %" PRIu64 " is past the pool's %" PRIu64,
+		return wc_errf(err, EINVAL, "zeroing %" PRIu64 " bytes at %" PRIu64 " is past the pool's %" PRIu64,
 				len, off, pool->alloc_size);
 	ret = gpu_cuda_pool_ready(dev, pool, err);
 	if (ret)
@@ -802,7 +802,7 @@ static int cuda_pool_zero(struct gpu_dev *dev, struct gpu_pool *pool,
 	if (e == cudaSuccess)
 		e = cudaDeviceSynchronize();
 	if (e != cudaSuccess)
-		return gpu_errf(err, gpu_cuda_rt_errno(e),
+		return wc_errf(err, gpu_cuda_rt_errno(e),
 				"zeroing the padding rows on %s failed: %s",
 				dev->name, cudaGetErrorString(e));
 	return 0;
@@ -823,7 +823,7 @@ static int cuda_pool_seal(struct gpu_dev *dev, struct gpu_pool *pool, char *err)
 	for (i = 0; cd->streams_ready && i < CUDA_STREAMS; i++) {
 		e = cudaStreamSynchronize(cd->st[i].s);
 		if (e != cudaSuccess)
-			return gpu_errf(err, gpu_cuda_rt_errno(e),
+			return wc_errf(err, gpu_cuda_rt_errno(e),
 					     "a copy into the pools of %s failed: %s; the device is unusable until wcd restarts",
 					     dev->name, cudaGetErrorString(e));
 	}

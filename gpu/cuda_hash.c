@@ -64,14 +64,14 @@ int gpu_cuda_hash_begin(struct gpu_dev *dev, uint32_t n, char *err)
 	int ret;
 
 	if (cd->hash)
-		return gpu_errf(err, EBUSY, "a device hash is already running on %s", dev->name);
+		return wc_errf(err, EBUSY, "a device hash is already running on %s", dev->name);
 	ret = gpu_cuda_enter(dev, err);
 	if (ret)
 		return ret;
 	e = (cudaError_t)gpu_cuda_xxh3_probe();
 	if (e != cudaSuccess) {
 		cudaGetLastError();
-		return gpu_errf(err, ENOTSUP,
+		return wc_errf(err, ENOTSUP,
 				     "this build has no XXH3 kernel for %s (compute capability %d.%d): %s",
 				     dev->name, dev->cc_major, dev->cc_minor,
 				     cudaGetErrorString(e));
@@ -79,23 +79,23 @@ int gpu_cuda_hash_begin(struct gpu_dev *dev, uint32_t n, char *err)
 	if (!cd->streams_ready) {
 		ret = gpu_cuda_streams_init(dev);
 		if (ret)
-			return gpu_errf(err, -ret, "cannot create the copy streams of %s", dev->name);
+			return wc_errf(err, -ret, "cannot create the copy streams of %s", dev->name);
 	}
 	h = calloc(1, sizeof(*h));
 	if (!h)
-		return gpu_errf(err, ENOMEM, "out of memory");
+		return wc_errf(err, ENOMEM, "out of memory");
 	h->n = n;
 	h->blocks = calloc(n ? n : 1, sizeof(*h->blocks));
 	h->tstate = calloc(n ? n : 1, 1);
 	if (!h->blocks || !h->tstate) {
 		hash_free(h);
-		return gpu_errf(err, ENOMEM, "out of memory");
+		return wc_errf(err, ENOMEM, "out of memory");
 	}
 	e = cudaMalloc((void **)&h->d_mem, (size_t)(n ? n : 1) * 80);
 	if (e != cudaSuccess) {
 		h->d_mem = NULL;
 		hash_free(h);
-		return gpu_errf(err, gpu_cuda_rt_errno(e),
+		return wc_errf(err, gpu_cuda_rt_errno(e),
 				     "cannot allocate %u bytes for hashing on %s: %s",
 				     n * 80, dev->name, cudaGetErrorString(e));
 	}
@@ -113,7 +113,7 @@ int gpu_cuda_hash_begin(struct gpu_dev *dev, uint32_t n, char *err)
 	return 0;
 out_cuda:
 	hash_free(h);
-	return gpu_errf(err, gpu_cuda_rt_errno(e), "cannot set up hashing on %s: %s",
+	return wc_errf(err, gpu_cuda_rt_errno(e), "cannot set up hashing on %s: %s",
 			     dev->name, cudaGetErrorString(e));
 }
 
@@ -133,7 +133,7 @@ int gpu_cuda_hash_step(struct gpu_dev *dev, struct gpu_pool *pool,
 	if (!h || i >= h->n || len <= XS_MIN_LEN || off % 16 ||
 	    off > pool->alloc_size || len > pool->alloc_size - off ||
 	    h->tstate[i] == T_DONE)
-		return gpu_errf(err, EINVAL,
+		return wc_errf(err, EINVAL,
 				     "bad device hash step (tensor %u, %llu bytes at %llu)",
 				     i, (unsigned long long)len, (unsigned long long)off);
 	ret = gpu_cuda_pool_ready(dev, pool, err);
@@ -164,7 +164,7 @@ int gpu_cuda_hash_step(struct gpu_dev *dev, struct gpu_pool *pool,
 	h->tstate[i] = fin ? T_DONE : T_RUNNING;
 	return 0;
 out_cuda:
-	return gpu_errf(err, gpu_cuda_rt_errno(e),
+	return wc_errf(err, gpu_cuda_rt_errno(e),
 			     "cannot queue the hash of a tensor on %s: %s",
 			     dev->name, cudaGetErrorString(e));
 }
@@ -178,7 +178,7 @@ int gpu_cuda_hash_end(struct gpu_dev *dev, uint8_t (*out)[16], char *err)
 	int ret = 0;
 
 	if (!h)
-		return out ? gpu_errf(err, EINVAL, "no device hash is running") : 0;
+		return out ? wc_errf(err, EINVAL, "no device hash is running") : 0;
 	gpu_cuda_enter(dev, NULL);
 	for (unsigned i = 0; i < h->nhs; i++) {
 		e2 = cudaStreamSynchronize(h->hs[i]);
@@ -189,27 +189,27 @@ int gpu_cuda_hash_end(struct gpu_dev *dev, uint8_t (*out)[16], char *err)
 	if (!out)
 		goto out_free;
 	if (e != cudaSuccess) {
-		ret = gpu_errf(err, gpu_cuda_rt_errno(e),
+		ret = wc_errf(err, gpu_cuda_rt_errno(e),
 				    "hashing on %s failed: %s", dev->name,
 				    cudaGetErrorString(e));
 		goto out_free;
 	}
 	res = malloc((size_t)(h->n ? h->n : 1) * 16);
 	if (!res) {
-		ret = gpu_errf(err, ENOMEM, "out of memory");
+		ret = wc_errf(err, ENOMEM, "out of memory");
 		goto out_free;
 	}
 	e = cudaMemcpy(res, h->d_mem + (uint64_t)8 * h->n, (size_t)h->n * 16,
 		       cudaMemcpyDeviceToHost);
 	if (e != cudaSuccess) {
-		ret = gpu_errf(err, gpu_cuda_rt_errno(e),
+		ret = wc_errf(err, gpu_cuda_rt_errno(e),
 				    "cannot read the hashes back from %s: %s",
 				    dev->name, cudaGetErrorString(e));
 		goto out_free;
 	}
 	for (uint32_t i = 0; i < h->n; i++) {
 		if (h->tstate[i] == T_RUNNING) {
-			ret = gpu_errf(err, EIO,
+			ret = wc_errf(err, EIO,
 					    "the device hash of tensor %u was never finished", i);
 			goto out_free;
 		}

@@ -11,7 +11,9 @@
  *         nothing outside gpu/ includes a CUDA header.
  *
  * Functions return 0 or -errno and, where a user can meet the failure, write
- * one actionable sentence into err (GPU_ERR_LEN bytes). No printing, no exit.
+ * one actionable sentence into err (char err[WC_ERR_LEN], with wc_errf: the
+ * one error buffer and helper of every layer, proto/err.h). No printing, no
+ * exit.
  */
 #ifndef WC_GPU_H
 #define WC_GPU_H
@@ -20,7 +22,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GPU_ERR_LEN 256
+#include "err.h"
+
 #define GPU_NAME_LEN 64
 #define GPU_IPC_HANDLE_LEN 64
 #define GPU_POOLS_MAX 64         /* pools per model version */
@@ -166,11 +169,6 @@ struct gpu_backend {
 extern const struct gpu_backend gpu_host_backend;
 /* NULL when built without CUDA. */
 const struct gpu_backend *gpu_cuda_backend(void);
-
-/* Writes the sentence into err (GPU_ERR_LEN bytes; err may be NULL) and
- * returns -code (code is an errno, either sign). For the backends. */
-int gpu_errf(char *err, int code, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
 
 /* Picks the backend for a device spec ("host", "host:NAME" -> host; an index
  * or a GPU UUID -> cuda) and opens it. */

@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Identity: canonical encoding, digest, comparison. See identity.h. The
- * field table below is the single description of the encoding order; encode,
- * decode and compare all walk it.
+ * field table below is the single description of the identity: its order is
+ * the encoding's and the order in which differences are listed, and its
+ * `compared` flag is the one place that decides whether a difference in a
+ * field refuses an engine (encode, decode, ident_compare and ident_mismatch
+ * all walk it).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -14,6 +17,7 @@
 #include "identity.h"
 #include "model.h"
 #include "plan.h"
+#include "wire.h"
 
 enum kind { K_STR, K_U32, K_HASH };
 
@@ -21,16 +25,21 @@ static const struct field {
 	const char *name;
 	enum kind kind;
 	size_t off;
-	size_t cap; /* K_STR: array size including the NUL */
+	size_t cap;     /* K_STR: array size including the NUL */
+	bool compared;  /* a difference refuses the engine (a MISMATCH) */
 } fields[] = {
-#define S(f) { #f, K_STR, offsetof(struct ident, f), sizeof(((struct ident *)0)->f) }
-#define U(f) { #f, K_U32, offsetof(struct ident, f), 4 }
-#define H(f) { #f, K_HASH, offsetof(struct ident, f), WC_HASH_LEN }
-	S(model_path), S(arch), S(dtype), S(quant_method), H(quant_hash),
-	U(tp_size), U(tp_rank), U(pp_size), U(pp_rank), H(rules_hash),
-	U(ep_size), U(ep_rank), U(vocab_pad),
-	H(ckpt_digest), S(device_uuid), U(cc_major), U(cc_minor),
-	U(reserved0), U(reserved1),
+#define S(f, c) { #f, K_STR, offsetof(struct ident, f), sizeof(((struct ident *)0)->f), c }
+#define U(f, c) { #f, K_U32, offsetof(struct ident, f), 4, c }
+#define H(f, c) { #f, K_HASH, offsetof(struct ident, f), WC_HASH_LEN, c }
+	S(model_path, true), S(arch, true), S(dtype, true),
+	S(quant_method, true), H(quant_hash, true),
+	U(tp_size, true), U(tp_rank, true), U(pp_size, true), U(pp_rank, true),
+	H(rules_hash, true),
+	U(ep_size, true), U(ep_rank, true), U(vocab_pad, true),
+	H(ckpt_digest, true), S(device_uuid, true),
+	U(cc_major, true), U(cc_minor, true),
+	/* encoded (room for later fields), never compared */
+	U(reserved0, false), U(reserved1, false),
 #undef S
 #undef U
 #undef H
@@ -241,13 +250,16 @@ static void append(char *out, size_t cap, size_t *n, const char *fmt, ...)
 	*n += (size_t)k;
 }
 
+/* Field f's value in id: strings as they are ('quoted' when quote),
+ * numbers in decimal, hashes in hex. */
 static void value_str(const struct field *f, const struct ident *id,
-		      char *buf, size_t cap)
+		      bool quote, char *buf, size_t cap)
 {
 	const char *p = (const char *)id + f->off;
 
 	if (f->kind == K_STR) {
-		snprintf(buf, cap, "'%.*s'", (int)strnlen(p, f->cap), p);
+		snprintf(buf, cap, quote ? "'%.*s'" : "%.*s",
+			 (int)strnlen(p, f->cap), p);
 	} else if (f->kind == K_U32) {
 		uint32_t v;
 
@@ -259,6 +271,19 @@ static void value_str(const struct field *f, const struct ident *id,
 		wc_hash_hex((const uint8_t *)p, hex);
 		snprintf(buf, cap, "%s", hex);
 	}
+}
+
+/* Whether a and b differ in field f in a way that refuses an engine. */
+static bool differs(const struct field *f, const struct ident *a,
+		    const struct ident *b)
+{
+	const char *pa = (const char *)a + f->off;
+	const char *pb = (const char *)b + f->off;
+
+	if (!f->compared)
+		return false;
+	return f->kind == K_STR ? strncmp(pa, pb, f->cap) != 0 :
+				  memcmp(pa, pb, f->cap) != 0;
 }
 
 int ident_compare(const struct ident *a, const char *a_name,
@@ -278,18 +303,42 @@ int ident_compare(const struct ident *a, const char *a_name,
 	}
 	for (size_t i = 0; i < NFIELDS; i++) {
 		const struct field *f = &fields[i];
-		const char *pa = (const char *)a + f->off;
-		const char *pb = (const char *)b + f->off;
-		bool same = f->kind == K_STR ? !strncmp(pa, pb, f->cap) :
-					       !memcmp(pa, pb, f->cap);
 
-		if (same)
+		if (!differs(f, a, b))
 			continue;
-		value_str(f, a, va, sizeof(va));
-		value_str(f, b, vb, sizeof(vb));
+		value_str(f, a, true, va, sizeof(va));
+		value_str(f, b, true, vb, sizeof(vb));
 		append(out, cap, &n, "%s%s: %s=%s %s=%s", diff ? "; " : "",
 		       f->name, a_name, va, b_name, vb);
 		diff++;
 	}
 	return diff;
+}
+
+unsigned ident_mismatch(const struct ident *a, const struct ident *b,
+			struct wire_mismatch *mm, unsigned max)
+{
+	unsigned n = 0;
+
+	if (a->format_version != b->format_version && n < max) {
+		struct wire_mismatch *m = &mm[n++];
+
+		snprintf(m->field, sizeof(m->field), "format_version");
+		snprintf(m->daemon, sizeof(m->daemon), "%" PRIu32,
+			 a->format_version);
+		snprintf(m->client, sizeof(m->client), "%" PRIu32,
+			 b->format_version);
+	}
+	for (size_t i = 0; i < NFIELDS && n < max; i++) {
+		const struct field *f = &fields[i];
+		struct wire_mismatch *m;
+
+		if (!differs(f, a, b))
+			continue;
+		m = &mm[n++];
+		snprintf(m->field, sizeof(m->field), "%s", f->name);
+		value_str(f, a, false, m->daemon, sizeof(m->daemon));
+		value_str(f, b, false, m->client, sizeof(m->client));
+	}
+	return n;
 }

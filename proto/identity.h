@@ -13,6 +13,7 @@
 #ifndef WC_IDENTITY_H
 #define WC_IDENTITY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -65,11 +66,24 @@ int ident_decode(struct ident *id, const void *buf, size_t len, char *err);
 /* XXH3-128 of the canonical encoding. */
 int ident_digest(const struct ident *id, uint8_t out[WC_HASH_LEN]);
 
+/* Comparison. Both functions walk the field table in identity.c, in its
+ * order, and list only the fields it marks compared (the reserved ones are
+ * not): that table is the one place deciding which difference refuses an
+ * engine. format_version comes first when it differs. */
+
 /* Lists every differing field as "field: A_NAME=value B_NAME=value" joined
  * by "; " into out (cap bytes, truncated with "..."), and returns the number
  * of differing fields (0: interchangeable). */
 int ident_compare(const struct ident *a, const char *a_name,
 		  const struct ident *b, const char *b_name,
 		  char *out, size_t cap);
+
+struct wire_mismatch;
+/* Fills mm[] (at most max) with every differing field, a's value as the
+ * daemon's and b's as the client's (strings as they are, numbers decimal,
+ * hashes hex; each truncated to the wire's value size); returns how many
+ * were filled (0: interchangeable). This is HELLO's MISMATCH reply. */
+unsigned ident_mismatch(const struct ident *a, const struct ident *b,
+			struct wire_mismatch *mm, unsigned max);
 
 #endif

@@ -528,7 +528,8 @@ int plan_rules_file(struct plan_rules *r, const char *path, char *err)
 	ssize_t n;
 	int fd, ret;
 
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO given as a layout must not hang the open */
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return wc_errf(err, errno, "cannot open the layout file %s: %s",
 			       path, strerror(errno));

@@ -328,6 +328,14 @@ out_root:
 	return rc;
 }
 
+/* What a non-regular file is, for a refusal. */
+static const char *file_kind(mode_t m)
+{
+	return S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a directory" :
+	       S_ISSOCK(m) ? "a socket" : S_ISCHR(m) ? "a character device" :
+	       S_ISBLK(m) ? "a block device" : "not a file";
+}
+
 /* Reads a whole small file at dirfd/name (at most max bytes) into *buf. */
 static int read_small(int dirfd, const char *name, const char *shown,
 		      size_t max, char **buf, size_t *len, char *err)
@@ -336,11 +344,15 @@ static int read_small(int dirfd, const char *name, const char *shown,
 	size_t done = 0;
 	int fd, rc = 0;
 
-	fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC);
+	/* O_NONBLOCK: a FIFO or device under the name must not hang us in
+	 * open(); anything but a regular file is refused right after. */
+	fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return wc_errf(err, errno, "%s: cannot open: %s", shown, strerror(errno));
 	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-		rc = wc_errf(err, EINVAL, "%s: not a regular file", shown);
+		rc = wc_errf(err, EINVAL,
+			     "%s: not a regular file (%s): a checkpoint is read from regular files only; replace it with the file itself",
+			     shown, file_kind(sb.st_mode));
 		goto out_close;
 	}
 	if ((uint64_t)sb.st_size > max) {
@@ -460,7 +472,7 @@ static int open_shard(struct model_shard *s, int dirfd, const char *dir,
 		s->path = NULL;
 		return wc_errf(err, ENOMEM, "%s: out of memory", dir);
 	}
-	fd = openat(dirfd, file, O_RDONLY | O_CLOEXEC);
+	fd = openat(dirfd, file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return wc_errf(err, errno, "%s: cannot open shard: %s", s->path,
 			       strerror(errno));

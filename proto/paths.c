@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 #include <errno.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,7 +57,8 @@ static bool name_char_ok(char c)
 
 bool paths_is_host_spec(const char *spec)
 {
-	return !strcmp(spec, "host") || !strncmp(spec, "host:", 5);
+	return !strcmp(spec, "host") || !strncmp(spec, "host:", 5) ||
+	       !strncmp(spec, "host-", 5);
 }
 
 int paths_device_name(const char *spec, char *out, size_t len, char *err)
@@ -66,7 +68,9 @@ int paths_device_name(const char *spec, char *out, size_t len, char *err)
 
 	if (!strcmp(spec, "host")) {
 		name = "";
-	} else if (!strncmp(spec, "host:", 5)) {
+	} else if (!strncmp(spec, "host:", 5) || !strncmp(spec, "host-", 5)) {
+		/* host-NAME is the file name that host:NAME gets, as wcctl
+		 * status and clean print it: accepted back (issue 16). */
 		name = spec + 5;
 		n = strlen(name);
 		if (n == 0 || n > PATHS_HOST_NAME_MAX)
@@ -161,22 +165,60 @@ int paths_resolve(struct paths *p, const char *tmpl, const char *device,
 	return 0;
 }
 
+/* Names a uid for an error sentence: "root (uid 0)", "nobody (uid 65534)". */
+static void uid_name(uid_t uid, char *out, size_t len)
+{
+	struct passwd pw, *res = NULL;
+	char buf[1024];
+
+	if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 && res)
+		snprintf(out, len, "%s (uid %u)", res->pw_name, (unsigned)uid);
+	else
+		snprintf(out, len, "uid %u", (unsigned)uid);
+}
+
+int paths_dir_check(const char *dir, char *err)
+{
+	char owner[128], me[128];
+	struct stat st;
+	uid_t uid = geteuid();
+
+	if (lstat(dir, &st))
+		return wc_errf(err, errno, "cannot stat the runtime directory '%s': %s",
+			       dir, strerror(errno));
+	if (S_ISLNK(st.st_mode))
+		return wc_errf(err, ELOOP,
+			       "runtime directory '%s' is a symbolic link, which is not followed (anyone who can replace it could redirect our files); remove it or pick another with --runtime-dir",
+			       dir);
+	if (!S_ISDIR(st.st_mode))
+		return wc_errf(err, ENOTDIR,
+			       "runtime directory '%s' exists and is not a directory; remove it or pick another with --runtime-dir",
+			       dir);
+	if (st.st_uid != uid) {
+		uid_name(st.st_uid, owner, sizeof(owner));
+		uid_name(uid, me, sizeof(me));
+		return wc_errf(err, EPERM,
+			       "runtime directory '%s' is owned by %s (mode %04o), not by %s who runs this: another user could plant links or sockets in it; remove it (rm -r '%s') or pick another with --runtime-dir",
+			       dir, owner, (unsigned)(st.st_mode & 07777), me,
+			       dir);
+	}
+	if (st.st_mode & (S_IWGRP | S_IWOTH))
+		return wc_errf(err, EPERM,
+			       "runtime directory '%s' (owner %u) has mode %04o: writable by %s, who could plant links or sockets in it; chmod 0700 '%s' or pick another with --runtime-dir",
+			       dir, (unsigned)st.st_uid,
+			       (unsigned)(st.st_mode & 07777),
+			       st.st_mode & S_IWOTH ? "every user" : "its group",
+			       dir);
+	return 0;
+}
+
 int paths_mkdir(const char *dir, char *err)
 {
-	struct stat st;
-
 	if (mkdir(dir, 0700) == 0)
 		return 0;
 	if (errno != EEXIST)
 		return wc_errf(err, errno,
 			       "cannot create the runtime directory '%s': %s; create it or pick another with --runtime-dir",
 			       dir, strerror(errno));
-	if (stat(dir, &st))
-		return wc_errf(err, errno, "cannot stat '%s': %s", dir,
-			       strerror(errno));
-	if (!S_ISDIR(st.st_mode))
-		return wc_errf(err, ENOTDIR,
-			       "runtime directory '%s' exists and is not a directory; remove it or pick another with --runtime-dir",
-			       dir);
-	return 0;
+	return paths_dir_check(dir, err);
 }

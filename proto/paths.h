@@ -53,7 +53,8 @@ int paths_template_env(char *out, size_t len, const char *runtime_dir,
 int paths_resolve(struct paths *p, const char *tmpl, const char *device,
 		  char *err);
 
-/* true for "host" and "host:NAME" specs. */
+/* true for "host", "host:NAME" and "host-NAME" (the file name of host:NAME,
+ * as status prints it) specs. */
 bool paths_is_host_spec(const char *spec);
 /* Device spec -> file-name-safe name: host specs and GPU-UUIDs map
  * directly (0); a CUDA ordinal returns -ENOENT (open the device to learn
@@ -61,7 +62,13 @@ bool paths_is_host_spec(const char *spec);
 int paths_device_name(const char *spec, char *out, size_t len, char *err);
 
 /* Creates dir (mode 0700, the parent must exist) or accepts an existing
- * directory; refuses a non-directory. Not pure: mkdir/stat. */
+ * one only if paths_dir_check passes. Not pure: mkdir/lstat. */
 int paths_mkdir(const char *dir, char *err);
+/* An existing runtime directory is safe to put files in when it is a real
+ * directory (lstat: a symbolic link is refused, never followed), owned by
+ * the effective uid and writable by neither group nor others: nobody else
+ * can then plant a link, a socket or a file under our names. Otherwise
+ * -ELOOP, -ENOTDIR or -EPERM with a sentence naming owner, mode and fix. */
+int paths_dir_check(const char *dir, char *err);
 
 #endif

@@ -170,7 +170,7 @@ int ready_read_file(struct ready_info *r, const char *path, char *err)
 	char buf[READY_FILE_MAX + 1];
 	ssize_t n;
 	size_t got = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 
 	if (fd < 0)
 		return wc_errf(err, errno, "cannot open ready file %s: %s",
@@ -208,7 +208,13 @@ int ready_write_file(const struct ready_info *r, const char *path, char *err)
 			     (int)getpid()) >= sizeof(tmp))
 		return wc_errf(err, ENAMETOOLONG, "ready path too long: %s",
 			       path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+	/* A fresh file, never a link or a file someone left under the name:
+	 * a leftover of an earlier daemon with our pid is removed once. */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		  0600);
+	if (fd < 0 && errno == EEXIST && unlink(tmp) == 0)
+		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
+			  O_CLOEXEC, 0600);
 	if (fd < 0)
 		return wc_errf(err, errno, "cannot create %s: %s", tmp,
 			       strerror(errno));

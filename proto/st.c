@@ -509,7 +509,9 @@ int st_read_fd(struct st_file *f, int fd, const char *name, char *err)
 		return wc_errf(err, errno, "%s: fstat failed: %s", name,
 			       strerror(errno));
 	if (!S_ISREG(sb.st_mode))
-		return wc_errf(err, EINVAL, "%s: not a regular file", name);
+		return wc_errf(err, EINVAL,
+			       "%s: not a regular file (mode %06o): a checkpoint is read from regular files only; replace it with the file itself",
+			       name, (unsigned)sb.st_mode);
 	plen = (uint64_t)sb.st_size < ST_PREFIX_LEN ? (size_t)sb.st_size :
 						      ST_PREFIX_LEN;
 	rc = pread_full(fd, prefix, plen, 0);

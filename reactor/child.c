@@ -5,12 +5,15 @@
  * code or a signal. Our own children are reaped by IORING_OP_WAITID where the
  * kernel has it (6.7+); otherwise, and for processes that are not our
  * children, the pidfd is polled and the status taken with waitid(P_PIDFD,
- * WNOHANG) -- which for a non-child fails with ECHILD: then the exit is known
- * but not its status (exit_code = term_signal = -1).
+ * WNOHANG) -- which for a non-child fails with ECHILD: then the status is
+ * read from the zombie's /proc/PID/stat while its parent has not reaped it,
+ * else it is unknown (exit_code = term_signal = -1).
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -71,6 +74,69 @@ static void rx_child_status(struct rx_child *c, const siginfo_t *si)
 	}
 }
 
+/* The pid of a pidfd from /proc/self/fdinfo: -1 once the process has been
+ * reaped, 0 when unknown (an older kernel). */
+static int pidfd_pid(int pidfd)
+{
+	char path[64], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", pidfd);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	p = strstr(buf, "\nPid:");
+	return p ? atoi(p + 5) : 0;
+}
+
+/* A process that is not our child has exited: while its parent has not
+ * reaped it, it is a zombie whose /proc/PID/stat still holds the wait
+ * status (field 52, exit_code). The pidfd is checked after the read: if it
+ * still names a pid, the zombie read was ours (no pid reuse before a reap).
+ * Costs two small /proc reads, once per exit; leaves -1/-1 if too late. */
+static void rx_child_zombie_status(struct rx_child *c)
+{
+	char path[64], buf[1024], *p;
+	int fd, field, status;
+	ssize_t n;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)c->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');  /* the command may hold spaces and ')' */
+	if (!p || p[1] != ' ' || p[2] != 'Z')
+		return;
+	/* p + 2 is field 3 (state); walk to field 52 */
+	p += 2;
+	for (field = 3; field < 52 && p; field++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	if (!p || pidfd_pid(c->pidfd) != c->pid)
+		return;
+	status = atoi(p);
+	if (WIFEXITED(status)) {
+		c->exit_code = WEXITSTATUS(status);
+		c->term_signal = 0;
+	} else if (WIFSIGNALED(status)) {
+		c->exit_code = -1;
+		c->term_signal = WTERMSIG(status);
+	}
+}
+
 /* The pidfd polled readable: collect the status if it is ours to collect.
  * Returns false when the process has not exited after all. */
 static bool rx_child_collect(struct rx_child *c)
@@ -79,8 +145,11 @@ static bool rx_child_collect(struct rx_child *c)
 
 	memset(&si, 0, sizeof(si));
 	if (waitid((idtype_t)P_PIDFD, (id_t)c->pidfd, &si,
-		   WEXITED | WNOHANG) < 0)
-		return true; /* ECHILD: not our child, no status */
+		   WEXITED | WNOHANG) < 0) {
+		/* ECHILD: not our child; its zombie may still tell */
+		rx_child_zombie_status(c);
+		return true;
+	}
 	if (!si.si_pid)
 		return false;
 	rx_child_status(c, &si);

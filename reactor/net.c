@@ -38,7 +38,9 @@ int rx_accept_start(struct rx_loop *loop, struct rx_accept *a, int listen_fd,
 	a->listen_fd = listen_fd;
 	a->cb = cb;
 	a->stopping = false;
+	a->paused = false;
 	a->rearms = 0;
+	a->pauses = 0;
 	a->op.deadline_ns = 0; /* a deadline makes no sense on a listener */
 	rx__op_begin(loop, &a->op, RX_KIND_ACCEPT);
 	ret = rx_accept_arm(a);
@@ -54,10 +56,35 @@ int rx_accept_stop(struct rx_accept *a)
 }
 
 /* Errors after which accepting again makes sense at once. Others (EBADF,
- * EINVAL: not listening, EMFILE: re-arming would spin) end the accept. */
+ * EINVAL: not listening) end the accept; running out of descriptors or
+ * memory pauses it (rx_accept_short). */
 static bool rx_accept_transient(int res)
 {
 	return res == -ECONNABORTED || res == -EINTR || res == -EAGAIN;
+}
+
+/* Out of descriptors (ours or the system's) or of kernel memory: accepting
+ * again at once would spin, giving up would leave a deaf listener. */
+static bool rx_accept_short(int res)
+{
+	return res == -EMFILE || res == -ENFILE || res == -ENOBUFS ||
+	       res == -ENOMEM;
+}
+
+/* The same op waits RX_ACCEPT_PAUSE_NS on a timeout, then accepts again. */
+static int rx_accept_pause(struct rx_accept *a)
+{
+	struct io_uring_sqe *sqe = rx__op_sqe(&a->op);
+
+	if (!sqe)
+		return -EBUSY;
+	a->pause_ts.tv_sec = 0;
+	a->pause_ts.tv_nsec = RX_ACCEPT_PAUSE_NS;
+	io_uring_prep_timeout(sqe, &a->pause_ts, 0, 0);
+	rx__op_arm(&a->op, sqe);
+	a->paused = true;
+	a->pauses++;
+	return 0;
 }
 
 void rx__accept_cqe(struct rx_op *op, int res, unsigned cflags)
@@ -66,7 +93,23 @@ void rx__accept_cqe(struct rx_op *op, int res, unsigned cflags)
 	bool over = a->stopping || op->cancelled || op->loop->closing;
 	int end = -ECANCELED;
 
+	if (a->paused) {
+		/* the pause is over (-ETIME), or it was cancelled */
+		a->paused = false;
+		if (!over && (res == -ETIME || res == 0)) {
+			end = rx_accept_arm(a);
+			if (end == 0)
+				return;
+		}
+		rx__op_end(op);
+		a->cb(a, end, true);
+		return;
+	}
 	if (cflags & IORING_CQE_F_MORE) {
+		a->cb(a, res, false);
+		return;
+	}
+	if (!over && rx_accept_short(res) && rx_accept_pause(a) == 0) {
 		a->cb(a, res, false);
 		return;
 	}

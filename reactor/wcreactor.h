@@ -138,15 +138,22 @@ struct rx_accept;
 /* fd >= 0: a new connection (close-on-exec, the callee owns it); < 0: an
  * error. final: the accept is over (stopped, cancelled, or a hard error).
  * ECONNABORTED, EINTR and EAGAIN come with final false and accepting goes
- * on; any other error is final -- EMFILE too (re-arming at once would spin:
- * start the accept again once descriptors are free). */
+ * on. EMFILE, ENFILE, ENOBUFS and ENOMEM (out of descriptors or memory)
+ * come with final false too: the accept pauses RX_ACCEPT_PAUSE_NS (re-arming
+ * at once would spin), then accepts again, as often as it takes; the
+ * callback may free descriptors meanwhile (close an idle connection). Any
+ * other error is final. */
 typedef void (*rx_accept_cb)(struct rx_accept *a, int fd, bool final);
+#define RX_ACCEPT_PAUSE_NS (100 * 1000 * 1000)
 struct rx_accept {
 	struct rx_op op;
 	int listen_fd;
 	rx_accept_cb cb;
 	bool stopping;
+	bool paused;        /* waiting out a shortage (internal) */
 	unsigned rearms;    /* times the kernel ended the multishot: re-armed */
+	unsigned pauses;    /* shortages waited out */
+	struct __kernel_timespec pause_ts; /* internal */
 };
 int rx_accept_start(struct rx_loop *loop, struct rx_accept *a, int listen_fd,
 		    rx_accept_cb cb);
@@ -267,7 +274,8 @@ int rx_poll_start(struct rx_loop *loop, struct rx_poll *p, int fd,
 struct rx_child;
 /* Called once when the process has exited: c->exit_code >= 0 for a normal
  * exit, c->term_signal > 0 when killed by a signal; both -1 when the status
- * could not be collected (a pidfd of a process that is not our child).
+ * could not be collected (a process that is not our child and that its
+ * parent reaped before we could read its zombie's /proc/PID/stat).
  * res is 0 or -errno (-ECANCELED when the watch was cancelled). */
 typedef void (*rx_child_cb)(struct rx_child *c, int res);
 struct rx_child {

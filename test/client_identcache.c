@@ -63,7 +63,7 @@ int main(void)
 {
 	static uint8_t a[IDENT_ENC_MAX], b[IDENT_ENC_MAX];
 	struct wc_expect w = { 0 };
-	char err[GPU_ERR_LEN], path[700];
+	char err[WC_ERR_LEN], path[700];
 	size_t la, lb;
 
 	e2e_init(&x, "identcache");

@@ -340,7 +340,7 @@ int main(int argc, char **argv)
 	const struct gpu_backend *be = gpu_cuda_backend();
 	const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
 	const char *top = getenv("WC_TOP") ? getenv("WC_TOP") : ".";
-	char model[600], wcgen[600], err[GPU_ERR_LEN], *list, *tok, *save;
+	char model[600], wcgen[600], err[WC_ERR_LEN], *list, *tok, *save;
 	char tag[16];
 	int nextra = 0;
 	char *gen[] = { wcgen, "tiny", "--out", model, NULL };

@@ -58,7 +58,7 @@ static int copy_and_step(const struct gpu_backend *be, struct gpu_dev *dev,
 			 struct tens *t, unsigned nt, unsigned nlanes)
 {
 	unsigned lane_t[8], next_t = 0, live = 0, copies = 0;
-	char err[GPU_ERR_LEN];
+	char err[WC_ERR_LEN];
 
 	for (unsigned k = 0; k < nlanes; k++) {
 		lane_t[k] = next_t < nt ? next_t++ : UINT32_MAX;
@@ -113,7 +113,7 @@ static void check_all(const struct gpu_backend *be, struct gpu_dev *dev,
 	};
 	static uint8_t out[NT_MAX][16];
 	struct tens t[NT_MAX];
-	char err[GPU_ERR_LEN];
+	char err[WC_ERR_LEN];
 	unsigned nt = 0;
 	uint64_t off = 0;
 	int copies;
@@ -155,7 +155,7 @@ static void check_refusals(const struct gpu_backend *be, struct gpu_dev *dev,
 			   struct gpu_pool *pool)
 {
 	uint8_t out[4][16];
-	char err[GPU_ERR_LEN];
+	char err[WC_ERR_LEN];
 
 	T_EQ_INT(be->hash_end(dev, out, err), -EINVAL);
 	T_HAS(err, "no device hash is running");
@@ -185,7 +185,7 @@ static void speed(const struct gpu_backend *be, struct gpu_dev *dev,
 		  struct gpu_pool *pool)
 {
 	static uint8_t out[8][16];
-	char err[GPU_ERR_LEN];
+	char err[WC_ERR_LEN];
 	double t0;
 
 	for (int round = 0; round < 2; round++) {
@@ -209,7 +209,7 @@ static void speed(const struct gpu_backend *be, struct gpu_dev *dev,
 int main(void)
 {
 	const struct gpu_backend *be = gpu_cuda_backend();
-	char err[GPU_ERR_LEN];
+	char err[WC_ERR_LEN];
 	struct gpu_pool pool;
 	struct gpu_dev dev;
 	uint8_t *stage;

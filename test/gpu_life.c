@@ -138,7 +138,7 @@ static void round_trip(unsigned level, bool idle)
 int main(void)
 {
 	const char *preset = getenv("WC_GPU_LIFE_PRESET");
-	char wcgen[600], err[GPU_ERR_LEN];
+	char wcgen[600], err[WC_ERR_LEN];
 	char *gen[] = { wcgen, (char *)(preset ? preset : "tiny"), "--force",
 			"--out", x.model, NULL };
 

@@ -17,7 +17,7 @@
 #include "gpu.h"
 #include "t.h"
 
-static char err[GPU_ERR_LEN];
+static char err[WC_ERR_LEN];
 
 static void done_cb(void *arg, int res)
 {

@@ -3,7 +3,8 @@
  * Identity: canonical encoding round trip, strict decoding (every truncation
  * point, trailing bytes, bad magic/version, oversized or NUL strings), a
  * digest that follows every field, the comparison listing each differing
- * field with both values, and ident_set_model on a wcgen checkpoint.
+ * field with both values (as text and as HELLO's mismatch entries), and
+ * ident_set_model on a wcgen checkpoint.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "model.h"
 #include "plan.h"
 #include "t.h"
+#include "wire.h"
 
 static void sample(struct ident *id)
 {
@@ -140,6 +142,49 @@ static void check_compare(void)
 	T_HAS(out, "format_version: d=2 e=7");
 }
 
+/* HELLO's MISMATCH reply: the same fields as ident_compare, in the table's
+ * order, values unquoted; reserved fields are encoded (the digest changes)
+ * but never compared; at most max entries. */
+static void check_mismatch(void)
+{
+	struct wire_mismatch mm[WIRE_MISMATCH_MAX];
+	char out[1024];
+	struct ident a, b;
+
+	sample(&a);
+	sample(&b);
+	T_EQ_INT(ident_mismatch(&a, &b, mm, WIRE_MISMATCH_MAX), 0);
+	b.tp_size = 2;
+	strcpy(b.model_path, "/models/other");
+	memset(b.ckpt_digest, 0x22, WC_HASH_LEN);
+	b.reserved1 = 9;
+	T_EQ_INT(ident_mismatch(&a, &b, mm, WIRE_MISMATCH_MAX), 3);
+	T_EQ_STR(mm[0].field, "model_path");
+	T_EQ_STR(mm[0].daemon, "/models/llama");
+	T_EQ_STR(mm[0].client, "/models/other");
+	T_EQ_STR(mm[1].field, "tp_size");
+	T_EQ_STR(mm[1].daemon, "8");
+	T_EQ_STR(mm[1].client, "2");
+	T_EQ_STR(mm[2].field, "ckpt_digest");
+	T_EQ_STR(mm[2].daemon, "11111111111111111111111111111111");
+	T_EQ_STR(mm[2].client, "22222222222222222222222222222222");
+	T_EQ_INT(ident_compare(&a, "d", &b, "e", out, sizeof(out)), 3);
+	/* bounded by max */
+	T_EQ_INT(ident_mismatch(&a, &b, mm, 1), 1);
+	T_EQ_STR(mm[0].field, "model_path");
+	/* format_version first */
+	b.format_version = IDENT_FORMAT_VERSION + 1;
+	T_EQ_INT(ident_mismatch(&a, &b, mm, WIRE_MISMATCH_MAX), 4);
+	T_EQ_STR(mm[0].field, "format_version");
+	T_EQ_STR(mm[0].client, "3");
+	/* a value longer than the wire's is cut to it */
+	b = a;
+	memset(b.model_path, 'x', IDENT_PATH_MAX - 1);
+	b.model_path[IDENT_PATH_MAX - 1] = '\0';
+	T_EQ_INT(ident_mismatch(&a, &b, mm, WIRE_MISMATCH_MAX), 1);
+	T_EQ_INT(strlen(mm[0].client), WIRE_VALUE_MAX);
+}
+
 static void check_model(void)
 {
 	const char *wc = getenv("WC_TOP"), *build = getenv("BUILD");
@@ -178,6 +223,7 @@ int main(void)
 	check_roundtrip();
 	check_strict();
 	check_compare();
+	check_mismatch();
 	check_model();
 	return 0;
 }

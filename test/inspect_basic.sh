@@ -57,7 +57,8 @@ expect_has "llama-8b" "$out" "shards:        4"
 
 # The quantization verdict.
 "$BIN/wcgen" tiny --out "$d/q" --quant awq --headers-only >/dev/null || fail "wcgen awq"
-out=$("$BIN/wcctl" inspect "$d/q") || fail "awq inspect exit $?"
+out=$("$BIN/wcctl" inspect "$d/q"); rc=$?
+expect_eq "awq inspect exits 1 (REFUSED)" "$rc" 1
 expect_has "awq" "$out" "verdict:       REFUSED: quantization method 'awq' is refused"
 "$BIN/wcgen" tiny --out "$d/f" --quant fp8:128 --headers-only >/dev/null || fail "wcgen fp8"
 out=$("$BIN/wcctl" inspect "$d/f") || fail "fp8 inspect exit $?"

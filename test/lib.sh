@@ -9,4 +9,6 @@ skip() { echo "skip: $*"; exit 77; }
 expect_eq() { [ "$2" == "$3" ] || fail "$1: got '$2', want '$3'"; }
 # expect_has WHAT HAYSTACK NEEDLE
 expect_has() { [[ $2 == *"$3"* ]] || fail "$1: '$2' does not contain '$3'"; }
+# expect_no WHAT HAYSTACK NEEDLE
+expect_no() { [[ $2 != *"$3"* ]] || fail "$1: '$2' contains '$3'"; }
 tmpdir() { local d; d=$(mktemp -d /tmp/wct.XXXXXX); echo "$d"; }

@@ -3,7 +3,9 @@
  * (close-on-exec), including after the kernel ends the multishot -- which it
  * does when the CQ is full: 64 connections against a 16-entry CQ -- and the
  * accept is re-armed; rx_accept_stop ends it with a final callback. Out of
- * descriptors (EMFILE) and a socket that is not listening end it too. */
+ * descriptors (EMFILE) pauses it (errors, not final) until descriptors are
+ * free again, also when stopped during the pause; a socket that is not
+ * listening ends it. */
 #include <errno.h>
 #include <sys/resource.h>
 #include <sys/un.h>
@@ -41,7 +43,7 @@ int main(void)
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct rx_accept a = { 0 };
 	struct rx_loop loop;
-	int fds0 = rx_test_fd_count(), lfd, i, clients[CLIENTS];
+	int fds0 = rx_test_fd_count(), lfd, i, clients[CLIENTS], extra;
 	unsigned rearms;
 
 	lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -90,10 +92,47 @@ int main(void)
 		low.rlim_cur = (rlim_t)next;
 		T_ASSERT(setrlimit(RLIMIT_NOFILE, &low) == 0);
 		finals = 0;
+		errors = 0;
 		T_OK(rx_accept_start(&loop, &a, lfd, on_accept));
-		RX_RUN_UNTIL(&loop, finals == 1, 5000);
+		/* not final: the accept pauses and tries again */
+		RX_RUN_UNTIL(&loop, errors >= 2 || finals, 5000);
+		T_EQ_INT(finals, 0);
+		T_CMP_INT(a.pauses, >=, 2);
 		T_ASSERT(setrlimit(RLIMIT_NOFILE, &old) == 0);
-		T_EQ_INT(final_res, -EMFILE);
+		/* descriptors are back: the next connection is accepted */
+		accepted = CLIENTS;     /* on_accept closes it */
+		extra = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		T_ASSERT(extra >= 0);
+		T_ASSERT(connect(extra, (struct sockaddr *)&sa,
+				 sizeof(sa)) == 0);
+		RX_RUN_UNTIL(&loop, accepted == CLIENTS + 1, 5000);
+		close(extra);
+		T_OK(rx_accept_stop(&a));
+		RX_RUN_UNTIL(&loop, finals == 1, 5000);
+		T_EQ_INT(final_res, -ECANCELED);
+		errors = 0;
+	}
+	/* stopped while paused: one final -ECANCELED */
+	{
+		struct rlimit old, low;
+		int next = dup(0);
+
+		T_ASSERT(next >= 0);
+		close(next);
+		T_ASSERT(getrlimit(RLIMIT_NOFILE, &old) == 0);
+		low = old;
+		low.rlim_cur = (rlim_t)next;
+		T_ASSERT(setrlimit(RLIMIT_NOFILE, &low) == 0);
+		finals = 0;
+		T_OK(rx_accept_start(&loop, &a, lfd, on_accept));
+		RX_RUN_UNTIL(&loop, errors >= 1, 5000);
+		T_ASSERT(setrlimit(RLIMIT_NOFILE, &old) == 0);
+		T_ASSERT(a.paused);
+		T_OK(rx_accept_stop(&a));
+		RX_RUN_UNTIL(&loop, finals == 1, 5000);
+		T_EQ_INT(final_res, -ECANCELED);
+		T_EQ_INT(loop.active, 0);
+		errors = 0;
 	}
 	/* not listening: final -EINVAL */
 	{

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /* Children: exit code 3 is reported as code 3, SIGKILL (sent through the
  * pidfd) as signal 9, with IORING_OP_WAITID and with the poll + waitid
- * fallback; a process that is not our child is reported as exited with
- * unknown status; an exec failure is returned by rx_spawn; the exit is
+ * fallback; a process that is not our child is reported with the status
+ * its zombie holds (SIGKILL while its parent has not reaped it), or as
+ * exited with unknown status once reaped; an exec failure is returned by rx_spawn; the exit is
  * stamped when the loop sees it. */
 #include <errno.h>
 #include <sys/wait.h>
@@ -44,37 +45,90 @@ static void run_child(struct rx_loop *loop, char *const argv[], int kill_sig,
 	T_EQ_INT(c.pidfd, -1);
 }
 
-/* A grandchild that outlives its parent: not ours to reap. */
+/* A grandchild that outlives its parent: not ours to reap. It waits on a
+ * pipe (EOF when we close our end) until the watch is in place, so no
+ * timing decides whether its pidfd can still be opened. */
 static void run_stranger(struct rx_loop *loop)
 {
 	struct rx_child c = { 0 };
-	int p[2], st;
+	int p[2], go[2], st;
+	char b;
 	pid_t mid, gc;
 
 	T_ASSERT(pipe(p) == 0);
+	T_ASSERT(pipe(go) == 0);
 	mid = fork();
 	T_ASSERT(mid >= 0);
 	if (mid == 0) {
 		gc = fork();
 		if (gc == 0) {
-			usleep(100000);
+			close(go[1]);
+			while (read(go[0], &b, 1) < 0 && errno == EINTR)
+				;
 			_exit(5);
 		}
 		if (write(p[1], &gc, sizeof(gc)) != sizeof(gc))
 			_exit(1);
 		_exit(0);
 	}
+	close(go[0]);
 	T_ASSERT(read(p[0], &gc, sizeof(gc)) == sizeof(gc));
 	T_ASSERT(waitpid(mid, &st, 0) == mid);
 	close(p[0]);
 	close(p[1]);
 	done_res = 1;
 	T_OK(rx_child_watch_pid(loop, &c, gc, on_exit_cb));
+	close(go[1]);   /* the grandchild exits now */
 	RX_RUN_UNTIL(loop, done_res != 1, 10000);
 	T_EQ_INT(done_res, 0);
 	T_ASSERT(c.exited);
+	/* reparented: its new parent may or may not have reaped it yet */
+	if (!(c.exit_code == 5 && c.term_signal == 0))
+		T_ASSERT(c.exit_code == -1 && c.term_signal == -1);
+	rx_child_close(&c);
+}
+
+/* Someone else's child, killed by a signal while its parent (alive, not
+ * reaping) keeps the zombie: the status is read from the zombie. */
+static void run_zombie(struct rx_loop *loop)
+{
+	struct rx_child c = { 0 };
+	int p[2], go[2], st;
+	pid_t mid, gc;
+	char b = 0;
+
+	T_ASSERT(pipe(p) == 0 && pipe(go) == 0);
+	mid = fork();
+	T_ASSERT(mid >= 0);
+	if (mid == 0) {
+		gc = fork();
+		if (gc == 0) {
+			pause();
+			_exit(0);
+		}
+		if (write(p[1], &gc, sizeof(gc)) != sizeof(gc))
+			_exit(1);
+		/* keep the zombie until the test has seen the exit */
+		if (read(go[0], &b, 1) < 0)
+			_exit(1);
+		waitpid(gc, &st, 0);
+		_exit(0);
+	}
+	T_ASSERT(read(p[0], &gc, sizeof(gc)) == sizeof(gc));
+	done_res = 1;
+	T_OK(rx_child_watch_pid(loop, &c, gc, on_exit_cb));
+	T_OK(rx_child_kill(&c, SIGKILL));
+	RX_RUN_UNTIL(loop, done_res != 1, 10000);
+	T_EQ_INT(done_res, 0);
+	T_ASSERT(c.exited);
+	T_EQ_INT(c.term_signal, SIGKILL);
 	T_EQ_INT(c.exit_code, -1);
-	T_EQ_INT(c.term_signal, -1);
+	T_ASSERT(write(go[1], &b, 1) == 1);
+	T_ASSERT(waitpid(mid, &st, 0) == mid);
+	close(p[0]);
+	close(p[1]);
+	close(go[0]);
+	close(go[1]);
 	rx_child_close(&c);
 }
 
@@ -101,6 +155,7 @@ int main(void)
 		run_child(&loop, exit3, 0, 3, 0);
 		run_child(&loop, sleeper, SIGKILL, -1, 9);
 		run_stranger(&loop);
+		run_zombie(&loop);
 		/* a child starts clean of our blocked and ignored signals */
 		sigemptyset(&term);
 		sigaddset(&term, SIGTERM);

@@ -67,6 +67,14 @@ lines = svg.findall("{http://www.w3.org/2000/svg}polyline")
 assert len(lines) == 3, len(lines)
 PY
 
+# attach with no daemon: every worker fails, wcbench exits 1 and frees
+# what it holds first (under SANITIZE=address LeakSanitizer used to report
+# the 8 bytes of the pid table here; issue 15, item 9)
+"$W" attach --socket "$d/none.sock" -n 2 -p 1 -q >/dev/null 2>"$d/err"; rc=$?
+expect_eq "attach without a daemon exit" "$rc" 1
+expect_has "attach without a daemon message" "$(cat "$d/err")" "processes failed"
+[[ $(cat "$d/err") == *LeakSanitizer* ]] && { cat "$d/err"; fail "wcbench attach leaked"; }
+
 # The floor program, when built.
 F=$WC_TOP/$BUILD/bench/pingpong_floor
 if [ -x "$F" ]; then

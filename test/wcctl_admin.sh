@@ -49,14 +49,28 @@ expect_eq "stop a stopped device" "$rc" 3
 expect_has "stop a stopped device" "$out" "no daemon is running on device host-3"
 p1=$(ready_pid "$RUN" host-1)
 kill -9 "$p1"
-for i in $(seq 50); do alive "$p1" || break; sleep 0.1; done
+for i in $(seq 500); do alive "$p1" || break; sleep 0.01; done
+# any unreachable daemon makes status fail (4), so a probe can trust it;
+# --device asks about one, by the name the table prints or by its spec
 out=$(ctl status); rc=$?
-expect_eq "status live+dead" "$rc" 0
+expect_eq "status live+dead" "$rc" 4
+ctl status --device host-0 >/dev/null; rc=$?
+expect_eq "status --device host-0 (live)" "$rc" 0
+ctl status --device host:0 >/dev/null; rc=$?
+expect_eq "status --device host:0 (live)" "$rc" 0
+out=$(ctl status --device host-1); rc=$?
+expect_eq "status --device host-1 (dead)" "$rc" 4
+expect_has "status --device host-1 (dead)" "$out" "host-1: UNREACHABLE"
+expect_no "status --device host-1 (dead)" "$out" "host-0"
+expect_has "status --device host-6 (none)" "$(ctl status --device host-6)" "no wcache daemon found for device host-6"
+ctl status --device host-6 >/dev/null; rc=$?
+expect_eq "status --device host-6 (none)" "$rc" 3
+out=$(ctl status); rc=$?
 expect_has "status live row" "$out" "host-0               pp0/tp0    ready"
 expect_has "status dead row" "$out" "host-1               pp0/tp1    UNREACHABLE  model"
 expect_has "status dead why" "$out" "says pid $p1"
 ctl status --json >"$T/s2.json"; rc=$?
-expect_eq "status --json live+dead" "$rc" 0
+expect_eq "status --json live+dead" "$rc" 4
 python3 -m json.tool "$T/s2.json" >/dev/null || fail "status --json (live+dead) is not JSON"
 got=$(python3 -c '
 import json, sys
@@ -71,14 +85,16 @@ expect_eq "status --json live+dead" "$got" "True ready 0 False UNREACHABLE $p1 T
 p0=$(ready_pid "$RUN" host-0)
 kill -STOP "$p0"
 flock "$RUN/host-4.lock" sleep 30 & s4=$!; PIDS+=($s4)
-for i in $(seq 50); do [ -n "$(pgrep -P $s4)" ] && break; sleep 0.1; done
+for i in $(seq 500); do [ -n "$(pgrep -P $s4)" ] && break; sleep 0.01; done
 PIDS+=($(pgrep -P $s4))
-out=$(ctl status --timeout-ms 300); rc=$?
+out=$(ctl status --timeout 0.3); rc=$?
 kill -CONT "$p0"
 expect_eq "status with a stopped daemon" "$rc" 4
 expect_has "stopped daemon row" "$out" "host-0               pp0/tp0    UNREACHABLE"
 expect_has "stopped daemon why" "$out" "within 300 ms"
 expect_has "starting row" "$out" "host-4               -          STARTING"
+ctl status --device host-4 >/dev/null; rc=$?
+expect_eq "status --device of a STARTING daemon" "$rc" 5
 kill $(pgrep -P $s4) "$s4" 2>/dev/null; wait "$s4" 2>/dev/null
 rm -f "$RUN/host-4.lock"
 
@@ -91,6 +107,9 @@ done
 expect_has "clean" "$(cat "$T/clean.out")" "kept host-0"
 out=$(ctl status); rc=$?
 expect_eq "status after clean" "$rc" 0
+# the names clean and status print are accepted back by stop (round trip)
+ctl stop --device host-77 >/dev/null 2>&1; rc=$?
+expect_eq "stop --device host-77 (by file name, none running)" "$rc" 3
 
 # the live one stopped: its ready file gone; a dead one's left by hand: 4
 p0=$(ready_pid "$RUN" host-0)
@@ -111,7 +130,7 @@ out=$(ctl stop --device host:8 2>&1); rc=$?
 expect_eq "stop of an unlocked ready file" "$rc" 3
 alive "$s1" || fail "stop signalled pid $s1, which holds no lock"
 flock "$RUN/host-9.lock" sleep 60 & s2=$!; PIDS+=($s2)
-for i in $(seq 50); do grep -q FLOCK /proc/locks && [ -n "$(pgrep -P $s2)" ] && break; sleep 0.1; done
+for i in $(seq 500); do grep -q FLOCK /proc/locks && [ -n "$(pgrep -P $s2)" ] && break; sleep 0.01; done
 PIDS+=($(pgrep -P $s2))
 printf 'pid=%s\nsocket=%s/host-9.sock\ndevice=host-9\nstate=ready\n' "$s1" "$RUN" >"$RUN/host-9.ready"
 out=$(ctl stop --device host:9 2>&1); rc=$?
@@ -153,7 +172,7 @@ ctl clean >/dev/null 2>&1
 "$WCCTL" start --model "$T/model" --tp-size 2 --backend host --runtime-dir "$RUN" \
 	--foreground >"$T/fg.out" 2>&1 &
 wpid=$!
-for i in $(seq 100); do grep -q "are ready" "$T/fg.out" && break; sleep 0.1; done
+for i in $(seq 1000); do grep -q "are ready" "$T/fg.out" && break; sleep 0.01; done
 remember_pids "$T/fg.out"
 grep -q "are ready" "$T/fg.out" || { kill $wpid; fail "foreground start never became ready"; }
 pk=$(ready_pid "$RUN" host-1)

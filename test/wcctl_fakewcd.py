@@ -5,7 +5,8 @@
 # does is chosen per tp_rank through the environment:
 #   FAKE_LOAD_S       seconds of "loading" before ready (default 0.3)
 #   FAKE_FAIL         "TP:exit:CODE", "TP:kill" (SIGKILL itself), "TP:hang"
-#                     (never ready), "TP:die_after_ready:CODE" (foreground)
+#                     (never ready), "TP:die_after_ready:CODE" (exits
+#                     with CODE on SIGUSR1, once ready: --foreground tests)
 #   FAKE_FAIL_AFTER   seconds into loading before the failure (default 0.2)
 #   FAKE_IGNORE_TERM  set: ignore SIGTERM (only SIGKILL stops it)
 #   FAKE_TERM_DIRTY   set: SIGTERM kills it (its files stay behind)
@@ -76,6 +77,8 @@ if os.environ.get('FAKE_IGNORE_TERM'):
 elif not os.environ.get('FAKE_TERM_DIRTY'):
     signal.signal(signal.SIGTERM, on_term)
 signal.signal(signal.SIGINT, on_term)
+if mode and mode[0] == 'die_after_ready':
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGUSR1, signal.SIGTERM])
 log('loading %s on %s (tp_rank=%d)' % (opt.get('--model'), name, tp))
 total = 4 << 30
 t0 = time.monotonic()
@@ -105,8 +108,9 @@ with open(tmp, 'w') as f:
 os.rename(tmp, prefix + '.ready')
 log('ready')
 if mode and mode[0] == 'die_after_ready':
-    time.sleep(fail_after)
-    die(code=int(mode[1]))
+    if signal.sigwait([signal.SIGUSR1, signal.SIGTERM]) == signal.SIGUSR1:
+        die(code=int(mode[1]))
+    stop = True
 while not stop:
     signal.pause()
 for s in ('.sock', '.ready'):

@@ -3,10 +3,14 @@
 # a rank that exits with code 3, one killed with SIGKILL, one that never
 # becomes ready (deadline, with a stale ready file that must not count);
 # --foreground teardown and SIGTERM relay; a busy device; a bad --wcd.
+# The test waits on events (wcctl's output, the ranks' logs and ready files),
+# not on fixed sleeps; the exit-to-report latency is printed, not judged.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/wcctl_lib.bash"
 [ -x "$WCCTL" ] || fail "no $WCCTL"
 command -v python3 >/dev/null || skip "python3 is needed for the fake wcd"
+# Ranks load for 0.05 s unless a case says otherwise.
+export FAKE_LOAD_S=0.05
 start() { "$WCCTL" start --model "$T/model" --backend host --runtime-dir "$RUN" --wcd "$FAKE" "$@"; }
 
 # --help and a layout that does not fit
@@ -35,7 +39,7 @@ expect_has "busy hint" "$out" "wcctl stop --device host-0"
 alive "$p0" || fail "the running daemon was disturbed"
 [ -f "$RUN/host-0.ready" ] || fail "the running daemon's ready file is gone"
 for p in "${PIDS[@]}"; do kill "$p"; done
-for i in $(seq 50); do ls "$RUN"/*.ready >/dev/null 2>&1 || break; sleep 0.1; done
+for i in $(seq 500); do ls "$RUN"/*.ready >/dev/null 2>&1 || break; sleep 0.01; done
 rm -rf "$RUN"
 
 # 2b. tp 2 x pp 2 on one node: GPU = (pp_rank % 2) * 2 + tp_rank, and
@@ -47,37 +51,33 @@ expect_has "tp2 pp2" "$(cat "$T/pp.out")" "All 4 weight cache daemons on node 0 
 expect_eq "host-2 ranks" "$(grep -E '^(pp|tp)_(rank|size)=' "$RUN/host-2.ready" | sort | tr '\n' ' ')" \
 	"pp_rank=1 pp_size=2 tp_rank=0 tp_size=2 "
 for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-for i in $(seq 50); do ls "$RUN"/*.ready >/dev/null 2>&1 || break; sleep 0.1; done
+for i in $(seq 500); do ls "$RUN"/*.ready >/dev/null 2>&1 || break; sleep 0.01; done
 rm -rf "$RUN"
 
-# 3. a rank exits with code 3 while loading: reported with pid and code at
-# once (latency from the dying process's own clock), siblings stopped, no
-# file left. Retried (3 attempts) if the 2-core machine was too busy.
-for attempt in 1 2 3; do
-	rm -rf "$T/times" "$RUN"; mkdir -p "$T/times"
-	FAKE_FAIL=2:exit:3 FAKE_LOAD_S=5 FAKE_TIME_DIR=$T/times WCCTL_DEBUG=times \
-		start --tp-size 4 >"$T/exit3.out" 2>&1; rc=$?
-	remember_pids "$T/exit3.out"
-	expect_eq "exit 3 status" "$rc" 1
-	f=$(ls "$T/times"); pid=${f#exit-}
-	[ -n "$pid" ] || fail "the failing rank wrote no exit time"
-	expect_has "exit 3" "$(cat "$T/exit3.out")" "Weight cache daemon for pp_rank=0 tp_rank=2 (pid=$pid) exited prematurely with code 3"
-	expect_has "exit 3 log tail" "$(cat "$T/exit3.out")" "error: simulated failure"
-	died=$(cat "$T/times/$f")
-	reported=$(sed -n "s/.*debug: pid=$pid exit_seen_ns=[0-9]* reported_ns=\([0-9]*\).*/\1/p" "$T/exit3.out")
-	[ -n "$reported" ] || fail "no debug time for pid $pid"
-	seen=$(sed -n "s/.*debug: pid=$pid exit_seen_ns=\([0-9]*\).*/\1/p" "$T/exit3.out")
-	lat_us=$(( (reported - died) / 1000 ))
-	echo "exit-to-report latency: ${lat_us} us (exit seen after $(( (seen - died) / 1000 )) us; attempt $attempt)"
-	[ "$lat_us" -ge 0 ] || fail "reported before the exit? ($lat_us us)"
-	[ "$lat_us" -le 10000 ] && break
-	[ "$attempt" = 3 ] && fail "exit reported ${lat_us} us after it happened (over 10 ms)"
-done
+# 3. a rank exits with code 3 while loading: reported with pid and code,
+# siblings stopped, no file left. The latency from the dying process's own
+# clock to the report is printed (bench/ is where it is measured).
+rm -rf "$T/times" "$RUN"; mkdir -p "$T/times"
+FAKE_FAIL=2:exit:3 FAKE_FAIL_AFTER=0 FAKE_LOAD_S=30 FAKE_TIME_DIR=$T/times WCCTL_DEBUG=times \
+	start --tp-size 4 >"$T/exit3.out" 2>&1; rc=$?
+remember_pids "$T/exit3.out"
+expect_eq "exit 3 status" "$rc" 1
+f=$(ls "$T/times"); pid=${f#exit-}
+[ -n "$pid" ] || fail "the failing rank wrote no exit time"
+expect_has "exit 3" "$(cat "$T/exit3.out")" "Weight cache daemon for pp_rank=0 tp_rank=2 (pid=$pid) exited prematurely with code 3"
+expect_has "exit 3 log tail" "$(cat "$T/exit3.out")" "error: simulated failure"
+died=$(cat "$T/times/$f")
+reported=$(sed -n "s/.*debug: pid=$pid exit_seen_ns=[0-9]* reported_ns=\([0-9]*\).*/\1/p" "$T/exit3.out")
+[ -n "$reported" ] || fail "no debug time for pid $pid"
+seen=$(sed -n "s/.*debug: pid=$pid exit_seen_ns=\([0-9]*\).*/\1/p" "$T/exit3.out")
+lat_us=$(( (reported - died) / 1000 ))
+echo "exit-to-report latency: ${lat_us} us (exit seen after $(( (seen - died) / 1000 )) us)"
+[ "$lat_us" -ge 0 ] || fail "reported before the exit? ($lat_us us)"
 expect_gone "$T/exit3.out"
 expect_empty "$RUN"
 
 # 4. a rank killed by SIGKILL
-FAKE_FAIL=1:kill start --tp-size 2 >"$T/kill.out" 2>&1; rc=$?
+FAKE_FAIL=1:kill FAKE_FAIL_AFTER=0 start --tp-size 2 >"$T/kill.out" 2>&1; rc=$?
 remember_pids "$T/kill.out"
 expect_eq "sigkill status" "$rc" 1
 expect_has "sigkill" "$(cat "$T/kill.out")" "tp_rank=1 (pid="
@@ -89,17 +89,35 @@ expect_empty "$RUN"
 # is not ours) that must not count as ready
 mkdir -p "$RUN"
 printf 'pid=1\nsocket=%s/host-0.sock\ndevice=host-0\nstate=ready\n' "$RUN" >"$RUN/host-0.ready"
-FAKE_FAIL=0:hang start --tp-size 2 --timeout 1.5 --grace 1 >"$T/dl.out" 2>&1; rc=$?
+FAKE_FAIL=0:hang FAKE_LOAD_S=0.01 start --tp-size 2 --timeout 0.5 --grace 1 >"$T/dl.out" 2>&1; rc=$?
 remember_pids "$T/dl.out"
 expect_eq "deadline status" "$rc" 1
-expect_has "deadline" "$(cat "$T/dl.out")" "Weight cache daemon for pp_rank=0 tp_rank=0 did not become ready within 1.5 s"
+expect_has "deadline" "$(cat "$T/dl.out")" "Weight cache daemon for pp_rank=0 tp_rank=0 did not become ready within 0.5 s"
 [[ $(cat "$T/dl.out") == *"are ready"* ]] && fail "the stale ready file counted"
 expect_gone "$T/dl.out"
 expect_empty "$RUN"
 
+# waitfor WHAT COMMAND...: runs COMMAND every 10 ms until it succeeds (20 s
+# at most), else fails naming WHAT.
+waitfor() {
+	local what=$1 i; shift
+	for ((i = 0; i < 2000; i++)); do
+		"$@" && return 0
+		sleep 0.01
+	done
+	fail "$what never happened"
+}
+readyin() { grep -qs "are ready" "$1"; }
+loading() { local f; for f in "$@"; do grep -q " wcd: loading " "$f" 2>/dev/null || return 1; done; }
+
 # 6. --foreground: a daemon that dies after all are ready tears all down
-FAKE_FAIL=3:die_after_ready:0 FAKE_FAIL_AFTER=0.5 start --tp-size 4 --foreground >"$T/fg.out" 2>&1; rc=$?
+# (rank 3 exits with code 0 when the test sends it SIGUSR1)
+FAKE_FAIL=3:die_after_ready:0 start --tp-size 4 --foreground >"$T/fg.out" 2>&1 &
+wpid=$!
+waitfor "foreground start ready" readyin "$T/fg.out"
 remember_pids "$T/fg.out"
+kill -USR1 "$(ready_pid "$RUN" host-3)"
+wait $wpid; rc=$?
 expect_eq "foreground death status" "$rc" 1
 expect_has "foreground ready" "$(cat "$T/fg.out")" "All 4 weight cache daemons on node 0 are ready"
 expect_has "foreground death" "$(cat "$T/fg.out")" "tp_rank=3 (pid="
@@ -111,9 +129,8 @@ expect_empty "$RUN"
 "$WCCTL" start --model "$T/model" --backend host --runtime-dir "$RUN" --wcd "$FAKE" \
 	--tp-size 2 --foreground >"$T/fgt.out" 2>&1 &
 wpid=$!
-for i in $(seq 100); do grep -q "are ready" "$T/fgt.out" && break; sleep 0.1; done
+waitfor "foreground start ready" readyin "$T/fgt.out"
 remember_pids "$T/fgt.out"
-grep -q "are ready" "$T/fgt.out" || { kill $wpid; fail "foreground start never became ready"; }
 kill -TERM $wpid
 wait $wpid; rc=$?
 expect_eq "foreground SIGTERM status" "$rc" 0
@@ -125,9 +142,9 @@ expect_empty "$RUN"
 FAKE_FAIL=0:hang "$WCCTL" start --model "$T/model" --backend host --runtime-dir "$RUN" \
 	--wcd "$FAKE" --tp-size 2 >"$T/int.out" 2>&1 &
 wpid=$!
-for i in $(seq 100); do [ "$(grep -c 'started wcd' "$T/int.out")" = 2 ] && break; sleep 0.1; done
+# both ranks are loading (their SIGTERM handlers are in place)
+waitfor "two ranks loading" loading "$RUN/host-0.log" "$RUN/host-1.log"
 remember_pids "$T/int.out"
-sleep 0.3
 kill -TERM $wpid
 wait $wpid; rc=$?
 expect_eq "SIGTERM while starting status" "$rc" 143

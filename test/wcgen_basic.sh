@@ -61,4 +61,29 @@ out=$("$BIN/wcgen" tiny --out "$d/x" --quant awq:128 2>&1) && fail "awq block ac
 expect_has "bad quant" "$out" "a block size is only for fp8"
 out=$("$BIN/wcgen" tiny 2>&1) && fail "no --out accepted"
 expect_has "no out" "$out" "--out DIR is required"
+
+# The architecture presets: each writes, parses (check_model) and verifies,
+# with the tensors its family has; their layouts are checked against the
+# engines' rules by test/layout_ref.sh.
+while read -r preset count arch extra; do
+	out=$("$BIN/wcgen" "$preset" --out "$d/$preset" --verify 2>&1) || fail "$preset: $out"
+	expect_has "$preset" "$out" "$count tensors, 1 shard,"
+	cfg=$(cat "$d/$preset/config.json")
+	expect_has "$preset arch" "$cfg" "\"$arch\""
+	[ "$extra" = - ] || expect_has "$preset tensors" "$(head -c 20000 "$d/$preset/model.safetensors" | tr -d '\0')" "$extra"
+done <<'LIST'
+llama-gqa 21 LlamaForCausalLM -
+qwen2-tiny 27 Qwen2ForCausalLM self_attn.k_proj.bias
+qwen3-tiny 24 Qwen3ForCausalLM self_attn.q_norm.weight
+mixtral-tiny 41 MixtralForCausalLM block_sparse_moe.experts.3.w3.weight
+qwen3-moe-tiny 57 Qwen3MoeForCausalLM mlp.experts.5.down_proj.weight
+deepseek-v3-tiny 75 DeepseekV3ForCausalLM kv_b_proj.weight_scale_inv
+gemma2-tiny 24 Gemma2ForCausalLM pre_feedforward_layernorm.weight
+gemma3-tiny 28 Gemma3ForCausalLM self_attn.k_norm.weight
+phi3-tiny 15 Phi3ForCausalLM self_attn.qkv_proj.weight
+LIST
+cfg=$(cat "$d/deepseek-v3-tiny/config.json")
+expect_has "deepseek fp8 by default" "$cfg" '"weight_block_size": ['
+out=$("$BIN/wcgen" deepseek-v3-tiny --out "$d/ds" --quant none 2>&1) || fail "deepseek bf16: $out"
+expect_has "deepseek bf16" "$out" "44 tensors"
 echo ok

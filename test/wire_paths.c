@@ -72,6 +72,11 @@ static void test_device(void)
 	T_EQ_STR(n, "host");
 	T_OK(paths_device_name("host:rank_1-b", n, sizeof(n), err));
 	T_EQ_STR(n, "host-rank_1-b");
+	/* the file name round-trips: what status prints is accepted back */
+	T_OK(paths_device_name("host-rank_1-b", n, sizeof(n), err));
+	T_EQ_STR(n, "host-rank_1-b");
+	T_EQ_INT(paths_device_name("host-", n, sizeof(n), err), -EINVAL);
+	T_ASSERT(paths_is_host_spec("host-0"));
 	T_OK(paths_device_name("GPU-5a3f0c1e-aaaa-bbbb-cccc-0123456789ab",
 			       n, sizeof(n), err));
 	T_EQ_STR(n, "GPU-5a3f0c1e-aaaa-bbbb-cccc-0123456789ab");

@@ -1,13 +1,21 @@
 /* SPDX-License-Identifier: MIT */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "log.h"
 
 static const char *log_prog = "wcache";
 static enum log_level log_min = LOG_INFO;
-static FILE *log_file;
+static enum log_format log_fmt = LOG_TEXT;
+static FILE *log_extra;
+static int log_fd = STDERR_FILENO;     /* where lines go */
+static char log_path[4096];            /* --log-file, for log_reopen */
+static char log_device[128];
 
 void log_init(const char *prog, enum log_level min)
 {
@@ -15,26 +23,179 @@ void log_init(const char *prog, enum log_level min)
 	log_min = min;
 }
 
-void log_set_file(FILE *f)
+void log_set_format(enum log_format f)
 {
-	log_file = f;
+	log_fmt = f;
 }
 
-static void log_emit(FILE *f, enum log_level lvl, const char *fmt, va_list ap)
+int log_parse_format(const char *s, enum log_format *out)
+{
+	if (!strcmp(s, "text"))
+		*out = LOG_TEXT;
+	else if (!strcmp(s, "json"))
+		*out = LOG_JSON;
+	else
+		return -EINVAL;
+	return 0;
+}
+
+void log_set_device(const char *device)
+{
+	snprintf(log_device, sizeof(log_device), "%s", device ? device : "");
+}
+
+void log_set_file(FILE *f)
+{
+	log_extra = f;
+}
+
+bool log_enabled(enum log_level lvl)
+{
+	return lvl >= log_min;
+}
+
+static int open_path(const char *path)
+{
+	int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+
+	return fd < 0 ? -errno : fd;
+}
+
+int log_open_file(const char *path, char *err, size_t errlen)
+{
+	int fd;
+
+	if (strlen(path) >= sizeof(log_path)) {
+		snprintf(err, errlen, "--log-file '%.64s...' is too long", path);
+		return -ENAMETOOLONG;
+	}
+	fd = open_path(path);
+	if (fd < 0) {
+		snprintf(err, errlen,
+			 "cannot open the log file %s: %s; fix the directory's permissions or pick another --log-file",
+			 path, strerror(-fd));
+		return fd;
+	}
+	if (log_fd != STDERR_FILENO)
+		close(log_fd);
+	log_fd = fd;
+	snprintf(log_path, sizeof(log_path), "%s", path);
+	return 0;
+}
+
+int log_reopen(void)
+{
+	int fd;
+
+	if (!log_path[0])
+		return 0;
+	fd = open_path(log_path);
+	if (fd < 0)
+		return fd;  /* keep writing to the old file */
+	close(log_fd);
+	log_fd = fd;
+	return 0;
+}
+
+/* Appends s as a JSON string body (no quotes) to out at *n. */
+static void json_escape(char *out, size_t cap, size_t *n, const char *s)
+{
+	for (; *s && *n + 7 < cap; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\') {
+			out[(*n)++] = '\\';
+			out[(*n)++] = (char)c;
+		} else if (c == '\n') {
+			out[(*n)++] = '\\';
+			out[(*n)++] = 'n';
+		} else if (c < 0x20) {
+			*n += (size_t)snprintf(out + *n, cap - *n, "\\u%04x", c);
+		} else {
+			out[(*n)++] = (char)c;
+		}
+	}
+}
+
+static void add(char *out, size_t cap, size_t *n, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+
+static void add(char *out, size_t cap, size_t *n, const char *fmt, ...)
+{
+	va_list ap;
+	int k;
+
+	if (*n >= cap)
+		return;
+	va_start(ap, fmt);
+	k = vsnprintf(out + *n, cap - *n, fmt, ap);
+	va_end(ap);
+	if (k > 0)
+		*n = *n + (size_t)k < cap ? *n + (size_t)k : cap - 1;
+}
+
+static size_t format_line(char *line, size_t cap, enum log_level lvl,
+			  const struct log_fields *f, const char *msg)
 {
 	static const char *names[] = { "DEBUG", "INFO ", "WARN ", "ERROR" };
+	static const char *lower[] = { "debug", "info", "warn", "error" };
 	struct timespec ts;
 	struct tm tm;
-	char stamp[32];
+	char stamp[40];
+	size_t n = 0;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
-	fprintf(f, "%s.%03ldZ %s %s: ", stamp, ts.tv_nsec / 1000000,
-		names[lvl], log_prog);
-	vfprintf(f, fmt, ap);
-	fputc('\n', f);
-	fflush(f);
+	if (log_fmt == LOG_TEXT) {
+		add(line, cap, &n, "%s.%03ldZ %s %s: %s", stamp,
+		    ts.tv_nsec / 1000000, names[lvl], log_prog, msg);
+	} else {
+		add(line, cap, &n,
+		    "{\"ts\":\"%s.%03ldZ\",\"level\":\"%s\",\"prog\":\"%s\",\"pid\":%d",
+		    stamp, ts.tv_nsec / 1000000, lower[lvl], log_prog,
+		    (int)getpid());
+		if (log_device[0]) {
+			add(line, cap, &n, ",\"device\":\"");
+			json_escape(line, cap, &n, log_device);
+			add(line, cap, &n, "\"");
+		}
+		add(line, cap, &n, ",\"msg\":\"");
+		json_escape(line, cap - 64, &n, msg);
+		add(line, cap, &n, "\"");
+		if (f && f->client_pid)
+			add(line, cap, &n, ",\"client_pid\":%d",
+			    (int)f->client_pid);
+		if (f && f->lease)
+			add(line, cap, &n, ",\"lease\":%llu",
+			    (unsigned long long)f->lease);
+		if (f && f->version)
+			add(line, cap, &n, ",\"version\":%llu",
+			    (unsigned long long)f->version);
+		add(line, cap, &n, "}");
+	}
+	if (n + 1 >= cap)
+		n = cap - 2;
+	line[n++] = '\n';
+	line[n] = '\0';
+	return n;
+}
+
+static void log_vemit(enum log_level lvl, const struct log_fields *f,
+		      const char *fmt, va_list ap)
+{
+	char msg[LOG_LINE_MAX - 256], line[LOG_LINE_MAX];
+	size_t n;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	n = format_line(line, sizeof(line), lvl, f, msg);
+	/* one write per line; a short write to a full disk is dropped */
+	if (write(log_fd, line, n) < 0 && log_fd != STDERR_FILENO)
+		(void)!write(STDERR_FILENO, line, n);
+	if (log_extra) {
+		fwrite(line, 1, n, log_extra);
+		fflush(log_extra);
+	}
 }
 
 void log_msg(enum log_level lvl, const char *fmt, ...)
@@ -44,13 +205,20 @@ void log_msg(enum log_level lvl, const char *fmt, ...)
 	if (lvl < log_min)
 		return;
 	va_start(ap, fmt);
-	log_emit(stderr, lvl, fmt, ap);
+	log_vemit(lvl, NULL, fmt, ap);
 	va_end(ap);
-	if (log_file && log_file != stderr) {
-		va_start(ap, fmt);
-		log_emit(log_file, lvl, fmt, ap);
-		va_end(ap);
-	}
+}
+
+void log_with(enum log_level lvl, const struct log_fields *f,
+	      const char *fmt, ...)
+{
+	va_list ap;
+
+	if (lvl < log_min)
+		return;
+	va_start(ap, fmt);
+	log_vemit(lvl, f, fmt, ap);
+	va_end(ap);
 }
 
 void die(const char *fmt, ...)
@@ -63,4 +231,32 @@ void die(const char *fmt, ...)
 	fputc('\n', stderr);
 	va_end(ap);
 	exit(1);
+}
+
+bool log_limit_allow(struct log_limit *l, uint64_t now_ns,
+		     uint64_t *suppressed)
+{
+	if (!l->window_start_ns || now_ns - l->window_start_ns >= l->window_ns) {
+		l->window_start_ns = now_ns ? now_ns : 1;
+		l->in_window = 0;
+	}
+	if (l->in_window >= l->burst) {
+		l->suppressed++;
+		l->suppressed_total++;
+		return false;
+	}
+	l->in_window++;
+	*suppressed = l->suppressed;
+	l->suppressed = 0;
+	return true;
+}
+
+void log_limit_flush(struct log_limit *l, enum log_level lvl,
+		     const char *what)
+{
+	if (!l->suppressed)
+		return;
+	log_msg(lvl, "%s: suppressed %llu similar lines", what,
+		(unsigned long long)l->suppressed);
+	l->suppressed = 0;
 }

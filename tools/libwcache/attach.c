@@ -254,7 +254,7 @@ static int pools_map(struct wc_conn *c, struct wc_model *m, struct pools *ps,
 		     struct wc_error *err)
 {
 	bool writable = m->flags & WC_ATTACH_WRITABLE;
-	char e[GPU_ERR_LEN > WC_ERR_LEN ? GPU_ERR_LEN : WC_ERR_LEN];
+	char e[WC_ERR_LEN > WC_ERR_LEN ? WC_ERR_LEN : WC_ERR_LEN];
 	int ret;
 
 	for (uint32_t i = 0; i < ps->n; i++) {

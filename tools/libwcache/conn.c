@@ -463,6 +463,15 @@ int wc_connect(const struct wc_connect_opts *o, struct wc_conn **out,
 		ret = wc__fail(err, errno, "SO_PEERCRED on %s failed: %s", c->sock, strerror(errno));
 		goto out_free;
 	}
+	if (cr.uid != getuid() && cr.uid != geteuid() && cr.uid != 0 &&
+	    (!o->trust_uid || cr.uid != o->trust_uid)) {
+		ret = wc__fail(err, EACCES,
+			       "the process serving %s (pid %d) runs as uid %u, neither ours (%u) nor root: not trusted to serve weights; if it is the daemon you meant, trust it explicitly (wc_connect_opts.trust_uid = %u, wcattach --trust-uid %u)",
+			       c->sock, (int)cr.pid, (unsigned)cr.uid,
+			       (unsigned)getuid(), (unsigned)cr.uid,
+			       (unsigned)cr.uid);
+		goto out_free;
+	}
 	c->pid = cr.pid;
 	/* pid 0: the daemon lives in another pid namespace; no liveness fd. */
 	if (cr.pid > 0)

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "err.h"
 #include "hash.h"
 
 int wc__fail(struct wc_error *err, int code, const char *fmt, ...)
@@ -22,12 +23,11 @@ int wc__fail(struct wc_error *err, int code, const char *fmt, ...)
 
 	if (code < 0)
 		code = -code;
-	if (err) {
+	if (err)
 		err->code = code;
-		va_start(ap, fmt);
-		vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
-		va_end(ap);
-	}
+	va_start(ap, fmt);
+	wc_verrf(err ? err->msg : NULL, sizeof(err->msg), code, fmt, ap);
+	va_end(ap);
 	return -code;
 }
 
@@ -221,7 +221,7 @@ static void *verify_worker(void *arg)
 	struct verify_job *j = arg;
 	const struct wc_model *m = j->m;
 	struct gpu_dev *dev = &m->conn->dev;
-	char e[GPU_ERR_LEN];
+	char e[WC_ERR_LEN];
 	uint8_t got[WC_HASH_LEN];
 	bool pinned = false;
 	void *buf = NULL;

@@ -86,10 +86,16 @@ struct wc_connect_opts {
 	const char *socket;          /* a socket path; overrides the above */
 	int timeout_ms;              /* per request; 0: 30000; <0: none */
 	const char *label;           /* shown in the daemon's log ("vllm tp0") */
+	/* The daemon must run as this process's uid or as root; a daemon of
+	 * any other uid is refused (EACCES) before a byte is exchanged, so an
+	 * impostor that planted a socket cannot feed us weights. trust_uid
+	 * names one more uid to accept (0: none more; root always is). */
+	unsigned int trust_uid;
 };
 
-/* Connects (blocking), reads the peer's pid with SO_PEERCRED and opens a
- * pidfd on the daemon. The connection is not usable for attach until
+/* Connects (blocking), reads the peer's pid and uid with SO_PEERCRED,
+ * refuses a daemon of another uid (see trust_uid), and opens a pidfd on the
+ * daemon. The connection is not usable for attach until
  * wc_hello. With socket set, also set device when wc_hello is given an
  * expected identity (the identity names the device). */
 int wc_connect(const struct wc_connect_opts *o, struct wc_conn **out,

@@ -25,6 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "log.h"
 #include "wcache.h"
 
@@ -61,10 +62,20 @@ static void usage(FILE *f)
 		"                      daemon's exit (then re-verifying with --verify)\n"
 		"  --follow            with --hold: on a new-version notice, attach the new\n"
 		"                      version and let go of the old one, as an engine would\n"
+		"  --trust-uid UID     also accept a daemon running as UID (by default only\n"
+		"                      one of our own uid or root is trusted)\n"
 		"  --writable          ask for a read-write mapping (refused by the host\n"
 		"                      backend: its pools are sealed)\n"
 		"  --json              one JSON object per event instead of text\n"
-		"  --help              this text\n");
+		"  -h, --help          this text; --version the release\n"
+		"\n"
+		"Examples:\n"
+		"  wcattach --device host:demo --runtime-dir /tmp/wc --verify\n"
+		"  wcattach --device 0 --model /models/llama --tp-size 2 --tp-rank 1\n"
+		"  wcattach --device 0 --model /models/llama --hold 3600 --follow\n"
+		"\n"
+		"Exit status: 0 attached (and verified), 1 a failure (no daemon, a\n"
+		"mismatch, a bad hash), 2 usage.\n");
 }
 
 static int parse_int(const char *s, const char *what)
@@ -84,7 +95,7 @@ static int parse_int(const char *s, const char *what)
 
 static void parse(int argc, char **argv, struct opts *o)
 {
-	enum { O_TP = 256, O_TPR, O_PP, O_PPR, O_RULES, O_WR, O_FOLLOW };
+	enum { O_TP = 256, O_TPR, O_PP, O_PPR, O_RULES, O_WR, O_FOLLOW, O_TRUST };
 	static const struct option lo[] = {
 		{ "device", required_argument, NULL, 'd' },
 		{ "runtime-dir", required_argument, NULL, 'r' },
@@ -99,6 +110,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "hold", required_argument, NULL, 'H' },
 		{ "writable", no_argument, NULL, O_WR },
 		{ "follow", no_argument, NULL, O_FOLLOW },
+		{ "trust-uid", required_argument, NULL, O_TRUST },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -106,7 +118,7 @@ static void parse(int argc, char **argv, struct opts *o)
 	char *end;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'd': o->co.device = optarg; break;
 		case 'r': o->co.runtime_dir = optarg; break;
@@ -120,6 +132,9 @@ static void parse(int argc, char **argv, struct opts *o)
 		case 'v': o->verify = true; break;
 		case O_WR: o->writable = true; break;
 		case O_FOLLOW: o->follow = true; break;
+		case O_TRUST:
+			o->co.trust_uid = (unsigned)parse_int(optarg, "--trust-uid");
+			break;
 		case 'j': o->json = true; break;
 		case 'H':
 			o->hold_s = strtod(optarg, &end);
@@ -346,6 +361,8 @@ int main(int argc, char **argv)
 	double vms = 0;
 	int rc;
 
+	if (cli_version(argc, argv, "wcattach"))
+		return 0;
 	log_init("wcattach", LOG_INFO);
 	parse(argc, argv, &o);
 	o.co.label = "wcattach";

@@ -164,7 +164,14 @@ static void usage(FILE *f)
 "  -p, --procs M          processes, started together (default 1, at most %d)\n"
 "  --warmup N             untimed cycles per process first (default 2)\n"
 "  --touch                read one byte of every tensor (fault a page each)\n"
-WB_HELP_OUT, AT_CYCLES_MAX, AT_PROCS_MAX);
+WB_HELP_OUT
+"\n"
+"Examples:\n"
+"  wcbench attach --device host:demo --runtime-dir DIR -n 200\n"
+"  wcbench attach --device 0 --model /models/llama -n 1000 -p 4 --svg attach.svg\n"
+"\n"
+"Exit status: 0 measured, 1 a failure (the daemon, a bound, a bad value),\n"
+"2 usage.\n", AT_CYCLES_MAX, AT_PROCS_MAX);
 }
 
 int wb_attach(int argc, char **argv)
@@ -269,6 +276,7 @@ int wb_attach(int argc, char **argv)
 			failed++;
 		wb_progress(&out, "processes done", i + 1, o.procs);
 	}
+	free(pids);     /* before any die() below: LSan saw it leak there */
 	wb_progress_end(&out);
 	if (failed)
 		die("attach: %u of %u processes failed (their error is "
@@ -300,6 +308,5 @@ int wb_attach(int argc, char **argv)
 	rc = wb_report_emit(&r, &out);
 	wb_report_free(&r);
 	munmap(rows, map_len);
-	free(pids);
 	return rc;
 }

@@ -395,7 +395,14 @@ static void usage(FILE *f)
 "  --no-poll              skip the polling side\n"
 "  --no-floor             skip the floor (a parent blocked in waitpid)\n"
 "  --seed N               random seed (default 1)\n"
-WB_HELP_OUT);
+WB_HELP_OUT
+"\n"
+"Examples:\n"
+"  wcbench liveness\n"
+"  wcbench liveness -n 200 --svg liveness.svg --json\n"
+"\n"
+"Exit status: 0 measured, 1 a failure (the daemon, a bound, a bad value),\n"
+"2 usage.\n");
 }
 
 int wb_liveness(int argc, char **argv)

@@ -195,7 +195,7 @@ static void ld_run(const struct ld_opts *o, const char *dir,
 		drop_caches();
 	posix_spawn_file_actions_init(&fa);
 	posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, logpath,
-					 O_WRONLY | O_CREAT | O_TRUNC, 0600);
+					 O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
 	posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
 	t0 = wb_now_ns();
 	rc = posix_spawn(&pid, o->wcd, &fa, NULL, argv, environ);
@@ -281,7 +281,14 @@ static void usage(FILE *f)
 "  --drop-caches          drop the page cache before each run (cold; root)\n"
 "  -r, --repeat N         runs (default 1, at most %d)\n"
 "  --keep                 keep the runtime directory (and wcd's log)\n"
-WB_HELP_OUT, LD_REPEAT_MAX);
+WB_HELP_OUT
+"\n"
+"Examples:\n"
+"  wcbench load --model /models/llama --device host\n"
+"  wcbench load --model /models/llama --device 0 --drop-caches -r 3 --json\n"
+"\n"
+"Exit status: 0 measured, 1 a failure (the daemon, a bound, a bad value),\n"
+"2 usage.\n", LD_REPEAT_MAX);
 }
 
 int wb_load(int argc, char **argv)

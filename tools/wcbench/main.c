@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "log.h"
 #include "wcbench.h"
 
@@ -35,6 +36,12 @@ static void usage(FILE *f)
 		   "and draws the latency CDF with --svg FILE.\n\ncommands:\n");
 	for (const struct wb_cmd *c = cmds; c->name; c++)
 		fprintf(f, "  %-10s %s\n", c->name, c->summary);
+	fprintf(f, "\nExamples:\n"
+		   "  wcbench rtt --device host:demo -n 100k\n"
+		   "  wcbench attach --device 0 --model /models/llama -n 1000 -p 4\n"
+		   "  wcbench liveness --svg liveness.svg\n"
+		   "\nExit status: 0 success, 2 usage (an unknown command); each\n"
+		   "command's --help lists its own.\n");
 }
 
 int main(int argc, char **argv)
@@ -49,12 +56,23 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
+	if (!strcmp(argv[1], "--version")) {
+		cli_version(argc, argv, "wcbench");
+		return 0;
+	}
 	/* Not listed: what `liveness` spawns. */
 	if (!strcmp(argv[1], "__liveness-child"))
 		return wb_liveness_child(argc - 1, argv + 1);
-	for (const struct wb_cmd *c = cmds; c->name; c++)
-		if (!strcmp(argv[1], c->name))
-			return c->run(argc - 1, argv + 1);
+	for (const struct wb_cmd *c = cmds; c->name; c++) {
+		char prog[64];
+
+		if (strcmp(argv[1], c->name))
+			continue;
+		snprintf(prog, sizeof(prog), "wcbench %s", c->name);
+		if (cli_version(argc - 1, argv + 1, prog))
+			return 0;
+		return c->run(argc - 1, argv + 1);
+	}
 	fprintf(stderr, "wcbench: unknown command '%s'; run 'wcbench --help' "
 		"for the list\n", argv[1]);
 	return 2;

@@ -366,7 +366,14 @@ static void usage(FILE *f)
 "                         pinned with taskset: same or another CPU)\n"
 "  --server-pid PID       also report that process's CPU use and VmRSS\n"
 "                         before and after the run (the daemon's pid)\n"
-WB_HELP_OUT, RTT_CONNS_MAX, WIRE_PING_MAX);
+WB_HELP_OUT
+"\n"
+"Examples:\n"
+"  wcbench rtt --device host:demo --runtime-dir DIR -n 100k --cpu 0\n"
+"  wcbench rtt --socket S -n 1m -c 64 -d 1 --server-pid PID --json\n"
+"\n"
+"Exit status: 0 measured, 1 a failure (the daemon, a bound, a bad value),\n"
+"2 usage.\n", RTT_CONNS_MAX, WIRE_PING_MAX);
 }
 
 static void rtt_parse(int argc, char **argv, struct rtt_opts *o,

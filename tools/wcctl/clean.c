@@ -25,6 +25,10 @@ static void clean_usage(FILE *f)
 "  --runtime-dir DIR as given to wcctl start / wcd (default: the environment's)\n"
 "  --keep-logs       keep the .log files\n"
 "\n"
+"Examples:\n"
+"  wcctl clean\n"
+"  wcctl clean --runtime-dir /run/wcache --keep-logs\n"
+"\n"
 "Exit status: 0 done (also when nothing was left), 1 an error, 2 usage.\n");
 }
 

@@ -2,7 +2,9 @@
 /*
  * wcctl inspect PATH [--hashes] [--json]: summarises a .safetensors file or a
  * model directory after strict validation (tensors, dtypes, bytes, shards,
- * architecture, quantization verdict), or prints the rejection and exits 1.
+ * architecture, quantization verdict), or prints the rejection and exits 1;
+ * a checkpoint that parses but that wcd would refuse (its quantization)
+ * prints the summary with the verdict REFUSED and exits 1 too.
  * --hashes reads every tensor and prints its XXH3-128 as `xxhsum -H2` would
  * (one pread stream per shard, 8 MiB at a time: runs at disk speed).
  */
@@ -37,7 +39,15 @@ static void inspect_usage(FILE *f)
 		"as wcd would serve it, without loading anything (README \"Layouts\").\n\n"
 		"  --hashes   read every tensor and print its XXH3-128 (as xxhsum -H2 prints it)\n"
 		"  --json     one JSON object instead of text\n"
-		"  --rank R   only rank R (tp rank R %% tp, ep rank R %% ep)\n");
+		"  --rank R   only rank R (tp rank R %% tp, ep rank R %% ep)\n"
+		"\n"
+		"Examples:\n"
+		"  wcctl inspect /models/llama\n"
+		"  wcctl inspect /models/llama/model-00001-of-00004.safetensors --hashes\n"
+		"  wcctl inspect /models/llama --json | jq .quantization\n"
+		"\n"
+		"Exit status: 0 valid and servable, 1 invalid or its verdict is REFUSED\n"
+		"(wcd would not serve it), or a layout that cannot be cut; 2 usage.\n");
 }
 
 /* XXH3-128 of one tensor's bytes, read READ_CHUNK at a time. */
@@ -290,5 +300,7 @@ int wcctl_inspect(int argc, char **argv)
 		print_text(&m, hashes, qrc, v, qerr);
 	free(hashes);
 	model_close(&m);
-	return 0;
+	if (fflush(stdout))
+		return 1;
+	return qrc ? 1 : 0;
 }

@@ -22,12 +22,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "err.h"
 #include "launch.h"
 #include "log.h"
-
-#define owner_of(ptr, type, member) \
-	((type *)((char *)(ptr) - offsetof(type, member)))
 
 #define say(l, lvl, ...)                                                     \
 	do {                                                                 \
@@ -88,6 +86,8 @@ static void launch_done(struct launch *l)
 
 		if (!r->spawned)
 			continue;
+		if (l->o->foreground)
+			progress_scan(r);   /* the daemons' last lines */
 		if (rundir_remove(&l->rd, &r->paths, l->o->keep_logs, err) < 0)
 			log_warn("left the files of %s: %s", r->paths.device,
 				 err);
@@ -97,7 +97,7 @@ static void launch_done(struct launch *l)
 
 static void grace_cb(struct rx_timer *t, int res)
 {
-	struct launch *l = owner_of(t, struct launch, grace);
+	struct launch *l = container_of(t, struct launch, grace);
 
 	if (res < 0 || l->phase != LAUNCH_STOPPING)
 		return;
@@ -174,7 +174,7 @@ static void report_exit(struct launch *l, struct rank *r)
 
 static void child_cb(struct rx_child *c, int res)
 {
-	struct rank *r = owner_of(c, struct rank, child);
+	struct rank *r = container_of(c, struct rank, child);
 	struct launch *l = r->l;
 
 	if (res == -ECANCELED || !r->running)
@@ -209,7 +209,13 @@ static void launch_all_ready(struct launch *l)
 {
 	const struct layout *y = &l->lay;
 
-	launch_stop_timers(l);
+	if (l->o->foreground) {
+		/* the tick keeps running: it relays the logs */
+		if (rx_op_busy(&l->deadline.op))
+			rx_timer_stop(&l->deadline);
+	} else {
+		launch_stop_timers(l);
+	}
 	say(l, LOG_INFO,
 	    "All %d weight cache daemons on node %d are ready (pp_ranks=%d..%d, tp_ranks=%d..%d)",
 	    l->n, l->o->lp.node_rank, y->pp_first,
@@ -253,7 +259,7 @@ static void rank_check_ready(struct launch *l, struct rank *r)
 
 static void inotify_cb(struct rx_poll *p, int res)
 {
-	struct launch *l = owner_of(p, struct launch, ipoll);
+	struct launch *l = container_of(p, struct launch, ipoll);
 	char buf[INOTIFY_BUF] __attribute__((aligned(8)));
 	ssize_t n;
 
@@ -287,7 +293,7 @@ static void inotify_cb(struct rx_poll *p, int res)
 
 static void deadline_cb(struct rx_timer *t, int res)
 {
-	struct launch *l = owner_of(t, struct launch, deadline);
+	struct launch *l = container_of(t, struct launch, deadline);
 
 	if (res < 0 || l->phase != LAUNCH_STARTING)
 		return;
@@ -306,20 +312,29 @@ static void deadline_cb(struct rx_timer *t, int res)
 
 static void tick_cb(struct rx_timer *t, int res)
 {
-	struct launch *l = owner_of(t, struct launch, tick);
+	struct launch *l = container_of(t, struct launch, tick);
 
-	if (res < 0 || l->phase != LAUNCH_STARTING)
+	if (res < 0)
 		return;
-	for (int i = 0; i < l->n; i++)
-		if (l->ranks[i].running && !l->ranks[i].ready)
+	if (l->phase == LAUNCH_RUNNING || l->phase == LAUNCH_STOPPING) {
+		/* --foreground: keep relaying the logs */
+		for (int i = 0; i < l->n; i++)
 			progress_scan(&l->ranks[i]);
-	progress_show(l);
+	} else if (l->phase == LAUNCH_STARTING) {
+		for (int i = 0; i < l->n; i++)
+			if (l->ranks[i].running &&
+			    (!l->ranks[i].ready || l->o->foreground))
+				progress_scan(&l->ranks[i]);
+		progress_show(l);
+	} else {
+		return;
+	}
 	rx_timer_start(&l->loop, &l->tick, LAUNCH_TICK_NS, tick_cb);
 }
 
 static void signal_cb(struct rx_signal *s, int signo)
 {
-	struct launch *l = owner_of(s, struct launch, sig);
+	struct launch *l = container_of(s, struct launch, sig);
 
 	if (signo < 0)
 		return;
@@ -349,8 +364,8 @@ static void signal_cb(struct rx_signal *s, int signo)
 }
 
 /* The daemon to run: --wcd, else the wcd next to this wcctl, else PATH. */
-static const char *launch_wcd_path(const struct launch_opts *o, char *buf,
-				   size_t len)
+const char *launch_wcd_path(const struct launch_opts *o, char *buf,
+			    size_t len)
 {
 	ssize_t n;
 	char *slash;
@@ -368,20 +383,12 @@ static const char *launch_wcd_path(const struct launch_opts *o, char *buf,
 	return access(buf, X_OK) ? NULL : buf;
 }
 
-static int rank_spawn(struct launch *l, struct rank *r, const char *wcd)
+int launch_argv(const struct launch *l, const struct rank *r,
+		const char *wcd, char *argv[LAUNCH_ARGV_MAX], char num[4][16])
 {
 	const struct launch_opts *o = l->o;
-	char num[4][16], *argv[20 + LAUNCH_WCD_ARGS_MAX];
-	struct rx_spawn_opts so = { 0 };
-	int wfd, ret, a = 0;
-	struct stat st;
+	int a = 0;
 
-	wfd = open(r->paths.log, O_WRONLY | O_CREAT | O_CLOEXEC |
-		   (o->force ? O_APPEND : O_TRUNC), 0600);
-	if (wfd < 0)
-		return -errno;
-	r->log_rfd = open(r->paths.log, O_RDONLY | O_CLOEXEC);
-	r->log_off = fstat(wfd, &st) ? 0 : (uint64_t)st.st_size;
 	snprintf(num[0], sizeof(num[0]), "%d", o->lp.tp);
 	snprintf(num[1], sizeof(num[1]), "%d", r->lr.tp_rank);
 	snprintf(num[2], sizeof(num[2]), "%d", o->lp.pp);
@@ -390,7 +397,7 @@ static int rank_spawn(struct launch *l, struct rank *r, const char *wcd)
 	argv[a++] = "--model";
 	argv[a++] = (char *)o->model;
 	argv[a++] = "--device";
-	argv[a++] = r->device;
+	argv[a++] = (char *)r->device;
 	if (o->runtime_dir) {
 		argv[a++] = "--runtime-dir";
 		argv[a++] = (char *)o->runtime_dir;
@@ -408,6 +415,46 @@ static int rank_spawn(struct launch *l, struct rank *r, const char *wcd)
 	for (int i = 0; i < o->wcd_nargs; i++)
 		argv[a++] = o->wcd_args[i];
 	argv[a] = NULL;
+	return a;
+}
+
+/* Returns 0, -errno when the daemon could not be spawned, or 1 when its
+ * log could not be created (said here: the runtime directory's fault,
+ * not the binary's). */
+static int rank_spawn(struct launch *l, struct rank *r, const char *wcd)
+{
+	const struct launch_opts *o = l->o;
+	char num[4][16], *argv[LAUNCH_ARGV_MAX];
+	struct rx_spawn_opts so = { 0 };
+	int wfd, ret;
+	struct stat st;
+
+	/* Never through a link: a fresh log (O_EXCL after removing the old
+	 * one), or with --force the old one appended to, if it is a file. */
+	if (!o->force && unlink(r->paths.log) && errno != ENOENT)
+		wfd = -1;
+	else
+		wfd = open(r->paths.log, O_WRONLY | O_CREAT | O_NOFOLLOW |
+			   O_NONBLOCK | O_CLOEXEC |
+			   (o->force ? O_APPEND : O_EXCL), 0600);
+	if (wfd < 0) {
+		say(l, LOG_ERROR,
+		    "cannot create the log %s for pp_rank=%d tp_rank=%d: %s; make the runtime directory writable or pick another with --runtime-dir",
+		    r->paths.log, r->lr.pp_rank, r->lr.tp_rank,
+		    errno == ELOOP ? "it is a symbolic link, never followed" :
+		    strerror(errno));
+		return 1;
+	}
+	if (fstat(wfd, &st) || !S_ISREG(st.st_mode)) {
+		say(l, LOG_ERROR,
+		    "the log %s for pp_rank=%d tp_rank=%d is not a regular file: remove it",
+		    r->paths.log, r->lr.pp_rank, r->lr.tp_rank);
+		close(wfd);
+		return 1;
+	}
+	r->log_rfd = open(r->paths.log, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	r->log_off = fstat(wfd, &st) ? 0 : (uint64_t)st.st_size;
+	launch_argv(l, r, wcd, argv, num);
 	so.path = wcd;
 	so.argv = argv;
 	so.stdin_fd = -1;
@@ -472,7 +519,9 @@ static int launch_arm(struct launch *l)
 		struct rank *r = &l->ranks[i];
 
 		ret = rank_spawn(l, r, wcd);
-		if (ret) {
+		if (ret > 0) {
+			launch_teardown(l, SIGTERM, 1);
+		} else if (ret) {
 			say(l, LOG_ERROR,
 			    "cannot start %s for pp_rank=%d tp_rank=%d: %s; pass the daemon's path with --wcd",
 			    wcd ? wcd : "wcd (from PATH)", r->lr.pp_rank,
@@ -531,7 +580,7 @@ int launch_run(struct launch *l)
 	l->t0_ns = rx_now_ns();
 	l->debug_times = getenv("WCCTL_DEBUG") &&
 			 strstr(getenv("WCCTL_DEBUG"), "times");
-	l->tty = isatty(STDERR_FILENO);
+	l->tty = isatty(STDERR_FILENO) && !l->o->foreground;
 	if (launch_arm(l))
 		launch_teardown(l, SIGTERM, 1);
 	if (l->phase != LAUNCH_DONE) {

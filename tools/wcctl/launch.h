@@ -30,6 +30,7 @@ struct launch_opts {
 	double timeout_s;
 	double grace_s;           /* SIGTERM -> SIGKILL */
 	bool foreground, force, keep_logs;
+	bool dry_run, json;       /* --dry-run, --json */
 	char **wcd_args;
 	int wcd_nargs;
 };
@@ -79,6 +80,18 @@ struct launch {
 
 /* launch.c */
 int launch_run(struct launch *l);
+/* The wcd command line of rank r into argv (NULL-terminated; at most
+ * LAUNCH_ARGV_MAX entries); num holds its numbers. Returns the count. */
+#define LAUNCH_ARGV_MAX (20 + LAUNCH_WCD_ARGS_MAX)
+int launch_argv(const struct launch *l, const struct rank *r,
+		const char *wcd, char *argv[LAUNCH_ARGV_MAX],
+		char num[4][16]);
+const char *launch_wcd_path(const struct launch_opts *o, char *buf,
+			    size_t len);
+
+/* plan.c: --dry-run and --json */
+void launch_print_plan(const struct launch *l);
+void launch_print_outcome(const struct launch *l, int status);
 
 /* progress.c: the .log files, read on the tick */
 void progress_scan(struct rank *r);

@@ -2,13 +2,17 @@
 /*
  * wcctl sleep | wake | update: the lifecycle requests of one rank daemon,
  * through libwcache (wc_sleep, wc_wake, wc_update). Each prints the
- * daemon's one-line answer on success and its refusal on stderr, exit 1.
+ * daemon's one-line answer on success and its refusal on stderr, exit 1;
+ * --json prints the outcome as one object either way.
  */
 #include <getopt.h>
+#include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "wcache.h"
 #include "wcctl.h"
 
@@ -38,12 +42,54 @@ static void life_usage(FILE *f, enum life_cmd cmd)
 		"attached to the old version are told and keep it until they detach.\n",
 	};
 
+	static const char *const examples[] = {
+		"Examples:\n"
+		"  wcctl sleep --level 1 --device 0\n"
+		"  wcctl sleep --level 2 --device host:demo --runtime-dir /run/wcache --json\n",
+		"Examples:\n"
+		"  wcctl wake --device 0\n"
+		"  wcctl wake --device host-demo --runtime-dir /run/wcache --json\n",
+		"Examples:\n"
+		"  wcctl update --device 0\n"
+		"  wcctl update --device 0 --model /ckpt/step-200 --timeout 1800 --json\n",
+	};
+
 	fprintf(f, "%s\n"
 		"  --device D          host, host:NAME, a GPU index or GPU-<uuid>\n"
 		"  --runtime-dir DIR   the daemons' runtime directory\n"
 		"  --socket PATH       the daemon's socket instead\n"
-		"  --timeout SECONDS   how long to wait for the reply (default 600)\n",
-		what[cmd]);
+		"  --timeout SECONDS   how long to wait for the reply (default 600;\n"
+		"                      decimals allowed)\n"
+		"  --json              the outcome as one JSON object on stdout\n"
+		"\n%s"
+		"\nExit status: 0 done, 1 refused or failed (the reason on stderr, or in\n"
+		"\"error\" with --json), 2 usage.\n",
+		what[cmd], examples[cmd]);
+}
+
+/* --json: one object, the outcome whether it succeeded or not. */
+static void life_json(const char *name, const char *target, int ret,
+		      const struct wc_life_result *r, const struct wc_error *e)
+{
+	json_t *o = json_pack("{s:s, s:s, s:b}", "command", name, "device",
+			      target, "ok", ret == 0);
+	char *s;
+
+	if (ret < 0) {
+		json_object_set_new(o, "error", json_string(e->msg));
+		json_object_set_new(o, "errno", json_integer(-ret));
+	} else {
+		json_object_set_new(o, "version", json_integer((json_int_t)r->version));
+		json_object_set_new(o, "level", json_integer(r->level));
+		json_object_set_new(o, "bytes", json_integer((json_int_t)r->bytes));
+		json_object_set_new(o, "seconds", json_real(r->seconds));
+		json_object_set_new(o, "verify_seconds", json_real(r->verify_seconds));
+		json_object_set_new(o, "message", json_string(r->msg));
+	}
+	s = json_dumps(o, JSON_PRESERVE_ORDER);
+	printf("%s\n", s ? s : "{}");
+	free(s);
+	json_decref(o);
 }
 
 static int life_main(enum life_cmd cmd, int argc, char **argv)
@@ -55,6 +101,7 @@ static int life_main(enum life_cmd cmd, int argc, char **argv)
 		{ "level", required_argument, NULL, 'l' },
 		{ "model", required_argument, NULL, 'm' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -65,13 +112,14 @@ static int life_main(enum life_cmd cmd, int argc, char **argv)
 	struct wc_conn *c;
 	char label[32], *end;
 	long level = 0;
+	bool json = false;
 	double t;
 	int ch, ret;
 
 	snprintf(label, sizeof(label), "wcctl %s", name);
 	co.label = label;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'd': co.device = optarg; break;
 		case 'r': co.runtime_dir = optarg; break;
@@ -93,14 +141,14 @@ static int life_main(enum life_cmd cmd, int argc, char **argv)
 			model = optarg;
 			break;
 		case 't':
-			t = strtod(optarg, &end);
-			if (*end || t <= 0 || t > 86400) {
+			if (cli_parse_secs(optarg, 0.001, 86400, &t)) {
 				fprintf(stderr, "wcctl %s: --timeout takes seconds (0 to 86400), got '%s'\n",
 					name, optarg);
 				return 2;
 			}
 			co.timeout_ms = (int)(t * 1000);
 			break;
+		case 'j': json = true; break;
 		case 'h': life_usage(stdout, cmd); return 0;
 		default: life_usage(stderr, cmd); return 2;
 		}
@@ -114,23 +162,26 @@ static int life_main(enum life_cmd cmd, int argc, char **argv)
 		fprintf(stderr, "wcctl sleep: give --level 1 (keep a host copy) or --level 2 (reload from disk on wake)\n");
 		return 2;
 	}
-	if (wc_connect(&co, &c, &e) < 0) {
-		fprintf(stderr, "wcctl %s: %s\n", name, e.msg);
-		return 1;
+	memset(&r, 0, sizeof(r));
+	ret = wc_connect(&co, &c, &e);
+	if (ret == 0) {
+		if (cmd == CMD_SLEEP)
+			ret = wc_sleep(c, (unsigned)level, &r, &e);
+		else if (cmd == CMD_WAKE)
+			ret = wc_wake(c, &r, &e);
+		else
+			ret = wc_update(c, model, &r, &e);
+		wc_close(c);
 	}
-	if (cmd == CMD_SLEEP)
-		ret = wc_sleep(c, (unsigned)level, &r, &e);
-	else if (cmd == CMD_WAKE)
-		ret = wc_wake(c, &r, &e);
+	if (json)
+		life_json(name, co.device ? co.device : co.socket, ret, &r, &e);
+	else if (ret < 0)
+		fprintf(stderr, "wcctl %s: %s\n", name, e.msg);
 	else
-		ret = wc_update(c, model, &r, &e);
-	wc_close(c);
-	if (ret < 0) {
-		fprintf(stderr, "wcctl %s: %s\n", name, e.msg);
+		printf("%s\n", r.msg);
+	if (fflush(stdout))
 		return 1;
-	}
-	printf("%s\n", r.msg);
-	return fflush(stdout) ? 1 : 0;
+	return ret < 0 ? 1 : 0;
 }
 
 int wcctl_sleep(int argc, char **argv)

@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "log.h"
 #include "wcctl.h"
 
@@ -26,6 +27,12 @@ static void usage(FILE *f)
 		   "Launches and administers wcache rank daemons (wcd).\n\ncommands:\n");
 	for (const struct wcctl_cmd *c = cmds; c->name; c++)
 		fprintf(f, "  %-10s %s\n", c->name, c->summary);
+	fprintf(f, "\nExamples:\n"
+		   "  wcctl start --model /models/llama --tp-size 8\n"
+		   "  wcctl status\n"
+		   "  wcctl stop --all\n"
+		   "\nExit status: 0 success, 2 usage (an unknown command); each\n"
+		   "command's --help lists its own.\n");
 }
 
 int main(int argc, char **argv)
@@ -40,9 +47,20 @@ int main(int argc, char **argv)
 		usage(stdout);
 		return 0;
 	}
-	for (const struct wcctl_cmd *c = cmds; c->name; c++)
-		if (!strcmp(argv[1], c->name))
-			return c->run(argc - 1, argv + 1);
+	if (!strcmp(argv[1], "--version")) {
+		cli_version(argc, argv, "wcctl");
+		return 0;
+	}
+	for (const struct wcctl_cmd *c = cmds; c->name; c++) {
+		char prog[64];
+
+		if (strcmp(argv[1], c->name))
+			continue;
+		snprintf(prog, sizeof(prog), "wcctl %s", c->name);
+		if (cli_version(argc - 1, argv + 1, prog))
+			return 0;
+		return c->run(argc - 1, argv + 1);
+	}
 	fprintf(stderr, "wcctl: unknown command '%s'; run 'wcctl --help' for the list\n",
 		argv[1]);
 	return 2;

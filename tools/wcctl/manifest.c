@@ -31,7 +31,13 @@ static void manifest_usage(FILE *f)
 		"                      \"pool\", \"offset\", \"padded_rows\", \"view\", \"alias\",\n"
 		"                      \"xxh3_128\"}]}\n"
 		"A view (fused tensor, alias) covers other entries' bytes; padded_rows\n"
-		"is 0, or the padded row count whose zero rows follow the real ones.\n");
+		"is 0, or the padded row count whose zero rows follow the real ones.\n"
+		"\n"
+		"Examples:\n"
+		"  wcctl manifest --device 0\n"
+		"  wcctl manifest --device host-demo --runtime-dir /run/wcache --json\n"
+		"\n"
+		"Exit status: 0 listed, 1 no daemon or an error, 2 usage.\n");
 }
 
 /* A JSON string (names are UTF-8 from a validated safetensors header). */
@@ -78,7 +84,7 @@ int wcctl_manifest(int argc, char **argv)
 	int ch;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (ch) {
 		case 'd': co.device = optarg; break;
 		case 'r': co.runtime_dir = optarg; break;

@@ -5,6 +5,10 @@
  * what was appended (at most PROGRESS_READ_MAX bytes) and keep the last such
  * line. On a terminal a block of one line per rank is redrawn in place;
  * otherwise a plain log line per rank at most every PROGRESS_PLAIN_NS.
+ * With --foreground every complete line is also copied to our stderr as
+ * "[ppP/tpT] line" (no progress block then), so that a service manager's
+ * journal holds the daemons' logs; lines arrive a tick (0.5 s) late at
+ * most and a line longer than PROGRESS_CHUNK is skipped.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -37,6 +41,9 @@ static size_t progress_lines(struct rank *r, char *buf, size_t n)
 
 		if (nl)
 			*nl = '\0';
+		if (r->l->o->foreground && *line)
+			fprintf(stderr, "[pp%d/tp%d] %s\n", r->lr.pp_rank,
+				r->lr.tp_rank, line);
 		key = strstr(line, PROGRESS_KEY);
 		if (key) {
 			snprintf(r->progress, sizeof(r->progress), "%s",
@@ -72,6 +79,8 @@ void progress_scan(struct rank *r)
 		r->log_off += used;
 		total += used;
 	}
+	if (total && r->l->o->foreground)
+		fflush(stderr);
 }
 
 /* "1234/5678 bytes, 1.23 GB/s" -> "0.00/0.01 GB (21%), 1.23 GB/s" */
@@ -150,7 +159,7 @@ void progress_log_tail(const struct rank *r)
 	ssize_t n;
 	int fd, lines = 0;
 
-	fd = open(r->paths.log, O_RDONLY | O_CLOEXEC);
+	fd = open(r->paths.log, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return;
 	size = lseek(fd, 0, SEEK_END);

@@ -65,6 +65,25 @@ int rundir_mkdir(const struct rundir *rd, char *err)
 	return 0;
 }
 
+int rundir_check_writable(const struct rundir *rd, char *err)
+{
+	char p[PATH_MAX];
+	int fd;
+
+	if (snprintf(p, sizeof(p), "%s/.wcctl-probe-XXXXXX", rd->dir) >=
+	    (int)sizeof(p))
+		return wc_errf(err, ENAMETOOLONG, "runtime directory %s: path too long",
+			       rd->dir);
+	fd = mkstemp(p);
+	if (fd < 0)
+		return wc_errf(err, errno,
+			       "the runtime directory %s is not writable: %s; fix its permissions (it must be writable by uid %u) or pick another with --runtime-dir",
+			       rd->dir, strerror(errno), (unsigned)getuid());
+	close(fd);
+	unlink(p);
+	return 0;
+}
+
 int rundir_paths(const struct rundir *rd, const char *name, struct paths *p,
 		 char *err)
 {

@@ -31,6 +31,9 @@ typedef char rundir_name[PATHS_DEVICE_MAX + 1];
 int rundir_init(struct rundir *rd, const char *runtime_dir, char *err);
 /* Creates the directory (0700) and any missing parents. */
 int rundir_mkdir(const struct rundir *rd, char *err);
+/* Creates and removes a file in the directory: 0, or -errno with the
+ * real cause (permissions, a read-only file system) in err. */
+int rundir_check_writable(const struct rundir *rd, char *err);
 /* The device's files (name: file-name safe, e.g. host-0). */
 int rundir_paths(const struct rundir *rd, const char *name, struct paths *p,
 		 char *err);

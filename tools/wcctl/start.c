@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "err.h"
 #include "gpus.h"
 #include "launch.h"
@@ -24,7 +25,7 @@ static void start_usage(FILE *f)
 "                   [--backend cuda|host] [--device-prefix STR] [--num-gpus N]\n"
 "                   [--runtime-dir DIR] [--timeout SEC] [--grace SEC]\n"
 "                   [--foreground] [--force] [--keep-logs] [--wcd PATH]\n"
-"                   [-- wcd options]\n"
+"                   [--dry-run] [--json] [-- wcd options]\n"
 "\n"
 "Starts one wcd per rank of this node and waits until every one is ready.\n"
 "The ranks follow SGLang's layout: pp_size_per_node = max(P/N, 1),\n"
@@ -35,9 +36,12 @@ static void start_usage(FILE *f)
 "+ (tp_rank %% tp_size_per_node) * S. Nodes never rendezvous: run wcctl start\n"
 "on each node.\n"
 "\n"
-"  --model DIR          model directory (config.json + *.safetensors)\n"
-"  --tp-size T          tensor-parallel size (required)\n"
-"  --pp-size P          pipeline-parallel size (default 1)\n"
+"  --model DIR          model directory (config.json + *.safetensors);\n"
+"                       SGLang's --model-path is the same option\n"
+"  --tp-size T          tensor-parallel size (required; also\n"
+"                       --tensor-parallel-size, or --tp, as in SGLang)\n"
+"  --pp-size P          pipeline-parallel size (default 1; also\n"
+"                       --pipeline-parallel-size)\n"
 "  --nnodes N           nodes in the job (default 1)\n"
 "  --node-rank R        this node (default 0)\n"
 "  --base-gpu-id B      first local GPU (default 0)\n"
@@ -53,14 +57,25 @@ static void start_usage(FILE *f)
 "  --runtime-dir DIR    where the .lock/.sock/.ready/.log files live (default:\n"
 "                       $WCACHE_SOCKET_TEMPLATE, $XDG_RUNTIME_DIR/wcache,\n"
 "                       /tmp/wcache-$UID)\n"
-"  --timeout SEC        give up when not all are ready by then (default 600)\n"
+"  --timeout SEC        give up when not all are ready by then (default 600;\n"
+"                       every time here is in seconds, decimals allowed)\n"
 "  --grace SEC          SIGTERM -> SIGKILL grace when stopping (default 10)\n"
 "  --foreground         stay after start: relay SIGTERM/SIGINT to the daemons,\n"
-"                       stop all of them if any dies\n"
+"                       stop all of them if any dies; the daemons' log lines\n"
+"                       are copied to stderr as \"[ppP/tpT] line\" (a service\n"
+"                       manager's journal gets them)\n"
+"  --dry-run            print the ranks, devices and wcd commands, start nothing\n"
+"  --json               the outcome (or, with --dry-run, the plan) as one JSON\n"
+"                       object on stdout\n"
 "  --force              take devices over from running daemons (wcd --force)\n"
 "  --keep-logs          keep the .log files of daemons that failed\n"
 "  --wcd PATH           the daemon to run (default: wcd next to wcctl, else PATH)\n"
 "  -- OPTIONS           passed to every wcd as they are\n"
+"\n"
+"Examples:\n"
+"  wcctl start --model /models/llama --tp-size 8\n"
+"  wcctl start --model-path M --tp 8 --pp-size 2 --nnodes 2 --node-rank 1 --dry-run\n"
+"  wcctl start --model M --tp-size 4 --backend host --timeout 60 -- --log-format json\n"
 "\n"
 "Exit status: 0 all ready (or, with --foreground, stopped on request);\n"
 "1 a daemon failed, did not become ready in time, or could not be started\n"
@@ -89,12 +104,9 @@ static int parse_int_opt(const char *name, const char *v, int lo, int hi,
 
 static int parse_secs_opt(const char *name, const char *v, double *out)
 {
-	char *end;
 	double x;
 
-	errno = 0;
-	x = strtod(v, &end);
-	if (errno || end == v || *end || !(x > 0) || x > 86400 * 7) {
+	if (cli_parse_secs(v, 1e-3, 86400 * 7, &x)) {
 		fprintf(stderr,
 			"wcctl start: %s '%s' is not a number of seconds above 0 (e.g. 600 or 0.5)\n",
 			name, v);
@@ -108,12 +120,16 @@ enum {
 	OPT_MODEL = 256, OPT_TP, OPT_PP, OPT_NNODES, OPT_NODE_RANK, OPT_BASE,
 	OPT_STEP, OPT_BACKEND, OPT_PREFIX, OPT_NUM_GPUS, OPT_RUNDIR,
 	OPT_TIMEOUT, OPT_GRACE, OPT_FG, OPT_FORCE, OPT_KEEP_LOGS, OPT_WCD,
+	OPT_DRY_RUN, OPT_JSON,
 };
 
 static const struct option start_longopts[] = {
 	{ "model", required_argument, NULL, OPT_MODEL },
+	{ "model-path", required_argument, NULL, OPT_MODEL },
 	{ "tp-size", required_argument, NULL, OPT_TP },
+	{ "tensor-parallel-size", required_argument, NULL, OPT_TP },
 	{ "pp-size", required_argument, NULL, OPT_PP },
+	{ "pipeline-parallel-size", required_argument, NULL, OPT_PP },
 	{ "nnodes", required_argument, NULL, OPT_NNODES },
 	{ "node-rank", required_argument, NULL, OPT_NODE_RANK },
 	{ "base-gpu-id", required_argument, NULL, OPT_BASE },
@@ -128,6 +144,8 @@ static const struct option start_longopts[] = {
 	{ "force", no_argument, NULL, OPT_FORCE },
 	{ "keep-logs", no_argument, NULL, OPT_KEEP_LOGS },
 	{ "wcd", required_argument, NULL, OPT_WCD },
+	{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
+	{ "json", no_argument, NULL, OPT_JSON },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
@@ -172,6 +190,8 @@ static int start_parse(int argc, char **argv, struct launch_opts *o)
 		case OPT_FORCE: o->force = true; break;
 		case OPT_KEEP_LOGS: o->keep_logs = true; break;
 		case OPT_WCD: o->wcd = optarg; break;
+		case OPT_DRY_RUN: o->dry_run = true; break;
+		case OPT_JSON: o->json = true; break;
 		case 'h': start_usage(stdout); return 1;
 		default: bad = -1; break;
 		}
@@ -225,10 +245,14 @@ static int start_name_ranks(struct launch *l, char (*uuids)[GPU_UUID_LEN],
 		r->lr = l->lay.ranks[i];
 		r->log_rfd = -1;
 		r->l = l;
-		if (l->o->host)
+		if (l->o->host) {
 			snprintf(r->device, sizeof(r->device), "host:%s%d",
 				 l->o->device_prefix, r->lr.gpu);
-		else if (r->lr.gpu < ngpus)
+		} else if (ngpus < 0) {
+			/* --dry-run without nvidia-smi: the CUDA ordinal */
+			snprintf(r->device, sizeof(r->device), "%d", r->lr.gpu);
+			continue;
+		} else if (r->lr.gpu < ngpus)
 			snprintf(r->device, sizeof(r->device), "%s",
 				 uuids[r->lr.gpu]);
 		else {
@@ -287,22 +311,43 @@ int wcctl_start(int argc, char **argv)
 		return ret > 0 ? 0 : 2;
 	l.o = &o;
 	l.ranks = ranks;
-	if (!o.host) {
-		ngpus = gpus_list(uuids, GPUS_MAX, err);
-		if (ngpus < 0) {
-			log_error("%s", err);
-			return 1;
-		}
-		if (o.lp.num_gpus < 0 || o.lp.num_gpus > ngpus)
-			o.lp.num_gpus = ngpus;
-	}
+	/* The layout first: a bad --node-rank or --tp-size is a usage error
+	 * on any machine, with or without GPUs (nvidia-smi is not asked). */
 	if (layout_compute(&o.lp, &l.lay, err)) {
 		log_error("%s", err);
 		return 2;
 	}
+	if (!o.host) {
+		ngpus = gpus_list(uuids, GPUS_MAX, err);
+		if (ngpus < 0 && o.dry_run) {
+			log_warn("%s; the plan names CUDA ordinals", err);
+		} else if (ngpus < 0) {
+			log_error("%s", err);
+			return 1;
+		} else {
+			if (o.lp.num_gpus < 0 || o.lp.num_gpus > ngpus)
+				o.lp.num_gpus = ngpus;
+			if (layout_compute(&o.lp, &l.lay, err)) {
+				log_error("%s", err);
+				return 2;
+			}
+		}
+	}
 	l.n = l.lay.n;
-	if (rundir_init(&l.rd, o.runtime_dir, err) ||
-	    rundir_mkdir(&l.rd, err)) {
+	if (rundir_init(&l.rd, o.runtime_dir, err)) {
+		log_error("%s", err);
+		return 1;
+	}
+	if (o.dry_run) {
+		if (start_name_ranks(&l, uuids, ngpus))
+			return 1;
+		launch_print_plan(&l);
+		return 0;
+	}
+	/* the parents may be shared (/tmp); the directory itself must be
+	 * ours alone (paths_dir_check), as wcd checks too */
+	if (rundir_mkdir(&l.rd, err) || rundir_check_writable(&l.rd, err) ||
+	    paths_dir_check(l.rd.dir, err)) {
 		log_error("%s", err);
 		return 1;
 	}
@@ -312,5 +357,8 @@ int wcctl_start(int argc, char **argv)
 		 l.n, l.n == 1 ? "" : "s", o.lp.node_rank, l.lay.pp_first,
 		 l.lay.pp_first + l.lay.pp_count - 1, l.lay.tp_first,
 		 l.lay.tp_first + l.lay.tp_count - 1, l.rd.dir);
-	return launch_run(&l);
+	ret = launch_run(&l);
+	if (o.json)
+		launch_print_outcome(&l, ret);
+	return ret;
 }

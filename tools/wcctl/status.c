@@ -4,7 +4,7 @@
  * asked for STATUS (libwcache), printed as a table or as JSON. A daemon
  * that does not answer is shown as UNREACHABLE with what its ready file
  * says; a device that is locked but has no ready file yet is STARTING.
- * Costs one connection per daemon, each bounded by --timeout-ms.
+ * Costs one connection per daemon, each bounded by --timeout.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -14,7 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "err.h"
+#include "gpus.h"
 #include "log.h"
 #include "rundir.h"
 #include "wcache.h"
@@ -33,7 +35,7 @@ struct row {
 static void status_usage(FILE *f)
 {
 	fprintf(f,
-"usage: wcctl status [--json] [--runtime-dir DIR] [--timeout-ms MS]\n"
+"usage: wcctl status [--device D] [--json] [--runtime-dir DIR] [--timeout SEC]\n"
 "\n"
 "Asks every daemon that has a ready file for its STATUS and prints a table:\n"
 "device, rank, state, model, version, GB, tensors, clients, uptime. A daemon\n"
@@ -43,11 +45,20 @@ static void status_usage(FILE *f)
 "  --json            a JSON array: each daemon's STATUS object plus\n"
 "                    \"reachable\": true and \"ready_file\"; unreachable ones\n"
 "                    carry \"reachable\": false, \"error\" and their ready file\n"
+"  --device D        only this device: host, host:NAME, host-NAME (as the\n"
+"                    table prints it), a CUDA ordinal or GPU-<uuid>\n"
 "  --runtime-dir DIR as given to wcctl start / wcd (default: the environment's)\n"
-"  --timeout-ms MS   per daemon (default 2000)\n"
+"  --timeout SEC     per daemon (default 2; decimals allowed; --timeout-ms MS\n"
+"                    is the old spelling)\n"
 "\n"
-"Exit status: 0 at least one daemon answered, 3 none was found, 4 none\n"
-"answered, 2 usage.\n");
+"Examples:\n"
+"  wcctl status\n"
+"  wcctl status --device 0 --json\n"
+"  wcctl status --runtime-dir /run/wcache --timeout 0.5 || echo degraded\n"
+"\n"
+"Exit status: 0 every daemon found answered, 3 none was found, 4 at least\n"
+"one is UNREACHABLE, 5 none is unreachable but one is still STARTING,\n"
+"2 usage.\n");
 }
 
 static void row_ask(struct row *r, int timeout_ms)
@@ -216,8 +227,8 @@ static json_t *row_json(const struct row *r)
 }
 
 /* Rows for ready files, then for locked devices without one. */
-static int collect(const struct rundir *rd, struct row *rows, int timeout_ms,
-		   char *err)
+static int collect(const struct rundir *rd, const char *only,
+		   struct row *rows, int timeout_ms, char *err)
 {
 	static rundir_name names[RUNDIR_DEVICES_MAX];
 	int n = 0, k;
@@ -226,6 +237,8 @@ static int collect(const struct rundir *rd, struct row *rows, int timeout_ms,
 	if (k < 0)
 		return k;
 	for (int i = 0; i < k; i++) {
+		if (only && strcmp(only, names[i]))
+			continue;
 		struct row *r = &rows[n++];
 		struct paths p;
 		char e[WC_ERR_LEN];
@@ -256,6 +269,8 @@ static int collect(const struct rundir *rd, struct row *rows, int timeout_ms,
 		char e[WC_ERR_LEN];
 		bool dup = false;
 
+		if (only && strcmp(only, names[i]))
+			continue;
 		for (int j = 0; j < n && !dup; j++)
 			dup = !strcmp(rows[j].device, names[i]);
 		if (dup || rundir_paths(rd, names[i], &p, e) ||
@@ -276,14 +291,17 @@ int wcctl_status(int argc, char **argv)
 	static const struct option lo[] = {
 		{ "json", no_argument, NULL, 'j' },
 		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "timeout", required_argument, NULL, 'T' },
 		{ "timeout-ms", required_argument, NULL, 't' },
+		{ "device", required_argument, NULL, 'd' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct row rows[RUNDIR_DEVICES_MAX];
-	const char *runtime_dir = NULL;
-	int c, n, answered = 0, timeout_ms = 2000;
-	char err[WC_ERR_LEN], *end;
+	const char *runtime_dir = NULL, *device = NULL;
+	int c, n, answered = 0, starting = 0, timeout_ms = 2000;
+	char err[WC_ERR_LEN], *end, only[PATHS_DEVICE_MAX + 1];
+	double secs;
 	bool json = false;
 	struct rundir rd;
 
@@ -300,6 +318,17 @@ int wcctl_status(int argc, char **argv)
 				return 2;
 			}
 			break;
+		case 'T':
+			if (cli_parse_secs(optarg, 0.001, 600, &secs)) {
+				fprintf(stderr, "wcctl status: --timeout '%s' is not a number of seconds in 0.001..600 (e.g. 2 or 0.5)\n",
+					optarg);
+				return 2;
+			}
+			timeout_ms = (int)(secs * 1000 + 0.5);
+			if (timeout_ms < 1)
+				timeout_ms = 1;
+			break;
+		case 'd': device = optarg; break;
 		case 'h': status_usage(stdout); return 0;
 		default: status_usage(stderr); return 2;
 		}
@@ -312,13 +341,20 @@ int wcctl_status(int argc, char **argv)
 		log_error("%s", err);
 		return 2;
 	}
-	n = collect(&rd, rows, timeout_ms, err);
+	if (device && gpus_device_name(device, only, sizeof(only), err)) {
+		log_error("%s", err);
+		return 2;
+	}
+	n = collect(&rd, device ? only : NULL, rows, timeout_ms, err);
 	if (n < 0) {
 		log_error("%s", err);
 		return 1;
 	}
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		answered += rows[i].status != NULL;
+		starting += !rows[i].status && !rows[i].have_ready &&
+			    rows[i].lock_pid;
+	}
 	if (json) {
 		json_t *a = json_array();
 		char *s;
@@ -331,6 +367,9 @@ int wcctl_status(int argc, char **argv)
 		json_decref(a);
 	} else if (n) {
 		print_table(rows, n);
+	} else if (device) {
+		printf("no wcache daemon found for device %s in %s (start one with 'wcctl start')\n",
+		       only, rd.dir);
 	} else {
 		printf("no wcache daemon found in %s (start one with 'wcctl start')\n",
 		       rd.dir);
@@ -339,5 +378,7 @@ int wcctl_status(int argc, char **argv)
 		json_decref(rows[i].status);
 	if (!n)
 		return 3;
-	return answered ? 0 : 4;
+	if (answered + starting < n)
+		return 4;
+	return starting ? 5 : 0;
 }

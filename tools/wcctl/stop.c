@@ -8,6 +8,7 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <jansson.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "err.h"
 #include "gpus.h"
 #include "log.h"
@@ -36,15 +38,23 @@ static void stop_usage(FILE *f)
 {
 	fprintf(f,
 "usage: wcctl stop [--device D | --all] [--runtime-dir DIR] [--timeout SEC]\n"
+"                  [--json]\n"
 "\n"
 "Stops rank daemons: SIGTERM through a pidfd to the pid in the device's\n"
 "ready file (or, while it is still loading, to its lock's holder), only if\n"
 "that pid holds the device's lock; waits, and SIGKILLs after the timeout.\n"
 "\n"
-"  --device D        host, host:NAME, a CUDA ordinal or GPU-<uuid>\n"
+"  --device D        host, host:NAME, host-NAME (as status prints it), a CUDA\n"
+"                    ordinal or GPU-<uuid>\n"
 "  --all             every daemon in the runtime directory\n"
 "  --runtime-dir DIR as given to wcctl start / wcd (default: the environment's)\n"
-"  --timeout SEC     SIGTERM -> SIGKILL (default 10)\n"
+"  --timeout SEC     SIGTERM -> SIGKILL (default 10; decimals allowed)\n"
+"  --json            the outcome as one JSON object on stdout\n"
+"\n"
+"Examples:\n"
+"  wcctl stop --device 0\n"
+"  wcctl stop --device host-3 --timeout 2.5\n"
+"  wcctl stop --all --json\n"
 "\n"
 "Exit status: 0 stopped, 1 a daemon could not be stopped, 2 usage,\n"
 "3 no daemon was running.\n");
@@ -147,6 +157,21 @@ static void stop_wait(struct victim *vs, int n, uint64_t ms)
 	free(p);
 }
 
+/* --json: {"command": "stop", "ok", "stopped": [{device, pid, killed}],
+ * "failed": N, "exit": rc}; the reasons stay on stderr. */
+static void stop_json(json_t *stopped, int failed, int rc)
+{
+	json_t *o = json_pack("{s:s, s:b, s:O, s:i, s:i}", "command", "stop",
+			      "ok", rc == 0, "stopped", stopped, "failed",
+			      failed, "exit", rc);
+	char *s = json_dumps(o, JSON_PRESERVE_ORDER);
+
+	printf("%s\n", s ? s : "{}");
+	fflush(stdout);
+	free(s);
+	json_decref(o);
+}
+
 int wcctl_stop(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -154,6 +179,7 @@ int wcctl_stop(int argc, char **argv)
 		{ "all", no_argument, NULL, 'a' },
 		{ "runtime-dir", required_argument, NULL, 'r' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -163,8 +189,9 @@ int wcctl_stop(int argc, char **argv)
 	double timeout_s = 10;
 	struct victim *vs;
 	struct rundir rd;
-	bool all = false;
-	int c, n = 0, nv = 0, failed = 0;
+	bool all = false, json = false;
+	int c, n = 0, nv = 0, failed = 0, rc;
+	json_t *stopped;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
@@ -173,13 +200,14 @@ int wcctl_stop(int argc, char **argv)
 		case 'a': all = true; break;
 		case 'r': runtime_dir = optarg; break;
 		case 't':
-			timeout_s = strtod(optarg, &end);
-			if (*end || !(timeout_s > 0) || timeout_s > 86400) {
+			(void)end;
+			if (cli_parse_secs(optarg, 0.001, 86400, &timeout_s)) {
 				fprintf(stderr, "wcctl stop: --timeout '%s' is not a number of seconds above 0\n",
 					optarg);
 				return 2;
 			}
 			break;
+		case 'j': json = true; break;
 		case 'h': stop_usage(stdout); return 0;
 		default: stop_usage(stderr); return 2;
 		}
@@ -207,7 +235,8 @@ int wcctl_stop(int argc, char **argv)
 		}
 	}
 	vs = calloc((size_t)(n ? n : 1), sizeof(*vs));
-	if (!vs)
+	stopped = json_array();
+	if (!vs || !stopped)
 		die("out of memory");
 	for (int i = 0; i < n; i++) {
 		struct victim *v = &vs[nv];
@@ -267,15 +296,20 @@ int wcctl_stop(int argc, char **argv)
 			log_warn("%s", err);
 		log_info("stopped wcd pid %d on device %s%s", (int)v->pid,
 			 v->paths.device, v->killed ? " (SIGKILL)" : "");
+		json_array_append_new(stopped, json_pack("{s:s, s:i, s:b}",
+			"device", v->paths.device, "pid", (int)v->pid,
+			"killed", v->killed));
 	}
 	free(vs);
-	if (failed)
-		return 1;
-	if (!nv) {
+	rc = failed ? 1 : 0;
+	if (!failed && !nv) {
 		log_info(device ? "no daemon is running on device %s" :
 			 "no daemon is running in %s",
 			 device ? names[0] : rd.dir);
-		return 3;
+		rc = 3;
 	}
-	return 0;
+	if (json)
+		stop_json(stopped, failed, rc);
+	json_decref(stopped);
+	return rc;
 }

@@ -1,6 +1,26 @@
 /* SPDX-License-Identifier: MIT */
-/* wcd: one client connection, shared by server.c (framing, lifetime) and
- * requests.c (what each request does). */
+/*
+ * wcd: server.c's client API. One client connection (struct wcd_client),
+ * and what the files above server.c may do with clients:
+ *
+ *   reply to a request      reply_send() (the request being handled),
+ *                           reply_frame() (any id), reply_error()
+ *   reply later             waiter_hold() when the request arrives,
+ *                           waiter_take() when the answer is ready (NULL
+ *                           if the client went away meanwhile)
+ *   notify every client     server_notify() (SERVER_NOTIFY_LEASED: only
+ *                           those holding a lease)
+ *   iterate clients         client_first()/client_next() (closing ones
+ *                           skipped), server_clients() (pids, lease counts)
+ *   leases                  client_lease_add(), client_lease_drop() (the
+ *                           end of a lease calls hooks->lease_ended),
+ *                           server_lease_pids()
+ *   close one               client_close()
+ *
+ * A client may be freed inside any call that queues to it (a full output
+ * queue closes it): iterate with client_next() taken before the call, as
+ * server_notify() does.
+ */
 #ifndef WCD_CONN_H
 #define WCD_CONN_H
 
@@ -46,20 +66,46 @@ struct wcd_client {
 	uint64_t requests;
 };
 
-/* server.c */
 void client_close(struct wcd_client *c, const char *why);
 /* Queues the frame built in w (taken over: w is reset). */
 void client_queue(struct wcd_client *c, struct wire_put *w, const int *fds,
 		  unsigned nfds, bool close_after);
-/* Ends a reply begun in w and queues it. */
+/* Ends a reply begun in w (for request id) and queues it. */
+void reply_frame(struct wcd_client *c, uint64_t id, struct wire_put *w,
+		 const int *fds, unsigned nfds);
+/* reply_frame for the request being handled (c->h.id). */
 void reply_send(struct wcd_client *c, struct wire_put *w, const int *fds,
 		unsigned nfds);
 void reply_error(struct wcd_client *c, uint64_t id, uint32_t code,
 		 bool close_after, const char *fmt, ...)
 	__attribute__((format(printf, 5, 6)));
-void lease_drop(struct wcd_client *c, unsigned i);
 
-/* requests.c */
-void client_dispatch(struct wcd_client *c, const uint8_t *p, uint32_t n);
+/* Holds w for a reply to request id of c that comes later. */
+void waiter_hold(struct wcd_waiter *w, struct wcd_client *c, uint64_t id);
+/* Ends the hold; returns the client to answer (id in *id), or NULL when
+ * it went away or nothing was held. */
+struct wcd_client *waiter_take(struct wcd *d, struct wcd_waiter *w,
+			       uint64_t *id);
+
+struct wcd_client *client_first(struct wcd *d);
+struct wcd_client *client_next(struct wcd_client *c);
+/* The live clients' pids and lease counts (at most max). */
+unsigned server_clients(struct wcd *d, pid_t *pids, unsigned *leases,
+			unsigned max);
+
+#define SERVER_NOTIFY_LEASED 1u   /* only clients that hold a lease */
+#define SERVER_NOTIFY_CLOSE  2u   /* close each connection once sent */
+/* Sends nt to every live client (flags above); returns how many. */
+unsigned server_notify(struct wcd *d, const struct wire_notice *nt,
+		       unsigned flags);
+
+/* Records a lease of c on version index vi; returns its id. The caller
+ * counts it on the version (version_attach does both). */
+uint64_t client_lease_add(struct wcd_client *c, int vi);
+/* Ends c's lease i: hooks->lease_ended(d, its version). */
+void client_lease_drop(struct wcd_client *c, unsigned i);
+/* Pids of the clients holding a lease on version index vi (-1: on any
+ * version), at most max. */
+unsigned server_lease_pids(struct wcd *d, int vi, pid_t *pids, unsigned max);
 
 #endif

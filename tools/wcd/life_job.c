@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wcd's lifecycle jobs (issue 7), run by serve() between turns of the loop
- * (lifecycle.h says why). Both drive the reactor while they wait, so other
+ * wcd's lifecycle jobs, run by serve() between turns of the loop
+ * (lifecycle.h says why), and the replies to the request that queued them. Both drive the reactor while they wait, so other
  * clients keep being served.
  *
  * WAKE level 1: new pools, one backend copy_to_pool per pool from the host
@@ -23,30 +23,82 @@
  * before any pool exists; load_run; then version N+1 becomes current in one
  * step (new HELLO/ATTACH get it; the ready file is rewritten atomically),
  * lease holders get a NOTICE, and version N is freed at once if it has no
- * lease, else when its last lease ends (life_lease_dropped). Any failure
+ * lease, else when its last lease ends (version_publish). Any failure
  * frees N+1's partial pools and leaves N serving, untouched.
  */
 #include <errno.h>
+#include <stdarg.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "err.h"
 #include "log.h"
 #include "wcd.h"
 #include "conn.h"
 #include "lifecycle.h"
+#include "versions.h"
 #include "wire_life.h"
 
-#define container_of(p, type, member) \
-	((type *)(void *)((char *)(p) - offsetof(type, member)))
 #define COPY_STREAMS 4
 
 static double secs(uint64_t ns)
 {
 	return (double)ns / 1e9;
+}
+
+/* --- the requester's reply ----------------------------------------------- */
+
+void life_reply(struct wcd *d, unsigned type, const struct wire_life_reply *r)
+{
+	struct wcd_life *L = &d->life;
+	struct wcd_client *c;
+	struct wire_put w;
+	uint64_t id;
+
+	snprintf(L->last, sizeof(L->last), "%s", r->msg);
+	c = waiter_take(d, &L->who, &id);
+	if (!c)
+		return;
+	wire_put_init(&w);
+	wire_frame_begin(&w, type, WIRE_F_REPLY, id);
+	wire_life_reply_put(&w, r);
+	reply_frame(c, id, &w, NULL, 0);
+}
+
+void life_fail(struct wcd *d, uint32_t code, const char *fmt, ...)
+{
+	struct wcd_life *L = &d->life;
+	struct wcd_client *c;
+	uint64_t id;
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(L->last, sizeof(L->last), fmt, ap);
+	va_end(ap);
+	L->failures++;
+	log_warn("%s", L->last);
+	c = waiter_take(d, &L->who, &id);
+	if (c)
+		reply_error(c, id, code, false, "%s", L->last);
+}
+
+void life_host_free(struct wcd *d)
+{
+	struct wcd_life *L = &d->life;
+
+	for (uint32_t i = 0; i < L->nhost; i++) {
+		if (L->host[i])
+			d->dev.be->staging_free(&d->dev, L->host[i],
+						L->host_len[i]);
+		L->host[i] = NULL;
+		L->host_len[i] = 0;
+	}
+	L->nhost = 0;
+	L->host_bytes = 0;
 }
 
 /* --- wake level 1: restore from the host copy --------------------------- */
@@ -99,13 +151,13 @@ static int restore_pools(struct wcd *d, struct wcd_version *v,
 			 uint64_t *copy_ns, char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
-	struct wcd_life *L = d->life;
+	struct wcd_life *L = &d->life;
 	struct restore *R;
 	uint64_t t0;
-	uint64_t need = life_plan_need(d, v), have;
+	uint64_t need = version_plan_need(d, v), have;
 	int ret;
 
-	if (life_mem_free(d, &have) == 0 && need > have)
+	if (version_mem_free(d, &have) == 0 && need > have)
 		return wc_errf(err, ENOMEM,
 			       "the pools need %" PRIu64 " bytes on device %s but only %" PRIu64 " are free (another process took memory while the daemon slept?)",
 			       need, d->dev.name, have);
@@ -176,7 +228,7 @@ static int device_hashes(struct wcd *d, struct wcd_version *v,
 			 uint8_t (*out)[WC_HASH_LEN], char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
-	char e[GPU_ERR_LEN];
+	char e[WC_ERR_LEN];
 	int ret;
 
 	if (!be->hash_begin || d->o.hash_on == WCD_HASH_CPU)
@@ -291,7 +343,7 @@ static void release_pools(struct wcd *d, struct wcd_version *v)
 static void wake_level1(struct wcd *d, struct wire_life_reply *r, char *err)
 {
 	struct wcd_version *v = wcd_current(d);
-	struct wcd_life *L = d->life;
+	struct wcd_life *L = &d->life;
 	uint64_t copy_ns = 0, t0;
 	int ret;
 
@@ -338,6 +390,7 @@ static bool same_as_manifest(const struct wcd_version *v,
 			     const struct wcd_version *t, char *err)
 {
 	unsigned bad = 0;
+	uint32_t first = 0;
 
 	if (t->plan.ntensors != v->plan.ntensors ||
 	    t->plan.npools != v->plan.npools) {
@@ -359,15 +412,12 @@ static bool same_as_manifest(const struct wcd_version *v,
 		}
 		if (v->hashed && t->hashed &&
 		    memcmp(v->hash[i], t->hash[i], WC_HASH_LEN) && !bad++)
-			snprintf(err, WC_ERR_LEN, "%s", a->name);
+			first = i;
 	}
 	if (bad) {
-		char first[WC_ERR_LEN];
-
-		snprintf(first, sizeof(first), "%s", err);
 		snprintf(err, WC_ERR_LEN,
-			 "%u of %u tensors (first: %.200s) do not match their manifest hash",
-			 bad, v->plan.ntensors, first);
+			 "%u of %u tensors (first: %s) do not match their manifest hash",
+			 bad, v->plan.ntensors, v->plan.t[first].name);
 		return false;
 	}
 	return true;
@@ -376,7 +426,7 @@ static bool same_as_manifest(const struct wcd_version *v,
 static void wake_level2(struct wcd *d, struct wire_life_reply *r, char *err)
 {
 	struct wcd_version *v = wcd_current(d), *t;
-	struct wcd_life *L = d->life;
+	struct wcd_life *L = &d->life;
 	uint64_t t0 = rx_now_ns();
 	int ret;
 
@@ -434,7 +484,7 @@ static void wake_level2(struct wcd *d, struct wire_life_reply *r, char *err)
 
 void life_run_wake(struct wcd *d)
 {
-	struct wcd_life *L = d->life;
+	struct wcd_life *L = &d->life;
 	struct wire_life_reply r = { .level = L->level };
 	char err[WC_ERR_LEN] = "";
 
@@ -443,19 +493,14 @@ void life_run_wake(struct wcd *d)
 		wake_level1(d, &r, err);
 	else
 		wake_level2(d, &r, err);
-	L->waking = false;
 	if (!r.msg[0]) {            /* failed: still asleep */
-		if (!d->stopping)
-			d->state = "sleeping";
+		wcd_enter(d, WCD_SLEEPING);
 		return;
 	}
 	L->level = 0;
 	L->wakes++;
-	if (!d->stopping) {
-		d->state = "ready";
-		if (status_write_ready(d, err))
-			log_warn("cannot rewrite the ready file: %s", err);
-	}
+	if (wcd_enter(d, WCD_READY) && status_write_ready(d, err))
+		log_warn("cannot rewrite the ready file: %s", err);
 	log_info("%s", r.msg);
 	life_reply(d, WIRE_WAKE, &r);
 }
@@ -474,7 +519,7 @@ static unsigned update_diff(struct wcd *d, const struct wcd_version *nv,
 	out[0] = '\0';
 	if (!mm)
 		return 0;
-	n = status_ident_diff(&wcd_current(d)->ident, &nv->ident, mm,
+	n = ident_mismatch(&wcd_current(d)->ident, &nv->ident, mm,
 			      WIRE_MISMATCH_MAX);
 	for (unsigned i = 0; i < n; i++) {
 		if (!strcmp(mm[i].field, "ckpt_digest") ||
@@ -482,7 +527,7 @@ static unsigned update_diff(struct wcd *d, const struct wcd_version *nv,
 			continue;
 		if (off < cap)
 			off += (size_t)snprintf(out + off, cap - off,
-						"%s%s (served %.200s, new %.200s)",
+						"%s%s (served %s, new %s)",
 						k ? "; " : "", mm[i].field,
 						mm[i].daemon, mm[i].client);
 		k++;
@@ -491,21 +536,13 @@ static unsigned update_diff(struct wcd *d, const struct wcd_version *nv,
 	return k;
 }
 
-static int update_slot(struct wcd *d)
-{
-	for (int i = 0; i < WCD_VERSIONS; i++)
-		if (!d->ver[i].used && i != d->cur)
-			return i;
-	return -1;
-}
-
 /* Checks nv before anything is allocated; 0 or a refusal sent. */
 static int update_check(struct wcd *d, struct wcd_version *nv,
 			const char *dir)
 {
 	struct wcd_version *cur = wcd_current(d);
 	char diff[WIRE_MSG_MAX + 1];
-	uint64_t need, have = 0, held = life_resident_bytes(d);
+	uint64_t need, have = 0, held = version_resident_bytes(d);
 
 	if (update_diff(d, nv, diff, sizeof(diff))) {
 		life_fail(d, WIRE_E_MISMATCH,
@@ -520,8 +557,8 @@ static int update_check(struct wcd *d, struct wcd_version *nv,
 			  dir, cur->number);
 		return -1;
 	}
-	need = life_plan_need(d, nv);
-	if (life_mem_free(d, &have) == 0 && need > have) {
+	need = version_plan_need(d, nv);
+	if (version_mem_free(d, &have) == 0 && need > have) {
 		life_fail(d, WIRE_E_LIMIT,
 			  "update refused before loading anything: version %" PRIu64 " needs %" PRIu64 " bytes on device %s beside the %" PRIu64 " bytes of version %" PRIu64 ", but only %" PRIu64 " bytes are free%s: free memory (or run the update where the device has room for two versions), then update again; version %" PRIu64 " keeps serving",
 			  cur->number + 1, need, d->dev.name, held,
@@ -535,18 +572,17 @@ static int update_check(struct wcd *d, struct wcd_version *nv,
 
 void life_run_update(struct wcd *d)
 {
-	struct wcd_life *L = d->life;
-	struct wcd_version *cur = wcd_current(d), *nv, *old;
+	struct wcd_life *L = &d->life;
+	struct wcd_version *cur = wcd_current(d), *nv;
 	struct wire_life_reply r = { 0 };
-	struct wire_notice nt = { .kind = WIRE_NOTICE_NEW_VERSION };
+	struct version_published pub;
 	const char *served = d->o.model;
 	char err[WC_ERR_LEN] = "";
 	uint64_t t0 = rx_now_ns();
-	int ni = update_slot(d), oi = d->cur;
-	unsigned told;
+	int ni = version_slot_free(d);
 	int ret;
 
-	L->updating = true;
+	WC_ASSERT(d->state == WCD_UPDATING);
 	if (ni < 0) {
 		life_fail(d, WIRE_E_BUSY, "update refused: no free version slot");
 		goto out_state;
@@ -568,10 +604,8 @@ void life_run_update(struct wcd *d)
 		load_version_free(d, nv);
 		goto out_state;
 	}
-	L->loading = ni;
 	ret = load_run(d, nv, err);
-	L->loading = -1;
-	if (!ret && d->stopping)
+	if (!ret && wcd_stopping(d))
 		ret = wc_errf(err, ECANCELED, "stopped while loading");
 	if (ret) {
 		load_version_free(d, nv);
@@ -582,41 +616,25 @@ void life_run_update(struct wcd *d)
 	}
 
 	/* publish: one step, between two turns of the loop */
-	nv->used = true;
-	nv->number = cur->number + 1;
-	d->cur = ni;
 	snprintf(L->model_served, sizeof(L->model_served), "%s",
 		 nv->model.path);
 	d->o.model = L->model_served;
-	d->state = "ready";
+	wcd_enter(d, WCD_READY);
+	version_publish(d, ni, &pub);
 	if (status_write_ready(d, err))
 		log_warn("cannot rewrite the ready file: %s", err);
-	old = &d->ver[oi];
-	nt.version = nv->number;
-	snprintf(nt.msg, sizeof(nt.msg),
-		 "model version %" PRIu64 " (%s) is now served: re-attach (HELLO, ATTACH) to use it; your lease on version %" PRIu64 " stays valid until you detach",
-		 nv->number, nv->model.path, old->number);
-	told = life_notice_leased(d, &nt);
 	r.version = nv->number;
 	r.bytes = nv->plan.total_bytes;
 	r.ns = rx_now_ns() - t0;
 	snprintf(r.msg, sizeof(r.msg),
 		 "updated: version %" PRIu64 " (%s) serves, %" PRIu64 " bytes loaded in %.3f s; version %" PRIu64 " %s",
-		 nv->number, nv->model.path, r.bytes, secs(r.ns), old->number,
-		 old->leases ? "stays until its engines detach" :
-			       "was freed (no lease held it)");
-	if (told)
-		log_info("told %u attached client(s) about version %" PRIu64,
-			 told, nv->number);
-	if (!old->leases)
-		load_version_free(d, old);
+		 nv->number, nv->model.path, r.bytes, secs(r.ns), pub.old_number,
+		 pub.old_freed ? "was freed (no lease held it)" :
+				 "stays until its engines detach");
 	L->updates++;
-	L->updating = false;
 	log_info("%s", r.msg);
 	life_reply(d, WIRE_UPDATE, &r);
 	return;
 out_state:
-	L->updating = false;
-	if (!d->stopping)
-		d->state = "ready";
+	wcd_enter(d, WCD_READY);
 }

@@ -38,13 +38,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "err.h"
 #include "load.h"
 #include "log.h"
-
-#define PROGRESS_NS 500000000ull
 
 static double secs(uint64_t ns)
 {
@@ -148,36 +147,6 @@ int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 	return 0;
 }
 
-/* --- the load: shared helpers -------------------------------------------- */
-
-void ld_fail(struct ld *L, int code, const char *fmt, ...)
-{
-	va_list ap;
-
-	if (L->err)
-		return;
-	L->err = code > 0 ? -code : code;
-	va_start(ap, fmt);
-	vsnprintf(L->errbuf, sizeof(L->errbuf), fmt, ap);
-	va_end(ap);
-}
-
-const char *ld_shard_name(struct ld *L, uint32_t shard)
-{
-	return L->v->model.shards[shard].path;
-}
-
-void ld_progress(struct ld *L)
-{
-	uint64_t now = rx_now_ns();
-
-	if (now - L->last_progress_ns < PROGRESS_NS)
-		return;
-	L->last_progress_ns = now;
-	log_info("progress: %" PRIu64 "/%" PRIu64 " bytes, %.2f GB/s",
-		 L->done_bytes, L->total, gbps(L->done_bytes, now - L->start_ns));
-}
-
 static const struct plan_piece *ld_piece(struct ld *L, uint32_t i)
 {
 	return &L->v->plan.pc[i];
@@ -199,7 +168,7 @@ static bool gen_more(struct ld *L)
 		L->ti++;
 		L->tpos = 0;
 	}
-	return L->ti < L->v->plan.npieces && !L->err && !L->d->stopping;
+	return L->ti < L->v->plan.npieces && !L->err && !wcd_stopping(L->d);
 }
 
 static void direct_issue(struct ld *L);
@@ -440,10 +409,18 @@ static int open_shards(struct ld *L, bool want_direct, char *err)
 		const struct model_shard *sh = &L->v->model.shards[i];
 		double cached;
 
-		L->fd[i] = open(sh->path, O_RDONLY | O_CLOEXEC);
+		struct stat sb;
+
+		/* Reopened by path: it must still be a regular file (a FIFO
+		 * put in its place would hang the loop in open or read). */
+		L->fd[i] = open(sh->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 		if (L->fd[i] < 0)
 			return wc_errf(err, errno, "cannot open %s: %s",
 				       sh->path, strerror(errno));
+		if (fstat(L->fd[i], &sb) || !S_ISREG(sb.st_mode))
+			return wc_errf(err, EINVAL,
+				       "%s is no longer a regular file: replace it with the shard itself",
+				       sh->path);
 		if (!want_direct || dio == WCD_DIO_OFF)
 			continue;
 		if (dio == WCD_DIO_AUTO) {
@@ -454,7 +431,8 @@ static int open_shards(struct ld *L, bool want_direct, char *err)
 				continue;
 			}
 		}
-		L->dfd[i] = open(sh->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+		L->dfd[i] = open(sh->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC |
+				 O_DIRECT);
 		if (L->dfd[i] < 0)
 			log_debug("%s: no O_DIRECT here (%s): buffered reads",
 				  sh->path, strerror(errno));
@@ -585,7 +563,7 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	if (v->hashed)
 		alias_hashes(v);
 	t_read = rx_now_ns() - t0;
-	if (!L->err && d->stopping)
+	if (!L->err && wcd_stopping(d))
 		ld_fail(L, ECANCELED, "stopped by a signal while loading");
 	if (!L->err && !staged && v->hashed)
 		direct_hash(L);

@@ -7,11 +7,11 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "base.h"
+#include "err.h"
 #include "hashpool.h"
 #include "wcd.h"
 
-#define container_of(p, type, member) \
-	((type *)(void *)((char *)(p) - offsetof(type, member)))
 #define LD_DIO_ALIGN 4096u
 #define LD_COPY_STREAMS 4
 #define LD_DEV_HASH_LANES 8   /* tensors in flight when the device hashes */
@@ -113,12 +113,13 @@ struct ld {
 	uint64_t dev_hash_steps, hash_tail_ns;
 };
 
+/* ld.c */
 void ld_fail(struct ld *L, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void ld_progress(struct ld *L);
 const char *ld_shard_name(struct ld *L, uint32_t shard);
 
-/* staged.c */
+/* staged.c (load.c calls it) */
 int staged_setup(struct ld *L, char *err);
 void staged_start(struct ld *L);
 /* After the last copy: waits for the device's hashes (if any). */

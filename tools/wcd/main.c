@@ -22,10 +22,13 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "cli.h"
 #include "log.h"
 #include "hashpool.h"
+#include "base.h"
 #include "wcd.h"
 #include "lifecycle.h"
+#include "versions.h"
 
 static const char usage_text[] =
 "usage: wcd --model DIR [options]\n"
@@ -33,16 +36,21 @@ static const char usage_text[] =
 "Loads this rank's share of a safetensors checkpoint into device memory once\n"
 "and serves it zero-copy to engines (libwcache) over a unix socket.\n"
 "\n"
-"  --model DIR            model directory (config.json + *.safetensors)\n"
-"  --tp-size N --tp-rank R  tensor-parallel split (default 1, 0)\n"
-"  --pp-size N --pp-rank R  pipeline-parallel stage (default 1, 0)\n"
+"  --model DIR            model directory (config.json + *.safetensors);\n"
+"                         SGLang's --model-path is the same option\n"
+"  --tp-size N --tp-rank R  tensor-parallel split (default 1, 0; SGLang's\n"
+"                         --tensor-parallel-size too)\n"
+"  --pp-size N --pp-rank R  pipeline-parallel stage (default 1, 0; SGLang's\n"
+"                         --pipeline-parallel-size too)\n"
 "  --device D             host, host:NAME (memfd pools), a CUDA ordinal or a\n"
 "                         GPU-UUID (default: host without CUDA, else 0)\n"
 "  --runtime-dir DIR      files go to DIR/<device>.{lock,sock,ready,log}\n"
 "                         (default: $WCACHE_SOCKET_TEMPLATE, else\n"
 "                         $XDG_RUNTIME_DIR/wcache, else /tmp/wcache-$UID)\n"
 "  --force                take the device over from a running wcd\n"
-"                         (SIGTERM, up to 10 s, then SIGKILL)\n"
+"                         (SIGTERM, up to --force-wait, then SIGKILL)\n"
+"  --force-wait SECONDS   how long --force waits for the old owner to exit\n"
+"                         after SIGTERM (default 10, decimals allowed)\n"
 "  --no-hash              skip the XXH3-128 of every tensor\n"
 "  --allow-uid UID        also serve this uid (repeatable, at most 16)\n"
 "  --allow-quant METHOD   serve an unverified quantization method anyway\n"
@@ -73,7 +81,12 @@ static const char usage_text[] =
 "  --direct-io auto|on|off  staged reads with O_DIRECT: auto skips shards\n"
 "                         that are mostly in the page cache (default auto)\n"
 "  --log-level L          debug, info, warn, error (default info)\n"
-"  --help                 this text\n"
+"  -h, --help             this text; --version the release\n"
+"\n"
+"Examples:\n"
+"  wcd --model /models/llama --device host:demo --runtime-dir /tmp/wc\n"
+"  wcd --model /models/llama --tp-size 2 --tp-rank 1 --device 1\n"
+"  wcd --model-path /models/llama --device GPU-5a3f0c1e-... --log-level debug\n"
 "\n"
 "Exit status: 0 after a clean shutdown, 1 on an error, 2 on bad usage.\n";
 
@@ -122,6 +135,20 @@ static uint32_t parse_u32(const char *s, const char *what)
 	return (uint32_t)v;
 }
 
+/* --force-wait: seconds, decimals allowed, 0 to an hour, in ms. */
+static uint32_t parse_seconds_ms(const char *s)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= 0) ||
+	    v * 1000 > WCD_FORCE_WAIT_MS_MAX)
+		usage_fail("bad --force-wait '%s' (seconds from 0 to 3600, e.g. 0.5)", s);
+	return (uint32_t)(v * 1000 + 0.5);
+}
+
 /* Half the CPUs, 1 to 8: enough to keep XXH3 (about 4 to 7 GB/s a thread)
  * ahead of a PCIe copy, without taking every core from the engines. */
 static unsigned default_hash_threads(void)
@@ -143,18 +170,22 @@ enum {
 	OPT_ALLOW_QUANT, OPT_RULES, OPT_POOL_SIZE, OPT_IPC, OPT_LOAD_PATH,
 	OPT_SLOTS, OPT_SLOT_SIZE, OPT_LOG_LEVEL, OPT_HELP, OPT_HASH_THREADS,
 	OPT_DIRECT_IO, OPT_HASH_ON, OPT_READ_PART, OPT_KEEP_CONTEXT,
-	OPT_LAYOUT, OPT_EP_SIZE, OPT_EP_RANK, OPT_VOCAB_PAD,
+	OPT_FORCE_WAIT, OPT_LAYOUT, OPT_EP_SIZE, OPT_EP_RANK, OPT_VOCAB_PAD,
 };
 
 static const struct option longopts[] = {
 	{ "model", required_argument, NULL, OPT_MODEL },
+	{ "model-path", required_argument, NULL, OPT_MODEL },   /* SGLang's */
 	{ "tp-size", required_argument, NULL, OPT_TP_SIZE },
+	{ "tensor-parallel-size", required_argument, NULL, OPT_TP_SIZE },
 	{ "tp-rank", required_argument, NULL, OPT_TP_RANK },
 	{ "pp-size", required_argument, NULL, OPT_PP_SIZE },
+	{ "pipeline-parallel-size", required_argument, NULL, OPT_PP_SIZE },
 	{ "pp-rank", required_argument, NULL, OPT_PP_RANK },
 	{ "device", required_argument, NULL, OPT_DEVICE },
 	{ "runtime-dir", required_argument, NULL, OPT_RUNTIME_DIR },
 	{ "force", no_argument, NULL, OPT_FORCE },
+	{ "force-wait", required_argument, NULL, OPT_FORCE_WAIT },
 	{ "no-hash", no_argument, NULL, OPT_NO_HASH },
 	{ "allow-uid", required_argument, NULL, OPT_ALLOW_UID },
 	{ "allow-quant", required_argument, NULL, OPT_ALLOW_QUANT },
@@ -191,6 +222,7 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 		.read_part = WCD_READ_PART_DEFAULT,
 		.device = gpu_cuda_backend() ? "0" : "host",
 		.hash_threads = default_hash_threads(),
+		.force_wait_ms = WCD_FORCE_WAIT_MS,
 	};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -203,6 +235,7 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 		case OPT_DEVICE: o->device = optarg; break;
 		case OPT_RUNTIME_DIR: o->runtime_dir = optarg; break;
 		case OPT_FORCE: o->force = true; break;
+		case OPT_FORCE_WAIT: o->force_wait_ms = parse_seconds_ms(optarg); break;
 		case OPT_NO_HASH: o->hash = false; break;
 		case OPT_ALLOW_UID:
 			if (o->nallow_uid >= WCD_ALLOW_UID_MAX)
@@ -313,14 +346,13 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 
 static void signal_cb(struct rx_signal *s, int signo)
 {
-	struct wcd *d = (struct wcd *)(void *)((char *)s -
-						offsetof(struct wcd, sig));
+	struct wcd *d = container_of(s, struct wcd, sig);
 
 	if (signo < 0)
 		return;
 	log_info("got %s", strsignal(signo));
-	if (!strcmp(d->state, "loading"))
-		d->stopping = true;     /* the loader stops issuing reads */
+	if (d->state == WCD_LOADING)
+		wcd_enter(d, WCD_STOPPING); /* the loader stops issuing reads */
 	else
 		server_stop(d);
 }
@@ -350,6 +382,12 @@ static int serve(struct wcd *d)
 	} while (next_job(d));
 	return 0;
 }
+
+/* What server.c calls upwards (it knows no file above it). */
+static const struct server_hooks hooks = {
+	.dispatch = client_dispatch,
+	.lease_ended = version_lease_ended,
+};
 
 static int start(struct wcd *d)
 {
@@ -404,11 +442,11 @@ static int start(struct wcd *d)
 	d->cur = 0;
 	v->used = true;
 	v->number = 1;
-	d->state = "loading";
+	wcd_enter(d, WCD_LOADING);
 	ret = load_prepare(d, v, err);
 	if (!ret)
 		ret = load_run(d, v, err);
-	if (ret == -ECANCELED || d->stopping) {
+	if (ret == -ECANCELED || wcd_stopping(d)) {
 		log_info("stopped while loading");
 		return 0;
 	}
@@ -418,7 +456,7 @@ static int start(struct wcd *d)
 	}
 
 	t0 = rx_now_ns();
-	d->state = "ready";
+	wcd_enter(d, WCD_READY);
 	ret = server_listen(d, err);
 	if (!ret)
 		ret = status_write_ready(d, err);
@@ -432,7 +470,7 @@ static int start(struct wcd *d)
 	log_info("ready: %u tensors, %" PRIu64 " bytes in %u pools, loaded in %.3f s (%.2f GB/s); socket %s",
 		 v->plan.ntensors, v->plan.total_bytes, v->npools,
 		 v->load_seconds, v->load_gbps, d->paths.sock);
-	server_start(d);
+	server_start(d, &hooks);
 	life_device_idle(d);
 	return serve(d);
 }
@@ -444,6 +482,8 @@ int main(int argc, char **argv)
 	sigset_t mask;
 	int rc;
 
+	if (cli_version(argc, argv, "wcd"))
+		return 0;
 	log_init("wcd", LOG_INFO);
 	lvl = parse_opts(&d.o, argc, argv);
 	log_init("wcd", lvl);
@@ -463,7 +503,7 @@ int main(int argc, char **argv)
 	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 0);
 	d.lock_fd = -1;
 	d.listen_fd = -1;
-	d.state = "starting";
+	d.state = WCD_STARTING;
 	d.start_ns = rx_now_ns();
 
 	rc = start(&d);

@@ -6,8 +6,8 @@
  * a pid-alive check would have). The holder writes its pid into the lock
  * file so that a refused start can name it.
  *
- * --force: SIGTERM the owner through a pidfd, wait up to 10 s for it to
- * exit, then SIGKILL, then take the lock.
+ * --force: SIGTERM the owner through a pidfd, wait up to --force-wait
+ * (default 10 s) for it to exit, then SIGKILL, then take the lock.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -91,9 +92,9 @@ static int force_stop(struct wcd *d, pid_t pid, char *err)
 			       "--force: cannot signal the owner pid %d: %s (is it another user's?)",
 			       (int)pid, strerror(e));
 	}
-	if (!wait_exit(pidfd, WCD_FORCE_WAIT_MS)) {
-		log_warn("--force: pid %d did not exit within %d s; sending SIGKILL",
-			 (int)pid, WCD_FORCE_WAIT_MS / 1000);
+	if (!wait_exit(pidfd, (int)d->o.force_wait_ms)) {
+		log_warn("--force: pid %d did not exit within %g s; sending SIGKILL",
+			 (int)pid, d->o.force_wait_ms / 1000.0);
 		pidfd_kill(pidfd, SIGKILL);
 		wait_exit(pidfd, 5000);
 	}
@@ -114,16 +115,27 @@ int own_acquire(struct wcd *d, char *err)
 {
 	struct ready_info ri;
 	char rerr[WC_ERR_LEN], pidtxt[32];
+	struct stat st;
 	pid_t pid;
 	int fd, ret, n;
 
 	ret = paths_mkdir(d->paths.dir, err);
 	if (ret)
 		return ret;
-	fd = open(d->paths.lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+	/* The lock file outlives daemons, so O_EXCL cannot be used; the
+	 * directory check above and O_NOFOLLOW keep it from being a link. */
+	fd = open(d->paths.lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
+		  O_CLOEXEC, 0600);
 	if (fd < 0)
-		return wc_errf(err, errno, "cannot open the lock file %s: %s",
-			       d->paths.lock, strerror(errno));
+		return wc_errf(err, errno, "cannot open the lock file %s: %s%s",
+			       d->paths.lock, strerror(errno),
+			       errno == ELOOP ? " (it is a symbolic link, never followed: remove it)" : "");
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		ret = wc_errf(err, EINVAL,
+			      "the lock file %s is not a regular file; remove it",
+			      d->paths.lock);
+		goto out_close;
+	}
 	for (int attempt = 0; flock(fd, LOCK_EX | LOCK_NB); attempt++) {
 		if (errno != EWOULDBLOCK) {
 			ret = wc_errf(err, errno, "flock %s: %s",

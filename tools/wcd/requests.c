@@ -17,6 +17,7 @@
 #include "wcd.h"
 #include "conn.h"
 #include "lifecycle.h"
+#include "versions.h"
 
 /* MANIFEST and ATTACH need a successful HELLO; checked after the payload
  * (a malformed frame is malformed in any state). */
@@ -62,7 +63,7 @@ static void do_hello(struct wcd_client *c, const uint8_t *p, uint32_t n)
 				    err);
 			goto out_free;
 		}
-		r.nmismatch = status_ident_diff(&v->ident, peer, mm,
+		r.nmismatch = ident_mismatch(&v->ident, peer, mm,
 						WIRE_MISMATCH_MAX);
 	}
 	r.status = r.nmismatch ? WIRE_HELLO_MISMATCH : WIRE_HELLO_OK;
@@ -177,17 +178,6 @@ static void do_manifest(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	reply_send(c, &w, NULL, 0);
 }
 
-/* Finds the resident version a client asks for (0: the current one). */
-static int version_index(struct wcd *d, uint64_t number)
-{
-	if (number == 0)
-		return d->cur;
-	for (int i = 0; i < WCD_VERSIONS; i++)
-		if (d->ver[i].used && d->ver[i].number == number)
-			return i;
-	return -1;
-}
-
 static void do_attach(struct wcd_client *c, const uint8_t *p, uint32_t n)
 {
 	struct wcd *d = c->d;
@@ -205,7 +195,7 @@ static void do_attach(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	}
 	if (!need_hello(c))
 		return;
-	vi = version_index(d, q.version);
+	vi = version_find(d, q.version);
 	if (vi < 0) {
 		reply_error(c, c->h.id, WIRE_E_STATE, false,
 			    "model version %" PRIu64 " is not resident (the current one is %" PRIu64 "): send HELLO again and attach that",
@@ -224,11 +214,7 @@ static void do_attach(struct wcd_client *c, const uint8_t *p, uint32_t n)
 			    c->nleases);
 		return;
 	}
-	c->leases[c->nleases].id = ++d->next_lease;
-	c->leases[c->nleases].ver = vi;
-	c->nleases++;
-	v->leases++;
-	a.lease = d->next_lease;
+	a.lease = version_attach(c, vi);
 	a.version = v->number;
 	a.total = v->npools;
 	do {
@@ -283,7 +269,7 @@ static void do_detach(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	for (unsigned i = 0; i < c->nleases; i++) {
 		if (c->leases[i].id != lease)
 			continue;
-		lease_drop(c, i);
+		client_lease_drop(c, i);
 		log_info("client pid %d: lease %" PRIu64 " detached",
 			 (int)c->pid, lease);
 		wire_put_init(&w);

@@ -10,6 +10,10 @@
  * and a pidfd watch on its process. A lease ends when the client detaches,
  * disconnects or dies. A malformed frame gets an ERROR reply, then that
  * connection is closed; no other client notices.
+ *
+ * server.c calls nothing above it: requests go to hooks->dispatch, and a
+ * lease's end to hooks->lease_ended (both registered by main.c); a reply
+ * that comes later (a lifecycle job) is held in a struct wcd_waiter.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -23,14 +27,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "err.h"
 #include "log.h"
 #include "wcd.h"
 #include "conn.h"
-#include "lifecycle.h"
 
-#define container_of(p, type, member) \
-	((type *)(void *)((char *)(p) - offsetof(type, member)))
 #define STOP_FLUSH_NS 1000000000ull   /* notices get 1 s to leave */
 
 static void client_recv_hdr(struct wcd_client *c);
@@ -38,15 +40,26 @@ static void server_maybe_done(struct wcd *d);
 
 /* --- leases ---------------------------------------------------------------- */
 
-void lease_drop(struct wcd_client *c, unsigned i)
+uint64_t client_lease_add(struct wcd_client *c, int vi)
 {
-	int vi = c->leases[i].ver;
-	struct wcd_version *v = &c->d->ver[vi];
+	struct lease *l;
 
-	if (v->leases)
-		v->leases--;
+	WC_ASSERT(c->nleases < WCD_LEASES_PER_CLIENT);
+	WC_ASSERT(vi >= 0 && vi < WCD_VERSIONS && c->d->ver[vi].used);
+	l = &c->leases[c->nleases++];
+	l->id = ++c->d->next_lease;
+	l->ver = vi;
+	return l->id;
+}
+
+void client_lease_drop(struct wcd_client *c, unsigned i)
+{
+	int vi;
+
+	WC_ASSERT(i < c->nleases);
+	vi = c->leases[i].ver;
 	c->leases[i] = c->leases[--c->nleases];
-	life_lease_dropped(c->d, vi);
+	c->d->hooks->lease_ended(c->d, vi);
 }
 
 static void leases_end(struct wcd_client *c, const char *why)
@@ -55,7 +68,7 @@ static void leases_end(struct wcd_client *c, const char *why)
 		log_info("client pid %d: %u lease(s) ended (%s)", (int)c->pid,
 			 c->nleases, why);
 	while (c->nleases)
-		lease_drop(c, c->nleases - 1);
+		client_lease_drop(c, c->nleases - 1);
 }
 
 /* --- lifetime ---------------------------------------------------------------- */
@@ -89,7 +102,9 @@ static void client_free_if_idle(struct wcd_client *c)
 	if (c->next)
 		c->next->prev = c->prev;
 	d->nclients--;
-	life_client_gone(d, c);
+	for (struct wcd_waiter *w = d->waiters; w; w = w->next)
+		if (w->c == c)
+			w->c = NULL;
 	free(c->payload);
 	free(c);
 	server_maybe_done(d);
@@ -217,18 +232,58 @@ void reply_error(struct wcd_client *c, uint64_t id, uint32_t code,
 	client_queue(c, &w, NULL, 0, close_after);
 }
 
-void reply_send(struct wcd_client *c, struct wire_put *w,
-		       const int *fds, unsigned nfds)
+void reply_frame(struct wcd_client *c, uint64_t id, struct wire_put *w,
+		 const int *fds, unsigned nfds)
 {
 	char err[WC_ERR_LEN];
 
 	if (wire_frame_end(w, err)) {
 		wire_put_free(w);
-		reply_error(c, c->h.id, WIRE_E_INTERNAL, false,
+		reply_error(c, id, WIRE_E_INTERNAL, false,
 			    "cannot build the reply: %s", err);
 		return;
 	}
 	client_queue(c, w, fds, nfds, false);
+}
+
+void reply_send(struct wcd_client *c, struct wire_put *w,
+		const int *fds, unsigned nfds)
+{
+	reply_frame(c, c->h.id, w, fds, nfds);
+}
+
+/* --- replies that come later --------------------------------------------- */
+
+void waiter_hold(struct wcd_waiter *w, struct wcd_client *c, uint64_t id)
+{
+	struct wcd *d = c->d;
+
+	WC_ASSERT(!w->held);
+	w->c = c;
+	w->id = id;
+	w->held = true;
+	w->next = d->waiters;
+	d->waiters = w;
+}
+
+struct wcd_client *waiter_take(struct wcd *d, struct wcd_waiter *w,
+			       uint64_t *id)
+{
+	struct wcd_client *c = w->c;
+
+	if (!w->held)
+		return NULL;
+	for (struct wcd_waiter **p = &d->waiters; *p; p = &(*p)->next) {
+		if (*p == w) {
+			*p = w->next;
+			break;
+		}
+	}
+	*id = w->id;
+	w->c = NULL;
+	w->next = NULL;
+	w->held = false;
+	return c;
 }
 /* --- receiving ------------------------------------------------------------- */
 
@@ -264,7 +319,7 @@ static void client_payload_cb(struct rx_recv *r, int res)
 		client_close(c, "receive failed");
 		return;
 	}
-	client_dispatch(c, c->payload, c->h.len);
+	c->d->hooks->dispatch(c, c->payload, c->h.len);
 	client_recv_next(c);
 }
 
@@ -307,7 +362,7 @@ static void client_hdr_cb(struct rx_recv *r, int res)
 		return;
 	}
 	if (c->h.len == 0) {
-		client_dispatch(c, NULL, 0);
+		c->d->hooks->dispatch(c, NULL, 0);
 		client_recv_next(c);
 		return;
 	}
@@ -342,11 +397,23 @@ static void client_died(struct rx_child *ch, int res)
 {
 	struct wcd_client *c = container_of(ch, struct wcd_client, watch);
 
+	if (res == 0 && !c->closing) {
+		if (ch->term_signal > 0)
+			log_info("client pid %d was killed by signal %d (SIG%s)",
+				 (int)c->pid, ch->term_signal,
+				 sigabbrev_np(ch->term_signal) ?
+				 sigabbrev_np(ch->term_signal) : "?");
+		else if (ch->exit_code >= 0)
+			log_info("client pid %d exited with code %d",
+				 (int)c->pid, ch->exit_code);
+		else
+			log_info("client pid %d exited (its status went to its parent, which reaped it first)",
+				 (int)c->pid);
+	}
+	/* Closing already (its disconnect came first, the exit in the same
+	 * batch, before our cancel): client_close would do nothing, and
+	 * nothing else would free it. */
 	if (res == 0 && !c->closing)
-		log_info("client pid %d exited (%s %d)", (int)c->pid,
-			 ch->term_signal > 0 ? "signal" : "code",
-			 ch->term_signal > 0 ? ch->term_signal : ch->exit_code);
-	if (res == 0)
 		client_close(c, "the client process died");
 	else
 		client_free_if_idle(c);
@@ -370,7 +437,7 @@ static void accept_cb(struct rx_accept *a, int fd, bool final)
 	socklen_t len = sizeof(cred);
 
 	if (fd < 0) {
-		if (final && !d->stopping)
+		if (final && !wcd_stopping(d))
 			log_error("accept stopped: %s", strerror(-fd));
 		return;
 	}
@@ -391,7 +458,7 @@ static void accept_cb(struct rx_accept *a, int fd, bool final)
 		d->clients->prev = c;
 	d->clients = c;
 	d->nclients++;
-	if (d->stopping) {
+	if (wcd_stopping(d)) {
 		client_close(c, "shutting down");
 		return;
 	}
@@ -447,18 +514,19 @@ int server_listen(struct wcd *d, char *err)
 	return 0;
 }
 
-void server_start(struct wcd *d)
+void server_start(struct wcd *d, const struct server_hooks *hooks)
 {
-	int ret = rx_accept_start(&d->loop, &d->accept, d->listen_fd,
-				  accept_cb);
+	int ret;
 
+	d->hooks = hooks;
+	ret = rx_accept_start(&d->loop, &d->accept, d->listen_fd, accept_cb);
 	if (ret)
 		die("cannot accept on %s: %s", d->paths.sock, strerror(-ret));
 }
 
 static void server_maybe_done(struct wcd *d)
 {
-	if (d->stopping && !d->nclients)
+	if (wcd_stopping(d) && !d->nclients)
 		rx_loop_stop(&d->loop);
 }
 
@@ -481,10 +549,9 @@ void server_stop(struct wcd *d)
 {
 	struct wire_notice nt = { .kind = WIRE_NOTICE_SHUTDOWN };
 
-	if (d->stopping)
+	if (wcd_stopping(d))
 		return;
-	d->stopping = true;
-	d->state = "stopping";
+	wcd_enter(d, WCD_STOPPING);
 	log_info("stopping: no new connections; telling %u client(s)",
 		 d->nclients);
 	if (d->listen_fd >= 0) {
@@ -497,22 +564,70 @@ void server_stop(struct wcd *d)
 	snprintf(nt.msg, sizeof(nt.msg),
 		 "wcd pid %d is shutting down; with the host backend your mappings stay valid",
 		 (int)getpid());
-	for (struct wcd_client *c = d->clients, *n; c; c = n) {
-		struct wire_put w;
-
-		n = c->next;
-		wire_put_init(&w);
-		wire_frame_begin(&w, WIRE_NOTICE, 0, 0);
-		wire_notice_put(&w, &nt);
-		if (wire_frame_end(&w, NULL) == 0)
-			client_queue(c, &w, NULL, 0, true);
-		else
-			wire_put_free(&w);
-	}
+	server_notify(d, &nt, SERVER_NOTIFY_CLOSE);
 	if (rx_timer_start(&d->loop, &d->stop_timer, STOP_FLUSH_NS,
 			   stop_timer_cb))
 		rx_loop_stop(&d->loop);
 	server_maybe_done(d);
+}
+
+/* --- the client API (conn.h) ---------------------------------------------- */
+
+struct wcd_client *client_first(struct wcd *d)
+{
+	struct wcd_client *c = d->clients;
+
+	while (c && c->closing)
+		c = c->next;
+	return c;
+}
+
+struct wcd_client *client_next(struct wcd_client *c)
+{
+	do
+		c = c->next;
+	while (c && c->closing);
+	return c;
+}
+
+unsigned server_notify(struct wcd *d, const struct wire_notice *nt,
+		       unsigned flags)
+{
+	unsigned n = 0;
+
+	for (struct wcd_client *c = d->clients, *next; c; c = next) {
+		struct wire_put w;
+
+		next = c->next;   /* client_queue may close and free c */
+		if (c->closing || ((flags & SERVER_NOTIFY_LEASED) && !c->nleases))
+			continue;
+		wire_put_init(&w);
+		wire_frame_begin(&w, WIRE_NOTICE, 0, 0);
+		wire_notice_put(&w, nt);
+		if (wire_frame_end(&w, NULL)) {
+			wire_put_free(&w);
+			continue;
+		}
+		client_queue(c, &w, NULL, 0, flags & SERVER_NOTIFY_CLOSE);
+		n++;
+	}
+	return n;
+}
+
+unsigned server_lease_pids(struct wcd *d, int vi, pid_t *pids, unsigned max)
+{
+	unsigned n = 0;
+
+	for (struct wcd_client *c = client_first(d); c && n < max;
+	     c = client_next(c)) {
+		for (unsigned i = 0; i < c->nleases; i++) {
+			if (vi < 0 || c->leases[i].ver == vi) {
+				pids[n++] = c->pid;
+				break;
+			}
+		}
+	}
+	return n;
 }
 
 unsigned server_clients(struct wcd *d, pid_t *pids, unsigned *leases,

@@ -78,7 +78,7 @@ bool ld_dev_post(struct ld *L, uint32_t e)
  * from the plan; false when the plan is exhausted. */
 static bool lane_pick(struct ld *L, unsigned *out)
 {
-	if (L->err || L->d->stopping)
+	if (L->err || wcd_stopping(L->d))
 		return false;
 	for (unsigned k = 0; k < L->nlanes; k++) {
 		unsigned i = (L->rr + k) % L->nlanes;
@@ -397,7 +397,7 @@ static void hash_slot(struct ld *L, struct slot *s)
 static void dev_hash_step(struct ld *L, struct slot *s)
 {
 	const struct plan_tensor *t = tensor(L, s->ti);
-	char err[GPU_ERR_LEN];
+	char err[WC_ERR_LEN];
 	int ret;
 
 	if (t->size <= GPU_HASH_MIN_LEN) {
@@ -531,7 +531,7 @@ void staged_start(struct ld *L)
 
 void staged_finish(struct ld *L)
 {
-	char err[GPU_ERR_LEN];
+	char err[WC_ERR_LEN];
 	uint64_t t0 = rx_now_ns();
 	int ret;
 

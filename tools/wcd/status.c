@@ -1,7 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * What the daemon tells about itself: the STATUS JSON (contracts.md), the
- * ready file, and the field-by-field identity comparison of HELLO.
+ * What the daemon tells about itself: the STATUS JSON and the ready file.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -14,68 +13,49 @@
 #include "err.h"
 #include "ready.h"
 #include "wcd.h"
-#include "lifecycle.h"
+#include "conn.h"
+#include "versions.h"
 
 #define STATUS_CLIENTS_MAX WCD_CLIENTS_MAX
 
-static void set_mm(struct wire_mismatch *m, const char *field,
-		   const char *a, const char *b)
+/* A JSON array of the pids holding leases on version index vi. */
+static json_t *version_pids(struct wcd *d, int vi)
 {
-	snprintf(m->field, sizeof(m->field), "%s", field);
-	snprintf(m->daemon, sizeof(m->daemon), "%s", a);
-	snprintf(m->client, sizeof(m->client), "%s", b);
-}
-
-unsigned status_ident_diff(const struct ident *a, const struct ident *b,
-			   struct wire_mismatch *mm, unsigned max)
-{
-	struct { const char *name; const char *a, *b; } strs[] = {
-		{ "model_path", a->model_path, b->model_path },
-		{ "arch", a->arch, b->arch },
-		{ "dtype", a->dtype, b->dtype },
-		{ "quant_method", a->quant_method, b->quant_method },
-		{ "device_uuid", a->device_uuid, b->device_uuid },
-	};
-	struct { const char *name; uint32_t a, b; } nums[] = {
-		{ "format_version", a->format_version, b->format_version },
-		{ "tp_size", a->tp_size, b->tp_size },
-		{ "tp_rank", a->tp_rank, b->tp_rank },
-		{ "pp_size", a->pp_size, b->pp_size },
-		{ "pp_rank", a->pp_rank, b->pp_rank },
-		{ "cc_major", a->cc_major, b->cc_major },
-		{ "cc_minor", a->cc_minor, b->cc_minor },
-	};
-	struct { const char *name; const uint8_t *a, *b; } hashes[] = {
-		{ "quant_hash", a->quant_hash, b->quant_hash },
-		{ "rules_hash", a->rules_hash, b->rules_hash },
-		{ "ckpt_digest", a->ckpt_digest, b->ckpt_digest },
-	};
+	pid_t *pids = malloc(WCD_CLIENTS_MAX * sizeof(*pids));
+	json_t *a = json_array();
 	unsigned n = 0;
 
-	for (size_t i = 0; i < sizeof(nums) / sizeof(nums[0]); i++) {
-		char va[16], vb[16];
+	if (pids)
+		n = server_lease_pids(d, vi, pids, WCD_CLIENTS_MAX);
+	for (unsigned i = 0; a && i < n; i++)
+		json_array_append_new(a, json_integer(pids[i]));
+	free(pids);
+	return a;
+}
 
-		if (nums[i].a == nums[i].b || n >= max)
-			continue;
-		snprintf(va, sizeof(va), "%u", nums[i].a);
-		snprintf(vb, sizeof(vb), "%u", nums[i].b);
-		set_mm(&mm[n++], nums[i].name, va, vb);
-	}
-	for (size_t i = 0; i < sizeof(strs) / sizeof(strs[0]); i++) {
-		if (!strcmp(strs[i].a, strs[i].b) || n >= max)
-			continue;
-		set_mm(&mm[n++], strs[i].name, strs[i].a, strs[i].b);
-	}
-	for (size_t i = 0; i < sizeof(hashes) / sizeof(hashes[0]); i++) {
-		char va[WC_HASH_HEX_LEN], vb[WC_HASH_HEX_LEN];
+/* The lifecycle's fields (d->life). */
+static void life_status(struct wcd *d, json_t *o)
+{
+	const struct wcd_life *L = &d->life;
+	json_t *lc;
 
-		if (!memcmp(hashes[i].a, hashes[i].b, WC_HASH_LEN) || n >= max)
-			continue;
-		wc_hash_hex(hashes[i].a, va);
-		wc_hash_hex(hashes[i].b, vb);
-		set_mm(&mm[n++], hashes[i].name, va, vb);
-	}
-	return n;
+	json_object_set_new(o, "sleep_level", json_integer(L->level));
+	json_object_set_new(o, "resident_bytes",
+			    json_integer((json_int_t)version_resident_bytes(d)));
+	json_object_set_new(o, "host_copy_bytes",
+			    json_integer((json_int_t)L->host_bytes));
+	lc = json_pack("{s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:s}",
+		       "sleeps", (json_int_t)L->sleeps,
+		       "wakes", (json_int_t)L->wakes,
+		       "updates", (json_int_t)L->updates,
+		       "failures", (json_int_t)L->failures,
+		       "sleep_copy_seconds", L->sleep_copy_s,
+		       "wake_copy_seconds", L->wake_copy_s,
+		       "wake_copy_gbps", L->wake_copy_gbps,
+		       "wake_verify_seconds", L->wake_verify_s,
+		       "last", L->last);
+	if (lc)
+		json_object_set_new(o, "lifecycle", lc);
 }
 
 char *status_json(struct wcd *d)
@@ -109,12 +89,12 @@ char *status_json(struct wcd *d)
 			(json_int_t)x->plan.total_bytes, "tensors",
 			(json_int_t)x->plan.ntensors, "leases", (int)x->leases,
 			"current", i == d->cur,
-			"pids", life_version_pids(d, i)));
+			"pids", version_pids(d, i)));
 	}
 	o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:o,"
 		      " s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:s,"
 		      " s:b, s:o}",
-		      "state", d->state, "model", v->model.path ? v->model.path : "",
+		      "state", wcd_state_name(d->state), "model", v->model.path ? v->model.path : "",
 		      "identity", hex, "version", (json_int_t)v->number,
 		      "tensors", (json_int_t)v->plan.ntensors,
 		      "bytes", (json_int_t)v->plan.total_bytes,
@@ -174,6 +154,6 @@ int status_write_ready(struct wcd *d, char *err)
 	r.tp_rank = (int)d->o.tp_rank;
 	r.pp_size = (int)d->o.pp_size;
 	r.pp_rank = (int)d->o.pp_rank;
-	snprintf(r.state, sizeof(r.state), "%s", d->state);
+	snprintf(r.state, sizeof(r.state), "%s", wcd_state_name(d->state));
 	return ready_write_file(&r, d->paths.ready, err);
 }

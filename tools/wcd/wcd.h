@@ -1,13 +1,34 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wcd, the rank daemon: internals shared by its files.
+ * wcd, the rank daemon: internals shared by its files. Calls go one way,
+ * top to bottom (test/wcd_deps.sh fails on a circle):
  *
- *   main.c    options, start-up order, signals, shutdown
- *   own.c     ownership of the device's files: flock, --force, stale files
- *   load.c    the loader: model -> plan -> pools, through the reactor
- *   server.c  the socket: connections, framing, leases (conn.h)
- *   requests.c  what each request does
- *   status.c  STATUS JSON, the ready file, identity comparison
+ *   main.c      options, start-up order, signals, shutdown; wires the hooks
+ *   requests.c  what each request does (client_dispatch)
+ *   lifecycle.c SLEEP, WAKE, UPDATE: the checks, the job queue, device idle
+ *               (lifecycle.h, shared with life_job.c)
+ *   life_job.c  the WAKE and UPDATE jobs and their replies
+ *   status.c    STATUS JSON and the ready file
+ *   versions.c  resident versions: publish, retire, lease counts, memory
+ *               (versions.h)
+ *   load.c      the loader: model -> plan -> pools, the direct path (load.h)
+ *   staged.c    the loader's staged path: staging slots, copies, hashes
+ *   ld.c        the loader's shared helpers (failure, progress)
+ *   hashpool.c  hash worker threads for the staged path (hashpool.h)
+ *   server.c    the socket: connections, framing, notices, leases (conn.h)
+ *   own.c       ownership of the device's files: flock, --force, stale files
+ *   state.c     the daemon's state machine: names and transitions
+ *   wcd.h       this file: options, struct wcd, the state enum, versions
+ *
+ * Where to hook in:
+ *   change state            wcd_enter() (state.c); read it with d->state,
+ *                           wcd_stopping()
+ *   notify every client     server_notify() (conn.h)
+ *   iterate clients/leases  client_first()/client_next(), server_clients(),
+ *                           server_lease_pids() (conn.h)
+ *   answer a request later  struct wcd_waiter: waiter_hold(), waiter_take()
+ *   publish/retire versions version_publish(), version_retire(),
+ *                           version_attach(), version_find() (versions.h)
  */
 #ifndef WCD_H
 #define WCD_H
@@ -45,6 +66,7 @@
 #define WCD_READ_CHUNK (8u << 20)     /* direct path: bytes per read */
 #define WCD_READ_DEPTH 32             /* direct path: reads in flight */
 #define WCD_FORCE_WAIT_MS 10000       /* --force: SIGTERM, then SIGKILL */
+#define WCD_FORCE_WAIT_MS_MAX 3600000 /* --force-wait: at most an hour */
 
 enum wcd_load_path { WCD_LOAD_AUTO, WCD_LOAD_DIRECT, WCD_LOAD_STAGED };
 enum wcd_direct_io { WCD_DIO_AUTO, WCD_DIO_ON, WCD_DIO_OFF };
@@ -58,6 +80,7 @@ struct wcd_opts {
 	const char *device;
 	const char *runtime_dir;
 	bool force;
+	uint32_t force_wait_ms;       /* --force: SIGTERM to SIGKILL */
 	bool hash;
 	uid_t allow_uid[WCD_ALLOW_UID_MAX];
 	unsigned nallow_uid;
@@ -86,7 +109,7 @@ struct wcd_phases {
 };
 
 /* One resident model version: its pools, manifest and leases. The daemon
- * holds up to WCD_VERSIONS so that an update (issue 7) can load N+1 beside
+ * holds up to WCD_VERSIONS so that an update can load N+1 beside
  * N; new attaches get `current`, N is freed when its last lease ends. */
 struct wcd_version {
 	bool used;
@@ -107,8 +130,71 @@ struct wcd_version {
 	double load_seconds, load_gbps;
 };
 
+struct wcd;
 struct wcd_client;
-struct wcd_life;
+
+/*
+ * The daemon's state: one value, changed only by wcd_enter() (state.c),
+ * which holds the table of allowed transitions. STATUS and the ready file
+ * show wcd_state_name(). STOPPING is final: a job that ends after a
+ * SIGTERM or SHUTDOWN leaves the daemon stopping.
+ *
+ *   STARTING -> LOADING -> READY <-> UPDATING
+ *                            |  \
+ *                            |   SLEEPING -> WAKING -> READY (or SLEEPING
+ *                            |                        when the wake failed)
+ *   any state -> STOPPING
+ */
+enum wcd_state {
+	WCD_STARTING,   /* options, device, ownership */
+	WCD_LOADING,    /* the first load */
+	WCD_READY,      /* serving one version (two after an update) */
+	WCD_SLEEPING,   /* pools released; life.level says how */
+	WCD_WAKING,     /* a WAKE job is queued or running */
+	WCD_UPDATING,   /* an UPDATE job is queued or running; N serves */
+	WCD_STOPPING,   /* no new connections; ends when the clients are gone */
+	WCD_NSTATES
+};
+
+/* A request answered later (a lifecycle job): server.c forgets the client
+ * (c = NULL) if it goes away before the answer. */
+struct wcd_waiter {
+	struct wcd_waiter *next;      /* server.c's list of held waiters */
+	struct wcd_client *c;
+	uint64_t id;
+	bool held;
+};
+
+/* The lifecycle's data (lifecycle.c, life_job.c); the state is d->state. */
+struct wcd_life {
+	/* 1 or 2 while SLEEPING or WAKING (and STOPPING after them), else 0 */
+	unsigned level;
+	/* sleep level 1: a host copy (backend staging: pinned on CUDA) of
+	 * each pool's first pools[i].size bytes */
+	void *host[GPU_POOLS_MAX];
+	uint64_t host_len[GPU_POOLS_MAX];
+	uint32_t nhost;
+	uint64_t host_bytes;
+	/* the job queued (WIRE_WAKE or WIRE_UPDATE, 0 for none) and whom to
+	 * answer */
+	unsigned job;
+	struct wcd_waiter who;
+	char model[WIRE_PATH_MAX + 1];    /* UPDATE: "" for the same dir */
+	char model_served[WIRE_PATH_MAX + 1]; /* d->o.model after an update */
+	/* for STATUS */
+	uint64_t sleeps, wakes, updates, failures;
+	double wake_copy_s, wake_copy_gbps, wake_verify_s, sleep_copy_s;
+	char last[WIRE_MSG_MAX + 1];  /* the last outcome, one line */
+};
+
+/* What server.c calls upwards, registered by main.c (server.c knows no
+ * file above it). */
+struct server_hooks {
+	/* one whole, header-checked request frame (requests.c) */
+	void (*dispatch)(struct wcd_client *c, const uint8_t *p, uint32_t n);
+	/* a lease on version index vi ended (versions.c counts and retires) */
+	void (*lease_ended)(struct wcd *d, int vi);
+};
 
 struct wcd {
 	struct wcd_opts o;
@@ -116,30 +202,43 @@ struct wcd {
 	struct paths paths;
 	int lock_fd;
 	struct rx_loop loop;
-	const char *state;            /* "loading", "ready", "stopping" */
+	enum wcd_state state;         /* change with wcd_enter() only */
 	struct wcd_version ver[WCD_VERSIONS];
 	int cur;                      /* index of the current version */
 	uint64_t start_ns;
 
 	/* server */
+	const struct server_hooks *hooks;
 	int listen_fd;
 	struct rx_accept accept;
 	struct rx_signal sig;
 	struct rx_timer stop_timer;
 	struct wcd_client *clients;
 	unsigned nclients;
+	struct wcd_waiter *waiters;
 	uint64_t next_lease;
 	uint64_t requests;
 	uint64_t mismatches;
-	bool stopping;
 	int exit_code;
 
-	struct wcd_life *life;        /* lifecycle.c: sleep, wake, update */
+	struct wcd_life life;         /* lifecycle.c: sleep, wake, update */
 };
 
 static inline struct wcd_version *wcd_current(struct wcd *d)
 {
 	return &d->ver[d->cur];
+}
+
+/* state.c */
+const char *wcd_state_name(enum wcd_state s);
+/* Moves d to state `to`. Returns false, changing nothing, when d is
+ * STOPPING (final) and `to` is another state; aborts (WC_ASSERT) on a
+ * transition the table does not allow. */
+bool wcd_enter(struct wcd *d, enum wcd_state to);
+
+static inline bool wcd_stopping(const struct wcd *d)
+{
+	return d->state == WCD_STOPPING;
 }
 
 /* own.c */
@@ -155,19 +254,17 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err);
 int load_pools_alloc(struct wcd *d, struct wcd_version *v, char *err);
 void load_version_free(struct wcd *d, struct wcd_version *v);
 
-/* server.c */
+/* server.c (the rest of its API, over clients, is in conn.h) */
 int server_listen(struct wcd *d, char *err);
-void server_start(struct wcd *d);
+/* Starts accepting; hooks stay registered for the daemon's life. */
+void server_start(struct wcd *d, const struct server_hooks *hooks);
 void server_stop(struct wcd *d);
-/* The live clients' pids and lease counts (at most max). */
-unsigned server_clients(struct wcd *d, pid_t *pids, unsigned *leases,
-			unsigned max);
 
 /* status.c */
 char *status_json(struct wcd *d);       /* malloc'ed, NUL-terminated */
 int status_write_ready(struct wcd *d, char *err);
-/* Fills mm[] with every differing identity field; returns the count. */
-unsigned status_ident_diff(const struct ident *a, const struct ident *b,
-			   struct wire_mismatch *mm, unsigned max);
+
+/* requests.c: one whole, header-checked frame (server_hooks.dispatch) */
+void client_dispatch(struct wcd_client *c, const uint8_t *p, uint32_t n);
 
 #endif

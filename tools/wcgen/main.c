@@ -9,6 +9,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,22 +18,74 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "cli.h"
 #include "log.h"
 #include "model.h"
 #include "wcgen.h"
 
-struct preset {
-	const char *name;
-	uint64_t hidden, inter, layers, heads, kv_heads, vocab;
-	bool tie;
-	double rope_theta;
+enum family {
+	F_LLAMA,        /* q/k/v/o, gate/up/down (Llama, Mistral) */
+	F_QWEN2,        /* + q/k/v biases */
+	F_QWEN3,        /* + q_norm/k_norm */
+	F_MIXTRAL,      /* block_sparse_moe.experts.N.w1/w2/w3 + router */
+	F_QWEN3_MOE,    /* q/k norms, mlp.experts.N.gate/up/down + router */
+	F_DEEPSEEK_V3,  /* MLA, dense then MoE layers, shared experts */
+	F_GEMMA2,       /* four norms a layer, tied */
+	F_GEMMA3,       /* + q_norm/k_norm */
+	F_PHI3,         /* fused qkv_proj and gate_up_proj on disk */
 };
 
-static const struct preset presets[] = {
-	{ "tiny", 256, 688, 4, 4, 2, 4096, false, 10000.0 },
-	{ "llama-1b", 2048, 8192, 16, 32, 8, 128256, true, 500000.0 },
-	{ "llama-8b", 4096, 14336, 32, 32, 8, 128256, false, 500000.0 },
+struct preset {
+	const char *name;
+	enum family fam;
+	const char *arch, *model_type;
+	uint64_t hidden, inter, layers, heads, kv_heads, head_dim, vocab;
+	bool tie;
+	double rope_theta;
+	/* MoE: experts, per-expert intermediate, top-k, shared experts, dense
+	 * layers first (DeepSeek's first_k_dense_replace) */
+	uint64_t experts, moe_inter, topk, shared, dense;
+	/* MLA */
+	uint64_t q_lora, kv_lora, nope, rope, vdim;
+	const char *quant;       /* default --quant ("fp8:128"), or NULL */
+	const char *help;
 };
+
+/* The tiny presets exercise the engines' layout rules: 8 query heads and 2
+ * KV heads (replicated at tp 4 and 8), vocabularies that tp does not divide
+ * (1000 pads to 1024: tp 8 leaves 104 real rows on the last rank; 515 pads
+ * to 576), head_dim unlike hidden/heads (Gemma), 5 and 6 experts (ep 4
+ * leaves a remainder), block FP8 in 128-blocks (DeepSeek-V3: tp 8 cuts
+ * o_proj's 512 columns into 64, off the blocks, and is refused). */
+static const struct preset presets[] = {
+	{ "tiny", F_LLAMA, "LlamaForCausalLM", "llama", 256, 688, 4, 4, 2, 64, 4096, false, 10000.0,
+	  .help = "4 layers, hidden 256, about 10 MB" },
+	{ "llama-1b", F_LLAMA, "LlamaForCausalLM", "llama", 2048, 8192, 16, 32, 8, 64, 128256, true, 500000.0,
+	  .help = "Llama-3.2-1B shapes (146 tensors, tied embeddings, ~2.5 GB bf16)" },
+	{ "llama-8b", F_LLAMA, "LlamaForCausalLM", "llama", 4096, 14336, 32, 32, 8, 128, 128256, false, 500000.0,
+	  .help = "Llama-3-8B shapes (291 tensors, ~16 GB bf16)" },
+	{ "llama-gqa", F_LLAMA, "LlamaForCausalLM", "llama", 128, 192, 2, 8, 2, 16, 1000, false, 10000.0,
+	  .help = "GQA Llama: 8 heads, 2 KV heads, vocab 1000" },
+	{ "qwen2-tiny", F_QWEN2, "Qwen2ForCausalLM", "qwen2", 128, 192, 2, 8, 2, 16, 515, false, 1000000.0,
+	  .help = "Qwen2: q/k/v biases, vocab 515" },
+	{ "qwen3-tiny", F_QWEN3, "Qwen3ForCausalLM", "qwen3", 128, 192, 2, 8, 2, 16, 1000, true, 1000000.0,
+	  .help = "Qwen3: q/k norms, tied embeddings" },
+	{ "mixtral-tiny", F_MIXTRAL, "MixtralForCausalLM", "mixtral", 128, 128, 2, 8, 2, 16, 1000, false, 1000000.0,
+	  4, 128, 2, .help = "Mixtral: 4 experts of 128, top 2" },
+	{ "qwen3-moe-tiny", F_QWEN3_MOE, "Qwen3MoeForCausalLM", "qwen3_moe", 128, 256, 2, 8, 2, 16, 1000, false, 1000000.0,
+	  6, 64, 2, .help = "Qwen3-MoE: 6 experts of 64, q/k norms" },
+	{ "deepseek-v3-tiny", F_DEEPSEEK_V3, "DeepseekV3ForCausalLM", "deepseek_v3", 256, 1024, 2, 8, 8, 0, 1000, false, 10000.0,
+	  5, 512, 2, 1, 1, 128, 128, 64, 64, 64, "fp8:128",
+	  "DeepSeek-V3: MLA, 1 dense + 1 MoE layer, 5 experts + 1 shared, block FP8" },
+	{ "gemma2-tiny", F_GEMMA2, "Gemma2ForCausalLM", "gemma2", 128, 192, 2, 8, 4, 32, 1000, true, 10000.0,
+	  .help = "Gemma 2: head_dim 32 (not hidden/heads), four norms a layer, tied" },
+	{ "gemma3-tiny", F_GEMMA3, "Gemma3ForCausalLM", "gemma3_text", 128, 192, 2, 8, 4, 32, 1000, true, 1000000.0,
+	  .help = "Gemma 3 (text): + q/k norms" },
+	{ "phi3-tiny", F_PHI3, "Phi3ForCausalLM", "phi3", 128, 192, 2, 8, 2, 16, 1000, false, 10000.0,
+	  .help = "Phi-3: qkv_proj and gate_up_proj fused on disk" },
+};
+
+#define NPRESETS (sizeof(presets) / sizeof(presets[0]))
 
 struct opts {
 	const struct preset *p;
@@ -43,7 +96,7 @@ struct opts {
 	const char *quant;        /* NULL, "fp8", or another method */
 	uint64_t block[2];        /* fp8 weight_block_size, 0 for per-tensor */
 	uint64_t seed;
-	bool headers_only, verify, verify_only, force;
+	bool headers_only, verify, verify_only, force, quant_set;
 };
 
 static struct gen_tensor *tensors;
@@ -56,24 +109,47 @@ static void usage(FILE *f)
 	fprintf(f,
 		"usage: wcgen PRESET --out DIR [options]\n\n"
 		"Writes a synthetic safetensors checkpoint directory with deterministic data.\n\n"
-		"presets:\n"
-		"  tiny       4 layers, hidden 256, about 10 MB\n"
-		"  llama-1b   Llama-3.2-1B shapes (146 tensors, tied embeddings, ~2.5 GB bf16)\n"
-		"  llama-8b   Llama-3-8B shapes (291 tensors, ~16 GB bf16)\n\n"
-		"options:\n"
+		"presets:\n");
+	for (size_t i = 0; i < NPRESETS; i++)
+		fprintf(f, "  %-17s %s\n", presets[i].name, presets[i].help);
+	fprintf(f,
+		"\noptions:\n"
 		"  --out DIR          directory to write (created; must not hold a model unless --force)\n"
 		"  --shard-size SIZE  largest shard, e.g. 5GB (default), 500MB, 2GiB, 3000000\n"
 		"  --dtype D          bf16 (default), f16, f32\n"
 		"  --quant METHOD[:B] write a quantization_config: fp8:128 (block-wise, B x B\n"
 		"                     weight_block_size, F8_E4M3 weights + weight_scale_inv),\n"
 		"                     fp8 (per-tensor: weight_scale scalars), or any other method\n"
-		"                     name (awq, gptq, ...: config only, tensors stay in --dtype)\n"
+		"                     name (awq, gptq, ...: config only, tensors stay in --dtype);\n"
+		"                     none: unquantized (deepseek-v3-tiny is fp8:128 by default)\n"
 		"  --seed N           data seed (default 0)\n"
 		"  --headers-only     write headers and leave the data as sparse holes (fast)\n"
 		"  --verify           after writing, re-read every byte and compare\n"
 		"  --verify-only      do not write; check an existing directory against the layout\n"
 		"  --force            overwrite a directory that already holds a model\n"
-		"  --help\n");
+		"  -h, --help         this text; --version the release\n"
+		"\n"
+		"Examples:\n"
+		"  wcgen tiny --out /tmp/tiny\n"
+		"  wcgen llama-1b --out /data/llama-1b --shard-size 1GB --verify\n"
+		"  wcgen tiny --out /tmp/awq --quant awq --headers-only\n"
+		"\n"
+		"Exit status: 0 written (and verified), 1 a write or --verify failed,\n"
+		"2 usage (an unknown preset or option, a bad value).\n");
+}
+
+/* A usage error: the sentence, then exit 2 (die() is for failures: 1). */
+static void __attribute__((format(printf, 1, 2), noreturn))
+usage_die(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	fputs("wcgen: ", stderr);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("; run 'wcgen --help' for the options\n", stderr);
+	exit(2);
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -126,9 +202,11 @@ static void add(const char *name, enum st_dtype dt, uint32_t ndim,
 static void add_linear(const struct opts *o, const char *name, uint64_t out,
 		       uint64_t in)
 {
-	char n[GEN_NAME_MAX];
+	char n[GEN_NAME_MAX + 32];
 	bool fp8 = o->quant && !strcmp(o->quant, "fp8");
 
+	if (strlen(name) + sizeof(".weight_scale_inv") > GEN_NAME_MAX)
+		die("tensor name %s is longer than %d bytes", name, GEN_NAME_MAX);
 	snprintf(n, sizeof(n), "%s.weight", name);
 	add(n, fp8 ? ST_F8_E4M3 : o->dtype, 2, out, in);
 	if (fp8 && o->block[0]) {
@@ -141,34 +219,148 @@ static void add_linear(const struct opts *o, const char *name, uint64_t out,
 	}
 }
 
+static void addf(enum st_dtype dt, uint32_t ndim, uint64_t d0, uint64_t d1,
+		 const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+static void addf(enum st_dtype dt, uint32_t ndim, uint64_t d0, uint64_t d1,
+		 const char *fmt, ...)
+{
+	char n[GEN_NAME_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(n, sizeof(n), fmt, ap);
+	va_end(ap);
+	add(n, dt, ndim, d0, d1);
+}
+
+static void linf(const struct opts *o, uint64_t out, uint64_t in,
+		 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void linf(const struct opts *o, uint64_t out, uint64_t in,
+		 const char *fmt, ...)
+{
+	char n[GEN_NAME_MAX];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(n, sizeof(n), fmt, ap);
+	va_end(ap);
+	add_linear(o, n, out, in);
+}
+
+/* One layer's attention, in the checkpoint names of the preset's family. */
+static void layout_attention(const struct opts *o, uint64_t l)
+{
+	const struct preset *p = o->p;
+	const char *pre = "model.layers";
+	uint64_t q = p->heads * p->head_dim, kv = p->kv_heads * p->head_dim;
+
+	if (p->fam == F_DEEPSEEK_V3) {
+		linf(o, p->q_lora, p->hidden, "%s.%" PRIu64 ".self_attn.q_a_proj", pre, l);
+		addf(o->dtype, 1, p->q_lora, 0, "%s.%" PRIu64 ".self_attn.q_a_layernorm.weight", pre, l);
+		linf(o, p->heads * (p->nope + p->rope), p->q_lora,
+		     "%s.%" PRIu64 ".self_attn.q_b_proj", pre, l);
+		linf(o, p->kv_lora + p->rope, p->hidden,
+		     "%s.%" PRIu64 ".self_attn.kv_a_proj_with_mqa", pre, l);
+		addf(o->dtype, 1, p->kv_lora, 0, "%s.%" PRIu64 ".self_attn.kv_a_layernorm.weight", pre, l);
+		linf(o, p->heads * (p->nope + p->vdim), p->kv_lora,
+		     "%s.%" PRIu64 ".self_attn.kv_b_proj", pre, l);
+		linf(o, p->hidden, p->heads * p->vdim, "%s.%" PRIu64 ".self_attn.o_proj", pre, l);
+		return;
+	}
+	if (p->fam == F_PHI3) {
+		linf(o, q + 2 * kv, p->hidden, "%s.%" PRIu64 ".self_attn.qkv_proj", pre, l);
+	} else {
+		linf(o, q, p->hidden, "%s.%" PRIu64 ".self_attn.q_proj", pre, l);
+		linf(o, kv, p->hidden, "%s.%" PRIu64 ".self_attn.k_proj", pre, l);
+		linf(o, kv, p->hidden, "%s.%" PRIu64 ".self_attn.v_proj", pre, l);
+	}
+	if (p->fam == F_QWEN2) {
+		addf(o->dtype, 1, q, 0, "%s.%" PRIu64 ".self_attn.q_proj.bias", pre, l);
+		addf(o->dtype, 1, kv, 0, "%s.%" PRIu64 ".self_attn.k_proj.bias", pre, l);
+		addf(o->dtype, 1, kv, 0, "%s.%" PRIu64 ".self_attn.v_proj.bias", pre, l);
+	}
+	if (p->fam == F_QWEN3 || p->fam == F_QWEN3_MOE || p->fam == F_GEMMA3) {
+		addf(o->dtype, 1, p->head_dim, 0, "%s.%" PRIu64 ".self_attn.q_norm.weight", pre, l);
+		addf(o->dtype, 1, p->head_dim, 0, "%s.%" PRIu64 ".self_attn.k_norm.weight", pre, l);
+	}
+	linf(o, p->hidden, q, "%s.%" PRIu64 ".self_attn.o_proj", pre, l);
+}
+
+/* A gated MLP: gate/up/down under prefix (Phi-3: gate_up fused). */
+static void layout_mlp(const struct opts *o, const char *prefix, uint64_t inter)
+{
+	const struct preset *p = o->p;
+
+	if (p->fam == F_PHI3) {
+		linf(o, 2 * inter, p->hidden, "%s.gate_up_proj", prefix);
+	} else {
+		linf(o, inter, p->hidden, "%s.gate_proj", prefix);
+		linf(o, inter, p->hidden, "%s.up_proj", prefix);
+	}
+	linf(o, p->hidden, inter, "%s.down_proj", prefix);
+}
+
+static void layout_moe(const struct opts *o, uint64_t l)
+{
+	const struct preset *p = o->p;
+	char pre[GEN_NAME_MAX];
+
+	if (p->fam == F_MIXTRAL) {
+		addf(o->dtype, 2, p->experts, p->hidden,
+		     "model.layers.%" PRIu64 ".block_sparse_moe.gate.weight", l);
+		for (uint64_t e = 0; e < p->experts; e++) {
+			snprintf(pre, sizeof(pre), "model.layers.%" PRIu64 ".block_sparse_moe.experts.%" PRIu64, l, e);
+			linf(o, p->moe_inter, p->hidden, "%s.w1", pre);
+			linf(o, p->hidden, p->moe_inter, "%s.w2", pre);
+			linf(o, p->moe_inter, p->hidden, "%s.w3", pre);
+		}
+		return;
+	}
+	addf(o->dtype, 2, p->experts, p->hidden, "model.layers.%" PRIu64 ".mlp.gate.weight", l);
+	if (p->fam == F_DEEPSEEK_V3)
+		addf(ST_F32, 1, p->experts, 0,
+		     "model.layers.%" PRIu64 ".mlp.gate.e_score_correction_bias", l);
+	for (uint64_t e = 0; e < p->experts; e++) {
+		snprintf(pre, sizeof(pre), "model.layers.%" PRIu64 ".mlp.experts.%" PRIu64, l, e);
+		layout_mlp(o, pre, p->moe_inter);
+	}
+	if (p->shared) {
+		snprintf(pre, sizeof(pre), "model.layers.%" PRIu64 ".mlp.shared_experts", l);
+		layout_mlp(o, pre, p->moe_inter * p->shared);
+	}
+}
+
 static void layout_tensors(const struct opts *o)
 {
 	const struct preset *p = o->p;
-	uint64_t hd = p->hidden / p->heads, kv = p->kv_heads * hd;
-	char n[GEN_NAME_MAX];
+	bool gemma = p->fam == F_GEMMA2 || p->fam == F_GEMMA3;
+	char pre[GEN_NAME_MAX];
 
 	tensors = calloc(GEN_TENSORS_MAX, sizeof(*tensors));
 	if (!tensors)
 		die("out of memory");
 	add("model.embed_tokens.weight", o->dtype, 2, p->vocab, p->hidden);
 	for (uint64_t l = 0; l < p->layers; l++) {
-		snprintf(n, sizeof(n), "model.layers.%" PRIu64 ".input_layernorm.weight", l);
-		add(n, o->dtype, 1, p->hidden, 0);
-#define LIN(part, out, in)                                                        \
-	do {                                                                      \
-		snprintf(n, sizeof(n), "model.layers.%" PRIu64 "." part, l);      \
-		add_linear(o, n, out, in);                                        \
-	} while (0)
-		LIN("self_attn.q_proj", p->hidden, p->hidden);
-		LIN("self_attn.k_proj", kv, p->hidden);
-		LIN("self_attn.v_proj", kv, p->hidden);
-		LIN("self_attn.o_proj", p->hidden, p->hidden);
-		snprintf(n, sizeof(n), "model.layers.%" PRIu64 ".post_attention_layernorm.weight", l);
-		add(n, o->dtype, 1, p->hidden, 0);
-		LIN("mlp.gate_proj", p->inter, p->hidden);
-		LIN("mlp.up_proj", p->inter, p->hidden);
-		LIN("mlp.down_proj", p->hidden, p->inter);
-#undef LIN
+		bool moe = p->experts && l >= p->dense;
+
+		addf(o->dtype, 1, p->hidden, 0, "model.layers.%" PRIu64 ".input_layernorm.weight", l);
+		layout_attention(o, l);
+		addf(o->dtype, 1, p->hidden, 0,
+		     "model.layers.%" PRIu64 ".post_attention_layernorm.weight", l);
+		if (gemma) {
+			addf(o->dtype, 1, p->hidden, 0,
+			     "model.layers.%" PRIu64 ".pre_feedforward_layernorm.weight", l);
+			addf(o->dtype, 1, p->hidden, 0,
+			     "model.layers.%" PRIu64 ".post_feedforward_layernorm.weight", l);
+		}
+		if (moe) {
+			layout_moe(o, l);
+		} else {
+			snprintf(pre, sizeof(pre), "model.layers.%" PRIu64 ".mlp", l);
+			layout_mlp(o, pre, p->inter);
+		}
 	}
 	add("model.norm.weight", o->dtype, 1, p->hidden, 0);
 	if (!p->tie)
@@ -184,7 +376,7 @@ static void layout_shards(const struct opts *o)
 
 		if (!nshards || (s->count && cur + tensors[i].nbytes > o->shard_size)) {
 			if (nshards >= GEN_SHARDS_MAX)
-				die("more than %d shards: give a larger --shard-size", GEN_SHARDS_MAX);
+				usage_die("more than %d shards: give a larger --shard-size", GEN_SHARDS_MAX);
 			s = &shards[nshards++];
 			s->first = i;
 			cur = 0;
@@ -248,17 +440,24 @@ static void write_json(const char *dir, const char *file, json_t *j)
 	json_decref(j);
 }
 
+static void set_int(json_t *c, const char *k, uint64_t v)
+{
+	json_object_set_new(c, k, json_integer((json_int_t)v));
+}
+
+/* config.json with the fields transformers writes for the family (those
+ * the engines read to lay the model out). */
 static void write_config(const struct opts *o)
 {
 	const struct preset *p = o->p;
 	json_t *c = json_pack("{s:[s], s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:s, s:b, s:f, s:f, s:I, s:I, s:I}",
-			      "architectures", "LlamaForCausalLM", "model_type", "llama",
+			      "architectures", p->arch, "model_type", p->model_type,
 			      "hidden_size", (json_int_t)p->hidden,
 			      "intermediate_size", (json_int_t)p->inter,
 			      "num_hidden_layers", (json_int_t)p->layers,
 			      "num_attention_heads", (json_int_t)p->heads,
 			      "num_key_value_heads", (json_int_t)p->kv_heads,
-			      "head_dim", (json_int_t)(p->hidden / p->heads),
+			      "head_dim", (json_int_t)p->head_dim,
 			      "vocab_size", (json_int_t)p->vocab,
 			      "torch_dtype", torch_dtype(o->dtype),
 			      "tie_word_embeddings", p->tie,
@@ -268,6 +467,50 @@ static void write_config(const struct opts *o)
 
 	if (!c)
 		die("json_pack failed");
+	switch (p->fam) {
+	case F_MIXTRAL:
+		set_int(c, "num_local_experts", p->experts);
+		set_int(c, "num_experts_per_tok", p->topk);
+		/* Mixtral's experts are intermediate_size wide */
+		set_int(c, "intermediate_size", p->moe_inter);
+		break;
+	case F_QWEN3_MOE:
+		set_int(c, "num_experts", p->experts);
+		set_int(c, "num_experts_per_tok", p->topk);
+		set_int(c, "moe_intermediate_size", p->moe_inter);
+		set_int(c, "decoder_sparse_step", 1);
+		json_object_set_new(c, "mlp_only_layers", json_array());
+		json_object_set_new(c, "norm_topk_prob", json_true());
+		break;
+	case F_DEEPSEEK_V3:
+		json_object_del(c, "head_dim");
+		set_int(c, "n_routed_experts", p->experts);
+		set_int(c, "num_experts_per_tok", p->topk);
+		set_int(c, "moe_intermediate_size", p->moe_inter);
+		set_int(c, "n_shared_experts", p->shared);
+		set_int(c, "first_k_dense_replace", p->dense);
+		set_int(c, "moe_layer_freq", 1);
+		set_int(c, "n_group", 1);
+		set_int(c, "topk_group", 1);
+		set_int(c, "q_lora_rank", p->q_lora);
+		set_int(c, "kv_lora_rank", p->kv_lora);
+		set_int(c, "qk_nope_head_dim", p->nope);
+		set_int(c, "qk_rope_head_dim", p->rope);
+		set_int(c, "v_head_dim", p->vdim);
+		json_object_set_new(c, "scoring_func", json_string("sigmoid"));
+		json_object_set_new(c, "topk_method", json_string("noaux_tc"));
+		json_object_set_new(c, "norm_topk_prob", json_true());
+		json_object_set_new(c, "routed_scaling_factor", json_real(2.5));
+		break;
+	case F_GEMMA2:
+	case F_GEMMA3:
+		set_int(c, "query_pre_attn_scalar", p->head_dim);
+		set_int(c, "sliding_window", 512);
+		json_object_set_new(c, "hidden_activation", json_string("gelu_pytorch_tanh"));
+		break;
+	default:
+		break;
+	}
 	if (o->quant) {
 		json_t *q = json_pack("{s:s}", "quant_method", o->quant);
 
@@ -363,6 +606,27 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+static void parse_quant(struct opts *o, const char *arg)
+{
+	static char quant[64];
+	char *colon;
+
+	snprintf(quant, sizeof(quant), "%s", arg);
+	o->block[0] = o->block[1] = 0;
+	colon = strchr(quant, ':');
+	if (colon) {
+		*colon = '\0';
+		if (strcmp(quant, "fp8") || parse_size(colon + 1, &o->block[0]) ||
+		    o->block[0] > 65536)
+			usage_die("--quant '%s': a block size is only for fp8, as fp8:128", arg);
+		o->block[1] = o->block[0];
+	}
+	if (!quant[0] || !strcmp(quant, "none"))
+		o->quant = NULL;
+	else
+		o->quant = quant;
+}
+
 static void parse_args(int argc, char **argv, struct opts *o)
 {
 	static const struct option lo[] = {
@@ -378,7 +642,6 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
-	static char quant[64];
 	int c;
 
 	memset(o, 0, sizeof(*o));
@@ -389,7 +652,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		case 'o': o->out = optarg; break;
 		case 's':
 			if (parse_size(optarg, &o->shard_size))
-				die("--shard-size '%s' is not a size like 5GB, 500MB, 2GiB or a byte count", optarg);
+				usage_die("--shard-size '%s' is not a size like 5GB, 500MB, 2GiB or a byte count", optarg);
 			o->shard_size_set = true;
 			break;
 		case 'd':
@@ -400,33 +663,19 @@ static void parse_args(int argc, char **argv, struct opts *o)
 			else if (!strcmp(optarg, "f32"))
 				o->dtype = ST_F32;
 			else
-				die("--dtype '%s' is not bf16, f16 or f32", optarg);
+				usage_die("--dtype '%s' is not bf16, f16 or f32", optarg);
 			break;
-		case 'q': {
-			char *colon;
-
-			snprintf(quant, sizeof(quant), "%s", optarg);
-			colon = strchr(quant, ':');
-			if (colon) {
-				*colon = '\0';
-				if (strcmp(quant, "fp8") || parse_size(colon + 1, &o->block[0]) ||
-				    o->block[0] > 65536)
-					die("--quant '%s': a block size is only for fp8, as fp8:128", optarg);
-				o->block[1] = o->block[0];
-			}
-			if (!quant[0] || !strcmp(quant, "none"))
-				o->quant = NULL;
-			else
-				o->quant = quant;
+		case 'q':
+			parse_quant(o, optarg);
+			o->quant_set = true;
 			break;
-		}
 		case 'S': {
 			char *end;
 
 			errno = 0;
 			o->seed = strtoull(optarg, &end, 0);
 			if (errno || *end || end == optarg)
-				die("--seed '%s' is not a number", optarg);
+				usage_die("--seed '%s' is not a number", optarg);
 			break;
 		}
 		case 'H': o->headers_only = true; break;
@@ -441,15 +690,24 @@ static void parse_args(int argc, char **argv, struct opts *o)
 		usage(stderr);
 		exit(2);
 	}
-	for (size_t i = 0; i < sizeof(presets) / sizeof(presets[0]); i++)
+	for (size_t i = 0; i < NPRESETS; i++)
 		if (!strcmp(argv[optind], presets[i].name))
 			o->p = &presets[i];
-	if (!o->p)
-		die("unknown preset '%s'; presets: tiny, llama-1b, llama-8b", argv[optind]);
+	if (!o->p) {
+		char names[1024];
+		size_t n = 0;
+
+		for (size_t i = 0; i < NPRESETS; i++)
+			n += (size_t)snprintf(names + n, sizeof(names) - n, "%s%s",
+					      i ? ", " : "", presets[i].name);
+		usage_die("unknown preset '%s'; presets: %s", argv[optind], names);
+	}
+	if (!o->quant_set && o->p->quant)
+		parse_quant(o, o->p->quant);
 	if (!o->out)
-		die("--out DIR is required");
+		usage_die("--out DIR is required");
 	if (o->headers_only && (o->verify || o->verify_only))
-		die("--verify needs data: drop --headers-only");
+		usage_die("--verify needs data: drop --headers-only");
 }
 
 int main(int argc, char **argv)
@@ -459,6 +717,8 @@ int main(int argc, char **argv)
 	struct opts o;
 	double t0;
 
+	if (cli_version(argc, argv, "wcgen"))
+		return 0;
 	log_init("wcgen", LOG_INFO);
 	parse_args(argc, argv, &o);
 	layout_tensors(&o);

@@ -1,0 +1,146 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wcd's resident versions: lease counts, publish, retire, memory
+ * (versions.h). An update loads N+1 beside N; new attaches get N+1 once it
+ * is published; N is freed when its last lease ends.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "err.h"
+#include "log.h"
+#include "wcd.h"
+#include "conn.h"
+#include "versions.h"
+
+int version_find(struct wcd *d, uint64_t number)
+{
+	if (number == 0)
+		return d->cur;
+	for (int i = 0; i < WCD_VERSIONS; i++)
+		if (d->ver[i].used && d->ver[i].number == number)
+			return i;
+	return -1;
+}
+
+uint64_t version_attach(struct wcd_client *c, int vi)
+{
+	uint64_t id = client_lease_add(c, vi);
+
+	c->d->ver[vi].leases++;
+	return id;
+}
+
+void version_lease_ended(struct wcd *d, int vi)
+{
+	struct wcd_version *v;
+
+	WC_ASSERT(vi >= 0 && vi < WCD_VERSIONS);
+	v = &d->ver[vi];
+	WC_ASSERT(v->used && v->leases > 0);
+	v->leases--;
+	if (vi == d->cur || v->leases)
+		return;
+	log_info("version %" PRIu64 ": its last lease ended; freeing its %" PRIu64 " bytes (version %" PRIu64 " serves)",
+		 v->number, v->plan.total_bytes, wcd_current(d)->number);
+	version_retire(d, v);
+}
+
+int version_slot_free(struct wcd *d)
+{
+	for (int i = 0; i < WCD_VERSIONS; i++)
+		if (!d->ver[i].used && i != d->cur)
+			return i;
+	return -1;
+}
+
+void version_retire(struct wcd *d, struct wcd_version *v)
+{
+	WC_ASSERT(v != wcd_current(d) || !v->used);
+	WC_ASSERT(!v->leases);
+	load_version_free(d, v);
+}
+
+void version_publish(struct wcd *d, int vi, struct version_published *out)
+{
+	struct wcd_version *nv = &d->ver[vi], *old = wcd_current(d);
+	struct wire_notice nt = { .kind = WIRE_NOTICE_NEW_VERSION };
+
+	WC_ASSERT(vi != d->cur && !nv->used);
+	nv->used = true;
+	nv->number = old->number + 1;
+	d->cur = vi;
+	nt.version = nv->number;
+	snprintf(nt.msg, sizeof(nt.msg),
+		 "model version %" PRIu64 " (%s) is now served: re-attach (HELLO, ATTACH) to use it; your lease on version %" PRIu64 " stays valid until you detach",
+		 nv->number, nv->model.path, old->number);
+	out->told = server_notify(d, &nt, SERVER_NOTIFY_LEASED);
+	out->old_number = old->number;
+	out->old_freed = !old->leases;
+	if (out->told)
+		log_info("told %u attached client(s) about version %" PRIu64,
+			 out->told, nv->number);
+	if (!old->leases)
+		version_retire(d, old);
+}
+
+/* --- memory ---------------------------------------------------------------- */
+
+int version_host_available(uint64_t *free_b)
+{
+	const char *path = getenv("WCD_MEMINFO");
+	char line[256];
+	FILE *f;
+	int ret = -ENOENT;
+
+	f = fopen(path && *path ? path : "/proc/meminfo", "re");
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long kb;
+
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+			*free_b = (uint64_t)kb << 10;
+			ret = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return ret;
+}
+
+int version_mem_free(struct wcd *d, uint64_t *free_b)
+{
+	uint64_t total;
+
+	if (d->dev.be == &gpu_host_backend)
+		return version_host_available(free_b);
+	return d->dev.be->mem_info ?
+	       d->dev.be->mem_info(&d->dev, free_b, &total) : -ENOTSUP;
+}
+
+uint64_t version_resident_bytes(struct wcd *d)
+{
+	uint64_t n = 0;
+
+	for (int i = 0; i < WCD_VERSIONS; i++) {
+		const struct wcd_version *v = &d->ver[i];
+
+		for (uint32_t k = 0; v->used && k < v->npools; k++)
+			n += v->pools[k].alloc_size;
+	}
+	return n;
+}
+
+uint64_t version_plan_need(struct wcd *d, const struct wcd_version *v)
+{
+	uint64_t need = 0;
+
+	for (uint32_t i = 0; i < v->plan.npools; i++)
+		need += gpu_align_up(v->plan.pool_size[i], d->dev.granularity);
+	return need;
+}

@@ -1,0 +1,64 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wcd's resident versions (struct wcd_version, d->ver[], d->cur): which one
+ * serves, the leases counted on each, publishing a new one and retiring an
+ * old one, and the memory they take.
+ *
+ *   find a version          version_find() (by number; 0: the current)
+ *   take a lease            version_attach() (the client's record and the
+ *                           version's count, together)
+ *   a lease ended           version_lease_ended() (server_hooks: counts
+ *                           down, retires an old version at zero)
+ *   publish N+1             version_slot_free(), then version_publish()
+ *   retire                  version_retire()
+ *
+ * Invariant (WC_ASSERT): ver[i].leases equals the number of client leases
+ * on i; only a version that is not current and has no lease is retired.
+ */
+#ifndef WCD_VERSIONS_H
+#define WCD_VERSIONS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct wcd;
+struct wcd_client;
+struct wcd_version;
+
+/* Index of the resident version with this number (0: the current one),
+ * or -1. */
+int version_find(struct wcd *d, uint64_t number);
+/* Gives c a lease on version index vi; returns the lease id. The caller
+ * checked c's lease limit (WCD_LEASES_PER_CLIENT). */
+uint64_t version_attach(struct wcd_client *c, int vi);
+/* server_hooks.lease_ended: one lease on vi fewer. */
+void version_lease_ended(struct wcd *d, int vi);
+/* A version index an update may fill (not used, not current), or -1. */
+int version_slot_free(struct wcd *d);
+
+struct version_published {
+	uint64_t old_number;          /* the version that served before */
+	bool old_freed;               /* it had no lease and is gone */
+	unsigned told;                /* lease holders sent a NOTICE */
+};
+/* Makes the loaded version index vi current as the current number + 1 in
+ * one step (new HELLO/ATTACH get it), tells every lease holder (the
+ * NOTICE leaves at the next turn of the loop), and retires the old version
+ * at once if no lease holds it (else its last lease does). The caller
+ * rewrites the ready file (status_write_ready) before the loop turns. */
+void version_publish(struct wcd *d, int vi, struct version_published *out);
+/* Frees version v's pools and plan (no lease may hold it). */
+void version_retire(struct wcd *d, struct wcd_version *v);
+
+/* Free bytes on the device: the backend's mem_info, or MemAvailable of
+ * /proc/meminfo on the host backend. WCD_MEMINFO names another file in
+ * /proc/meminfo's format (tests use it to make memory short). */
+int version_mem_free(struct wcd *d, uint64_t *free_b);
+/* MemAvailable of /proc/meminfo (or of the file WCD_MEMINFO names). */
+int version_host_available(uint64_t *free_b);
+/* Bytes the pools of every resident version take on the device. */
+uint64_t version_resident_bytes(struct wcd *d);
+/* Bytes the pools of v's plan take on the device (granularity-rounded). */
+uint64_t version_plan_need(struct wcd *d, const struct wcd_version *v);
+
+#endif
