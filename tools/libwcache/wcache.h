@@ -117,6 +117,11 @@ struct wc_expect {
 	int tp_size, tp_rank;
 	int pp_size, pp_rank;
 	const char *rules_file;      /* sharding rules; NULL: the preset */
+	/* The identity is the content (checkpoint digest, config facts,
+	 * layout); the model's path is shown but not compared, so the same
+	 * checkpoint through a bind mount or a copy (with its mtimes) is
+	 * served. Set to also require the daemon's path to equal ours. */
+	int same_path;
 	/* Added with protocol 2 (wcd --layout/--ep-size/--ep-rank/--vocab-pad;
 	 * zero-initialise the struct and these mean: the preset, no expert
 	 * parallelism, the layout's padding). */
@@ -290,6 +295,9 @@ int wc_notice_read(struct wc_conn *c, struct wc_notice *n,
 int wc_ping(struct wc_conn *c, unsigned depth, struct wc_error *err);
 /* STATUS: the daemon's JSON object as text; *json is malloc'd, free() it. */
 int wc_status(struct wc_conn *c, char **json, struct wc_error *err);
+/* METRICS: the daemon's metrics in the Prometheus text format, as its
+ * --metrics-listen endpoint serves them; *text is malloc'd, free() it. */
+int wc_metrics(struct wc_conn *c, char **text, struct wc_error *err);
 /* SHUTDOWN: asks the daemon to stop (same as SIGTERM). */
 int wc_shutdown(struct wc_conn *c, struct wc_error *err);
 /* --- lifecycle (admin: the daemon's own uid) ---------------------------- */

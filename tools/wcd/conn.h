@@ -50,6 +50,7 @@ struct wcd_client {
 	uid_t uid;
 	struct rx_recv rx;
 	uint8_t hdr[WIRE_HDR_LEN];
+	size_t hdr_have;              /* header bytes of a begun frame */
 	struct wire_hdr h;
 	uint8_t *payload;
 	size_t pcap;
@@ -64,6 +65,10 @@ struct wcd_client {
 	unsigned nleases;
 	struct lease leases[WCD_LEASES_PER_CLIENT];
 	uint64_t requests;
+	/* a held request being answered now (waiter_take): its id and type,
+	 * so that the reply is counted under its type */
+	uint64_t late_id;
+	uint16_t late_type;
 };
 
 void client_close(struct wcd_client *c, const char *why);

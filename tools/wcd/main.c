@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +52,8 @@ static const char usage_text[] =
 "                         (SIGTERM, up to --force-wait, then SIGKILL)\n"
 "  --force-wait SECONDS   how long --force waits for the old owner to exit\n"
 "                         after SIGTERM (default 10, decimals allowed)\n"
+"  --frame-timeout SECONDS  a connection's first frame, and every frame it\n"
+"                         begins, must arrive within this (default 10)\n"
 "  --no-hash              skip the XXH3-128 of every tensor\n"
 "  --allow-uid UID        also serve this uid (repeatable, at most 16)\n"
 "  --allow-quant METHOD   serve an unverified quantization method anyway\n"
@@ -80,7 +83,17 @@ static const char usage_text[] =
 "                         $WCD_HASH_THREADS, else half the CPUs, 1 to 8)\n"
 "  --direct-io auto|on|off  staged reads with O_DIRECT: auto skips shards\n"
 "                         that are mostly in the page cache (default auto)\n"
-"  --log-level L          debug, info, warn, error (default info)\n"
+"  --log-level L          debug, info, warn, error (default info); routine\n"
+"                         per-client lines (hello, lease, detach) are debug\n"
+"  --log-format F         text (default) or json: one object a line with ts,\n"
+"                         level, prog, pid, device, msg and, where a line is\n"
+"                         about one, client_pid, lease, version\n"
+"  --log-file PATH        write the log to PATH (appending) instead of stderr;\n"
+"                         SIGHUP reopens it (logrotate without copytruncate)\n"
+"  --metrics-listen ADDR  serve GET /metrics (Prometheus text format) on ADDR:\n"
+"                         host:port (127.0.0.1:9400), [v6]:port, :port or\n"
+"                         unix:PATH; from the daemon's loop, at most 16\n"
+"                         scrapes at once, each cut off after 2 s\n"
 "  -h, --help             this text; --version the release\n"
 "\n"
 "Examples:\n"
@@ -135,8 +148,9 @@ static uint32_t parse_u32(const char *s, const char *what)
 	return (uint32_t)v;
 }
 
-/* --force-wait: seconds, decimals allowed, 0 to an hour, in ms. */
-static uint32_t parse_seconds_ms(const char *s)
+/* --force-wait, --frame-timeout: seconds, decimals allowed, 0 to an hour,
+ * in ms. */
+static uint32_t parse_seconds_ms(const char *s, const char *opt)
 {
 	char *end;
 	double v;
@@ -145,7 +159,9 @@ static uint32_t parse_seconds_ms(const char *s)
 	v = strtod(s, &end);
 	if (errno || end == s || *end || !(v >= 0) ||
 	    v * 1000 > WCD_FORCE_WAIT_MS_MAX)
-		usage_fail("bad --force-wait '%s' (seconds from 0 to 3600, e.g. 0.5)", s);
+		usage_fail(strcmp(opt, "--force-wait") ?
+			   "bad --frame-timeout '%s' (seconds from 0 to 3600, e.g. 0.5)" :
+			   "bad --force-wait '%s' (seconds from 0 to 3600, e.g. 0.5)", s);
 	return (uint32_t)(v * 1000 + 0.5);
 }
 
@@ -170,7 +186,9 @@ enum {
 	OPT_ALLOW_QUANT, OPT_RULES, OPT_POOL_SIZE, OPT_IPC, OPT_LOAD_PATH,
 	OPT_SLOTS, OPT_SLOT_SIZE, OPT_LOG_LEVEL, OPT_HELP, OPT_HASH_THREADS,
 	OPT_DIRECT_IO, OPT_HASH_ON, OPT_READ_PART, OPT_KEEP_CONTEXT,
-	OPT_FORCE_WAIT, OPT_LAYOUT, OPT_EP_SIZE, OPT_EP_RANK, OPT_VOCAB_PAD,
+	OPT_METRICS_LISTEN, OPT_LOG_FILE, OPT_LOG_FORMAT,
+	OPT_FORCE_WAIT, OPT_FRAME_TIMEOUT,
+	OPT_LAYOUT, OPT_EP_SIZE, OPT_EP_RANK, OPT_VOCAB_PAD,
 };
 
 static const struct option longopts[] = {
@@ -186,6 +204,7 @@ static const struct option longopts[] = {
 	{ "runtime-dir", required_argument, NULL, OPT_RUNTIME_DIR },
 	{ "force", no_argument, NULL, OPT_FORCE },
 	{ "force-wait", required_argument, NULL, OPT_FORCE_WAIT },
+	{ "frame-timeout", required_argument, NULL, OPT_FRAME_TIMEOUT },
 	{ "no-hash", no_argument, NULL, OPT_NO_HASH },
 	{ "allow-uid", required_argument, NULL, OPT_ALLOW_UID },
 	{ "allow-quant", required_argument, NULL, OPT_ALLOW_QUANT },
@@ -200,6 +219,9 @@ static const struct option longopts[] = {
 	{ "slots", required_argument, NULL, OPT_SLOTS },
 	{ "slot-size", required_argument, NULL, OPT_SLOT_SIZE },
 	{ "log-level", required_argument, NULL, OPT_LOG_LEVEL },
+	{ "log-file", required_argument, NULL, OPT_LOG_FILE },
+	{ "log-format", required_argument, NULL, OPT_LOG_FORMAT },
+	{ "metrics-listen", required_argument, NULL, OPT_METRICS_LISTEN },
 	{ "hash-threads", required_argument, NULL, OPT_HASH_THREADS },
 	{ "hash-on", required_argument, NULL, OPT_HASH_ON },
 	{ "read-part", required_argument, NULL, OPT_READ_PART },
@@ -223,6 +245,7 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 		.device = gpu_cuda_backend() ? "0" : "host",
 		.hash_threads = default_hash_threads(),
 		.force_wait_ms = WCD_FORCE_WAIT_MS,
+		.frame_timeout_ms = WCD_FRAME_MS,
 	};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -235,7 +258,12 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 		case OPT_DEVICE: o->device = optarg; break;
 		case OPT_RUNTIME_DIR: o->runtime_dir = optarg; break;
 		case OPT_FORCE: o->force = true; break;
-		case OPT_FORCE_WAIT: o->force_wait_ms = parse_seconds_ms(optarg); break;
+		case OPT_FORCE_WAIT: o->force_wait_ms = parse_seconds_ms(optarg, "--force-wait"); break;
+		case OPT_FRAME_TIMEOUT:
+			o->frame_timeout_ms = parse_seconds_ms(optarg, "--frame-timeout");
+			if (!o->frame_timeout_ms)
+				usage_fail("bad --frame-timeout '%s': give a time above 0", optarg);
+			break;
 		case OPT_NO_HASH: o->hash = false; break;
 		case OPT_ALLOW_UID:
 			if (o->nallow_uid >= WCD_ALLOW_UID_MAX)
@@ -310,6 +338,12 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 			else
 				usage_fail("bad --direct-io '%s' (auto, on or off)", optarg);
 			break;
+		case OPT_METRICS_LISTEN: o->metrics_listen = optarg; break;
+		case OPT_LOG_FILE: o->log_file = optarg; break;
+		case OPT_LOG_FORMAT:
+			if (log_parse_format(optarg, &o->log_format))
+				usage_fail("bad --log-format '%s' (text or json)", optarg);
+			break;
 		case OPT_LOG_LEVEL:
 			if (!strcmp(optarg, "debug")) lvl = LOG_DEBUG;
 			else if (!strcmp(optarg, "info")) lvl = LOG_INFO;
@@ -350,6 +384,18 @@ static void signal_cb(struct rx_signal *s, int signo)
 
 	if (signo < 0)
 		return;
+	if (signo == SIGHUP) {
+		int ret = log_reopen();
+
+		if (ret)
+			log_warn("SIGHUP: cannot reopen the log file %s: %s; still writing to the old one",
+				 d->o.log_file, strerror(-ret));
+		else
+			log_info("SIGHUP: %s", d->o.log_file ?
+				 "reopened the log file" :
+				 "no --log-file to reopen (logging to stderr)");
+		return;
+	}
 	log_info("got %s", strsignal(signo));
 	if (d->state == WCD_LOADING)
 		wcd_enter(d, WCD_STOPPING); /* the loader stops issuing reads */
@@ -402,6 +448,7 @@ static int start(struct wcd *d)
 		log_error("%s", err);
 		return 1;
 	}
+	log_set_device(d->dev.name);
 	if (d->o.ipc_legacy) {
 		if (d->dev.be == &gpu_host_backend) {
 			log_error("--ipc legacy needs a CUDA device; device %s is a host device",
@@ -432,9 +479,16 @@ static int start(struct wcd *d)
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);
 	ret = rx_signal_start(&d->loop, &d->sig, &mask, signal_cb);
 	if (ret) {
 		log_error("signalfd: %s", strerror(-ret));
+		return 1;
+	}
+	/* Scrapes are served from here on: while loading too. */
+	if (d->o.metrics_listen &&
+	    metrics_http_start(d, d->o.metrics_listen, err)) {
+		log_error("%s", err);
 		return 1;
 	}
 
@@ -475,6 +529,20 @@ static int start(struct wcd *d)
 	return serve(d);
 }
 
+/* Every connection costs two descriptors (socket, pidfd): take the hard
+ * limit, not the 1024 a shell usually gives. wcd never uses select(). */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		log_warn("cannot raise the descriptor limit to %llu: %s",
+			 (unsigned long long)rl.rlim_max, strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
 	static struct wcd d;
@@ -487,7 +555,17 @@ int main(int argc, char **argv)
 	log_init("wcd", LOG_INFO);
 	lvl = parse_opts(&d.o, argc, argv);
 	log_init("wcd", lvl);
+	log_set_format(d.o.log_format);
+	if (d.o.log_file) {
+		char lerr[WC_ERR_LEN];
+
+		if (log_open_file(d.o.log_file, lerr, sizeof(lerr))) {
+			log_error("%s", lerr);
+			return 1;
+		}
+	}
 	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
 	/* Block SIGTERM/SIGINT before any thread exists (CUDA's, the hash
 	 * workers'): threads inherit the mask, so the signals can only be
 	 * taken by the loop's signalfd, which also picks up one that arrived
@@ -495,6 +573,7 @@ int main(int argc, char **argv)
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
+	sigaddset(&mask, SIGHUP);  /* reopens --log-file; never kills us */
 	pthread_sigmask(SIG_BLOCK, &mask, NULL);
 	/* One hardware queue carries the copies and the hash kernels as fast
 	 * as CUDA's default eight (a warm load measured 48.2 GB/s with 1 and
@@ -517,6 +596,8 @@ int main(int argc, char **argv)
 		own_remove_published(&d);
 	if (d.loop.ring.ring_fd > 0)
 		rx_loop_close(&d.loop);
+	metrics_http_stop(&d);
+	log_limit_flush(&d.m.malformed_log, LOG_INFO, "malformed frames");
 	life_free(&d);
 	for (int i = 0; i < WCD_VERSIONS; i++)
 		if (d.ver[i].used)

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * wcd, the rank daemon: internals shared by its files. Calls go one way,
- * top to bottom (test/wcd_deps.sh fails on a circle):
+ * top to bottom (test/wcd_deps.sh fails on a circle, and on a file this
+ * map does not name):
  *
  *   main.c      options, start-up order, signals, shutdown; wires the hooks
  *   requests.c  what each request does (client_dispatch)
@@ -15,6 +16,8 @@
  *   staged.c    the loader's staged path: staging slots, copies, hashes
  *   ld.c        the loader's shared helpers (failure, progress)
  *   hashpool.c  hash worker threads for the staged path (hashpool.h)
+ *   metrics_http.c  --metrics-listen: GET /metrics from the loop (metrics.h)
+ *   metrics.c   the Prometheus text of the state and the counters
  *   server.c    the socket: connections, framing, notices, leases (conn.h)
  *   own.c       ownership of the device's files: flock, --force, stale files
  *   state.c     the daemon's state machine: names and transitions
@@ -29,6 +32,8 @@
  *   answer a request later  struct wcd_waiter: waiter_hold(), waiter_take()
  *   publish/retire versions version_publish(), version_retire(),
  *                           version_attach(), version_find() (versions.h)
+ *   count for the metrics   metrics_reply(), metrics_attach(),
+ *                           metrics_life() (inline in metrics.h: d->m)
  */
 #ifndef WCD_H
 #define WCD_H
@@ -40,6 +45,7 @@
 #include "gpu.h"
 #include "hash.h"
 #include "identity.h"
+#include "metrics.h"
 #include "model.h"
 #include "paths.h"
 #include "plan.h"
@@ -50,7 +56,14 @@
 #define WCD_ALLOW_UID_MAX 16
 #define WCD_CLIENTS_MAX 1024          /* connections at once */
 #define WCD_LEASES_PER_CLIENT 64
-#define WCD_REQ_MAX (1u << 20)        /* request payload bytes we accept */
+/* Request payload bytes we buffer per client: the largest request (HELLO
+ * with an identity, IDENT_ENC_MAX) is under 6 KiB; 1024 clients pin at most
+ * 64 MiB with this bound (1 GiB with the 1 MiB it was). */
+#define WCD_REQ_MAX (64u << 10)
+/* A connection must send its first frame within --frame-timeout, and finish
+ * each frame it has begun within it (a silent or half-sent client holds a
+ * slot and a buffer); idle between frames is fine. */
+#define WCD_FRAME_MS 10000           /* --frame-timeout's default */
 #define WCD_OUTQ_MAX 16               /* frames queued per client */
 #define WCD_VERSIONS 2                /* resident model versions (N, N+1) */
 #define WCD_POOL_SIZE_DEFAULT (2ull << 30)
@@ -81,6 +94,7 @@ struct wcd_opts {
 	const char *runtime_dir;
 	bool force;
 	uint32_t force_wait_ms;       /* --force: SIGTERM to SIGKILL */
+	uint32_t frame_timeout_ms;    /* --frame-timeout (WCD_FRAME_MS) */
 	bool hash;
 	uid_t allow_uid[WCD_ALLOW_UID_MAX];
 	unsigned nallow_uid;
@@ -99,6 +113,9 @@ struct wcd_opts {
 	unsigned hash_threads;        /* 0: hash on the loop thread */
 	enum wcd_hash_on hash_on;
 	enum wcd_direct_io direct_io;
+	const char *metrics_listen;   /* --metrics-listen ADDR, or NULL */
+	const char *log_file;         /* --log-file PATH, or NULL: stderr */
+	enum log_format log_format;
 };
 
 /* Phase timings of one load, for the log and STATUS. */
@@ -162,6 +179,7 @@ struct wcd_waiter {
 	struct wcd_waiter *next;      /* server.c's list of held waiters */
 	struct wcd_client *c;
 	uint64_t id;
+	uint16_t type;                /* the request's (for the metrics) */
 	bool held;
 };
 
@@ -219,9 +237,15 @@ struct wcd {
 	uint64_t next_lease;
 	uint64_t requests;
 	uint64_t mismatches;
+	uint64_t fd_shortages;        /* accepts paused: out of descriptors */
+	uint64_t shed;                /* idle connections closed for them */
+	uint64_t frame_timeouts;      /* clients closed by WCD_FRAME_NS */
+	bool fd_short;                /* in a shortage episode (logged once) */
 	int exit_code;
 
 	struct wcd_life life;         /* lifecycle.c: sleep, wake, update */
+	struct wcd_metrics m;         /* counters (metrics.h) */
+	struct mhttp *mhttp;          /* --metrics-listen (metrics_http.c) */
 };
 
 static inline struct wcd_version *wcd_current(struct wcd *d)
