@@ -400,10 +400,13 @@ int wire_notice_get(const void *p, size_t n, struct wire_notice *nt,
 		    char *err);
 
 /* SLEEP u32 level; WAKE empty; UPDATE str model path (empty: the same
- * directory); METRICS empty, reply str text. */
+ * directory) + u32 flags (WIRE_UPDATE_*); METRICS empty, reply str text. */
+#define WIRE_UPDATE_ALLOW_LAYOUT 0x1u  /* names, dtypes, shapes may change */
+#define WIRE_UPDATE_KNOWN WIRE_UPDATE_ALLOW_LAYOUT
 void wire_sleep_put(struct wire_put *w, uint32_t level);
 int wire_sleep_get(const void *p, size_t n, uint32_t *level, char *err);
-void wire_update_put(struct wire_put *w, const char *model);
-int wire_update_get(const void *p, size_t n, char *model, char *err);
+void wire_update_put(struct wire_put *w, const char *model, uint32_t flags);
+int wire_update_get(const void *p, size_t n, char *model, uint32_t *flags,
+		    char *err);
 
 #endif

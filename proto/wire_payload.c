@@ -423,16 +423,23 @@ int wire_sleep_get(const void *p, size_t n, uint32_t *level, char *err)
 	return wire_get_end(&g, "SLEEP", true, err);
 }
 
-void wire_update_put(struct wire_put *w, const char *model)
+void wire_update_put(struct wire_put *w, const char *model, uint32_t flags)
 {
 	wire_put_str(w, model, WIRE_PATH_MAX);
+	wire_put_u32(w, flags);
 }
 
-int wire_update_get(const void *p, size_t n, char *model, char *err)
+int wire_update_get(const void *p, size_t n, char *model, uint32_t *flags,
+		    char *err)
 {
 	struct wire_get g;
 
 	wire_get_init(&g, p, n);
 	wire_get_str(&g, model, WIRE_PATH_MAX);
+	*flags = wire_get_u32(&g);
+	if (!g.err && (*flags & ~WIRE_UPDATE_KNOWN))
+		return wc_errf(err, EBADMSG,
+			       "malformed UPDATE payload: unknown flags 0x%x",
+			       *flags & ~WIRE_UPDATE_KNOWN);
 	return wire_get_end(&g, "UPDATE", true, err);
 }

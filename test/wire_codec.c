@@ -442,6 +442,7 @@ static void test_attach(void)
 
 static void test_small(void)
 {
+	uint32_t uflags = 0;
 	struct wire_put w;
 	struct wire_hdr hd;
 	const uint8_t *p;
@@ -507,10 +508,11 @@ static void test_small(void)
 	T_EQ_INT(level, 2);
 
 	wire_frame_begin(&w, WIRE_UPDATE, 0, 8);
-	wire_update_put(&w, "/models/next");
+	wire_update_put(&w, "/models/next", WIRE_UPDATE_ALLOW_LAYOUT);
 	T_OK(wire_frame_end(&w, err));
 	p = payload(&w, &hd);
-	T_OK(wire_update_get(p, hd.len, model, err));
+	T_OK(wire_update_get(p, hd.len, model, &uflags, err));
+	T_EQ_INT(uflags, WIRE_UPDATE_ALLOW_LAYOUT);
 	T_EQ_STR(model, "/models/next");
 	wire_put_free(&w);
 }

@@ -328,6 +328,15 @@ int wc_wake(struct wc_conn *c, struct wc_life_result *r,
  * wc_connect_opts.timeout_ms to cover it. */
 int wc_update(struct wc_conn *c, const char *model_dir,
 	      struct wc_life_result *r, struct wc_error *err);
+/* wc_update with flags. An update must keep the layout the engines bound:
+ * every tensor's name, dtype and shape (else refused with ESTALE, the
+ * message listing the first differences); WC_UPDATE_ALLOW_LAYOUT_CHANGE
+ * lets the operator publish another layout anyway (engines following
+ * updates then bind tensors they do not know). */
+#define WC_UPDATE_ALLOW_LAYOUT_CHANGE 0x1u
+int wc_update_flags(struct wc_conn *c, const char *model_dir,
+		    unsigned flags, struct wc_life_result *r,
+		    struct wc_error *err);
 
 /* The times of the phases run so far on c (see struct wc_attach_times). */
 void wc_times(const struct wc_conn *c, struct wc_attach_times *out);

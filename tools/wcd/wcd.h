@@ -198,6 +198,7 @@ struct wcd_life {
 	unsigned job;
 	struct wcd_waiter who;
 	char model[WIRE_PATH_MAX + 1];    /* UPDATE: "" for the same dir */
+	uint32_t update_flags;            /* UPDATE: WIRE_UPDATE_* */
 	char model_served[WIRE_PATH_MAX + 1]; /* d->o.model after an update */
 	/* for STATUS */
 	uint64_t sleeps, wakes, updates, failures;
