@@ -92,7 +92,8 @@ enum wire_type {
 	WIRE_WAKE = 12,
 	WIRE_UPDATE = 13,
 	WIRE_METRICS = 14,
-	WIRE_TYPE_MAX = 14,
+	WIRE_HANDOVER = 15,     /* wcd -> wcd: hot handover (wire_handover.h) */
+	WIRE_TYPE_MAX = 15,
 };
 
 /* Frame flags. */
@@ -385,15 +386,18 @@ int wire_error_get(const void *p, size_t n, struct wire_error *e, char *err);
 int wire_error_frame(struct wire_put *w, uint64_t id, uint32_t code,
 		     const char *msg, char *err);
 
-/* NOTICE: u32 kind, u64 version, str message. */
+/* NOTICE: u32 kind, u64 version, str message; kind HANDOVER adds u32 pid
+ * (the daemon that serves the connection from now on). */
 enum wire_notice_kind {
 	WIRE_NOTICE_SHUTDOWN = 1,     /* the daemon is going away */
 	WIRE_NOTICE_NEW_VERSION = 2,  /* a new model version can be attached */
+	WIRE_NOTICE_HANDOVER = 3,     /* another wcd serves this connection */
 };
 struct wire_notice {
 	uint32_t kind;
 	uint64_t version;
 	char msg[WIRE_MSG_MAX + 1];
+	uint32_t pid;                 /* HANDOVER: the new daemon's pid */
 };
 void wire_notice_put(struct wire_put *w, const struct wire_notice *nt);
 int wire_notice_get(const void *p, size_t n, struct wire_notice *nt,

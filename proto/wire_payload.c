@@ -395,6 +395,8 @@ void wire_notice_put(struct wire_put *w, const struct wire_notice *nt)
 	wire_put_u32(w, nt->kind);
 	wire_put_u64(w, nt->version);
 	wire_put_blob(w, nt->msg, strnlen(nt->msg, WIRE_MSG_MAX), WIRE_MSG_MAX);
+	if (nt->kind == WIRE_NOTICE_HANDOVER)
+		wire_put_u32(w, nt->pid);
 }
 
 int wire_notice_get(const void *p, size_t n, struct wire_notice *nt,
@@ -406,6 +408,7 @@ int wire_notice_get(const void *p, size_t n, struct wire_notice *nt,
 	nt->kind = wire_get_u32(&g);
 	nt->version = wire_get_u64(&g);
 	wire_get_str(&g, nt->msg, WIRE_MSG_MAX);
+	nt->pid = nt->kind == WIRE_NOTICE_HANDOVER ? wire_get_u32(&g) : 0;
 	return wire_get_end(&g, "NOTICE", true, err);
 }
 

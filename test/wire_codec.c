@@ -75,7 +75,7 @@ static void test_header(void)
 	memcpy(raw, w.buf, WIRE_HDR_LEN);
 	raw[6] = WIRE_TYPE_MAX + 1;
 	T_EQ_INT(wire_hdr_decode(raw, sizeof(raw), &h, err), -EOPNOTSUPP);
-	T_HAS(err, "unknown frame type 15");
+	T_HAS(err, "unknown frame type 16");
 	raw[6] = 0;
 	T_EQ_INT(wire_hdr_decode(raw, sizeof(raw), &h, err), -EOPNOTSUPP);
 	T_EQ_INT(wire_errcode(-EOPNOTSUPP), WIRE_E_TYPE);
@@ -448,7 +448,7 @@ static void test_small(void)
 	const uint8_t *p;
 	uint64_t lease;
 	struct wire_error e;
-	struct wire_notice nt = { WIRE_NOTICE_SHUTDOWN, 4, "daemon stopping" },
+	struct wire_notice nt = { WIRE_NOTICE_SHUTDOWN, 4, "daemon stopping", 0 },
 			   dn;
 	const char *json;
 	size_t jn;

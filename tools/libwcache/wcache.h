@@ -264,7 +264,12 @@ void wc_hash_hex(const uint8_t hash[WC_HASH_LEN], char out[WC_HEX_LEN]);
 /* The daemon's pidfd: becomes readable (POLLIN) when the daemon exits.
  * Owned by c; do not close it. -1 when the daemon's pid is not visible here
  * (another pid namespace) or the kernel lacks pidfd_open (before 5.3): then
- * EOF on wc_notice_fd is the sign. */
+ * EOF on wc_notice_fd is the sign. After a hot handover (wcctl restart) the
+ * old daemon exits and a WC_NOTICE_HANDOVER waits on wc_notice_fd: reading
+ * it (wc_notice_read, or any request) moves this same descriptor number to
+ * the new daemon (dup2) and wc_daemon_pid to its pid. So, when it polls
+ * readable, read the notices first; still readable after that: the daemon
+ * is gone. */
 int wc_daemon_fd(const struct wc_conn *c);
 pid_t wc_daemon_pid(const struct wc_conn *c);
 
@@ -272,6 +277,9 @@ enum wc_notice_kind {
 	WC_NOTICE_SHUTDOWN = 1,      /* the daemon is stopping */
 	WC_NOTICE_VERSION = 2,       /* a new model version; re-attach for it */
 	WC_NOTICE_OTHER = 3,
+	WC_NOTICE_HANDOVER = 4,      /* another wcd serves on (wcctl restart);
+					nothing to do: same connection, same
+					mappings, wc_daemon_fd follows */
 };
 
 struct wc_notice {

@@ -12,6 +12,7 @@ static const struct wcctl_cmd cmds[] = {
 	{ "start", "start this node's rank daemons and wait until ready", wcctl_start },
 	{ "status", "show every rank daemon's state (table or --json)", wcctl_status },
 	{ "stop", "stop one rank daemon (--device) or all of them (--all)", wcctl_stop },
+	{ "restart", "hand a rank daemon over to a new wcd: no reload, engines stay attached", wcctl_restart },
 	{ "clean", "remove the runtime files of dead daemons", wcctl_clean },
 	{ "inspect", "validate a checkpoint file or model directory and summarise it", wcctl_inspect },
 	{ "manifest", "list every tensor a running daemon serves, with its XXH3-128", wcctl_manifest },

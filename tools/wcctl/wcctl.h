@@ -16,6 +16,7 @@ struct wcctl_cmd {
 int wcctl_start(int argc, char **argv);
 int wcctl_status(int argc, char **argv);
 int wcctl_stop(int argc, char **argv);
+int wcctl_restart(int argc, char **argv);
 int wcctl_clean(int argc, char **argv);
 int wcctl_inspect(int argc, char **argv);
 

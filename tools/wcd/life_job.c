@@ -267,7 +267,7 @@ static int device_hashes(struct wcd *d, struct wcd_version *v,
 /* Hashes every tensor from v's pools (on the device where the backend
  * can) and compares with v->hash; returns the number that differ (first one
  * named in err), or -errno. */
-static int verify_pools(struct wcd *d, struct wcd_version *v, char *err)
+int life_verify_pools(struct wcd *d, struct wcd_version *v, char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
 	uint8_t *bounce = NULL, (*dh)[WC_HASH_LEN];
@@ -361,7 +361,7 @@ static void wake_level1(struct wcd *d, struct wire_life_reply *r, char *err)
 		return;
 	}
 	t0 = rx_now_ns();
-	ret = v->hashed ? verify_pools(d, v, err) : 0;
+	ret = v->hashed ? life_verify_pools(d, v, err) : 0;
 	r->verify_ns = rx_now_ns() - t0;
 	if (ret) {
 		release_pools(d, v);
