@@ -31,6 +31,7 @@ struct wcctl_plan_opts {
 };
 int wcctl_inspect_plan(const struct model *m, const struct wcctl_plan_opts *o);
 int wcctl_manifest(int argc, char **argv);
+int wcctl_verify(int argc, char **argv);
 int wcctl_sleep(int argc, char **argv);
 int wcctl_wake(int argc, char **argv);
 int wcctl_update(int argc, char **argv);
