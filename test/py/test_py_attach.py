@@ -34,22 +34,46 @@ def as_bytes(x):
         x.reshape(1).view(torch.uint8).numpy().tobytes()
 
 
+VIEW, ALIAS = 0x2, 0x4  # wcache.h WC_TENSOR_VIEW, WC_TENSOR_ALIAS
+
+
 def check_model(m, files, tmp_path, framework, per_tensor):
-    assert set(m) == set(files), "served names differ from the files'"
-    got = {n: m.tensor(n, framework) for n in m} if per_tensor else m.tensors(framework)
+    """The served checkpoint names are the files' and hold their bytes;
+    the other entries are views (fused tensors, aliases) whose bytes equal
+    their parts' concatenation; every hash equals xxh3 of the served bytes."""
     info = {t.name: t for t in m.manifest}
-    blobs = []
+    own = {n for n, t in info.items() if not t.flags & VIEW}
+    assert own == set(files), "served names differ from the files'"
+    got = {n: m.tensor(n, framework) for n in m} if per_tensor else m.tensors(framework)
+    assert set(got) == set(info)
     for name, (dtype, shape, data) in files.items():
         x = got[name]
         assert info[name].dtype == dtype and info[name].shape == shape
         assert tuple(x.shape) == shape, (name, x.shape, shape)
-        b = as_bytes(x)
-        assert b == data, "%s: served bytes differ from the file's" % name
-        blobs.append(b)
-    hashes = xxh3_128(blobs, tmp_path)
-    for (name, _), h in zip(files.items(), hashes):
+        assert as_bytes(x) == data, "%s: served bytes differ from the file's" % name
+    for name, t in info.items():
+        if not t.flags & VIEW:
+            continue
+        parts = fused_parts(name)
+        if t.flags & ALIAS or not parts:
+            continue
+        assert as_bytes(got[name]) == b"".join(files[p][2] for p in parts), name
+    names = list(info)
+    hashes = xxh3_128([as_bytes(got[n]) for n in names], tmp_path)
+    for name, h in zip(names, hashes):
         assert info[name].hash == h, (name, info[name].hash, h)
     return got
+
+
+def fused_parts(name):
+    """The checkpoint names a tp=1 fused view concatenates (vLLM's)."""
+    for fused, parts in ((".self_attn.qkv_proj.", ("q_proj", "k_proj", "v_proj")),
+                         (".mlp.gate_up_proj.", ("gate_proj", "up_proj"))):
+        if fused in name:
+            pre, suf = name.split(fused)
+            sub = fused.split(".")[1]
+            return ["%s.%s.%s.%s" % (pre, sub, p, suf) for p in parts]
+    return None
 
 
 @pytest.mark.parametrize("framework", ["numpy", "torch"])
@@ -60,7 +84,7 @@ def test_wcgen_model(daemons, tiny, tmp_path, framework, per_tensor):
     with d.connect() as c:
         with c.attach(model_dir=tiny) as m:
             assert m.device == "cpu" and m.version == 1 and len(m.identity) == 32
-            assert m.info["tensors"] == len(files)
+            assert m.info["tensors"] == len(m) >= len(files)
             got = check_model(m, files, tmp_path, framework, per_tensor)
             x = got["model.embed_tokens.weight"]
             if framework == "torch":
@@ -82,7 +106,8 @@ def test_reference_llama(daemons, tmp_path):
         for framework in ("numpy", "torch"):
             check_model(m, files, tmp_path, framework, False)
         for t in m.manifest:
-            assert t.hash == ref[t.name][2], t.name
+            if t.name in ref:
+                assert t.hash == ref[t.name][2], t.name
         emb = m["model.embed_tokens.weight"]
         assert isinstance(emb, torch.Tensor) and emb.dtype == torch.bfloat16
         m.detach()
@@ -148,16 +173,32 @@ def test_every_dtype(daemons, tmp_path):
         m.detach()
 
 
-def test_manifest_and_padded(daemons, tiny):
-    d = daemons(tiny, "manifest")
+def test_manifest_views_and_padded(daemons, tiny):
+    """Everything the manifest lists is reachable: fused views share their
+    parts' memory, and a vocabulary padded to P rows (wcd --vocab-pad) is
+    the [P, ...] view over the same pointer with tensor(padded=True): the
+    real rows, then zeros."""
+    files = safetensors_files(tiny)
+    d = daemons(tiny, "padded", "--vocab-pad", "3000")   # 4096 -> 6000 rows
     with d.connect() as c:
-        m = c.attach(model_dir=tiny)
-        e = m.manifest[0]
-        assert e.padded_rows == 0
-        # padded=True on an unpadded tensor is the tensor itself
-        x = m.tensor(e.name, padded=True)
-        assert tuple(x.shape) == e.shape
-        assert x.data_ptr() == m.tensor(e.name).data_ptr()
+        m = c.attach(model_dir=tiny, vocab_pad=3000, framework="numpy")
+        info = {t.name: t for t in m.manifest}
+        qkv = "model.layers.0.self_attn.qkv_proj.weight"
+        assert info[qkv].flags & VIEW
+        q = m.tensor("model.layers.0.self_attn.q_proj.weight", "torch")
+        assert m.tensor(qkv, "torch").data_ptr() == q.data_ptr()  # no copy
+        padded = [t for t in m.manifest if t.padded_rows > t.shape[0]]
+        assert padded, [(t.name, t.padded_rows) for t in m.manifest]
+        for t in padded:
+            x = m.tensor(t.name, padded=True)
+            assert x.shape == (t.padded_rows,) + t.shape[1:]
+            assert x[:t.shape[0]].tobytes() == files[t.name][2]
+            assert not x[t.shape[0]:].any(), "padding rows are not zero"
+            y = m.tensor(t.name, "torch", padded=True)
+            assert y.data_ptr() == m.tensor(t.name, "torch").data_ptr()
+            assert tuple(m.tensor(t.name).shape) == t.shape  # unpadded by default
+        e = next(t for t in m.manifest if not t.padded_rows)
+        assert m.tensor(e.name, padded=True).shape == e.shape
         with pytest.raises(KeyError, match="no tensor named 'nope'"):
             m["nope"]
         m.detach()

@@ -79,7 +79,7 @@ def test_sleeping_and_busy(daemons, tiny):
             c.attach(model_dir=tiny)
         assert e.value.errno == errno.EAGAIN and "wake it first" in str(e.value)
         assert isinstance(e.value, wcache.TryAgain)
-        with pytest.raises(wcache.DaemonSleeping, match="[Ww]ake it first"):
+        with pytest.raises(wcache.DaemonSleeping, match="wake"):
             c.update()
         r = c.wake()
         assert r.version == 1

@@ -97,7 +97,7 @@ class _Lease:
 
     def _end(self):
         h = self.handle
-        err = _lib.WcError()
+        err = _lib.new(_lib.WcError)
         with h.lock:
             if self.m and h.ptr:
                 if lib.wc_detach(self.m, ctypes.byref(err)) < 0:
@@ -147,12 +147,12 @@ class Connection:
     def __init__(self, device=None, runtime_dir=None, socket=None,
                  timeout_ms=0, label=None, trust_uid=0):
         self._device = device
-        o = _lib.WcConnectOpts(_lib.b(device), _lib.b(runtime_dir),
-                               _lib.b(socket), int(timeout_ms),
-                               _lib.b(label or "python pid %d" % os.getpid()),
-                               int(trust_uid))
+        o = _lib.new(_lib.WcConnectOpts, _lib.b(device), _lib.b(runtime_dir),
+                     _lib.b(socket), int(timeout_ms),
+                     _lib.b(label or "python pid %d" % os.getpid()),
+                     int(trust_uid))
         ptr = ctypes.c_void_p()
-        err = _lib.WcError()
+        err = _lib.new(_lib.WcError)
         ret = lib.wc_connect(ctypes.byref(o), ctypes.byref(ptr), ctypes.byref(err))
         if ret < 0:
             _raise(ret, err)
@@ -167,7 +167,7 @@ class Connection:
         return p
 
     def _call(self, fn, *args):
-        err = _lib.WcError()
+        err = _lib.new(_lib.WcError)
         with self._h.lock:
             ret = fn(self._ptr(), *args, ctypes.byref(err))
         if ret < 0:
@@ -200,32 +200,38 @@ class Connection:
 
     # -- requests ---------------------------------------------------------
     def hello(self, model_dir=None, tp_size=1, tp_rank=0, pp_size=1,
-              pp_rank=0, rules_file=None, same_path=False):
+              pp_rank=0, rules_file=None, same_path=False, layout_file=None,
+              ep_size=0, ep_rank=0, vocab_pad=0):
         """HELLO with the engine's identity (model_dir None: accept what is
         served, for tools); returns what the daemon serves (a dict).
         IdentityMismatch lists every differing field. The identity is the
-        content; same_path also requires the daemon's model path."""
-        info = _lib.WcInfo()
+        content; same_path also requires the daemon's model path. The
+        layout arguments are wcd's --layout, --ep-size/--ep-rank and
+        --vocab-pad (0: the preset's, none, the layout's)."""
+        info = _lib.new(_lib.WcInfo)
         x = None
         if model_dir is not None:
-            x = ctypes.byref(_lib.WcExpect(_lib.b(model_dir), tp_size, tp_rank,
-                                           pp_size, pp_rank, _lib.b(rules_file),
-                                           1 if same_path else 0))
+            x = ctypes.byref(_lib.new(_lib.WcExpect, _lib.b(model_dir), tp_size, tp_rank,
+                                      pp_size, pp_rank, _lib.b(rules_file),
+                                      1 if same_path else 0, _lib.b(layout_file),
+                                      ep_size, ep_rank, vocab_pad))
         self._call(lib.wc_hello, x, ctypes.byref(info))
         self.info = _info_dict(info)
         return self.info
 
     def attach(self, model_dir=None, tp_size=1, tp_rank=0, pp_size=1,
                pp_rank=0, rules_file=None, writable=False, framework=None,
-               same_path=False):
+               same_path=False, layout_file=None, ep_size=0, ep_rank=0,
+               vocab_pad=0):
         """HELLO (with the identity these arguments describe) and ATTACH:
         returns a Model, a mapping from tensor name to a tensor of
         framework ("torch", "numpy"; None: torch when importable)."""
-        self.hello(model_dir, tp_size, tp_rank, pp_size, pp_rank, rules_file, same_path)
+        self.hello(model_dir, tp_size, tp_rank, pp_size, pp_rank, rules_file, same_path,
+                   layout_file, ep_size, ep_rank, vocab_pad)
         m = ctypes.c_void_p()
-        times = _lib.WcAttachTimes()
+        times = _lib.new(_lib.WcAttachTimes)
         flags = _lib.WC_ATTACH_WRITABLE if writable else 0
-        err = _lib.WcError()
+        err = _lib.new(_lib.WcError)
         with self._h.lock:
             ret = lib.wc_attach(self._ptr(), flags, ctypes.byref(m),
                                 ctypes.byref(times), ctypes.byref(err))
@@ -253,12 +259,12 @@ class Connection:
     def sleep(self, level=1):
         """SLEEP level 1 (host copy) or 2 (drop). Busy while leases are
         held (the message names the pids)."""
-        r = _lib.WcLifeResult()
+        r = _lib.new(_lib.WcLifeResult)
         self._call(lib.wc_sleep, level, ctypes.byref(r))
         return _life(r)
 
     def wake(self):
-        r = _lib.WcLifeResult()
+        r = _lib.new(_lib.WcLifeResult)
         self._call(lib.wc_wake, ctypes.byref(r))
         return _life(r)
 
@@ -267,7 +273,7 @@ class Connection:
         the next version; DaemonSleeping while the daemon sleeps,
         IdentityMismatch when a tensor's name, dtype or shape would change
         (unless allow_layout_change)."""
-        r = _lib.WcLifeResult()
+        r = _lib.new(_lib.WcLifeResult)
         self._call(lib.wc_update_flags, _lib.b(model_dir),
                    1 if allow_layout_change else 0, ctypes.byref(r))
         return _life(r)
@@ -289,7 +295,7 @@ class Connection:
     def read_notice(self):
         """A Notice(kind, version, msg) when one is waiting, else None
         (never blocks); DaemonGone once the daemon closed the connection."""
-        n = _lib.WcNotice()
+        n = _lib.new(_lib.WcNotice)
         ret = self._call(lib.wc_notice_read, ctypes.byref(n))
         if ret == 0:
             return None
@@ -297,7 +303,7 @@ class Connection:
 
     def times(self):
         """Nanoseconds of each phase of the last connect/hello/attach."""
-        t = _lib.WcAttachTimes()
+        t = _lib.new(_lib.WcAttachTimes)
         with self._h.lock:
             lib.wc_times(self._ptr(), ctypes.byref(t))
         return {n: getattr(t, n) for n, _ in t._fields_}
@@ -442,7 +448,7 @@ class Model(collections.abc.Mapping):
         nd = len(shape)
         dims = (ctypes.c_int64 * max(nd, 1))(*shape)
         out = ctypes.c_void_p()
-        err = _lib.WcError()
+        err = _lib.new(_lib.WcError)
         dev = (2, self.ordinal) if self.ordinal >= 0 else (1, 0)
         ret = lib.wc_dl_tensor(self._lease.owner, ptr, dev[0], dev[1], code,
                                bits, nd, dims, ctypes.byref(out), ctypes.byref(err))
@@ -480,7 +486,7 @@ class Model(collections.abc.Mapping):
             p = self._rows[i][10]
             if p and shape:
                 row = nbytes // shape[0] if shape[0] else 0
-                pv = _lib.WcPoolView()
+                pv = _lib.new(_lib.WcPoolView)
                 lib.wc_pool_at(self._lease.m, pool, ctypes.byref(pv))
                 if p < shape[0] or off + p * row > pv.size:
                     raise errors.BadReply(errno.EBADMSG, "wcache: tensor %r: padded_rows %d does not fit (%d rows, pool %d of %d bytes)"
@@ -506,7 +512,7 @@ class Model(collections.abc.Mapping):
                 p = base.view(dtype) if base.numel() % _esize(dtype) == 0 else \
                     base[:base.numel() - base.numel() % _esize(dtype)].view(dtype)
             else:
-                pv = _lib.WcPoolView()
+                pv = _lib.new(_lib.WcPoolView)
                 if lib.wc_pool_at(self._lease.m, i, ctypes.byref(pv)) < 0:
                     raise errors.BadReply(errno.EBADMSG, "wcache: no pool %d" % i)
                 p = self._import(self._capsule(pv.ptr, _dtypes.UINT, 8, [pv.size]), framework)
@@ -555,7 +561,7 @@ class Model(collections.abc.Mapping):
         compares with the manifest: HashMismatch names the first bad one."""
         self._check()
         bad = ctypes.c_uint64()
-        err = _lib.WcError()
+        err = _lib.new(_lib.WcError)
         with self._lease.handle.lock:
             ret = lib.wc_verify(self._lease.m, ctypes.byref(bad), ctypes.byref(err))
         if ret < 0:

@@ -41,7 +41,9 @@ class WcConnectOpts(ctypes.Structure):
 class WcExpect(ctypes.Structure):
     _fields_ = [("model_dir", c_char_p), ("tp_size", c_int),
                 ("tp_rank", c_int), ("pp_size", c_int), ("pp_rank", c_int),
-                ("rules_file", c_char_p), ("same_path", c_int)]
+                ("rules_file", c_char_p), ("same_path", c_int),
+                ("layout_file", c_char_p), ("ep_size", c_int),
+                ("ep_rank", c_int), ("vocab_pad", c_int)]
 
 
 class WcInfo(ctypes.Structure):
@@ -86,6 +88,22 @@ class WcLifeResult(ctypes.Structure):
                 ("seconds", ctypes.c_double),
                 ("verify_seconds", ctypes.c_double),
                 ("msg", ctypes.c_char * WC_ERR_MSG_LEN)]
+
+
+# Every struct handed to the library lives in a zeroed buffer with room to
+# spare: a newer libwcache that appends fields (wcache.h promises zero means
+# the default) reads zeros, and one that writes more fills the spare bytes,
+# never the memory beyond.
+_SLACK = 1024
+
+
+def new(cls, *args):
+    """cls(*args) in a zeroed buffer _SLACK bytes longer than cls."""
+    buf = (ctypes.c_char * (ctypes.sizeof(cls) + _SLACK))()
+    obj = cls.from_buffer(buf)
+    for (name, _), v in zip(cls._fields_, args):
+        setattr(obj, name, v)
+    return obj
 
 
 RELEASE_FN = ctypes.CFUNCTYPE(None, c_void_p)

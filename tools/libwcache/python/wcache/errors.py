@@ -115,6 +115,7 @@ _BY_CODE = {
 def from_code(code, msg):
     """The exception for a libwcache error (code positive, msg its sentence)."""
     cls = _BY_CODE.get(code, Error)
-    if cls is TryAgain and ("sleeping" in msg or "waking" in msg):
+    low = (msg or "").lower()
+    if cls is TryAgain and ("sleep" in low or "waking" in low):
         cls = DaemonSleeping
     return cls(code, msg or _errno.errorcode.get(code, str(code)))
