@@ -115,13 +115,14 @@ struct hdr_box {
 	int ret;
 	int efd;                      /* written by the thread when done */
 	int refs;                     /* __atomic: the thread and the loop */
+	bool taken;                   /* the loop took m (set before its put) */
 };
 
-static void hdr_box_put(struct hdr_box *b, bool take)
+static void hdr_box_put(struct hdr_box *b)
 {
 	if (__atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL))
 		return;
-	if (!take && b->ret == 0)
+	if (!b->taken && b->ret == 0)
 		model_close(&b->m);
 	close(b->efd);
 	free(b);
@@ -156,7 +157,7 @@ static void *hdr_thread(void *arg)
 	b->ret = model_open(&b->m, b->path, b->err);
 	if (write(b->efd, &one, sizeof(one)) < 0)
 		b->ret = b->ret ? b->ret : -EIO;
-	hdr_box_put(b, false);
+	hdr_box_put(b);
 	return NULL;
 }
 
@@ -206,7 +207,7 @@ static int model_open_bounded(struct wcd *d, struct model *m,
 	rx_op_deadline(&w.poll.op, ms * 1000000);
 	ret = rx_poll_start(&d->loop, &w.poll, b->efd, POLLIN, hdr_polled);
 	if (ret) {
-		hdr_box_put(b, false);
+		hdr_box_put(b);
 		return wc_errf(err, -ret, "cannot watch the header reader: %s",
 			       strerror(-ret));
 	}
@@ -225,10 +226,11 @@ static int model_open_bounded(struct wcd *d, struct model *m,
 			wc_errf(err, ret, "%s", b->err);
 		else
 			*m = b->m;
-		hdr_box_put(b, ret == 0);
+		b->taken = ret == 0;
+		hdr_box_put(b);
 		return ret;
 	}
-	hdr_box_put(b, false);
+	hdr_box_put(b);
 	if (wcd_stopping(d))
 		return wc_errf(err, ECANCELED, "stopped while reading the headers of %s",
 			       path);
