@@ -16,6 +16,7 @@ static const struct wcctl_cmd cmds[] = {
 	{ "clean", "remove the runtime files of dead daemons", wcctl_clean },
 	{ "inspect", "validate a checkpoint file or model directory and summarise it", wcctl_inspect },
 	{ "manifest", "list every tensor a running daemon serves, with its XXH3-128", wcctl_manifest },
+	{ "verify", "re-read a daemon's checkpoint and compare every hash with what it serves", wcctl_verify },
 	{ "sleep", "release a daemon's device memory (level 1: keep a host copy; 2: drop)", wcctl_sleep },
 	{ "wake", "restore a sleeping daemon's weights and re-check every hash", wcctl_wake },
 	{ "update", "load a new checkpoint version beside the served one and publish it", wcctl_update },

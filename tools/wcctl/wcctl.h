@@ -18,6 +18,7 @@ int wcctl_restart(int argc, char **argv);
 int wcctl_clean(int argc, char **argv);
 int wcctl_inspect(int argc, char **argv);
 int wcctl_manifest(int argc, char **argv);
+int wcctl_verify(int argc, char **argv);
 int wcctl_sleep(int argc, char **argv);
 int wcctl_wake(int argc, char **argv);
 int wcctl_update(int argc, char **argv);
