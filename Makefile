@@ -84,7 +84,7 @@ WC_NVCC_FLAGS := -std=c++17 -Xcompiler -fPIC,-Wall,-fno-exceptions,-fno-threadsa
 REACTOR_SRC := $(wildcard reactor/*.c)
 PROTO_SRC   := $(wildcard proto/*.c)
 CLIENT_SRC  := $(wildcard tools/libwcache/*.c)
-TOOLS       := $(filter-out libwcache common,$(notdir $(patsubst %/,%,$(wildcard tools/*/))))
+TOOLS       := $(filter-out libwcache common dist,$(notdir $(patsubst %/,%,$(wildcard tools/*/))))
 COMMON_SRC  := $(wildcard tools/common/*.c)
 TEST_SRC    := $(wildcard test/$(T)*.c)
 TEST_SH     := $(filter-out test/run.sh test/lib.sh,$(wildcard test/$(T)*.sh))
@@ -105,7 +105,7 @@ BINS  := $(addprefix $(BUILD)/bin/,$(TOOLS))
 TESTS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all run test bench fuzz install clean deps deps-bench
+.PHONY: all run test bench fuzz install uninstall man clean deps deps-bench
 .SECONDARY:
 # A recipe that fails leaves no output behind to look up to date.
 .DELETE_ON_ERROR:
@@ -247,14 +247,83 @@ fuzz: $(FUZZERS)
 		grep -E 'stat::number_of_executed_units' build-fuzz/$$n.log; done
 
 # --- install ---------------------------------------------------------------
+#
+# make install [PREFIX=/usr/local] [DESTDIR=] installs the tools, the client
+# libraries and headers, a pkg-config file (pkg-config --cflags --libs
+# wcache), the man pages (made from each tool's --help by
+# tools/dist/man/mkman.sh), the systemd units, the preset layouts, the
+# LICENSE and the service/cluster examples; make uninstall removes exactly
+# those files (INSTALLED lists them for both) and the directories of ours
+# they leave empty.
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
-	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 0644 $(LIBS) $(DESTDIR)$(PREFIX)/lib/
-	install -m 0755 $(SO_CLIENT) $(DESTDIR)$(PREFIX)/lib/libwcache.so.0
-	ln -sf libwcache.so.0 $(DESTDIR)$(PREFIX)/lib/libwcache.so
-	install -m 0644 tools/libwcache/wcache.h reactor/wcreactor.h $(DESTDIR)$(PREFIX)/include/
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR    ?= $(PREFIX)/share
+MANDIR     ?= $(DATADIR)/man
+DOCDIR     ?= $(DATADIR)/doc/wcache
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+PCDIR      ?= $(LIBDIR)/pkgconfig
+LAYOUTDIR  := $(DATADIR)/wcache/layouts
+
+VERSION  := $(shell sed -n 's/^\#define WCACHE_VERSION "\(.*\)"/\1/p' tools/common/version.h)
+MAN8     := wcd wcctl
+MAN1     := wcattach wcgen wcbench
+MANS     := $(MAN8:%=$(BUILD)/man/%.8) $(MAN1:%=$(BUILD)/man/%.1)
+UNITS    := wcd@.service wcache.service
+LAYOUTS  := $(wildcard proto/layouts/*.layout)
+EXAMPLES := $(wildcard tools/dist/k8s/*.yaml tools/dist/slurm/*.sbatch)
+HEADERS  := tools/libwcache/wcache.h reactor/wcreactor.h
+D        := $(DESTDIR)
+
+INSTALLED := $(addprefix $(BINDIR)/,$(TOOLS)) \
+	$(addprefix $(LIBDIR)/,$(notdir $(LIBS)) libwcache.so.0 libwcache.so) \
+	$(addprefix $(INCLUDEDIR)/,$(notdir $(HEADERS))) $(PCDIR)/wcache.pc \
+	$(MAN8:%=$(MANDIR)/man8/%.8) $(MAN1:%=$(MANDIR)/man1/%.1) \
+	$(addprefix $(UNITDIR)/,$(UNITS)) $(addprefix $(LAYOUTDIR)/,$(notdir $(LAYOUTS))) \
+	$(DOCDIR)/LICENSE $(DOCDIR)/examples/wcd-0.env $(DOCDIR)/examples/wcache.env \
+	$(addprefix $(DOCDIR)/examples/,$(notdir $(EXAMPLES)))
+OUR_DIRS := $(LAYOUTDIR) $(DATADIR)/wcache $(DOCDIR)/examples $(DOCDIR)
+
+man: $(MANS)
+$(BUILD)/man/%.8: $(BUILD)/bin/% tools/dist/man/mkman.sh
+	$(call say,MAN,$@)
+	@mkdir -p $(@D)
+	$(Q)tools/dist/man/mkman.sh $< 8 >$@
+$(BUILD)/man/%.1: $(BUILD)/bin/% tools/dist/man/mkman.sh
+	$(call say,MAN,$@)
+	@mkdir -p $(@D)
+	$(Q)tools/dist/man/mkman.sh $< 1 >$@
+
+# the paths of this install in a template (units, pkg-config, examples)
+subst = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@BINDIR@|$(BINDIR)|g' \
+	-e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+	-e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	-e 's|@CUDA_LIBS@|$(CUDA_LIBS)|g'
+
+install: all $(MANS)
+	install -d $(D)$(BINDIR) $(D)$(LIBDIR) $(D)$(INCLUDEDIR) $(D)$(PCDIR) \
+		$(D)$(MANDIR)/man8 $(D)$(MANDIR)/man1 $(D)$(UNITDIR) $(D)$(DOCDIR)/examples \
+		$(if $(LAYOUTS),$(D)$(LAYOUTDIR))
+	install -m 0755 $(BINS) $(D)$(BINDIR)/
+	install -m 0644 $(LIBS) $(D)$(LIBDIR)/
+	install -m 0755 $(SO_CLIENT) $(D)$(LIBDIR)/libwcache.so.0
+	ln -sf libwcache.so.0 $(D)$(LIBDIR)/libwcache.so
+	install -m 0644 $(HEADERS) $(D)$(INCLUDEDIR)/
+	$(subst) tools/dist/wcache.pc.in >$(D)$(PCDIR)/wcache.pc
+	install -m 0644 $(MAN8:%=$(BUILD)/man/%.8) $(D)$(MANDIR)/man8/
+	install -m 0644 $(MAN1:%=$(BUILD)/man/%.1) $(D)$(MANDIR)/man1/
+	for u in $(UNITS); do $(subst) tools/dist/systemd/$$u.in >$(D)$(UNITDIR)/$$u || exit 1; done
+	$(if $(LAYOUTS),install -m 0644 $(LAYOUTS) $(D)$(LAYOUTDIR)/)
+	install -m 0644 tools/dist/LICENSE $(D)$(DOCDIR)/LICENSE
+	$(subst) tools/dist/systemd/wcd.env.example >$(D)$(DOCDIR)/examples/wcd-0.env
+	$(subst) tools/dist/systemd/wcache.env.example >$(D)$(DOCDIR)/examples/wcache.env
+	$(if $(EXAMPLES),install -m 0644 $(EXAMPLES) $(D)$(DOCDIR)/examples/)
+
+uninstall:
+	rm -f $(addprefix $(D),$(INSTALLED))
+	@for d in $(addprefix $(D),$(OUR_DIRS)); do [ ! -d $$d ] || rmdir --ignore-fail-on-non-empty $$d; done
 
 clean:
 	rm -rf build build-* 
