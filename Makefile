@@ -180,7 +180,7 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(call obj,$(COMMON_SRC)) $(LIBS)
 # --- the two set-up commands --------------------------------------------
 
 DEB_BUILD := gcc make pkg-config liburing-dev libxxhash-dev libjansson-dev
-DEB_TEST  := xxhash python3 python3-numpy python3-xxhash python3-pytest util-linux procps bsdutils
+DEB_TEST  := xxhash python3 python3-numpy python3-xxhash python3-pytest util-linux procps bsdutils curl prometheus
 DEB_BENCH := redis-server redis-tools
 
 # Installs the Debian packages that are missing (we are root on the build

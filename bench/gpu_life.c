@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Sleep level 1 / wake on the GPU against the pinned host-to-device copy
- * ceiling, measured in the same run on the same device (issue 7):
+ * ceiling, measured in the same run on the same device:
  *
  *   gpu_life [--model DIR | --preset NAME] [--reps N] [--keep]
  *

@@ -14,7 +14,8 @@
 #                                 (drop_caches); aggregate GB/s = the ranks'
 #                                 bytes / wall time to "all ready", against
 #                                 N x the single-GPU ceiling and the page-cache
-#                                 rate; wcctl status; one engine process per
+#                                 rate (MODEL=DIR PRESET=llama-1b: another wcgen
+#                                 preset); wcctl status; one engine process per
 #                                 GPU (CUDA_VISIBLE_DEVICES=g) attaches its
 #                                 rank by UUID and verifies every hash
 #   bench/gpu_multi.sh forward    the tensor-parallel forward across the GPUs
@@ -34,6 +35,7 @@ export BUILD=${BUILD:-build} PYTHONUNBUFFERED=1
 B=$PWD/$BUILD/bin
 N=${N:-$(nvidia-smi -L | wc -l)}
 MODEL=${MODEL:-/root/m8b}
+PRESET=${PRESET:-llama-8b}
 RD=${RD:-/tmp/wcmulti}
 WCD_OPTS=${WCD_OPTS:-}
 mapfile -t UUIDS < <(nvidia-smi --query-gpu=uuid --format=csv,noheader)
@@ -54,21 +56,25 @@ ceilings() {
 		for ((g = 0; g < N; g++)); do echo "GPU $g: $(grep ceiling "$RD.h2d.$g")"; done
 		rm -f "$RD".h2d.*
 		prepare_model
-		echo "-- page cache read by $N readers at once"
+		echo "-- page cache read by $N readers at once (gpu_dread --buffered, each"
+		echo "   reading every shard with io_uring at queue depth 32, as wcd does)"
 		cat "$MODEL"/*.safetensors >/dev/null
 		local t0 t1 bytes
 		bytes=$(du -cb "$MODEL"/*.safetensors | tail -1 | cut -f1)
 		t0=$(now)
-		for ((g = 0; g < N; g++)); do cat "$MODEL"/*.safetensors >/dev/null & done
+		for ((g = 0; g < N; g++)); do
+			$BUILD/bench/gpu_dread --buffered --qd 32 --chunk 4 "$MODEL"/*.safetensors >"$RD.dread.$g" 2>&1 &
+		done
 		wait
 		t1=$(now)
+		tail -qn 1 "$RD".dread.*; rm -f "$RD".dread.*
 		awk -v b="$bytes" -v n="$N" -v t="$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
 			'BEGIN { printf "%d readers x %.2f GB in %.2f s: %.1f GB/s aggregate\n", n, b/1e9, t, n*b/1e9/t }'
 	} 2>&1 | tee "$OUT/ceilings.log"
 }
 
 prepare_model() {
-	[ -f "$MODEL/config.json" ] || $B/wcgen llama-8b --out "$MODEL" >/dev/null || exit 1
+	[ -f "$MODEL/config.json" ] || $B/wcgen "$PRESET" --out "$MODEL" >/dev/null || exit 1
 }
 
 # start_all LABEL: wcctl start --tp-size N, timed; prints the aggregate.

@@ -8,7 +8,7 @@
 #                              ceilings (C and torch), the reference checkpoint
 #   bench/gpu_run.sh e2e       every GPU test, wcd end to end included (and on
 #                              the reference checkpoints when present)
-#   bench/gpu_run.sh bench     issue 6's benchmarks on wcgen llama-8b: warm
+#   bench/gpu_run.sh bench     the load benchmarks on wcgen llama-8b: warm
 #                              and cold load against their limits, attach
 #                              x100 against torch CUDA IPC, daemon memory
 set -u
@@ -115,7 +115,7 @@ tune() {
 	} 2>&1 | tee "$OUT/tune.log"
 }
 
-# Issue 6's benchmarks on wcgen llama-8b: warm load (hashes on the device,
+# The load benchmarks on wcgen llama-8b: warm load (hashes on the device,
 # on CPU threads, none) against the H2D ceiling, the page-cache read rate
 # and safetensors; a staging sweep; daemon memory (host: peak RSS by kind
 # while loading, sampled; device: the GPU's used memory before and after,

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to gpu/cuda*.c: the per-device state of the CUDA backend and the
- * driver API table. Only files under gpu/ include this (it pulls in CUDA
+ * driver API table. The files: cuda_dev.c (devices: discovery, open, the
+ * backend table), cuda_pool.c (pools, staging, copies, seal, idle),
+ * cuda_import.c (the engine side), cuda_hash.c and cuda_xxh3.cu (hashes). Only files under gpu/ include this (it pulls in CUDA
  * headers).
  *
  * The driver API (VMM: cuMemCreate and friends) is never linked: every
@@ -102,7 +104,26 @@ const char *gpu_cuda_drv_str(struct cuda_dev *cd, CUresult r, char *buf, size_t 
 /* Makes the device current on the calling thread (cheap when it already is). */
 int gpu_cuda_enter(struct gpu_dev *dev, char *err);
 
-/* Creates the copy streams (once; cuda_dev.c). */
+/* cuda_dev.c: the backend's mem_info (gpu.h) */
+int gpu_cuda_mem_info(struct gpu_dev *dev, uint64_t *free_b, uint64_t *total_b);
+
+/* cuda_pool.c: the backend's pool, staging, copy, seal and idle calls
+ * (gpu.h says what each does) */
+int gpu_cuda_pool_create(struct gpu_dev *dev, struct gpu_pool *pool,
+			 uint64_t size, char *err);
+void gpu_cuda_pool_release(struct gpu_dev *dev, struct gpu_pool *pool);
+int gpu_cuda_idle(struct gpu_dev *dev, struct gpu_pool *const *pools,
+		  unsigned n, char *err);
+int gpu_cuda_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr,
+			   char *err);
+void gpu_cuda_staging_free(struct gpu_dev *dev, void *ptr, size_t size);
+int gpu_cuda_copy_to_pool(struct gpu_dev *dev, struct gpu_pool *pool,
+			  const struct gpu_copy *c, unsigned stream,
+			  gpu_done_fn done, void *arg);
+int gpu_cuda_copy_from_pool(struct gpu_dev *dev, struct gpu_pool *pool,
+			    uint64_t off, void *dst, size_t len);
+int gpu_cuda_pool_seal(struct gpu_dev *dev, struct gpu_pool *pool, char *err);
+/* Creates the copy streams (once). */
 int gpu_cuda_streams_init(struct gpu_dev *dev);
 /* Makes the device current and a pool parked by idle usable again (maps
  * it from its own fd in the current context); for a mapped pool, only the

@@ -9,7 +9,7 @@
  * further. It is compiled into every build this Makefile makes (plain,
  * -O0, sanitizer): each check is one compare on a path that is not hot.
  * Building with -DNDEBUG compiles every check out (the condition is not
- * evaluated: no side effects in it). Library code asserts only what its
+ * evaluated: no side effects in it). test/wcd_state.c shows one firing. Library code asserts only what its
  * own code guarantees, never what a caller or a peer sends (those are
  * errors with a message).
  */
@@ -17,6 +17,8 @@
 #define WC_BASE_H
 
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #define container_of(p, type, member) \
 	((type *)(void *)((char *)(p) - offsetof(type, member)))
@@ -28,7 +30,15 @@
 	((cond) ? (void)0 : wc__assert_fail(#cond, __FILE__, __LINE__, __func__))
 #endif
 
-void wc__assert_fail(const char *cond, const char *file, int line,
-		     const char *func) __attribute__((noreturn));
+/* Header-only, so that libwcreactor.a needs no other library for it. */
+__attribute__((noreturn, cold, unused))
+static void wc__assert_fail(const char *cond, const char *file, int line,
+			    const char *func)
+{
+	fprintf(stderr, "%s:%d: %s: assertion failed: %s\n", file, line, func,
+		cond);
+	fflush(stderr);
+	abort();
+}
 
 #endif

@@ -1,9 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 
-#include "base.h"
 #include "err.h"
 
 int wc_verrf(char *buf, size_t cap, int code, const char *fmt, va_list ap)
@@ -22,13 +20,4 @@ int wc_errf(char *err, int code, const char *fmt, ...)
 	ret = wc_verrf(err, WC_ERR_LEN, code, fmt, ap);
 	va_end(ap);
 	return ret;
-}
-
-void wc__assert_fail(const char *cond, const char *file, int line,
-		     const char *func)
-{
-	fprintf(stderr, "%s:%d: %s: assertion failed: %s\n", file, line, func,
-		cond);
-	fflush(stderr);
-	abort();
 }

@@ -337,11 +337,6 @@ static const uint8_t *get_take(struct wire_get *g, size_t n)
 	return p;
 }
 
-size_t wire_get_left(const struct wire_get *g)
-{
-	return g->err ? 0 : g->len - g->off;
-}
-
 uint8_t wire_get_u8(struct wire_get *g)
 {
 	const uint8_t *p = get_take(g, 1);

@@ -87,7 +87,7 @@ enum wire_type {
 	WIRE_NOTICE = 8,        /* daemon -> client, unsolicited, id 0 */
 	WIRE_ERROR = 9,         /* a reply to any request */
 	WIRE_ATTACH_MORE = 10,  /* further pools of one ATTACH reply */
-	/* reserved: codes fixed now, served later (issue 7) */
+	/* the lifecycle (tools/wcd/lifecycle.c) and the metrics */
 	WIRE_SLEEP = 11,
 	WIRE_WAKE = 12,
 	WIRE_UPDATE = 13,
@@ -199,7 +199,6 @@ void wire_get_blob(struct wire_get *g, const void **p, size_t *n, size_t max);
  * each element takes at least elem_min bytes: rejects counts past the
  * payload before the caller allocates anything. */
 uint32_t wire_get_count(struct wire_get *g, uint32_t max, size_t elem_min);
-size_t wire_get_left(const struct wire_get *g);
 /* Ends decoding of a `what` payload: 0, or -EBADMSG with a sentence for the
  * first failure or for trailing bytes (when all is true). */
 int wire_get_end(struct wire_get *g, const char *what, bool all, char *err);
@@ -359,7 +358,8 @@ int wire_detach_get(const void *p, size_t n, uint64_t *lease, char *err);
 int wire_empty_get(const void *p, size_t n, const char *what, char *err);
 int wire_ping_get(const void *p, size_t n, char *err);
 
-/* STATUS reply: str json (the JSON object of contracts.md), at most
+/* STATUS reply: str json (the object tools/wcd/status.c builds; wcctl
+ * status --json prints it), at most
  * WIRE_PAYLOAD_MAX - 4 bytes. */
 void wire_status_put(struct wire_put *w, const char *json, size_t n);
 /* *json points into the payload (not NUL-terminated), *n its length. */
@@ -392,8 +392,8 @@ void wire_notice_put(struct wire_put *w, const struct wire_notice *nt);
 int wire_notice_get(const void *p, size_t n, struct wire_notice *nt,
 		    char *err);
 
-/* Reserved requests (issue 7): SLEEP u32 level; WAKE empty; UPDATE str
- * model path (empty: the same directory); METRICS empty, reply str text. */
+/* SLEEP u32 level; WAKE empty; UPDATE str model path (empty: the same
+ * directory); METRICS empty, reply str text. */
 void wire_sleep_put(struct wire_put *w, uint32_t level);
 int wire_sleep_get(const void *p, size_t n, uint32_t *level, char *err);
 void wire_update_put(struct wire_put *w, const char *model);

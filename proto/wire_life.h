@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The lifecycle replies (issue 7) of the wire protocol: what the daemon
+ * The lifecycle replies of the wire protocol: what the daemon
  * answers to SLEEP, WAKE and UPDATE (the requests' own payloads are in
  * wire.h: SLEEP u32 level, WAKE empty, UPDATE str model path).
  *

@@ -11,6 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "compat.h"
 #include "internal.h"
 
@@ -159,6 +160,7 @@ void rx__op_end(struct rx_op *op)
 {
 	struct rx_loop *loop = op->loop;
 
+	WC_ASSERT((op->flags & RX_OPF_ACTIVE) && loop->active > 0);
 	if (op->prev)
 		op->prev->next = op->next;
 	else
@@ -306,6 +308,9 @@ static void rx_dispatch(struct io_uring_cqe *cqe)
 	 * without IORING_FEAT_EXT_ARG): nothing to do */
 	if (!op || ud == LIBURING_UDATA_TIMEOUT)
 		return;
+	/* a CQE names an op with a request in flight (else its memory was
+	 * reused while the kernel still held it) */
+	WC_ASSERT(op->pending > 0);
 	if ((ud & RX_TAG_MASK) == RX_TAG_DEADLINE) {
 		op->deadline_res = res;
 		if (--op->pending || !(op->flags & RX_OPF_HELD))
@@ -358,6 +363,11 @@ int rx_run_once(struct rx_loop *loop, int timeout_ms)
 	loop->in_run--;
 	loop->completions += n;
 	return (int)n;
+}
+
+bool rx_loop_in_callback(const struct rx_loop *loop)
+{
+	return loop->in_run > 0;
 }
 
 int rx_run(struct rx_loop *loop)

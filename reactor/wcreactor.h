@@ -18,7 +18,24 @@
  *
  * Threads: everything but rx_wake_post runs in the loop's thread. Callbacks
  * may start, restart and cancel operations, but must not call rx_run,
- * rx_run_once or rx_loop_close (the loop is not re-entrant).
+ * rx_run_once or rx_loop_close (the loop is not re-entrant: those return
+ * -EBUSY from a callback; rx_loop_in_callback() says whether the thread is
+ * in one).
+ *
+ * Driving the loop from below: code that is not a callback may wait for its
+ * own operations by calling rx_run_once itself, deep inside its own work
+ * (wcd's loader does, inside a lifecycle job that main() runs between turns
+ * of rx_run). Every other operation's callback then runs nested in that
+ * code's call. Such a callback may do what any callback may, and it may
+ * stop the loop (the flag is read by the next rx_run); it must not free,
+ * reuse or restart the operations, buffers or structs the waiting code
+ * holds, nor start the same kind of work again (wcd's request callbacks
+ * answer "busy" to a lifecycle request while a job runs). Code that drives
+ * the loop asserts !rx_loop_in_callback() first.
+ *
+ * Invariants are checked with WC_ASSERT (proto/base.h: abort with file and
+ * line in every build of the Makefile, out with -DNDEBUG): a completion for
+ * an operation with nothing in flight, an operation ended twice.
  */
 #ifndef WCREACTOR_H
 #define WCREACTOR_H
@@ -110,6 +127,9 @@ int rx_run(struct rx_loop *loop);
  * handled, or -errno. */
 int rx_run_once(struct rx_loop *loop, int timeout_ms);
 void rx_loop_stop(struct rx_loop *loop);
+/* True while the thread runs one of loop's callbacks (rx_run_once would
+ * return -EBUSY). */
+bool rx_loop_in_callback(const struct rx_loop *loop);
 /* A file descriptor that polls readable when completions are waiting, so an
  * engine can drive the loop from its own epoll/poll loop with
  * rx_run_once(0). */

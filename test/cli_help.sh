@@ -107,4 +107,10 @@ out=$("$BIN/wcd" --model-path "$T/nomodel" --tensor-parallel-size 2 --tp-rank 1 
 	--pipeline-parallel-size 1 --device host:cli --runtime-dir "$T2" 2>&1); rc=$?
 expect_eq "wcd --model-path of a missing directory" "$rc" 1
 expect_has "wcd --model-path" "$out" "$T/nomodel"
+# timeouts are seconds with decimals everywhere (wcbench rtt too)
+out=$("$BIN/wcbench" rtt --socket "$T/none.sock" --timeout 0.5 -n 10 2>&1); rc=$?
+expect_eq "wcbench rtt --timeout 0.5 (no daemon)" "$rc" 1
+expect_has "wcbench rtt --timeout 0.5" "$out" "cannot connect"
+out=$("$BIN/wcbench" rtt --socket "$T/none.sock" --timeout soon 2>&1)
+expect_has "wcbench rtt --timeout soon" "$out" "is not a number"
 echo "all CLI conventions hold for ${#cmds[@]} commands"

@@ -70,8 +70,9 @@ expect_eq "failed start --json" "$(jget "$out" 'd["ok"], d["exit"], d["ready"], 
 "$WCCTL" start --runtime-dir "$RUN" --model "$T/model" --tp-size 2 --backend host \
 	--foreground >"$T/fg.out" 2>"$T/fg.err" &
 fg=$!; PIDS+=($fg)
-for i in $(seq 100); do
-	grep -q "\[pp0/tp1\] .*wcd: ready: 39 tensors" "$T/fg.err" && break
+for i in $(seq 300); do
+	grep -q "\[pp0/tp1\] .*wcd: ready: 39 tensors" "$T/fg.err" &&
+		grep -q "\[pp0/tp0\] .*wcd: ready: 39 tensors" "$T/fg.err" && break
 	sleep 0.1
 done
 remember_pids "$T/fg.err"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Sleep and wake on the GPU (issue 7): wcd on device 0 with a wcgen model
+ * Sleep and wake on the GPU: wcd on device 0 with a wcgen model
  * (tiny, or WC_GPU_LIFE_PRESET, e.g. llama-1b); for sleep levels 1 and 2:
  *   - SLEEP frees the device memory: the device's free bytes (the CUDA
  *     backend's mem_info, i.e. cudaMemGetInfo, read in this process) grow

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The "updating" and "waking" states (issue 7): requests that reach wcd while an UPDATE
+ * The "updating" and "waking" states: requests that reach wcd while an UPDATE
  * is loading. One connection pipelines, in one write:
  *
  *   UPDATE dir2, STATUS, HELLO, ATTACH, SLEEP 1, WAKE, UPDATE dir2, PING,

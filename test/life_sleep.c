@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Sleep/wake round trips (issue 7) against a real wcd (host backend):
+ * Sleep/wake round trips against a real wcd (host backend):
  * at level 1 and level 2 (and with the staged load path, the one the CUDA
  * backend uses), every tensor's manifest hash after WAKE equals the one
  * before SLEEP, and an engine attached after WAKE reads the files' bytes

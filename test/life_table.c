@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Every (state, request) pair of the lifecycle (issue 7), table-driven,
+ * Every (state, request) pair of the lifecycle, table-driven,
  * against one real wcd on a host device with a wcgen tiny model (and a
  * second version of it, another seed: same shapes, other bytes).
  *

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Versioned weight updates (issue 7) against a real wcd (host backend):
+ * Versioned weight updates against a real wcd (host backend):
  *
  *  - An engine (a child process) attached to version 1 while version 2
  *    (another wcgen seed: same shapes, other bytes) is loaded: it gets a

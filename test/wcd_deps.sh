@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tools/wcd's files depend one way (tools/wcd/wcd.h lists them top to
-# bottom): a file calls the files below it and never back, so that each can
+# bottom, and must list every file: checked too): a file calls the files
+# below it and never back, so that each can
 # be read, changed and tested with only what is under it. This fails on a
 # circle. An edge A -> B means A.o uses a symbol that B.o defines (nm), so
 # calls through the hooks main.c registers (server_hooks) are no edge.
@@ -61,6 +62,13 @@ check "$d" >"$d/out" || fail "c -> a alone is no circle: $(cat "$d/out")"
 
 obj=$WC_TOP/$BUILD/obj/tools/wcd
 src=$WC_TOP/tools/wcd
+# wcd.h's file map names every file of the folder
+map=$(sed -n '1,/^#ifndef WCD_H/p' "$src/wcd.h")
+for f in "$src"/*.c "$src"/*.h; do
+	b=$(basename "$f")
+	grep -qE "(^| |\()$b([ ),]|$)" <<<"$map" ||
+		fail "tools/wcd/$b is not in the file map at the top of tools/wcd/wcd.h: add a line saying what it does"
+done
 n=0
 for c in "$src"/*.c; do
 	o=$obj/$(basename "$c" .c).o

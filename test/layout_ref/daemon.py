@@ -39,27 +39,29 @@ class Ranks:
     """Starts every rank of one layout at once and waits for each to be
     ready (its ready file) or to exit (refused)."""
 
-    def __init__(self, model, ranks, extra=()):
+    def __init__(self, model, ranks, extra=(), gpu=None):
+        """gpu: a CUDA ordinal ("0") to serve the (single) rank from instead
+        of a host device of its own."""
         self.dir = tempfile.mkdtemp(prefix="wct-layoutref.")
         os.chmod(self.dir, 0o711)
         self.ranks = []
         for args in ranks:
             n = next(_seq)
-            dev = f"lr{os.getpid()}-{n}"
-            rundir = os.path.join(self.dir, "rt")
-            log = os.path.join(self.dir, f"{dev}.log")
+            dev = gpu if gpu is not None else f"host:lr{os.getpid()}-{n}"
+            rundir = os.path.join(self.dir, f"rt{n}")
+            log = os.path.join(self.dir, f"{n}.log")
             with open(log, "w") as lf:
                 p = subprocess.Popen(
                     [os.path.join(BIN, "wcd"), "--model", model,
-                     "--device", "host:" + dev, "--runtime-dir", rundir,
-                     "--hash-threads", "0", *args, *extra],
+                     "--device", dev, "--runtime-dir", rundir,
+                     *(["--hash-threads", "0"] if gpu is None else []), *args, *extra],
                     stdout=lf, stderr=subprocess.STDOUT,
                     stdin=subprocess.DEVNULL)
-            self.ranks.append(Rank(p, "host:" + dev, rundir, log))
+            self.ranks.append(Rank(p, dev, rundir, log))
         deadline = time.monotonic() + READY_S
         for r in self.ranks:
-            ready = os.path.join(r.rundir, "host-" + r.device[5:] + ".ready")
-            while not os.path.exists(ready):
+            while not (os.path.isdir(r.rundir) and
+                       any(f.endswith(".ready") for f in os.listdir(r.rundir))):
                 rc = r.proc.poll()
                 if rc is not None:
                     r.rc = rc

@@ -17,3 +17,12 @@ PADDED_ROWS = False
 VIEWS = False
 # wcd takes --ep-size/--ep-rank.
 EP = False
+
+# WC_LAYOUT_ALL=1: check every architecture and size, every field, whatever
+# has landed (to try a branch of the layout work against the reference).
+import os as _os
+
+if _os.environ.get("WC_LAYOUT_ALL") == "1":
+    import ref as _ref
+    ARCHS = {a: (1, 2, 4, 8) for a in _ref.ARCHS}
+    PADDED_ROWS = VIEWS = EP = True

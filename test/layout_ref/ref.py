@@ -36,6 +36,8 @@ rules that vLLM's loaders apply (read in vLLM's sources, written anew here):
   qk_nope_head_dim + v_head_dim, o_proj by heads of v_head_dim on dim 1;
   fused_qkv_a_proj = [q_a_proj; kv_a_proj_with_mqa], replicated.
 - Everything else (norms, q/k norms, routers) is replicated.
+- Tied embeddings (tie_word_embeddings, no lm_head.weight on disk): vLLM's
+  LM head is the embedding itself; lm_head.weight is served as an alias.
 
 plan() returns, for one rank, every served tensor: checkpoint names (this
 rank's part) and the fused views (vLLM's parameter names), each with its
@@ -268,6 +270,10 @@ class Layout:
                 continue
             self.one(n, ck.tensors[n])
         self.fuse()
+        if ck.config.get("tie_word_embeddings") and "lm_head.weight" not in ck.tensors \
+                and "model.embed_tokens.weight" in self.out:
+            # vLLM's tied ParallelLMHead is the embedding: one tensor, two names
+            self.out["lm_head.weight"] = self.out["model.embed_tokens.weight"]
         return self.out
 
     def one(self, n, t):
@@ -474,7 +480,9 @@ def view_parts(ck, want):
     for n in want:
         if not is_view(ck, n):
             continue
-        if ".experts.w13_weight" in n or ".experts.w2_weight" in n:
+        if n == "lm_head.weight":  # the tied alias
+            out[n] = ["model.embed_tokens.weight"]
+        elif ".experts.w13_weight" in n or ".experts.w2_weight" in n:
             base = n[: n.index(".experts.") + len(".experts.")]
             suf = ".weight_scale_inv" if n.endswith("_scale_inv") else ".weight"
             mix = ".block_sparse_moe." in n

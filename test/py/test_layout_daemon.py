@@ -30,7 +30,9 @@ def compare(ck, want, man, where):
     for n in sorted(set(want) - set(got)):
         if not ref.is_view(ck, n):
             problems.append(f"{n}: a checkpoint tensor the reference serves is missing")
-        elif landed.VIEWS and not any(o in n for o in OPTIONAL_VIEWS):
+        elif landed.VIEWS and not any(o in n for o in OPTIONAL_VIEWS) and \
+                not (n == "lm_head.weight" and ck.arch.startswith("Gemma")):
+            # (vLLM's Gemma has no lm_head parameter: the alias is optional)
             problems.append(f"{n}: a fused view the reference serves is missing")
     for n in sorted(set(got) & set(want)):
         w, g = want[n], got[n]
@@ -94,9 +96,16 @@ def test_views_share_bytes_and_pads_are_zero(kind, name):
     tp = max(landed.ARCHS.get(ck.arch, (0,)))
     if not (landed.VIEWS and landed.PADDED_ROWS) or tp < 2:
         pytest.skip(f"{ck.arch}: fused views and padded rows at tp > 1 are not on main yet")
-    want = ref.plan_all(ck, tp)
+    while True:
+        try:
+            want = ref.plan_all(ck, tp)
+            break
+        except ref.Refused:
+            tp //= 2  # the largest tp this model allows
     args = [["--tp-size", str(tp), "--tp-rank", str(r)] for r in range(tp)]
     with daemon.Ranks(models.path(kind, name), args) as rs:
+        for r in rs.ranks:
+            assert r.rc is None, f"{name} tp {tp}: wcd exited {r.rc}:\n{r.log_text()[-2000:]}"
         for i, (r, man) in enumerate(zip(rs.ranks, rs.manifests())):
             pads = {t["name"]: t.get("padded_rows") for t in man["tensors"]}
 

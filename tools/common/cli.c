@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
-#include "version.h"
+#include "release.h"
 
 bool cli_version(int argc, char **argv, const char *prog)
 {

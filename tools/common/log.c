@@ -12,7 +12,6 @@
 static const char *log_prog = "wcache";
 static enum log_level log_min = LOG_INFO;
 static enum log_format log_fmt = LOG_TEXT;
-static FILE *log_extra;
 static int log_fd = STDERR_FILENO;     /* where lines go */
 static char log_path[4096];            /* --log-file, for log_reopen */
 static char log_device[128];
@@ -42,11 +41,6 @@ int log_parse_format(const char *s, enum log_format *out)
 void log_set_device(const char *device)
 {
 	snprintf(log_device, sizeof(log_device), "%s", device ? device : "");
-}
-
-void log_set_file(FILE *f)
-{
-	log_extra = f;
 }
 
 bool log_enabled(enum log_level lvl)
@@ -192,10 +186,6 @@ static void log_vemit(enum log_level lvl, const struct log_fields *f,
 	/* one write per line; a short write to a full disk is dropped */
 	if (write(log_fd, line, n) < 0 && log_fd != STDERR_FILENO)
 		(void)!write(STDERR_FILENO, line, n);
-	if (log_extra) {
-		fwrite(line, 1, n, log_extra);
-		fflush(log_extra);
-	}
 }
 
 void log_msg(enum log_level lvl, const char *fmt, ...)

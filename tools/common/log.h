@@ -52,8 +52,6 @@ int log_open_file(const char *path, char *err, size_t errlen);
 /* Opens the --log-file path again (after logrotate renamed it): the new
  * file takes over and the old descriptor is closed. 0 or -errno. */
 int log_reopen(void);
-/* An extra stream every line also goes to (tests), or NULL. */
-void log_set_file(FILE *f);
 bool log_enabled(enum log_level lvl);
 
 void log_msg(enum log_level lvl, const char *fmt, ...)

@@ -583,7 +583,9 @@ int wc_ping(struct wc_conn *c, unsigned depth, struct wc_error *err)
 	return 0;
 }
 
-int wc_status(struct wc_conn *c, char **json, struct wc_error *err)
+/* STATUS and METRICS: one request, a text blob back. */
+static int call_text(struct wc_conn *c, unsigned type, const char *what,
+		     char **out, struct wc_error *err)
 {
 	uint64_t id = c->next_id++;
 	struct wc_frame f;
@@ -592,22 +594,34 @@ int wc_status(struct wc_conn *c, char **json, struct wc_error *err)
 	char e[WC_ERR_LEN];
 	int ret;
 
-	*json = NULL;
-	wire_frame_begin(&c->w, WIRE_STATUS, 0, id);
-	ret = wc__call(c, &c->w, id, WIRE_STATUS, &f, err);
+	*out = NULL;
+	wire_frame_begin(&c->w, type, 0, id);
+	ret = wc__call(c, &c->w, id, type, &f, err);
 	if (ret)
 		return ret;
 	wc__frame_release(&f);
 	ret = wire_status_get(f.payload, f.h.len, &j, &jn, e);
 	if (ret)
-		return wc__fail(err, -ret, "the daemon at %s sent a bad STATUS reply: %s", c->sock, e);
-	*json = malloc(jn + 1);
-	if (!*json)
-		return wc__fail(err, ENOMEM, "out of memory for a %zu-byte status", jn);
-	memcpy(*json, j, jn);
-	(*json)[jn] = '\0';
+		return wc__fail(err, -ret, "the daemon at %s sent a bad %s reply: %s",
+				c->sock, what, e);
+	*out = malloc(jn + 1);
+	if (!*out)
+		return wc__fail(err, ENOMEM, "out of memory for a %zu-byte %s reply",
+				jn, what);
+	memcpy(*out, j, jn);
+	(*out)[jn] = '\0';
 	wc__ok(err);
 	return 0;
+}
+
+int wc_status(struct wc_conn *c, char **json, struct wc_error *err)
+{
+	return call_text(c, WIRE_STATUS, "STATUS", json, err);
+}
+
+int wc_metrics(struct wc_conn *c, char **text, struct wc_error *err)
+{
+	return call_text(c, WIRE_METRICS, "METRICS", text, err);
 }
 
 int wc_shutdown(struct wc_conn *c, struct wc_error *err)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libwcache: the lifecycle requests SLEEP, WAKE and UPDATE (issue 7). Each
+ * libwcache: the lifecycle requests SLEEP, WAKE and UPDATE. Each
  * is one request and one reply (proto/wire_life.h); the daemon's refusals
  * come back with its message (EBUSY: leases held, EAGAIN: sleeping).
  */

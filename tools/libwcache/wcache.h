@@ -271,6 +271,9 @@ int wc_notice_read(struct wc_conn *c, struct wc_notice *n,
 int wc_ping(struct wc_conn *c, unsigned depth, struct wc_error *err);
 /* STATUS: the daemon's JSON object as text; *json is malloc'd, free() it. */
 int wc_status(struct wc_conn *c, char **json, struct wc_error *err);
+/* METRICS: the daemon's metrics in the Prometheus text format, as its
+ * --metrics-listen endpoint serves them; *text is malloc'd, free() it. */
+int wc_metrics(struct wc_conn *c, char **text, struct wc_error *err);
 /* SHUTDOWN: asks the daemon to stop (same as SIGTERM). */
 int wc_shutdown(struct wc_conn *c, struct wc_error *err);
 /* --- lifecycle (admin: the daemon's own uid) ---------------------------- */

@@ -50,7 +50,7 @@ struct rtt_opts {
 	unsigned payload;
 	bool uring;
 	int server_pid;
-	unsigned timeout_s;     /* no reply for this long: give up */
+	double timeout_s;       /* no reply for this long: give up */
 	int cpu;                /* pin the client to this CPU, or -1 */
 };
 
@@ -168,7 +168,7 @@ static void rtt_blocking(struct rtt_state *st, struct rtt_conn *c)
 			n = read(c->fd, buf + have, RTT_RBUF - have);
 			if (n < 0 && errno == EAGAIN)
 				die("rtt: no reply from the daemon for "
-				    "%u s; is it stuck? (--timeout)",
+				    "%g s; is it stuck? (--timeout)",
 				    st->o->timeout_s);
 			if (n <= 0)
 				die("rtt: read from the daemon failed: "
@@ -243,7 +243,10 @@ static void rtt_uring(struct rtt_state *st, struct rtt_conn *cs)
 	struct io_uring_params p = { .flags = IORING_SETUP_SINGLE_ISSUER |
 					       IORING_SETUP_DEFER_TASKRUN };
 	unsigned entries = 2 * o->conns + 8;
-	struct __kernel_timespec ts = { .tv_sec = o->timeout_s };
+	struct __kernel_timespec ts = {
+		.tv_sec = (long long)o->timeout_s,
+		.tv_nsec = (long long)((o->timeout_s - (long long)o->timeout_s) * 1e9),
+	};
 	struct io_uring ring;
 	int rc;
 
@@ -271,7 +274,7 @@ static void rtt_uring(struct rtt_state *st, struct rtt_conn *cs)
 
 		rc = io_uring_submit_and_wait_timeout(&ring, &cqe, 1, &ts, NULL);
 		if (rc == -ETIME)
-			die("rtt: no reply from the daemon for %u s "
+			die("rtt: no reply from the daemon for %g s "
 			    "(%llu of %llu done); is it stuck? (--timeout)",
 			    o->timeout_s, (unsigned long long)st->done,
 			    (unsigned long long)st->total);
@@ -361,7 +364,8 @@ static void usage(FILE *f)
 "  --warmup N             untimed replies first (default 1000)\n"
 "  --client KIND          blocking (one connection, depth 1) or uring;\n"
 "                         default: blocking when it applies, else uring\n"
-"  --timeout S            give up when no reply comes for S s (default 10)\n"
+"  --timeout S            give up when no reply comes for S s (default 10;\n"
+"                         decimals allowed)\n"
 "  --cpu N                pin the client to CPU N (pair it with a daemon\n"
 "                         pinned with taskset: same or another CPU)\n"
 "  --server-pid PID       also report that process's CPU use and VmRSS\n"
@@ -430,8 +434,8 @@ static void rtt_parse(int argc, char **argv, struct rtt_opts *o,
 						     CPU_SETSIZE - 1);
 			break;
 		case 't':
-			o->timeout_s = (unsigned)wb_parse_count("--timeout",
-					optarg, 1, 3600);
+			o->timeout_s = wb_parse_double("--timeout", optarg,
+						       0.001, 3600);
 			break;
 		case 'P':
 			o->server_pid = (int)wb_parse_count("--server-pid",
@@ -505,7 +509,11 @@ int wb_rtt(int argc, char **argv)
 			die("rtt: cannot connect to %s: %s; is wcd "
 			    "running there (wcctl status)?", o.sock,
 			    strerror(-c->fd));
-		struct timeval tv = { .tv_sec = (time_t)o.timeout_s };
+		struct timeval tv = {
+			.tv_sec = (time_t)o.timeout_s,
+			.tv_usec = (suseconds_t)((o.timeout_s -
+						  (time_t)o.timeout_s) * 1e6),
+		};
 
 		setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 		setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));

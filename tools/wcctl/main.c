@@ -18,6 +18,7 @@ static const struct wcctl_cmd cmds[] = {
 	{ "sleep", "release a daemon's device memory (level 1: keep a host copy; 2: drop)", wcctl_sleep },
 	{ "wake", "restore a sleeping daemon's weights and re-check every hash", wcctl_wake },
 	{ "update", "load a new checkpoint version beside the served one and publish it", wcctl_update },
+	{ "metrics", "print a daemon's metrics (Prometheus text format)", wcctl_metrics },
 	{ NULL, NULL, NULL },
 };
 

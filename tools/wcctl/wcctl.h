@@ -20,5 +20,6 @@ int wcctl_manifest(int argc, char **argv);
 int wcctl_sleep(int argc, char **argv);
 int wcctl_wake(int argc, char **argv);
 int wcctl_update(int argc, char **argv);
+int wcctl_metrics(int argc, char **argv);
 
 #endif

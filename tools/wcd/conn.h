@@ -64,6 +64,10 @@ struct wcd_client {
 	unsigned nleases;
 	struct lease leases[WCD_LEASES_PER_CLIENT];
 	uint64_t requests;
+	/* a held request being answered now (waiter_take): its id and type,
+	 * so that the reply is counted under its type */
+	uint64_t late_id;
+	uint16_t late_type;
 };
 
 void client_close(struct wcd_client *c, const char *why);

@@ -60,6 +60,8 @@ void life_reply(struct wcd *d, unsigned type, const struct wire_life_reply *r)
 	uint64_t id;
 
 	snprintf(L->last, sizeof(L->last), "%s", r->msg);
+	metrics_life(&d->m, type == WIRE_WAKE ? METRICS_WAKE : METRICS_UPDATE,
+		     true, r->ns + r->verify_ns, r->bytes);
 	c = waiter_take(d, &L->who, &id);
 	if (!c)
 		return;
@@ -80,6 +82,8 @@ void life_fail(struct wcd *d, uint32_t code, const char *fmt, ...)
 	vsnprintf(L->last, sizeof(L->last), fmt, ap);
 	va_end(ap);
 	L->failures++;
+	metrics_life(&d->m, L->who.type == WIRE_UPDATE ? METRICS_UPDATE :
+		     METRICS_WAKE, false, 0, 0);
 	log_warn("%s", L->last);
 	c = waiter_take(d, &L->who, &id);
 	if (c)
@@ -168,6 +172,7 @@ static int restore_pools(struct wcd *d, struct wcd_version *v,
 		return wc_errf(err, EIO,
 			       "the host copy holds %u pools but the model has %u",
 			       L->nhost, v->npools);
+	WC_ASSERT(!rx_loop_in_callback(&d->loop));  /* it drives the loop */
 	R = calloc(1, sizeof(*R));
 	if (!R)
 		return wc_errf(err, ENOMEM, "out of memory");

@@ -159,6 +159,7 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 				 "cannot sleep at level 1: %s; the daemon keeps serving (try --level 2, which needs no host memory)",
 				 err);
 			L->failures++;
+			metrics_life(&d->m, METRICS_SLEEP, false, 0, 0);
 			reply_error(c, id, ret == -ENOMEM ? WIRE_E_LIMIT :
 				    WIRE_E_INTERNAL, false, "%s", busy);
 			return;
@@ -178,6 +179,7 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 	r.version = v->number;
 	r.bytes = level == 1 ? L->host_bytes : released;
 	r.ns = rx_now_ns() - t0;
+	metrics_life(&d->m, METRICS_SLEEP, true, r.ns, r.bytes);
 	if (level == 1)
 		snprintf(r.msg, sizeof(r.msg),
 			 "sleeping (level 1): %" PRIu64 " bytes copied to host memory in %.3f s, %" PRIu64 " bytes of device %s released; wake with wcctl wake",
@@ -363,6 +365,9 @@ bool life_run_job(struct wcd *d)
 
 	if (!job)
 		return false;
+	/* a job drives the loop (the load's own turns): serve() runs it
+	 * between turns, never a callback */
+	WC_ASSERT(!rx_loop_in_callback(&d->loop));
 	L->job = 0;
 	if (wcd_stopping(d)) {            /* SIGTERM or SHUTDOWN came first */
 		life_fail(d, WIRE_E_STATE, "the daemon is stopping: %s not run",

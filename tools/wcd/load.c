@@ -437,6 +437,8 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	bool staged;
 	int ret;
 
+	/* drives the loop itself: never from a callback (wcreactor.h) */
+	WC_ASSERT(!rx_loop_in_callback(&d->loop));
 	ret = create_pools(d, v, err);
 	if (ret)
 		return ret;

@@ -24,10 +24,16 @@ struct dread {                /* direct path: one read in flight */
 	uint64_t len;
 };
 
+/* A staging slot goes round FREE -> READING -> READ -> BUSY -> FREE
+ * (slot_to asserts it): READING while its read (or its parts) is in
+ * flight, READ once it is back (or failed), BUSY while its copy and hash
+ * run. */
 enum slot_state { SLOT_FREE, SLOT_READING, SLOT_READ, SLOT_BUSY };
 
 /* A buffered (page-cache) read of a slot is split into parts of at most
- * WCD_PART_SIZE bytes, read at once by as many io-wq workers: the copy out
+ * --read-part bytes (o.read_part, WCD_READ_PART_DEFAULT; at most
+ * LD_PARTS_MAX parts, larger ones when the slot needs more), read at once
+ * by as many io-wq workers: the copy out
  * of the page cache is the warm load's CPU work, and more copiers on a
  * smaller staging ring kept in cache beat fewer on a larger one
  * (bench/RESULTS.md). O_DIRECT reads stay whole. */
@@ -64,6 +70,12 @@ struct slot {                 /* staged path: one staging buffer */
 	bool first, last;         /* of its tensor */
 	int copy_res;
 };
+
+static inline void slot_to(struct slot *s, enum slot_state to)
+{
+	WC_ASSERT(s->state == (to == SLOT_FREE ? SLOT_BUSY : to - 1));
+	s->state = to;
+}
 
 /* A lane streams one tensor at a time; the staged path interleaves pieces
  * of one tensor per lane so that the hash workers have one each. */

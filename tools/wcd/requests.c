@@ -76,13 +76,18 @@ static void do_hello(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	r.identity_len = v->ident_len;
 	if (r.nmismatch) {
 		d->mismatches++;
+		d->m.refusals[WIRE_E_MISMATCH]++;
 		log_warn("client pid %d (%s): identity mismatch in %u field(s), first: %s (daemon %s, client %s)",
 			 (int)c->pid, h.label, r.nmismatch, mm[0].field,
 			 mm[0].daemon, mm[0].client);
 	} else {
+		struct log_fields lf = { .client_pid = c->pid,
+					 .version = v->number };
+
 		c->hello_ok = true;
-		log_info("client pid %d (%s): hello ok%s", (int)c->pid,
-			 h.label, peer ? "" : " (no identity check)");
+		log_with(LOG_DEBUG, &lf, "client pid %d (%s): hello ok%s",
+			 (int)c->pid, h.label,
+			 peer ? "" : " (no identity check)");
 	}
 	wire_put_init(&w);
 	wire_frame_begin(&w, WIRE_HELLO, WIRE_F_REPLY, c->h.id);
@@ -245,8 +250,15 @@ static void do_attach(struct wcd_client *c, const uint8_t *p, uint32_t n)
 		reply_send(c, &w, fds, nfds);
 		a.first += a.count;
 	} while (a.first < a.total && !c->closing);
-	log_info("client pid %d: lease %" PRIu64 " on version %" PRIu64 " (%u pools)",
-		 (int)c->pid, a.lease, v->number, v->npools);
+	{
+		struct log_fields lf = { .client_pid = c->pid,
+					 .lease = a.lease,
+					 .version = v->number };
+
+		log_with(LOG_DEBUG, &lf,
+			 "client pid %d: lease %" PRIu64 " on version %" PRIu64 " (%u pools)",
+			 (int)c->pid, a.lease, v->number, v->npools);
+	}
 }
 
 static void do_detach(struct wcd_client *c, const uint8_t *p, uint32_t n)
@@ -264,8 +276,10 @@ static void do_detach(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	for (unsigned i = 0; i < c->nleases; i++) {
 		if (c->leases[i].id != lease)
 			continue;
+		struct log_fields lf = { .client_pid = c->pid, .lease = lease };
+
 		client_lease_drop(c, i);
-		log_info("client pid %d: lease %" PRIu64 " detached",
+		log_with(LOG_DEBUG, &lf, "client pid %d: lease %" PRIu64 " detached",
 			 (int)c->pid, lease);
 		wire_put_init(&w);
 		wire_frame_begin(&w, WIRE_DETACH, WIRE_F_REPLY, c->h.id);
@@ -310,6 +324,30 @@ static void do_simple(struct wcd_client *c, const uint8_t *p, uint32_t n)
 		free(json);
 		reply_send(c, &w, NULL, 0);
 		return;
+	case WIRE_METRICS: {
+		/* the text GET /metrics serves, as a STATUS-shaped blob */
+		char *text = malloc(METRICS_TEXT_MAX);
+		int len;
+
+		ret = wire_empty_get(p, n, "METRICS", err);
+		if (ret) {
+			free(text);
+			break;
+		}
+		len = text ? metrics_render(d, text, METRICS_TEXT_MAX) : -ENOMEM;
+		if (len < 0) {
+			free(text);
+			reply_error(c, c->h.id, WIRE_E_INTERNAL, false,
+				    "cannot build the metrics: %s", strerror(-len));
+			return;
+		}
+		wire_put_init(&w);
+		wire_frame_begin(&w, WIRE_METRICS, WIRE_F_REPLY, c->h.id);
+		wire_status_put(&w, text, (size_t)len);
+		free(text);
+		reply_send(c, &w, NULL, 0);
+		return;
+	}
 	case WIRE_SHUTDOWN:
 		ret = wire_empty_get(p, n, "SHUTDOWN", err);
 		if (ret)
@@ -364,9 +402,13 @@ void client_dispatch(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	case WIRE_MANIFEST:
 		do_manifest(c, p, n);
 		return;
-	case WIRE_ATTACH:
+	case WIRE_ATTACH: {
+		uint64_t t0 = rx_now_ns();
+
 		do_attach(c, p, n);
+		metrics_attach(&d->m, rx_now_ns() - t0);
 		return;
+	}
 	case WIRE_DETACH:
 		do_detach(c, p, n);
 		return;

@@ -64,9 +64,11 @@ void client_lease_drop(struct wcd_client *c, unsigned i)
 
 static void leases_end(struct wcd_client *c, const char *why)
 {
+	struct log_fields lf = { .client_pid = c->pid };
+
 	if (c->nleases)
-		log_info("client pid %d: %u lease(s) ended (%s)", (int)c->pid,
-			 c->nleases, why);
+		log_with(LOG_DEBUG, &lf, "client pid %d: %u lease(s) ended (%s)",
+			 (int)c->pid, c->nleases, why);
 	while (c->nleases)
 		client_lease_drop(c, c->nleases - 1);
 }
@@ -210,19 +212,50 @@ void client_queue(struct wcd_client *c, struct wire_put *w,
 	client_send_next(c);
 }
 
+/* The type of the request that id answers: the one being handled, a held
+ * one answered now, else 0 (unknown: a frame whose header was bad). */
+static unsigned reply_type(const struct wcd_client *c, uint64_t id)
+{
+	if (id == c->h.id)
+		return c->h.type;
+	if (id == c->late_id)
+		return c->late_type;
+	return 0;
+}
+
+/* Frames a peer got wrong: logged at a bounded rate (a client that sends
+ * garbage in a loop must not fill the disk); refusals stay at info. */
+static bool errcode_is_malformed(uint32_t code)
+{
+	return code == WIRE_E_MALFORMED || code == WIRE_E_VERSION ||
+	       code == WIRE_E_TOO_LARGE || code == WIRE_E_TYPE;
+}
+
 void reply_error(struct wcd_client *c, uint64_t id, uint32_t code,
 		 bool close_after, const char *fmt, ...)
 {
+	struct log_fields lf = { .client_pid = c->pid };
 	struct wire_put w;
 	char msg[WIRE_MSG_MAX + 1];
+	uint64_t suppressed = 0;
 	va_list ap;
 
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	log_info("client pid %d: %s error: %s%s", (int)c->pid,
-		 wire_errcode_name(code), msg,
-		 close_after ? " (closing the connection)" : "");
+	metrics_reply(&c->d->m, reply_type(c, id), code);
+	if (!errcode_is_malformed(code))
+		log_with(LOG_INFO, &lf, "client pid %d: %s error: %s%s",
+			 (int)c->pid, wire_errcode_name(code), msg,
+			 close_after ? " (closing the connection)" : "");
+	else if (metrics_malformed_log(&c->d->m, rx_now_ns(), &suppressed))
+		log_with(LOG_INFO, &lf, "client pid %d: %s error: %s%s%s",
+			 (int)c->pid, wire_errcode_name(code), msg,
+			 close_after ? " (closing the connection)" : "",
+			 suppressed ? " (and more like it: see below)" : "");
+	if (suppressed)
+		log_info("malformed frames: suppressed %llu similar lines",
+			 (unsigned long long)suppressed);
 	wire_put_init(&w);
 	if (wire_error_frame(&w, id, code, msg, NULL)) {
 		wire_put_free(&w);
@@ -237,12 +270,19 @@ void reply_frame(struct wcd_client *c, uint64_t id, struct wire_put *w,
 {
 	char err[WC_ERR_LEN];
 
+	struct wire_hdr h;
+
 	if (wire_frame_end(w, err)) {
 		wire_put_free(w);
 		reply_error(c, id, WIRE_E_INTERNAL, false,
 			    "cannot build the reply: %s", err);
 		return;
 	}
+	/* a reply is counted once, at its last frame */
+	if (!wire_hdr_decode(w->buf, w->len, &h, NULL) &&
+	    !(h.flags & WIRE_F_MORE))
+		metrics_reply(&c->d->m, h.type == WIRE_ATTACH_MORE ?
+			      WIRE_ATTACH : h.type, 0);
 	client_queue(c, w, fds, nfds, false);
 }
 
@@ -261,6 +301,7 @@ void waiter_hold(struct wcd_waiter *w, struct wcd_client *c, uint64_t id)
 	WC_ASSERT(!w->held);
 	w->c = c;
 	w->id = id;
+	w->type = c->h.type;
 	w->held = true;
 	w->next = d->waiters;
 	d->waiters = w;
@@ -280,6 +321,10 @@ struct wcd_client *waiter_take(struct wcd *d, struct wcd_waiter *w,
 		}
 	}
 	*id = w->id;
+	if (c) {
+		c->late_id = w->id;
+		c->late_type = w->type;
+	}
 	w->c = NULL;
 	w->next = NULL;
 	w->held = false;
@@ -404,10 +449,10 @@ static void client_died(struct rx_child *ch, int res)
 				 sigabbrev_np(ch->term_signal) ?
 				 sigabbrev_np(ch->term_signal) : "?");
 		else if (ch->exit_code >= 0)
-			log_info("client pid %d exited with code %d",
+			log_debug("client pid %d exited with code %d",
 				 (int)c->pid, ch->exit_code);
 		else
-			log_info("client pid %d exited (its status went to its parent, which reaped it first)",
+			log_debug("client pid %d exited (its status went to its parent, which reaped it first)",
 				 (int)c->pid);
 	}
 	/* Closing already (its disconnect came first, the exit in the same

@@ -155,7 +155,7 @@ static void read_cb(struct rx_read *r, int res)
 			ld_shard_name(L, s->shard), res, s->need, s->read_off);
 	else
 		L->read_bytes += (uint64_t)res;
-	s->state = SLOT_READ;
+	slot_to(s, SLOT_READ);
 	drain(L);
 	issue(L);
 }
@@ -173,6 +173,7 @@ static void part_cb(struct rx_read *r, int res)
 		s->part_err = -EIO;
 	else if (res > 0)
 		L->read_bytes += (uint64_t)res;
+	WC_ASSERT(s->parts_left > 0);
 	if (--s->parts_left)
 		return;
 	if (s->part_err == -EIO)
@@ -183,7 +184,7 @@ static void part_cb(struct rx_read *r, int res)
 		ld_fail(L, -s->part_err, "read of %s at offset %" PRIu64 " failed: %s",
 			ld_shard_name(L, s->shard), s->read_off,
 			strerror(-s->part_err));
-	s->state = SLOT_READ;
+	slot_to(s, SLOT_READ);
 	drain(L);
 	issue(L);
 }
@@ -217,7 +218,7 @@ static void start_parts(struct ld *L, struct slot *s)
 			if (--s->parts_left == 0) {
 				ld_fail(L, -ret, "cannot start a read of %s: %s",
 					ld_shard_name(L, s->shard), strerror(-ret));
-				s->state = SLOT_READ;
+				slot_to(s, SLOT_READ);
 			}
 		}
 	}
@@ -251,7 +252,7 @@ static void start_read(struct ld *L, struct slot *s)
 		 * in-order drain gives the slot back. */
 		ld_fail(L, ret, "cannot start a read of %s: %s",
 			ld_shard_name(L, s->shard), strerror(-ret));
-		s->state = SLOT_READ;
+		slot_to(s, SLOT_READ);
 	}
 }
 
@@ -267,9 +268,11 @@ static void issue(struct ld *L)
 		if (!lane_pick(L, &k))
 			break;
 		next_piece(L, s, k);
+		/* fewer than nslots pieces unprocessed: pending[] is unique */
+		WC_ASSERT(L->next_seq - L->hash_seq < L->nslots);
 		s->seq = L->next_seq++;
 		L->pending[s->seq % L->nslots] = s;
-		s->state = SLOT_READING;
+		slot_to(s, SLOT_READING);
 		L->inflight++;
 		start_read(L, s);
 	}
@@ -282,11 +285,12 @@ static void issue(struct ld *L)
 /* One of the slot's jobs (copy, hash) is done. */
 static void slot_put(struct ld *L, struct slot *s)
 {
+	WC_ASSERT(s->busy > 0 && L->inflight > 0);
 	if (--s->busy)
 		return;
 	if (!L->err)
 		L->done_bytes += s->width * s->height;
-	s->state = SLOT_FREE;
+	slot_to(s, SLOT_FREE);
 	L->inflight--;
 	ld_progress(L);
 	issue(L);
@@ -395,7 +399,7 @@ static void drain(struct ld *L)
 		if (s->seq != L->hash_seq || s->state != SLOT_READ)
 			return;
 		L->hash_seq++;
-		s->state = SLOT_BUSY;
+		slot_to(s, SLOT_BUSY);
 		if (L->err) {     /* failing: just give the slot back */
 			s->busy = 1;
 			slot_put(L, s);

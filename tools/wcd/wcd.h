@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * wcd, the rank daemon: internals shared by its files. Calls go one way,
- * top to bottom (test/wcd_deps.sh fails on a circle):
+ * top to bottom (test/wcd_deps.sh fails on a circle, and on a file this
+ * map does not name):
  *
  *   main.c      options, start-up order, signals, shutdown; wires the hooks
  *   requests.c  what each request does (client_dispatch)
@@ -15,6 +16,8 @@
  *   staged.c    the loader's staged path: staging slots, copies, hashes
  *   ld.c        the loader's shared helpers (failure, progress)
  *   hashpool.c  hash worker threads for the staged path (hashpool.h)
+ *   metrics_http.c  --metrics-listen: GET /metrics from the loop (metrics.h)
+ *   metrics.c   the Prometheus text of the state and the counters
  *   server.c    the socket: connections, framing, notices, leases (conn.h)
  *   own.c       ownership of the device's files: flock, --force, stale files
  *   state.c     the daemon's state machine: names and transitions
@@ -29,6 +32,8 @@
  *   answer a request later  struct wcd_waiter: waiter_hold(), waiter_take()
  *   publish/retire versions version_publish(), version_retire(),
  *                           version_attach(), version_find() (versions.h)
+ *   count for the metrics   metrics_reply(), metrics_attach(),
+ *                           metrics_life() (inline in metrics.h: d->m)
  */
 #ifndef WCD_H
 #define WCD_H
@@ -40,6 +45,7 @@
 #include "gpu.h"
 #include "hash.h"
 #include "identity.h"
+#include "metrics.h"
 #include "model.h"
 #include "paths.h"
 #include "plan.h"
@@ -96,6 +102,9 @@ struct wcd_opts {
 	unsigned hash_threads;        /* 0: hash on the loop thread */
 	enum wcd_hash_on hash_on;
 	enum wcd_direct_io direct_io;
+	const char *metrics_listen;   /* --metrics-listen ADDR, or NULL */
+	const char *log_file;         /* --log-file PATH, or NULL: stderr */
+	enum log_format log_format;
 };
 
 /* Phase timings of one load, for the log and STATUS. */
@@ -159,6 +168,7 @@ struct wcd_waiter {
 	struct wcd_waiter *next;      /* server.c's list of held waiters */
 	struct wcd_client *c;
 	uint64_t id;
+	uint16_t type;                /* the request's (for the metrics) */
 	bool held;
 };
 
@@ -219,6 +229,8 @@ struct wcd {
 	int exit_code;
 
 	struct wcd_life life;         /* lifecycle.c: sleep, wake, update */
+	struct wcd_metrics m;         /* counters (metrics.h) */
+	struct mhttp *mhttp;          /* --metrics-listen (metrics_http.c) */
 };
 
 static inline struct wcd_version *wcd_current(struct wcd *d)

@@ -3,8 +3,8 @@
  * The release every tool reports (--version) and wcd exports as
  * wcache_build_info. One place: the Makefile and packaging read it here.
  */
-#ifndef WC_VERSION_H
-#define WC_VERSION_H
+#ifndef WC_RELEASE_H
+#define WC_RELEASE_H
 
 #define WCACHE_VERSION "0.16.0"
 

@@ -1,0 +1,476 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The CUDA memory backend, daemon side: pools (VMM cuMemCreate with
+ * POSIX-fd handles, or legacy cudaMalloc + IPC handle), pinned staging
+ * memory that io_uring can also register, asynchronous host-to-pool copies
+ * on a few streams whose completion runs a host function that calls the
+ * caller's done(), sealing, and idle (the context released while the pools
+ * live on through their fds). Devices are opened in cuda_dev.c.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cuda_priv.h"
+
+#define HUGE_2M (2ull << 20)
+
+static void oom_hint(struct gpu_dev *dev, char *hint, size_t len)
+{
+	uint64_t f = 0, t = 0;
+
+	if (gpu_cuda_mem_info(dev, &f, &t) == 0)
+		snprintf(hint, len, "%llu MiB free of %llu MiB",
+			 (unsigned long long)(f >> 20),
+			 (unsigned long long)(t >> 20));
+	else
+		snprintf(hint, len, "free memory unknown");
+}
+
+/* A VMM pool: physical allocation, exported fd, and a read-write mapping in
+ * the daemon's address space for the copies. */
+static int pool_create_vmm(struct gpu_dev *dev, struct gpu_pool *pool,
+			   struct cuda_pool *cp, char *err)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	CUmemAllocationProp prop;
+	CUmemAccessDesc acc;
+	CUdeviceptr ptr = 0;
+	char es[160], hint[96];
+	CUresult r;
+	int fd = -1, ret;
+
+	memset(&prop, 0, sizeof(prop));
+	prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+	prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	prop.location.id = dev->ordinal;
+	prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+	r = cd->drv.MemCreate(&cp->h, pool->alloc_size, &prop, 0);
+	if (r != CUDA_SUCCESS) {
+		oom_hint(dev, hint, sizeof(hint));
+		return wc_errf(err, gpu_cuda_drv_errno(r),
+				     "cuMemCreate of %llu bytes on %s failed: %s (%s); free device memory or load fewer ranks per GPU",
+				     (unsigned long long)pool->alloc_size, dev->name,
+				     gpu_cuda_drv_str(cd, r, es, sizeof(es)), hint);
+	}
+	r = cd->drv.MemAddressReserve(&ptr, pool->alloc_size, dev->granularity, 0, 0);
+	if (r != CUDA_SUCCESS) {
+		ret = wc_errf(err, gpu_cuda_drv_errno(r),
+				    "cuMemAddressReserve of %llu bytes failed: %s",
+				    (unsigned long long)pool->alloc_size,
+				    gpu_cuda_drv_str(cd, r, es, sizeof(es)));
+		goto out_release;
+	}
+	r = cd->drv.MemMap(ptr, pool->alloc_size, 0, cp->h, 0);
+	if (r != CUDA_SUCCESS) {
+		ret = wc_errf(err, gpu_cuda_drv_errno(r), "cuMemMap failed: %s",
+				    gpu_cuda_drv_str(cd, r, es, sizeof(es)));
+		goto out_free_va;
+	}
+	acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+	acc.location.id = dev->ordinal;
+	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+	r = cd->drv.MemSetAccess(ptr, pool->alloc_size, &acc, 1);
+	if (r != CUDA_SUCCESS) {
+		ret = wc_errf(err, gpu_cuda_drv_errno(r), "cuMemSetAccess failed: %s",
+				    gpu_cuda_drv_str(cd, r, es, sizeof(es)));
+		goto out_unmap;
+	}
+	r = cd->drv.MemExportToShareableHandle(&fd, cp->h,
+					       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+	if (r != CUDA_SUCCESS || fd < 0) {
+		ret = wc_errf(err, EIO,
+				    "cuMemExportToShareableHandle (POSIX fd) failed: %s; try --ipc legacy",
+				    gpu_cuda_drv_str(cd, r, es, sizeof(es)));
+		goto out_unmap;
+	}
+	fcntl(fd, F_SETFD, FD_CLOEXEC);
+	pool->fd = fd;
+	pool->dev_ptr = ptr;
+	cp->has_h = true;
+	return 0;
+
+out_unmap:
+	cd->drv.MemUnmap(ptr, pool->alloc_size);
+out_free_va:
+	cd->drv.MemAddressFree(ptr, pool->alloc_size);
+out_release:
+	cd->drv.MemRelease(cp->h);
+	return ret;
+}
+
+static int pool_create_legacy(struct gpu_dev *dev, struct gpu_pool *pool, char *err)
+{
+	cudaIpcMemHandle_t h;
+	char hint[96];
+	void *p = NULL;
+	cudaError_t e;
+
+	e = cudaMalloc(&p, pool->alloc_size);
+	if (e != cudaSuccess) {
+		oom_hint(dev, hint, sizeof(hint));
+		return wc_errf(err, gpu_cuda_rt_errno(e),
+				     "cudaMalloc of %llu bytes on %s failed: %s (%s); free device memory or load fewer ranks per GPU",
+				     (unsigned long long)pool->alloc_size, dev->name,
+				     cudaGetErrorString(e), hint);
+	}
+	e = cudaIpcGetMemHandle(&h, p);
+	if (e != cudaSuccess) {
+		cudaFree(p);
+		return wc_errf(err, gpu_cuda_rt_errno(e),
+				     "cudaIpcGetMemHandle failed: %s; use the default (VMM) IPC mode",
+				     cudaGetErrorString(e));
+	}
+	_Static_assert(sizeof(h) <= GPU_IPC_HANDLE_LEN, "IPC handle size");
+	memcpy(pool->ipc_handle, &h, sizeof(h));
+	pool->dev_ptr = (uint64_t)(uintptr_t)p;
+	pool->fd = -1;
+	return 0;
+}
+
+/* The daemon's only kernel (the hash, cuda_xxh3.cu) uses no stack, printf
+ * or malloc, so the context's per-thread stack, printf FIFO and malloc heap
+ * reservations are device memory that holds nothing.
+ * Shrinks them once, on the first pool (only the daemon creates pools; an
+ * engine's context is never touched). WCACHE_CUDA_KEEP_LIMITS=1 keeps the
+ * defaults (to measure the difference). */
+static void limits_trim(struct gpu_dev *dev)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	const char *keep = getenv("WCACHE_CUDA_KEEP_LIMITS");
+
+	if (cd->limits_trimmed)
+		return;
+	cd->limits_trimmed = true;
+	if (keep && !strcmp(keep, "1"))
+		return;
+	cudaDeviceSetLimit(cudaLimitStackSize, 0);
+	cudaDeviceSetLimit(cudaLimitPrintfFifoSize, 0);
+	cudaDeviceSetLimit(cudaLimitMallocHeapSize, 0);
+	cudaGetLastError();           /* a refused limit is not an error */
+}
+
+/* One large allocation, size rounded up to the granularity; the mode comes
+ * from dev->export_kind (gpu.h). */
+int gpu_cuda_pool_create(struct gpu_dev *dev, struct gpu_pool *pool,
+			 uint64_t size, char *err)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	struct cuda_pool *cp;
+	int ret;
+
+	memset(pool, 0, sizeof(*pool));
+	pool->fd = -1;
+	if (size == 0)
+		return wc_errf(err, EINVAL, "a pool of 0 bytes was asked for");
+	ret = gpu_cuda_enter(dev, err);
+	if (ret)
+		return ret;
+	limits_trim(dev);
+	cp = calloc(1, sizeof(*cp));
+	if (!cp)
+		return wc_errf(err, ENOMEM, "out of host memory for a pool record");
+	cp->legacy = dev->export_kind == GPU_EXPORT_IPC_HANDLE;
+	if (!cp->legacy && !cd->vmm) {
+		free(cp);
+		return wc_errf(err, EOPNOTSUPP,
+				     "%s does not support VMM with POSIX file descriptors: use --ipc legacy",
+				     dev->name);
+	}
+	pool->size = size;
+	pool->alloc_size = gpu_align_up(size, dev->granularity);
+	ret = cp->legacy ? pool_create_legacy(dev, pool, err) :
+			   pool_create_vmm(dev, pool, cp, err);
+	if (ret) {
+		free(cp);
+		return ret;
+	}
+	pool->priv = cp;
+	return 0;
+}
+
+/* A VMM pool gives up this process's handle and mapping (the created ones,
+ * or those re-mapped from its fd); the fd stays. Nothing for a parked one. */
+static void pool_unmap(struct gpu_dev *dev, struct gpu_pool *pool)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	struct cuda_pool *cp = pool->priv;
+
+	if (cp->has_h) {
+		gpu_cuda_enter(dev, NULL);
+		cd->drv.MemUnmap(pool->dev_ptr, pool->alloc_size);
+		cd->drv.MemAddressFree(pool->dev_ptr, pool->alloc_size);
+		cd->drv.MemRelease(cp->h);
+		cp->has_h = false;
+	} else if (cp->remapped) {
+		gpu_cuda_enter(dev, NULL);
+		gpu_cuda_unimport(dev, &cp->map);
+		cp->remapped = false;
+	}
+	pool->dev_ptr = 0;
+}
+
+void gpu_cuda_pool_release(struct gpu_dev *dev, struct gpu_pool *pool)
+{
+	struct cuda_pool *cp = pool->priv;
+
+	if (!cp)
+		return;
+	if (cp->legacy) {
+		gpu_cuda_enter(dev, NULL);
+		cudaFree((void *)(uintptr_t)pool->dev_ptr);
+	} else {
+		pool_unmap(dev, pool);
+	}
+	/* parked: the fd was all that held the memory (besides engines) */
+	if (pool->fd >= 0)
+		close(pool->fd);
+	free(cp);
+	pool->priv = NULL;
+	pool->fd = -1;
+	pool->dev_ptr = 0;
+}
+
+int gpu_cuda_pool_ready(struct gpu_dev *dev, struct gpu_pool *pool, char *err)
+{
+	struct cuda_pool *cp = pool->priv;
+	int ret;
+
+	if (!cp)
+		return wc_errf(err, EINVAL, "the pool was released");
+	ret = gpu_cuda_enter(dev, err);
+	if (ret)
+		return ret;
+	if (cp->legacy || cp->has_h || cp->remapped)
+		return 0;
+	limits_trim(dev);
+	ret = gpu_cuda_import(dev, pool->fd, NULL, pool->alloc_size, true,
+			      &cp->map, err);
+	if (ret)
+		return ret;
+	cp->remapped = true;
+	pool->dev_ptr = (uint64_t)(uintptr_t)cp->map.ptr;
+	return 0;
+}
+
+/* Parks every pool (gpu.h), then destroys the context: the streams, the
+ * trimmed limits and the hash state go with it and are made again on use.
+ * Cost: one cudaDeviceReset (measured in bench/RESULTS.md). */
+int gpu_cuda_idle(struct gpu_dev *dev, struct gpu_pool *const *pools,
+		  unsigned n, char *err)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	cudaError_t e;
+	int ret;
+
+	for (unsigned i = 0; i < n; i++) {
+		const struct cuda_pool *cp = pools[i]->priv;
+
+		if (cp && cp->legacy)
+			return wc_errf(err, ENOTSUP,
+					     "legacy IPC pools live in the context; %s keeps it",
+					     dev->name);
+		if (cp && pools[i]->fd < 0)
+			return wc_errf(err, EINVAL, "a pool has no exported fd");
+	}
+	ret = gpu_cuda_enter(dev, err);
+	if (ret)
+		return ret;
+	gpu_cuda_hash_end(dev, NULL, NULL);
+	if (cd->streams_ready) {
+		for (int i = 0; i < CUDA_STREAMS; i++) {
+			cudaStreamSynchronize(cd->st[i].s);
+			cudaStreamDestroy(cd->st[i].s);
+		}
+		cd->streams_ready = false;
+	}
+	for (unsigned i = 0; i < n; i++)
+		if (pools[i]->priv)
+			pool_unmap(dev, pools[i]);
+	cd->limits_trimmed = false;
+	e = cudaDeviceReset();
+	if (e != cudaSuccess)
+		return wc_errf(err, gpu_cuda_rt_errno(e),
+				     "cannot release the CUDA context of %s: %s",
+				     dev->name, cudaGetErrorString(e));
+	return 0;
+}
+
+/* Anonymous memory (huge pages where the system has them reserved, else
+ * transparent huge pages), page-locked with cudaHostRegister so copies DMA
+ * straight from it; io_uring can register it as fixed buffers too, which it
+ * cannot do with cudaHostAlloc memory (EFAULT). Size rounds up to 2 MiB. */
+int gpu_cuda_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr, char *err)
+{
+	size_t len = gpu_align_up(size, HUGE_2M);
+	cudaError_t e;
+	void *p;
+	int ret;
+
+	if (size == 0)
+		return wc_errf(err, EINVAL, "staging of 0 bytes was asked for");
+	ret = gpu_cuda_enter(dev, err);
+	if (ret)
+		return ret;
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
+	if (p == MAP_FAILED) {
+		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p == MAP_FAILED)
+			return wc_errf(err, errno,
+					     "cannot map %zu bytes of staging memory: %s; lower the staging size",
+					     len, strerror(errno));
+		madvise(p, len, MADV_HUGEPAGE);
+	}
+	e = cudaHostRegister(p, len, cudaHostRegisterDefault);
+	if (e != cudaSuccess) {
+		munmap(p, len);
+		return wc_errf(err, gpu_cuda_rt_errno(e),
+				     "cudaHostRegister of %zu bytes of staging failed: %s; raise the locked-memory limit (ulimit -l) or lower the staging size",
+				     len, cudaGetErrorString(e));
+	}
+	*ptr = p;
+	return 0;
+}
+
+void gpu_cuda_staging_free(struct gpu_dev *dev, void *ptr, size_t size)
+{
+	if (!ptr)
+		return;
+	gpu_cuda_enter(dev, NULL);
+	cudaHostUnregister(ptr);
+	munmap(ptr, gpu_align_up(size, HUGE_2M));
+}
+
+int gpu_cuda_streams_init(struct gpu_dev *dev)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	cudaError_t e;
+	int i;
+
+	for (i = 0; i < CUDA_STREAMS; i++) {
+		e = cudaStreamCreateWithFlags(&cd->st[i].s, cudaStreamNonBlocking);
+		if (e != cudaSuccess) {
+			while (i--)
+				cudaStreamDestroy(cd->st[i].s);
+			return -gpu_cuda_rt_errno(e);
+		}
+		cd->st[i].tail = 0;
+		atomic_init(&cd->st[i].inflight, 0);
+	}
+	cd->streams_ready = true;
+	return 0;
+}
+
+/* Runs on a CUDA driver thread when the stream reaches it: frees the ring
+ * record first, then hands off (done must not block). */
+static void CUDART_CB copy_done(void *userdata)
+{
+	struct cuda_cb *cb = userdata;
+	gpu_done_fn done = cb->done;
+	void *arg = cb->arg;
+
+	atomic_fetch_sub_explicit(&cb->st->inflight, 1, memory_order_release);
+	if (done)
+		done(arg, 0);
+}
+
+/* Queues the copy and then the completion; -EBUSY when the stream already
+ * holds CUDA_INFLIGHT_MAX copies (the caller's slot ring is smaller). */
+int gpu_cuda_copy_to_pool(struct gpu_dev *dev, struct gpu_pool *pool,
+			  const struct gpu_copy *c, unsigned stream,
+			  gpu_done_fn done, void *arg)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	struct cuda_stream *st;
+	struct cuda_cb *cb;
+	cudaError_t e;
+	uint64_t end;
+	char *dst;
+	int ret;
+
+	if (!c->width || !c->height)
+		return -EINVAL;
+	end = c->height == 1 ? c->dst_off + c->width :
+	      c->dst_off + (uint64_t)(c->height - 1) * c->dst_pitch + c->width;
+	if (end > pool->alloc_size || end < c->dst_off ||
+	    (c->height > 1 && (c->dst_pitch < c->width || c->src_pitch < c->width)))
+		return -EINVAL;
+	ret = gpu_cuda_pool_ready(dev, pool, NULL);
+	if (ret)
+		return ret;
+	if (!cd->streams_ready) {
+		ret = gpu_cuda_streams_init(dev);
+		if (ret)
+			return ret;
+	}
+	st = &cd->st[stream % CUDA_STREAMS];
+	if (atomic_load_explicit(&st->inflight, memory_order_acquire) >= CUDA_INFLIGHT_MAX)
+		return -EBUSY;
+	dst = (char *)(uintptr_t)pool->dev_ptr + c->dst_off;
+	if (c->height == 1)
+		e = cudaMemcpyAsync(dst, c->src, c->width, cudaMemcpyHostToDevice, st->s);
+	else
+		e = cudaMemcpy2DAsync(dst, c->dst_pitch, c->src, c->src_pitch,
+				      c->width, c->height, cudaMemcpyHostToDevice, st->s);
+	if (e != cudaSuccess)
+		return -gpu_cuda_rt_errno(e);
+	cb = &st->cb[st->tail % CUDA_INFLIGHT_MAX];
+	cb->done = done;
+	cb->arg = arg;
+	cb->st = st;
+	atomic_fetch_add_explicit(&st->inflight, 1, memory_order_acq_rel);
+	e = cudaLaunchHostFunc(st->s, copy_done, cb);
+	if (e != cudaSuccess) {
+		atomic_fetch_sub(&st->inflight, 1);
+		cudaStreamSynchronize(st->s);
+		return -gpu_cuda_rt_errno(e);
+	}
+	st->tail++;
+	return 0;
+}
+
+int gpu_cuda_copy_from_pool(struct gpu_dev *dev, struct gpu_pool *pool,
+			    uint64_t off, void *dst, size_t len)
+{
+	cudaError_t e;
+	int ret;
+
+	if (off > pool->alloc_size || len > pool->alloc_size - off)
+		return -EINVAL;
+	ret = gpu_cuda_pool_ready(dev, pool, NULL);
+	if (ret)
+		return ret;
+	e = cudaMemcpy(dst, (char *)(uintptr_t)pool->dev_ptr + off, len,
+		       cudaMemcpyDeviceToHost);
+	return -gpu_cuda_rt_errno(e);
+}
+
+/* Nothing to seal on the device: engines import VMM pools read-only through
+ * cuMemSetAccess. Waits for every queued copy and reports a failed one, so
+ * a pool is sealed only once its bytes are really there. */
+int gpu_cuda_pool_seal(struct gpu_dev *dev, struct gpu_pool *pool, char *err)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	cudaError_t e;
+	int i, ret;
+
+	ret = gpu_cuda_enter(dev, err);
+	if (ret)
+		return ret;
+	for (i = 0; cd->streams_ready && i < CUDA_STREAMS; i++) {
+		e = cudaStreamSynchronize(cd->st[i].s);
+		if (e != cudaSuccess)
+			return wc_errf(err, gpu_cuda_rt_errno(e),
+					     "a copy into the pools of %s failed: %s; the device is unusable until wcd restarts",
+					     dev->name, cudaGetErrorString(e));
+	}
+	pool->sealed = true;
+	return 0;
+}

@@ -1,0 +1,144 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wcctl metrics: a daemon's metrics in the Prometheus text format, asked
+ * over its socket (METRICS request), the same text its --metrics-listen
+ * endpoint serves. --all asks every daemon that has a ready file, one
+ * block each after a "# device NAME" comment (for people: a scraper reads
+ * each daemon's endpoint).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "err.h"
+#include "log.h"
+#include "rundir.h"
+#include "wcache.h"
+#include "wcctl.h"
+
+static void metrics_usage(FILE *f)
+{
+	fprintf(f,
+"usage: wcctl metrics (--device D | --all | --socket PATH) [--runtime-dir DIR]\n"
+"                     [--timeout SEC]\n"
+"\n"
+"Prints a daemon's metrics in the Prometheus text exposition format (the\n"
+"wcache_* families its --metrics-listen endpoint serves), asked over the\n"
+"daemon's socket, so no HTTP port is needed.\n"
+"\n"
+"  --device D        host, host:NAME, host-NAME, a CUDA ordinal or GPU-<uuid>\n"
+"  --all             every daemon with a ready file, one block each, after a\n"
+"                    \"# device NAME\" line\n"
+"  --socket PATH     the daemon's socket instead\n"
+"  --runtime-dir DIR as given to wcctl start / wcd (default: the environment's)\n"
+"  --timeout SEC     per daemon (default 5; decimals allowed)\n"
+"\n"
+"Examples:\n"
+"  wcctl metrics --device 0\n"
+"  wcctl metrics --all --runtime-dir /run/wcache\n"
+"  wcctl metrics --device host-0 | grep wcache_requests_total\n"
+"\n"
+"Exit status: 0 printed, 1 a daemon did not answer (the others are printed),\n"
+"2 usage, 3 no daemon was found (--all).\n");
+}
+
+/* Prints one daemon's metrics; 0 or 1. */
+static int metrics_one(struct wc_connect_opts *co, const char *name)
+{
+	struct wc_conn *c = NULL;
+	struct wc_error e;
+	char *text = NULL;
+	int rc = 0;
+
+	if (wc_connect(co, &c, &e) || wc_metrics(c, &text, &e)) {
+		fprintf(stderr, "wcctl metrics: %s%s%s\n", name ? name : "",
+			name ? ": " : "", e.msg);
+		rc = 1;
+	} else {
+		if (name)
+			printf("# device %s\n", name);
+		fputs(text, stdout);
+	}
+	free(text);
+	wc_close(c);
+	return rc;
+}
+
+int wcctl_metrics(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "device", required_argument, NULL, 'd' },
+		{ "all", no_argument, NULL, 'a' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	static rundir_name names[RUNDIR_DEVICES_MAX];
+	struct wc_connect_opts co = { .label = "wcctl metrics",
+				      .timeout_ms = 5000 };
+	char err[WC_ERR_LEN];
+	struct rundir rd;
+	bool all = false;
+	double t;
+	int ch, n, rc = 0;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'd': co.device = optarg; break;
+		case 'a': all = true; break;
+		case 's': co.socket = optarg; break;
+		case 'r': co.runtime_dir = optarg; break;
+		case 't':
+			if (cli_parse_secs(optarg, 0.001, 3600, &t)) {
+				fprintf(stderr, "wcctl metrics: --timeout '%s' is not a number of seconds in 0.001..3600\n",
+					optarg);
+				return 2;
+			}
+			co.timeout_ms = (int)(t * 1000 + 0.5);
+			break;
+		case 'h': metrics_usage(stdout); return 0;
+		default: metrics_usage(stderr); return 2;
+		}
+	}
+	if (optind < argc || (!!co.device + !!co.socket + all) != 1) {
+		fprintf(stderr, "wcctl metrics: give one of --device D, --all or --socket PATH; see --help\n");
+		return 2;
+	}
+	if (!all)
+		return metrics_one(&co, NULL);
+	if (rundir_init(&rd, co.runtime_dir, err)) {
+		log_error("%s", err);
+		return 2;
+	}
+	n = rundir_scan(&rd, ".ready", names, RUNDIR_DEVICES_MAX, err);
+	if (n < 0) {
+		log_error("%s", err);
+		return 1;
+	}
+	if (!n) {
+		printf("# no wcache daemon found in %s\n", rd.dir);
+		return 3;
+	}
+	for (int i = 0; i < n; i++) {
+		struct wc_connect_opts one = co;
+		struct ready_info ri;
+		struct paths p;
+
+		if (rundir_paths(&rd, names[i], &p, err) ||
+		    ready_read_file(&ri, p.ready, err)) {
+			fprintf(stderr, "wcctl metrics: %s: %s\n", names[i], err);
+			rc = 1;
+			continue;
+		}
+		one.socket = ri.socket[0] ? ri.socket : p.sock;
+		one.device = NULL;
+		one.runtime_dir = NULL;
+		rc |= metrics_one(&one, names[i]);
+	}
+	return rc;
+}

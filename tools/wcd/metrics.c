@@ -1,0 +1,278 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wcd's metrics in the Prometheus text exposition format 0.0.4: every name
+ * has the wcache_ prefix and its unit last (_bytes, _seconds, _total for
+ * counters). Rendered on each scrape from the daemon's own state (one pass
+ * over the clients: O(clients)) and the counters of metrics.h; nothing is
+ * kept between scrapes. promtool check metrics passes on the output
+ * (test/metrics_scrape.sh).
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "conn.h"
+#include "metrics.h"
+#include "versions.h"
+#include "release.h"
+#include "wcd.h"
+
+struct out {
+	char *buf;
+	size_t cap, len;
+	bool full;
+};
+
+static void put(struct out *o, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+static void put(struct out *o, const char *fmt, ...)
+{
+	va_list ap;
+	int n;
+
+	if (o->full)
+		return;
+	va_start(ap, fmt);
+	n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= o->cap - o->len) {
+		o->full = true;
+		return;
+	}
+	o->len += (size_t)n;
+}
+
+/* # HELP and # TYPE of one metric family. */
+static void family(struct out *o, const char *name, const char *type,
+		   const char *help)
+{
+	put(o, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+static void lower(char *dst, size_t len, const char *src)
+{
+	size_t i = 0;
+
+	for (; src[i] && i + 1 < len; i++)
+		dst[i] = (char)(src[i] >= 'A' && src[i] <= 'Z' ?
+				src[i] - 'A' + 'a' : src[i]);
+	dst[i] = '\0';
+}
+
+static double secs(uint64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
+static void put_info(struct out *o, struct wcd *d)
+{
+	struct timespec rt;
+	uint64_t up_ns = rx_now_ns() - d->start_ns;
+	char state[32];
+
+	clock_gettime(CLOCK_REALTIME, &rt);
+	family(o, "wcache_build_info", "gauge",
+	       "The wcd build: release, wire protocol version, memory backend.");
+	put(o, "wcache_build_info{version=\"%s\",wire_protocol=\"%d\",backend=\"%s\"} 1\n",
+	    WCACHE_VERSION, WIRE_VERSION, d->dev.be ? d->dev.be->name : "");
+	family(o, "wcache_uptime_seconds", "gauge",
+	       "Seconds since this wcd started.");
+	put(o, "wcache_uptime_seconds %.3f\n", secs(up_ns));
+	family(o, "wcache_start_time_seconds", "gauge",
+	       "When this wcd started, in seconds since the Unix epoch.");
+	put(o, "wcache_start_time_seconds %.3f\n",
+	    (double)rt.tv_sec + rt.tv_nsec / 1e9 - secs(up_ns));
+	family(o, "wcache_state", "gauge",
+	       "The daemon's state: 1 for the current one, 0 for the others.");
+	for (int s = 0; s < WCD_NSTATES; s++) {
+		lower(state, sizeof(state), wcd_state_name((enum wcd_state)s));
+		put(o, "wcache_state{state=\"%s\"} %d\n", state,
+		    d->state == (enum wcd_state)s);
+	}
+	family(o, "wcache_sleep_level", "gauge",
+	       "The sleep level (1: host copy kept, 2: dropped), 0 when awake.");
+	put(o, "wcache_sleep_level %u\n", d->life.level);
+}
+
+static void put_versions(struct out *o, struct wcd *d)
+{
+	const struct wcd_version *cur = wcd_current(d);
+	bool host = d->dev.be && !strcmp(d->dev.be->name, "host");
+	uint64_t resident = version_resident_bytes(d);
+
+	family(o, "wcache_model_version", "gauge",
+	       "The model version new attaches get (1, then +1 per update).");
+	put(o, "wcache_model_version %llu\n",
+	    (unsigned long long)(cur->used ? cur->number : 0));
+	family(o, "wcache_tensors", "gauge",
+	       "Tensors this rank serves in the current version.");
+	put(o, "wcache_tensors %u\n", cur->used ? cur->plan.ntensors : 0);
+	family(o, "wcache_resident_bytes", "gauge",
+	       "Bytes of weights held, by memory: device (GPU pools; memfd pools on the host backend count as host) and host (also the sleep level 1 copy).");
+	put(o, "wcache_resident_bytes{memory=\"device\"} %llu\n",
+	    (unsigned long long)(host ? 0 : resident));
+	put(o, "wcache_resident_bytes{memory=\"host\"} %llu\n",
+	    (unsigned long long)((host ? resident : 0) + d->life.host_bytes));
+	family(o, "wcache_version_bytes", "gauge",
+	       "Bytes of each resident version's tensors.");
+	for (int i = 0; i < WCD_VERSIONS; i++)
+		if (d->ver[i].used)
+			put(o, "wcache_version_bytes{version=\"%llu\"} %llu\n",
+			    (unsigned long long)d->ver[i].number,
+			    (unsigned long long)d->ver[i].plan.total_bytes);
+	family(o, "wcache_version_load_seconds", "gauge",
+	       "How long loading each resident version took (version 1: the start-up load; later ones: updates).");
+	for (int i = 0; i < WCD_VERSIONS; i++)
+		if (d->ver[i].used)
+			put(o, "wcache_version_load_seconds{version=\"%llu\"} %.6f\n",
+			    (unsigned long long)d->ver[i].number,
+			    d->ver[i].load_seconds);
+	family(o, "wcache_leases", "gauge",
+	       "Leases held, by model version.");
+	for (int i = 0; i < WCD_VERSIONS; i++)
+		if (d->ver[i].used)
+			put(o, "wcache_leases{version=\"%llu\"} %u\n",
+			    (unsigned long long)d->ver[i].number,
+			    d->ver[i].leases);
+}
+
+static void put_clients(struct out *o, struct wcd *d)
+{
+	unsigned leased = 0, hello = 0, other = 0, closing = 0;
+
+	for (struct wcd_client *c = d->clients; c; c = c->next) {
+		if (c->closing)
+			closing++;
+		else if (c->nleases)
+			leased++;
+		else if (c->hello_ok)
+			hello++;
+		else
+			other++;
+	}
+	family(o, "wcache_clients", "gauge",
+	       "Connections by state: attached (holding a lease), hello (identity checked, no lease), connected (neither), closing.");
+	put(o, "wcache_clients{state=\"attached\"} %u\n", leased);
+	put(o, "wcache_clients{state=\"hello\"} %u\n", hello);
+	put(o, "wcache_clients{state=\"connected\"} %u\n", other);
+	put(o, "wcache_clients{state=\"closing\"} %u\n", closing);
+}
+
+static void put_requests(struct out *o, struct wcd *d)
+{
+	const struct wcd_metrics *m = &d->m;
+	char name[32];
+
+	family(o, "wcache_requests_total", "counter",
+	       "Requests answered, by type and result (error: an ERROR reply).");
+	for (unsigned t = 0; t <= WIRE_TYPE_MAX; t++) {
+		if (!m->req_ok[t] && !m->req_err[t] && t != WIRE_ATTACH &&
+		    t != WIRE_HELLO)
+			continue;
+		lower(name, sizeof(name), t ? wire_type_name(t) : "unknown");
+		put(o, "wcache_requests_total{type=\"%s\",result=\"ok\"} %llu\n",
+		    name, (unsigned long long)m->req_ok[t]);
+		put(o, "wcache_requests_total{type=\"%s\",result=\"error\"} %llu\n",
+		    name, (unsigned long long)m->req_err[t]);
+	}
+	family(o, "wcache_refusals_total", "counter",
+	       "Requests refused, by reason (the ERROR code; mismatch: a HELLO whose identity differs).");
+	for (unsigned e = 1; e <= WIRE_E_MAX; e++) {
+		lower(name, sizeof(name), wire_errcode_name(e));
+		put(o, "wcache_refusals_total{reason=\"%s\"} %llu\n", name,
+		    (unsigned long long)m->refusals[e]);
+	}
+	family(o, "wcache_identity_mismatches_total", "counter",
+	       "HELLOs whose identity differed from the daemon's.");
+	put(o, "wcache_identity_mismatches_total %llu\n",
+	    (unsigned long long)d->mismatches);
+	family(o, "wcache_attach_duration_seconds", "histogram",
+	       "ATTACH requests: from the whole request received to the reply queued (the daemon's part of an engine's attach).");
+	{
+		uint64_t cum = 0;
+
+		for (unsigned i = 0; i < METRICS_ATTACH_BUCKETS; i++) {
+			cum += m->attach_bucket[i];
+			put(o, "wcache_attach_duration_seconds_bucket{le=\"%g\"} %llu\n",
+			    metrics_attach_le_s[i], (unsigned long long)cum);
+		}
+		cum += m->attach_bucket[METRICS_ATTACH_BUCKETS];
+		put(o, "wcache_attach_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
+		    (unsigned long long)cum);
+		put(o, "wcache_attach_duration_seconds_sum %.9f\n",
+		    secs(m->attach_ns_total));
+		put(o, "wcache_attach_duration_seconds_count %llu\n",
+		    (unsigned long long)m->attach_count);
+	}
+}
+
+static void put_life(struct out *o, struct wcd *d)
+{
+	static const char *const kind[] = { "sleep", "wake", "update" };
+	const struct wcd_metrics *m = &d->m;
+
+	family(o, "wcache_lifecycle_total", "counter",
+	       "Sleeps, wakes and updates, by result.");
+	for (int k = 0; k < METRICS_LIFE_KINDS; k++) {
+		put(o, "wcache_lifecycle_total{op=\"%s\",result=\"ok\"} %llu\n",
+		    kind[k], (unsigned long long)m->life[k].ok);
+		put(o, "wcache_lifecycle_total{op=\"%s\",result=\"error\"} %llu\n",
+		    kind[k], (unsigned long long)m->life[k].failed);
+	}
+	family(o, "wcache_lifecycle_last_seconds", "gauge",
+	       "How long the last successful sleep (copy to host), wake (restore and hash check) or update (load) took.");
+	for (int k = 0; k < METRICS_LIFE_KINDS; k++)
+		put(o, "wcache_lifecycle_last_seconds{op=\"%s\"} %.6f\n",
+		    kind[k], secs(m->life[k].last_ns));
+	family(o, "wcache_lifecycle_last_bytes", "gauge",
+	       "Bytes the last successful sleep copied, wake restored or update loaded.");
+	for (int k = 0; k < METRICS_LIFE_KINDS; k++)
+		put(o, "wcache_lifecycle_last_bytes{op=\"%s\"} %llu\n",
+		    kind[k], (unsigned long long)m->life[k].last_bytes);
+	family(o, "wcache_lifecycle_seconds_total", "counter",
+	       "Seconds spent in successful sleeps, wakes and updates.");
+	for (int k = 0; k < METRICS_LIFE_KINDS; k++)
+		put(o, "wcache_lifecycle_seconds_total{op=\"%s\"} %.6f\n",
+		    kind[k], secs(m->life[k].ns_total));
+	family(o, "wcache_lifecycle_bytes_total", "counter",
+	       "Bytes moved by successful sleeps, wakes and updates.");
+	for (int k = 0; k < METRICS_LIFE_KINDS; k++)
+		put(o, "wcache_lifecycle_bytes_total{op=\"%s\"} %llu\n",
+		    kind[k], (unsigned long long)m->life[k].bytes_total);
+}
+
+static void put_http(struct out *o, struct wcd *d)
+{
+	const struct wcd_metrics *m = &d->m;
+
+	family(o, "wcache_metrics_scrapes_total", "counter",
+	       "Connections to this endpoint, by outcome: served (200), error (4xx/5xx answered), rejected (over the connection limit), timeout (cut off by the deadline).");
+	put(o, "wcache_metrics_scrapes_total{result=\"served\"} %llu\n",
+	    (unsigned long long)m->http_served);
+	put(o, "wcache_metrics_scrapes_total{result=\"error\"} %llu\n",
+	    (unsigned long long)m->http_errors);
+	put(o, "wcache_metrics_scrapes_total{result=\"rejected\"} %llu\n",
+	    (unsigned long long)m->http_rejected);
+	put(o, "wcache_metrics_scrapes_total{result=\"timeout\"} %llu\n",
+	    (unsigned long long)m->http_timeouts);
+	family(o, "wcache_log_lines_suppressed_total", "counter",
+	       "Log lines about malformed frames left out by the rate limit.");
+	put(o, "wcache_log_lines_suppressed_total %llu\n",
+	    (unsigned long long)m->malformed_log.suppressed_total);
+}
+
+int metrics_render(struct wcd *d, char *buf, size_t cap)
+{
+	struct out o = { .buf = buf, .cap = cap };
+
+	put_info(&o, d);
+	put_versions(&o, d);
+	put_clients(&o, d);
+	put_requests(&o, d);
+	put_life(&o, d);
+	put_http(&o, d);
+	return o.full ? -ENOSPC : (int)o.len;
+}

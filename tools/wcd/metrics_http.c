@@ -1,0 +1,391 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wcd --metrics-listen ADDR: GET /metrics over HTTP/1.x from the daemon's
+ * own io_uring loop (no thread). Each connection is one request and one
+ * answer, then closed (Connection: close). The parser is proto/http.c.
+ *
+ * Bounds, so that scrapers cannot take anything from the engines:
+ *   - at most MHTTP_CONNS_MAX connections at once; more are closed at
+ *     accept (counted as rejected), the slots are allocated at start-up;
+ *   - a request head of at most HTTP_HEAD_MAX bytes, read into the slot;
+ *   - one deadline (MHTTP_DEADLINE_NS) for the whole exchange, read and
+ *     write: a slow or silent client is cut off when it passes (a linked
+ *     timeout on each receive and send, no timer of ours);
+ *   - a malformed head is answered 4xx at once and closed;
+ *   - after the answer our side is shut down and what the client still
+ *     sends is read and dropped until it closes (within the deadline), so
+ *     that unread bytes do not turn our close into a reset that could
+ *     destroy the answer before the client read it ("lingering close").
+ * Cost of a scrape: one render of the text (O(clients)), one malloc of
+ * METRICS_TEXT_MAX for it, freed when the answer is sent.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "base.h"
+#include "err.h"
+#include "http.h"
+#include "log.h"
+#include "metrics.h"
+#include "wcd.h"
+
+#define MHTTP_CONNS_MAX 16
+#define MHTTP_DEADLINE_NS (2000000000ull)   /* read + write, per request */
+#define MHTTP_BACKLOG 64
+#define MHTTP_CTYPE "text/plain; version=0.0.4; charset=utf-8"
+
+struct mhttp;
+
+struct mconn {
+	struct mhttp *mh;
+	int fd;                       /* -1: the slot is free */
+	struct rx_recv rx;
+	struct rx_send tx;
+	struct iovec iov[2];
+	uint64_t deadline_at_ns;
+	size_t n;                     /* head bytes received */
+	char in[HTTP_HEAD_MAX];
+	char head[256];
+	char *body;
+	int status;
+};
+
+struct mhttp {
+	struct wcd *d;
+	int listen_fd;
+	struct rx_accept acc;
+	char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	struct mconn conns[MHTTP_CONNS_MAX];
+};
+
+static void conn_close(struct mconn *c)
+{
+	close(c->fd);
+	c->fd = -1;
+	free(c->body);
+	c->body = NULL;
+}
+
+/* Time left of the connection's deadline, or 0 when it has passed. */
+static uint64_t time_left(const struct mconn *c)
+{
+	uint64_t now = rx_now_ns();
+
+	return now >= c->deadline_at_ns ? 0 : c->deadline_at_ns - now;
+}
+
+static void conn_drained(struct rx_recv *rr, int res)
+{
+	struct mconn *c = container_of(rr, struct mconn, rx);
+	uint64_t left = time_left(c);
+
+	if (res <= 0 || !left) {
+		conn_close(c);
+		return;
+	}
+	rx_op_deadline(&c->rx.op, left);
+	if (rx_recv_start(&c->mh->d->loop, &c->rx, c->fd, c->in,
+			  sizeof(c->in), 1, 0, conn_drained))
+		conn_close(c);
+}
+
+static void conn_sent(struct rx_send *s, int res)
+{
+	struct mconn *c = container_of(s, struct mconn, tx);
+	struct wcd_metrics *m = &c->mh->d->m;
+
+	if (res == -ETIME)
+		m->http_timeouts++;
+	else if (res >= 0 && c->status == 200)
+		m->http_served++;
+	else if (res >= 0)
+		m->http_errors++;
+	free(c->body);
+	c->body = NULL;
+	if (res < 0 || shutdown(c->fd, SHUT_WR)) {
+		conn_close(c);
+		return;
+	}
+	conn_drained(&c->rx, 1);
+}
+
+static void conn_answer(struct mconn *c, const struct http_request *r,
+			int status)
+{
+	static const char *const msg[] = { "", "bad request\n" };
+	struct wcd *d = c->mh->d;
+	const char *body = msg[1];
+	size_t len = strlen(body);
+	bool head_only = false;
+	int n;
+
+	if (status == 200) {
+		head_only = !strcmp(r->method, "HEAD");
+		c->body = malloc(METRICS_TEXT_MAX);
+		n = c->body ? metrics_render(d, c->body, METRICS_TEXT_MAX) :
+			      -ENOMEM;
+		if (n < 0) {
+			log_error("metrics: cannot render: %s", strerror(-n));
+			status = 503;
+		} else {
+			body = c->body;
+			len = (size_t)n;
+		}
+	}
+	if (status != 200) {
+		snprintf(c->in, sizeof(c->in), "%d %s\n", status,
+			 http_reason(status));
+		body = c->in;
+		len = strlen(body);
+	}
+	c->status = status;
+	n = http_response_head(c->head, sizeof(c->head), status,
+			       status == 200 ? MHTTP_CTYPE :
+			       "text/plain; charset=utf-8", len);
+	WC_ASSERT(n > 0);
+	c->iov[0] = (struct iovec){ c->head, (size_t)n };
+	c->iov[1] = (struct iovec){ (void *)body, head_only ? 0 : len };
+	rx_op_deadline(&c->tx.op, time_left(c) ? time_left(c) : 1);
+	if (rx_send_start(&d->loop, &c->tx, c->fd, c->iov, 2, NULL, 0,
+			  conn_sent))
+		conn_close(c);
+}
+
+static void conn_recv(struct mconn *c);
+
+static void conn_received(struct rx_recv *rr, int res)
+{
+	struct mconn *c = container_of(rr, struct mconn, rx);
+	struct wcd_metrics *m = &c->mh->d->m;
+	struct http_request r;
+	int ret;
+
+	if (res <= 0) {
+		if (res == -ETIME)
+			m->http_timeouts++;
+		conn_close(c);
+		return;
+	}
+	c->n += (size_t)res;
+	ret = http_parse_request(c->in, c->n, &r);
+	if (ret == 0) {
+		conn_recv(c);
+		return;
+	}
+	if (ret < 0) {
+		conn_answer(c, &r, ret == -E2BIG ? 431 :
+			    ret == -EMSGSIZE ? 413 :
+			    ret == -EPROTONOSUPPORT ? 505 : 400);
+		return;
+	}
+	if (strcmp(r.method, "GET") && strcmp(r.method, "HEAD"))
+		conn_answer(c, &r, 405);
+	else if (!http_path_is(&r, "/metrics"))
+		conn_answer(c, &r, 404);
+	else
+		conn_answer(c, &r, 200);
+}
+
+static void conn_recv(struct mconn *c)
+{
+	uint64_t left = time_left(c);
+
+	if (!left) {
+		c->mh->d->m.http_timeouts++;
+		conn_close(c);
+		return;
+	}
+	rx_op_deadline(&c->rx.op, left);
+	if (rx_recv_start(&c->mh->d->loop, &c->rx, c->fd, c->in + c->n,
+			  sizeof(c->in) - c->n, 1, 0, conn_received))
+		conn_close(c);
+}
+
+static void mhttp_accepted(struct rx_accept *a, int fd, bool final)
+{
+	struct mhttp *mh = container_of(a, struct mhttp, acc);
+	struct mconn *c = NULL;
+
+	if (fd < 0) {
+		if (final && fd != -ECANCELED)
+			log_warn("metrics: accept stopped: %s; the endpoint serves no more scrapes",
+				 strerror(-fd));
+		return;
+	}
+	for (unsigned i = 0; i < MHTTP_CONNS_MAX && !c; i++)
+		if (mh->conns[i].fd < 0)
+			c = &mh->conns[i];
+	if (!c) {
+		mh->d->m.http_rejected++;
+		close(fd);
+		return;
+	}
+	c->fd = fd;
+	c->n = 0;
+	c->deadline_at_ns = rx_now_ns() + MHTTP_DEADLINE_NS;
+	conn_recv(c);
+}
+
+/* Binds addr: "unix:PATH", "[v6]:port", "host:port" or ":port". */
+static int mhttp_bind(struct mhttp *mh, const char *addr, char *err)
+{
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+				  .ai_flags = AI_PASSIVE | AI_NUMERICSERV };
+	struct addrinfo *res = NULL;
+	char host[256], shown[300];
+	const char *port;
+	int fd, one = 1, ret;
+
+	if (!strncmp(addr, "unix:", 5)) {
+		struct sockaddr_un sa = { .sun_family = AF_UNIX };
+		struct stat st;
+
+		if (!addr[5] || strlen(addr + 5) >= sizeof(sa.sun_path))
+			return wc_errf(err, EINVAL,
+				       "--metrics-listen '%s': the unix socket path must be 1 to %zu bytes",
+				       addr, sizeof(sa.sun_path) - 1);
+		memcpy(sa.sun_path, addr + 5, strlen(addr + 5) + 1);
+		if (lstat(sa.sun_path, &st) == 0) {
+			if (!S_ISSOCK(st.st_mode))
+				return wc_errf(err, EEXIST,
+					       "--metrics-listen '%s': %s exists and is not a socket; remove it or pick another path",
+					       addr, sa.sun_path);
+			unlink(sa.sun_path);  /* a stale socket */
+		}
+		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd < 0)
+			return wc_errf(err, errno, "socket: %s", strerror(errno));
+		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+		    listen(fd, MHTTP_BACKLOG)) {
+			ret = -errno;
+			close(fd);
+			return wc_errf(err, -ret,
+				       "--metrics-listen '%s': cannot listen: %s",
+				       addr, strerror(-ret));
+		}
+		snprintf(mh->unix_path, sizeof(mh->unix_path), "%s",
+			 sa.sun_path);
+		mh->listen_fd = fd;
+		log_info("metrics: serving GET /metrics on unix:%s",
+			 sa.sun_path);
+		return 0;
+	}
+	port = strrchr(addr, ':');
+	if (!port || !port[1] || (size_t)(port - addr) >= sizeof(host))
+		return wc_errf(err, EINVAL,
+			       "--metrics-listen '%s' is not host:port, [v6]:port, :port or unix:PATH (e.g. 127.0.0.1:9400)",
+			       addr);
+	memcpy(host, addr, (size_t)(port - addr));
+	host[port - addr] = '\0';
+	port++;
+	if (host[0] == '[') {
+		size_t n = strlen(host);
+
+		if (n < 3 || host[n - 1] != ']')
+			return wc_errf(err, EINVAL,
+				       "--metrics-listen '%s': an IPv6 address goes in brackets, e.g. [::1]:9400",
+				       addr);
+		memmove(host, host + 1, n - 2);
+		host[n - 2] = '\0';
+	}
+	ret = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
+	if (ret)
+		return wc_errf(err, EINVAL, "--metrics-listen '%s': %s", addr,
+			       gai_strerror(ret));
+	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		ret = -errno;
+		freeaddrinfo(res);
+		return wc_errf(err, -ret, "socket: %s", strerror(-ret));
+	}
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, res->ai_addr, res->ai_addrlen) ||
+	    listen(fd, MHTTP_BACKLOG)) {
+		ret = -errno;
+		freeaddrinfo(res);
+		close(fd);
+		return wc_errf(err, -ret,
+			       "--metrics-listen '%s': cannot listen: %s; pick a free port",
+			       addr, strerror(-ret));
+	}
+	freeaddrinfo(res);
+	{
+		struct sockaddr_storage ss;
+		socklen_t sl = sizeof(ss);
+		char h[128] = "?", p[16] = "?";
+
+		if (!getsockname(fd, (struct sockaddr *)&ss, &sl))
+			getnameinfo((struct sockaddr *)&ss, sl, h, sizeof(h), p,
+				    sizeof(p), NI_NUMERICHOST | NI_NUMERICSERV);
+		snprintf(shown, sizeof(shown),
+			 ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", h, p);
+	}
+	mh->listen_fd = fd;
+	log_info("metrics: serving GET /metrics on http://%s/metrics", shown);
+	return 0;
+}
+
+int metrics_http_start(struct wcd *d, const char *addr, char *err)
+{
+	struct mhttp *mh = calloc(1, sizeof(*mh));
+	int ret;
+
+	if (!mh)
+		return wc_errf(err, ENOMEM, "out of memory");
+	mh->d = d;
+	mh->listen_fd = -1;
+	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++) {
+		mh->conns[i].fd = -1;
+		mh->conns[i].mh = mh;
+	}
+	ret = mhttp_bind(mh, addr, err);
+	if (ret) {
+		free(mh);
+		return ret;
+	}
+	ret = rx_accept_start(&d->loop, &mh->acc, mh->listen_fd,
+			      mhttp_accepted);
+	if (ret) {
+		close(mh->listen_fd);
+		free(mh);
+		return wc_errf(err, -ret, "metrics: cannot accept: %s",
+			       strerror(-ret));
+	}
+	d->mhttp = mh;
+	return 0;
+}
+
+void metrics_http_stop(struct wcd *d)
+{
+	struct mhttp *mh = d->mhttp;
+
+	if (!mh)
+		return;
+	/* After rx_loop_close nothing of ours is pending; if the loop could
+	 * not be closed, leave the memory to the exit rather than free what
+	 * the kernel may still write. */
+	if (rx_op_busy(&mh->acc.op))
+		return;
+	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++) {
+		struct mconn *c = &mh->conns[i];
+
+		if (rx_op_busy(&c->rx.op) || rx_op_busy(&c->tx.op))
+			return;
+	}
+	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++)
+		if (mh->conns[i].fd >= 0)
+			conn_close(&mh->conns[i]);
+	close(mh->listen_fd);
+	if (mh->unix_path[0])
+		unlink(mh->unix_path);
+	free(mh);
+	d->mhttp = NULL;
+}
