@@ -182,12 +182,18 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(call obj,$(COMMON_SRC)) $(LIBS)
 DEB_BUILD := gcc make pkg-config liburing-dev libxxhash-dev libjansson-dev
 DEB_TEST  := xxhash python3 python3-numpy python3-xxhash python3-pytest util-linux procps bsdutils curl prometheus
 DEB_BENCH := redis-server redis-tools
+# tools/dist's checks: systemd-analyze, yamllint, groff; and kubectl, which
+# another package may provide (Google's kubectl conflicts with Debian's
+# kubernetes-client): a command listed as CMD=PACKAGE counts when on PATH.
+DEB_TEST  += systemd yamllint groff-base
+DEB_CMDS  := kubectl=kubernetes-client
 
 # Installs the Debian packages that are missing (we are root on the build
 # machines); prints what to run when we are not.
 deps:
 	@missing=$$(for p in $(DEB_BUILD) $(DEB_TEST) $(EXTRA_DEBS); do \
-		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done; \
+		for c in $(DEB_CMDS); do command -v $${c%%=*} >/dev/null || echo $${c#*=}; done); \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" != 0 ]; then echo "missing packages: $$missing (run: sudo apt-get install $$missing)"; exit 1; fi; \
 		echo "installing: $$missing"; \
@@ -267,7 +273,7 @@ UNITDIR    ?= $(PREFIX)/lib/systemd/system
 PCDIR      ?= $(LIBDIR)/pkgconfig
 LAYOUTDIR  := $(DATADIR)/wcache/layouts
 
-VERSION  := $(shell sed -n 's/^\#define WCACHE_VERSION "\(.*\)"/\1/p' tools/common/version.h)
+VERSION  := $(shell sed -n 's/^\#define WCACHE_VERSION "\(.*\)"/\1/p' $(wildcard tools/common/*.h))
 MAN8     := wcd wcctl
 MAN1     := wcattach wcgen wcbench
 MANS     := $(MAN8:%=$(BUILD)/man/%.8) $(MAN1:%=$(BUILD)/man/%.1)
