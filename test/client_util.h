@@ -15,6 +15,7 @@
 #include <jansson.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -40,6 +41,9 @@ struct e2e {
 };
 
 static struct e2e *e2e_g;
+/* When set, e2e_start_wcd's child sets RLIMIT_NOFILE (soft and hard) to it
+ * before it runs wcd. */
+static unsigned long e2e_wcd_nofile;
 static pid_t e2e_parent;       /* forked children do not clean up */
 
 static inline uint64_t e2e_now_ms(void)
@@ -182,6 +186,12 @@ static inline void e2e_start_wcd(struct e2e *x, const char *const *extra)
 		if (fd >= 0) {
 			dup2(fd, 1);
 			dup2(fd, 2);
+		}
+		if (e2e_wcd_nofile) {
+			struct rlimit rl = { e2e_wcd_nofile, e2e_wcd_nofile };
+
+			if (setrlimit(RLIMIT_NOFILE, &rl))
+				_exit(126);
 		}
 		execv(argv[0], argv);
 		_exit(127);

@@ -154,7 +154,7 @@ static int info_fill(struct wc_conn *c, const struct wire_hello_reply *r,
 /* Builds the ESTALE message: the field names first (so they survive
  * truncation), then each field with both values. */
 static int mismatch_fail(struct wc_conn *c, struct wire_hello_reply *r,
-			 struct wc_error *err)
+			 const char *mine, struct wc_error *err)
 {
 	struct wire_mismatch *mm;
 	char e[WC_ERR_LEN], names[512] = "", vals[WC_ERR_MSG_LEN - 640] = "";
@@ -180,9 +180,11 @@ static int mismatch_fail(struct wc_conn *c, struct wire_hello_reply *r,
 	free(mm);
 	if (ret)
 		return wc__fail(err, -ret, "the daemon at %s sent a bad HELLO reply: %s", c->sock, e);
-	return wc__fail(err, ESTALE, "identity mismatch: the daemon for %s (pid %d) serves a different cache than this engine expects; %u field(s) differ (%s): %s. Start a daemon with the engine's model and parallel settings, or point the engine at the matching daemon",
+	return wc__fail(err, ESTALE, "identity mismatch: the daemon for %s (pid %d) serves a different cache than this engine expects; %u field(s) differ (%s): %s. Start a daemon with the engine's model and parallel settings, or point the engine at the matching daemon (it serves %s%s%s)",
 			c->info.device[0] ? c->info.device : c->sock,
-			(int)r->daemon_pid, r->nmismatch, names, vals);
+			(int)r->daemon_pid, r->nmismatch, names, vals,
+			c->info.model, mine ? ", this engine expects " : "",
+			mine ? mine : "");
 }
 
 int wc_hello(struct wc_conn *c, const struct wc_expect *expect,
@@ -191,6 +193,7 @@ int wc_hello(struct wc_conn *c, const struct wc_expect *expect,
 	struct wire_hello h = { .proto_version = WIRE_VERSION };
 	struct wire_hello_reply r;
 	struct ident *id = NULL;
+	char *mine = NULL;      /* our model path (shown; compared if asked) */
 	uint8_t enc[IDENT_ENC_MAX];
 	size_t enc_len = 0;
 	struct wc_frame f;
@@ -213,6 +216,8 @@ int wc_hello(struct wc_conn *c, const struct wc_expect *expect,
 		ret = wc__ident_get(id, expect, &c->dev, err);
 		if (!ret && ident_encode(id, enc, sizeof(enc), &enc_len) < 0)
 			ret = wc__fail(err, EINVAL, "the engine's identity cannot be encoded (a field is too long)");
+		if (!ret && !(mine = strdup(id->model_path)))
+			ret = wc__fail(err, ENOMEM, "out of memory for a path");
 		free(id);
 		if (ret)
 			return ret;
@@ -227,23 +232,40 @@ int wc_hello(struct wc_conn *c, const struct wc_expect *expect,
 	wire_hello_put(&c->w, &h);
 	ret = wc__call(c, &c->w, id_req, WIRE_HELLO, &f, err);
 	if (ret)
-		return ret;
+		goto out_free;
 	wc__frame_release(&f);
 	ret = wire_hello_reply_get(f.payload, f.h.len, &r, e);
-	if (ret)
-		return wc__fail(err, -ret, "the daemon at %s sent a bad HELLO reply: %s", c->sock, e);
+	if (ret) {
+		ret = wc__fail(err, -ret, "the daemon at %s sent a bad HELLO reply: %s", c->sock, e);
+		goto out_free;
+	}
 	ret = info_fill(c, &r, err);
 	if (ret)
-		return ret;
-	if (r.status == WIRE_HELLO_MISMATCH || r.nmismatch)
-		return mismatch_fail(c, &r, err);
-	if (r.status != WIRE_HELLO_OK)
-		return wc__fail(err, EBADMSG, "the daemon at %s answered HELLO with unknown status %u: upgrade libwcache",
-				c->sock, r.status);
+		goto out_free;
+	if (r.status == WIRE_HELLO_MISMATCH || r.nmismatch) {
+		ret = mismatch_fail(c, &r, mine, err);
+		goto out_free;
+	}
+	if (r.status != WIRE_HELLO_OK) {
+		ret = wc__fail(err, EBADMSG, "the daemon at %s answered HELLO with unknown status %u: upgrade libwcache",
+			       c->sock, r.status);
+		goto out_free;
+	}
+	/* The path is shown, not compared (the same checkpoint through a
+	 * bind mount or a copy is the same cache), unless the engine asks. */
+	if (mine && expect->same_path && strcmp(mine, c->info.model)) {
+		ret = wc__fail(err, ESTALE, "the daemon at %s serves the same checkpoint from another path: model_path: daemon=%s engine=%s (wc_expect.same_path asked for the same path; clear it to accept an equal checkpoint anywhere)",
+			       c->sock, c->info.model, mine);
+		goto out_free;
+	}
+	free(mine);
 	c->hello_ok = true;
 	c->times.hello_ns = wc__now_ns() - t0 - (c->times.device_ns - dev0);
 	if (info)
 		*info = c->info;
 	wc__ok(err);
 	return 0;
+out_free:
+	free(mine);
+	return ret;
 }

@@ -117,6 +117,11 @@ struct wc_expect {
 	int tp_size, tp_rank;
 	int pp_size, pp_rank;
 	const char *rules_file;      /* sharding rules; NULL: the preset */
+	/* The identity is the content (checkpoint digest, config facts,
+	 * layout); the model's path is shown but not compared, so the same
+	 * checkpoint through a bind mount or a copy (with its mtimes) is
+	 * served. Set to also require the daemon's path to equal ours. */
+	int same_path;
 };
 
 enum wc_mem {

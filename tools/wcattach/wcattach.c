@@ -57,6 +57,9 @@ static void usage(FILE *f)
 		"                      is accepted\n"
 		"  --tp-size N --tp-rank R --pp-size N --pp-rank R --rules FILE\n"
 		"                      the rest of the expected identity (with --model)\n"
+		"  --same-path         with --model: also require the daemon's model path\n"
+		"                      to be this one (by default an equal checkpoint\n"
+		"                      elsewhere, e.g. a bind mount, is accepted)\n"
 		"  --verify            recompute every tensor's XXH3-128 from the mapping\n"
 		"  --hold SECONDS      stay attached that long, reporting notices and the\n"
 		"                      daemon's exit (then re-verifying with --verify)\n"
@@ -95,7 +98,7 @@ static int parse_int(const char *s, const char *what)
 
 static void parse(int argc, char **argv, struct opts *o)
 {
-	enum { O_TP = 256, O_TPR, O_PP, O_PPR, O_RULES, O_WR, O_FOLLOW, O_TRUST };
+	enum { O_TP = 256, O_TPR, O_PP, O_PPR, O_RULES, O_WR, O_FOLLOW, O_TRUST, O_SAME_PATH };
 	static const struct option lo[] = {
 		{ "device", required_argument, NULL, 'd' },
 		{ "runtime-dir", required_argument, NULL, 'r' },
@@ -111,6 +114,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "writable", no_argument, NULL, O_WR },
 		{ "follow", no_argument, NULL, O_FOLLOW },
 		{ "trust-uid", required_argument, NULL, O_TRUST },
+		{ "same-path", no_argument, NULL, O_SAME_PATH },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
@@ -132,6 +136,7 @@ static void parse(int argc, char **argv, struct opts *o)
 		case 'v': o->verify = true; break;
 		case O_WR: o->writable = true; break;
 		case O_FOLLOW: o->follow = true; break;
+		case O_SAME_PATH: o->x.same_path = 1; break;
 		case O_TRUST:
 			o->co.trust_uid = (unsigned)parse_int(optarg, "--trust-uid");
 			break;

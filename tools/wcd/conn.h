@@ -50,6 +50,7 @@ struct wcd_client {
 	uid_t uid;
 	struct rx_recv rx;
 	uint8_t hdr[WIRE_HDR_LEN];
+	size_t hdr_have;              /* header bytes of a begun frame */
 	struct wire_hdr h;
 	uint8_t *payload;
 	size_t pcap;

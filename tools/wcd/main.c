@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +53,8 @@ static const char usage_text[] =
 "                         (SIGTERM, up to --force-wait, then SIGKILL)\n"
 "  --force-wait SECONDS   how long --force waits for the old owner to exit\n"
 "                         after SIGTERM (default 10, decimals allowed)\n"
+"  --frame-timeout SECONDS  a connection's first frame, and every frame it\n"
+"                         begins, must arrive within this (default 10)\n"
 "  --no-hash              skip the XXH3-128 of every tensor\n"
 "  --allow-uid UID        also serve this uid (repeatable, at most 16)\n"
 "  --allow-quant METHOD   serve an unverified quantization method anyway\n"
@@ -140,8 +143,9 @@ static uint32_t parse_u32(const char *s, const char *what)
 	return (uint32_t)v;
 }
 
-/* --force-wait: seconds, decimals allowed, 0 to an hour, in ms. */
-static uint32_t parse_seconds_ms(const char *s)
+/* --force-wait, --frame-timeout: seconds, decimals allowed, 0 to an hour,
+ * in ms. */
+static uint32_t parse_seconds_ms(const char *s, const char *opt)
 {
 	char *end;
 	double v;
@@ -150,7 +154,9 @@ static uint32_t parse_seconds_ms(const char *s)
 	v = strtod(s, &end);
 	if (errno || end == s || *end || !(v >= 0) ||
 	    v * 1000 > WCD_FORCE_WAIT_MS_MAX)
-		usage_fail("bad --force-wait '%s' (seconds from 0 to 3600, e.g. 0.5)", s);
+		usage_fail(strcmp(opt, "--force-wait") ?
+			   "bad --frame-timeout '%s' (seconds from 0 to 3600, e.g. 0.5)" :
+			   "bad --force-wait '%s' (seconds from 0 to 3600, e.g. 0.5)", s);
 	return (uint32_t)(v * 1000 + 0.5);
 }
 
@@ -176,7 +182,7 @@ enum {
 	OPT_SLOTS, OPT_SLOT_SIZE, OPT_LOG_LEVEL, OPT_HELP, OPT_HASH_THREADS,
 	OPT_DIRECT_IO, OPT_HASH_ON, OPT_READ_PART, OPT_KEEP_CONTEXT,
 	OPT_METRICS_LISTEN, OPT_LOG_FILE, OPT_LOG_FORMAT,
-	OPT_FORCE_WAIT,
+	OPT_FORCE_WAIT, OPT_FRAME_TIMEOUT,
 };
 
 static const struct option longopts[] = {
@@ -192,6 +198,7 @@ static const struct option longopts[] = {
 	{ "runtime-dir", required_argument, NULL, OPT_RUNTIME_DIR },
 	{ "force", no_argument, NULL, OPT_FORCE },
 	{ "force-wait", required_argument, NULL, OPT_FORCE_WAIT },
+	{ "frame-timeout", required_argument, NULL, OPT_FRAME_TIMEOUT },
 	{ "no-hash", no_argument, NULL, OPT_NO_HASH },
 	{ "allow-uid", required_argument, NULL, OPT_ALLOW_UID },
 	{ "allow-quant", required_argument, NULL, OPT_ALLOW_QUANT },
@@ -227,6 +234,7 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 		.device = gpu_cuda_backend() ? "0" : "host",
 		.hash_threads = default_hash_threads(),
 		.force_wait_ms = WCD_FORCE_WAIT_MS,
+		.frame_timeout_ms = WCD_FRAME_MS,
 	};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -239,7 +247,12 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 		case OPT_DEVICE: o->device = optarg; break;
 		case OPT_RUNTIME_DIR: o->runtime_dir = optarg; break;
 		case OPT_FORCE: o->force = true; break;
-		case OPT_FORCE_WAIT: o->force_wait_ms = parse_seconds_ms(optarg); break;
+		case OPT_FORCE_WAIT: o->force_wait_ms = parse_seconds_ms(optarg, "--force-wait"); break;
+		case OPT_FRAME_TIMEOUT:
+			o->frame_timeout_ms = parse_seconds_ms(optarg, "--frame-timeout");
+			if (!o->frame_timeout_ms)
+				usage_fail("bad --frame-timeout '%s': give a time above 0", optarg);
+			break;
 		case OPT_NO_HASH: o->hash = false; break;
 		case OPT_ALLOW_UID:
 			if (o->nallow_uid >= WCD_ALLOW_UID_MAX)
@@ -499,6 +512,20 @@ static int start(struct wcd *d)
 	return serve(d);
 }
 
+/* Every connection costs two descriptors (socket, pidfd): take the hard
+ * limit, not the 1024 a shell usually gives. wcd never uses select(). */
+static void raise_nofile(void)
+{
+	struct rlimit rl;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= rl.rlim_max)
+		return;
+	rl.rlim_cur = rl.rlim_max;
+	if (setrlimit(RLIMIT_NOFILE, &rl))
+		log_warn("cannot raise the descriptor limit to %llu: %s",
+			 (unsigned long long)rl.rlim_max, strerror(errno));
+}
+
 int main(int argc, char **argv)
 {
 	static struct wcd d;
@@ -522,6 +549,7 @@ int main(int argc, char **argv)
 		}
 	}
 	signal(SIGPIPE, SIG_IGN);
+	raise_nofile();
 	/* Block SIGTERM/SIGINT before any thread exists (CUDA's, the hash
 	 * workers'): threads inherit the mask, so the signals can only be
 	 * taken by the loop's signalfd, which also picks up one that arrived

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -114,8 +115,12 @@ static void client_free_if_idle(struct wcd_client *c)
 
 void client_close(struct wcd_client *c, const char *why)
 {
-	if (c->closing)
+	/* Already closing: this is one of its operations finishing (the
+	 * pidfd after the end of file, say); free it if it was the last. */
+	if (c->closing) {
+		client_free_if_idle(c);
 		return;
+	}
 	c->closing = true;
 	log_debug("client pid %d: closing (%s)", (int)c->pid, why);
 	leases_end(c, why);
@@ -344,12 +349,35 @@ static void client_recv_next(struct wcd_client *c)
 	client_recv_hdr(c);
 }
 
+static uint64_t frame_ns(const struct wcd_client *c)
+{
+	return (uint64_t)c->d->o.frame_timeout_ms * 1000000;
+}
+
+/* A frame (or the first one) did not arrive within --frame-timeout. */
+static void client_frame_timeout(struct wcd_client *c, size_t got,
+				 size_t want)
+{
+	c->d->frame_timeouts++;
+	c->d->requests++;
+	reply_error(c, c->h.id, WIRE_E_MALFORMED, true,
+		    "%s: %zu of %zu bytes arrived within %.3g s (--frame-timeout); closing the connection",
+		    got ? "a frame was left unfinished" : "no first frame",
+		    got, want,
+		    (double)c->d->o.frame_timeout_ms / 1000);
+}
+
 static void client_payload_cb(struct rx_recv *r, int res)
 {
 	struct wcd_client *c = container_of(r, struct wcd_client, rx);
 
 	if (c->closing) {
 		client_free_if_idle(c);
+		return;
+	}
+	if (res == -ETIME) {
+		client_frame_timeout(c, WIRE_HDR_LEN + r->done,
+				     WIRE_HDR_LEN + c->h.len);
 		return;
 	}
 	if (res == -ECONNRESET) {
@@ -372,21 +400,42 @@ static void client_hdr_cb(struct rx_recv *r, int res)
 {
 	struct wcd_client *c = container_of(r, struct wcd_client, rx);
 	char err[WC_ERR_LEN];
+	size_t have = c->hdr_have + r->done;
 	int ret;
 
 	if (c->closing) {
 		client_free_if_idle(c);
 		return;
 	}
-	if (res == 0) {
+	if (res == 0 && have == 0) {
 		client_close(c, "disconnected");
 		return;
 	}
+	if (res == -ETIME) {
+		client_frame_timeout(c, have, WIRE_HDR_LEN);
+		return;
+	}
+	if (res > 0 && have < WIRE_HDR_LEN) {
+		/* begun: the rest of the header within the deadline */
+		c->hdr_have = have;
+		rx_op_deadline(&c->rx.op, frame_ns(c));
+		ret = rx_recv_start(&c->d->loop, &c->rx, c->fd,
+				    c->hdr + have, WIRE_HDR_LEN - have,
+				    WIRE_HDR_LEN - have, 0, client_hdr_cb);
+		if (ret)
+			client_close(c, "cannot start a receive");
+		return;
+	}
+	c->hdr_have = 0;
+	if (res == 0)
+		res = -ECONNRESET;
+	if (res > 0)
+		res = WIRE_HDR_LEN;
 	if (res == -ECONNRESET) {
 		c->d->requests++;
 		reply_error(c, 0, WIRE_E_MALFORMED, true,
 			    "truncated frame header: %zu of %d bytes arrived before the peer closed",
-			    r->done, WIRE_HDR_LEN);
+			    have, WIRE_HDR_LEN);
 		return;
 	}
 	if (res < 0 || res < WIRE_HDR_LEN) {
@@ -421,16 +470,26 @@ static void client_hdr_cb(struct rx_recv *r, int res)
 		c->payload = p;
 		c->pcap = c->h.len;
 	}
+	rx_op_deadline(&c->rx.op, frame_ns(c));
 	ret = rx_recv_start(&c->d->loop, &c->rx, c->fd, c->payload, c->h.len,
 			    c->h.len, 0, client_payload_cb);
 	if (ret)
 		client_close(c, "cannot start a receive");
 }
 
+/* The next header: the first frame of a connection must come within
+ * --frame-timeout; later ones may take their time to begin (min 1 byte, no
+ * deadline), and client_hdr_cb gives the rest of a begun header one. */
 static void client_recv_hdr(struct wcd_client *c)
 {
-	int ret = rx_recv_start(&c->d->loop, &c->rx, c->fd, c->hdr,
-				WIRE_HDR_LEN, WIRE_HDR_LEN, 0, client_hdr_cb);
+	bool first = c->requests == 0 && !c->hello_ok;
+	int ret;
+
+	c->hdr_have = 0;
+	if (first)
+		rx_op_deadline(&c->rx.op, frame_ns(c));
+	ret = rx_recv_start(&c->d->loop, &c->rx, c->fd, c->hdr, WIRE_HDR_LEN,
+			    first ? WIRE_HDR_LEN : 1, 0, client_hdr_cb);
 
 	if (ret)
 		client_close(c, "cannot start a receive");
@@ -474,6 +533,43 @@ static bool uid_allowed(const struct wcd *d, uid_t uid)
 	return false;
 }
 
+/* The oldest connection that holds no lease and has nothing queued, or
+ * NULL. O(clients), only while descriptors are short. */
+static struct wcd_client *oldest_idle(struct wcd *d)
+{
+	struct wcd_client *c, *found = NULL;
+
+	for (c = d->clients; c; c = c->next)   /* newest first */
+		if (!c->closing && !c->nleases && !c->noq)
+			found = c;
+	return found;
+}
+
+/* The accept ran out of descriptors (it pauses and tries again by itself):
+ * says so once per episode, and closes the oldest idle connection so that
+ * the next accept has a descriptor. */
+static void fd_shortage(struct wcd *d, int err)
+{
+	struct wcd_client *c = oldest_idle(d);
+
+	d->fd_shortages++;
+	if (!d->fd_short) {
+		struct rlimit rl = { 0 };
+
+		getrlimit(RLIMIT_NOFILE, &rl);
+		d->fd_short = true;
+		log_warn("out of descriptors (%s, limit %llu, %u connections): accepting again every %d ms and closing the oldest idle connections; raise the limit (ulimit -n) if this lasts",
+			 strerror(-err), (unsigned long long)rl.rlim_cur,
+			 d->nclients, RX_ACCEPT_PAUSE_NS / 1000000);
+	}
+	if (c) {
+		d->shed++;
+		log_debug("client pid %d: closed to free a descriptor",
+			  (int)c->pid);
+		client_close(c, "out of descriptors: the oldest idle connection");
+	}
+}
+
 static void accept_cb(struct rx_accept *a, int fd, bool final)
 {
 	struct wcd *d = container_of(a, struct wcd, accept);
@@ -484,7 +580,15 @@ static void accept_cb(struct rx_accept *a, int fd, bool final)
 	if (fd < 0) {
 		if (final && !wcd_stopping(d))
 			log_error("accept stopped: %s", strerror(-fd));
+		else if (!final && fd != -ECONNABORTED && fd != -EINTR &&
+			 fd != -EAGAIN)
+			fd_shortage(d, fd);
 		return;
+	}
+	if (d->fd_short) {
+		d->fd_short = false;
+		log_info("accepting again after the descriptor shortage (%" PRIu64 " pauses, %" PRIu64 " idle connections shed so far)",
+			 d->fd_shortages, d->shed);
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {

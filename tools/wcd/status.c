@@ -126,6 +126,11 @@ char *status_json(struct wcd *d)
 				       "o_direct", v->phases.direct_io);
 
 		json_object_set_new(o, "phases", ph);
+		json_object_set_new(o, "connections", json_pack(
+			"{s:I, s:I, s:I}",
+			"fd_shortages", (json_int_t)d->fd_shortages,
+			"shed", (json_int_t)d->shed,
+			"frame_timeouts", (json_int_t)d->frame_timeouts));
 		life_status(d, o);
 		s = json_dumps(o, JSON_COMPACT);
 	}

@@ -56,7 +56,14 @@
 #define WCD_ALLOW_UID_MAX 16
 #define WCD_CLIENTS_MAX 1024          /* connections at once */
 #define WCD_LEASES_PER_CLIENT 64
-#define WCD_REQ_MAX (1u << 20)        /* request payload bytes we accept */
+/* Request payload bytes we buffer per client: the largest request (HELLO
+ * with an identity, IDENT_ENC_MAX) is under 6 KiB; 1024 clients pin at most
+ * 64 MiB with this bound (1 GiB with the 1 MiB it was). */
+#define WCD_REQ_MAX (64u << 10)
+/* A connection must send its first frame within --frame-timeout, and finish
+ * each frame it has begun within it (a silent or half-sent client holds a
+ * slot and a buffer); idle between frames is fine. */
+#define WCD_FRAME_MS 10000           /* --frame-timeout's default */
 #define WCD_OUTQ_MAX 16               /* frames queued per client */
 #define WCD_VERSIONS 2                /* resident model versions (N, N+1) */
 #define WCD_POOL_SIZE_DEFAULT (2ull << 30)
@@ -87,6 +94,7 @@ struct wcd_opts {
 	const char *runtime_dir;
 	bool force;
 	uint32_t force_wait_ms;       /* --force: SIGTERM to SIGKILL */
+	uint32_t frame_timeout_ms;    /* --frame-timeout (WCD_FRAME_MS) */
 	bool hash;
 	uid_t allow_uid[WCD_ALLOW_UID_MAX];
 	unsigned nallow_uid;
@@ -226,6 +234,10 @@ struct wcd {
 	uint64_t next_lease;
 	uint64_t requests;
 	uint64_t mismatches;
+	uint64_t fd_shortages;        /* accepts paused: out of descriptors */
+	uint64_t shed;                /* idle connections closed for them */
+	uint64_t frame_timeouts;      /* clients closed by WCD_FRAME_NS */
+	bool fd_short;                /* in a shortage episode (logged once) */
 	int exit_code;
 
 	struct wcd_life life;         /* lifecycle.c: sleep, wake, update */
