@@ -102,6 +102,10 @@ LIBS        := $(LIB_CLIENT) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR)
 LINK_LIBS   := $(LIBS) $(STATIC_LIBS) $(CUDA_LIBS) $(SYS_LIBS)
 
 BINS  := $(addprefix $(BUILD)/bin/,$(TOOLS))
+# man pages, made from each tool's --help (see install)
+MAN8     := wcd wcctl
+MAN1     := wcattach wcgen wcbench
+MANS     := $(MAN8:%=$(BUILD)/man/%.8) $(MAN1:%=$(BUILD)/man/%.1)
 TESTS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
@@ -213,7 +217,7 @@ run: deps
 # to run.sh, which reports it failed: an old binary never runs and passes.
 # TEST_JOBS tests run at once (most wait on daemons, not on the CPU).
 TEST_JOBS ?= $(shell n=$$(nproc); echo $$((n < 4 ? 4 : n)))
-BUILT     := $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(TESTS) $(BENCHES)
+BUILT     := $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(MANS) $(TESTS) $(BENCHES)
 PYTHON    ?= /usr/bin/python3
 # Python is not built with ASan: pytest loads an ASan libwcache.so only with
 # the runtime preloaded (and without leak checks of the interpreter).
@@ -274,9 +278,6 @@ PCDIR      ?= $(LIBDIR)/pkgconfig
 LAYOUTDIR  := $(DATADIR)/wcache/layouts
 
 VERSION  := $(shell sed -n 's/^\#define WCACHE_VERSION "\(.*\)"/\1/p' $(wildcard tools/common/*.h))
-MAN8     := wcd wcctl
-MAN1     := wcattach wcgen wcbench
-MANS     := $(MAN8:%=$(BUILD)/man/%.8) $(MAN1:%=$(BUILD)/man/%.1)
 UNITS    := wcd@.service wcache.service
 LAYOUTS  := $(wildcard proto/layouts/*.layout)
 EXAMPLES := $(wildcard tools/dist/k8s/*.yaml tools/dist/slurm/*.sbatch)
@@ -308,7 +309,7 @@ subst = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@BINDIR@|$(BINDIR)|g' \
 	-e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
 	-e 's|@CUDA_LIBS@|$(CUDA_LIBS)|g'
 
-install: all $(MANS)
+install: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(MANS)
 	install -d $(D)$(BINDIR) $(D)$(LIBDIR) $(D)$(INCLUDEDIR) $(D)$(PCDIR) \
 		$(D)$(MANDIR)/man8 $(D)$(MANDIR)/man1 $(D)$(UNITDIR) $(D)$(DOCDIR)/examples \
 		$(if $(LAYOUTS),$(D)$(LAYOUTDIR))
