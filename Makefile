@@ -109,7 +109,7 @@ MANS     := $(MAN8:%=$(BUILD)/man/%.8) $(MAN1:%=$(BUILD)/man/%.1)
 TESTS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all run test bench fuzz install uninstall man clean deps deps-bench
+.PHONY: all run test bench fuzz install uninstall man clean deps deps-bench deps-fuzz
 .SECONDARY:
 # A recipe that fails leaves no output behind to look up to date.
 .DELETE_ON_ERROR:
@@ -249,8 +249,21 @@ build-fuzz/%: test/fuzz/%.c $(PROTO_SRC)
 	@mkdir -p $(@D)
 	$(Q)clang $(WC_CPPFLAGS) $(CPPFLAGS) -std=gnu11 $(FUZZ_FLAGS) -o $@ $< $(PROTO_SRC) -ljansson -lxxhash -lm
 
-fuzz: $(FUZZERS)
+# Each target first runs every input of test/fuzz/regress/<target>/ once
+# (each a crash once found: copy a crash-* artifact there when you fix it),
+# then fuzzes FUZZ_SECONDS from the kept corpus. CI (.ci/run) runs it with
+# FUZZ_SECONDS=10.
+DEB_FUZZ := clang
+deps-fuzz:
+	@$(MAKE) --no-print-directory deps EXTRA_DEBS="$(DEB_FUZZ)"
+
+fuzz: deps-fuzz
+	@$(MAKE) --no-print-directory $(FUZZERS)
 	@for f in $(FUZZERS); do n=$${f##*/}; mkdir -p build-fuzz/corpus-$$n; \
+		if [ -d test/fuzz/regress/$$n ] && ls test/fuzz/regress/$$n/* >/dev/null 2>&1; then \
+			echo "regression inputs of $$n: $$(ls test/fuzz/regress/$$n | wc -l)"; \
+			$$f test/fuzz/regress/$$n/* 2>build-fuzz/$$n.regress.log || \
+				{ tail -40 build-fuzz/$$n.regress.log; exit 1; }; fi; \
 		echo "fuzzing $$n for $(FUZZ_SECONDS) s"; \
 		$$f -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 -artifact_prefix=build-fuzz/$$n- build-fuzz/corpus-$$n test/fuzz/corpus/$$n \
 			2>build-fuzz/$$n.log || { tail -40 build-fuzz/$$n.log; exit 1; }; \

@@ -11,6 +11,11 @@
 #   bench/gpu_run.sh bench     the load benchmarks on wcgen llama-8b: warm
 #                              and cold load against their limits, attach
 #                              x100 against torch CUDA IPC, daemon memory
+#   bench/gpu_run.sh handover  issue 17 on wcgen llama-8b, warm: spawn to
+#                              ready against bytes / H2D ceiling; wcctl
+#                              restart with an engine attached (plain and
+#                              --verify hash) against stop-and-reload;
+#                              level-1 sleep/wake against D2H/H2D ceilings
 set -u
 OUT=${OUT:-/tmp/gpu_out}
 mkdir -p "$OUT"
@@ -169,6 +174,84 @@ bench() {
 		$BUILD/bench/gpu_dread $m/*.safetensors
 		wcbench load --model $m --device $uuid --drop-caches -r 1
 	} 2>&1 | tee "$OUT/bench.log"
+}
+
+# Spawn to ready of wcd on $1 in $2 (extra options after), polled every
+# 2 ms; prints the seconds; WCD_PID is the daemon.
+spawn_ready() {
+	local m=$1 rd=$2 t0 t1; shift 2
+	rm -rf "$rd"; mkdir -p "$rd"
+	t0=$(date +%s.%N)
+	setsid $BUILD/bin/wcd --model "$m" --device 0 --runtime-dir "$rd" "$@" \
+		>>"$rd/../wcd-$(basename "$rd").log" 2>&1 </dev/null &
+	WCD_PID=$!
+	while ! ls "$rd"/*.ready >/dev/null 2>&1; do
+		kill -0 $WCD_PID 2>/dev/null || { echo "wcd died"; return 1; }
+		sleep 0.002
+	done
+	t1=$(date +%s.%N)
+	echo "spawn to ready: $(awk "BEGIN{print $t1 - $t0}") s"
+}
+
+# Issue 17 on wcgen llama-8b (warm page cache).
+handover() {
+	local m=/root/m8b rd=/tmp/who/rt uuid t0 att bytes
+	export PATH=$PWD/$BUILD/bin:$PATH
+	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	mkdir -p /tmp/who
+	t0=$(date +%s.%N)
+	[ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null || return 1
+	echo "wcgen llama-8b: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s, $(du -sb $m | cut -f1) bytes"
+	{
+		date -u; nvidia-smi -L
+		cat $m/*.safetensors >/dev/null
+		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling'
+		python3 - <<'PY'
+import time, torch
+n = 2 << 30
+src = torch.empty(n, dtype=torch.uint8, device="cuda")
+t = time.time(); dst = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+print("torch pin_memory 2 GiB: %.3f s" % (time.time() - t))
+for i in range(4):
+    torch.cuda.synchronize(); t = time.time(); dst.copy_(src, non_blocking=True); torch.cuda.synchronize()
+    print("D2H pinned 2 GiB: %.2f GB/s" % (n / (time.time() - t) / 1e9))
+PY
+		echo "== start-up: spawn to ready (warm), 3 times"
+		for i in 1 2 3; do
+			spawn_ready $m $rd || return 1
+			grep -E '^(bytes|load_seconds)=' $rd/*.ready | tr '\n' ' '; echo
+			kill $WCD_PID; wait $WCD_PID
+		done
+		grep -E 'phase|ready:' /tmp/who/wcd-rt.log | tail -8
+		echo "== handover with an engine attached"
+		spawn_ready $m $rd || return 1
+		wcattach --device $uuid --runtime-dir $rd --hold 300 >/tmp/who/att.log 2>&1 &
+		att=$!
+		for i in $(seq 500); do grep -q attached /tmp/who/att.log && break; sleep 0.01; done
+		head -2 /tmp/who/att.log
+		for i in 1 2 3; do wcctl restart --device $uuid --runtime-dir $rd --json; done
+		for i in 1 2; do wcctl restart --device $uuid --runtime-dir $rd --verify hash --json; done
+		grep -E 'handover|hashed again|idle|took' $rd/*.log | tail -12
+		wcctl status --device $uuid --runtime-dir $rd
+		nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
+		cat /tmp/who/att.log
+		echo "== stop and reload (what a restart was before), 2 times"
+		for i in 1 2; do
+			t0=$(date +%s.%N)
+			wcctl stop --device $uuid --runtime-dir $rd >/dev/null
+			spawn_ready $m $rd || return 1
+			echo "stop + spawn to ready: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s"
+		done
+		kill $att 2>/dev/null
+		echo "== level-1 sleep / wake (no engine)"
+		for i in 1 2; do
+			wcctl sleep --level 1 --device $uuid --runtime-dir $rd --json
+			wcctl wake --device $uuid --runtime-dir $rd --json
+		done
+		grep -E 'MemAvailable|MemFree' /proc/meminfo
+		kill $WCD_PID; wait $WCD_PID
+		tail -30 /tmp/who/wcd-rt.log
+	} 2>&1 | tee "$OUT/handover.log"
 }
 
 # Starts wcd on $1 in runtime dir $2 (extra options after) and samples its

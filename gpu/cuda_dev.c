@@ -362,6 +362,7 @@ static const struct gpu_backend cuda_backend = {
 	.copy_from_pool = gpu_cuda_copy_from_pool,
 	.pool_seal = gpu_cuda_pool_seal,
 	.pool_release = gpu_cuda_pool_release,
+	.pool_adopt = gpu_cuda_pool_adopt,
 	.import = gpu_cuda_import,
 	.read_mapping = gpu_cuda_read_mapping,
 	.unimport = gpu_cuda_unimport,

@@ -236,6 +236,37 @@ void gpu_cuda_pool_release(struct gpu_dev *dev, struct gpu_pool *pool)
 	pool->dev_ptr = 0;
 }
 
+/* A VMM pool another daemon exported, parked as after idle: mapped again
+ * from its fd on the next use (gpu_cuda_pool_ready), which is where a fd
+ * that is not a VMM allocation of alloc_size bytes fails. */
+int gpu_cuda_pool_adopt(struct gpu_dev *dev, struct gpu_pool *pool, int fd,
+			uint64_t size, uint64_t alloc_size, bool sealed,
+			char *err)
+{
+	struct cuda_pool *cp;
+
+	memset(pool, 0, sizeof(*pool));
+	pool->fd = -1;
+	if (dev->export_kind != GPU_EXPORT_FD)
+		return wc_errf(err, EOPNOTSUPP,
+				"legacy IPC pools cannot be handed over: they live in the old daemon's context");
+	if (!size || size > alloc_size || alloc_size % dev->granularity)
+		return wc_errf(err, EINVAL,
+				"a handed-over pool of %llu bytes in %llu is not a multiple of %s's granularity %llu",
+				(unsigned long long)size,
+				(unsigned long long)alloc_size, dev->name,
+				(unsigned long long)dev->granularity);
+	cp = calloc(1, sizeof(*cp));
+	if (!cp)
+		return wc_errf(err, ENOMEM, "out of host memory for a pool record");
+	pool->size = size;
+	pool->alloc_size = alloc_size;
+	pool->fd = fd;
+	pool->sealed = sealed;
+	pool->priv = cp;
+	return 0;
+}
+
 int gpu_cuda_pool_ready(struct gpu_dev *dev, struct gpu_pool *pool, char *err)
 {
 	struct cuda_pool *cp = pool->priv;

@@ -112,6 +112,9 @@ int gpu_cuda_mem_info(struct gpu_dev *dev, uint64_t *free_b, uint64_t *total_b);
 int gpu_cuda_pool_create(struct gpu_dev *dev, struct gpu_pool *pool,
 			 uint64_t size, char *err);
 void gpu_cuda_pool_release(struct gpu_dev *dev, struct gpu_pool *pool);
+int gpu_cuda_pool_adopt(struct gpu_dev *dev, struct gpu_pool *pool, int fd,
+			uint64_t size, uint64_t alloc_size, bool sealed,
+			char *err);
 int gpu_cuda_idle(struct gpu_dev *dev, struct gpu_pool *const *pools,
 		  unsigned n, char *err);
 int gpu_cuda_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr,

@@ -110,6 +110,16 @@ struct gpu_backend {
 			      uint64_t off, void *dst, size_t len);
 	int (*pool_seal)(struct gpu_dev *dev, struct gpu_pool *pool, char *err);
 	void (*pool_release)(struct gpu_dev *dev, struct gpu_pool *pool);
+	/* Optional (NULL: handover refused). Hot handover (issue 17): makes
+	 * pool a daemon pool around an fd another daemon exported (taken
+	 * over: pool_release closes it; on an error the caller still owns
+	 * fd). Checks what the fd can tell: host: a memfd of at least
+	 * alloc_size bytes, with every seal when sealed (mapped PROT_READ);
+	 * cuda: a VMM fd, left parked (mapped on the next use, as after
+	 * idle). */
+	int (*pool_adopt)(struct gpu_dev *dev, struct gpu_pool *pool, int fd,
+			  uint64_t size, uint64_t alloc_size, bool sealed,
+			  char *err);
 
 	/* client side: fd (GPU_EXPORT_FD) or handle (GPU_EXPORT_IPC_HANDLE).
 	 * cuda: pass fd -1 with a handle for legacy pools, else the fd and a

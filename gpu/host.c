@@ -210,6 +210,50 @@ static void host_pool_release(struct gpu_dev *dev, struct gpu_pool *pool)
 	pool->fd = -1;
 }
 
+static int host_pool_adopt(struct gpu_dev *dev, struct gpu_pool *pool, int fd,
+			   uint64_t size, uint64_t alloc_size, bool sealed,
+			   char *err)
+{
+	struct stat st;
+	int seals;
+	void *p;
+
+	memset(pool, 0, sizeof(*pool));
+	pool->fd = -1;
+	if (fstat(fd, &st))
+		return wc_errf(err, errno, "fstat of a handed-over pool failed: %s",
+				strerror(errno));
+	if ((uint64_t)st.st_size != alloc_size || size > alloc_size ||
+	    alloc_size % dev->granularity)
+		return wc_errf(err, EINVAL,
+				"a handed-over pool holds %lld bytes where %llu (for %llu) were announced: the old daemon's state is not what it says",
+				(long long)st.st_size,
+				(unsigned long long)alloc_size,
+				(unsigned long long)size);
+	seals = fcntl(fd, F_GET_SEALS);
+	if (seals < 0)
+		return wc_errf(err, errno,
+				"a handed-over pool is not a memfd (F_GET_SEALS: %s)",
+				strerror(errno));
+	if (sealed && (seals & HOST_SEALS) != HOST_SEALS)
+		return wc_errf(err, EPERM,
+				"a handed-over pool announced as sealed has seals 0x%x, not 0x%x: refusing to serve bytes an engine could change",
+				seals, HOST_SEALS);
+	p = mmap(NULL, alloc_size, sealed ? PROT_READ : PROT_READ | PROT_WRITE,
+		 MAP_SHARED, fd, 0);
+	if (p == MAP_FAILED)
+		return wc_errf(err, errno,
+				"cannot map a handed-over %llu-byte pool: %s",
+				(unsigned long long)alloc_size, strerror(errno));
+	pool->size = size;
+	pool->alloc_size = alloc_size;
+	pool->host_ptr = p;
+	pool->dev_ptr = (uintptr_t)p;
+	pool->fd = fd;
+	pool->sealed = sealed;
+	return 0;
+}
+
 static int host_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
 		       uint64_t size, bool writable, struct gpu_mapping *m,
 		       char *err)
@@ -274,6 +318,7 @@ const struct gpu_backend gpu_host_backend = {
 	.copy_from_pool = host_copy_from_pool,
 	.pool_seal = host_pool_seal,
 	.pool_release = host_pool_release,
+	.pool_adopt = host_pool_adopt,
 	.import = host_import,
 	.read_mapping = host_read_mapping,
 	.unimport = host_unimport,

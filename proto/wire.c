@@ -28,6 +28,7 @@ static const char *const type_names[] = {
 	[WIRE_WAKE] = "WAKE",
 	[WIRE_UPDATE] = "UPDATE",
 	[WIRE_METRICS] = "METRICS",
+	[WIRE_HANDOVER] = "HANDOVER",
 };
 
 static const char *const errcode_names[] = {

@@ -92,7 +92,8 @@ enum wire_type {
 	WIRE_WAKE = 12,
 	WIRE_UPDATE = 13,
 	WIRE_METRICS = 14,
-	WIRE_TYPE_MAX = 14,
+	WIRE_HANDOVER = 15,     /* wcd -> wcd: hot handover (wire_handover.h) */
+	WIRE_TYPE_MAX = 15,
 };
 
 /* Frame flags. */
@@ -378,25 +379,31 @@ int wire_error_get(const void *p, size_t n, struct wire_error *e, char *err);
 int wire_error_frame(struct wire_put *w, uint64_t id, uint32_t code,
 		     const char *msg, char *err);
 
-/* NOTICE: u32 kind, u64 version, str message. */
+/* NOTICE: u32 kind, u64 version, str message; kind HANDOVER adds u32 pid
+ * (the daemon that serves the connection from now on). */
 enum wire_notice_kind {
 	WIRE_NOTICE_SHUTDOWN = 1,     /* the daemon is going away */
 	WIRE_NOTICE_NEW_VERSION = 2,  /* a new model version can be attached */
+	WIRE_NOTICE_HANDOVER = 3,     /* another wcd serves this connection */
 };
 struct wire_notice {
 	uint32_t kind;
 	uint64_t version;
 	char msg[WIRE_MSG_MAX + 1];
+	uint32_t pid;                 /* HANDOVER: the new daemon's pid */
 };
 void wire_notice_put(struct wire_put *w, const struct wire_notice *nt);
 int wire_notice_get(const void *p, size_t n, struct wire_notice *nt,
 		    char *err);
 
 /* SLEEP u32 level; WAKE empty; UPDATE str model path (empty: the same
- * directory); METRICS empty, reply str text. */
+ * directory) + u32 flags (WIRE_UPDATE_*); METRICS empty, reply str text. */
+#define WIRE_UPDATE_ALLOW_LAYOUT 0x1u  /* names, dtypes, shapes may change */
+#define WIRE_UPDATE_KNOWN WIRE_UPDATE_ALLOW_LAYOUT
 void wire_sleep_put(struct wire_put *w, uint32_t level);
 int wire_sleep_get(const void *p, size_t n, uint32_t *level, char *err);
-void wire_update_put(struct wire_put *w, const char *model);
-int wire_update_get(const void *p, size_t n, char *model, char *err);
+void wire_update_put(struct wire_put *w, const char *model, uint32_t flags);
+int wire_update_get(const void *p, size_t n, char *model, uint32_t *flags,
+		    char *err);
 
 #endif

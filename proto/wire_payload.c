@@ -393,6 +393,8 @@ void wire_notice_put(struct wire_put *w, const struct wire_notice *nt)
 	wire_put_u32(w, nt->kind);
 	wire_put_u64(w, nt->version);
 	wire_put_blob(w, nt->msg, strnlen(nt->msg, WIRE_MSG_MAX), WIRE_MSG_MAX);
+	if (nt->kind == WIRE_NOTICE_HANDOVER)
+		wire_put_u32(w, nt->pid);
 }
 
 int wire_notice_get(const void *p, size_t n, struct wire_notice *nt,
@@ -404,6 +406,7 @@ int wire_notice_get(const void *p, size_t n, struct wire_notice *nt,
 	nt->kind = wire_get_u32(&g);
 	nt->version = wire_get_u64(&g);
 	wire_get_str(&g, nt->msg, WIRE_MSG_MAX);
+	nt->pid = nt->kind == WIRE_NOTICE_HANDOVER ? wire_get_u32(&g) : 0;
 	return wire_get_end(&g, "NOTICE", true, err);
 }
 
@@ -421,16 +424,23 @@ int wire_sleep_get(const void *p, size_t n, uint32_t *level, char *err)
 	return wire_get_end(&g, "SLEEP", true, err);
 }
 
-void wire_update_put(struct wire_put *w, const char *model)
+void wire_update_put(struct wire_put *w, const char *model, uint32_t flags)
 {
 	wire_put_str(w, model, WIRE_PATH_MAX);
+	wire_put_u32(w, flags);
 }
 
-int wire_update_get(const void *p, size_t n, char *model, char *err)
+int wire_update_get(const void *p, size_t n, char *model, uint32_t *flags,
+		    char *err)
 {
 	struct wire_get g;
 
 	wire_get_init(&g, p, n);
 	wire_get_str(&g, model, WIRE_PATH_MAX);
+	*flags = wire_get_u32(&g);
+	if (!g.err && (*flags & ~WIRE_UPDATE_KNOWN))
+		return wc_errf(err, EBADMSG,
+			       "malformed UPDATE payload: unknown flags 0x%x",
+			       *flags & ~WIRE_UPDATE_KNOWN);
 	return wire_get_end(&g, "UPDATE", true, err);
 }

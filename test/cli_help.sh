@@ -107,6 +107,16 @@ out=$("$BIN/wcd" --model-path "$T/nomodel" --tensor-parallel-size 2 --tp-rank 1 
 	--pipeline-parallel-size 1 --device host:cli --runtime-dir "$T2" 2>&1); rc=$?
 expect_eq "wcd --model-path of a missing directory" "$rc" 1
 expect_has "wcd --model-path" "$out" "$T/nomodel"
+# wcctl metrics: 2 usage, 1 no daemon, 3 none found by --all
+"$BIN/wcctl" metrics >/dev/null 2>&1; rc=$?
+expect_eq "wcctl metrics without a target" "$rc" 2
+"$BIN/wcctl" metrics --device host:none --runtime-dir "$T/empty" >/dev/null 2>&1; rc=$?
+expect_eq "wcctl metrics with no daemon" "$rc" 1
+mkdir -p "$T/empty"
+out=$("$BIN/wcctl" metrics --all --runtime-dir "$T/empty"); rc=$?
+expect_eq "wcctl metrics --all with none" "$rc" 3
+expect_has "wcctl metrics --all with none" "$out" "no wcache daemon found"
+
 # timeouts are seconds with decimals everywhere (wcbench rtt too)
 out=$("$BIN/wcbench" rtt --socket "$T/none.sock" --timeout 0.5 -n 10 2>&1); rc=$?
 expect_eq "wcbench rtt --timeout 0.5 (no daemon)" "$rc" 1

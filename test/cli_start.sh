@@ -66,6 +66,24 @@ remember_pids "$T/bad.err"
 expect_eq "failed start --json" "$rc" 1
 expect_eq "failed start --json" "$(jget "$out" 'd["ok"], d["exit"], d["ready"], d["ranks"][0]["ready"]')" "(False, 1, 0, False)"
 
+# --metrics-listen for the node: rank k gets PORT + k, or its own socket
+out=$(ctl start --model "$T/model" --tp-size 2 --backend host --metrics-listen 127.0.0.1:19400 --dry-run)
+expect_has "metrics ports" "$out" "--tp-rank 1 --pp-size 1 --pp-rank 0 --metrics-listen 127.0.0.1:19401"
+out=$(ctl start --model "$T/model" --tp-size 2 --backend host --metrics-listen 127.0.0.1 2>&1); rc=$?
+expect_eq "start --metrics-listen without a port" "$rc" 2
+ctl start --model "$T/model" --tp-size 2 --backend host --metrics-listen "unix:$T/" \
+	>"$T/ms.out" 2>&1 || fail "start with unix: metrics: $(cat "$T/ms.out")"
+remember_pids "$T/ms.out"
+for r in 0 1; do
+	[ -S "$T/host-$r.metrics.sock" ] || fail "no metrics socket for rank $r"
+done
+if command -v curl >/dev/null; then
+	curl -sS --unix-socket "$T/host-1.metrics.sock" http://x/metrics | grep -q '^wcache_state{state="ready"} 1$' ||
+		fail "rank 1's metrics socket"
+fi
+ctl stop --all >/dev/null 2>&1 || fail "stop --all (metrics)"
+[ -e "$T/host-0.metrics.sock" ] && fail "wcd left its metrics socket"
+
 # --foreground: the ranks' lines reach wcctl's stderr, prefixed by rank
 "$WCCTL" start --runtime-dir "$RUN" --model "$T/model" --tp-size 2 --backend host \
 	--foreground >"$T/fg.out" 2>"$T/fg.err" &

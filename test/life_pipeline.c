@@ -104,7 +104,7 @@ static void recv_frame(int fd, struct wire_hdr *h, uint8_t **p)
 static void put_update(struct wire_put *w, uint64_t id, const char *dir)
 {
 	wire_frame_begin(w, WIRE_UPDATE, 0, id);
-	wire_update_put(w, dir);
+	wire_update_put(w, dir, 0);
 }
 
 /* The "waking" state, the same way: behind a WAKE from sleep level lvl,

@@ -327,7 +327,7 @@ static void test_state_errors(int fd)
 	send_frame(fd, &w);
 	expect_error(fd, WIRE_E_STATE, "sleep level 9 does not exist", false);
 	wire_frame_begin(&w, WIRE_UPDATE, 0, 5);
-	wire_update_put(&w, "");
+	wire_update_put(&w, "", 0);
 	send_frame(fd, &w);
 	expect_error(fd, WIRE_E_STATE, "already serves", false);
 	wire_frame_begin(&w, WIRE_DETACH, 0, 6);

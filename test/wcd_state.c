@@ -77,7 +77,7 @@ int main(void)
 {
 	static const char *const names[] = {
 		"starting", "loading", "ready", "sleeping", "waking",
-		"updating", "stopping",
+		"updating", "stopping", "taking-over",
 	};
 	struct wcd d = { .state = WCD_STARTING };
 	char err[4096];
@@ -109,6 +109,16 @@ int main(void)
 	T_EQ_INT(d.state, WCD_STOPPING);
 	/* SIGTERM while loading */
 	d.state = WCD_LOADING;
+	T_ASSERT(wcd_enter(&d, WCD_STOPPING));
+	/* wcd --takeover: a handover, or a load when the old daemon died
+	 * before it handed everything over */
+	d.state = WCD_STARTING;
+	T_ASSERT(wcd_enter(&d, WCD_TAKING_OVER));
+	T_ASSERT(wcd_enter(&d, WCD_READY));
+	d.state = WCD_STARTING;
+	T_ASSERT(wcd_enter(&d, WCD_TAKING_OVER));
+	T_ASSERT(wcd_enter(&d, WCD_LOADING));
+	d.state = WCD_TAKING_OVER;
 	T_ASSERT(wcd_enter(&d, WCD_STOPPING));
 
 	/* a transition outside the table aborts */

@@ -75,7 +75,7 @@ static void test_header(void)
 	memcpy(raw, w.buf, WIRE_HDR_LEN);
 	raw[6] = WIRE_TYPE_MAX + 1;
 	T_EQ_INT(wire_hdr_decode(raw, sizeof(raw), &h, err), -EOPNOTSUPP);
-	T_HAS(err, "unknown frame type 15");
+	T_HAS(err, "unknown frame type 16");
 	raw[6] = 0;
 	T_EQ_INT(wire_hdr_decode(raw, sizeof(raw), &h, err), -EOPNOTSUPP);
 	T_EQ_INT(wire_errcode(-EOPNOTSUPP), WIRE_E_TYPE);
@@ -442,12 +442,13 @@ static void test_attach(void)
 
 static void test_small(void)
 {
+	uint32_t uflags = 0;
 	struct wire_put w;
 	struct wire_hdr hd;
 	const uint8_t *p;
 	uint64_t lease;
 	struct wire_error e;
-	struct wire_notice nt = { WIRE_NOTICE_SHUTDOWN, 4, "daemon stopping" },
+	struct wire_notice nt = { WIRE_NOTICE_SHUTDOWN, 4, "daemon stopping", 0 },
 			   dn;
 	const char *json;
 	size_t jn;
@@ -507,10 +508,11 @@ static void test_small(void)
 	T_EQ_INT(level, 2);
 
 	wire_frame_begin(&w, WIRE_UPDATE, 0, 8);
-	wire_update_put(&w, "/models/next");
+	wire_update_put(&w, "/models/next", WIRE_UPDATE_ALLOW_LAYOUT);
 	T_OK(wire_frame_end(&w, err));
 	p = payload(&w, &hd);
-	T_OK(wire_update_get(p, hd.len, model, err));
+	T_OK(wire_update_get(p, hd.len, model, &uflags, err));
+	T_EQ_INT(uflags, WIRE_UPDATE_ALLOW_LAYOUT);
 	T_EQ_STR(model, "/models/next");
 	wire_put_free(&w);
 }

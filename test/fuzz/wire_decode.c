@@ -172,9 +172,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			abort();
 		break;
 	case 11:
-		if (wire_update_get(p, n, model, NULL) == 0) {
+		if (wire_update_get(p, n, model, &u32, NULL) == 0) {
 			wire_frame_begin(&w, WIRE_UPDATE, 0, 1);
-			wire_update_put(&w, model);
+			wire_update_put(&w, model, u32);
 			same(&w, p, n);
 		}
 		break;

@@ -86,8 +86,16 @@ int log_reopen(void)
 	fd = open_path(log_path);
 	if (fd < 0)
 		return fd;  /* keep writing to the old file */
-	close(log_fd);
-	log_fd = fd;
+	/* dup3 swaps the file under the same descriptor number in one step:
+	 * a thread writing a line meanwhile writes to the old file or the
+	 * new one, never to a closed (or reused) descriptor. */
+	if (dup3(fd, log_fd, O_CLOEXEC) < 0) {
+		int ret = -errno;
+
+		close(fd);
+		return ret;
+	}
+	close(fd);
 	return 0;
 }
 

@@ -12,8 +12,9 @@
  * every line, and a message's own fields (struct log_fields) where given.
  * A line is written with one write(2) (at most LOG_LINE_MAX bytes; longer
  * messages are cut), so lines of several processes sharing a file do not
- * interleave. Single-threaded use is assumed for the file switch
- * (log_reopen); writing from several threads is safe.
+ * interleave. Writing from several threads is safe, also while
+ * log_reopen swaps the file (dup3 onto the same descriptor);
+ * log_open_file is for start-up, before any thread.
  *
  * Rate limits (struct log_limit): a burst of lines per window, the rest
  * counted and reported as "(suppressed N similar lines)" on the next line

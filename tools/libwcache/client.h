@@ -104,6 +104,9 @@ void wc__strlcpy(char *dst, const char *src, size_t cap);
 int wc__frame_recv(struct wc_conn *c, struct wc_frame *f, struct wc_error *err);
 void wc__frame_release(struct wc_frame *f);
 int wc__send(struct wc_conn *c, struct wire_put *w, struct wc_error *err);
+/* Points the daemon fd (same number: dup3) and pid at another daemon: a
+ * hot handover's new one. */
+void wc__follow_daemon(struct wc_conn *c, pid_t pid);
 int wc__reply(struct wc_conn *c, uint64_t id, unsigned type,
 	      struct wc_frame *f, struct wc_error *err);
 int wc__call(struct wc_conn *c, struct wire_put *w, uint64_t id,

@@ -10,6 +10,7 @@
  * are always received with that frame.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -236,9 +237,32 @@ static enum wc_notice_kind notice_kind(uint32_t k)
 		return WC_NOTICE_SHUTDOWN;
 	case WIRE_NOTICE_NEW_VERSION:
 		return WC_NOTICE_VERSION;
+	case WIRE_NOTICE_HANDOVER:
+		return WC_NOTICE_HANDOVER;
 	default:
 		return WC_NOTICE_OTHER;
 	}
+}
+
+/* Another wcd serves this connection now: the daemon fd keeps its number
+ * (engines may have it in their poll sets) and watches the new pid. A new
+ * pid already gone leaves the old, readable pidfd: the daemon is gone. */
+void wc__follow_daemon(struct wc_conn *c, pid_t pid)
+{
+	int fd = pidfd_open_compat(pid);
+
+	if (fd < 0)
+		return;
+	if (c->pidfd < 0) {
+		c->pidfd = fd;
+	} else {
+		if (dup3(fd, c->pidfd, O_CLOEXEC) < 0) {
+			close(fd);
+			return;
+		}
+		close(fd);
+	}
+	c->pid = pid;
 }
 
 /* Queues a NOTICE frame (the oldest is dropped when the queue is full). */
@@ -252,6 +276,9 @@ static int queue_notice(struct wc_conn *c, const struct wc_frame *f,
 
 	if (ret)
 		return wc__fail(err, -ret, "the daemon at %s sent a bad notice: %s", c->sock, e);
+	if (nt.kind == WIRE_NOTICE_HANDOVER && nt.pid > 0 &&
+	    (pid_t)nt.pid != c->pid)
+		wc__follow_daemon(c, (pid_t)nt.pid);
 	if (c->nq_len == WC_NOTICES_MAX) {
 		c->nq_head = (c->nq_head + 1) % WC_NOTICES_MAX;
 		c->nq_len--;

@@ -134,6 +134,10 @@ static int info_fill(struct wc_conn *c, const struct wire_hello_reply *r,
 	}
 	memset(in, 0, sizeof(*in));
 	in->pid = (pid_t)r->daemon_pid;
+	/* SO_PEERCRED names whoever called listen(): after a hot handover,
+	 * a daemon that exited; the reply names the one that answers */
+	if (in->pid > 0 && in->pid != c->pid)
+		wc__follow_daemon(c, in->pid);
 	wc_hash_hex(r->digest, in->identity);
 	in->version = r->version;
 	in->tensors = r->tensors;

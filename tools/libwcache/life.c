@@ -70,6 +70,13 @@ int wc_wake(struct wc_conn *c, struct wc_life_result *r,
 int wc_update(struct wc_conn *c, const char *model_dir,
 	      struct wc_life_result *r, struct wc_error *err)
 {
+	return wc_update_flags(c, model_dir, 0, r, err);
+}
+
+int wc_update_flags(struct wc_conn *c, const char *model_dir,
+		    unsigned flags, struct wc_life_result *r,
+		    struct wc_error *err)
+{
 	char *real = NULL;
 	uint64_t id;
 	int ret;
@@ -89,7 +96,14 @@ int wc_update(struct wc_conn *c, const char *model_dir,
 	}
 	id = c->next_id++;
 	wire_frame_begin(&c->w, WIRE_UPDATE, 0, id);
-	wire_update_put(&c->w, real ? real : "");
+	if (flags & ~WC_UPDATE_ALLOW_LAYOUT_CHANGE) {
+		free(real);
+		return wc__fail(err, EINVAL, "wc_update_flags: unknown flags 0x%x",
+				flags & ~WC_UPDATE_ALLOW_LAYOUT_CHANGE);
+	}
+	wire_update_put(&c->w, real ? real : "",
+			flags & WC_UPDATE_ALLOW_LAYOUT_CHANGE ?
+			WIRE_UPDATE_ALLOW_LAYOUT : 0);
 	free(real);
 	ret = life_call(c, WIRE_UPDATE, id, r, err);
 	return ret;

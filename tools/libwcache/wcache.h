@@ -245,7 +245,12 @@ void wc_hash_hex(const uint8_t hash[WC_HASH_LEN], char out[WC_HEX_LEN]);
 /* The daemon's pidfd: becomes readable (POLLIN) when the daemon exits.
  * Owned by c; do not close it. -1 when the daemon's pid is not visible here
  * (another pid namespace) or the kernel lacks pidfd_open (before 5.3): then
- * EOF on wc_notice_fd is the sign. */
+ * EOF on wc_notice_fd is the sign. After a hot handover (wcctl restart) the
+ * old daemon exits and a WC_NOTICE_HANDOVER waits on wc_notice_fd: reading
+ * it (wc_notice_read, or any request) moves this same descriptor number to
+ * the new daemon (dup2) and wc_daemon_pid to its pid. So, when it polls
+ * readable, read the notices first; still readable after that: the daemon
+ * is gone. */
 int wc_daemon_fd(const struct wc_conn *c);
 pid_t wc_daemon_pid(const struct wc_conn *c);
 
@@ -253,6 +258,9 @@ enum wc_notice_kind {
 	WC_NOTICE_SHUTDOWN = 1,      /* the daemon is stopping */
 	WC_NOTICE_VERSION = 2,       /* a new model version; re-attach for it */
 	WC_NOTICE_OTHER = 3,
+	WC_NOTICE_HANDOVER = 4,      /* another wcd serves on (wcctl restart);
+					nothing to do: same connection, same
+					mappings, wc_daemon_fd follows */
 };
 
 struct wc_notice {
@@ -309,6 +317,15 @@ int wc_wake(struct wc_conn *c, struct wc_life_result *r,
  * wc_connect_opts.timeout_ms to cover it. */
 int wc_update(struct wc_conn *c, const char *model_dir,
 	      struct wc_life_result *r, struct wc_error *err);
+/* wc_update with flags. An update must keep the layout the engines bound:
+ * every tensor's name, dtype and shape (else refused with ESTALE, the
+ * message listing the first differences); WC_UPDATE_ALLOW_LAYOUT_CHANGE
+ * lets the operator publish another layout anyway (engines following
+ * updates then bind tensors they do not know). */
+#define WC_UPDATE_ALLOW_LAYOUT_CHANGE 0x1u
+int wc_update_flags(struct wc_conn *c, const char *model_dir,
+		    unsigned flags, struct wc_life_result *r,
+		    struct wc_error *err);
 
 /* The times of the phases run so far on c (see struct wc_attach_times). */
 void wc_times(const struct wc_conn *c, struct wc_attach_times *out);

@@ -328,6 +328,23 @@ static int hold(const struct opts *o, struct wc_conn *c, struct wc_model **mp)
 			if (r < 0)
 				conn_open = false;
 		}
+		if ((p[0].revents & POLLIN) && conn_open) {
+			/* a hot handover: the notice moves the daemon fd to
+			 * the new daemon; read it before deciding */
+			struct pollfd q = { wc_daemon_fd(c), POLLIN, 0 };
+			int r;
+
+			while ((r = wc_notice_read(c, &n, &e)) == 1)
+				if (o->json)
+					printf("{\"event\":\"notice\",\"kind\":%d,\"version\":%" PRIu64 "}\n",
+					       n.kind, n.version);
+				else
+					printf("notice from the daemon: %s\n", n.msg);
+			if (r < 0)
+				conn_open = false;
+			if (poll(&q, 1, 0) == 0)
+				p[0].revents = 0;
+		}
 		if (p[0].revents & POLLIN) {
 			uint64_t bad = 0;
 			double vms = 0;

@@ -426,6 +426,10 @@ int launch_argv(const struct launch *l, const struct rank *r,
 	argv[a++] = num[3];
 	if (o->force)
 		argv[a++] = "--force";
+	if (r->metrics[0]) {
+		argv[a++] = "--metrics-listen";
+		argv[a++] = (char *)r->metrics;
+	}
 	for (int i = 0; i < o->wcd_nargs; i++)
 		argv[a++] = o->wcd_args[i];
 	argv[a] = NULL;

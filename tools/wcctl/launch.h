@@ -31,6 +31,7 @@ struct launch_opts {
 	double grace_s;           /* SIGTERM -> SIGKILL */
 	bool foreground, force, keep_logs;
 	bool dry_run, json;       /* --dry-run, --json */
+	const char *metrics_listen; /* --metrics-listen: rank k gets port + k */
 	char **wcd_args;
 	int wcd_nargs;
 };
@@ -48,6 +49,7 @@ struct rank {
 	struct launch *l;
 	struct layout_rank lr;
 	char device[96];          /* what wcd --device gets */
+	char metrics[160];        /* wcd --metrics-listen, or "" */
 	struct paths paths;
 	struct rx_child child;
 	bool spawned, running, ready;

@@ -35,11 +35,13 @@ static void life_usage(FILE *f, enum life_cmd cmd)
 		"\n"
 		"Restores the weights of a sleeping daemon and re-checks every tensor's\n"
 		"XXH3-128 against the manifest; on a mismatch the daemon stays asleep.\n",
-		"usage: wcctl update [--model DIR] --device D [--runtime-dir DIR | --socket PATH]\n"
+		"usage: wcctl update [--model DIR] [--allow-layout-change] --device D [--runtime-dir DIR | --socket PATH]\n"
 		"\n"
 		"Loads a new checkpoint of the served model (the same directory re-read, or\n"
 		"DIR) beside the current one and publishes it as the next version; engines\n"
-		"attached to the old version are told and keep it until they detach.\n",
+		"attached to the old version are told and keep it until they detach.\n"
+		"Every tensor must keep its name, dtype and shape (engines bound them);\n"
+		"--allow-layout-change publishes another layout anyway.\n",
 	};
 
 	static const char *const examples[] = {
@@ -100,6 +102,7 @@ static int life_main(enum life_cmd cmd, int argc, char **argv)
 		{ "socket", required_argument, NULL, 's' },
 		{ "level", required_argument, NULL, 'l' },
 		{ "model", required_argument, NULL, 'm' },
+		{ "allow-layout-change", no_argument, NULL, 'L' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -112,7 +115,7 @@ static int life_main(enum life_cmd cmd, int argc, char **argv)
 	struct wc_conn *c;
 	char label[32], *end;
 	long level = 0;
-	bool json = false;
+	bool json = false, allow_layout = false;
 	double t;
 	int ch, ret;
 
@@ -139,6 +142,13 @@ static int life_main(enum life_cmd cmd, int argc, char **argv)
 				return 2;
 			}
 			model = optarg;
+			break;
+		case 'L':
+			if (cmd != CMD_UPDATE) {
+				fprintf(stderr, "wcctl %s: --allow-layout-change belongs to wcctl update\n", name);
+				return 2;
+			}
+			allow_layout = true;
 			break;
 		case 't':
 			if (cli_parse_secs(optarg, 0.001, 86400, &t)) {
@@ -170,7 +180,9 @@ static int life_main(enum life_cmd cmd, int argc, char **argv)
 		else if (cmd == CMD_WAKE)
 			ret = wc_wake(c, &r, &e);
 		else
-			ret = wc_update(c, model, &r, &e);
+			ret = wc_update_flags(c, model, allow_layout ?
+					      WC_UPDATE_ALLOW_LAYOUT_CHANGE : 0,
+					      &r, &e);
 		wc_close(c);
 	}
 	if (json)

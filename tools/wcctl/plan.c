@@ -52,6 +52,8 @@ static json_t *plan_rank_json(const struct launch *l, const struct rank *r,
 		      "tp_rank", r->lr.tp_rank, "global_rank",
 		      r->lr.global_rank, "gpu", r->lr.gpu, "device",
 		      r->device);
+	if (r->metrics[0])
+		json_object_set_new(o, "metrics_listen", json_string(r->metrics));
 	if (r->paths.log[0]) {
 		json_object_set_new(o, "log", json_string(r->paths.log));
 		json_object_set_new(o, "ready_file",
@@ -130,6 +132,10 @@ void launch_print_outcome(const struct launch *l, int status)
 			"gpu", r->lr.gpu, "device", r->device,
 			"pid", r->spawned ? (int)r->child.pid : 0,
 			"ready", r->ready, "log", r->paths.log));
+		if (r->metrics[0])
+			json_object_set_new(json_array_get(ranks, (size_t)i),
+					    "metrics_listen",
+					    json_string(r->metrics));
 	}
 	print_json(json_pack("{s:s, s:b, s:i, s:i, s:i, s:s, s:o, s:i}",
 			     "command", "start", "ok", status == 0,

@@ -25,7 +25,7 @@ static void start_usage(FILE *f)
 "                   [--backend cuda|host] [--device-prefix STR] [--num-gpus N]\n"
 "                   [--runtime-dir DIR] [--timeout SEC] [--grace SEC]\n"
 "                   [--foreground] [--force] [--keep-logs] [--wcd PATH]\n"
-"                   [--dry-run] [--json] [-- wcd options]\n"
+"                   [--metrics-listen A] [--dry-run] [--json] [-- wcd options]\n"
 "\n"
 "Starts one wcd per rank of this node and waits until every one is ready.\n"
 "The ranks follow SGLang's layout: pp_size_per_node = max(P/N, 1),\n"
@@ -64,6 +64,9 @@ static void start_usage(FILE *f)
 "                       stop all of them if any dies; the daemons' log lines\n"
 "                       are copied to stderr as \"[ppP/tpT] line\" (a service\n"
 "                       manager's journal gets them)\n"
+"  --metrics-listen A   each rank serves GET /metrics (wcd --metrics-listen):\n"
+"                       HOST:PORT gives this node's k-th rank PORT + k;\n"
+"                       unix:DIR/ gives unix:DIR/<device>.metrics.sock\n"
 "  --dry-run            print the ranks, devices and wcd commands, start nothing\n"
 "  --json               the outcome (or, with --dry-run, the plan) as one JSON\n"
 "                       object on stdout\n"
@@ -120,7 +123,7 @@ enum {
 	OPT_MODEL = 256, OPT_TP, OPT_PP, OPT_NNODES, OPT_NODE_RANK, OPT_BASE,
 	OPT_STEP, OPT_BACKEND, OPT_PREFIX, OPT_NUM_GPUS, OPT_RUNDIR,
 	OPT_TIMEOUT, OPT_GRACE, OPT_FG, OPT_FORCE, OPT_KEEP_LOGS, OPT_WCD,
-	OPT_DRY_RUN, OPT_JSON,
+	OPT_DRY_RUN, OPT_JSON, OPT_METRICS,
 };
 
 static const struct option start_longopts[] = {
@@ -145,10 +148,14 @@ static const struct option start_longopts[] = {
 	{ "keep-logs", no_argument, NULL, OPT_KEEP_LOGS },
 	{ "wcd", required_argument, NULL, OPT_WCD },
 	{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
+	{ "metrics-listen", required_argument, NULL, OPT_METRICS },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
 };
+
+static int rank_metrics(const char *spec, int k, const char *name,
+			char *out, size_t len);
 
 /* Returns 0, 1 (--help shown) or -1 (usage error, already printed). */
 static int start_parse(int argc, char **argv, struct launch_opts *o)
@@ -191,6 +198,7 @@ static int start_parse(int argc, char **argv, struct launch_opts *o)
 		case OPT_KEEP_LOGS: o->keep_logs = true; break;
 		case OPT_WCD: o->wcd = optarg; break;
 		case OPT_DRY_RUN: o->dry_run = true; break;
+		case OPT_METRICS: o->metrics_listen = optarg; break;
 		case OPT_JSON: o->json = true; break;
 		case 'h': start_usage(stdout); return 1;
 		default: bad = -1; break;
@@ -209,6 +217,12 @@ static int start_parse(int argc, char **argv, struct launch_opts *o)
 		fprintf(stderr, "wcctl start: %d wcd options after --, more than %d\n",
 			o->wcd_nargs, LAUNCH_WCD_ARGS_MAX);
 		goto out_usage;
+	}
+	if (o->metrics_listen) {
+		char probe[160];
+
+		if (rank_metrics(o->metrics_listen, 0, "x", probe, sizeof(probe)))
+			goto out_usage;
 	}
 	if (!o->model || !o->lp.tp) {
 		fprintf(stderr, "wcctl start: --model DIR and --tp-size T are required\n");
@@ -232,6 +246,44 @@ out_usage:
 	return -1;
 }
 
+/* Rank k's --metrics-listen from the node's: HOST:PORT -> HOST:(PORT + k),
+ * unix:DIR/ -> unix:DIR/<name>.metrics.sock. -1 (said) when it does not
+ * fit. */
+static int rank_metrics(const char *spec, int k, const char *name,
+			char *out, size_t len)
+{
+	const char *colon = strrchr(spec, ':');
+	char *end;
+	long port;
+
+	if (!strncmp(spec, "unix:", 5)) {
+		size_t n = strlen(spec);
+
+		if (n < 7 || spec[n - 1] != '/') {
+			log_error("--metrics-listen '%s': give a directory ending in / (unix:/run/wcache/): each rank gets its own socket there",
+				  spec);
+			return -1;
+		}
+		if ((size_t)snprintf(out, len, "%s%s.metrics.sock", spec, name) >= len) {
+			log_error("--metrics-listen '%s': the socket path is too long", spec);
+			return -1;
+		}
+		return 0;
+	}
+	port = colon ? strtol(colon + 1, &end, 10) : -1;
+	if (!colon || !colon[1] || *end || port < 1 || port + k > 65535) {
+		log_error("--metrics-listen '%s' is not HOST:PORT with a port from 1 to %d (rank %d gets PORT + %d) or unix:DIR/",
+			  spec, 65535 - k, k, k);
+		return -1;
+	}
+	if ((size_t)snprintf(out, len, "%.*s:%ld", (int)(colon - spec), spec,
+			     port + k) >= len) {
+		log_error("--metrics-listen '%s' is too long", spec);
+		return -1;
+	}
+	return 0;
+}
+
 /* Names every rank's device and files. CUDA ranks are named by UUID so
  * that wcctl knows their file names without opening CUDA. */
 static int start_name_ranks(struct launch *l, char (*uuids)[GPU_UUID_LEN],
@@ -251,6 +303,10 @@ static int start_name_ranks(struct launch *l, char (*uuids)[GPU_UUID_LEN],
 		} else if (ngpus < 0) {
 			/* --dry-run without nvidia-smi: the CUDA ordinal */
 			snprintf(r->device, sizeof(r->device), "%d", r->lr.gpu);
+			if (l->o->metrics_listen &&
+			    rank_metrics(l->o->metrics_listen, i, r->device,
+					 r->metrics, sizeof(r->metrics)))
+				return -1;
 			continue;
 		} else if (r->lr.gpu < ngpus)
 			snprintf(r->device, sizeof(r->device), "%s",
@@ -267,6 +323,10 @@ static int start_name_ranks(struct launch *l, char (*uuids)[GPU_UUID_LEN],
 				  r->lr.tp_rank, err);
 			return -1;
 		}
+		if (l->o->metrics_listen &&
+		    rank_metrics(l->o->metrics_listen, i, name, r->metrics,
+				 sizeof(r->metrics)))
+			return -1;
 	}
 	return 0;
 }

@@ -14,9 +14,11 @@ struct wcctl_cmd {
 int wcctl_start(int argc, char **argv);
 int wcctl_status(int argc, char **argv);
 int wcctl_stop(int argc, char **argv);
+int wcctl_restart(int argc, char **argv);
 int wcctl_clean(int argc, char **argv);
 int wcctl_inspect(int argc, char **argv);
 int wcctl_manifest(int argc, char **argv);
+int wcctl_verify(int argc, char **argv);
 int wcctl_sleep(int argc, char **argv);
 int wcctl_wake(int argc, char **argv);
 int wcctl_update(int argc, char **argv);

@@ -65,6 +65,9 @@ struct wcd_client {
 	unsigned nleases;
 	struct lease leases[WCD_LEASES_PER_CLIENT];
 	uint64_t requests;
+	/* hot handover (handover.c): receiving stopped at a frame boundary
+	 * while the server is paused */
+	bool ho_held;
 	/* a held request being answered now (waiter_take): its id and type,
 	 * so that the reply is counted under its type */
 	uint64_t late_id;
@@ -112,5 +115,15 @@ void client_lease_drop(struct wcd_client *c, unsigned i);
 /* Pids of the clients holding a lease on version index vi (-1: on any
  * version), at most max. */
 unsigned server_lease_pids(struct wcd *d, int vi, pid_t *pids, unsigned max);
+
+/* Hot handover (handover.c) over the clients: a client made from a
+ * connection another daemon handed over (its pidfd watch started, nothing
+ * received yet); NULL, with the fd left to the caller, when out of memory.
+ * server_client_start starts receiving (or closes it when its process is
+ * gone). */
+struct wcd_client *server_adopt_client(struct wcd *d, int fd, pid_t pid,
+				       uid_t uid, bool hello_ok,
+				       uint64_t requests);
+void server_client_start(struct wcd_client *c);
 
 #endif

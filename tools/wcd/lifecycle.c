@@ -234,7 +234,7 @@ static void do_wake(struct wcd *d, struct wcd_client *c, uint64_t id)
 }
 
 static void do_update(struct wcd *d, struct wcd_client *c, uint64_t id,
-		      const char *model)
+		      const char *model, uint32_t flags)
 {
 	struct wcd_life *L = &d->life;
 	char msg[WIRE_MSG_MAX + 1], list[512];
@@ -271,6 +271,7 @@ static void do_update(struct wcd *d, struct wcd_client *c, uint64_t id,
 		return;
 	}
 	snprintf(L->model, sizeof(L->model), "%s", model);
+	L->update_flags = flags;
 	queue_job(d, c, id, WIRE_UPDATE);
 }
 
@@ -279,7 +280,7 @@ void life_request(struct wcd *d, struct wcd_client *c, uint64_t id,
 {
 	char err[WC_ERR_LEN], msg[WIRE_MSG_MAX + 1];
 	char *model = NULL;
-	uint32_t level = 0;
+	uint32_t level = 0, uflags = 0;
 	int ret;
 
 	switch (type) {
@@ -291,7 +292,8 @@ void life_request(struct wcd *d, struct wcd_client *c, uint64_t id,
 		break;
 	default:
 		model = malloc(WIRE_PATH_MAX + 1);
-		ret = model ? wire_update_get(p, n, model, err) : -ENOMEM;
+		ret = model ? wire_update_get(p, n, model, &uflags, err) :
+			      -ENOMEM;
 		if (!model)
 			snprintf(err, sizeof(err), "out of memory");
 		break;
@@ -315,7 +317,7 @@ void life_request(struct wcd *d, struct wcd_client *c, uint64_t id,
 	} else if (type == WIRE_WAKE) {
 		do_wake(d, c, id);
 	} else {
-		do_update(d, c, id, model);
+		do_update(d, c, id, model, uflags);
 	}
 	free(model);
 }

@@ -59,6 +59,11 @@ void life_free(struct wcd *d);
 void life_reply(struct wcd *d, unsigned type, const struct wire_life_reply *r);
 void life_fail(struct wcd *d, uint32_t code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* Hashes every tensor from v's pools (on the device where the backend
+ * can: 16 hash chains, nothing copied back but the hashes) and compares
+ * with v->hash; the number that differ (the first named in err), or
+ * -errno. Wake uses it, and a handover's --takeover-verify hash. */
+int life_verify_pools(struct wcd *d, struct wcd_version *v, char *err);
 void life_host_free(struct wcd *d);
 void life_run_wake(struct wcd *d);
 void life_run_update(struct wcd *d);

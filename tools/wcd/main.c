@@ -53,6 +53,11 @@ static const char usage_text[] =
 "                         (SIGTERM, up to --force-wait, then SIGKILL)\n"
 "  --force-wait SECONDS   how long --force waits for the old owner to exit\n"
 "                         after SIGTERM (default 10, decimals allowed)\n"
+"  --takeover             hot handover: ask the running wcd of --device for\n"
+"                         its pools, socket and clients and serve them on,\n"
+"                         no reload; --model may be left out (with it, a\n"
+"                         daemon that dies mid-handover is loaded from disk)\n"
+"  --takeover-verify none|hash  also hash every tensor again (host pools)\n"
 "  --frame-timeout SECONDS  a connection's first frame, and every frame it\n"
 "                         begins, must arrive within this (default 10)\n"
 "  --no-hash              skip the XXH3-128 of every tensor\n"
@@ -182,7 +187,7 @@ enum {
 	OPT_SLOTS, OPT_SLOT_SIZE, OPT_LOG_LEVEL, OPT_HELP, OPT_HASH_THREADS,
 	OPT_DIRECT_IO, OPT_HASH_ON, OPT_READ_PART, OPT_KEEP_CONTEXT,
 	OPT_METRICS_LISTEN, OPT_LOG_FILE, OPT_LOG_FORMAT,
-	OPT_FORCE_WAIT, OPT_FRAME_TIMEOUT,
+	OPT_FORCE_WAIT, OPT_FRAME_TIMEOUT, OPT_TAKEOVER, OPT_TAKEOVER_VERIFY,
 };
 
 static const struct option longopts[] = {
@@ -217,6 +222,8 @@ static const struct option longopts[] = {
 	{ "read-part", required_argument, NULL, OPT_READ_PART },
 	{ "keep-context", no_argument, NULL, OPT_KEEP_CONTEXT },
 	{ "direct-io", required_argument, NULL, OPT_DIRECT_IO },
+	{ "takeover", no_argument, NULL, OPT_TAKEOVER },
+	{ "takeover-verify", required_argument, NULL, OPT_TAKEOVER_VERIFY },
 	{ "help", no_argument, NULL, OPT_HELP },
 	{ NULL, 0, NULL, 0 },
 };
@@ -294,6 +301,13 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 				usage_fail("--hash-threads %s is over 16", optarg);
 			break;
 		case OPT_KEEP_CONTEXT: o->keep_context = true; break;
+		case OPT_TAKEOVER: o->takeover = true; break;
+		case OPT_TAKEOVER_VERIFY:
+			if (!strcmp(optarg, "hash"))
+				o->ho_rehash = true;
+			else if (strcmp(optarg, "none"))
+				usage_fail("bad --takeover-verify '%s' (none or hash)", optarg);
+			break;
 		case OPT_READ_PART:
 			o->read_part = parse_size(optarg, "--read-part");
 			if (o->read_part % 4096 || (o->read_part && o->read_part < (64u << 10)))
@@ -343,8 +357,8 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 	}
 	if (optind < argc)
 		usage_fail("unexpected argument '%s'", argv[optind]);
-	if (!o->model)
-		usage_fail("%s", "--model DIR is required");
+	if (!o->model && !o->takeover)
+		usage_fail("%s", "--model DIR is required (or --takeover)");
 	if (!o->tp_size || o->tp_rank >= o->tp_size)
 		usage_fail("--tp-rank must be below --tp-size (got rank %s)",
 			   o->tp_size ? "too large" : "with size 0");
@@ -411,6 +425,8 @@ static int serve(struct wcd *d)
 static const struct server_hooks hooks = {
 	.dispatch = client_dispatch,
 	.lease_ended = version_lease_ended,
+	.pause_poke = handover_poke,
+	.client_gone = handover_client_gone,
 };
 
 static int start(struct wcd *d)
@@ -440,14 +456,6 @@ static int start(struct wcd *d)
 		log_error("%s", err);
 		return 1;
 	}
-	ret = own_acquire(d, err);
-	if (ret) {
-		log_error("%s", err);
-		return 1;
-	}
-	log_info("wcd pid %d owns device %s (%s backend); files %s.*",
-		 (int)getpid(), d->dev.name, d->dev.be->name, d->paths.prefix);
-
 	ret = rx_loop_init(&d->loop, 256);
 	if (ret) {
 		log_error("cannot set up io_uring: %s (is io_uring disabled by sysctl kernel.io_uring_disabled?)",
@@ -463,6 +471,38 @@ static int start(struct wcd *d)
 		log_error("signalfd: %s", strerror(-ret));
 		return 1;
 	}
+	if (d->o.takeover) {
+		struct wcd_opts given = d->o;
+
+		wcd_enter(d, WCD_TAKING_OVER);
+		ret = handover_take(d, &hooks, err);
+		if (ret == 0) {
+			log_info("ready: serving device %s after a handover; socket %s",
+				 d->dev.name, d->paths.sock);
+			/* the old daemon may still hold the port for a moment */
+			if (d->o.metrics_listen &&
+			    metrics_http_start(d, d->o.metrics_listen, err))
+				log_warn("%s; serving without --metrics-listen",
+					 err);
+			life_device_idle(d);   /* as after a load */
+			return serve(d);
+		}
+		if (ret != -ECONNRESET || !given.model) {
+			log_error("%s", err);
+			return 1;
+		}
+		log_warn("%s; the old daemon died in the middle of the handover: loading %s from disk",
+			 err, given.model);
+		d->o = given;
+	}
+
+	ret = own_acquire(d, err);
+	if (ret) {
+		log_error("%s", err);
+		return 1;
+	}
+	log_info("wcd pid %d owns device %s (%s backend); files %s.*",
+		 (int)getpid(), d->dev.name, d->dev.be->name, d->paths.prefix);
 	/* Scrapes are served from here on: while loading too. */
 	if (d->o.metrics_listen &&
 	    metrics_http_start(d, d->o.metrics_listen, err)) {
@@ -583,6 +623,7 @@ int main(int argc, char **argv)
 	metrics_http_stop(&d);
 	log_limit_flush(&d.m.malformed_log, LOG_INFO, "malformed frames");
 	life_free(&d);
+	handover_free(&d);
 	for (int i = 0; i < WCD_VERSIONS; i++)
 		if (d.ver[i].used)
 			load_version_free(&d, &d.ver[i]);

@@ -412,6 +412,9 @@ void client_dispatch(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	case WIRE_DETACH:
 		do_detach(c, p, n);
 		return;
+	case WIRE_HANDOVER:
+		handover_request(c, p, n);
+		return;
 	case WIRE_NOTICE:
 	case WIRE_ERROR:
 	case WIRE_ATTACH_MORE:

@@ -37,6 +37,14 @@
 #define STOP_FLUSH_NS 1000000000ull   /* notices get 1 s to leave */
 
 static void client_recv_hdr(struct wcd_client *c);
+
+/* While a handover pauses the server: tell it that a client may have come
+ * to rest (hooks->pause_poke, handover.c). */
+static void pause_poke(struct wcd *d)
+{
+	if (d->pausing && d->hooks && d->hooks->pause_poke)
+		d->hooks->pause_poke(d);
+}
 static void server_maybe_done(struct wcd *d);
 
 /* --- leases ---------------------------------------------------------------- */
@@ -108,9 +116,13 @@ static void client_free_if_idle(struct wcd_client *c)
 	for (struct wcd_waiter *w = d->waiters; w; w = w->next)
 		if (w->c == c)
 			w->c = NULL;
+	if (d->hooks && d->hooks->client_gone)
+		d->hooks->client_gone(d, c);
 	free(c->payload);
 	free(c);
 	server_maybe_done(d);
+	if (d->pausing)
+		pause_poke(d);
 }
 
 void client_close(struct wcd_client *c, const char *why)
@@ -137,6 +149,7 @@ void client_close(struct wcd_client *c, const char *why)
 /* --- sending ------------------------------------------------------------- */
 
 static void client_send_next(struct wcd_client *c);
+static void client_recv_next(struct wcd_client *c);
 
 static void client_sent(struct rx_send *s, int res)
 {
@@ -167,8 +180,10 @@ static void client_sent(struct rx_send *s, int res)
 	client_send_next(c);
 	if (c->recv_paused && c->noq < WCD_OUTQ_MAX / 2) {
 		c->recv_paused = false;
-		client_recv_hdr(c);
+		client_recv_next(c);
 	}
+	if (c->d->pausing)
+		pause_poke(c->d);
 }
 
 static void client_send_next(struct wcd_client *c)
@@ -337,11 +352,19 @@ struct wcd_client *waiter_take(struct wcd *d, struct wcd_waiter *w,
 }
 /* --- receiving ------------------------------------------------------------- */
 
-/* Starts the next receive, unless the output queue is backing up. */
+/* Starts the next receive, unless the output queue is backing up or a
+ * handover pauses the server (the client rests at this frame boundary). */
 static void client_recv_next(struct wcd_client *c)
 {
+	struct wcd *d = c->d;
+
 	if (c->closing)
 		return;
+	if (d->pausing && c != d->pause_except) {
+		c->ho_held = true;
+		pause_poke(d);
+		return;
+	}
 	if (c->noq >= WCD_OUTQ_MAX / 2) {
 		c->recv_paused = true;
 		return;
@@ -405,6 +428,30 @@ static void client_hdr_cb(struct rx_recv *r, int res)
 
 	if (c->closing) {
 		client_free_if_idle(c);
+		return;
+	}
+	if (res == -ECANCELED) {
+		/* server_pause cancelled the wait for a frame to begin: none
+		 * of it came, so the client rests; or part of a first header
+		 * did, and the rest is read (the frame is answered) before it
+		 * does; or the pause ended before the cancel did: receive
+		 * again */
+		if (have) {
+			c->hdr_have = have;
+			ret = rx_recv_start(&c->d->loop, &c->rx, c->fd,
+					    c->hdr + have, WIRE_HDR_LEN - have,
+					    WIRE_HDR_LEN - have, 0,
+					    client_hdr_cb);
+			if (ret)
+				client_close(c, "cannot start a receive");
+			return;
+		}
+		if (c->d->pausing) {
+			c->ho_held = true;
+			pause_poke(c->d);
+			return;
+		}
+		client_recv_hdr(c);
 		return;
 	}
 	if (res == 0 && have == 0) {
@@ -578,11 +625,21 @@ static void accept_cb(struct rx_accept *a, int fd, bool final)
 	socklen_t len = sizeof(cred);
 
 	if (fd < 0) {
-		if (final && !wcd_stopping(d))
+		if (final && d->accept_again && !wcd_stopping(d) &&
+		    d->listen_fd >= 0) {
+			/* a handover's pause ended before its stop did */
+			d->accept_again = false;
+			if (!d->pausing)
+				server_start(d, d->hooks);
+			return;
+		}
+		if (final && !wcd_stopping(d) && !d->pausing)
 			log_error("accept stopped: %s", strerror(-fd));
 		else if (!final && fd != -ECONNABORTED && fd != -EINTR &&
 			 fd != -EAGAIN)
 			fd_shortage(d, fd);
+		if (final && d->pausing)
+			pause_poke(d);
 		return;
 	}
 	if (d->fd_short) {
@@ -631,7 +688,7 @@ static void accept_cb(struct rx_accept *a, int fd, bool final)
 			 (int)c->pid);
 	log_debug("client pid %d uid %u connected", (int)c->pid,
 		  (unsigned)c->uid);
-	client_recv_hdr(c);
+	client_recv_next(c);
 }
 
 /* --- listen, stop ------------------------------------------------------------ */
@@ -792,4 +849,103 @@ unsigned server_clients(struct wcd *d, pid_t *pids, unsigned *leases,
 		n++;
 	}
 	return n;
+}
+
+/* --- hot handover (handover.c) ----------------------------------------------- */
+
+void server_pause(struct wcd *d, struct wcd_client *except)
+{
+	d->pausing = true;
+	d->pause_except = except;
+	d->accept_again = false;
+	if (rx_op_busy(&d->accept.op))
+		rx_accept_stop(&d->accept);
+	for (struct wcd_client *c = d->clients; c; c = c->next) {
+		if (c == except || c->closing)
+			continue;
+		/* waiting for a header: stop waiting (client_hdr_cb); a
+		 * payload being received is read to its end */
+		if (rx_op_busy(&c->rx.op) && c->rx.cb == client_hdr_cb &&
+		    !c->hdr_have)
+			rx_cancel(&c->rx.op);
+		if (c->recv_paused) {
+			c->recv_paused = false;
+			c->ho_held = true;
+		}
+	}
+}
+
+bool server_at_rest(struct wcd *d, pid_t *busy_pid)
+{
+	*busy_pid = 0;
+	if (rx_op_busy(&d->accept.op))
+		return false;
+	for (struct wcd_client *c = d->clients; c; c = c->next) {
+		if (c == d->pause_except)
+			continue;
+		if (c->closing || !c->ho_held || rx_op_busy(&c->rx.op) ||
+		    rx_op_busy(&c->tx.op) || c->noq) {
+			*busy_pid = c->pid;
+			return false;
+		}
+	}
+	return true;
+}
+
+void server_resume(struct wcd *d)
+{
+	if (!d->pausing)
+		return;
+	d->pausing = false;
+	d->pause_except = NULL;
+	for (struct wcd_client *c = d->clients, *n; c; c = n) {
+		n = c->next;
+		if (!c->ho_held || c->closing)
+			continue;
+		c->ho_held = false;
+		client_recv_next(c);
+	}
+	if (d->listen_fd < 0 || wcd_stopping(d))
+		return;
+	if (rx_op_busy(&d->accept.op))
+		d->accept_again = true;
+	else
+		server_start(d, d->hooks);
+}
+
+struct wcd_client *server_adopt_client(struct wcd *d, int fd, pid_t pid,
+				       uid_t uid, bool hello_ok,
+				       uint64_t requests)
+{
+	struct wcd_client *c = calloc(1, sizeof(*c));
+
+	if (!c)
+		return NULL;
+	c->d = d;
+	c->fd = fd;
+	c->pid = pid;
+	c->uid = uid;
+	c->hello_ok = hello_ok;
+	c->requests = requests;
+	c->next = d->clients;
+	if (d->clients)
+		d->clients->prev = c;
+	d->clients = c;
+	d->nclients++;
+	if (rx_child_watch_pid(&d->loop, &c->watch, c->pid, client_died) == 0)
+		c->watching = true;
+	else
+		log_info("handed-over client pid %d is gone (no pidfd); its leases end",
+			 (int)pid);
+	return c;
+}
+
+/* Starts receiving on an adopted client (after its leases are set). */
+void server_client_start(struct wcd_client *c)
+{
+	if (!c->watching) {
+		client_close(c, "the client process died during the handover");
+		return;
+	}
+	client_recv_next(c);
 }

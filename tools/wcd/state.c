@@ -17,6 +17,7 @@ static const char *const state_names[WCD_NSTATES] = {
 	[WCD_WAKING]   = "waking",
 	[WCD_UPDATING] = "updating",
 	[WCD_STOPPING] = "stopping",
+	[WCD_TAKING_OVER] = "taking-over",
 };
 
 #define TO(s) (1u << (s))
@@ -24,7 +25,10 @@ static const char *const state_names[WCD_NSTATES] = {
 /* allowed[from]: the states it may move to. STOPPING is reachable from
  * every state; nothing leaves it (wcd_enter refuses quietly). */
 static const unsigned allowed[WCD_NSTATES] = {
-	[WCD_STARTING] = TO(WCD_LOADING) | TO(WCD_STOPPING),
+	[WCD_STARTING] = TO(WCD_LOADING) | TO(WCD_TAKING_OVER) |
+			 TO(WCD_STOPPING),
+	[WCD_TAKING_OVER] = TO(WCD_READY) | TO(WCD_LOADING) |
+			    TO(WCD_STOPPING),
 	[WCD_LOADING]  = TO(WCD_READY) | TO(WCD_STOPPING),
 	[WCD_READY]    = TO(WCD_SLEEPING) | TO(WCD_UPDATING) | TO(WCD_STOPPING),
 	[WCD_SLEEPING] = TO(WCD_WAKING) | TO(WCD_STOPPING),

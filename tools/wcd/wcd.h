@@ -6,6 +6,8 @@
  *
  *   main.c      options, start-up order, signals, shutdown; wires the hooks
  *   requests.c  what each request does (client_dispatch)
+ *   handover.c  hot handover (wcd --takeover): the old daemon's side
+ *               (HANDOVER requests) and the new one's (handover_take)
  *   lifecycle.c SLEEP, WAKE, UPDATE: the checks, the job queue, device idle
  *               (lifecycle.h, shared with life_job.c)
  *   life_job.c  the WAKE and UPDATE jobs and their replies
@@ -110,6 +112,8 @@ struct wcd_opts {
 	unsigned hash_threads;        /* 0: hash on the loop thread */
 	enum wcd_hash_on hash_on;
 	enum wcd_direct_io direct_io;
+	bool takeover;                /* --takeover: ask the running wcd */
+	bool ho_rehash;               /* --takeover-verify hash */
 	const char *metrics_listen;   /* --metrics-listen ADDR, or NULL */
 	const char *log_file;         /* --log-file PATH, or NULL: stderr */
 	enum log_format log_format;
@@ -154,6 +158,9 @@ struct wcd_client;
  * SIGTERM or SHUTDOWN leaves the daemon stopping.
  *
  *   STARTING -> LOADING -> READY <-> UPDATING
+ *      \           ^         ^
+ *       TAKING_OVER ---------/  (wcd --takeover; LOADING when the old
+ *                                daemon died before it handed over)
  *                            |  \
  *                            |   SLEEPING -> WAKING -> READY (or SLEEPING
  *                            |                        when the wake failed)
@@ -167,6 +174,7 @@ enum wcd_state {
 	WCD_WAKING,     /* a WAKE job is queued or running */
 	WCD_UPDATING,   /* an UPDATE job is queued or running; N serves */
 	WCD_STOPPING,   /* no new connections; ends when the clients are gone */
+	WCD_TAKING_OVER, /* --takeover: receiving and checking a handover */
 	WCD_NSTATES
 };
 
@@ -195,6 +203,7 @@ struct wcd_life {
 	unsigned job;
 	struct wcd_waiter who;
 	char model[WIRE_PATH_MAX + 1];    /* UPDATE: "" for the same dir */
+	uint32_t update_flags;            /* UPDATE: WIRE_UPDATE_* */
 	char model_served[WIRE_PATH_MAX + 1]; /* d->o.model after an update */
 	/* for STATUS */
 	uint64_t sleeps, wakes, updates, failures;
@@ -209,6 +218,10 @@ struct server_hooks {
 	void (*dispatch)(struct wcd_client *c, const uint8_t *p, uint32_t n);
 	/* a lease on version index vi ended (versions.c counts and retires) */
 	void (*lease_ended)(struct wcd *d, int vi);
+	/* while paused (server_pause): something a pause waits for may have
+	 * changed; and client c is being freed (handover.c) */
+	void (*pause_poke)(struct wcd *d);
+	void (*client_gone)(struct wcd *d, struct wcd_client *c);
 };
 
 struct wcd {
@@ -241,6 +254,12 @@ struct wcd {
 	int exit_code;
 
 	struct wcd_life life;         /* lifecycle.c: sleep, wake, update */
+
+	/* hot handover (handover.c) */
+	struct wcd_ho *ho;
+	bool pausing;                 /* no accept, no new receive */
+	struct wcd_client *pause_except;  /* the new daemon's connection */
+	bool accept_again;            /* resume: restart a stopping accept */
 	struct wcd_metrics m;         /* counters (metrics.h) */
 	struct mhttp *mhttp;          /* --metrics-listen (metrics_http.c) */
 };
@@ -280,6 +299,32 @@ int server_listen(struct wcd *d, char *err);
 /* Starts accepting; hooks stay registered for the daemon's life. */
 void server_start(struct wcd *d, const struct server_hooks *hooks);
 void server_stop(struct wcd *d);
+
+/* Hot handover (issue 17), server.c's side: pausing stops accepting and
+ * lets every client but `except` come to rest at a frame boundary (a frame
+ * half received is read to its end and answered; nothing more is
+ * received); server_at_rest says when all are, else names one that is not;
+ * resume undoes it. */
+void server_pause(struct wcd *d, struct wcd_client *except);
+bool server_at_rest(struct wcd *d, pid_t *busy_pid);
+void server_resume(struct wcd *d);
+
+/* handover.c */
+struct wcd_ho;
+/* server_hooks.pause_poke: something a pause waits for may have changed. */
+void handover_poke(struct wcd *d);
+/* The running daemon's side: the HANDOVER request of client c. */
+void handover_request(struct wcd_client *c, const uint8_t *p, uint32_t n);
+/* server_hooks.client_gone: a handover c asked for ends (resume). */
+void handover_client_gone(struct wcd *d, struct wcd_client *c);
+/* The new daemon's side (--takeover), before anything is loaded: 0 when it
+ * serves the old daemon's pools and clients (the loop set up, the server
+ * started, the ready file written); -ECONNRESET when the old daemon died
+ * before it had handed everything over (nothing kept: the caller may load
+ * from disk); another -errno (err says why) when it was refused or failed,
+ * the old daemon serving on. */
+int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err);
+void handover_free(struct wcd *d);
 
 /* status.c */
 char *status_json(struct wcd *d);       /* malloc'ed, NUL-terminated */

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# wcctl restart on the real wcd (host backend, wcgen tiny): an engine
+# (wcattach --hold --verify) attached through two restarts (one with
+# --verify hash) is told of each (a HANDOVER notice), never sees its daemon
+# exit and still verifies; the ready file and the lock name the new pid, so
+# status and stop recognise the new daemon; a new wcd of another handover
+# protocol is refused (exit 1) and the old one serves on; a restart with
+# nothing running exits 3; --json reports both pids.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/wcctl_lib.bash"
+[ -x "$BIN/wcd" ] && [ -x "$BIN/wcgen" ] || skip "wcd or wcgen not built"
+"$BIN/wcgen" tiny --out "$T/model" >/dev/null 2>&1 || fail "wcgen tiny failed"
+ctl() { "$WCCTL" "$1" --runtime-dir "$RUN" "${@:2}"; }
+
+"$WCCTL" start --model "$T/model" --tp-size 1 --backend host --runtime-dir "$RUN" \
+	--timeout 60 >"$T/start.out" 2>&1 || fail "wcctl start: $(cat "$T/start.out")"
+remember_pids "$T/start.out"
+p0=$(ready_pid "$RUN" host-0)
+
+# an engine holds a lease (until we end it)
+"$BIN/wcattach" --device host:0 --runtime-dir "$RUN" --verify --hold 600 \
+	>"$T/att.out" 2>&1 &
+att=$!
+PIDS+=("$att")
+for i in $(seq 500); do grep -q "all hashes match" "$T/att.out" && break; sleep 0.01; done
+expect_has "engine attached" "$(cat "$T/att.out")" "all hashes match"
+
+out=$(ctl restart --device host:0 --json 2>"$T/r1.err"); rc=$?
+expect_eq "restart 1" "$rc" 0
+p1=$(ready_pid "$RUN" host-0)
+PIDS+=("$p1")
+expect_has "restart 1 --json" "$out" "\"old_pid\": $p0, \"new_pid\": $p1"
+alive "$p0" && fail "the old daemon $p0 is still running"
+expect_has "lock names the new pid" "$(cat /proc/locks)" " $p1 "
+
+out=$(ctl restart --device host-0 --verify hash 2>&1); rc=$?
+expect_eq "restart 2 (--verify hash)" "$rc" 0
+p2=$(ready_pid "$RUN" host-0)
+PIDS+=("$p2")
+expect_has "restart 2" "$out" "wcd pid $p1 handed over to pid $p2"
+expect_has "restart 2 re-hashed" "$(cat "$RUN/host-0.log")" "hashed again"
+
+out=$(WCD_TEST_HO_PROTO=7:7 ctl restart --device host-0 2>&1); rc=$?
+expect_eq "restart to another protocol" "$rc" 1
+expect_has "restart to another protocol" "$out" "the old daemon serves on"
+expect_has "restart to another protocol" "$out" "takes 7 to 7"
+expect_eq "still served by" "$(ready_pid "$RUN" host-0)" "$p2"
+
+out=$(ctl status); rc=$?
+expect_eq "status after restarts" "$rc" 0
+expect_has "status after restarts" "$out" "ready"
+out=$(ctl status --json)
+expect_has "status: the engine's lease" "$out" "\"leases\": 1"
+
+# the engine saw two handovers and no daemon exit, and still verifies
+kill -TERM "$att" 2>/dev/null
+wait "$att"
+a=$(cat "$T/att.out")
+expect_has "engine told" "$a" "handed device host-0 over to wcd pid $p1"
+expect_has "engine told" "$a" "handed device host-0 over to wcd pid $p2"
+expect_no "engine saw no exit" "$a" "exited"
+
+out=$(ctl stop --device host-0 2>&1); rc=$?
+expect_eq "stop the handed-over daemon" "$rc" 0
+expect_has "stop the handed-over daemon" "$out" "stopped wcd pid $p2"
+out=$(ctl restart --device host-0 2>&1); rc=$?
+expect_eq "restart with nothing running" "$rc" 3
+expect_has "restart with nothing running" "$out" "no daemon serves device host-0"
+echo "ok"

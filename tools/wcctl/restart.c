@@ -1,0 +1,348 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wcctl restart: hot handover of one rank daemon to a new wcd (possibly a
+ * new build, --wcd), without a reload and without closing an engine's
+ * connection (tools/wcd/handover.c has the protocol). It finds the daemon
+ * as stop does (the ready file's pid must hold the device's lock), starts
+ * `wcd --takeover` in its own session with the old daemon's model and rank
+ * (from the ready file; the new daemon also gets the plan-deciding options
+ * from the old one), its output appended to the device's .log, and waits
+ * on both pidfds: the new daemon exiting first is a failure (the old one
+ * serves on, or, if the old one died too, nothing does: both said); the
+ * old one exiting, then a STATUS answered by the new pid, is success.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "err.h"
+#include "gpus.h"
+#include "log.h"
+#include "ready.h"
+#include "rundir.h"
+#include "wcache.h"
+#include "wcctl.h"
+
+extern char **environ;
+
+static void restart_usage(FILE *f)
+{
+	fprintf(f,
+"usage: wcctl restart --device D [--runtime-dir DIR] [--wcd PATH]\n"
+"                     [--verify none|hash] [--timeout SEC] [--json]\n"
+"\n"
+"Hands a running rank daemon over to a new wcd (wcd --takeover): the lock,\n"
+"the socket, every pool and every engine connection move to the new\n"
+"process; nothing is reloaded, engines keep their mappings and see no\n"
+"error. A new wcd that cannot take over (another handover protocol, a\n"
+"model directory that changed, a sleeping daemon) leaves the old one\n"
+"serving.\n"
+"\n"
+"  --device D        host, host:NAME, host-NAME, a CUDA ordinal or GPU-<uuid>\n"
+"  --runtime-dir DIR as given to wcctl start / wcd (default: the environment's)\n"
+"  --wcd PATH        the new daemon (default: the wcd next to this wcctl)\n"
+"  --verify hash     the new daemon hashes every tensor again first\n"
+"  --timeout SEC     how long to wait for the new daemon (default 60)\n"
+"  --json            the outcome as one JSON object on stdout\n"
+"\n"
+"Exit status: 0 handed over, 1 failed (the log says which daemon serves),\n"
+"2 usage, 3 no daemon was running.\n");
+}
+
+static int pidfd_open_(pid_t pid)
+{
+	return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The wcd spec of a device's file name: host-X is host:X. */
+static void device_spec(const char *name, char *out, size_t len)
+{
+	if (!strncmp(name, "host-", 5))
+		snprintf(out, len, "host:%s", name + 5);
+	else
+		snprintf(out, len, "%s", name);
+}
+
+/* The pid that answers STATUS on the device's socket, or -1. */
+static pid_t status_pid(const char *sock)
+{
+	struct wc_connect_opts o = { .socket = sock, .timeout_ms = 10000,
+				     .label = "wcctl restart" };
+	struct wc_conn *c;
+	struct wc_error e;
+	json_error_t je;
+	json_t *j;
+	char *s;
+	pid_t pid = -1;
+
+	if (wc_connect(&o, &c, &e))
+		return -1;
+	if (wc_status(c, &s, &e) == 0) {
+		j = json_loads(s, 0, &je);
+		if (j)
+			pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
+		json_decref(j);
+		free(s);
+	}
+	wc_close(c);
+	return pid;
+}
+
+static pid_t spawn_new(const char *wcd, char *const argv[], const char *log)
+{
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	pid_t pid;
+	int ret;
+
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, 1, log,
+					 O_WRONLY | O_CREAT | O_APPEND, 0600);
+	posix_spawn_file_actions_adddup2(&fa, 1, 2);
+	posix_spawnattr_init(&at);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID);
+	ret = posix_spawnp(&pid, wcd, &fa, &at, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
+	if (ret) {
+		errno = ret;
+		return -1;
+	}
+	return pid;
+}
+
+static void tail_log(const char *log)
+{
+	char line[1024];
+	FILE *f = fopen(log, "re");
+	long n = 0;
+
+	if (!f)
+		return;
+	/* the last 10 lines: count, then skip */
+	while (fgets(line, sizeof(line), f))
+		n++;
+	rewind(f);
+	for (long i = 0; fgets(line, sizeof(line), f); i++)
+		if (i >= n - 10)
+			fprintf(stderr, "  %s", line);
+	fclose(f);
+}
+
+int wcctl_restart(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "device", required_argument, NULL, 'd' },
+		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "wcd", required_argument, NULL, 'w' },
+		{ "verify", required_argument, NULL, 'v' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *device = NULL, *runtime_dir = NULL, *wcd = NULL;
+	char name[128], spec[160], err[WC_ERR_LEN], self[4096];
+	char tp_size[16], tp_rank[16], pp_size[16], pp_rank[16];
+	double timeout_s = 60;
+	bool json = false, rehash = false;
+	struct ready_info ri;
+	struct paths p;
+	struct rundir rd;
+	pid_t holder, nw, answered = -1;
+	int c, old_fd, new_fd, st, rc = 1;
+	uint64_t t0, t_exit = 0, t_served = 0, end;
+	char *nargv[24];
+	int na = 0;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (c) {
+		case 'd': device = optarg; break;
+		case 'r': runtime_dir = optarg; break;
+		case 'w': wcd = optarg; break;
+		case 'v':
+			if (!strcmp(optarg, "hash"))
+				rehash = true;
+			else if (strcmp(optarg, "none")) {
+				fprintf(stderr, "wcctl restart: --verify '%s' is not none or hash\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 't':
+			if (cli_parse_secs(optarg, 0.001, 86400, &timeout_s)) {
+				fprintf(stderr, "wcctl restart: --timeout '%s' is not a number of seconds above 0\n",
+					optarg);
+				return 2;
+			}
+			break;
+		case 'j': json = true; break;
+		case 'h': restart_usage(stdout); return 0;
+		default: restart_usage(stderr); return 2;
+		}
+	}
+	if (optind < argc || !device) {
+		fprintf(stderr, "wcctl restart: --device D is required\n");
+		restart_usage(stderr);
+		return 2;
+	}
+	if (rundir_init(&rd, runtime_dir, err) ||
+	    gpus_device_name(device, name, sizeof(name), err) ||
+	    rundir_paths(&rd, name, &p, err)) {
+		log_error("%s", err);
+		return 2;
+	}
+	if (lock_holder(p.lock, &holder, err) <= 0 ||
+	    ready_read_file(&ri, p.ready, err)) {
+		log_error("no daemon serves device %s (nothing holds %s, or it has no ready file yet): start one with wcctl start",
+			  name, p.lock);
+		return 3;
+	}
+	if (holder > 0 && ri.pid != holder) {
+		log_error("device %s: its ready file names pid %d but pid %d holds the lock; not restarting (check the holder with 'fuser %s')",
+			  name, ri.pid, (int)holder, p.lock);
+		return 1;
+	}
+	old_fd = pidfd_open_(ri.pid);
+	if (old_fd < 0) {
+		log_error("cannot watch wcd pid %d on %s: %s", ri.pid, name,
+			  strerror(errno));
+		return 1;
+	}
+	if (!wcd) {
+		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 5);
+		char *slash;
+
+		if (n > 0) {
+			self[n] = '\0';
+			slash = strrchr(self, '/');
+			if (slash) {
+				strcpy(slash + 1, "wcd");
+				if (access(self, X_OK) == 0)
+					wcd = self;
+			}
+		}
+		if (!wcd)
+			wcd = "wcd";
+	}
+	device_spec(name, spec, sizeof(spec));
+	snprintf(tp_size, sizeof(tp_size), "%d", ri.tp_size);
+	snprintf(tp_rank, sizeof(tp_rank), "%d", ri.tp_rank);
+	snprintf(pp_size, sizeof(pp_size), "%d", ri.pp_size);
+	snprintf(pp_rank, sizeof(pp_rank), "%d", ri.pp_rank);
+	nargv[na++] = (char *)wcd;
+	nargv[na++] = "--takeover";
+	nargv[na++] = "--device";
+	nargv[na++] = spec;
+	if (runtime_dir) {
+		nargv[na++] = "--runtime-dir";
+		nargv[na++] = (char *)runtime_dir;
+	}
+	/* for the old daemon dying mid-handover: load instead */
+	nargv[na++] = "--model";
+	nargv[na++] = ri.model;
+	nargv[na++] = "--tp-size";
+	nargv[na++] = tp_size;
+	nargv[na++] = "--tp-rank";
+	nargv[na++] = tp_rank;
+	nargv[na++] = "--pp-size";
+	nargv[na++] = pp_size;
+	nargv[na++] = "--pp-rank";
+	nargv[na++] = pp_rank;
+	if (rehash) {
+		nargv[na++] = "--takeover-verify";
+		nargv[na++] = "hash";
+	}
+	nargv[na] = NULL;
+
+	t0 = now_ns();
+	nw = spawn_new(wcd, nargv, p.log);
+	if (nw < 0) {
+		log_error("cannot start %s: %s; pass the daemon's path with --wcd",
+			  wcd, strerror(errno));
+		close(old_fd);
+		return 1;
+	}
+	new_fd = pidfd_open_(nw);
+	end = t0 + (uint64_t)(timeout_s * 1e9);
+	for (;;) {
+		struct pollfd pf[2] = { { t_exit ? -1 : old_fd, POLLIN, 0 },
+					{ new_fd, POLLIN, 0 } };
+		uint64_t now = now_ns();
+		int k;
+
+		if (now >= end) {
+			log_error("device %s: the handover from pid %d to pid %d did not finish within %g s (see %s)",
+				  name, ri.pid, (int)nw, timeout_s, p.log);
+			goto out;
+		}
+		k = poll(pf, 2, t_exit ? 10 : (int)((end - now) / 1000000) + 1);
+		if (k < 0 && errno != EINTR)
+			goto out;
+		if (pf[1].revents) {
+			waitpid(nw, &st, 0);
+			log_error("device %s: the new wcd pid %d exited (%s %d) before serving; %s",
+				  name, (int)nw,
+				  WIFSIGNALED(st) ? "signal" : "code",
+				  WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
+				  t_exit ? "the old daemon had exited: none serves (start one with wcctl start)" :
+				  "the old daemon serves on");
+			tail_log(p.log);
+			goto out;
+		}
+		if (pf[0].revents && !t_exit)
+			t_exit = now_ns();
+		if (t_exit) {
+			answered = status_pid(p.sock);
+			if (answered == nw) {
+				t_served = now_ns();
+				break;
+			}
+		}
+	}
+	rc = 0;
+	log_info("device %s: wcd pid %d handed over to pid %d: serving %.1f ms after the restart began (the old daemon exited at %.1f ms)",
+		 name, ri.pid, (int)nw, (double)(t_served - t0) / 1e6,
+		 (double)(t_exit - t0) / 1e6);
+out:
+	if (json) {
+		json_t *o = json_pack("{s:s, s:b, s:s, s:i, s:i, s:f, s:f, s:i}",
+				      "command", "restart", "ok", rc == 0,
+				      "device", name, "old_pid", ri.pid,
+				      "new_pid", (int)nw,
+				      "serving_ms", rc ? 0.0 : (double)(t_served - t0) / 1e6,
+				      "old_exit_ms", t_exit ? (double)(t_exit - t0) / 1e6 : 0.0,
+				      "exit", rc);
+		char *s = json_dumps(o, JSON_PRESERVE_ORDER);
+
+		printf("%s\n", s ? s : "{}");
+		free(s);
+		json_decref(o);
+	}
+	close(old_fd);
+	if (new_fd >= 0)
+		close(new_fd);
+	return rc;
+}

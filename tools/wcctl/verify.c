@@ -1,0 +1,266 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wcctl verify: re-reads a running daemon's checkpoint from disk and
+ * compares every tensor's XXH3-128 with the one it serves.
+ *
+ * Why: the checkpoint digest in the identity covers each shard's name,
+ * size, mtime and header, not the tensor bytes (reading them all at every
+ * engine start would cost what the cache saves). A shard rewritten in place
+ * with the same size, header and mtime therefore goes unseen: the daemon
+ * serves the bytes it loaded, and engines accept them. This command is the
+ * operator's check: it plans this rank's tensors exactly as wcd does (the
+ * daemon's model path and tp/pp from HELLO, the architecture's preset or
+ * --rules FILE), reads each one's rows from its shard and hashes them.
+ * Costs one full read of this rank's share of the checkpoint; nothing is
+ * mapped and no lease is taken.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "err.h"
+#include "hash.h"
+#include "model.h"
+#include "plan.h"
+#include "wcache.h"
+#include "wcctl.h"
+
+#define VERIFY_BUF (8u << 20)
+#define VERIFY_SHOWN 8          /* mismatches listed by name */
+
+static void verify_usage(FILE *f)
+{
+	fprintf(f,
+		"usage: wcctl verify --device D [--runtime-dir DIR | --socket PATH] [--rules FILE] [--json]\n"
+		"\n"
+		"Re-reads the checkpoint a running daemon serves and compares every tensor's\n"
+		"XXH3-128 with the served one. The identity's checkpoint digest covers each\n"
+		"shard's name, size, mtime and header, not its bytes: a shard rewritten in\n"
+		"place with the same size, header and mtime is only found this way.\n"
+		"\n"
+		"  --device D          host, host:NAME, a GPU index or GPU-<uuid>\n"
+		"  --runtime-dir DIR   the daemons' runtime directory\n"
+		"  --socket PATH       the daemon's socket instead\n"
+		"  --rules FILE        the rules file the daemon was started with, if any\n"
+		"  --json              one JSON object\n"
+		"\n"
+		"Examples:\n"
+		"  wcctl verify --device 0\n"
+		"  wcctl verify --device host:demo --runtime-dir /run/wcache --json\n"
+		"\n"
+		"Exit status: 0 every hash matches, 1 a mismatch or an error, 2 usage.\n");
+}
+
+/* XXH3-128 of t's served bytes, read from its shard: height rows of width
+ * bytes, src_pitch apart, from file_off. */
+static int hash_from_file(int fd, const struct plan_tensor *t, uint8_t *buf,
+			  uint8_t out[WC_HASH_LEN])
+{
+	struct wc_hasher h;
+
+	wc_hasher_init(&h);
+	for (uint64_t row = 0; row < t->height; row++) {
+		uint64_t off = t->file_off + row * t->src_pitch, left = t->width;
+
+		while (left) {
+			size_t n = left < VERIFY_BUF ? (size_t)left : VERIFY_BUF;
+			ssize_t r = pread(fd, buf, n, (off_t)off);
+
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				return r < 0 ? -errno : -EIO;
+			wc_hasher_update(&h, buf, (size_t)r);
+			off += (uint64_t)r;
+			left -= (uint64_t)r;
+		}
+	}
+	wc_hasher_final(&h, out);
+	return 0;
+}
+
+static int load_rules(struct plan_rules *r, const char *path, const char *arch,
+		      char *err)
+{
+	struct stat st;
+	char *buf;
+	ssize_t n;
+	int fd, ret;
+
+	memset(r, 0, sizeof(*r));
+	if (!path)
+		return plan_rules_preset(r, arch, err);
+	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return wc_errf(err, errno, "cannot open the rules file %s: %s",
+			       path, strerror(errno));
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
+	    st.st_size > PLAN_RULES_FILE_MAX) {
+		close(fd);
+		return wc_errf(err, EINVAL,
+			       "the rules file %s is not a regular file of at most %u bytes",
+			       path, PLAN_RULES_FILE_MAX);
+	}
+	buf = malloc((size_t)st.st_size + 1);
+	n = buf ? read(fd, buf, (size_t)st.st_size) : -1;
+	close(fd);
+	if (n != st.st_size) {
+		free(buf);
+		return wc_errf(err, EIO, "cannot read the rules file %s", path);
+	}
+	ret = plan_rules_parse(r, buf, (size_t)n, path, err);
+	free(buf);
+	return ret;
+}
+
+int wcctl_verify(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{ "device", required_argument, NULL, 'd' },
+		{ "runtime-dir", required_argument, NULL, 'r' },
+		{ "socket", required_argument, NULL, 's' },
+		{ "rules", required_argument, NULL, 'R' },
+		{ "json", no_argument, NULL, 'j' },
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	struct wc_connect_opts co = { .label = "wcctl verify" };
+	const char *rules_path = NULL;
+	char err[WC_ERR_LEN], shown[1024] = "";
+	uint64_t checked = 0, bad = 0, unhashed = 0, missing = 0;
+	struct plan_rules rules = { 0 };
+	const struct wc_info *in;
+	struct wc_model *wm;
+	struct wc_conn *c;
+	struct wc_error e;
+	struct model m;
+	struct plan p;
+	uint8_t *buf;
+	int *fds;
+	size_t off = 0;
+	bool json = false;
+	int ch, ret = 1;
+
+	optind = 1;
+	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+		switch (ch) {
+		case 'd': co.device = optarg; break;
+		case 'r': co.runtime_dir = optarg; break;
+		case 's': co.socket = optarg; break;
+		case 'R': rules_path = optarg; break;
+		case 'j': json = true; break;
+		case 'h': verify_usage(stdout); return 0;
+		default: verify_usage(stderr); return 2;
+		}
+	}
+	if (optind < argc || (!co.device && !co.socket)) {
+		fprintf(stderr, "wcctl verify: give --device D (and --runtime-dir DIR) or --socket PATH; see --help\n");
+		return 2;
+	}
+	if (wc_connect(&co, &c, &e) < 0 || wc_hello(c, NULL, NULL, &e) < 0 ||
+	    wc_manifest(c, &wm, &e) < 0) {
+		fprintf(stderr, "wcctl verify: %s\n", e.msg);
+		return 1;
+	}
+	in = wc_model_info(wm);
+	if (model_open(&m, in->model, err)) {
+		fprintf(stderr, "wcctl verify: cannot read the served checkpoint %s: %s\n",
+			in->model, err);
+		goto out_manifest;
+	}
+	if (load_rules(&rules, rules_path, m.cfg.arch, err) ||
+	    plan_build(&p, &m, &rules, (uint32_t)in->tp_size,
+		       (uint32_t)in->tp_rank, (uint32_t)in->pp_size,
+		       (uint32_t)in->pp_rank, err)) {
+		fprintf(stderr, "wcctl verify: cannot plan %s as the daemon does: %s%s\n",
+			in->model, err,
+			rules_path ? "" : " (was the daemon started with --rules FILE? pass it)");
+		goto out_model;
+	}
+	buf = malloc(VERIFY_BUF);
+	fds = calloc(m.nshards ? m.nshards : 1, sizeof(int));
+	if (!buf || !fds) {
+		fprintf(stderr, "wcctl verify: out of memory\n");
+		goto out_plan;
+	}
+	for (uint32_t i = 0; i < m.nshards; i++)
+		fds[i] = -1;
+	for (uint32_t i = 0; i < p.ntensors; i++) {
+		const struct plan_tensor *t = &p.t[i];
+		const struct wc_tensor *s = wc_tensor_find(wm, t->name);
+		uint8_t h[WC_HASH_LEN];
+		int r;
+
+		if (!s) {
+			missing++;
+			continue;
+		}
+		if (!(s->flags & WC_TENSOR_HASHED)) {
+			unhashed++;
+			continue;
+		}
+		if (fds[t->shard] < 0)
+			fds[t->shard] = open(m.shards[t->shard].path,
+					     O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		r = fds[t->shard] < 0 ? -errno :
+		    hash_from_file(fds[t->shard], t, buf, h);
+		if (r) {
+			fprintf(stderr, "wcctl verify: cannot read %s for %s: %s\n",
+				m.shards[t->shard].path, t->name, strerror(-r));
+			goto out_fds;
+		}
+		checked++;
+		if (memcmp(h, s->hash, WC_HASH_LEN)) {
+			if (bad < VERIFY_SHOWN && off < sizeof(shown))
+				off += (size_t)snprintf(shown + off,
+							sizeof(shown) - off,
+							"%s%s", bad ? ", " : "",
+							t->name);
+			bad++;
+		}
+	}
+	ret = bad || missing || unhashed ? 1 : 0;
+	if (json) {
+		printf("{\"device\":\"%s\",\"model\":\"%s\",\"version\":%" PRIu64
+		       ",\"checked\":%" PRIu64 ",\"mismatched\":%" PRIu64
+		       ",\"missing\":%" PRIu64 ",\"unhashed\":%" PRIu64
+		       ",\"ok\":%s}\n", in->device, in->model, in->version,
+		       checked, bad, missing, unhashed, ret ? "false" : "true");
+	} else if (!ret) {
+		printf("verified %" PRIu64 " tensors of %s (version %" PRIu64 ") against %s: every hash matches the files\n",
+		       checked, in->device, in->version, in->model);
+	} else {
+		if (bad)
+			printf("%" PRIu64 " of %" PRIu64 " tensors served by %s differ from the files in %s (%s%s): the files changed after the daemon loaded them (an update sees the same checkpoint digest and refuses): restart the daemon to serve the new bytes, or restore the files\n",
+			       bad, checked, in->device, in->model, shown,
+			       bad > VERIFY_SHOWN ? ", ..." : "");
+		if (missing)
+			printf("%" PRIu64 " planned tensors are not served by %s: the daemon was started with other rules (pass --rules FILE)\n",
+			       missing, in->device);
+		if (unhashed)
+			printf("%" PRIu64 " tensors carry no hash (the daemon runs with --no-hash): they cannot be verified\n",
+			       unhashed);
+	}
+out_fds:
+	for (uint32_t i = 0; i < m.nshards; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+out_plan:
+	free(buf);
+	free(fds);
+	plan_free(&p);
+out_model:
+	plan_rules_free(&rules);
+	model_close(&m);
+out_manifest:
+	wc_detach(wm, NULL);
+	wc_close(c);
+	return ret;
+}
