@@ -37,7 +37,7 @@ expect_eq "sleep --json" "$rc" 0
 expect_eq "sleep --json" "$(jget "$out" 'd["command"], d["ok"], d["level"], d["bytes"] > 0')" "('sleep', True, 2, True)"
 out=$(ctl update --device "$name" --json 2>/dev/null); rc=$?
 expect_eq "update while asleep --json" "$rc" 1
-expect_has "update while asleep --json" "$(jget "$out" 'd["error"]')" "Wake it first"
+expect_has "update while asleep --json" "$(jget "$out" 'd["error"]')" "already serves (same checkpoint digest)"
 out=$(ctl wake --device "$name" --timeout 30.5 --json); rc=$?
 expect_eq "wake --json" "$rc" 0
 expect_eq "wake --json" "$(jget "$out" 'd["ok"], d["level"], d["bytes"] > 0')" "(True, 2, True)"

@@ -39,7 +39,7 @@ struct cell {
 };
 
 #define SLEEPING_MSG "the daemon is sleeping: wake it first (wcctl wake)"
-#define UPDATE_MSG "Cannot update weights while the daemon is sleeping. Wake it first (wcctl wake), then update."
+#define UPDATE_MSG "host copy to wake from. Run 'wcctl wake --device"
 /* %d: the pid holding the lease (this process) */
 #define BUSY_MSG "sleep of model weights is not supported while 1 engine(s) are attached (pids: %d): the weights are shared zero-copy, so freeing them would corrupt every attached engine. Detach them first."
 
@@ -80,7 +80,8 @@ static const struct cell table[S_N][R_N] = {
 		[R_SLEEP1] = { EINVAL, "the daemon is already sleeping (level 2): wake it first (wcctl wake)", "sleeping" },
 		[R_SLEEP2] = { EINVAL, "the daemon is already sleeping (level 2): wake it first (wcctl wake)", "sleeping" },
 		[R_WAKE]   = { 0, "reloaded from", "ready" },
-		[R_UPDATE] = { EAGAIN, UPDATE_MSG, "sleeping" },
+		/* nothing kept: the update wakes it from the new checkpoint */
+		[R_UPDATE] = { 0, "loaded straight from its checkpoint while asleep at level 2", "ready" },
 		[R_STATUS] = { 0, "", "sleeping" },
 		[R_PING]   = { 0, "", "sleeping" },
 	},

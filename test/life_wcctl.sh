@@ -53,10 +53,12 @@ done
 expect_has "sleep 2 after the engine left" "$(cat "$E2E_DIR/sleep.out")" "sleeping (level 2)"
 expect_has "ready file while asleep" "$(cat "$READY")" "state=sleeping"
 
-# update while sleeping
+# update while sleeping at level 2 from the same files: nothing new to
+# load, refused, still asleep
 out=$("$BIN/wcctl" update "${W[@]}" 2>&1); rc=$?
 expect_eq "update while sleeping" "$rc" 1
-expect_has "update while sleeping" "$out" "Cannot update weights while the daemon is sleeping. Wake it first (wcctl wake), then update."
+expect_has "update while sleeping" "$out" "already serves (same checkpoint digest)"
+expect_has "still asleep" "$(cat "$READY")" "state=sleeping"
 out=$("$BIN/wcctl" wake "${W[@]}" 2>&1) || fail "wake: $out"
 expect_has "wake" "$out" "awake: version 1 reloaded"
 expect_has "ready file after wake" "$(cat "$READY")" "state=ready"
@@ -71,4 +73,26 @@ expect_eq "update to a missing dir" "$rc" 1
 expect_has "update to a missing dir" "$out" "cannot resolve the model directory $E2E_DIR/none"
 out=$("$BIN/wcattach" "${W[@]}" --model "$E2E_DIR/v2" --verify 2>&1) || fail "attach v2: $out"
 expect_has "attach v2" "$out" "version 2"
+
+# a sleep/update loop (issue 17): at level 1 an update is refused and the
+# refusal names the commands; at level 2 it wakes the daemon straight
+# from the new checkpoint, in one load
+"$BIN/wcgen" tiny --seed 6 --out "$E2E_DIR/v3" >/dev/null 2>&1 || fail "wcgen v3"
+out=$("$BIN/wcctl" sleep --level 1 "${W[@]}" 2>&1) || fail "sleep 1: $out"
+out=$("$BIN/wcctl" update --model "$E2E_DIR/v3" "${W[@]}" 2>&1); rc=$?
+expect_eq "update at level 1" "$rc" 1
+expect_has "update at level 1" "$out" "sleeps at level 1: it keeps version 2's host copy to wake from. Run 'wcctl wake --device"
+expect_has "update at level 1" "$out" "then 'wcctl update --device"
+expect_has "update at level 1" "$out" "--model $E2E_DIR/v3'"
+out=$("$BIN/wcctl" wake "${W[@]}" 2>&1) || fail "wake: $out"
+out=$("$BIN/wcctl" sleep --level 2 "${W[@]}" 2>&1) || fail "sleep 2: $out"
+reads=$(grep -c "phase read" "$E2E_DIR/wcd.log")
+out=$("$BIN/wcctl" update --model "$E2E_DIR/v3" "${W[@]}" 2>&1); rc=$?
+expect_eq "update at level 2" "$rc" 0
+expect_has "update at level 2" "$out" "awake and updated: version 3 ($E2E_DIR/v3) loaded straight from its checkpoint while asleep at level 2"
+expect_eq "one load" "$(grep -c "phase read" "$E2E_DIR/wcd.log")" "$((reads + 1))"
+expect_has "ready file after" "$(cat "$READY")" "state=ready"
+expect_has "ready file after" "$(cat "$READY")" "version=3"
+out=$("$BIN/wcattach" "${W[@]}" --model "$E2E_DIR/v3" --verify 2>&1) || fail "attach v3: $out"
+expect_has "attach v3" "$out" "all hashes match"
 echo ok

@@ -82,6 +82,7 @@ int main(void)
 	struct wcd d = { .state = WCD_STARTING };
 	char err[4096];
 
+	T_EQ_INT(sizeof(names) / sizeof(names[0]), WCD_NSTATES);
 	for (int s = 0; s < WCD_NSTATES; s++)
 		T_EQ_STR(wcd_state_name((enum wcd_state)s), names[s]);
 	T_EQ_STR(wcd_state_name(WCD_NSTATES), "unknown");

@@ -710,3 +710,78 @@ void life_run_update(struct wcd *d)
 out_state:
 	wcd_enter(d, WCD_READY);
 }
+
+/* UPDATE while asleep at level 2: nothing of version N is kept (its pools
+ * were released, no engine holds a lease: sleep needs none), so the daemon
+ * wakes straight from the new checkpoint: one load, not a reload of N
+ * followed by the load of N+1. The checks are update_check's (identity,
+ * layout, a new checkpoint digest, room on the device), against N's
+ * manifest; N is retired when N+1 is published. */
+void life_run_update_asleep(struct wcd *d)
+{
+	struct wcd_life *L = &d->life;
+	struct wcd_version *cur = wcd_current(d), *nv;
+	struct wire_life_reply r = { .level = 2 };
+	struct version_published pub;
+	const char *served = d->o.model;
+	char err[WC_ERR_LEN] = "";
+	uint64_t t0 = rx_now_ns(), n = cur->number;
+	int ni = version_slot_free(d);
+	int ret;
+
+	WC_ASSERT(d->state == WCD_WAKING && L->level == 2 && !cur->leases);
+	if (ni < 0) {
+		life_fail(d, WIRE_E_BUSY,
+			  "update refused: no free version slot; the daemon stays asleep (level 2)");
+		goto out_asleep;
+	}
+	nv = &d->ver[ni];
+	memset(nv, 0, sizeof(*nv));
+	if (L->model[0])
+		d->o.model = L->model;
+	ret = load_prepare(d, nv, err);
+	d->o.model = served;
+	if (ret) {
+		load_version_free(d, nv);
+		life_fail(d, ret == -ENOTSUP ? WIRE_E_PERM : WIRE_E_STATE,
+			  "update refused: %s; the daemon stays asleep (level 2) with version %" PRIu64,
+			  err, n);
+		goto out_asleep;
+	}
+	if (update_check(d, nv, nv->model.path)) {
+		load_version_free(d, nv);
+		goto out_asleep;
+	}
+	ret = load_run(d, nv, err);
+	if (!ret && wcd_stopping(d))
+		ret = wc_errf(err, ECANCELED, "stopped while loading");
+	if (ret) {
+		load_version_free(d, nv);
+		life_fail(d, WIRE_E_INTERNAL,
+			  "update to version %" PRIu64 " failed: %s; the daemon stays asleep (level 2) with version %" PRIu64,
+			  n + 1, err, n);
+		goto out_asleep;
+	}
+	snprintf(L->model_served, sizeof(L->model_served), "%s",
+		 nv->model.path);
+	d->o.model = L->model_served;
+	L->level = 0;
+	wcd_enter(d, WCD_READY);
+	version_publish(d, ni, &pub);
+	if (status_write_ready(d, err))
+		log_warn("cannot rewrite the ready file: %s", err);
+	r.version = nv->number;
+	r.bytes = nv->plan.total_bytes;
+	r.ns = rx_now_ns() - t0;
+	r.verify_ns = (uint64_t)(nv->phases.hash_s * 1e9);
+	snprintf(r.msg, sizeof(r.msg),
+		 "awake and updated: version %" PRIu64 " (%s) loaded straight from its checkpoint while asleep at level 2, %" PRIu64 " bytes in %.3f s (one load); version %" PRIu64 " was freed",
+		 nv->number, nv->model.path, r.bytes, secs(r.ns), pub.old_number);
+	L->updates++;
+	L->wakes++;
+	log_info("%s", r.msg);
+	life_reply(d, WIRE_UPDATE, &r);
+	return;
+out_asleep:
+	wcd_enter(d, WCD_SLEEPING);
+}

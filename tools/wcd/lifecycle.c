@@ -9,8 +9,12 @@
  *   sleeping  level 1: every pool copied to host memory (the backend's
  *             staging memory: pinned on CUDA), then released; level 2:
  *             released, WAKE reloads from disk. HELLO and ATTACH are
- *             refused ("wake it first"), so are UPDATE and a second SLEEP.
- *   waking    a WAKE job runs; HELLO/ATTACH refused, SLEEP/UPDATE busy
+ *             refused ("wake it first"), so is a second SLEEP; UPDATE at
+ *             level 1 too (the host copy is version N), while at level 2
+ *             it wakes the daemon straight from the new checkpoint (one
+ *             load: life_run_update_asleep)
+ *   waking    a WAKE job (or such an UPDATE) runs; HELLO/ATTACH refused,
+ *             SLEEP/UPDATE busy
  *   updating  an UPDATE job loads version N+1 beside N; N keeps serving
  *
  * Rules: SLEEP is refused while any engine holds a lease (freeing shared
@@ -211,7 +215,10 @@ static void queue_job(struct wcd *d, struct wcd_client *c, uint64_t id,
 	WC_ASSERT(!L->job && !L->who.held);
 	L->job = job;
 	waiter_hold(&L->who, c, id);
-	wcd_enter(d, job == WIRE_WAKE ? WCD_WAKING : WCD_UPDATING);
+	/* an UPDATE while asleep (level 2) wakes the daemon from the new
+	 * checkpoint: it is a wake as far as the state goes */
+	wcd_enter(d, job == WIRE_WAKE || d->state == WCD_SLEEPING ?
+		  WCD_WAKING : WCD_UPDATING);
 	rx_loop_stop(&d->loop);
 }
 
@@ -241,9 +248,15 @@ static void do_update(struct wcd *d, struct wcd_client *c, uint64_t id,
 	pid_t pids[LIFE_PIDS_SHOWN];
 	int free_slot;
 
-	if (d->state == WCD_SLEEPING) {
-		reply_error(c, id, WIRE_E_SLEEPING, false,
-				   "Cannot update weights while the daemon is sleeping. Wake it first (wcctl wake), then update.");
+	if (d->state == WCD_SLEEPING && L->level == 1) {
+		/* the host copy is version N: waking restores it; an update
+		 * would load N+1 beside it. Level 2 keeps nothing, so there
+		 * an update wakes straight from the new checkpoint. */
+		snprintf(msg, sizeof(msg),
+			 "Cannot update weights while the daemon sleeps at level 1: it keeps version %" PRIu64 "'s host copy to wake from. Run 'wcctl wake --device %s', then 'wcctl update --device %s%s%s'; to update a sleeping daemon in one load, sleep at level 2 ('wcctl sleep --level 2': an update then wakes it from the new checkpoint)",
+			 wcd_current(d)->number, d->dev.name, d->dev.name,
+			 model[0] ? " --model " : "", model);
+		reply_error(c, id, WIRE_E_SLEEPING, false, "%s", msg);
 		return;
 	}
 	if (life_busy(d, msg, sizeof(msg))) {
@@ -378,6 +391,8 @@ bool life_run_job(struct wcd *d)
 	}
 	if (job == WIRE_WAKE)
 		life_run_wake(d);
+	else if (d->state == WCD_WAKING)
+		life_run_update_asleep(d);
 	else
 		life_run_update(d);
 	return true;

@@ -67,5 +67,9 @@ int life_verify_pools(struct wcd *d, struct wcd_version *v, char *err);
 void life_host_free(struct wcd *d);
 void life_run_wake(struct wcd *d);
 void life_run_update(struct wcd *d);
+/* UPDATE queued while asleep at level 2 (the state is WAKING): one load
+ * of the new checkpoint wakes the daemon as version N+1, with the checks
+ * of any update; on a failure the daemon stays asleep with version N. */
+void life_run_update_asleep(struct wcd *d);
 
 #endif
