@@ -32,12 +32,12 @@ val() {  # val FILE 'name{labels}': the sample's value
 
 scrape "$E2E_DIR/m0"
 expect_eq "state ready" "$(val "$E2E_DIR/m0" 'wcache_state{state="ready"}')" 1
-expect_eq "tensors" "$(val "$E2E_DIR/m0" wcache_tensors)" 39
+expect_eq "tensors" "$(val "$E2E_DIR/m0" wcache_tensors)" 47  # 39 + qkv_proj and gate_up_proj views of 4 layers
 expect_eq "version" "$(val "$E2E_DIR/m0" wcache_model_version)" 1
 hb=$(val "$E2E_DIR/m0" 'wcache_resident_bytes{memory="host"}')
 [ "$hb" -ge 9998848 ] && [ "$hb" -lt 11000000 ] || fail "host bytes: $hb (the pools hold 9998848 bytes of tensors)"
 expect_eq "device bytes (host backend)" "$(val "$E2E_DIR/m0" 'wcache_resident_bytes{memory="device"}')" 0
-grep -q '^wcache_build_info{version="[0-9.]*",wire_protocol="1",backend="host"} 1$' "$E2E_DIR/m0" ||
+grep -q '^wcache_build_info{version="[0-9.]*",wire_protocol="2",backend="host"} 1$' "$E2E_DIR/m0" ||
 	fail "no build info: $(grep build_info "$E2E_DIR/m0")"
 
 # three engines hold leases; more attach and detach while we scrape

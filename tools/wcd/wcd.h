@@ -102,6 +102,9 @@ struct wcd_opts {
 	unsigned nallow_uid;
 	const char *allow_quant;
 	const char *rules;
+	const char *layout;           /* --layout FILE: instead of the preset */
+	uint32_t ep_size, ep_rank;    /* expert parallelism (1, 0) */
+	int32_t vocab_pad;            /* --vocab-pad; -1: the layout's (64) */
 	uint64_t pool_size;
 	bool ipc_legacy;
 	bool keep_context;            /* no gpu idle while serving */
