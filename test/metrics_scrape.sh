@@ -151,6 +151,25 @@ e=$(val "$E2E_DIR/m" 'wcache_metrics_scrapes_total{result="error"}')
 expect_eq "still attached" "$(val "$E2E_DIR/m" 'wcache_clients{state="attached"}')" 3
 "$BIN/wcattach" --socket "$SOCK" >/dev/null || fail "attach after the HTTP abuse"
 
+# a hot handover (wcctl restart) keeps the endpoint: the new daemon gets
+# the address from the ready file (port 0 resolved) and serves it once the
+# old one has let go
+expect_eq "ready file names the bound port" "$(sed -n 's/^metrics_listen=//p' "$READY")" "127.0.0.1:$port"
+t_old=$(val "$E2E_DIR/m" wcache_start_time_seconds)
+"$BIN/wcctl" restart --device "$DEVICE" --runtime-dir "$RUNDIR" >"$E2E_DIR/restart.out" 2>&1 ||
+	fail "wcctl restart: $(cat "$E2E_DIR/restart.out")"
+WCD_PIDS+=($(sed -n 's/^pid=//p' "$READY"))
+for i in $(seq 250); do
+	if curl -s --max-time 2 -o "$E2E_DIR/mr" "$URL" && [ "$(val "$E2E_DIR/mr" wcache_start_time_seconds)" != "$t_old" ]; then
+		break
+	fi
+	sleep 0.02
+done
+t_new=$(val "$E2E_DIR/mr" wcache_start_time_seconds)
+[ -n "$t_new" ] && [ "$t_new" != "$t_old" ] || fail "after the handover the endpoint is not the new daemon's ($t_old -> $t_new): $(grep metrics "$RUNDIR"/*.log "$E2E_DIR/wcd.log" | tail -5)"
+promtool check metrics <"$E2E_DIR/mr" >/dev/null 2>&1 || fail "the new daemon's metrics fail promtool"
+expect_eq "engines kept across the handover" "$(val "$E2E_DIR/mr" 'wcache_clients{state="attached"}')" 3
+
 # a unix: endpoint, on a second daemon
 DEVICE2=host:$DEVNAME-u
 "$BIN/wcd" --model "$MODEL" --device "$DEVICE2" --runtime-dir "$RUNDIR" \

@@ -503,7 +503,8 @@ static int start(struct wcd *d)
 				 d->dev.name, d->paths.sock);
 			/* the old daemon may still hold the port for a moment */
 			if (d->o.metrics_listen &&
-			    metrics_http_start(d, d->o.metrics_listen, err))
+			    metrics_http_start(d, d->o.metrics_listen, 5000,
+					       err))
 				log_warn("%s; serving without --metrics-listen",
 					 err);
 			life_device_idle(d);   /* as after a load */
@@ -527,7 +528,7 @@ static int start(struct wcd *d)
 		 (int)getpid(), d->dev.name, d->dev.be->name, d->paths.prefix);
 	/* Scrapes are served from here on: while loading too. */
 	if (d->o.metrics_listen &&
-	    metrics_http_start(d, d->o.metrics_listen, err)) {
+	    metrics_http_start(d, d->o.metrics_listen, 0, err)) {
 		log_error("%s", err);
 		return 1;
 	}

@@ -265,6 +265,7 @@ struct wcd {
 	bool accept_again;            /* resume: restart a stopping accept */
 	struct wcd_metrics m;         /* counters (metrics.h) */
 	struct mhttp *mhttp;          /* --metrics-listen (metrics_http.c) */
+	char metrics_addr[256];       /* where it listens: port 0 resolved */
 };
 
 static inline struct wcd_version *wcd_current(struct wcd *d)
