@@ -483,7 +483,6 @@ static int start(struct wcd *d)
 			    metrics_http_start(d, d->o.metrics_listen, err))
 				log_warn("%s; serving without --metrics-listen",
 					 err);
-			life_device_idle(d);   /* as after a load */
 			return serve(d);
 		}
 		if (ret != -ECONNRESET || !given.model) {
