@@ -116,6 +116,9 @@ all: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(TESTS) $(BENCHES)
 # --- compile -------------------------------------------------------------
 
 $(BUILD)/obj/gpu/cuda%.o: WC_CPPFLAGS += $(CUDA_CPPFLAGS)
+# where the layout presets are found (proto/layout.c, plan_layout_dir)
+$(BUILD)/obj/proto/layout.o: WC_CPPFLAGS += -DWC_LAYOUT_SRC_DIR='"$(CURDIR)/proto/layouts"' \
+	-DWC_LAYOUT_INSTALL_DIR='"$(PREFIX)/share/wcache/layouts"'
 $(BUILD)/obj/%.o: %.c
 	$(call say,CC,$<)
 	@mkdir -p $(@D)
@@ -237,7 +240,7 @@ FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=a
 build-fuzz/%: test/fuzz/%.c $(PROTO_SRC)
 	$(call say,FUZZ,$@)
 	@mkdir -p $(@D)
-	$(Q)clang $(WC_CPPFLAGS) $(CPPFLAGS) -std=gnu11 $(FUZZ_FLAGS) -o $@ $< $(PROTO_SRC) -ljansson -lxxhash -lm
+	$(Q)clang $(WC_CPPFLAGS) -DWC_LAYOUT_SRC_DIR='"$(CURDIR)/proto/layouts"' $(CPPFLAGS) -std=gnu11 $(FUZZ_FLAGS) -o $@ $< $(PROTO_SRC) -ljansson -lxxhash -lm
 
 # Each target first runs every input of test/fuzz/regress/<target>/ once
 # (each a crash once found: copy a crash-* artifact there when you fix it),

@@ -360,6 +360,7 @@ static const struct gpu_backend cuda_backend = {
 	.staging_free = gpu_cuda_staging_free,
 	.copy_to_pool = gpu_cuda_copy_to_pool,
 	.copy_from_pool = gpu_cuda_copy_from_pool,
+	.pool_zero = gpu_cuda_pool_zero,
 	.pool_seal = gpu_cuda_pool_seal,
 	.pool_release = gpu_cuda_pool_release,
 	.pool_adopt = gpu_cuda_pool_adopt,

@@ -9,6 +9,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -528,6 +529,31 @@ int gpu_cuda_copy_from_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 	e = cudaMemcpy(dst, (char *)(uintptr_t)pool->dev_ptr + off, len,
 		       cudaMemcpyDeviceToHost);
 	return -gpu_cuda_rt_errno(e);
+}
+
+/* cudaMemset, then a device-wide wait: once per load, for the few zero
+ * rows of padded vocabularies, so that no copy stream needs to order
+ * against it. */
+int gpu_cuda_pool_zero(struct gpu_dev *dev, struct gpu_pool *pool,
+		       uint64_t off, uint64_t len, char *err)
+{
+	cudaError_t e;
+	int ret;
+
+	if (off > pool->alloc_size || len > pool->alloc_size - off)
+		return wc_errf(err, EINVAL, "zeroing %" PRIu64 " bytes at %" PRIu64 " is past the pool's %" PRIu64,
+			       len, off, pool->alloc_size);
+	ret = gpu_cuda_pool_ready(dev, pool, err);
+	if (ret)
+		return ret;
+	e = cudaMemset((char *)(uintptr_t)pool->dev_ptr + off, 0, len);
+	if (e == cudaSuccess)
+		e = cudaDeviceSynchronize();
+	if (e != cudaSuccess)
+		return wc_errf(err, gpu_cuda_rt_errno(e),
+			       "zeroing the padding rows on %s failed: %s",
+			       dev->name, cudaGetErrorString(e));
+	return 0;
 }
 
 /* Nothing to seal on the device: engines import VMM pools read-only through

@@ -36,7 +36,9 @@ static const struct field {
 	S(model_path, false), S(arch, true), S(dtype, true),
 	S(quant_method, true), H(quant_hash, true),
 	U(tp_size, true), U(tp_rank, true), U(pp_size, true), U(pp_rank, true),
-	H(rules_hash, true), H(ckpt_digest, true), S(device_uuid, true),
+	H(rules_hash, true),
+	U(ep_size, true), U(ep_rank, true), U(vocab_pad, true),
+	H(ckpt_digest, true), S(device_uuid, true),
 	U(cc_major, true), U(cc_minor, true),
 	/* encoded (room for later fields), never compared */
 	U(reserved0, false), U(reserved1, false),

@@ -19,12 +19,12 @@
 
 #include "hash.h"
 
-#define IDENT_FORMAT_VERSION 1
+#define IDENT_FORMAT_VERSION 2
 #define IDENT_PATH_MAX 4096
 #define IDENT_STR_MAX 128
-/* Largest canonical encoding: magic, version, 5 strings, 8 u32, 3 hashes. */
+/* Largest canonical encoding: magic, version, 5 strings, 11 u32, 3 hashes. */
 #define IDENT_ENC_MAX (8 + 4 + IDENT_PATH_MAX + 4 * IDENT_STR_MAX + 5 * 4 + \
-		       8 * 4 + 3 * WC_HASH_LEN)
+		       11 * 4 + 3 * WC_HASH_LEN)
 
 struct ident {
 	uint32_t format_version;           /* IDENT_FORMAT_VERSION */
@@ -34,7 +34,9 @@ struct ident {
 	char quant_method[IDENT_STR_MAX];  /* "" when unquantized */
 	uint8_t quant_hash[WC_HASH_LEN];   /* of canonical quantization_config */
 	uint32_t tp_size, tp_rank, pp_size, pp_rank;
-	uint8_t rules_hash[WC_HASH_LEN];   /* plan_rules.hash */
+	uint8_t rules_hash[WC_HASH_LEN];   /* plan_rules.hash: the layout's */
+	uint32_t ep_size, ep_rank;         /* expert parallelism (1, 0) */
+	uint32_t vocab_pad;                /* the padding multiple used */
 	uint8_t ckpt_digest[WC_HASH_LEN];  /* model.digest */
 	char device_uuid[IDENT_STR_MAX];   /* gpu_dev.uuid */
 	uint32_t cc_major, cc_minor;       /* 0 for the host backend */

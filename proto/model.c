@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <jansson.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -76,6 +77,7 @@ static int get_str(json_t *obj, const char *key, char *out, size_t cap,
 void model_config_free(struct model_config *c)
 {
 	free(c->quant_json);
+	free(c->ints);
 	memset(c, 0, sizeof(*c));
 	c->num_hidden_layers = -1;
 }
@@ -117,6 +119,43 @@ static int parse_quant(struct model_config *c, json_t *q, const char *name,
 	}
 	c->quant_block = true;
 	return 0;
+}
+
+bool model_cfg_int(const struct model_config *c, const char *key,
+		   int64_t *out)
+{
+	char alt[MODEL_CFG_KEY_MAX + 16];
+
+	snprintf(alt, sizeof(alt), "text_config.%s", key);
+	for (int pass = 0; pass < 2; pass++)
+		for (uint32_t i = 0; i < c->nints; i++)
+			if (!strcmp(c->ints[i].key, pass ? alt : key)) {
+				*out = c->ints[i].v;
+				return true;
+			}
+	return false;
+}
+
+/* Keeps obj's integer and boolean fields (names under MODEL_CFG_KEY_MAX
+ * bytes with the prefix; the first MODEL_CFG_INTS_MAX in all). */
+static void keep_ints(struct model_config *c, json_t *obj, const char *pre)
+{
+	const char *k;
+	json_t *v;
+
+	json_object_foreach(obj, k, v) {
+		struct model_cfg_int *ci;
+
+		if (!json_is_integer(v) && !json_is_boolean(v))
+			continue;
+		if (c->nints >= MODEL_CFG_INTS_MAX ||
+		    strlen(pre) + strlen(k) >= MODEL_CFG_KEY_MAX)
+			continue;
+		ci = &c->ints[c->nints++];
+		snprintf(ci->key, sizeof(ci->key), "%s%s", pre, k);
+		ci->v = json_is_integer(v) ? json_integer_value(v) :
+					     json_is_true(v);
+	}
 }
 
 int model_config_parse(struct model_config *c, const void *buf, size_t len,
@@ -179,6 +218,17 @@ int model_config_parse(struct model_config *c, const void *buf, size_t len,
 	v = json_object_get(root, "quantization_config");
 	if (v && !json_is_null(v))
 		rc = parse_quant(c, v, name, err);
+	if (rc)
+		goto out_root;
+	c->ints = calloc(MODEL_CFG_INTS_MAX, sizeof(*c->ints));
+	if (!c->ints) {
+		rc = wc_errf(err, ENOMEM, "%s: out of memory", name);
+		goto out_root;
+	}
+	keep_ints(c, root, "");
+	v = json_object_get(root, "text_config");
+	if (json_is_object(v))
+		keep_ints(c, v, "text_config.");
 out_root:
 	json_decref(root);
 	if (rc)

@@ -32,6 +32,15 @@
 #define MODEL_DTYPE_MAX 32
 #define MODEL_QUANT_METHOD_MAX 64
 #define MODEL_INDEX_NAME "model.safetensors.index.json"
+#define MODEL_CFG_INTS_MAX 256           /* integer/boolean config fields kept */
+#define MODEL_CFG_KEY_MAX 64             /* bytes of such a field's name */
+
+/* An integer or boolean (1/0) field of config.json, top level or inside
+ * text_config (kept as "text_config.KEY"), for the layouts (plan.h). */
+struct model_cfg_int {
+	char key[MODEL_CFG_KEY_MAX];
+	int64_t v;
+};
 
 struct model_config {
 	char arch[MODEL_ARCH_MAX];       /* architectures[0]; "" if absent */
@@ -46,7 +55,15 @@ struct model_config {
 	bool quant_block;
 	uint64_t quant_block_size[2];    /* weight_block_size when quant_block */
 	uint8_t quant_hash[WC_HASH_LEN]; /* of quant_json; zeros when NULL */
+	uint32_t nints;                  /* the first MODEL_CFG_INTS_MAX */
+	struct model_cfg_int *ints;      /* in config order */
 };
+
+/* The value of an integer/boolean config field ("text_config.KEY" as
+ * well: a key absent at the top level is looked up there too); false
+ * when absent. */
+bool model_cfg_int(const struct model_config *c, const char *key,
+		   int64_t *out);
 
 /* One weight_map entry. */
 struct model_index_entry {

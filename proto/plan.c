@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The TP/PP plan. See plan.h for the rules. Costs: one fnmatch per rule per
- * tensor (first match wins), O(tensors) otherwise.
+ * The per-rank plan. See plan.h for the rules. Costs: one match per rule
+ * per tensor (first match wins); a view statement matches its first part
+ * against every entry and finds the others by binary search; O(tensors)
+ * otherwise.
  */
 #include <errno.h>
-#include <fnmatch.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,159 +14,31 @@
 #include "err.h"
 #include "plan.h"
 
-static const char *const llama_archs[] = {
-	"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-	"Qwen3ForCausalLM",
+bool plan__match(const char *pattern, const char *name, long caps[26]);
+
+#define RANGES_MAX (PLAN_PARTS_MAX)
+
+struct range {
+	uint64_t a, b;            /* [a, b) on the split dim */
 };
 
-#define NARCHS (sizeof(llama_archs) / sizeof(llama_archs[0]))
-
-static const struct plan_rule llama_rules[] = {
-	{ "*.self_attn.q_proj.*", PLAN_DIM0 },
-	{ "*.self_attn.k_proj.*", PLAN_DIM0 },
-	{ "*.self_attn.v_proj.*", PLAN_DIM0 },
-	{ "*.mlp.gate_proj.*", PLAN_DIM0 },
-	{ "*.mlp.up_proj.*", PLAN_DIM0 },
-	{ "*.self_attn.o_proj.weight*", PLAN_DIM1 },
-	{ "*.mlp.down_proj.weight*", PLAN_DIM1 },
-	{ "model.embed_tokens.weight", PLAN_DIM0 },
-	{ "lm_head.weight", PLAN_DIM0 },
-	{ "*", PLAN_REPLICATE },
+/* What the split of one tensor came to. */
+struct cut {
+	enum plan_split split;
+	uint32_t n;
+	struct range r[RANGES_MAX];
+	uint64_t pad_rows;        /* pad rules: P; else 0 */
 };
-
-const char *plan_split_name(enum plan_split s)
-{
-	switch (s) {
-	case PLAN_REPLICATE: return "replicate";
-	case PLAN_DIM0: return "dim0";
-	case PLAN_DIM1: return "dim1";
-	}
-	return "?";
-}
-
-static void rules_rehash(struct plan_rules *r)
-{
-	struct wc_hasher h;
-
-	wc_hasher_init(&h);
-	for (uint32_t i = 0; i < r->n; i++) {
-		uint8_t split = (uint8_t)r->r[i].split;
-		const char *pat = r->r[i].pattern;
-
-		wc_hasher_update(&h, pat, strlen(pat) + 1);
-		wc_hasher_update(&h, &split, 1);
-	}
-	wc_hasher_final(&h, r->hash);
-}
-
-void plan_rules_free(struct plan_rules *r)
-{
-	free(r->r);
-	memset(r, 0, sizeof(*r));
-}
-
-int plan_rules_preset(struct plan_rules *r, const char *arch, char *err)
-{
-	size_t n = sizeof(llama_rules) / sizeof(llama_rules[0]);
-	bool known = false;
-
-	memset(r, 0, sizeof(*r));
-	for (size_t i = 0; i < NARCHS; i++)
-		known |= !strcmp(arch, llama_archs[i]);
-	if (!known)
-		return wc_errf(err, ENOTSUP,
-			       "no sharding preset for architecture '%s' (presets: LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM); give a rules file (lines 'PATTERN replicate|dim0|dim1')",
-			       arch);
-	r->r = malloc(sizeof(llama_rules));
-	if (!r->r)
-		return wc_errf(err, ENOMEM, "out of memory");
-	memcpy(r->r, llama_rules, sizeof(llama_rules));
-	r->n = (uint32_t)n;
-	rules_rehash(r);
-	return 0;
-}
-
-static int parse_split(const char *s, enum plan_split *out)
-{
-	for (int i = PLAN_REPLICATE; i <= PLAN_DIM1; i++) {
-		if (!strcmp(s, plan_split_name((enum plan_split)i))) {
-			*out = (enum plan_split)i;
-			return 0;
-		}
-	}
-	return -EINVAL;
-}
-
-int plan_rules_parse(struct plan_rules *r, const void *buf, size_t len,
-		     const char *name, char *err)
-{
-	const char *p = buf, *end = p + len;
-	struct plan_rule *out;
-	uint32_t n = 0;
-	int line = 0;
-
-	if (len > PLAN_RULES_FILE_MAX)
-		return wc_errf(err, EFBIG, "%s: %zu bytes, over the %u-byte limit for a rules file",
-			       name, len, PLAN_RULES_FILE_MAX);
-	out = calloc(PLAN_RULES_MAX, sizeof(*out));
-	if (!out)
-		return wc_errf(err, ENOMEM, "%s: out of memory", name);
-	while (p < end) {
-		const char *nl = memchr(p, '\n', (size_t)(end - p));
-		size_t ll = nl ? (size_t)(nl - p) : (size_t)(end - p);
-		char text[PLAN_PATTERN_MAX + 64], pat[PLAN_PATTERN_MAX + 1],
-			split[32], extra[2];
-		int k;
-
-		line++;
-		if (ll >= sizeof(text) || memchr(p, '\0', ll)) {
-			free(out);
-			return wc_errf(err, EINVAL, "%s:%d: line is %zu bytes or holds a NUL (limit %zu)",
-				       name, line, ll, sizeof(text) - 1);
-		}
-		memcpy(text, p, ll);
-		text[ll] = '\0';
-		p += ll + (nl ? 1 : 0);
-		if (strchr(text, '#'))
-			*strchr(text, '#') = '\0';
-		k = sscanf(text, "%256s %31s %1s", pat, split, extra);
-		if (k <= 0)
-			continue;
-		if (k != 2 || strlen(pat) >= PLAN_PATTERN_MAX ||
-		    parse_split(split, &out[n].split)) {
-			free(out);
-			return wc_errf(err, EINVAL,
-				       "%s:%d: '%s' is not 'PATTERN replicate|dim0|dim1' (pattern under %d bytes)",
-				       name, line, text, PLAN_PATTERN_MAX);
-		}
-		if (n + r->n >= PLAN_RULES_MAX) {
-			free(out);
-			return wc_errf(err, E2BIG, "%s:%d: more than %d rules",
-				       name, line, PLAN_RULES_MAX);
-		}
-		strcpy(out[n].pattern, pat);
-		n++;
-	}
-	if (r->n)
-		memcpy(out + n, r->r, r->n * sizeof(*out));
-	free(r->r);
-	r->r = out;
-	r->n += n;
-	rules_rehash(r);
-	return 0;
-}
-
-enum plan_split plan_rules_match(const struct plan_rules *r, const char *name)
-{
-	for (uint32_t i = 0; i < r->n; i++)
-		if (!fnmatch(r->r[i].pattern, name, 0))
-			return r->r[i].split;
-	return PLAN_REPLICATE;
-}
 
 void plan_free(struct plan *p)
 {
+	for (uint32_t i = 0; i < p->nnames; i++)
+		free(p->names[i]);
+	free(p->names);
 	free(p->t);
+	free(p->pc);
+	free(p->g);
+	free(p->members);
 	memset(p, 0, sizeof(*p));
 }
 
@@ -190,13 +63,14 @@ static bool starts(const char *s, const char *pre)
 	return !strncmp(s, pre, strlen(pre));
 }
 
-static void shape_str(const struct st_tensor *t, char *buf, size_t cap)
+static void shape_str(uint32_t ndim, const uint64_t *shape, char *buf,
+		      size_t cap)
 {
 	size_t n = (size_t)snprintf(buf, cap, "[");
 
-	for (uint32_t i = 0; i < t->ndim && n < cap; i++)
+	for (uint32_t i = 0; i < ndim && n < cap; i++)
 		n += (size_t)snprintf(buf + n, cap - n, "%s%" PRIu64,
-				      i ? ", " : "", t->shape[i]);
+				      i ? ", " : "", shape[i]);
 	if (n < cap)
 		snprintf(buf + n, cap - n, "]");
 }
@@ -220,138 +94,777 @@ static bool in_stage(const struct plan *p, const struct model *m,
 	return true;
 }
 
-static int split_tensor(struct plan_tensor *pt, const struct st_tensor *t,
-			enum plan_split split, const struct plan *p,
-			const char *path, char *err)
+static const struct plan_rule *rule_for(const struct plan_rules *r,
+					const char *name, long caps[26])
 {
-	uint64_t tp = p->tp_size, r = p->tp_rank, dim, per, inner = 1,
-		 width, pitch;
-	char shape[256];
-	int d = split == PLAN_DIM0 ? 0 : 1;
+	for (uint32_t i = 0; r && i < r->n; i++)
+		if (plan__match(r->r[i].pattern, name, caps))
+			return &r->r[i];
+	return NULL;
+}
 
-	if (t->nelem <= 1 || t->ndim < (uint32_t)d + 1 || tp == 1)
-		split = PLAN_REPLICATE;
-	pt->split = split;
-	pt->ndim = t->ndim;
-	memcpy(pt->shape, t->shape, sizeof(pt->shape));
-	if (split == PLAN_REPLICATE) {
-		pt->file_off = t->file_off;
-		pt->width = pt->src_pitch = pt->size = t->nbytes;
-		pt->height = 1;
-		return 0;
+static bool cfg_keys(const struct model *m, const struct plan_keys *k,
+		     int64_t *v, const char **which)
+{
+	for (uint32_t i = 0; i < k->n; i++)
+		if (model_cfg_int(&m->cfg, k->k[i], v)) {
+			*which = k->k[i];
+			return true;
+		}
+	return false;
+}
+
+static void keys_str(const struct plan_keys *k, char *buf, size_t cap)
+{
+	size_t n = 0;
+
+	buf[0] = '\0';
+	for (uint32_t i = 0; i < k->n && n < cap; i++)
+		n += (size_t)snprintf(buf + n, cap - n, "%s%s", i ? "|" : "",
+				      k->k[i]);
+}
+
+/* Ranges of dim (size D) this rank keeps under rule u. */
+static int cut_dim(struct cut *c, const struct plan_rule *u, uint64_t D,
+		   const struct model *m, const struct plan *p,
+		   const char *tname, const char *shape, char *err)
+{
+	uint64_t tp = p->tp_size, r = p->tp_rank, H[PLAN_PARTS_MAX],
+		 sumH = 0, unit, at = 0;
+	uint32_t np = u->nparts ? u->nparts : 1;
+	const char *key[PLAN_PARTS_MAX];
+
+	for (uint32_t k = 0; k < np; k++) {
+		const struct plan_part *pt = &u->part[k];
+		int64_t v;
+
+		H[k] = 1;
+		key[k] = NULL;
+		if (u->nparts && pt->heads != PLAN_HEADS_NONE) {
+			char ks[200];
+
+			if (!cfg_keys(m, &pt->keys, &v, &key[k]) || v <= 0) {
+				keys_str(&pt->keys, ks, sizeof(ks));
+				return wc_errf(err, EINVAL,
+					       "%s: tensor '%s' is split by heads, but config.json has no positive %s; add it to config.json or give a layout without heads for it",
+					       m->path, tname, ks);
+			}
+			H[k] = (uint64_t)v;
+		}
+		sumH += H[k];
 	}
-	shape_str(t, shape, sizeof(shape));
-	dim = t->shape[d];
-	if (dim % tp)
+	if (D % sumH)
 		return wc_errf(err, EINVAL,
-			       "%s: tensor '%s' (shape %s): dim %d of size %" PRIu64 " does not split evenly over tp size %" PRIu64 "; use a tp size that divides it, or a rules file that replicates it",
-			       path, t->name, shape, d, dim, tp);
-	per = dim / tp;
-	for (uint32_t i = (uint32_t)d + 1; i < t->ndim; i++)
-		inner *= t->shape[i];
-	if (st_dtype_bytes(t->dtype, per * inner, &width) ||
-	    st_dtype_bytes(t->dtype, dim * inner, &pitch))
-		return wc_errf(err, EINVAL,
-			       "%s: tensor '%s' (shape %s, %s): a 1/%" PRIu64 " slice of dim %d is not a whole number of bytes; use another tp size or replicate it",
-			       path, t->name, shape, st_dtype_name(t->dtype), tp, d);
-	pt->shape[d] = per;
-	if (split == PLAN_DIM0) {
-		/* rows [r*per, (r+1)*per): one range */
-		pt->file_off = t->file_off + r * width;
-		pt->width = pt->src_pitch = width;
-		pt->height = 1;
-	} else {
-		pt->file_off = t->file_off + r * width;
-		pt->width = width;
-		pt->src_pitch = pitch;
-		pt->height = t->shape[0];
+			       "%s: tensor '%s' (shape %s): dim %d of size %" PRIu64 " is not %" PRIu64 " equal heads/parts; check the config's head counts or the layout",
+			       m->path, tname, shape, c->split == PLAN_DIM0 ? 0 : 1,
+			       D, sumH);
+	unit = D / sumH;          /* one head (or one part when even) */
+	c->n = 0;
+	for (uint32_t k = 0; k < np; k++) {
+		const struct plan_part *pt = &u->part[k];
+		enum plan_heads hm = u->nparts ? pt->heads : PLAN_HEADS_NONE;
+		uint64_t S = H[k] * unit, a, b;
+
+		if (hm == PLAN_HEADS_NONE) {
+			if (S % tp)
+				return wc_errf(err, EINVAL,
+					       "%s: tensor '%s' (shape %s): dim %d of size %" PRIu64 "%s does not split evenly over tp size %" PRIu64 "; use a tp size that divides it, or a layout that replicates it",
+					       m->path, tname, shape,
+					       c->split == PLAN_DIM0 ? 0 : 1, S,
+					       np > 1 ? " (one part)" : "", tp);
+			a = r * (S / tp);
+			b = a + S / tp;
+		} else if (H[k] % tp == 0) {
+			a = r * (H[k] / tp) * unit;
+			b = a + (H[k] / tp) * unit;
+		} else if (hm == PLAN_HEADS_KV && tp % H[k] == 0) {
+			uint64_t head = r / (tp / H[k]);
+
+			a = head * unit;
+			b = a + unit;
+		} else {
+			return wc_errf(err, EINVAL,
+				       "%s: tensor '%s' (shape %s): %" PRIu64 " heads (%s) do not split over tp size %" PRIu64 "%s; use a tp size that %s",
+				       m->path, tname, shape, H[k], key[k], tp,
+				       hm == PLAN_HEADS_KV ? " (KV heads are replicated only when tp is a multiple of them)" : "",
+				       hm == PLAN_HEADS_KV ? "divides them or is a multiple of them" : "divides them");
+		}
+		c->r[c->n].a = at + a;
+		c->r[c->n].b = at + b;
+		c->n++;
+		at += S;
 	}
-	pt->size = pt->width * pt->height;
 	return 0;
 }
 
-int plan_build(struct plan *p, const struct model *m,
-	       const struct plan_rules *r, uint32_t tp_size, uint32_t tp_rank,
-	       uint32_t pp_size, uint32_t pp_rank, char *err)
+/* The split of tensor t (named tname, shape as t) under rule u. */
+static int cut_tensor(struct cut *c, const struct plan_rule *u,
+		      const struct st_tensor *t, const char *tname,
+		      const struct model *m, const struct plan *p, bool whole,
+		      char *err)
 {
+	enum plan_split split = u ? u->split : PLAN_REPLICATE;
+	int d = split == PLAN_DIM1 ? 1 : 0;
+	char shape[256];
+
+	memset(c, 0, sizeof(*c));
+	shape_str(t->ndim, t->shape, shape, sizeof(shape));
+	if (whole || t->nelem <= 1 || t->ndim < (uint32_t)d + 1 ||
+	    (p->tp_size == 1 && !(u && u->pad)))
+		split = PLAN_REPLICATE;
+	c->split = split;
+	if (split == PLAN_REPLICATE) {
+		c->n = 1;
+		c->r[0].a = 0;
+		c->r[0].b = t->ndim ? t->shape[0] : 1;
+		return 0;
+	}
+	if (u->pad) {
+		uint64_t V = t->shape[0], mult = p->pp.vocab_pad, Vp, P, a, b;
+
+		if (!mult) {
+			if (V % p->tp_size)
+				return wc_errf(err, EINVAL,
+					       "%s: tensor '%s' (shape %s): %" PRIu64 " vocabulary rows do not split over tp size %" PRIu64 " and padding is off (vocab_pad 0); turn padding on (wcd --vocab-pad 64, as vLLM and SGLang pad) or use a tp size that divides %" PRIu64,
+					       m->path, tname, shape, V,
+					       (uint64_t)p->tp_size, V);
+			Vp = V;
+		} else {
+			Vp = (V + mult - 1) / mult * mult;
+		}
+		if (Vp % p->tp_size)
+			return wc_errf(err, EINVAL,
+				       "%s: tensor '%s' (shape %s): %" PRIu64 " rows padded to %" PRIu64 " (a multiple of %" PRIu64 ") do not split over tp size %u; use a tp size that divides %" PRIu64 " or another --vocab-pad",
+				       m->path, tname, shape, V, Vp, mult,
+				       p->tp_size, Vp);
+		P = Vp / p->tp_size;
+		a = (uint64_t)p->tp_rank * P;
+		b = a + P < V ? a + P : V;
+		if (a > V)
+			a = V;
+		c->n = 1;
+		c->r[0].a = a;
+		c->r[0].b = b;
+		c->pad_rows = P;
+		return 0;
+	}
+	return cut_dim(c, u, t->shape[d], m, p, tname, shape, err);
+}
+
+/* A block-FP8 scale's cut from its weight's: ranges in block units. */
+static int cut_scale(struct cut *c, const struct cut *w,
+		     const struct st_tensor *wt, const struct st_tensor *st,
+		     const struct model *m, const char *sname, char *err)
+{
+	int d = w->split == PLAN_DIM1 ? 1 : 0;
+	uint64_t B = m->cfg.quant_block_size[d], D = wt->shape[d];
+
+	*c = *w;
+	c->pad_rows = 0;
+	if (w->split == PLAN_REPLICATE) {
+		c->r[0].a = 0;
+		c->r[0].b = st->ndim ? st->shape[0] : 1;
+		c->n = 1;
+		return 0;
+	}
+	if (w->pad_rows)
+		return wc_errf(err, EINVAL, "%s: tensor '%s' is the block scale of a padded tensor, which no engine does; give a layout that replicates it",
+			       m->path, sname);
+	if ((uint32_t)d >= st->ndim || st->shape[d] != (D + B - 1) / B)
+		return wc_errf(err, EINVAL,
+			       "%s: tensor '%s' has %" PRIu64 " blocks on dim %d, but its weight's %" PRIu64 " in blocks of %" PRIu64 " make %" PRIu64,
+			       m->path, sname,
+			       (uint32_t)d < st->ndim ? st->shape[d] : 0, d, D,
+			       B, (D + B - 1) / B);
+	for (uint32_t k = 0; k < w->n; k++) {
+		uint64_t a = w->r[k].a, b = w->r[k].b;
+
+		if (a % B || (b % B && b != D))
+			return wc_errf(err, EINVAL,
+				       "%s: tensor '%s': its weight's slice [%" PRIu64 ", %" PRIu64 ") of dim %d (size %" PRIu64 ") is not aligned to the FP8 block of %" PRIu64 "; use a tp size whose slices are whole blocks",
+				       m->path, sname, a, b, d, D, B);
+		c->r[k].a = a / B;
+		c->r[k].b = (b + B - 1) / B;
+	}
+	return 0;
+}
+
+static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elem)
+{
+	uint32_t n = *cap ? *cap : 64;
+	void *q;
+
+	if (need <= *cap)
+		return 0;
+	while (n < need)
+		n *= 2;
+	q = realloc(*arr, (size_t)n * elem);
+	if (!q)
+		return -ENOMEM;
+	memset((char *)q + (size_t)*cap * elem, 0, (size_t)(n - *cap) * elem);
+	*arr = q;
+	*cap = n;
+	return 0;
+}
+
+struct caps_ {
+	uint32_t t, pc, g, mem, names;
+};
+
+/* Emits the pieces of entry e (tensor t under cut c). */
+static int emit(struct plan *p, struct caps_ *cp, uint32_t e,
+		const struct st_tensor *t, uint32_t shard, const struct cut *c,
+		const char *path, char *err)
+{
+	struct plan_tensor *pt = &p->t[e];
+	uint64_t inner = 1, rowb, rows = 1, dst = 0, total = 0;
+	int d = c->split == PLAN_DIM1 ? 1 : 0;
+
+	pt->split = c->split;
+	pt->ndim = t->ndim;
+	memcpy(pt->shape, t->shape, sizeof(pt->shape));
+	pt->piece0 = p->npieces;
+	if (c->split == PLAN_REPLICATE) {
+		if (grow((void **)&p->pc, &cp->pc, p->npieces + 1, sizeof(*p->pc)))
+			return wc_errf(err, ENOMEM, "out of memory");
+		p->pc[p->npieces++] = (struct plan_piece){
+			.entry = e, .shard = shard, .file_off = t->file_off,
+			.width = t->nbytes, .height = 1, .src_pitch = t->nbytes,
+			.dst = 0, .size = t->nbytes,
+		};
+		pt->npieces = 1;
+		pt->size = pt->alloc = t->nbytes;
+		return 0;
+	}
+	for (uint32_t i = (uint32_t)d + 1; i < t->ndim; i++)
+		inner *= t->shape[i];
+	for (int i = 0; i < d; i++)
+		rows *= t->shape[i];
+	if (st_dtype_bytes(t->dtype, inner, &rowb))
+		return wc_errf(err, EINVAL,
+			       "%s: tensor '%s' (%s): a slice of dim %d is not a whole number of bytes; use another tp size or replicate it",
+			       path, t->name, st_dtype_name(t->dtype), d);
+	pt->shape[d] = 0;
+	for (uint32_t k = 0; k < c->n; k++) {
+		uint64_t len = c->r[k].b - c->r[k].a;
+
+		pt->shape[d] += len;
+		if (!len)
+			continue;
+		if (grow((void **)&p->pc, &cp->pc, p->npieces + 1, sizeof(*p->pc)))
+			return wc_errf(err, ENOMEM, "out of memory");
+		if (d == 0)
+			p->pc[p->npieces++] = (struct plan_piece){
+				.entry = e, .shard = shard,
+				.file_off = t->file_off + c->r[k].a * rowb,
+				.width = len * rowb, .height = 1,
+				.src_pitch = len * rowb, .dst = dst,
+				.size = len * rowb,
+			};
+		else
+			p->pc[p->npieces++] = (struct plan_piece){
+				.entry = e, .shard = shard,
+				.file_off = t->file_off + c->r[k].a * rowb,
+				.width = len * rowb, .height = rows,
+				.src_pitch = t->shape[d] * rowb, .dst = dst,
+				.size = len * rowb * rows,
+			};
+		dst += p->pc[p->npieces - 1].size;
+		total += p->pc[p->npieces - 1].size;
+	}
+	pt->npieces = p->npieces - pt->piece0;
+	pt->size = total;
+	pt->alloc = total;
+	if (c->pad_rows) {
+		pt->padded_rows = c->pad_rows;
+		pt->alloc = c->pad_rows * rowb;
+	}
+	return 0;
+}
+
+static int add_name(struct plan *p, struct caps_ *cp, const char *s,
+		    const char **out)
+{
+	if (grow((void **)&p->names, &cp->names, p->nnames + 1,
+		 sizeof(*p->names)))
+		return -ENOMEM;
+	p->names[p->nnames] = strdup(s);
+	if (!p->names[p->nnames])
+		return -ENOMEM;
+	*out = p->names[p->nnames++];
+	return 0;
+}
+
+long plan_find(const struct plan *p, const char *name)
+{
+	uint32_t lo = 0, hi = p->ntensors;
+
+	/* the checkpoint entries come first, in strcmp order */
+	while (hi > lo && (p->t[hi - 1].flags & PLAN_T_VIEW))
+		hi--;
+	for (uint32_t i = hi; i < p->ntensors; i++)
+		if (!strcmp(p->t[i].name, name))
+			return i;
+	while (lo < hi) {
+		uint32_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(p->t[mid].name, name);
+
+		if (!c)
+			return mid;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return -1;
+}
+
+/* Replaces {X} by caps[X]; -ENAMETOOLONG, or -EINVAL for an unbound X. */
+static int subst(const char *tmpl, const long caps[26], char *out, size_t cap)
+{
+	size_t n = 0;
+
+	for (const char *s = tmpl; *s; s++) {
+		if (s[0] == '{' && s[1] >= 'A' && s[1] <= 'Z' && s[2] == '}') {
+			long v = caps[s[1] - 'A'];
+			int k;
+
+			if (v < 0)
+				return -EINVAL;
+			k = snprintf(out + n, cap - n, "%ld", v);
+			if (k < 0 || (size_t)k >= cap - n)
+				return -ENAMETOOLONG;
+			n += (size_t)k;
+			s += 2;
+			continue;
+		}
+		if (n + 1 >= cap)
+			return -ENAMETOOLONG;
+		out[n++] = *s;
+	}
+	out[n] = '\0';
+	return 0;
+}
+
+static struct plan_tensor *new_entry(struct plan *p, struct caps_ *cp)
+{
+	if (p->ntensors >= MODEL_TENSORS_MAX + PLAN_VIEWS_MAX ||
+	    grow((void **)&p->t, &cp->t, p->ntensors + 1, sizeof(*p->t)))
+		return NULL;
+	memset(&p->t[p->ntensors], 0, sizeof(p->t[0]));
+	p->t[p->ntensors].group = -1;
+	return &p->t[p->ntensors++];
+}
+
+/* One instance of a view/stack/group statement: members (entry indices,
+ * in order) become a group and, unless a group, a view entry. */
+static int add_view(struct plan *p, struct caps_ *cp, const struct model *m,
+		    const struct plan_stmt *s, const char *name,
+		    const uint32_t *mem, uint32_t n, uint32_t per, char *err)
+{
+	const struct plan_tensor *f = &p->t[mem[0]];
+	struct plan_tensor *v;
+	uint64_t rows = 0, size = 0;
+	uint32_t g;
+
+	for (uint32_t i = 0; i < n; i++) {
+		const struct plan_tensor *x = &p->t[mem[i]];
+		bool same = x->dtype == f->dtype && x->ndim == f->ndim &&
+			    x->ndim >= 1 &&
+			    !memcmp(x->shape + 1, f->shape + 1,
+				    (x->ndim - 1) * sizeof(uint64_t));
+
+		if (x->group >= 0)
+			return wc_errf(err, EINVAL,
+				       "%s: tensor '%s' is a part of two views or groups (the second: '%s'); fix the layout so that each tensor is in one",
+				       m->path, x->name, name[0] ? name : s->part[0]);
+		if (x->alloc != x->size || (x->flags & PLAN_T_VIEW))
+			return wc_errf(err, EINVAL,
+				       "%s: tensor '%s' cannot be a part of '%s': it is padded or itself a view",
+				       m->path, x->name, name);
+		if (!same && s->kind != PLAN_S_GROUP) {
+			char a[256], b[256];
+
+			shape_str(f->ndim, f->shape, a, sizeof(a));
+			shape_str(x->ndim, x->shape, b, sizeof(b));
+			return wc_errf(err, EINVAL,
+				       "%s: the parts of '%s' do not concatenate on dim 0: '%s' is %s %s, '%s' is %s %s",
+				       m->path, name, f->name, st_dtype_name(f->dtype), a,
+				       x->name, st_dtype_name(x->dtype), b);
+		}
+		if (i < per)
+			rows += x->ndim ? x->shape[0] : 0;
+		size += x->size;
+	}
+	if (grow((void **)&p->g, &cp->g, p->ngroups + 1, sizeof(*p->g)) ||
+	    grow((void **)&p->members, &cp->mem,
+		 p->g && p->ngroups ? p->g[p->ngroups - 1].member0 +
+				      p->g[p->ngroups - 1].n + n : n,
+		 sizeof(*p->members)))
+		return wc_errf(err, ENOMEM, "out of memory");
+	g = p->ngroups++;
+	p->g[g].member0 = g ? p->g[g - 1].member0 + p->g[g - 1].n : 0;
+	p->g[g].n = n;
+	for (uint32_t i = 0; i < n; i++) {
+		p->members[p->g[g].member0 + i] = mem[i];
+		p->t[mem[i]].group = (int32_t)g;
+	}
+	if (s->kind == PLAN_S_GROUP)
+		return 0;
+	v = new_entry(p, cp);
+	if (!v || add_name(p, cp, name, &v->name))
+		return wc_errf(err, ENOMEM, "out of memory");
+	f = &p->t[mem[0]];
+	v->model_idx = UINT32_MAX;
+	v->dtype = f->dtype;
+	v->split = f->split;
+	v->flags = PLAN_T_VIEW;
+	v->target = mem[0];
+	v->size = v->alloc = size;
+	if (s->kind == PLAN_S_STACK) {
+		if (f->ndim + 1 > ST_NDIM_MAX)
+			return wc_errf(err, EINVAL, "%s: stack '%s' would have more than %d dims",
+				       m->path, name, ST_NDIM_MAX);
+		v->ndim = f->ndim + 1;
+		v->shape[0] = n / per;
+		v->shape[1] = rows;
+		memcpy(v->shape + 2, f->shape + 1,
+		       (f->ndim - 1) * sizeof(uint64_t));
+	} else {
+		v->ndim = f->ndim;
+		memcpy(v->shape, f->shape, sizeof(v->shape));
+		v->shape[0] = rows;
+	}
+	return 0;
+}
+
+static int build_stmt(struct plan *p, struct caps_ *cp, const struct model *m,
+		      const struct plan_stmt *s, uint32_t nck, char *err)
+{
+	char name[PLAN_PATTERN_MAX], part[PLAN_PATTERN_MAX];
+	uint32_t mem[PLAN_PARTS_MAX * 1024];
+	long caps[26];
+	int ret;
+
+	for (uint32_t i = 0; i < nck; i++) {
+		uint32_t n = 0, per = s->nparts, e0, e1;
+
+		if (!plan__match(s->part[0], p->t[i].name, caps))
+			continue;
+		if (s->kind == PLAN_S_STACK) {
+			if (caps['E' - 'A'] != (long)p->expert_begin)
+				continue;
+			e0 = p->expert_begin;
+			e1 = p->expert_end;
+			if ((uint64_t)(e1 - e0) * per > sizeof(mem) / sizeof(mem[0]))
+				return wc_errf(err, E2BIG, "%s: stack '%s' has more than %zu parts",
+					       m->path, s->name,
+					       sizeof(mem) / sizeof(mem[0]));
+			if (e1 <= e0)
+				return wc_errf(err, EINVAL, "%s: stack '%s' needs the expert count: add an 'experts KEY' line to the layout",
+					       m->path, s->name);
+		} else {
+			e0 = 0;
+			e1 = 1;
+		}
+		if (subst(s->name, caps, name, sizeof(name)))
+			return wc_errf(err, EINVAL, "%s: '%s' (from '%s'): its name uses a capture its first part does not bind",
+				       m->path, s->name, p->t[i].name);
+		for (uint32_t e = e0; e < e1; e++) {
+			if (s->kind == PLAN_S_STACK)
+				caps['E' - 'A'] = e;
+			for (uint32_t k = 0; k < s->nparts; k++) {
+				long at;
+
+				if (subst(s->part[k], caps, part, sizeof(part)))
+					return wc_errf(err, EINVAL, "%s: '%s': part '%s' uses a capture the first part does not bind",
+						       m->path, s->name, s->part[k]);
+				at = plan_find(p, part);
+				if (at < 0 || (uint32_t)at >= nck)
+					return wc_errf(err, EINVAL,
+						       "%s: '%s' needs '%s', which this rank does not hold (the checkpoint lacks it%s); fix the layout or the checkpoint",
+						       m->path, name[0] ? name : "group", part,
+						       s->kind == PLAN_S_STACK ? ", or the expert is on another rank" : "");
+				mem[n++] = (uint32_t)at;
+			}
+		}
+		ret = add_view(p, cp, m, s, name, mem, n, per, err);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int build_alias(struct plan *p, struct caps_ *cp, const struct model *m,
+		       const struct plan_stmt *s, uint32_t nck, char *err)
+{
+	struct plan_tensor *v;
+	long at;
+	int64_t on;
+
+	if (s->cond[0] && !(model_cfg_int(&m->cfg, s->cond, &on) && on))
+		return 0;
+	if (model_find(m, s->name) || !in_stage(p, m, s->name))
+		return 0;
+	at = plan_find(p, s->part[0]);
+	if (at < 0 || (uint32_t)at >= nck)
+		return 0;
+	v = new_entry(p, cp);
+	if (!v || add_name(p, cp, s->name, &v->name))
+		return wc_errf(err, ENOMEM, "out of memory");
+	*v = p->t[at];
+	v->name = p->names[p->nnames - 1];
+	v->model_idx = UINT32_MAX;
+	v->flags = PLAN_T_VIEW | PLAN_T_ALIAS;
+	v->target = (uint32_t)at;
+	v->npieces = 0;
+	v->group = -1;
+	v->alloc = v->size;
+	return 0;
+}
+
+static int experts_range(struct plan *p, const struct model *m,
+			 const struct plan_rules *r, char *err)
+{
+	uint64_t ep = p->pp.ep_size, k = p->pp.ep_rank, E, base, rem, n, s;
+	const char *which;
+	int64_t v;
+	char ks[200];
+
+	p->expert_begin = 0;
+	p->expert_end = 0;
+	if (!r || !r->experts.n || !cfg_keys(m, &r->experts, &v, &which) ||
+	    v <= 0) {
+		if (ep > 1) {
+			if (r)
+				keys_str(&r->experts, ks, sizeof(ks));
+			return wc_errf(err, EINVAL,
+				       "%s: ep size %" PRIu64 " but %s; expert parallelism needs an MoE model and its preset",
+				       m->path, ep,
+				       r && r->experts.n ? "config.json has none of the expert counts the layout names" :
+				       "the layout names no expert count (an 'experts KEY' line)");
+		}
+		return 0;
+	}
+	E = (uint64_t)v;
+	if (E > UINT32_MAX / 2)
+		return wc_errf(err, EINVAL, "%s: %s is %" PRIu64 ", too many experts", m->path, which, E);
+	base = E / ep;
+	rem = E % ep;
+	n = base + (k < rem);
+	s = k * base + (k < rem ? k : rem);
+	p->expert_begin = (uint32_t)s;
+	p->expert_end = (uint32_t)(s + n);
+	return 0;
+}
+
+int plan_build2(struct plan *p, const struct model *m,
+		const struct plan_rules *r, const struct plan_params *pp,
+		char *err)
+{
+	struct caps_ cp = { 0 };
 	long nlayers = 0;
+	uint32_t nck;
 	int rc = 0;
 
 	memset(p, 0, sizeof(*p));
-	if (tp_size < 1 || tp_size > PLAN_TP_MAX || tp_rank >= tp_size)
+	if (pp->tp_size < 1 || pp->tp_size > PLAN_TP_MAX || pp->tp_rank >= pp->tp_size)
 		return wc_errf(err, EINVAL, "tp rank %u of size %u is invalid (size 1..%d, rank below size)",
-			       tp_rank, tp_size, PLAN_TP_MAX);
-	if (pp_size < 1 || pp_size > PLAN_PP_MAX || pp_rank >= pp_size)
+			       pp->tp_rank, pp->tp_size, PLAN_TP_MAX);
+	if (pp->pp_size < 1 || pp->pp_size > PLAN_PP_MAX || pp->pp_rank >= pp->pp_size)
 		return wc_errf(err, EINVAL, "pp rank %u of size %u is invalid (size 1..%d, rank below size)",
-			       pp_rank, pp_size, PLAN_PP_MAX);
+			       pp->pp_rank, pp->pp_size, PLAN_PP_MAX);
+	if (pp->ep_size < 1 || pp->ep_size > PLAN_EP_MAX || pp->ep_rank >= pp->ep_size)
+		return wc_errf(err, EINVAL, "ep rank %u of size %u is invalid (size 1..%d, rank below size)",
+			       pp->ep_rank, pp->ep_size, PLAN_EP_MAX);
+	if (pp->vocab_pad > (int32_t)PLAN_VOCAB_PAD_MAX)
+		return wc_errf(err, EINVAL, "vocab pad %d is over %u", pp->vocab_pad,
+			       PLAN_VOCAB_PAD_MAX);
 	for (uint32_t i = 0; i < m->ntensors; i++) {
 		long l = layer_of(m->tensors[i].name);
 
 		if (l + 1 > nlayers)
 			nlayers = l + 1;
 	}
-	if (pp_size > 1 && (uint64_t)nlayers < pp_size)
+	if (pp->pp_size > 1 && (uint64_t)nlayers < pp->pp_size)
 		return wc_errf(err, EINVAL,
 			       "%s: pp size %u is more than the %ld layers (model.layers.N.*); use a pp size of at most %ld",
-			       m->path, pp_size, nlayers, nlayers);
-	p->tp_size = tp_size, p->tp_rank = tp_rank;
-	p->pp_size = pp_size, p->pp_rank = pp_rank;
+			       m->path, pp->pp_size, nlayers, nlayers);
+	p->pp = *pp;
+	p->pp.vocab_pad = (int32_t)plan_vocab_pad(r, pp->vocab_pad);
+	p->tp_size = pp->tp_size, p->tp_rank = pp->tp_rank;
+	p->pp_size = pp->pp_size, p->pp_rank = pp->pp_rank;
 	p->nlayers = (uint32_t)nlayers;
-	p->layer_begin = (uint32_t)((uint64_t)pp_rank * nlayers / pp_size);
-	p->layer_end = (uint32_t)((uint64_t)(pp_rank + 1) * nlayers / pp_size);
-	p->t = calloc(m->ntensors ? m->ntensors : 1, sizeof(*p->t));
-	if (!p->t)
-		return wc_errf(err, ENOMEM, "out of memory for a plan of %u tensors",
-			       m->ntensors);
+	p->layer_begin = (uint32_t)((uint64_t)pp->pp_rank * nlayers / pp->pp_size);
+	p->layer_end = (uint32_t)((uint64_t)(pp->pp_rank + 1) * nlayers / pp->pp_size);
+	rc = experts_range(p, m, r, err);
 	for (uint32_t i = 0; i < m->ntensors && !rc; i++) {
 		const struct model_tensor *mt = &m->tensors[i];
+		const struct st_tensor *wt = mt->t;
+		const struct plan_rule *u;
+		const char *rname = mt->name;
+		char base[ST_NAME_MAX + 1];
 		struct plan_tensor *pt;
+		bool scale = false, whole = false;
+		struct cut c;
+		long caps[26];
+		size_t nl = strlen(mt->name);
 
 		if (!in_stage(p, m, mt->name))
 			continue;
-		pt = &p->t[p->ntensors++];
+		/* block FP8: NAME_scale_inv follows NAME */
+		if (m->cfg.quant_block && nl > 10 &&
+		    !strcmp(mt->name + nl - 10, "_scale_inv")) {
+			const struct model_tensor *w;
+
+			memcpy(base, mt->name, nl - 10);
+			base[nl - 10] = '\0';
+			w = model_find(m, base);
+			if (w) {
+				scale = true;
+				rname = base;
+				wt = w->t;
+			}
+		}
+		u = rule_for(r, rname, caps);
+		if (u && u->expert) {
+			long e = caps['E' - 'A'];
+
+			if (pp->ep_size > 1) {
+				if (e < (long)p->expert_begin || e >= (long)p->expert_end)
+					continue;
+				whole = true;
+			}
+		}
+		pt = new_entry(p, &cp);
+		if (!pt) {
+			rc = wc_errf(err, ENOMEM, "out of memory for a plan of %u tensors",
+				     m->ntensors);
+			break;
+		}
 		pt->model_idx = i;
 		pt->name = mt->name;
 		pt->dtype = mt->t->dtype;
-		pt->shard = mt->shard;
-		rc = split_tensor(pt, mt->t, plan_rules_match(r, mt->name), p,
+		rc = cut_tensor(&c, u, wt, rname, m, p, whole, err);
+		if (!rc && scale) {
+			struct cut w = c;
+
+			rc = cut_scale(&c, &w, wt, mt->t, m, mt->name, err);
+		}
+		if (!rc)
+			rc = emit(p, &cp, p->ntensors - 1, mt->t, mt->shard, &c,
 				  m->path, err);
-		p->total_bytes += pt->size;
 	}
+	nck = p->ntensors;
+	for (uint32_t i = 0; r && i < r->nstmts && !rc; i++) {
+		if (r->s[i].kind == PLAN_S_ALIAS)
+			rc = build_alias(p, &cp, m, &r->s[i], nck, err);
+		else
+			rc = build_stmt(p, &cp, m, &r->s[i], nck, err);
+	}
+	for (uint32_t i = 0; i < p->ntensors && !rc; i++) {
+		if (!(p->t[i].flags & PLAN_T_VIEW))
+			p->total_bytes += p->t[i].alloc;
+	}
+	for (uint32_t i = 0; i < p->npieces; i++)
+		p->read_bytes += p->pc[i].size;
 	if (rc)
 		plan_free(p);
 	return rc;
 }
 
+int plan_build(struct plan *p, const struct model *m,
+	       const struct plan_rules *r, uint32_t tp_size, uint32_t tp_rank,
+	       uint32_t pp_size, uint32_t pp_rank, char *err)
+{
+	struct plan_params pp = {
+		.tp_size = tp_size, .tp_rank = tp_rank, .pp_size = pp_size,
+		.pp_rank = pp_rank, .ep_size = 1, .ep_rank = 0,
+		.vocab_pad = -1,
+	};
+
+	return plan_build2(p, m, r, &pp, err);
+}
+
+/* Places bytes at the next aligned offset, opening a new pool when they
+ * do not fit; false past PLAN_POOLS_MAX. */
+static bool place(struct plan *p, int *pool, uint64_t *off, uint64_t bytes,
+		  uint64_t pool_max, uint64_t *at_out)
+{
+	uint64_t at = (*off + PLAN_POOL_ALIGN - 1) &
+		      ~(uint64_t)(PLAN_POOL_ALIGN - 1);
+	bool full = at > 0 && (at > pool_max || bytes > pool_max - at);
+
+	if (*pool < 0 || full) {
+		if (*pool + 1 >= PLAN_POOLS_MAX)
+			return false;
+		(*pool)++;
+		at = 0;
+	}
+	*at_out = at;
+	*off = at + bytes;
+	p->pool_size[*pool] = *off;
+	return true;
+}
+
 int plan_pack(struct plan *p, uint64_t pool_max, char *err)
 {
-	uint64_t off = 0;
+	uint64_t off = 0, at;
+	bool *placed;
 	int pool = -1;
 
 	if (pool_max < PLAN_POOL_ALIGN)
 		return wc_errf(err, EINVAL, "pool size %" PRIu64 " is below the %d-byte alignment; give a larger pool size",
 			       pool_max, PLAN_POOL_ALIGN);
+	placed = calloc(p->ngroups ? p->ngroups : 1, sizeof(*placed));
+	if (!placed)
+		return wc_errf(err, ENOMEM, "out of memory");
 	p->npools = 0;
 	memset(p->pool_size, 0, sizeof(p->pool_size));
 	for (uint32_t i = 0; i < p->ntensors; i++) {
 		struct plan_tensor *t = &p->t[i];
-		uint64_t at = (off + PLAN_POOL_ALIGN - 1) &
-			      ~(uint64_t)(PLAN_POOL_ALIGN - 1);
-		bool full = at > 0 && (at > pool_max || t->size > pool_max - at);
+		const struct plan_group *g;
+		uint64_t bytes = 0;
 
-		if (pool < 0 || full) {
-			if (pool + 1 >= PLAN_POOLS_MAX)
-				return wc_errf(err, E2BIG,
-					       "the plan needs more than %d pools of at most %" PRIu64 " bytes for %" PRIu64 " bytes of tensors; give a larger pool size",
-					       PLAN_POOLS_MAX, pool_max, p->total_bytes);
-			pool++;
-			at = 0;
+		if (t->flags & PLAN_T_VIEW)
+			continue;
+		if (t->group < 0) {
+			if (!place(p, &pool, &off, t->alloc, pool_max, &at))
+				goto out_e2big;
+			t->pool = (uint32_t)pool;
+			t->pool_off = at;
+			continue;
 		}
-		t->pool = (uint32_t)pool;
-		t->pool_off = at;
-		off = at + t->size;
-		p->pool_size[pool] = off;
+		if (placed[t->group])
+			continue;
+		placed[t->group] = true;
+		g = &p->g[t->group];
+		for (uint32_t k = 0; k < g->n; k++)
+			bytes += p->t[p->members[g->member0 + k]].alloc;
+		if (!place(p, &pool, &off, bytes, pool_max, &at))
+			goto out_e2big;
+		for (uint32_t k = 0; k < g->n; k++) {
+			struct plan_tensor *x = &p->t[p->members[g->member0 + k]];
+
+			x->pool = (uint32_t)pool;
+			x->pool_off = at;
+			at += x->alloc;
+		}
 	}
+	for (uint32_t i = 0; i < p->ntensors; i++) {
+		struct plan_tensor *t = &p->t[i];
+
+		if (t->flags & PLAN_T_VIEW) {
+			t->pool = p->t[t->target].pool;
+			t->pool_off = p->t[t->target].pool_off;
+		}
+	}
+	free(placed);
 	p->npools = (uint32_t)(pool + 1);
 	return 0;
+out_e2big:
+	free(placed);
+	return wc_errf(err, E2BIG,
+		       "the plan needs more than %d pools of at most %" PRIu64 " bytes for %" PRIu64 " bytes of tensors; give a larger pool size",
+		       PLAN_POOLS_MAX, pool_max, p->total_bytes);
 }

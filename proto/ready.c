@@ -29,6 +29,18 @@ int ready_format(const struct ready_info *r, char *buf, size_t len,
 	if (n < 0 || (size_t)n >= len)
 		return wc_errf(err, E2BIG, "ready file text over %zu bytes",
 			       len);
+	if (r->metrics_listen[0])
+		n += snprintf(buf + n, len - (size_t)n, "metrics_listen=%s\n",
+			      r->metrics_listen);
+	if ((size_t)n < len && r->log_format[0])
+		n += snprintf(buf + n, len - (size_t)n, "log_format=%s\n",
+			      r->log_format);
+	if ((size_t)n < len && r->log_file[0])
+		n += snprintf(buf + n, len - (size_t)n, "log_file=%s\n",
+			      r->log_file);
+	if ((size_t)n >= len)
+		return wc_errf(err, E2BIG, "ready file text over %zu bytes",
+			       len);
 	return n;
 }
 
@@ -57,6 +69,9 @@ static const struct key keys[] = {
 	{ "pp_size", K_INT, F(pp_size), 0 },
 	{ "pp_rank", K_INT, F(pp_rank), 0 },
 	{ "state", K_STR, F(state), READY_STATE_MAX + 1 },
+	{ "metrics_listen", K_STR, F(metrics_listen), 256 },
+	{ "log_format", K_STR, F(log_format), 8 },
+	{ "log_file", K_STR, F(log_file), READY_PATH_MAX },
 };
 #undef F
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))

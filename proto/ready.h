@@ -15,7 +15,12 @@
  *   model=/models/llama-8b
  *   tp_size=1 tp_rank=0 pp_size=1 pp_rank=0   (one per line)
  *   state=ready
+ *   metrics_listen=127.0.0.1:9400   (only when set, as the next two)
+ *   log_format=json
+ *   log_file=/var/log/wcache/host.log
  *
+ * The last three are the daemon's own options that a hot handover's new
+ * daemon (wcctl restart) must be given again.
  * Unknown keys are ignored (newer daemons may add some); a known key with a
  * bad value, a duplicate key, a line without '=' or a missing pid, socket or
  * device is an error. Pure except ready_read_file / ready_write_file.
@@ -42,6 +47,9 @@ struct ready_info {
 	char model[READY_PATH_MAX];
 	int tp_size, tp_rank, pp_size, pp_rank;
 	char state[READY_STATE_MAX + 1];
+	char metrics_listen[256];      /* "" when not set */
+	char log_format[8];
+	char log_file[READY_PATH_MAX];
 };
 
 /* Writes the file text into buf; returns its length or -E2BIG. */

@@ -55,7 +55,7 @@
 #include <stdint.h>
 
 #define WIRE_MAGIC 0x43414357u        /* "WCAC" as little-endian bytes */
-#define WIRE_VERSION 1
+#define WIRE_VERSION 2               /* 2: manifest entries carry padded_rows */
 #define WIRE_HDR_LEN 24
 #define WIRE_PAYLOAD_MAX (256u << 20) /* bytes after the header */
 
@@ -267,10 +267,14 @@ int wire_manifest_req_get(const void *p, size_t n, struct wire_manifest_req *q,
 
 /* MANIFEST reply: u64 version, u32 total, u32 first, u32 count, then count
  * x tensor: str name, str dtype, u8 ndim, ndim x u64 dims, u32 pool,
- * u64 offset, u64 nbytes, hash, u32 flags. A reply with
- * first + count < total has WIRE_F_MORE: ask again from first + count. */
+ * u64 offset, u64 nbytes, hash, u32 flags, u64 padded_rows. A reply with
+ * first + count < total has WIRE_F_MORE: ask again from first + count.
+ * A view (a fused tensor over its parts' bytes, or an alias) lists the
+ * same pool bytes as other entries; its hash is of its own bytes. */
 #define WIRE_T_HASHED 0x1u      /* hash is valid (the daemon hashed) */
-#define WIRE_TENSOR_MIN 49      /* encoded bytes of the smallest tensor */
+#define WIRE_T_VIEW 0x2u        /* covers other entries' bytes (no own) */
+#define WIRE_T_ALIAS 0x4u       /* the same bytes as another entry (tied) */
+#define WIRE_TENSOR_MIN 57      /* encoded bytes of the smallest tensor */
 struct wire_tensor {
 	char name[WIRE_NAME_MAX + 1];
 	char dtype[WIRE_DTYPE_MAX + 1];
@@ -281,6 +285,9 @@ struct wire_tensor {
 	uint64_t nbytes;
 	uint8_t hash[WIRE_HASH_LEN];
 	uint32_t flags;         /* WIRE_T_* */
+	/* 0, or rows of the padded tensor the same pointer holds (>= shape[0],
+	 * zero rows after the real ones): vocabularies padded as engines do */
+	uint64_t padded_rows;
 };
 struct wire_manifest {
 	uint64_t version;

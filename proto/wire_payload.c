@@ -154,6 +154,7 @@ void wire_tensor_put(struct wire_put *w, const struct wire_tensor *t)
 	wire_put_u64(w, t->nbytes);
 	wire_put_bytes(w, t->hash, WIRE_HASH_LEN);
 	wire_put_u32(w, t->flags);
+	wire_put_u64(w, t->padded_rows);
 }
 
 int wire_manifest_get(const void *p, size_t n, struct wire_manifest *m,
@@ -200,6 +201,7 @@ int wire_manifest_next(struct wire_manifest *m, struct wire_tensor *t,
 	t->nbytes = wire_get_u64(g);
 	wire_get_bytes(g, t->hash, WIRE_HASH_LEN);
 	t->flags = wire_get_u32(g);
+	t->padded_rows = wire_get_u64(g);
 	if (!g->err && !t->name[0]) {
 		g->err = -EBADMSG;
 		g->why = "a tensor has an empty name";

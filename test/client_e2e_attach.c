@@ -125,7 +125,7 @@ int main(void)
 		}
 	j = e2e_status(&x);
 	T_EQ_STR(json_string_value(json_object_get(j, "state")), "ready");
-	T_EQ_U64(json_integer_value(json_object_get(j, "tensors")), x.m.ntensors);
+	T_EQ_U64(json_integer_value(json_object_get(j, "tensors")), x.m.ntensors + 8); /* + qkv, gate_up views */
 	json_decref(j);
 	/* the admin listing agrees with what a client sees */
 	c = e2e_connect(&x);

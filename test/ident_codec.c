@@ -95,11 +95,11 @@ static void check_strict(void)
 	T_EQ_INT(ident_decode(&b, buf, len, err), -EPROTO);
 	T_HAS(err, "without the WCID magic");
 	buf[0] = 'W';
-	put32(buf + 4, 2);
+	put32(buf + 4, 3);
 	T_EQ_INT(ident_decode(&b, buf, len, err), -EPROTO);
 	printf("%s\n", err);
-	T_HAS(err, "identity format version 2, this side speaks 1");
-	put32(buf + 4, 1);
+	T_HAS(err, "identity format version 3, this side speaks 2");
+	put32(buf + 4, 2);
 	/* model_path length: oversized, then a NUL inside */
 	put32(buf + 8, IDENT_PATH_MAX);
 	T_EQ_INT(ident_decode(&b, buf, len, err), -EPROTO);
@@ -139,7 +139,7 @@ static void check_compare(void)
 	T_HAS(small, "...");
 	b.format_version = 7;
 	T_EQ_INT(ident_compare(&a, "d", &b, "e", out, sizeof(out)), 5);
-	T_HAS(out, "format_version: d=1 e=7");
+	T_HAS(out, "format_version: d=2 e=7");
 }
 
 /* HELLO's MISMATCH reply: the same fields as ident_compare, in the table's
@@ -171,10 +171,10 @@ static void check_mismatch(void)
 	T_EQ_INT(ident_mismatch(&a, &b, mm, 1), 1);
 	T_EQ_STR(mm[0].field, "tp_size");
 	/* format_version first */
-	b.format_version = 2;
+	b.format_version = IDENT_FORMAT_VERSION + 1;
 	T_EQ_INT(ident_mismatch(&a, &b, mm, WIRE_MISMATCH_MAX), 3);
 	T_EQ_STR(mm[0].field, "format_version");
-	T_EQ_STR(mm[0].client, "2");
+	T_EQ_STR(mm[0].client, "3");
 	/* only the path differs: interchangeable */
 	b = a;
 	memset(b.model_path, 'x', IDENT_PATH_MAX - 1);

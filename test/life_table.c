@@ -125,7 +125,7 @@ static int run_req(enum req r, struct wc_conn *pre, char *msg, size_t cap)
 	case R_ATTACH:
 		ret = wc_attach(pre, 0, &m, NULL, &e);
 		if (!ret) {
-			T_EQ_U64(wc_tensor_count(m), x.m.ntensors);
+			T_EQ_U64(e2e_stored_count(m), x.m.ntensors);
 			T_OK(wc_detach(m, &e));
 		}
 		break;

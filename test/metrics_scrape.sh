@@ -32,12 +32,12 @@ val() {  # val FILE 'name{labels}': the sample's value
 
 scrape "$E2E_DIR/m0"
 expect_eq "state ready" "$(val "$E2E_DIR/m0" 'wcache_state{state="ready"}')" 1
-expect_eq "tensors" "$(val "$E2E_DIR/m0" wcache_tensors)" 39
+expect_eq "tensors" "$(val "$E2E_DIR/m0" wcache_tensors)" 47  # 39 + qkv_proj and gate_up_proj views of 4 layers
 expect_eq "version" "$(val "$E2E_DIR/m0" wcache_model_version)" 1
 hb=$(val "$E2E_DIR/m0" 'wcache_resident_bytes{memory="host"}')
 [ "$hb" -ge 9998848 ] && [ "$hb" -lt 11000000 ] || fail "host bytes: $hb (the pools hold 9998848 bytes of tensors)"
 expect_eq "device bytes (host backend)" "$(val "$E2E_DIR/m0" 'wcache_resident_bytes{memory="device"}')" 0
-grep -q '^wcache_build_info{version="[0-9.]*",wire_protocol="1",backend="host"} 1$' "$E2E_DIR/m0" ||
+grep -q '^wcache_build_info{version="[0-9.]*",wire_protocol="2",backend="host"} 1$' "$E2E_DIR/m0" ||
 	fail "no build info: $(grep build_info "$E2E_DIR/m0")"
 
 # three engines hold leases; more attach and detach while we scrape
@@ -150,6 +150,25 @@ e=$(val "$E2E_DIR/m" 'wcache_metrics_scrapes_total{result="error"}')
 # the engines kept their leases through all of it
 expect_eq "still attached" "$(val "$E2E_DIR/m" 'wcache_clients{state="attached"}')" 3
 "$BIN/wcattach" --socket "$SOCK" >/dev/null || fail "attach after the HTTP abuse"
+
+# a hot handover (wcctl restart) keeps the endpoint: the new daemon gets
+# the address from the ready file (port 0 resolved) and serves it once the
+# old one has let go
+expect_eq "ready file names the bound port" "$(sed -n 's/^metrics_listen=//p' "$READY")" "127.0.0.1:$port"
+t_old=$(val "$E2E_DIR/m" wcache_start_time_seconds)
+"$BIN/wcctl" restart --device "$DEVICE" --runtime-dir "$RUNDIR" >"$E2E_DIR/restart.out" 2>&1 ||
+	fail "wcctl restart: $(cat "$E2E_DIR/restart.out")"
+WCD_PIDS+=($(sed -n 's/^pid=//p' "$READY"))
+for i in $(seq 250); do
+	if curl -s --max-time 2 -o "$E2E_DIR/mr" "$URL" && [ "$(val "$E2E_DIR/mr" wcache_start_time_seconds)" != "$t_old" ]; then
+		break
+	fi
+	sleep 0.02
+done
+t_new=$(val "$E2E_DIR/mr" wcache_start_time_seconds)
+[ -n "$t_new" ] && [ "$t_new" != "$t_old" ] || fail "after the handover the endpoint is not the new daemon's ($t_old -> $t_new): $(grep metrics "$RUNDIR"/*.log "$E2E_DIR/wcd.log" | tail -5)"
+promtool check metrics <"$E2E_DIR/mr" >/dev/null 2>&1 || fail "the new daemon's metrics fail promtool"
+expect_eq "engines kept across the handover" "$(val "$E2E_DIR/mr" 'wcache_clients{state="attached"}')" 3
 
 # a unix: endpoint, on a second daemon
 DEVICE2=host:$DEVNAME-u

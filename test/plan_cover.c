@@ -16,18 +16,8 @@
 #include "err.h"
 #include "model.h"
 #include "plan.h"
+#include "plan_check.h"
 #include "t.h"
-
-struct range {
-	uint64_t begin, end;
-};
-
-static int cmp_range(const void *a, const void *b)
-{
-	const struct range *x = a, *y = b;
-
-	return x->begin < y->begin ? -1 : x->begin > y->begin;
-}
 
 static void gen(const char *preset, const char *dir, const char *extra)
 {
@@ -42,79 +32,35 @@ static void gen(const char *preset, const char *dir, const char *extra)
 	T_EQ_INT(system(cmd), 0);
 }
 
-/* Every rank's ranges of every tensor tile the tensor exactly. */
+/* Every rank's pieces of every tensor tile the tensor: once for a split,
+ * tp times for a replicated tensor (llama-8b: 8 KV heads, no replication
+ * up to tp 8). */
 static void check_tp(const struct model *m, const struct plan_rules *r,
 		     uint32_t tp)
 {
 	struct plan *p = calloc(tp, sizeof(*p));
-	struct range *rg;
-	size_t cap = 1 << 16;
 	char err[WC_ERR_LEN];
 	uint64_t split_tensors = 0;
 
 	T_ASSERT(p);
-	rg = malloc(cap * sizeof(*rg));
 	for (uint32_t k = 0; k < tp; k++) {
 		if (plan_build(&p[k], m, r, tp, k, 1, 0, err))
 			T_FAIL("tp %u rank %u: %s", tp, k, err);
-		T_EQ_INT(p[k].ntensors, m->ntensors);
+		/* checkpoint names, then qkv and gate_up views per layer */
+		T_EQ_INT(p[k].ntensors, m->ntensors + 2 * 32);
 	}
 	for (uint32_t i = 0; i < m->ntensors; i++) {
-		const struct st_tensor *t = m->tensors[i].t;
-		size_t n = 0;
-		uint64_t at = t->file_off, dest = 0;
+		bool rep = p[0].t[i].split == PLAN_REPLICATE;
 
-		if (p[0].t[i].split == PLAN_REPLICATE) {
-			for (uint32_t k = 0; k < tp; k++) {
-				const struct plan_tensor *pt = &p[k].t[i];
-
-				T_EQ_U64(pt->file_off, t->file_off);
-				T_EQ_U64(pt->size, t->nbytes);
-				T_EQ_U64(pt->height, 1);
-			}
-			continue;
-		}
-		split_tensors++;
-		for (uint32_t k = 0; k < tp; k++) {
-			const struct plan_tensor *pt = &p[k].t[i];
-			uint64_t nelem = 1, bytes;
-
-			T_EQ_STR(pt->name, t->name);
-			T_EQ_INT(pt->split, p[0].t[i].split);
-			for (uint32_t d = 0; d < pt->ndim; d++)
-				nelem *= pt->shape[d];
-			T_OK(st_dtype_bytes(pt->dtype, nelem, &bytes));
-			T_EQ_U64(bytes, pt->size);
-			T_EQ_U64(pt->width * pt->height, pt->size);
-			dest += pt->size;
-			for (uint64_t h = 0; h < pt->height; h++) {
-				if (n == cap) {
-					cap *= 2;
-					rg = realloc(rg, cap * sizeof(*rg));
-					T_ASSERT(rg);
-				}
-				rg[n].begin = pt->file_off + h * pt->src_pitch;
-				rg[n++].end = pt->file_off + h * pt->src_pitch + pt->width;
-			}
-		}
-		T_EQ_U64(dest, t->nbytes);
-		qsort(rg, n, sizeof(*rg), cmp_range);
-		for (size_t k = 0; k < n; k++) {
-			if (rg[k].begin != at)
-				T_FAIL("tp %u tensor %s: range %zu begins at %llu, want %llu (%s)",
-				       tp, t->name, k, (unsigned long long)rg[k].begin,
-				       (unsigned long long)at,
-				       rg[k].begin < at ? "overlap" : "hole");
-			at = rg[k].end;
-		}
-		T_EQ_U64(at, t->file_off + t->nbytes);
+		T_EQ_STR(p[0].t[i].name, m->tensors[i].name);
+		pc_check_cover(p, tp, m, i, rep ? tp : 1);
+		split_tensors += !rep;
 	}
 	/* q k v o gate up down per layer, embed and lm_head */
 	T_EQ_U64(split_tensors, 32 * 7 + 2);
 	for (uint32_t k = 0; k < tp; k++)
 		plan_free(&p[k]);
 	free(p);
-	free(rg);
 	printf("tp %u: every byte of %u tensors covered exactly once\n", tp,
 	       m->ntensors);
 }
@@ -135,6 +81,8 @@ static void check_pp(const struct model *m, const struct plan_rules *r,
 		for (uint32_t i = 0; i < p.ntensors; i++) {
 			const char *n = p.t[i].name;
 
+			if (p.t[i].model_idx == UINT32_MAX)
+				continue;   /* a view */
 			seen[p.t[i].model_idx]++;
 			if (!strcmp(n, "model.embed_tokens.weight"))
 				T_EQ_INT(s, 0);

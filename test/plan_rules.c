@@ -42,27 +42,40 @@ static void check_geometry(const struct model *m, const struct plan_rules *r)
 	const struct model_tensor *o = model_find(m, "model.layers.1.self_attn.o_proj.weight");
 	const struct model_tensor *k = model_find(m, "model.layers.1.self_attn.k_proj.weight");
 	const struct plan_tensor *pt;
+	const struct plan_piece *pc;
 	char err[WC_ERR_LEN];
 	struct plan p;
 
 	if (plan_build(&p, m, r, 4, 3, 1, 0, err))
 		T_FAIL("%s", err);
-	/* o_proj [256, 256] bf16, dim 1, rank 3 of 4: columns 192..255 */
+	/* o_proj [256, 256] bf16, dim 1 by 4 heads, rank 3 of 4: columns
+	 * 192..255 (head 3) */
 	pt = find(&p, o->name);
+	pc = &p.pc[pt->piece0];
 	T_EQ_INT(pt->split, PLAN_DIM1);
-	T_EQ_U64(pt->width, 64 * 2);
-	T_EQ_U64(pt->height, 256);
-	T_EQ_U64(pt->src_pitch, 256 * 2);
-	T_EQ_U64(pt->file_off, o->t->file_off + 3 * 64 * 2);
+	T_EQ_INT(pt->npieces, 1);
+	T_EQ_U64(pc->width, 64 * 2);
+	T_EQ_U64(pc->height, 256);
+	T_EQ_U64(pc->src_pitch, 256 * 2);
+	T_EQ_U64(pc->file_off, o->t->file_off + 3 * 64 * 2);
 	T_EQ_U64(pt->shape[0], 256);
 	T_EQ_U64(pt->shape[1], 64);
-	/* k_proj [128, 256], dim 0, rank 3: rows 96..127, one range */
+	/* k_proj [128, 256]: 2 KV heads of 64 rows at tp 4: replicated
+	 * twice, rank 3 holds head 3 / 2 = 1, rows 64..127, one range */
 	pt = find(&p, k->name);
+	pc = &p.pc[pt->piece0];
 	T_EQ_INT(pt->split, PLAN_DIM0);
-	T_EQ_U64(pt->height, 1);
-	T_EQ_U64(pt->width, 32 * 256 * 2);
-	T_EQ_U64(pt->file_off, k->t->file_off + 3 * 32 * 256 * 2);
-	T_EQ_U64(pt->shape[0], 32);
+	T_EQ_U64(pc->height, 1);
+	T_EQ_U64(pc->width, 64 * 256 * 2);
+	T_EQ_U64(pc->file_off, k->t->file_off + 64 * 256 * 2);
+	T_EQ_U64(pt->shape[0], 64);
+	/* the fused view: [q_3; k_1; v_1] rows, 64 + 64 + 64 */
+	pt = find(&p, "model.layers.1.self_attn.qkv_proj.weight");
+	T_ASSERT(pt);
+	T_EQ_INT(pt->flags, PLAN_T_VIEW);
+	T_EQ_U64(pt->shape[0], 192);
+	T_EQ_U64(pt->shape[1], 256);
+	T_EQ_U64(pt->size, 192 * 256 * 2);
 	pt = find(&p, "model.layers.0.input_layernorm.weight");
 	T_EQ_INT(pt->split, PLAN_REPLICATE);
 	T_EQ_U64(pt->size, 512);
@@ -87,7 +100,7 @@ static void check_errors(const struct model *m, struct plan_rules *r)
 	/* tp 3: lm_head [4096, 256] comes first by name */
 	T_EQ_INT(plan_build(&p, m, r, 3, 0, 1, 0, err), -EINVAL);
 	printf("%s\n", err);
-	T_HAS(err, "tensor 'lm_head.weight' (shape [4096, 256]): dim 0 of size 4096 does not split evenly over tp size 3");
+	T_HAS(err, "tensor 'lm_head.weight' (shape [4096, 256]): 4096 rows padded to 4096 (a multiple of 64) do not split over tp size 3");
 	T_HAS(err, m->path);
 	/* A rules file that replicates it moves the error on to q_proj. */
 	memcpy(before, r->hash, WC_HASH_LEN);
@@ -104,7 +117,7 @@ static void check_errors(const struct model *m, struct plan_rules *r)
 
 	T_EQ_INT(plan_rules_parse(r, "x dim2\n", 7, "bad.rules", err), -EINVAL);
 	printf("%s\n", err);
-	T_HAS(err, "bad.rules:1: 'x dim2' is not 'PATTERN replicate|dim0|dim1'");
+	T_HAS(err, "bad.rules:1: 'x dim2': not 'PATTERN replicate|dim0|dim1");
 	T_EQ_INT(plan_rules_parse(r, "# c\n* dim0 extra\n", 17, "bad.rules", err), -EINVAL);
 	T_HAS(err, "bad.rules:2: '* dim0 extra'");
 	T_EQ_INT(plan_rules_parse(r, "onlypattern\n", 12, "bad.rules", err), -EINVAL);
@@ -131,12 +144,36 @@ static void check_pack(const struct model *m, const struct plan_rules *r)
 	for (uint32_t i = 0; i < p.ntensors; i++) {
 		const struct plan_tensor *t = &p.t[i];
 
-		T_EQ_U64(t->pool_off % PLAN_POOL_ALIGN, 0);
 		T_ASSERT(t->pool < p.npools);
-		T_ASSERT(t->pool_off + t->size <= p.pool_size[t->pool]);
-		T_ASSERT(t->pool_off + t->size <= max || t->pool_off == 0);
-		if (i && t->pool == p.t[i - 1].pool)
-			T_ASSERT(t->pool_off >= p.t[i - 1].pool_off + p.t[i - 1].size);
+		T_ASSERT(t->pool_off + t->alloc <= p.pool_size[t->pool]);
+		T_ASSERT(t->pool_off + t->alloc <= max || t->pool_off == 0);
+		if (t->group < 0 && !(t->flags & PLAN_T_VIEW))
+			T_EQ_U64(t->pool_off % PLAN_POOL_ALIGN, 0);
+		if (t->flags & PLAN_T_VIEW)
+			continue;
+		/* no two stored entries overlap */
+		for (uint32_t j = 0; j < i; j++) {
+			const struct plan_tensor *u = &p.t[j];
+
+			if ((u->flags & PLAN_T_VIEW) || u->pool != t->pool)
+				continue;
+			T_ASSERT(u->pool_off + u->alloc <= t->pool_off ||
+				 t->pool_off + t->alloc <= u->pool_off);
+		}
+	}
+	/* a view's parts lie back to back in its order: [q; k; v] */
+	{
+		const struct plan_tensor *q = find(&p, "model.layers.2.self_attn.q_proj.weight"),
+			*k = find(&p, "model.layers.2.self_attn.k_proj.weight"),
+			*v = find(&p, "model.layers.2.self_attn.v_proj.weight"),
+			*f = find(&p, "model.layers.2.self_attn.qkv_proj.weight");
+
+		T_EQ_INT(f->pool, q->pool);
+		T_EQ_U64(f->pool_off, q->pool_off);
+		T_EQ_U64(f->pool_off % PLAN_POOL_ALIGN, 0);
+		T_EQ_U64(k->pool_off, q->pool_off + q->size);
+		T_EQ_U64(v->pool_off, k->pool_off + k->size);
+		T_EQ_U64(f->size, q->size + k->size + v->size);
 	}
 	/* A tensor over pool_max (embed: 2 MiB) gets a pool of its own. */
 	T_OK(plan_pack(&p, 1u << 20, err));
@@ -160,6 +197,12 @@ static void check_tied(const char *dir)
 	T_OK(plan_rules_preset(&r, m.cfg.arch, err));
 	T_OK(plan_build(&p, &m, &r, 2, 0, 2, 1, err));
 	T_ASSERT(find(&p, "model.embed_tokens.weight"));
+	/* tied: lm_head is served as an alias of the embedding (last stage) */
+	T_ASSERT(find(&p, "lm_head.weight"));
+	T_EQ_INT(find(&p, "lm_head.weight")->flags, PLAN_T_VIEW | PLAN_T_ALIAS);
+	T_EQ_INT(find(&p, "lm_head.weight")->npieces, 0);
+	T_EQ_U64(find(&p, "lm_head.weight")->size,
+		 find(&p, "model.embed_tokens.weight")->size);
 	T_ASSERT(find(&p, "model.norm.weight"));
 	T_ASSERT(!find(&p, "model.layers.7.mlp.up_proj.weight"));
 	T_ASSERT(find(&p, "model.layers.8.mlp.up_proj.weight"));
@@ -167,7 +210,11 @@ static void check_tied(const char *dir)
 	T_OK(plan_build(&p, &m, &r, 2, 0, 2, 0, err));
 	T_ASSERT(find(&p, "model.embed_tokens.weight"));
 	T_ASSERT(!find(&p, "model.norm.weight"));
-	/* 82 tensors, most over 4096 bytes: more than 64 pools */
+	T_ASSERT(!find(&p, "lm_head.weight"));
+	/* 16 layers of 6 placements (qkv and gate_up as one each), all over
+	 * 4096 bytes: more than 64 pools */
+	plan_free(&p);
+	T_OK(plan_build(&p, &m, &r, 2, 0, 1, 0, err));
 	T_EQ_INT(plan_pack(&p, 4096, err), -E2BIG);
 	printf("%s\n", err);
 	T_HAS(err, "more than 64 pools of at most 4096 bytes");
@@ -194,7 +241,7 @@ int main(void)
 	T_EQ_INT(plan_rules_preset(&r, "GPT2LMHeadModel", err), -ENOTSUP);
 	printf("%s\n", err);
 	T_HAS(err, "no sharding preset for architecture 'GPT2LMHeadModel'");
-	T_HAS(err, "rules file");
+	T_HAS(err, "give a layout file");
 	for (const char *a = "MistralForCausalLM"; a; a = NULL) {
 		T_OK(plan_rules_preset(&r, a, err));
 		plan_rules_free(&r);

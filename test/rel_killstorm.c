@@ -214,7 +214,9 @@ int main(void)
 	rss1 = rss_kb(gx.wcd);
 	printf("wcd fds %d -> %d, RSS %ld -> %ld kB after %d kills\n", fds0,
 	       fds1, rss0, rss1, KILLS);
-	if (fds1 != fds0) {
+	/* fds0 can hold the STATUS connection idle() just closed (not yet
+	 * reaped by wcd under load): a leak is more descriptors, not fewer */
+	if (fds1 > fds0) {
 		e2e_show_log(gx.log);
 		T_FAIL("wcd holds %d descriptors after the storm, %d before: connections leaked",
 		       fds1, fds0);

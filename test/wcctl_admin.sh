@@ -35,7 +35,7 @@ for i in 0 1 2 3; do
 done
 ctl status --json >"$T/s4.json"
 python3 -m json.tool "$T/s4.json" >/dev/null || fail "status --json is not JSON"
-n=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(1 for x in d if x["reachable"] and x["state"]=="ready" and x["tensors"]==39))' "$T/s4.json")
+n=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(sum(1 for x in d if x["reachable"] and x["state"]=="ready" and x["tensors"]==47))' "$T/s4.json")
 expect_eq "reachable ready daemons in JSON" "$n" 4
 
 # ranks 2 and 3 stop; rank 1 is SIGKILLed: one live, one dead

@@ -195,7 +195,7 @@ static void hello(int fd)
 	T_EQ_INT(h.type, WIRE_HELLO);
 	T_OK(wire_hello_reply_get(p, h.len, &r, err));
 	T_EQ_INT(r.status, WIRE_HELLO_OK);
-	T_EQ_U64(r.tensors, 39);
+	T_EQ_U64(r.tensors, 39 + 8);   /* + qkv_proj, gate_up_proj x 4 layers */
 	T_EQ_INT(r.daemon_pid, wcd_pid);
 	free(p);
 }
@@ -273,8 +273,8 @@ static void test_malformed(int good)
 	bad_frame(WIRE_MAGIC, WIRE_VERSION, 99, 0, 0, NULL, 0, false,
 		  WIRE_E_TYPE, "unknown frame type 99");
 	ping(good);
-	bad_frame(WIRE_MAGIC, 2, WIRE_PING, 0, 0, NULL, 0, false,
-		  WIRE_E_VERSION, "protocol version 2");
+	bad_frame(WIRE_MAGIC, WIRE_VERSION + 1, WIRE_PING, 0, 0, NULL, 0, false,
+		  WIRE_E_VERSION, "protocol version 3");
 	bad_frame(WIRE_MAGIC, WIRE_VERSION, WIRE_PING, WIRE_F_REPLY, 0, NULL, 0,
 		  false, WIRE_E_TYPE, "reply flag");
 	bad_frame(WIRE_MAGIC, WIRE_VERSION, WIRE_NOTICE, 0, 0, NULL, 0, false,
@@ -376,8 +376,8 @@ static uint64_t test_attach(int fd)
 	T_EQ_INT(h.type, WIRE_MANIFEST);
 	T_EQ_INT(h.flags, WIRE_F_REPLY);   /* no MORE: all in one */
 	T_OK(wire_manifest_get(mp, h.len, &m, err));
-	T_EQ_INT(m.total, 39);
-	T_EQ_INT(m.count, 39);
+	T_EQ_INT(m.total, 39 + 8);
+	T_EQ_INT(m.count, 39 + 8);
 
 	wire_frame_begin(&w, WIRE_ATTACH, 0, 11);
 	wire_attach_req_put(&w, &q);
@@ -400,10 +400,15 @@ static uint64_t test_attach(int fd)
 	T_ASSERT(map != MAP_FAILED);
 	for (uint32_t i = 0; i < m.count; i++) {
 		T_OK(wire_manifest_next(&m, t, err));
-		T_EQ_INT(t->flags, WIRE_T_HASHED);
+		/* the last 8: qkv_proj and gate_up_proj views */
+		T_EQ_INT(t->flags, WIRE_T_HASHED | (i >= 39 ? WIRE_T_VIEW : 0));
 		T_EQ_INT(t->pool, 0);
+		T_EQ_U64(t->padded_rows, strstr(t->name, "embed_tokens") ||
+			 strstr(t->name, "lm_head") ? 4096 : 0);
 		T_CMP_INT(t->offset + t->nbytes, <=, pl.size);
-		T_EQ_INT(t->offset % 256, 0);
+		if (!strstr(t->name, "k_proj") && !strstr(t->name, "v_proj") &&
+		    !strstr(t->name, "up_proj.weight"))
+			T_EQ_INT(t->offset % 256, 0);
 		wc_hash128(map + t->offset, t->nbytes, hsh);
 		if (memcmp(hsh, t->hash, 16))
 			T_FAIL("tensor %s: bytes do not hash as announced", t->name);
@@ -491,7 +496,7 @@ int main(void)
 
 	j = status(good);
 	T_EQ_STR(json_string_value(json_object_get(j, "state")), "ready");
-	T_EQ_INT(json_integer_value(json_object_get(j, "tensors")), 39);
+	T_EQ_INT(json_integer_value(json_object_get(j, "tensors")), 39 + 8);
 	T_EQ_INT(json_integer_value(json_object_get(j, "pid")), wcd_pid);
 	T_EQ_STR(json_string_value(json_object_get(j, "device")), "host-frames");
 	T_CMP_INT(json_integer_value(json_object_get(j, "requests")), >, 20);

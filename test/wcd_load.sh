@@ -22,7 +22,9 @@ serve() {
 	wait_file "$RT/host-$name.ready" "$p" || { cat "$W/$name.log"; fail "$name: not ready"; }
 	"$BIN/wcctl" manifest --runtime-dir "$RT" --device "host:$name" >"$W/$name.raw" ||
 		fail "$name: wcctl manifest"
-	grep -v '^#' "$W/$name.raw" | awk '{print $NF "  " $1}' | sort -k2 >"$W/$name.txt"
+	grep -v '^#' "$W/$name.raw" | awk '{print $NF "  " $1}' | sort -k2 >"$W/$name.all"
+	# the checkpoint's names (the fused views are checked below)
+	grep -v -e '\.qkv_proj\.' -e '\.gate_up_proj\.' "$W/$name.all" >"$W/$name.txt"
 	kill -TERM "$p"; wait_exit "$p"
 	expect_eq "$name exit" "$RC" 0
 }
@@ -39,6 +41,7 @@ serve sq --load-path staged --slots 2 --slot-size 2M --read-part 64K --direct-io
 serve sw --load-path staged --slots 4 --slot-size 128K --read-part 0 --hash-on cpu
 "$BIN/wcctl" inspect "$W/model" --hashes | sort -k2 >"$W/file.txt"
 expect_eq "tensors" "$(wc -l <"$W/d1.txt")" 39
+expect_eq "tensors and views" "$(wc -l <"$W/d1.all")" 47
 cmp -s "$W/d1.txt" "$W/file.txt" || { diff "$W/d1.txt" "$W/file.txt"; fail "direct hashes differ from the file's"; }
 for s in s1 s3 s0 dt sp sq sw; do
 	cmp -s "$W/$s.txt" "$W/file.txt" || { diff "$W/$s.txt" "$W/file.txt"; fail "$s: hashes differ from the file's"; }
@@ -53,12 +56,20 @@ for ph in parse read copy hash publish; do
 	expect_has "phase $ph" "$(cat "$W/s1.log")" "phase $ph: "
 done
 
-# tp 2: both paths agree for both ranks; the splits equal numpy's slices.
+# tp 2: both paths agree for both ranks; the splits equal numpy's slices,
+# and the fused views numpy's concatenations of them. tp 4 rank 3: the 2
+# KV heads are replicated, rank 3 holds KV head 1.
 for r in 0 1; do
 	serve d2r$r --load-path direct --tp-size 2 --tp-rank $r
 	serve s2r$r --load-path staged --slots 4 --slot-size 64K --tp-size 2 --tp-rank $r
-	cmp -s "$W/d2r$r.txt" "$W/s2r$r.txt" || { diff "$W/d2r$r.txt" "$W/s2r$r.txt"; fail "rank $r: paths differ"; }
+	cmp -s "$W/d2r$r.all" "$W/s2r$r.all" || { diff "$W/d2r$r.all" "$W/s2r$r.all"; fail "rank $r: paths differ"; }
 done
+serve d4r3 --load-path direct --tp-size 4 --tp-rank 3
+serve s4r3 --load-path staged --slots 3 --slot-size 64K --hash-threads 2 --tp-size 4 --tp-rank 3
+cmp -s "$W/d4r3.all" "$W/s4r3.all" || { diff "$W/d4r3.all" "$W/s4r3.all"; fail "tp 4 rank 3: paths differ"; }
+expect_has "qkv_proj shape at tp 2" "$(cat "$W/d2r1.raw")" "model.layers.2.self_attn.qkv_proj.weight  BF16  [256, 256]  131072"
+expect_has "qkv_proj shape at tp 4" "$(cat "$W/d4r3.raw")" "model.layers.2.self_attn.qkv_proj.weight  BF16  [192, 256]  98304"
+expect_has "k_proj shape at tp 4" "$(cat "$W/d4r3.raw")" "model.layers.2.self_attn.k_proj.weight  BF16  [64, 256]  32768"
 /usr/bin/python3 - "$W/model" "$W" <<'PY' || fail "slicing with numpy"
 import json, struct, sys, numpy as np
 model, out = sys.argv[1], sys.argv[2]
@@ -78,6 +89,24 @@ for name, dim in [("model.layers.0.self_attn.q_proj.weight", 0),
         k = t.shape[dim] // 2
         s = t[k * r:k * (r + 1)] if dim == 0 else t[:, k * r:k * (r + 1)]
         open("%s/slice-%s-%d" % (out, name, r), "wb").write(np.ascontiguousarray(s).tobytes())
+# fused views: [q_r; k_r; v_r] and [gate_r; up_r] on dim 0 (vLLM's order)
+def rows(name, a, b):
+    return load(name)[a:b]
+for L in (0, 3):
+    p = "model.layers.%d." % L
+    for tp, r in ((2, 0), (2, 1), (4, 3)):
+        hd, kvh = 64, 2
+        q = rows(p + "self_attn.q_proj.weight", r * 4 // tp * hd, (r + 1) * 4 // tp * hd)
+        kh = r // (tp // kvh) if tp > kvh else r
+        k = rows(p + "self_attn.k_proj.weight", kh * hd, (kh + 1) * hd)
+        v = rows(p + "self_attn.v_proj.weight", kh * hd, (kh + 1) * hd)
+        i = 688 // tp
+        gu = np.concatenate([rows(p + "mlp.gate_proj.weight", r * i, (r + 1) * i),
+                             rows(p + "mlp.up_proj.weight", r * i, (r + 1) * i)])
+        for nm, arr in (("self_attn.qkv_proj.weight", np.concatenate([q, k, v])),
+                        ("mlp.gate_up_proj.weight", gu)):
+            open("%s/fused-%s-%d-%d" % (out, p + nm, tp, r), "wb").write(
+                np.ascontiguousarray(arr).tobytes())
 PY
 for r in 0 1; do
 	for name in model.layers.0.self_attn.q_proj.weight model.layers.1.self_attn.o_proj.weight \
@@ -88,6 +117,17 @@ for r in 0 1; do
 		expect_eq "rank $r $name" "$got" "$want"
 	done
 done
+n=0
+for f in "$W"/fused-*; do
+	n=$((n + 1))
+	b=${f##*/fused-}; r=${b##*-}; b=${b%-*}; tp=${b##*-}; name=${b%-*}
+	want=$(xxhsum -H2 "$f" 2>/dev/null | awk '{print $1}')
+	want=${want#XXH128_}
+	got=$(awk -v n="$name" '$2 == n {print $1}' "$W/d${tp}r$r.all")
+	[ -n "$got" ] || fail "tp $tp rank $r does not serve $name"
+	expect_eq "tp $tp rank $r $name = parts concatenated" "$got" "$want"
+done
+expect_eq "fused views checked" "$n" 12
 
 # --no-hash: served without hashes, said so in the log.
 serve nh --no-hash

@@ -39,7 +39,7 @@ for path in (old, new):
         rows.append(o)
 assert any(o.get("device") == "host-" + dev for o in rows), "no device field"
 msgs = [o["msg"] for o in rows]
-assert any(m.startswith("ready: 39 tensors") for m in msgs), msgs
+assert any(m.startswith("ready: 47 tensors") for m in msgs), msgs  # 39 + 8 views
 # routine per-attach lines are debug: not written at the default info
 assert not any("hello ok" in m or " lease " in m and "on version" in m for m in msgs), msgs
 # a refusal stays at info, with the client's pid as a field

@@ -28,8 +28,13 @@ expect_has "per-tensor fp8" "$out" "per-tensor fp8 is not verified"
 # Block-wise FP8 is verified: it loads and serves.
 wcd_bg "$W/b.log" --model "$W/fp8b" --device host:q --runtime-dir "$RT"; b=$LAST
 wait_file "$RT/host-q.ready" "$b" || { cat "$W/b.log"; fail "block-wise fp8 did not start"; }
-expect_has "fp8 tensors" "$(cat "$RT/host-q.ready")" "tensors=67"
+# 67 + qkv_proj and gate_up_proj views of 4 layers, and of their scales
+expect_has "fp8 tensors" "$(cat "$RT/host-q.ready")" "tensors=83"
 kill -TERM "$b"; wait_exit "$b"; expect_eq "fp8b exit" "$RC" 0
+# tp 2: down_proj's 688 columns split at 344, inside a 128-column block: refused
+out=$("$BIN/wcd" --model "$W/fp8b" --device host:q --runtime-dir "$RT" --tp-size 2 --tp-rank 1 2>&1)
+expect_eq "fp8 tp 2 exit" "$?" 1
+expect_has "fp8 split off the blocks" "$out" "tensor 'model.layers.0.mlp.down_proj.weight_scale_inv': its weight's slice [344, 688) of dim 1 (size 688) is not aligned to the FP8 block of 128"
 
 # --allow-quant: served, with a loud warning in the log.
 wcd_bg "$W/o.log" --model "$W/awq" --device host:q --runtime-dir "$RT" --allow-quant awq; o=$LAST

@@ -57,7 +57,7 @@ static void test_header(void)
 	raw[4] = 7;
 	T_EQ_INT(wire_hdr_decode(raw, sizeof(raw), &h, err), -EPROTONOSUPPORT);
 	T_HAS(err, "protocol version 7");
-	T_HAS(err, "version 1");
+	T_HAS(err, "version 2");
 	T_EQ_U64(h.id, 0x1122334455667788ull);
 	T_EQ_INT(wire_errcode(-EPROTONOSUPPORT), WIRE_E_VERSION);
 
@@ -139,7 +139,7 @@ static void test_hello(void)
 	p = payload(&w, &hd);
 	T_EQ_INT(wire_hello_get(p, hd.len, &d, err), -EPROTONOSUPPORT);
 	T_HAS(err, "version 3");
-	T_HAS(err, "version 1");
+	T_HAS(err, "version 2");
 
 	/* trailing bytes */
 	h.proto_version = WIRE_VERSION;

@@ -122,6 +122,19 @@ static void test_ready(void)
 	T_EQ_U64(d.bytes, r.bytes);
 	T_EQ_INT(d.tp_rank, 1);
 	T_EQ_STR(d.state, "ready");
+	T_EQ_STR(d.metrics_listen, "");
+	T_ASSERT(!strstr(buf, "metrics_listen="));  /* only when set */
+	/* the options a handover's new daemon gets again */
+	strcpy(r.metrics_listen, "127.0.0.1:9400");
+	strcpy(r.log_format, "json");
+	strcpy(r.log_file, "/var/log/wc.log");
+	n = ready_format(&r, buf, sizeof(buf), err);
+	T_CMP_INT(n, >, 0);
+	T_OK(ready_parse(&d, buf, (size_t)n, "t", err));
+	T_EQ_STR(d.metrics_listen, "127.0.0.1:9400");
+	T_EQ_STR(d.log_format, "json");
+	T_EQ_STR(d.log_file, "/var/log/wc.log");
+	r.metrics_listen[0] = r.log_format[0] = r.log_file[0] = '\0';
 
 	/* unknown keys are ignored; missing required keys are not */
 	T_OK(ready_parse(&d, "pid=1\nsocket=/s\ndevice=host\nfuture=x\n", 37,

@@ -29,22 +29,24 @@ static void check_rank(const struct model *m, const struct plan *p,
 	char err[WC_ERR_LEN];
 	struct plan q = *p;
 
-	for (uint32_t i = 0; i < p->ntensors; i++) {
-		const struct plan_tensor *t = &p->t[i];
+	for (uint32_t i = 0; i < p->npieces; i++) {
+		const struct plan_piece *pc = &p->pc[i];
+		const struct plan_tensor *t = &p->t[pc->entry];
 		const struct st_tensor *s = m->tensors[t->model_idx].t;
 		uint64_t last;
 
-		if (t->width * t->height != t->size || t->width > t->src_pitch)
+		if (t->model_idx == UINT32_MAX || pc->width * pc->height != pc->size ||
+		    pc->width > pc->src_pitch || pc->dst + pc->size > t->size)
 			abort();
-		last = t->height ? t->file_off + (t->height - 1) * t->src_pitch +
-					   t->width : t->file_off;
-		if (t->size && (t->file_off < s->file_off ||
-				last > s->file_off + s->nbytes))
+		last = pc->height ? pc->file_off + (pc->height - 1) * pc->src_pitch +
+					    pc->width : pc->file_off;
+		if (pc->size && (pc->file_off < s->file_off ||
+				 last > s->file_off + s->nbytes))
 			abort();
-		if (t->split == PLAN_REPLICATE && t->size != s->nbytes)
+		if (t->split == PLAN_REPLICATE && pc->size != s->nbytes)
 			abort();
 		if (t->split != PLAN_REPLICATE)
-			sum[t->model_idx] += t->size;
+			sum[t->model_idx] += pc->size;
 	}
 	q.t = malloc((p->ntensors ? p->ntensors : 1) * sizeof(*q.t));
 	if (!q.t)
@@ -52,8 +54,9 @@ static void check_rank(const struct model *m, const struct plan *p,
 	memcpy(q.t, p->t, p->ntensors * sizeof(*q.t));
 	if (!plan_pack(&q, 1u << 12, err)) {
 		for (uint32_t i = 0; i < q.ntensors; i++)
-			if (q.t[i].pool >= q.npools || q.t[i].pool_off % PLAN_POOL_ALIGN ||
-			    q.t[i].pool_off + q.t[i].size > q.pool_size[q.t[i].pool])
+			if (q.t[i].pool >= q.npools ||
+			    (q.t[i].group < 0 && q.t[i].pool_off % PLAN_POOL_ALIGN) ||
+			    q.t[i].pool_off + q.t[i].alloc > q.pool_size[q.t[i].pool])
 				abort();
 	}
 	free(q.t);

@@ -107,7 +107,10 @@ static int manifest_page(struct wc_conn *c, struct wc_model *m,
 		t->pool = wt->pool;
 		t->offset = wt->offset;
 		memcpy(t->hash, wt->hash, WC_HASH_LEN);
-		t->flags = (wt->flags & WIRE_T_HASHED) ? WC_TENSOR_HASHED : 0;
+		t->flags = ((wt->flags & WIRE_T_HASHED) ? WC_TENSOR_HASHED : 0) |
+			   ((wt->flags & WIRE_T_VIEW) ? WC_TENSOR_VIEW : 0) |
+			   ((wt->flags & WIRE_T_ALIAS) ? WC_TENSOR_ALIAS : 0);
+		t->padded_rows = wt->padded_rows;
 	}
 	free(wt);
 	*next = first + wm.count;

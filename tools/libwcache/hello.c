@@ -20,41 +20,6 @@
 #include "model.h"
 #include "plan.h"
 
-/* Reads a rules file (at most PLAN_RULES_FILE_MAX bytes) and puts its rules
- * before the preset's, as wcd --rules does. */
-static int rules_file_load(struct plan_rules *r, const char *path, char *e)
-{
-	struct stat st;
-	char *buf;
-	ssize_t n;
-	int fd, ret;
-
-	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return wc_errf(e, errno, "cannot open rules file %s: %s", path,
-			       strerror(errno));
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
-	    st.st_size > PLAN_RULES_FILE_MAX) {
-		close(fd);
-		return wc_errf(e, EFBIG, "rules file %s is larger than %u bytes or unreadable",
-			       path, PLAN_RULES_FILE_MAX);
-	}
-	buf = malloc((size_t)st.st_size + 1);
-	if (!buf) {
-		close(fd);
-		return wc_errf(e, ENOMEM, "out of memory reading %s", path);
-	}
-	n = pread(fd, buf, (size_t)st.st_size, 0);
-	close(fd);
-	if (n != st.st_size) {
-		free(buf);
-		return wc_errf(e, EIO, "short read of rules file %s", path);
-	}
-	ret = plan_rules_parse(r, buf, (size_t)n, path, e);
-	free(buf);
-	return ret;
-}
-
 /* The engine's identity for expect on device dev. Costs one read and one
  * strict parse of every shard header of the model (about 0.7 ms for the
  * 146 tensors of llama-1b: identcache.c keeps the result). When shards is
@@ -71,23 +36,35 @@ int wc__ident_build(struct ident *id, const struct wc_expect *x,
 	if (!x->model_dir)
 		return wc__fail(err, EINVAL, "wc_hello: the expected identity has no model_dir: set it to the engine's model directory (or pass NULL to accept any model)");
 	if (x->tp_size < 0 || x->tp_rank < 0 || x->pp_size < 0 || x->pp_rank < 0 ||
+	    x->ep_size < 0 || x->ep_rank < 0 ||
 	    (x->tp_size ? x->tp_rank >= x->tp_size : x->tp_rank > 0) ||
-	    (x->pp_size ? x->pp_rank >= x->pp_size : x->pp_rank > 0))
-		return wc__fail(err, EINVAL, "wc_hello: tp %d/%d, pp %d/%d is not a valid rank (rank must be below size)",
-				x->tp_rank, x->tp_size, x->pp_rank, x->pp_size);
+	    (x->pp_size ? x->pp_rank >= x->pp_size : x->pp_rank > 0) ||
+	    (x->ep_size ? x->ep_rank >= x->ep_size : x->ep_rank > 0))
+		return wc__fail(err, EINVAL, "wc_hello: tp %d/%d, pp %d/%d, ep %d/%d is not a valid rank (rank must be below size)",
+				x->tp_rank, x->tp_size, x->pp_rank, x->pp_size,
+				x->ep_rank, x->ep_size);
+	if (x->vocab_pad < -1 || x->vocab_pad > (int)PLAN_VOCAB_PAD_MAX)
+		return wc__fail(err, EINVAL, "wc_hello: vocab_pad %d is not -1 (off), 0 (the layout's) or 1..%u",
+				x->vocab_pad, PLAN_VOCAB_PAD_MAX);
 	ret = model_open(&m, x->model_dir, e);
 	if (ret)
 		return wc__fail(err, -ret, "cannot compute the engine's identity: %s", e);
-	/* as wcd: no preset is fine at tp 1 (everything replicated) or with
-	 * a rules file */
-	ret = plan_rules_preset(&rules, m.cfg.arch, e);
-	if (ret == -ENOTSUP && (x->tp_size <= 1 || x->rules_file)) {
+	/* as wcd: a layout file instead of the preset; no preset is fine at
+	 * tp 1 (everything replicated) or with a rules file */
+	if (x->layout_file) {
 		plan_rules_free(&rules);
-		memset(&rules, 0, sizeof(rules));
-		ret = 0;
+		ret = plan_rules_file(&rules, x->layout_file, e);
+	} else {
+		ret = plan_rules_preset(&rules, m.cfg.arch, e);
+		if (ret == -ENOTSUP && x->tp_size <= 1 && x->ep_size <= 1)
+			ret = 0;
+		else if (ret == -ENOTSUP && x->rules_file)
+			ret = 0;
+		if (!ret && !rules.n && !rules.nstmts)
+			plan_rules_free(&rules);
 	}
 	if (!ret && x->rules_file)
-		ret = rules_file_load(&rules, x->rules_file, e);
+		ret = plan_rules_file(&rules, x->rules_file, e);
 	if (ret) {
 		ret = wc__fail(err, -ret, "cannot compute the engine's identity: %s", e);
 		goto out_close;
@@ -102,7 +79,11 @@ int wc__ident_build(struct ident *id, const struct wc_expect *x,
 	id->tp_rank = (uint32_t)x->tp_rank;
 	id->pp_size = x->pp_size ? (uint32_t)x->pp_size : 1;
 	id->pp_rank = (uint32_t)x->pp_rank;
-	wc__strlcpy(id->device_uuid, dev->uuid, sizeof(id->device_uuid));
+	id->ep_size = x->ep_size ? (uint32_t)x->ep_size : 1;
+	id->ep_rank = (uint32_t)x->ep_rank;
+	id->vocab_pad = plan_vocab_pad(&rules, x->vocab_pad == 0 ? -1 :
+					       x->vocab_pad < 0 ? 0 :
+					       x->vocab_pad);	wc__strlcpy(id->device_uuid, dev->uuid, sizeof(id->device_uuid));
 	id->cc_major = (uint32_t)dev->cc_major;
 	id->cc_minor = (uint32_t)dev->cc_minor;
 	if (shards)

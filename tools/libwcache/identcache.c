@@ -136,10 +136,12 @@ static char *make_key(const struct wc_expect *x, const struct gpu_dev *dev)
 {
 	char *k = NULL;
 
-	if (asprintf(&k, "%s\n%s\n%d/%d %d/%d\n%s %d.%d", x->model_dir,
-		     x->rules_file ? x->rules_file : "",
+	if (asprintf(&k, "%s\n%s\n%s\n%d/%d %d/%d %d/%d %d\n%s %d.%d",
+		     x->model_dir, x->rules_file ? x->rules_file : "",
+		     x->layout_file ? x->layout_file : "",
 		     x->tp_rank, x->tp_size ? x->tp_size : 1,
 		     x->pp_rank, x->pp_size ? x->pp_size : 1,
+		     x->ep_rank, x->ep_size ? x->ep_size : 1, x->vocab_pad,
 		     dev->uuid, dev->cc_major, dev->cc_minor) < 0)
 		return NULL;
 	return k;

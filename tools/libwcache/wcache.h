@@ -122,6 +122,12 @@ struct wc_expect {
 	 * checkpoint through a bind mount or a copy (with its mtimes) is
 	 * served. Set to also require the daemon's path to equal ours. */
 	int same_path;
+	/* Added with protocol 2 (wcd --layout/--ep-size/--ep-rank/--vocab-pad;
+	 * zero-initialise the struct and these mean: the preset, no expert
+	 * parallelism, the layout's padding). */
+	const char *layout_file;     /* NULL: the architecture's preset */
+	int ep_size, ep_rank;        /* 0 or 1: no expert parallelism */
+	int vocab_pad;               /* 0: the layout's (64); -1: off; N */
 };
 
 enum wc_mem {
@@ -202,10 +208,23 @@ struct wc_tensor {
 	uint64_t offset;             /* byte offset inside the pool */
 	uint8_t hash[WC_HASH_LEN];   /* XXH3-128 of the bytes, canonical */
 	uint32_t flags;              /* WC_TENSOR_* */
+	/* 0, or P >= shape[0]: a padded vocabulary (wcd pads as vLLM does).
+	 * shape[0] real rows, then zero rows up to P at the same ptr: bind
+	 * [P, shape[1..]] over ptr with no copy. bytes and hash cover the
+	 * real rows only. Added in protocol 2 (at the end: the offsets of
+	 * the fields above did not move). */
+	uint64_t padded_rows;
 };
 
 /* hash is valid (the daemon hashed while loading; not with wcd --no-hash) */
 #define WC_TENSOR_HASHED 0x1u
+/* a view: a fused tensor (vLLM's qkv_proj, gate_up_proj, experts.w13_weight
+ * ...) over bytes that other entries (its parts, the checkpoint's names)
+ * also list; nothing is stored twice. Its hash is of its own bytes. */
+#define WC_TENSOR_VIEW 0x2u
+/* an alias (with WC_TENSOR_VIEW): the same bytes as another entry, e.g.
+ * lm_head.weight over model.embed_tokens.weight for tied embeddings */
+#define WC_TENSOR_ALIAS 0x4u
 
 struct wc_pool_view {
 	const void *ptr;             /* base (host or device, as wc_info.mem) */

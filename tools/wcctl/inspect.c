@@ -29,11 +29,17 @@
 static void inspect_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: wcctl inspect PATH [--hashes] [--json]\n\n"
+		"usage: wcctl inspect PATH [--hashes] [--json]\n"
+		"       wcctl inspect DIR --tp-size N [--ep-size N] [--rank R] [--layout FILE]\n"
+		"                     [--rules FILE] [--vocab-pad N]\n\n"
 		"Validates a .safetensors file or a model directory (config.json, index,\n"
-		"every shard header) and prints a summary, or the rejection (exit 1).\n\n"
+		"every shard header) and prints a summary, or the rejection (exit 1).\n"
+		"With --tp-size or --ep-size: prints each rank's layout instead (every\n"
+		"served tensor, its shape, its source rows or columns, the fused views),\n"
+		"as wcd would serve it, without loading anything (README \"Layouts\").\n\n"
 		"  --hashes   read every tensor and print its XXH3-128 (as xxhsum -H2 prints it)\n"
 		"  --json     one JSON object instead of text\n"
+		"  --rank R   only rank R (tp rank R %% tp, ep rank R %% ep)\n"
 		"\n"
 		"Examples:\n"
 		"  wcctl inspect /models/llama\n"
@@ -41,7 +47,7 @@ static void inspect_usage(FILE *f)
 		"  wcctl inspect /models/llama --json | jq .quantization\n"
 		"\n"
 		"Exit status: 0 valid and servable, 1 invalid or its verdict is REFUSED\n"
-		"(wcd would not serve it), 2 usage.\n");
+		"(wcd would not serve it), or a layout that cannot be cut; 2 usage.\n");
 }
 
 /* XXH3-128 of one tensor's bytes, read READ_CHUNK at a time. */
@@ -212,6 +218,12 @@ int wcctl_inspect(int argc, char **argv)
 	static const struct option lo[] = {
 		{ "hashes", no_argument, 0, 'H' },
 		{ "json", no_argument, 0, 'j' },
+		{ "tp-size", required_argument, 0, 't' },
+		{ "ep-size", required_argument, 0, 'e' },
+		{ "rank", required_argument, 0, 'r' },
+		{ "layout", required_argument, 0, 'L' },
+		{ "rules", required_argument, 0, 'R' },
+		{ "vocab-pad", required_argument, 0, 'v' },
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -219,14 +231,42 @@ int wcctl_inspect(int argc, char **argv)
 	uint8_t (*hashes)[WC_HASH_LEN] = NULL;
 	bool want_hashes = false, json = false;
 	enum quant_verdict v = QUANT_NONE;
+	struct wcctl_plan_opts po = {
+		.tp_size = 1, .ep_size = 1, .rank = -1, .vocab_pad = -1,
+		.pool_size = 2ull << 30,
+	};
+	bool plan = false;
 	struct model m;
 	int c, qrc;
+	long lv;
+	char *end;
 
 	optind = 1;
 	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
 		switch (c) {
 		case 'H': want_hashes = true; break;
 		case 'j': json = true; break;
+		case 't': case 'e': case 'r': case 'v':
+			lv = strtol(optarg, &end, 10);
+			if (*end || !*optarg || lv < (c == 't' || c == 'e') ||
+			    lv > (c == 'v' ? 1048576 : 1024)) {
+				fprintf(stderr, "wcctl inspect: bad --%s '%s'\n",
+					c == 't' ? "tp-size" : c == 'e' ? "ep-size" :
+					c == 'r' ? "rank" : "vocab-pad", optarg);
+				return 2;
+			}
+			if (c == 't')
+				po.tp_size = (uint32_t)lv;
+			else if (c == 'e')
+				po.ep_size = (uint32_t)lv;
+			else if (c == 'r')
+				po.rank = (int)lv;
+			else
+				po.vocab_pad = (int32_t)lv;
+			plan |= c != 'v';
+			break;
+		case 'L': po.layout = optarg; break;
+		case 'R': po.rules = optarg; break;
 		case 'h': inspect_usage(stdout); return 0;
 		default: inspect_usage(stderr); return 2;
 		}
@@ -238,6 +278,11 @@ int wcctl_inspect(int argc, char **argv)
 	if (model_open(&m, argv[optind], err)) {
 		fprintf(stderr, "wcctl inspect: %s\n", err);
 		return 1;
+	}
+	if (plan) {
+		c = wcctl_inspect_plan(&m, &po);
+		model_close(&m);
+		return c;
 	}
 	qrc = quant_check(&m.cfg, NULL, &v, qerr);
 	if (want_hashes) {

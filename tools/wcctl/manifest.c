@@ -28,7 +28,10 @@ static void manifest_usage(FILE *f)
 		"  --socket PATH       the daemon's socket instead\n"
 		"  --json              one JSON object: {\"device\", \"identity\", \"version\",\n"
 		"                      \"tensors\": [{\"name\", \"dtype\", \"shape\", \"bytes\",\n"
+		"                      \"pool\", \"offset\", \"padded_rows\", \"view\", \"alias\",\n"
 		"                      \"xxh3_128\"}]}\n"
+		"A view (fused tensor, alias) covers other entries' bytes; padded_rows\n"
+		"is 0, or the padded row count whose zero rows follow the real ones.\n"
 		"\n"
 		"Examples:\n"
 		"  wcctl manifest --device 0\n"
@@ -124,7 +127,12 @@ int wcctl_manifest(int argc, char **argv)
 			json_str(t->name);
 			printf(",\"dtype\":\"%s\",\"shape\":", t->dtype);
 			print_shape(t, true);
-			printf(",\"bytes\":%" PRIu64 ",\"xxh3_128\":", t->bytes);
+			printf(",\"bytes\":%" PRIu64 ",\"pool\":%u,\"offset\":%" PRIu64
+			       ",\"padded_rows\":%" PRIu64 ",\"view\":%s,\"alias\":%s"
+			       ",\"xxh3_128\":", t->bytes, t->pool, t->offset,
+			       t->padded_rows,
+			       t->flags & WC_TENSOR_VIEW ? "true" : "false",
+			       t->flags & WC_TENSOR_ALIAS ? "true" : "false");
 			if (t->flags & WC_TENSOR_HASHED)
 				printf("\"%s\"}", hex);
 			else

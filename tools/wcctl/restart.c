@@ -173,7 +173,7 @@ int wcctl_restart(int argc, char **argv)
 	pid_t holder, nw, answered = -1;
 	int c, old_fd, new_fd, st, rc = 1;
 	uint64_t t0, t_exit = 0, t_served = 0, end;
-	char *nargv[24];
+	char *nargv[32];
 	int na = 0;
 
 	optind = 1;
@@ -274,6 +274,19 @@ int wcctl_restart(int argc, char **argv)
 	if (rehash) {
 		nargv[na++] = "--takeover-verify";
 		nargv[na++] = "hash";
+	}
+	/* the old daemon's endpoint and log settings (its ready file) */
+	if (ri.metrics_listen[0]) {
+		nargv[na++] = "--metrics-listen";
+		nargv[na++] = ri.metrics_listen;
+	}
+	if (ri.log_format[0]) {
+		nargv[na++] = "--log-format";
+		nargv[na++] = ri.log_format;
+	}
+	if (ri.log_file[0]) {
+		nargv[na++] = "--log-file";
+		nargv[na++] = ri.log_file;
 	}
 	nargv[na] = NULL;
 

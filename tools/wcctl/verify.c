@@ -58,16 +58,13 @@ static void verify_usage(FILE *f)
 		"Exit status: 0 every hash matches, 1 a mismatch or an error, 2 usage.\n");
 }
 
-/* XXH3-128 of t's served bytes, read from its shard: height rows of width
- * bytes, src_pitch apart, from file_off. */
-static int hash_from_file(int fd, const struct plan_tensor *t, uint8_t *buf,
-			  uint8_t out[WC_HASH_LEN])
+/* Hashes a piece's source bytes into h: height rows of width bytes,
+ * src_pitch apart, from file_off of its shard. */
+static int hash_piece(int fd, const struct plan_piece *pc, uint8_t *buf,
+		      struct wc_hasher *h)
 {
-	struct wc_hasher h;
-
-	wc_hasher_init(&h);
-	for (uint64_t row = 0; row < t->height; row++) {
-		uint64_t off = t->file_off + row * t->src_pitch, left = t->width;
+	for (uint64_t row = 0; row < pc->height; row++) {
+		uint64_t off = pc->file_off + row * pc->src_pitch, left = pc->width;
 
 		while (left) {
 			size_t n = left < VERIFY_BUF ? (size_t)left : VERIFY_BUF;
@@ -77,9 +74,50 @@ static int hash_from_file(int fd, const struct plan_tensor *t, uint8_t *buf,
 				continue;
 			if (r <= 0)
 				return r < 0 ? -errno : -EIO;
-			wc_hasher_update(&h, buf, (size_t)r);
+			wc_hasher_update(h, buf, (size_t)r);
 			off += (uint64_t)r;
 			left -= (uint64_t)r;
+		}
+	}
+	return 0;
+}
+
+/* XXH3-128 of entry e's served bytes, read from the shards: its pieces; a
+ * view's parts' pieces in order; an alias's target's. *failed gets the
+ * shard that could not be read. */
+static int hash_from_files(const struct model *m, const struct plan *p,
+			   uint32_t e, int *fds, uint8_t *buf,
+			   uint8_t out[WC_HASH_LEN], uint32_t *failed)
+{
+	const struct plan_tensor *t = &p->t[e];
+	uint32_t one = e, *list = &one, n = 1;
+	struct wc_hasher h;
+
+	if (t->flags & PLAN_T_ALIAS) {
+		one = t->target;
+	} else if (t->flags & PLAN_T_VIEW) {
+		const struct plan_group *g = &p->g[p->t[t->target].group];
+
+		list = &p->members[g->member0];
+		n = g->n;
+	}
+	wc_hasher_init(&h);
+	for (uint32_t k = 0; k < n; k++) {
+		const struct plan_tensor *x = &p->t[list[k]];
+
+		for (uint32_t j = 0; j < x->npieces; j++) {
+			const struct plan_piece *pc = &p->pc[x->piece0 + j];
+			int r;
+
+			if (fds[pc->shard] < 0)
+				fds[pc->shard] = open(m->shards[pc->shard].path,
+						      O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+			r = fds[pc->shard] < 0 ? -errno :
+			    hash_piece(fds[pc->shard], pc, buf, &h);
+			if (r) {
+				*failed = pc->shard;
+				return r;
+			}
 		}
 	}
 	wc_hasher_final(&h, out);
@@ -196,6 +234,7 @@ int wcctl_verify(int argc, char **argv)
 		const struct plan_tensor *t = &p.t[i];
 		const struct wc_tensor *s = wc_tensor_find(wm, t->name);
 		uint8_t h[WC_HASH_LEN];
+		uint32_t shard = 0;
 		int r;
 
 		if (!s) {
@@ -206,14 +245,10 @@ int wcctl_verify(int argc, char **argv)
 			unhashed++;
 			continue;
 		}
-		if (fds[t->shard] < 0)
-			fds[t->shard] = open(m.shards[t->shard].path,
-					     O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-		r = fds[t->shard] < 0 ? -errno :
-		    hash_from_file(fds[t->shard], t, buf, h);
+		r = hash_from_files(&m, &p, i, fds, buf, h, &shard);
 		if (r) {
 			fprintf(stderr, "wcctl verify: cannot read %s for %s: %s\n",
-				m.shards[t->shard].path, t->name, strerror(-r));
+				m.shards[shard].path, t->name, strerror(-r));
 			goto out_fds;
 		}
 		checked++;

@@ -3,6 +3,8 @@
 #ifndef WCCTL_H
 #define WCCTL_H
 
+#include <stdint.h>
+
 struct wcctl_cmd {
 	const char *name;
 	const char *summary;
@@ -17,6 +19,17 @@ int wcctl_stop(int argc, char **argv);
 int wcctl_restart(int argc, char **argv);
 int wcctl_clean(int argc, char **argv);
 int wcctl_inspect(int argc, char **argv);
+
+struct model;
+/* wcctl inspect --tp-size/--ep-size/--rank: the per-rank plan. */
+struct wcctl_plan_opts {
+	uint32_t tp_size, ep_size;
+	int rank;                 /* -1: every rank, 0..max(tp, ep)-1 */
+	int32_t vocab_pad;        /* -1: the layout's */
+	const char *layout, *rules;
+	uint64_t pool_size;
+};
+int wcctl_inspect_plan(const struct model *m, const struct wcctl_plan_opts *o);
 int wcctl_manifest(int argc, char **argv);
 int wcctl_verify(int argc, char **argv);
 int wcctl_sleep(int argc, char **argv);

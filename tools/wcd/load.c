@@ -57,47 +57,6 @@ static double gbps(uint64_t bytes, uint64_t ns)
 
 /* --- prepare ---------------------------------------------------------------- */
 
-static int read_rules_file(struct plan_rules *r, const char *path, char *err)
-{
-	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	struct stat sb;
-	FILE *f;
-	char *buf;
-	size_t n;
-	int ret;
-
-	if (fd < 0)
-		return wc_errf(err, errno, "cannot open the rules file %s: %s",
-			       path, strerror(errno));
-	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-		close(fd);
-		return wc_errf(err, EINVAL,
-			       "the rules file %s is not a regular file; give the file itself",
-			       path);
-	}
-	f = fdopen(fd, "r");
-	if (!f) {
-		close(fd);
-		return wc_errf(err, ENOMEM, "out of memory reading %s", path);
-	}
-	buf = malloc(PLAN_RULES_FILE_MAX + 1);
-	if (!buf) {
-		fclose(f);
-		return wc_errf(err, ENOMEM, "out of memory");
-	}
-	n = fread(buf, 1, PLAN_RULES_FILE_MAX + 1, f);
-	fclose(f);
-	if (n > PLAN_RULES_FILE_MAX) {
-		free(buf);
-		return wc_errf(err, EFBIG,
-			       "rules file %s is over %u bytes", path,
-			       PLAN_RULES_FILE_MAX);
-	}
-	ret = plan_rules_parse(r, buf, n, path, err);
-	free(buf);
-	return ret;
-}
-
 int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 {
 	uint64_t t0 = rx_now_ns();
@@ -116,25 +75,39 @@ int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 		log_warn("QUANTIZATION OVERRIDE: serving '%s' zero-copy because of --allow-quant %s; this method is NOT verified (verified: %s); attached engines may compute with wrong numbers",
 			 v->model.cfg.quant_method, d->o.allow_quant,
 			 QUANT_VERIFIED_LIST);
-	ret = plan_rules_preset(&v->rules, v->model.cfg.arch, perr);
-	if (ret == -ENOTSUP) {
-		if (d->o.tp_size > 1 && !d->o.rules)
-			return wc_errf(err, ENOTSUP, "%s", perr);
+	if (d->o.layout) {
 		memset(&v->rules, 0, sizeof(v->rules));
-		log_info("no split preset for architecture '%s'%s",
-			 v->model.cfg.arch,
-			 d->o.rules ? "; using the rules file only" :
-				      "; every tensor is replicated (tp 1)");
-	} else if (ret) {
-		return wc_errf(err, -ret, "%s", perr);
+		v->rules.vocab_pad = -1;
+		ret = plan_rules_file(&v->rules, d->o.layout, err);
+		if (ret)
+			return ret;
+	} else {
+		ret = plan_rules_preset(&v->rules, v->model.cfg.arch, perr);
+		if (ret == -ENOTSUP) {
+			if ((d->o.tp_size > 1 || d->o.ep_size > 1) && !d->o.rules)
+				return wc_errf(err, ENOTSUP, "%s", perr);
+			memset(&v->rules, 0, sizeof(v->rules));
+			v->rules.vocab_pad = -1;
+			log_info("no split preset for architecture '%s'%s",
+				 v->model.cfg.arch,
+				 d->o.rules ? "; using the rules file only" :
+					      "; every tensor is replicated (tp 1)");
+		} else if (ret) {
+			return wc_errf(err, -ret, "%s", perr);
+		}
 	}
 	if (d->o.rules) {
-		ret = read_rules_file(&v->rules, d->o.rules, err);
+		ret = plan_rules_file(&v->rules, d->o.rules, err);
 		if (ret)
 			return ret;
 	}
-	ret = plan_build(&v->plan, &v->model, &v->rules, d->o.tp_size,
-			 d->o.tp_rank, d->o.pp_size, d->o.pp_rank, err);
+	ret = plan_build2(&v->plan, &v->model, &v->rules,
+			  &(struct plan_params){
+				  .tp_size = d->o.tp_size, .tp_rank = d->o.tp_rank,
+				  .pp_size = d->o.pp_size, .pp_rank = d->o.pp_rank,
+				  .ep_size = d->o.ep_size, .ep_rank = d->o.ep_rank,
+				  .vocab_pad = d->o.vocab_pad,
+			  }, err);
 	if (ret)
 		return ret;
 	ret = plan_pack(&v->plan, d->o.pool_size, err);
@@ -152,6 +125,9 @@ int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 	v->ident.tp_rank = d->o.tp_rank;
 	v->ident.pp_size = d->o.pp_size;
 	v->ident.pp_rank = d->o.pp_rank;
+	v->ident.ep_size = d->o.ep_size;
+	v->ident.ep_rank = d->o.ep_rank;
+	v->ident.vocab_pad = (uint32_t)v->plan.pp.vocab_pad;
 	snprintf(v->ident.device_uuid, sizeof(v->ident.device_uuid), "%s",
 		 d->dev.uuid);
 	v->ident.cc_major = (uint32_t)d->dev.cc_major;
@@ -171,28 +147,28 @@ int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 	return 0;
 }
 
-static const struct plan_tensor *ld_tensor(struct ld *L, uint32_t i)
+static const struct plan_piece *ld_piece(struct ld *L, uint32_t i)
 {
-	return &L->v->plan.t[i];
+	return &L->v->plan.pc[i];
 }
 
-/* A plan tensor whose destination bytes are one contiguous source range. */
-static bool contiguous(const struct plan_tensor *t)
+/* A piece whose bytes are one contiguous source range. */
+static bool contiguous(const struct plan_piece *pc)
 {
-	return t->height <= 1 || t->src_pitch == t->width;
+	return pc->height <= 1 || pc->src_pitch == pc->width;
 }
 
 /* --- direct path ----------------------------------------------------------- */
 
-/* Skips empty tensors; true while pieces remain. */
+/* Skips empty pieces; true while pieces remain. */
 static bool gen_more(struct ld *L)
 {
-	while (L->ti < L->v->plan.ntensors &&
-	       L->tpos >= ld_tensor(L, L->ti)->size) {
+	while (L->ti < L->v->plan.npieces &&
+	       L->tpos >= ld_piece(L, L->ti)->size) {
 		L->ti++;
 		L->tpos = 0;
 	}
-	return L->ti < L->v->plan.ntensors && !L->err && !wcd_stopping(L->d);
+	return L->ti < L->v->plan.npieces && !L->err && !wcd_stopping(L->d);
 }
 
 static void direct_issue(struct ld *L);
@@ -222,8 +198,9 @@ static void direct_read_cb(struct rx_read *r, int res)
 static void direct_issue(struct ld *L)
 {
 	while (L->nfree_reads && gen_more(L)) {
-		const struct plan_tensor *t = ld_tensor(L, L->ti);
-		struct gpu_pool *pool = &L->v->pools[t->pool];
+		const struct plan_piece *t = ld_piece(L, L->ti);
+		const struct plan_tensor *e = &L->v->plan.t[t->entry];
+		struct gpu_pool *pool = &L->v->pools[e->pool];
 		struct dread *dr = L->free_reads[--L->nfree_reads];
 		uint64_t src, len;
 		uint8_t *dst;
@@ -243,7 +220,7 @@ static void direct_issue(struct ld *L)
 				len = WCD_READ_CHUNK;
 			src = t->file_off + row * t->src_pitch + col;
 		}
-		dst = (uint8_t *)pool->host_ptr + t->pool_off + L->tpos;
+		dst = (uint8_t *)pool->host_ptr + e->pool_off + t->dst + L->tpos;
 		dr->L = L;
 		dr->len = len;
 		ret = rx_read_start(&L->d->loop, &dr->r, L->fd[t->shard], dst,
@@ -310,6 +287,82 @@ static void direct_hash(struct ld *L)
 	for (unsigned k = 1; k < started; k++)
 		pthread_join(parts[k].thread, NULL);
 	L->hash_ns += rx_now_ns() - t0;
+}
+
+/* The staged path's hashes of what did not stream (views, entries of
+ * several pieces; aliases copy their target's), from the pools: on the
+ * CPU where a pool has a mapping, else read back through a staging slot.
+ * The device hashed the rest already (staged_finish). */
+static void post_hash(struct ld *L)
+{
+	struct wcd_version *v = L->v;
+	uint64_t t0 = rx_now_ns();
+	uint8_t *bounce = L->slots ? L->slots[0].buf : NULL;
+
+	for (uint32_t i = 0; !L->err && i < v->plan.ntensors; i++) {
+		const struct plan_tensor *t = &v->plan.t[i];
+		struct gpu_pool *pl = &v->pools[t->pool];
+		struct wc_hasher h;
+
+		if (!t->size || ld_streamed(L, i) || ld_dev_post(L, i) ||
+		    (t->flags & PLAN_T_ALIAS))
+			continue;
+		if (pl->host_ptr) {
+			wc_hash128((const uint8_t *)pl->host_ptr + t->pool_off,
+				   t->size, v->hash[i]);
+			continue;
+		}
+		wc_hasher_init(&h);
+		for (uint64_t o = 0; o < t->size; o += L->slot_size) {
+			size_t n = t->size - o < L->slot_size ?
+				   (size_t)(t->size - o) : (size_t)L->slot_size;
+			int ret = bounce ? L->be->copy_from_pool(&L->d->dev, pl,
+						t->pool_off + o, bounce, n) :
+					   -ENOMEM;
+
+			if (ret) {
+				ld_fail(L, ret, "reading %s back to hash it failed: %s",
+					t->name, strerror(-ret));
+				break;
+			}
+			wc_hasher_update(&h, bounce, n);
+		}
+		wc_hasher_final(&h, v->hash[i]);
+	}
+	L->hash_ns += rx_now_ns() - t0;
+}
+
+/* An alias's hash is its target's (the same bytes). */
+static void alias_hashes(struct wcd_version *v)
+{
+	for (uint32_t i = 0; i < v->plan.ntensors; i++)
+		if (v->plan.t[i].flags & PLAN_T_ALIAS)
+			memcpy(v->hash[i], v->hash[v->plan.t[i].target],
+			       WC_HASH_LEN);
+}
+
+/* Padded entries: the rows past the real ones must read as zeros. Host
+ * pools are fresh memfds, whose pages read as zeros; device memory is
+ * whatever it was, so the backend zeroes it. */
+static int zero_padding(struct wcd *d, struct wcd_version *v, char *err)
+{
+	for (uint32_t i = 0; i < v->plan.ntensors; i++) {
+		const struct plan_tensor *t = &v->plan.t[i];
+		struct gpu_pool *pl = &v->pools[t->pool];
+		int ret;
+
+		if ((t->flags & PLAN_T_VIEW) || t->alloc == t->size ||
+		    pl->host_ptr)
+			continue;
+		if (!d->dev.be->pool_zero)
+			return wc_errf(err, ENOTSUP, "the %s backend cannot zero the padding of %s",
+				       d->dev.be->name, t->name);
+		ret = d->dev.be->pool_zero(&d->dev, pl, t->pool_off + t->size,
+					   t->alloc - t->size, err);
+		if (ret)
+			return ret;
+	}
+	return 0;
 }
 
 /* --- run ------------------------------------------------------------------ */
@@ -440,6 +493,8 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	/* drives the loop itself: never from a callback (wcreactor.h) */
 	WC_ASSERT(!rx_loop_in_callback(&d->loop));
 	ret = create_pools(d, v, err);
+	if (!ret)
+		ret = zero_padding(d, v, err);
 	if (ret)
 		return ret;
 	v->hash = calloc(v->plan.ntensors ? v->plan.ntensors : 1,
@@ -457,7 +512,7 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	L->d = d;
 	L->v = v;
 	L->be = d->dev.be;
-	L->total = v->plan.total_bytes;
+	L->total = v->plan.read_bytes;
 	staged = d->o.load_path == WCD_LOAD_STAGED ||
 		 (v->npools && !v->pools[0].host_ptr);
 	if (d->o.load_path == WCD_LOAD_DIRECT && staged) {
@@ -505,6 +560,10 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	}
 	if (staged)
 		staged_finish(L);
+	if (staged && v->hashed && !L->err)
+		post_hash(L);
+	if (v->hashed)
+		alias_hashes(v);
 	t_read = rx_now_ns() - t0;
 	if (!L->err && wcd_stopping(d))
 		ld_fail(L, ECANCELED, "stopped by a signal while loading");

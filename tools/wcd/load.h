@@ -59,7 +59,7 @@ struct slot {                 /* staged path: one staging buffer */
 	unsigned busy;            /* copy and hash still running */
 	uint64_t seq;
 	unsigned lane;
-	uint32_t ti;              /* plan tensor */
+	uint32_t ti;              /* plan entry the piece belongs to */
 	uint32_t shard;
 	bool direct;              /* read with O_DIRECT */
 	uint64_t read_off, read_len;
@@ -67,7 +67,8 @@ struct slot {                 /* staged path: one staging buffer */
 	uint64_t need;            /* bytes the read must deliver */
 	uint64_t dst_off;         /* in the pool */
 	uint64_t width, height, src_pitch;
-	bool first, last;         /* of its tensor */
+	bool first, last;         /* of its piece */
+	bool stream;              /* hash it on the way (ld_streamed) */
 	int copy_res;
 };
 
@@ -98,7 +99,7 @@ struct ld {
 	char errbuf[WC_ERR_LEN];
 	unsigned inflight;        /* reads, or slots not free */
 	bool finished;
-	/* direct: the next piece is tensor ti at byte tpos */
+	/* direct: the next read is of piece ti at byte tpos */
 	uint32_t ti;
 	uint64_t tpos;
 	struct dread reads[WCD_READ_DEPTH];
@@ -112,7 +113,7 @@ struct ld {
 	uint64_t next_seq, hash_seq;
 	unsigned nlanes, rr;
 	struct lane lanes[HASHPOOL_MAX];
-	uint32_t next_ti;         /* next tensor a lane takes */
+	uint32_t next_ti;         /* next piece a lane takes */
 	struct wc_hasher hasher;  /* hashing on the loop thread */
 	struct hashpool hp;
 	bool hp_started;
@@ -136,5 +137,7 @@ void staged_start(struct ld *L);
 /* After the last copy: waits for the device's hashes (if any). */
 void staged_finish(struct ld *L);
 void staged_teardown(struct ld *L);
+bool ld_streamed(struct ld *L, uint32_t e);
+bool ld_dev_post(struct ld *L, uint32_t e);
 
 #endif

@@ -62,7 +62,13 @@ static const char usage_text[] =
 "  --no-hash              skip the XXH3-128 of every tensor\n"
 "  --allow-uid UID        also serve this uid (repeatable, at most 16)\n"
 "  --allow-quant METHOD   serve an unverified quantization method anyway\n"
-"  --rules FILE           split rules (PATTERN replicate|dim0|dim1 lines)\n"
+"  --rules FILE           layout lines tried before the preset's (README\n"
+"                         \"Layouts\"; 'PATTERN replicate|dim0|dim1' lines)\n"
+"  --layout FILE          a layout instead of the architecture's preset\n"
+"  --ep-size N --ep-rank R  expert parallelism: this rank holds a block\n"
+"                         of the experts, whole (default 1, 0)\n"
+"  --vocab-pad N          pad vocabularies to a multiple of N (default: the\n"
+"                         layout's, 64); 0: no padding\n"
 "  --pool-size BYTES      largest pool (default 2 GiB; K/M/G suffixes)\n"
 "  --ipc vmm|legacy       CUDA export: VMM fds (default) or legacy handles\n"
 "  --keep-context         keep the CUDA context while serving (by default\n"
@@ -187,6 +193,7 @@ enum {
 	OPT_DIRECT_IO, OPT_HASH_ON, OPT_READ_PART, OPT_KEEP_CONTEXT,
 	OPT_METRICS_LISTEN, OPT_LOG_FILE, OPT_LOG_FORMAT,
 	OPT_FORCE_WAIT, OPT_FRAME_TIMEOUT, OPT_TAKEOVER, OPT_TAKEOVER_VERIFY,
+	OPT_LAYOUT, OPT_EP_SIZE, OPT_EP_RANK, OPT_VOCAB_PAD,
 };
 
 static const struct option longopts[] = {
@@ -207,6 +214,10 @@ static const struct option longopts[] = {
 	{ "allow-uid", required_argument, NULL, OPT_ALLOW_UID },
 	{ "allow-quant", required_argument, NULL, OPT_ALLOW_QUANT },
 	{ "rules", required_argument, NULL, OPT_RULES },
+	{ "layout", required_argument, NULL, OPT_LAYOUT },
+	{ "ep-size", required_argument, NULL, OPT_EP_SIZE },
+	{ "ep-rank", required_argument, NULL, OPT_EP_RANK },
+	{ "vocab-pad", required_argument, NULL, OPT_VOCAB_PAD },
 	{ "pool-size", required_argument, NULL, OPT_POOL_SIZE },
 	{ "ipc", required_argument, NULL, OPT_IPC },
 	{ "load-path", required_argument, NULL, OPT_LOAD_PATH },
@@ -233,7 +244,8 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 	int c;
 
 	*o = (struct wcd_opts){
-		.tp_size = 1, .pp_size = 1, .hash = true,
+		.tp_size = 1, .pp_size = 1, .ep_size = 1, .vocab_pad = -1,
+		.hash = true,
 		.pool_size = WCD_POOL_SIZE_DEFAULT,
 		.slots = WCD_SLOTS_DEFAULT, .slot_size = WCD_SLOT_SIZE_DEFAULT,
 		.read_part = WCD_READ_PART_DEFAULT,
@@ -268,6 +280,14 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 			break;
 		case OPT_ALLOW_QUANT: o->allow_quant = optarg; break;
 		case OPT_RULES: o->rules = optarg; break;
+		case OPT_LAYOUT: o->layout = optarg; break;
+		case OPT_EP_SIZE: o->ep_size = parse_u32(optarg, "bad --ep-size '%s'"); break;
+		case OPT_EP_RANK: o->ep_rank = parse_u32(optarg, "bad --ep-rank '%s'"); break;
+		case OPT_VOCAB_PAD:
+			o->vocab_pad = (int32_t)parse_u32(optarg, "bad --vocab-pad '%s'");
+			if (o->vocab_pad > (int32_t)PLAN_VOCAB_PAD_MAX)
+				usage_fail("--vocab-pad %s is over 1048576", optarg);
+			break;
 		case OPT_POOL_SIZE: o->pool_size = parse_size(optarg, "--pool-size"); break;
 		case OPT_IPC:
 			if (!strcmp(optarg, "legacy"))
@@ -364,6 +384,9 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 	if (!o->pp_size || o->pp_rank >= o->pp_size)
 		usage_fail("--pp-rank must be below --pp-size (got rank %s)",
 			   o->pp_size ? "too large" : "with size 0");
+	if (!o->ep_size || o->ep_rank >= o->ep_size)
+		usage_fail("--ep-rank must be below --ep-size (got rank %s)",
+			   o->ep_size ? "too large" : "with size 0");
 	if (o->pool_size < (1u << 20))
 		usage_fail("%s", "--pool-size must be at least 1M");
 	return lvl;
@@ -480,7 +503,8 @@ static int start(struct wcd *d)
 				 d->dev.name, d->paths.sock);
 			/* the old daemon may still hold the port for a moment */
 			if (d->o.metrics_listen &&
-			    metrics_http_start(d, d->o.metrics_listen, err))
+			    metrics_http_start(d, d->o.metrics_listen, 5000,
+					       err))
 				log_warn("%s; serving without --metrics-listen",
 					 err);
 			return serve(d);
@@ -503,7 +527,7 @@ static int start(struct wcd *d)
 		 (int)getpid(), d->dev.name, d->dev.be->name, d->paths.prefix);
 	/* Scrapes are served from here on: while loading too. */
 	if (d->o.metrics_listen &&
-	    metrics_http_start(d, d->o.metrics_listen, err)) {
+	    metrics_http_start(d, d->o.metrics_listen, 0, err)) {
 		log_error("%s", err);
 		return 1;
 	}

@@ -121,8 +121,12 @@ struct wcd;
 int metrics_render(struct wcd *d, char *buf, size_t cap);
 
 /* metrics_http.c: GET /metrics on addr ("host:port", "[v6]:port" or
- * "unix:PATH"), served from d's loop. 0, or -errno with err set. */
-int metrics_http_start(struct wcd *d, const char *addr, char *err);
+ * "unix:PATH"), served from d's loop. 0, or -errno with err set. With
+ * wait_ms, a port still in use (an old daemon after a handover) is tried
+ * again from the loop every 20 ms for that long; 0 fails at once. The
+ * address bound (a port 0 resolved) goes to d->metrics_addr. */
+int metrics_http_start(struct wcd *d, const char *addr, unsigned wait_ms,
+		       char *err);
 /* Closes the listener and every connection (their callbacks run with
  * -ECANCELED); frees it all once they have. */
 void metrics_http_stop(struct wcd *d);

@@ -58,10 +58,15 @@ struct mconn {
 	int status;
 };
 
+#define MHTTP_RETRY_NS (20000000ull)       /* a busy port, after a handover */
+
 struct mhttp {
 	struct wcd *d;
 	int listen_fd;
 	struct rx_accept acc;
+	struct rx_timer retry;        /* the port is still the old daemon's */
+	uint64_t retry_until_ns;
+	char addr[256];
 	char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	struct mconn conns[MHTTP_CONNS_MAX];
 };
@@ -273,6 +278,8 @@ static int mhttp_bind(struct mhttp *mh, const char *addr, char *err)
 		}
 		snprintf(mh->unix_path, sizeof(mh->unix_path), "%s",
 			 sa.sun_path);
+		snprintf(mh->d->metrics_addr, sizeof(mh->d->metrics_addr),
+			 "unix:%s", sa.sun_path);
 		mh->listen_fd = fd;
 		log_info("metrics: serving GET /metrics on unix:%s",
 			 sa.sun_path);
@@ -329,11 +336,35 @@ static int mhttp_bind(struct mhttp *mh, const char *addr, char *err)
 			 ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", h, p);
 	}
 	mh->listen_fd = fd;
+	snprintf(mh->d->metrics_addr, sizeof(mh->d->metrics_addr), "%.200s", shown);
 	log_info("metrics: serving GET /metrics on http://%s/metrics", shown);
 	return 0;
 }
 
-int metrics_http_start(struct wcd *d, const char *addr, char *err)
+static void mhttp_retry(struct rx_timer *t, int res)
+{
+	struct mhttp *mh = container_of(t, struct mhttp, retry);
+	char err[WC_ERR_LEN];
+	int ret;
+
+	if (res < 0)
+		return;
+	ret = mhttp_bind(mh, mh->addr, err);
+	if (ret == -EADDRINUSE && rx_now_ns() < mh->retry_until_ns) {
+		rx_timer_start(&mh->d->loop, &mh->retry, MHTTP_RETRY_NS,
+			       mhttp_retry);
+		return;
+	}
+	if (!ret)
+		ret = rx_accept_start(&mh->d->loop, &mh->acc, mh->listen_fd,
+				      mhttp_accepted);
+	if (ret)
+		log_warn("%s; serving without --metrics-listen",
+			 ret == -EADDRINUSE ? err : strerror(-ret));
+}
+
+int metrics_http_start(struct wcd *d, const char *addr, unsigned wait_ms,
+		       char *err)
 {
 	struct mhttp *mh = calloc(1, sizeof(*mh));
 	int ret;
@@ -342,11 +373,27 @@ int metrics_http_start(struct wcd *d, const char *addr, char *err)
 		return wc_errf(err, ENOMEM, "out of memory");
 	mh->d = d;
 	mh->listen_fd = -1;
+	snprintf(mh->addr, sizeof(mh->addr), "%s", addr);
 	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++) {
 		mh->conns[i].fd = -1;
 		mh->conns[i].mh = mh;
 	}
 	ret = mhttp_bind(mh, addr, err);
+	if (ret == -EADDRINUSE && wait_ms) {
+		/* the loop goes on serving; the bind is tried again */
+		log_info("metrics: %s is still taken (the old daemon?); trying again for %u ms",
+			 addr, wait_ms);
+		mh->retry_until_ns = rx_now_ns() + wait_ms * 1000000ull;
+		ret = rx_timer_start(&d->loop, &mh->retry, MHTTP_RETRY_NS,
+				     mhttp_retry);
+		if (ret) {
+			free(mh);
+			return wc_errf(err, -ret, "metrics: cannot start a timer: %s",
+				       strerror(-ret));
+		}
+		d->mhttp = mh;
+		return 0;
+	}
 	if (ret) {
 		free(mh);
 		return ret;
@@ -372,7 +419,7 @@ void metrics_http_stop(struct wcd *d)
 	/* After rx_loop_close nothing of ours is pending; if the loop could
 	 * not be closed, leave the memory to the exit rather than free what
 	 * the kernel may still write. */
-	if (rx_op_busy(&mh->acc.op))
+	if (rx_op_busy(&mh->acc.op) || rx_op_busy(&mh->retry.op))
 		return;
 	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++) {
 		struct mconn *c = &mh->conns[i];
@@ -383,7 +430,8 @@ void metrics_http_stop(struct wcd *d)
 	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++)
 		if (mh->conns[i].fd >= 0)
 			conn_close(&mh->conns[i]);
-	close(mh->listen_fd);
+	if (mh->listen_fd >= 0)
+		close(mh->listen_fd);
 	if (mh->unix_path[0])
 		unlink(mh->unix_path);
 	free(mh);

@@ -154,6 +154,11 @@ static void do_manifest(struct wcd_client *c, const uint8_t *p, uint32_t n)
 			memcpy(t->hash, v->hash[i], WIRE_HASH_LEN);
 			t->flags = WIRE_T_HASHED;
 		}
+		if (pt->flags & PLAN_T_VIEW)
+			t->flags |= WIRE_T_VIEW;
+		if (pt->flags & PLAN_T_ALIAS)
+			t->flags |= WIRE_T_ALIAS;
+		t->padded_rows = pt->padded_rows;
 		sz = wire_tensor_size(t);
 		if (used + sz > room)
 			break;

@@ -37,9 +37,41 @@ static const struct plan_tensor *tensor(struct ld *L, uint32_t i)
 	return &L->v->plan.t[i];
 }
 
-static bool contiguous(const struct plan_tensor *t)
+static const struct plan_piece *piece(struct ld *L, uint32_t i)
+{
+	return &L->v->plan.pc[i];
+}
+
+static bool contiguous(const struct plan_piece *t)
 {
 	return t->height <= 1 || t->src_pitch == t->width;
+}
+
+/* Whether entry e is hashed as its bytes stream through the slots: one
+ * piece that is the whole entry (and, hashing on the device, a place the
+ * device hash can start at). Views, aliases and entries of several pieces
+ * are hashed from the pools afterwards (ld_post_hash). */
+bool ld_streamed(struct ld *L, uint32_t e)
+{
+	const struct plan_tensor *t = tensor(L, e);
+	const struct plan_piece *pc;
+
+	if ((t->flags & PLAN_T_VIEW) || t->npieces != 1)
+		return false;
+	pc = piece(L, t->piece0);
+	if (pc->dst || pc->size != t->size)
+		return false;
+	return !L->dev_hash || t->size <= GPU_HASH_MIN_LEN ||
+	       t->pool_off % 16 == 0;
+}
+
+/* Whether the device hashes entry e after the load (not streamed). */
+bool ld_dev_post(struct ld *L, uint32_t e)
+{
+	const struct plan_tensor *t = tensor(L, e);
+
+	return L->dev_hash && !(t->flags & PLAN_T_ALIAS) &&
+	       t->size > GPU_HASH_MIN_LEN && t->pool_off % 16 == 0;
 }
 
 /* Picks the next lane with a piece left (round robin), refilling lanes
@@ -52,8 +84,8 @@ static bool lane_pick(struct ld *L, unsigned *out)
 		unsigned i = (L->rr + k) % L->nlanes;
 		struct lane *ln = &L->lanes[i];
 
-		while (!ln->active || ln->tpos >= tensor(L, ln->ti)->size) {
-			if (L->next_ti >= L->v->plan.ntensors) {
+		while (!ln->active || ln->tpos >= piece(L, ln->ti)->size) {
+			if (L->next_ti >= L->v->plan.npieces) {
 				ln->active = false;
 				break;
 			}
@@ -74,16 +106,17 @@ static bool lane_pick(struct ld *L, unsigned *out)
 static void next_piece(struct ld *L, struct slot *s, unsigned k)
 {
 	struct lane *ln = &L->lanes[k];
-	const struct plan_tensor *t = tensor(L, ln->ti);
+	const struct plan_piece *t = piece(L, ln->ti);
 	uint64_t A = L->dfd[t->shard] >= 0 ? LD_DIO_ALIGN : 1;
 	uint64_t room = L->slot_size - 2 * A;
 	uint64_t src, span;
 
 	s->lane = k;
-	s->ti = ln->ti;
+	s->ti = t->entry;
+	s->stream = ld_streamed(L, t->entry);
 	s->shard = t->shard;
 	s->first = ln->tpos == 0;
-	s->dst_off = t->pool_off + ln->tpos;
+	s->dst_off = tensor(L, t->entry)->pool_off + t->dst + ln->tpos;
 	if (contiguous(t)) {
 		s->width = t->size - ln->tpos;
 		if (s->width > room)
@@ -405,7 +438,7 @@ static void drain(struct ld *L)
 			slot_put(L, s);
 			continue;
 		}
-		s->busy = async_hash ? 2 : 1;
+		s->busy = async_hash && s->stream ? 2 : 1;
 		c = (struct gpu_copy){
 			.dst_off = s->dst_off, .src = s->buf + s->delta,
 			.width = s->width, .height = s->height,
@@ -424,9 +457,9 @@ static void drain(struct ld *L)
 			slot_put(L, s);
 			continue;
 		}
-		if (L->v->hashed && L->dev_hash)
+		if (L->v->hashed && s->stream && L->dev_hash)
 			dev_hash_step(L, s);
-		else if (L->v->hashed)
+		else if (L->v->hashed && s->stream)
 			hash_slot(L, s);
 	}
 }
@@ -508,6 +541,19 @@ void staged_finish(struct ld *L)
 
 	if (!L->dev_hash_begun)
 		return;
+	/* the views and entries of several pieces: every copy is done */
+	for (uint32_t i = 0; !L->err && i < L->v->plan.ntensors; i++) {
+		const struct plan_tensor *t = tensor(L, i);
+
+		if (ld_streamed(L, i) || !ld_dev_post(L, i))
+			continue;
+		ret = L->be->hash_step(&L->d->dev, &L->v->pools[t->pool],
+				       t->pool_off, t->size, i, t->size, 0,
+				       i % LD_DEV_HASH_LANES, err);
+		if (ret)
+			ld_fail(L, ret, "%s", err);
+		L->dev_hash_steps++;
+	}
 	L->dev_hash_begun = false;
 	ret = L->be->hash_end(&L->d->dev, L->err ? NULL : L->v->hash, err);
 	if (ret)

@@ -160,5 +160,14 @@ int status_write_ready(struct wcd *d, char *err)
 	r.pp_size = (int)d->o.pp_size;
 	r.pp_rank = (int)d->o.pp_rank;
 	snprintf(r.state, sizeof(r.state), "%s", wcd_state_name(d->state));
+	/* what a handover's new daemon must be given again (wcctl restart) */
+	if (d->o.metrics_listen)
+		snprintf(r.metrics_listen, sizeof(r.metrics_listen), "%s",
+			 d->metrics_addr[0] ? d->metrics_addr :
+			 d->o.metrics_listen);
+	if (d->o.log_format == LOG_JSON)
+		snprintf(r.log_format, sizeof(r.log_format), "json");
+	if (d->o.log_file)
+		snprintf(r.log_file, sizeof(r.log_file), "%s", d->o.log_file);
 	return ready_write_file(&r, d->paths.ready, err);
 }

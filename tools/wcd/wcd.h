@@ -102,6 +102,9 @@ struct wcd_opts {
 	unsigned nallow_uid;
 	const char *allow_quant;
 	const char *rules;
+	const char *layout;           /* --layout FILE: instead of the preset */
+	uint32_t ep_size, ep_rank;    /* expert parallelism (1, 0) */
+	int32_t vocab_pad;            /* --vocab-pad; -1: the layout's (64) */
 	uint64_t pool_size;
 	bool ipc_legacy;
 	bool keep_context;            /* no gpu idle while serving */
@@ -262,6 +265,7 @@ struct wcd {
 	bool accept_again;            /* resume: restart a stopping accept */
 	struct wcd_metrics m;         /* counters (metrics.h) */
 	struct mhttp *mhttp;          /* --metrics-listen (metrics_http.c) */
+	char metrics_addr[256];       /* where it listens: port 0 resolved */
 };
 
 static inline struct wcd_version *wcd_current(struct wcd *d)

@@ -1,0 +1,106 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Synthetic checkpoints for the layout tests: config.json and one
+ * safetensors file of the tensors given, each byte of data a function of
+ * its offset (so that a wrong slice shows). Small enough to write in full.
+ */
+#ifndef WC_TEST_SYNTH_MODEL_H
+#define WC_TEST_SYNTH_MODEL_H
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "t.h"
+
+struct synth_t {
+	char name[200];
+	const char *dtype;        /* "BF16", "F32", "F8_E4M3" */
+	unsigned esize;           /* bytes per element */
+	uint32_t ndim;
+	uint64_t shape[4];
+};
+
+struct synth {
+	unsigned n;
+	struct synth_t t[4096];
+};
+
+static inline void synth_add(struct synth *s, const char *dtype,
+			     unsigned esize, uint32_t ndim, uint64_t d0,
+			     uint64_t d1, uint64_t d2, const char *fmt, ...)
+	__attribute__((format(printf, 8, 9)));
+
+static inline void synth_add(struct synth *s, const char *dtype,
+			     unsigned esize, uint32_t ndim, uint64_t d0,
+			     uint64_t d1, uint64_t d2, const char *fmt, ...)
+{
+	struct synth_t *t = &s->t[s->n++];
+	va_list ap;
+
+	T_ASSERT(s->n <= 4096);
+	va_start(ap, fmt);
+	vsnprintf(t->name, sizeof(t->name), fmt, ap);
+	va_end(ap);
+	t->dtype = dtype;
+	t->esize = esize;
+	t->ndim = ndim;
+	t->shape[0] = d0;
+	t->shape[1] = d1;
+	t->shape[2] = d2;
+}
+
+/* Writes dir/config.json (config is its text) and dir/model.safetensors. */
+static inline void synth_write(const struct synth *s, const char *dir,
+			       const char *config)
+{
+	char path[512], *hdr;
+	size_t cap = 1u << 20, n = 0;
+	uint64_t off = 0, hl;
+	FILE *f;
+
+	mkdir(dir, 0700);
+	snprintf(path, sizeof(path), "%s/config.json", dir);
+	f = fopen(path, "w");
+	T_ASSERT(f);
+	fputs(config, f);
+	fclose(f);
+	hdr = malloc(cap);
+	T_ASSERT(hdr);
+	n += (size_t)snprintf(hdr + n, cap - n, "{");
+	for (unsigned i = 0; i < s->n; i++) {
+		const struct synth_t *t = &s->t[i];
+		uint64_t bytes = t->esize;
+
+		n += (size_t)snprintf(hdr + n, cap - n, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[",
+				      i ? "," : "", t->name, t->dtype);
+		for (uint32_t d = 0; d < t->ndim; d++) {
+			bytes *= t->shape[d];
+			n += (size_t)snprintf(hdr + n, cap - n, "%s%llu", d ? "," : "",
+					      (unsigned long long)t->shape[d]);
+		}
+		n += (size_t)snprintf(hdr + n, cap - n, "],\"data_offsets\":[%llu,%llu]}",
+				      (unsigned long long)off,
+				      (unsigned long long)(off + bytes));
+		off += bytes;
+		T_ASSERT(n < cap - 1024);
+	}
+	n += (size_t)snprintf(hdr + n, cap - n, "}");
+	while (n % 8)
+		hdr[n++] = ' ';
+	snprintf(path, sizeof(path), "%s/model.safetensors", dir);
+	f = fopen(path, "w");
+	T_ASSERT(f);
+	hl = n;
+	fwrite(&hl, 8, 1, f);     /* little-endian hosts only */
+	fwrite(hdr, 1, n, f);
+	for (uint64_t i = 0; i < off; i++)
+		fputc((int)((i * 131 + (i >> 8) * 7 + 1) & 0xff), f);
+	fclose(f);
+	free(hdr);
+}
+
+#endif
