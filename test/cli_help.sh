@@ -11,12 +11,12 @@ done
 T=$(tmpdir)
 trap 'rm -rf "$T"' EXIT
 
+# every subcommand that wcctl --help and wcbench --help list
+subs() { "$BIN/$1" --help | awk '/^commands:/ { f = 1; next } f && /^  [a-z]/ { print $1 } f && /^$/ { exit }'; }
 cmds=("wcd" "wcctl" "wcattach" "wcgen" "wcbench")
-for c in start status stop clean inspect manifest sleep wake update; do
-	cmds+=("wcctl $c")
-done
-[ -n "$("$BIN/wcctl" --help | grep '^  metrics ')" ] && cmds+=("wcctl metrics")
-for c in rtt attach load liveness; do cmds+=("wcbench $c"); done
+for c in $(subs wcctl); do cmds+=("wcctl $c"); done
+for c in $(subs wcbench); do cmds+=("wcbench $c"); done
+[ "${#cmds[@]}" -ge 19 ] || fail "only ${#cmds[@]} commands found: ${cmds[*]}"
 
 for c in "${cmds[@]}"; do
 	read -r -a argv <<<"$c"

@@ -57,6 +57,11 @@ static void restart_usage(FILE *f)
 "  --timeout SEC     how long to wait for the new daemon (default 60)\n"
 "  --json            the outcome as one JSON object on stdout\n"
 "\n"
+"Examples:\n"
+"  wcctl restart --device 0\n"
+"  wcctl restart --device host-0 --wcd /opt/wcache-new/bin/wcd --verify hash\n"
+"  wcctl restart --device GPU-5a3f0c1e-... --timeout 120 --json\n"
+"\n"
 "Exit status: 0 handed over, 1 failed (the log says which daemon serves),\n"
 "2 usage, 3 no daemon was running.\n");
 }
