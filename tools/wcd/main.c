@@ -29,6 +29,7 @@
 #include "base.h"
 #include "wcd.h"
 #include "lifecycle.h"
+#include "sdnotify.h"
 #include "versions.h"
 
 static const char usage_text[] =
@@ -564,6 +565,11 @@ static int start(struct wcd *d)
 	log_info("ready: %u tensors, %" PRIu64 " bytes in %u pools, loaded in %.3f s (%.2f GB/s); socket %s",
 		 v->plan.ntensors, v->plan.total_bytes, v->npools,
 		 v->load_seconds, v->load_gbps, d->paths.sock);
+	ret = sdnotify_send("READY=1\nSTATUS=serving %u tensors on %s",
+			    v->plan.ntensors, d->dev.name);
+	if (ret)
+		log_warn("cannot tell systemd that wcd is ready ($NOTIFY_SOCKET): %s",
+			 strerror(-ret));
 	server_start(d, &hooks);
 	life_device_idle(d);
 	return serve(d);
@@ -595,6 +601,7 @@ int main(int argc, char **argv)
 	log_init("wcd", LOG_INFO);
 	lvl = parse_opts(&d.o, argc, argv);
 	log_init("wcd", lvl);
+	sdnotify_init();
 	log_set_format(d.o.log_format);
 	if (d.o.log_file) {
 		char lerr[WC_ERR_LEN];
