@@ -534,24 +534,24 @@ int gpu_cuda_copy_from_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 /* cudaMemset, then a device-wide wait: once per load, for the few zero
  * rows of padded vocabularies, so that no copy stream needs to order
  * against it. */
-int gpu_cuda_pool_zero(struct gpu_dev *dev, struct gpu_pool *pool,
-		       uint64_t off, uint64_t len, char *err)
+int gpu_cuda_pool_fill(struct gpu_dev *dev, struct gpu_pool *pool,
+		       uint64_t off, uint64_t len, uint8_t byte, char *err)
 {
 	cudaError_t e;
 	int ret;
 
 	if (off > pool->alloc_size || len > pool->alloc_size - off)
-		return wc_errf(err, EINVAL, "zeroing %" PRIu64 " bytes at %" PRIu64 " is past the pool's %" PRIu64,
+		return wc_errf(err, EINVAL, "filling %" PRIu64 " bytes at %" PRIu64 " is past the pool's %" PRIu64,
 			       len, off, pool->alloc_size);
 	ret = gpu_cuda_pool_ready(dev, pool, err);
 	if (ret)
 		return ret;
-	e = cudaMemset((char *)(uintptr_t)pool->dev_ptr + off, 0, len);
+	e = cudaMemset((char *)(uintptr_t)pool->dev_ptr + off, byte, len);
 	if (e == cudaSuccess)
 		e = cudaDeviceSynchronize();
 	if (e != cudaSuccess)
 		return wc_errf(err, gpu_cuda_rt_errno(e),
-			       "zeroing the padding rows on %s failed: %s",
+			       "filling pool bytes (the padding rows) on %s failed: %s",
 			       dev->name, cudaGetErrorString(e));
 	return 0;
 }
