@@ -84,7 +84,7 @@ WC_NVCC_FLAGS := -std=c++17 -Xcompiler -fPIC,-Wall,-fno-exceptions,-fno-threadsa
 REACTOR_SRC := $(wildcard reactor/*.c)
 PROTO_SRC   := $(wildcard proto/*.c)
 CLIENT_SRC  := $(wildcard tools/libwcache/*.c)
-TOOLS       := $(filter-out libwcache common,$(notdir $(patsubst %/,%,$(wildcard tools/*/))))
+TOOLS       := $(filter-out libwcache common dist,$(notdir $(patsubst %/,%,$(wildcard tools/*/))))
 COMMON_SRC  := $(wildcard tools/common/*.c)
 TEST_SRC    := $(wildcard test/$(T)*.c)
 TEST_SH     := $(filter-out test/run.sh test/lib.sh,$(wildcard test/$(T)*.sh))
@@ -102,10 +102,14 @@ LIBS        := $(LIB_CLIENT) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR)
 LINK_LIBS   := $(LIBS) $(STATIC_LIBS) $(CUDA_LIBS) $(SYS_LIBS)
 
 BINS  := $(addprefix $(BUILD)/bin/,$(TOOLS))
+# man pages, made from each tool's --help (see install)
+MAN8     := wcd wcctl
+MAN1     := wcattach wcgen wcbench
+MANS     := $(MAN8:%=$(BUILD)/man/%.8) $(MAN1:%=$(BUILD)/man/%.1)
 TESTS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all run test bench fuzz install clean deps deps-bench deps-fuzz
+.PHONY: all run test bench fuzz install uninstall man clean deps deps-bench deps-fuzz
 .SECONDARY:
 # A recipe that fails leaves no output behind to look up to date.
 .DELETE_ON_ERROR:
@@ -185,12 +189,18 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(call obj,$(COMMON_SRC)) $(LIBS)
 DEB_BUILD := gcc make pkg-config liburing-dev libxxhash-dev libjansson-dev
 DEB_TEST  := xxhash python3 python3-numpy python3-xxhash python3-pytest util-linux procps bsdutils curl prometheus
 DEB_BENCH := redis-server redis-tools
+# tools/dist's checks: systemd-analyze, yamllint, groff; and kubectl, which
+# another package may provide (Google's kubectl conflicts with Debian's
+# kubernetes-client): a command listed as CMD=PACKAGE counts when on PATH.
+DEB_TEST  += systemd yamllint groff-base
+DEB_CMDS  := kubectl=kubernetes-client
 
 # Installs the Debian packages that are missing (we are root on the build
 # machines); prints what to run when we are not.
 deps:
 	@missing=$$(for p in $(DEB_BUILD) $(DEB_TEST) $(EXTRA_DEBS); do \
-		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done); \
+		dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; done; \
+		for c in $(DEB_CMDS); do command -v $${c%%=*} >/dev/null || echo $${c#*=}; done); \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" != 0 ]; then echo "missing packages: $$missing (run: sudo apt-get install $$missing)"; exit 1; fi; \
 		echo "installing: $$missing"; \
@@ -210,7 +220,7 @@ run: deps
 # to run.sh, which reports it failed: an old binary never runs and passes.
 # TEST_JOBS tests run at once (most wait on daemons, not on the CPU).
 TEST_JOBS ?= $(shell n=$$(nproc); echo $$((n < 4 ? 4 : n)))
-BUILT     := $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(TESTS) $(BENCHES)
+BUILT     := $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(MANS) $(TESTS) $(BENCHES)
 PYTHON    ?= /usr/bin/python3
 # Python is not built with ASan: pytest loads an ASan libwcache.so only with
 # the runtime preloaded (and without leak checks of the interpreter).
@@ -263,14 +273,80 @@ fuzz: deps-fuzz
 		grep -E 'stat::number_of_executed_units' build-fuzz/$$n.log; done
 
 # --- install ---------------------------------------------------------------
+#
+# make install [PREFIX=/usr/local] [DESTDIR=] installs the tools, the client
+# libraries and headers, a pkg-config file (pkg-config --cflags --libs
+# wcache), the man pages (made from each tool's --help by
+# tools/dist/man/mkman.sh), the systemd units, the preset layouts, the
+# LICENSE and the service/cluster examples; make uninstall removes exactly
+# those files (INSTALLED lists them for both) and the directories of ours
+# they leave empty.
 
-install: all
-	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include
-	install -m 0755 $(BINS) $(DESTDIR)$(PREFIX)/bin/
-	install -m 0644 $(LIBS) $(DESTDIR)$(PREFIX)/lib/
-	install -m 0755 $(SO_CLIENT) $(DESTDIR)$(PREFIX)/lib/libwcache.so.0
-	ln -sf libwcache.so.0 $(DESTDIR)$(PREFIX)/lib/libwcache.so
-	install -m 0644 tools/libwcache/wcache.h reactor/wcreactor.h $(DESTDIR)$(PREFIX)/include/
+BINDIR     ?= $(PREFIX)/bin
+LIBDIR     ?= $(PREFIX)/lib
+INCLUDEDIR ?= $(PREFIX)/include
+DATADIR    ?= $(PREFIX)/share
+MANDIR     ?= $(DATADIR)/man
+DOCDIR     ?= $(DATADIR)/doc/wcache
+SYSCONFDIR ?= /etc
+UNITDIR    ?= $(PREFIX)/lib/systemd/system
+PCDIR      ?= $(LIBDIR)/pkgconfig
+LAYOUTDIR  := $(DATADIR)/wcache/layouts
+
+VERSION  := $(shell sed -n 's/^\#define WCACHE_VERSION "\(.*\)"/\1/p' $(wildcard tools/common/*.h))
+UNITS    := wcd@.service wcache.service
+LAYOUTS  := $(wildcard proto/layouts/*.layout)
+EXAMPLES := $(wildcard tools/dist/k8s/*.yaml tools/dist/slurm/*.sbatch)
+HEADERS  := tools/libwcache/wcache.h reactor/wcreactor.h
+D        := $(DESTDIR)
+
+INSTALLED := $(addprefix $(BINDIR)/,$(TOOLS)) \
+	$(addprefix $(LIBDIR)/,$(notdir $(LIBS)) libwcache.so.0 libwcache.so) \
+	$(addprefix $(INCLUDEDIR)/,$(notdir $(HEADERS))) $(PCDIR)/wcache.pc \
+	$(MAN8:%=$(MANDIR)/man8/%.8) $(MAN1:%=$(MANDIR)/man1/%.1) \
+	$(addprefix $(UNITDIR)/,$(UNITS)) $(addprefix $(LAYOUTDIR)/,$(notdir $(LAYOUTS))) \
+	$(DOCDIR)/LICENSE $(DOCDIR)/examples/wcd-0.env $(DOCDIR)/examples/wcache.env \
+	$(addprefix $(DOCDIR)/examples/,$(notdir $(EXAMPLES)))
+OUR_DIRS := $(LAYOUTDIR) $(DATADIR)/wcache $(DOCDIR)/examples $(DOCDIR)
+
+man: $(MANS)
+$(BUILD)/man/%.8: $(BUILD)/bin/% tools/dist/man/mkman.sh
+	$(call say,MAN,$@)
+	@mkdir -p $(@D)
+	$(Q)tools/dist/man/mkman.sh $< 8 >$@
+$(BUILD)/man/%.1: $(BUILD)/bin/% tools/dist/man/mkman.sh
+	$(call say,MAN,$@)
+	@mkdir -p $(@D)
+	$(Q)tools/dist/man/mkman.sh $< 1 >$@
+
+# the paths of this install in a template (units, pkg-config, examples)
+subst = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@BINDIR@|$(BINDIR)|g' \
+	-e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
+	-e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	-e 's|@CUDA_LIBS@|$(CUDA_LIBS)|g'
+
+install: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(MANS)
+	install -d $(D)$(BINDIR) $(D)$(LIBDIR) $(D)$(INCLUDEDIR) $(D)$(PCDIR) \
+		$(D)$(MANDIR)/man8 $(D)$(MANDIR)/man1 $(D)$(UNITDIR) $(D)$(DOCDIR)/examples \
+		$(if $(LAYOUTS),$(D)$(LAYOUTDIR))
+	install -m 0755 $(BINS) $(D)$(BINDIR)/
+	install -m 0644 $(LIBS) $(D)$(LIBDIR)/
+	install -m 0755 $(SO_CLIENT) $(D)$(LIBDIR)/libwcache.so.0
+	ln -sf libwcache.so.0 $(D)$(LIBDIR)/libwcache.so
+	install -m 0644 $(HEADERS) $(D)$(INCLUDEDIR)/
+	$(subst) tools/dist/wcache.pc.in >$(D)$(PCDIR)/wcache.pc
+	install -m 0644 $(MAN8:%=$(BUILD)/man/%.8) $(D)$(MANDIR)/man8/
+	install -m 0644 $(MAN1:%=$(BUILD)/man/%.1) $(D)$(MANDIR)/man1/
+	for u in $(UNITS); do $(subst) tools/dist/systemd/$$u.in >$(D)$(UNITDIR)/$$u || exit 1; done
+	$(if $(LAYOUTS),install -m 0644 $(LAYOUTS) $(D)$(LAYOUTDIR)/)
+	install -m 0644 tools/dist/LICENSE $(D)$(DOCDIR)/LICENSE
+	$(subst) tools/dist/systemd/wcd.env.example >$(D)$(DOCDIR)/examples/wcd-0.env
+	$(subst) tools/dist/systemd/wcache.env.example >$(D)$(DOCDIR)/examples/wcache.env
+	$(if $(EXAMPLES),install -m 0644 $(EXAMPLES) $(D)$(DOCDIR)/examples/)
+
+uninstall:
+	rm -f $(addprefix $(D),$(INSTALLED))
+	@for d in $(addprefix $(D),$(OUR_DIRS)); do [ ! -d $$d ] || rmdir --ignore-fail-on-non-empty $$d; done
 
 clean:
 	rm -rf build build-* 

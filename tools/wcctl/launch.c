@@ -26,6 +26,7 @@
 #include "err.h"
 #include "launch.h"
 #include "log.h"
+#include "sdnotify.h"
 
 #define say(l, lvl, ...)                                                     \
 	do {                                                                 \
@@ -205,6 +206,16 @@ static void child_cb(struct rx_child *c, int res)
 	}
 }
 
+/* Tells a service manager (sdnotify.h); a refusal is logged, not fatal. */
+static void notify_manager(const char *msg)
+{
+	int ret = sdnotify_send("%s", msg);
+
+	if (ret)
+		log_warn("cannot notify systemd ($NOTIFY_SOCKET): %s",
+			 strerror(-ret));
+}
+
 static void launch_all_ready(struct launch *l)
 {
 	const struct layout *y = &l->lay;
@@ -221,6 +232,8 @@ static void launch_all_ready(struct launch *l)
 	    l->n, l->o->lp.node_rank, y->pp_first,
 	    y->pp_first + y->pp_count - 1, y->tp_first,
 	    y->tp_first + y->tp_count - 1);
+	/* systemd's Type=notify (the node unit runs --foreground) */
+	notify_manager("READY=1\nSTATUS=all weight cache daemons are ready");
 	if (l->o->foreground) {
 		l->phase = LAUNCH_RUNNING;
 		log_info("staying in the foreground: SIGTERM or Ctrl-C stops the daemons");
@@ -349,6 +362,7 @@ static void signal_cb(struct rx_signal *s, int signo)
 		say(l, LOG_INFO, "got %s; stopping %d daemon%s",
 		    sig_name(signo), l->nrunning,
 		    l->nrunning == 1 ? "" : "s");
+		notify_manager("STOPPING=1");
 		launch_teardown(l, signo, 0);
 		break;
 	case LAUNCH_STOPPING:
@@ -573,6 +587,7 @@ int launch_run(struct launch *l)
 	int ret;
 
 	launch_cloexec_inherited();
+	sdnotify_init();        /* before any rank is spawned: ours alone */
 	ret = rx_loop_init(&l->loop, 0);
 	if (ret < 0) {
 		log_error("cannot set up io_uring: %s (a kernel with io_uring is required; check /proc/sys/kernel/io_uring_disabled)",

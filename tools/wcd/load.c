@@ -37,6 +37,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -57,6 +59,145 @@ static double gbps(uint64_t bytes, uint64_t ns)
 
 /* --- prepare ---------------------------------------------------------------- */
 
+/* --- the header reads, off the loop's thread ------------------------------ */
+
+/* model_open reads config.json, the index and every shard header with
+ * plain blocking calls; on a hung file system one never returns. So it runs
+ * on a thread of its own while this thread keeps turning the loop (clients
+ * served, SIGTERM seen) until it is done, --read-timeout has passed, or the
+ * daemon is stopping. A thread that never returns is left behind: the box
+ * it fills is freed by whichever of the two lets go of it last. */
+struct hdr_box {
+	struct model m;
+	char path[PATH_MAX];
+	char err[WC_ERR_LEN];
+	int ret;
+	int efd;                      /* written by the thread when done */
+	int refs;                     /* __atomic: the thread and the loop */
+	bool taken;                   /* the loop took m (set before its put) */
+};
+
+static void hdr_box_put(struct hdr_box *b)
+{
+	if (__atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL))
+		return;
+	if (!b->taken && b->ret == 0)
+		model_close(&b->m);
+	close(b->efd);
+	free(b);
+}
+
+/* Test hook (test/rel_hung.sh): WCD_TEST_STALL_FIFO names a FIFO and
+ * WCD_TEST_STALL_DIR a model directory whose header reads then block on
+ * that FIFO first, a pipe-backed stand-in for a hung file system. */
+static void hdr_test_stall(const char *path)
+{
+	const char *fifo = getenv("WCD_TEST_STALL_FIFO");
+	const char *dir = getenv("WCD_TEST_STALL_DIR");
+	char b;
+	int fd;
+
+	if (!fifo || !dir || strcmp(dir, path))
+		return;
+	fd = open(fifo, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0) {
+		if (read(fd, &b, 1) < 0)
+			b = 0;
+		close(fd);
+	}
+}
+
+static void *hdr_thread(void *arg)
+{
+	struct hdr_box *b = arg;
+	uint64_t one = 1;
+
+	hdr_test_stall(b->path);
+	b->ret = model_open(&b->m, b->path, b->err);
+	if (write(b->efd, &one, sizeof(one)) < 0)
+		b->ret = b->ret ? b->ret : -EIO;
+	hdr_box_put(b);
+	return NULL;
+}
+
+struct hdr_wait {
+	struct rx_poll poll;
+	bool done;
+	int res;
+};
+
+static void hdr_polled(struct rx_poll *p, int res)
+{
+	struct hdr_wait *w = container_of(p, struct hdr_wait, poll);
+
+	w->done = true;
+	w->res = res;
+}
+
+static int model_open_bounded(struct wcd *d, struct model *m,
+			      const char *path, char *err)
+{
+	struct hdr_wait w = { .done = false };
+	struct hdr_box *b = calloc(1, sizeof(*b));
+	uint64_t ms = d->o.read_timeout_ms;
+	pthread_attr_t at;
+	pthread_t th;
+	int ret;
+
+	if (!b)
+		return wc_errf(err, ENOMEM, "out of memory");
+	snprintf(b->path, sizeof(b->path), "%s", path);
+	b->refs = 2;
+	b->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (b->efd < 0) {
+		free(b);
+		return wc_errf(err, errno, "eventfd: %s", strerror(errno));
+	}
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	ret = pthread_create(&th, &at, hdr_thread, b);
+	pthread_attr_destroy(&at);
+	if (ret) {
+		close(b->efd);
+		free(b);
+		return wc_errf(err, ret, "cannot start the header reader: %s",
+			       strerror(ret));
+	}
+	rx_op_deadline(&w.poll.op, ms * 1000000);
+	ret = rx_poll_start(&d->loop, &w.poll, b->efd, POLLIN, hdr_polled);
+	if (ret) {
+		hdr_box_put(b);
+		return wc_errf(err, -ret, "cannot watch the header reader: %s",
+			       strerror(-ret));
+	}
+	while (!w.done) {
+		if (wcd_stopping(d) && !w.poll.op.cancelled)
+			rx_cancel(&w.poll.op);
+		ret = rx_run_once(&d->loop, -1);
+		if (ret < 0 && ret != -EINTR && !w.done) {
+			rx_cancel(&w.poll.op);
+			continue;
+		}
+	}
+	if (w.res > 0) {
+		ret = b->ret;
+		if (ret)
+			wc_errf(err, ret, "%s", b->err);
+		else
+			*m = b->m;
+		b->taken = ret == 0;
+		hdr_box_put(b);
+		return ret;
+	}
+	hdr_box_put(b);
+	if (wcd_stopping(d))
+		return wc_errf(err, ECANCELED, "stopped while reading the headers of %s",
+			       path);
+	return wc_errf(err, ETIMEDOUT,
+		       "reading the headers of %s did not finish within %.3g s (--read-timeout): is its file system hung? Nothing was loaded",
+		       path, (double)ms / 1000);
+}
+
 int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 {
 	uint64_t t0 = rx_now_ns();
@@ -64,7 +205,7 @@ int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 	char perr[WC_ERR_LEN];
 	int ret;
 
-	ret = model_open(&v->model, d->o.model, err);
+	ret = model_open_bounded(d, &v->model, d->o.model, err);
 	if (ret)
 		return ret;
 	/* The gate comes before anything is planned or loaded. */
@@ -343,22 +484,36 @@ static void alias_hashes(struct wcd_version *v)
 
 /* Padded entries: the rows past the real ones must read as zeros. Host
  * pools are fresh memfds, whose pages read as zeros; device memory is
- * whatever it was, so the backend zeroes it. */
+ * whatever it was, so the backend zeroes it. WCD_TEST_DIRTY_POOLS=1 (for
+ * test/gpu_e2e) first fills every device pool with 0xa5, so that a
+ * missing zeroing shows even where the driver hands out clean memory. */
 static int zero_padding(struct wcd *d, struct wcd_version *v, char *err)
 {
+	const char *dirty = getenv("WCD_TEST_DIRTY_POOLS");
+	const struct gpu_backend *be = d->dev.be;
+	int ret;
+
+	for (uint32_t i = 0; dirty && !strcmp(dirty, "1") && be->pool_fill &&
+			     i < v->npools; i++) {
+		if (v->pools[i].host_ptr)
+			continue;
+		ret = be->pool_fill(&d->dev, &v->pools[i], 0, v->pools[i].size,
+				    0xa5, err);
+		if (ret)
+			return ret;
+	}
 	for (uint32_t i = 0; i < v->plan.ntensors; i++) {
 		const struct plan_tensor *t = &v->plan.t[i];
 		struct gpu_pool *pl = &v->pools[t->pool];
-		int ret;
 
 		if ((t->flags & PLAN_T_VIEW) || t->alloc == t->size ||
 		    pl->host_ptr)
 			continue;
-		if (!d->dev.be->pool_zero)
+		if (!be->pool_fill)
 			return wc_errf(err, ENOTSUP, "the %s backend cannot zero the padding of %s",
-				       d->dev.be->name, t->name);
-		ret = d->dev.be->pool_zero(&d->dev, pl, t->pool_off + t->size,
-					   t->alloc - t->size, err);
+				       be->name, t->name);
+		ret = be->pool_fill(&d->dev, pl, t->pool_off + t->size,
+				    t->alloc - t->size, 0, err);
 		if (ret)
 			return ret;
 	}

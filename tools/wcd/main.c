@@ -29,6 +29,7 @@
 #include "base.h"
 #include "wcd.h"
 #include "lifecycle.h"
+#include "sdnotify.h"
 #include "versions.h"
 
 static const char usage_text[] =
@@ -59,6 +60,9 @@ static const char usage_text[] =
 "  --takeover-verify none|hash  also hash every tensor again (host pools)\n"
 "  --frame-timeout SECONDS  a connection's first frame, and every frame it\n"
 "                         begins, must arrive within this (default 10)\n"
+"  --read-timeout SECONDS   the header reads of a load or an update must\n"
+"                         finish within this (default 60): a hung file\n"
+"                         system fails the load instead of the daemon\n"
 "  --no-hash              skip the XXH3-128 of every tensor\n"
 "  --allow-uid UID        also serve this uid (repeatable, at most 16)\n"
 "  --allow-quant METHOD   serve an unverified quantization method anyway\n"
@@ -163,10 +167,13 @@ static uint32_t parse_seconds_ms(const char *s, const char *opt)
 	errno = 0;
 	v = strtod(s, &end);
 	if (errno || end == s || *end || !(v >= 0) ||
-	    v * 1000 > WCD_FORCE_WAIT_MS_MAX)
-		usage_fail(strcmp(opt, "--force-wait") ?
-			   "bad --frame-timeout '%s' (seconds from 0 to 3600, e.g. 0.5)" :
-			   "bad --force-wait '%s' (seconds from 0 to 3600, e.g. 0.5)", s);
+	    v * 1000 > WCD_FORCE_WAIT_MS_MAX) {
+		char fmt[96];
+
+		snprintf(fmt, sizeof(fmt),
+			 "bad %s '%%s' (seconds from 0 to 3600, e.g. 0.5)", opt);
+		usage_fail(fmt, s);
+	}
 	return (uint32_t)(v * 1000 + 0.5);
 }
 
@@ -192,8 +199,8 @@ enum {
 	OPT_SLOTS, OPT_SLOT_SIZE, OPT_LOG_LEVEL, OPT_HELP, OPT_HASH_THREADS,
 	OPT_DIRECT_IO, OPT_HASH_ON, OPT_READ_PART, OPT_KEEP_CONTEXT,
 	OPT_METRICS_LISTEN, OPT_LOG_FILE, OPT_LOG_FORMAT,
-	OPT_FORCE_WAIT, OPT_FRAME_TIMEOUT, OPT_TAKEOVER, OPT_TAKEOVER_VERIFY,
-	OPT_LAYOUT, OPT_EP_SIZE, OPT_EP_RANK, OPT_VOCAB_PAD,
+	OPT_FORCE_WAIT, OPT_FRAME_TIMEOUT, OPT_READ_TIMEOUT, OPT_TAKEOVER,
+	OPT_TAKEOVER_VERIFY, OPT_LAYOUT, OPT_EP_SIZE, OPT_EP_RANK, OPT_VOCAB_PAD,
 };
 
 static const struct option longopts[] = {
@@ -210,6 +217,7 @@ static const struct option longopts[] = {
 	{ "force", no_argument, NULL, OPT_FORCE },
 	{ "force-wait", required_argument, NULL, OPT_FORCE_WAIT },
 	{ "frame-timeout", required_argument, NULL, OPT_FRAME_TIMEOUT },
+	{ "read-timeout", required_argument, NULL, OPT_READ_TIMEOUT },
 	{ "no-hash", no_argument, NULL, OPT_NO_HASH },
 	{ "allow-uid", required_argument, NULL, OPT_ALLOW_UID },
 	{ "allow-quant", required_argument, NULL, OPT_ALLOW_QUANT },
@@ -253,6 +261,7 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 		.hash_threads = default_hash_threads(),
 		.force_wait_ms = WCD_FORCE_WAIT_MS,
 		.frame_timeout_ms = WCD_FRAME_MS,
+		.read_timeout_ms = WCD_READ_TIMEOUT_MS,
 	};
 	opterr = 0;
 	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
@@ -266,6 +275,11 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 		case OPT_RUNTIME_DIR: o->runtime_dir = optarg; break;
 		case OPT_FORCE: o->force = true; break;
 		case OPT_FORCE_WAIT: o->force_wait_ms = parse_seconds_ms(optarg, "--force-wait"); break;
+		case OPT_READ_TIMEOUT:
+			o->read_timeout_ms = parse_seconds_ms(optarg, "--read-timeout");
+			if (!o->read_timeout_ms)
+				usage_fail("bad --read-timeout '%s': give a time above 0", optarg);
+			break;
 		case OPT_FRAME_TIMEOUT:
 			o->frame_timeout_ms = parse_seconds_ms(optarg, "--frame-timeout");
 			if (!o->frame_timeout_ms)
@@ -507,7 +521,6 @@ static int start(struct wcd *d)
 					       err))
 				log_warn("%s; serving without --metrics-listen",
 					 err);
-			life_device_idle(d);   /* as after a load */
 			return serve(d);
 		}
 		if (ret != -ECONNRESET || !given.model) {
@@ -565,6 +578,11 @@ static int start(struct wcd *d)
 	log_info("ready: %u tensors, %" PRIu64 " bytes in %u pools, loaded in %.3f s (%.2f GB/s); socket %s",
 		 v->plan.ntensors, v->plan.total_bytes, v->npools,
 		 v->load_seconds, v->load_gbps, d->paths.sock);
+	ret = sdnotify_send("READY=1\nSTATUS=serving %u tensors on %s",
+			    v->plan.ntensors, d->dev.name);
+	if (ret)
+		log_warn("cannot tell systemd that wcd is ready ($NOTIFY_SOCKET): %s",
+			 strerror(-ret));
 	server_start(d, &hooks);
 	life_device_idle(d);
 	return serve(d);
@@ -596,6 +614,7 @@ int main(int argc, char **argv)
 	log_init("wcd", LOG_INFO);
 	lvl = parse_opts(&d.o, argc, argv);
 	log_init("wcd", lvl);
+	sdnotify_init();
 	log_set_format(d.o.log_format);
 	if (d.o.log_file) {
 		char lerr[WC_ERR_LEN];

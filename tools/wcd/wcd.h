@@ -66,6 +66,9 @@
  * each frame it has begun within it (a silent or half-sent client holds a
  * slot and a buffer); idle between frames is fine. */
 #define WCD_FRAME_MS 10000           /* --frame-timeout's default */
+/* The header reads of a load (config.json, index, shard headers: a few
+ * small reads per shard) must finish within --read-timeout. */
+#define WCD_READ_TIMEOUT_MS 60000
 #define WCD_OUTQ_MAX 16               /* frames queued per client */
 #define WCD_VERSIONS 2                /* resident model versions (N, N+1) */
 #define WCD_POOL_SIZE_DEFAULT (2ull << 30)
@@ -97,6 +100,7 @@ struct wcd_opts {
 	bool force;
 	uint32_t force_wait_ms;       /* --force: SIGTERM to SIGKILL */
 	uint32_t frame_timeout_ms;    /* --frame-timeout (WCD_FRAME_MS) */
+	uint32_t read_timeout_ms;     /* --read-timeout (WCD_READ_TIMEOUT_MS) */
 	bool hash;
 	uid_t allow_uid[WCD_ALLOW_UID_MAX];
 	unsigned nallow_uid;
