@@ -254,6 +254,43 @@ PY
 	} 2>&1 | tee "$OUT/handover.log"
 }
 
+# Issue 17, second call: the ways to sleep at copy speed (bench/cuda/
+# sleepcopy, built by hand on the build machine into $BUILD/bench), then
+# the daemon's level-1 sleep with prefaulted staging, and restarts again.
+handover2() {
+	local m=/root/m8b rd=/tmp/who/rt uuid att
+	export PATH=$PWD/$BUILD/bin:$PATH
+	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	mkdir -p /tmp/who
+	[ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null || return 1
+	{
+		date -u
+		cat $m/*.safetensors >/dev/null
+		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling'
+		echo "== sleepcopy 16 GiB, 16 threads"
+		$BUILD/bench/sleepcopy 16 16
+		echo "== the daemon's level-1 sleep (prefaulted staging) and wake"
+		spawn_ready $m $rd || return 1
+		for i in 1 2 3; do
+			wcctl sleep --level 1 --device $uuid --runtime-dir $rd --json
+			grep -E 'MemAvailable' /proc/meminfo
+			wcctl wake --device $uuid --runtime-dir $rd --json
+		done
+		echo "== restart with an engine attached (context released 0.2 s after)"
+		wcattach --device $uuid --runtime-dir $rd --hold 300 >/tmp/who/att.log 2>&1 &
+		att=$!
+		for i in $(seq 500); do grep -q attached /tmp/who/att.log && break; sleep 0.01; done
+		for i in 1 2 3 4; do wcctl restart --device $uuid --runtime-dir $rd --json; done
+		wcctl restart --device $uuid --runtime-dir $rd --verify hash --json
+		sleep 0.5
+		nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
+		cat /tmp/who/att.log
+		kill $att
+		wcctl stop --device $uuid --runtime-dir $rd
+		kill $WCD_PID 2>/dev/null
+	} 2>&1 | tee "$OUT/handover2.log"
+}
+
 # Starts wcd on $1 in runtime dir $2 (extra options after) and samples its
 # /proc status until ready: the peak of each kind of resident memory while
 # loading, then the GPU's used memory (before/after) and the log's phases.

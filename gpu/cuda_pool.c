@@ -333,6 +333,51 @@ int gpu_cuda_idle(struct gpu_dev *dev, struct gpu_pool *const *pools,
 	return 0;
 }
 
+/* Fresh anonymous memory is faulted in (zeroed) page by page inside
+ * cudaHostRegister, on one thread: for a level-1 sleep's 16 GiB that was
+ * 6 of its 6.2 s on the H200 (bench/RESULTS.md). Staging this large is
+ * first touched by up to PREFAULT_THREADS threads, so that the register
+ * only pins resident pages. */
+#define PREFAULT_MIN (256ull << 20)
+#define PREFAULT_THREADS 16
+
+struct prefault { char *p; size_t n; };
+
+static void *prefault_fn(void *arg)
+{
+	const struct prefault *f = arg;
+
+	for (size_t o = 0; o < f->n; o += 4096)
+		((volatile char *)f->p)[o] = 0;
+	return NULL;
+}
+
+static void prefault(char *p, size_t len)
+{
+	struct prefault f[PREFAULT_THREADS];
+	pthread_t th[PREFAULT_THREADS];
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	int n = cpus < 1 ? 1 : cpus > PREFAULT_THREADS ? PREFAULT_THREADS :
+		(int)cpus, started = 0;
+	size_t per = gpu_align_up((len + (size_t)n - 1) / (size_t)n, HUGE_2M);
+
+	for (int i = 0; i < n; i++) {
+		size_t off = per * (size_t)i;
+
+		if (off >= len)
+			break;
+		f[i] = (struct prefault){ p + off, len - off < per ? len - off : per };
+		if (pthread_create(&th[i], NULL, prefault_fn, &f[i])) {
+			prefault_fn(&f[i]);
+			continue;
+		}
+		started |= 1 << i;
+	}
+	for (int i = 0; i < n; i++)
+		if (started & (1 << i))
+			pthread_join(th[i], NULL);
+}
+
 /* Anonymous memory (huge pages where the system has them reserved, else
  * transparent huge pages), page-locked with cudaHostRegister so copies DMA
  * straight from it; io_uring can register it as fixed buffers too, which it
@@ -360,6 +405,8 @@ int gpu_cuda_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr, char *e
 					     len, strerror(errno));
 		madvise(p, len, MADV_HUGEPAGE);
 	}
+	if (len >= PREFAULT_MIN)
+		prefault(p, len);
 	e = cudaHostRegister(p, len, cudaHostRegisterDefault);
 	if (e != cudaSuccess) {
 		munmap(p, len);
@@ -487,24 +534,24 @@ int gpu_cuda_copy_from_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 /* cudaMemset, then a device-wide wait: once per load, for the few zero
  * rows of padded vocabularies, so that no copy stream needs to order
  * against it. */
-int gpu_cuda_pool_zero(struct gpu_dev *dev, struct gpu_pool *pool,
-		       uint64_t off, uint64_t len, char *err)
+int gpu_cuda_pool_fill(struct gpu_dev *dev, struct gpu_pool *pool,
+		       uint64_t off, uint64_t len, uint8_t byte, char *err)
 {
 	cudaError_t e;
 	int ret;
 
 	if (off > pool->alloc_size || len > pool->alloc_size - off)
-		return wc_errf(err, EINVAL, "zeroing %" PRIu64 " bytes at %" PRIu64 " is past the pool's %" PRIu64,
+		return wc_errf(err, EINVAL, "filling %" PRIu64 " bytes at %" PRIu64 " is past the pool's %" PRIu64,
 			       len, off, pool->alloc_size);
 	ret = gpu_cuda_pool_ready(dev, pool, err);
 	if (ret)
 		return ret;
-	e = cudaMemset((char *)(uintptr_t)pool->dev_ptr + off, 0, len);
+	e = cudaMemset((char *)(uintptr_t)pool->dev_ptr + off, byte, len);
 	if (e == cudaSuccess)
 		e = cudaDeviceSynchronize();
 	if (e != cudaSuccess)
 		return wc_errf(err, gpu_cuda_rt_errno(e),
-			       "zeroing the padding rows on %s failed: %s",
+			       "filling pool bytes (the padding rows) on %s failed: %s",
 			       dev->name, cudaGetErrorString(e));
 	return 0;
 }

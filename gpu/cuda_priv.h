@@ -126,8 +126,8 @@ int gpu_cuda_copy_to_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 int gpu_cuda_copy_from_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 			    uint64_t off, void *dst, size_t len);
 int gpu_cuda_pool_seal(struct gpu_dev *dev, struct gpu_pool *pool, char *err);
-int gpu_cuda_pool_zero(struct gpu_dev *dev, struct gpu_pool *pool,
-		       uint64_t off, uint64_t len, char *err);
+int gpu_cuda_pool_fill(struct gpu_dev *dev, struct gpu_pool *pool,
+		       uint64_t off, uint64_t len, uint8_t byte, char *err);
 /* Creates the copy streams (once). */
 int gpu_cuda_streams_init(struct gpu_dev *dev);
 /* Makes the device current and a pool parked by idle usable again (maps

@@ -108,11 +108,12 @@ struct gpu_backend {
 	/* Synchronous pool-to-host copy (verification, sleep level 1). */
 	int (*copy_from_pool)(struct gpu_dev *dev, struct gpu_pool *pool,
 			      uint64_t off, void *dst, size_t len);
-	/* Optional (NULL when absent): sets len bytes at off to zero before
-	 * the pool is sealed, synchronously (the padding rows of padded
-	 * tensors). cuda only: host pools are fresh memfds, already zero. */
-	int (*pool_zero)(struct gpu_dev *dev, struct gpu_pool *pool,
-			 uint64_t off, uint64_t len, char *err);
+	/* Optional (NULL when absent): sets len bytes at off to byte before
+	 * the pool is sealed, synchronously: zero for the padding rows of
+	 * padded tensors. cuda only: host pools are fresh memfds, already
+	 * zero. */
+	int (*pool_fill)(struct gpu_dev *dev, struct gpu_pool *pool,
+			 uint64_t off, uint64_t len, uint8_t byte, char *err);
 	int (*pool_seal)(struct gpu_dev *dev, struct gpu_pool *pool, char *err);
 	void (*pool_release)(struct gpu_dev *dev, struct gpu_pool *pool);
 	/* Optional (NULL: handover refused). Hot handover (issue 17): makes

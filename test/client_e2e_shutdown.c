@@ -23,7 +23,7 @@ int main(void)
 	int st = 0, r;
 
 	T_EQ_INT(wc_api_version(), WC_API_VERSION);
-	T_EQ_INT(WC_API_VERSION, 1);
+	T_EQ_INT(WC_API_VERSION, 2);
 
 	e2e_init(&x, "shutdown");
 	e2e_start_wcd(&x, NULL);

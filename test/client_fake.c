@@ -157,6 +157,25 @@ static void test_badhash(void)
 	wc_close(c);
 }
 
+/* padded_rows comes through to wc_tensor; rows past the pool are refused. */
+static void test_padded(void)
+{
+	struct wc_conn *c = conn("padded");
+	struct wc_model *m;
+	struct wc_error e;
+
+	T_OK(wc_hello(c, NULL, NULL, &e));
+	T_OK(wc_attach(c, 0, &m, NULL, &e));
+	T_EQ_U64(wc_tensor_find(m, "model.embed_tokens.weight")->padded_rows, 100);
+	T_EQ_U64(wc_tensor_find(m, "model.norm.weight")->padded_rows, 0);
+	wc_close(c);
+	c = conn("badpad");
+	T_OK(wc_hello(c, NULL, NULL, &e));
+	T_EQ_INT(wc_attach(c, 0, &m, NULL, &e), -EBADMSG);
+	T_HAS(e.msg, "tensor 'model.embed_tokens.weight' (pool 0, offset 0) announces 200 padded rows of 64 bytes, past its pool");
+	wc_close(c);
+}
+
 /* A daemon that stops answering: the request times out, and says so. */
 static void test_timeout(void)
 {
@@ -457,6 +476,7 @@ int main(void)
 	test_attach();
 	test_manifest_only();
 	test_badhash();
+	test_padded();
 	test_big_verify();
 	test_notice();
 	test_timeout();

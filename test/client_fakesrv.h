@@ -270,6 +270,11 @@ static inline void srv_manifest(int fd, struct wire_put *w,
 		free(buf);
 		if (i == 2 && (!strcmp(sc, "badhash") || !strcmp(sc, "bigbad")))
 			t.hash[0] ^= 1;
+		/* the embedding padded to 100 rows (fits pool 0), or to 200 */
+		if (i == 0 && !strcmp(sc, "padded"))
+			t.padded_rows = 100;
+		if (i == 0 && !strcmp(sc, "badpad"))
+			t.padded_rows = 200;
 		wire_tensor_put(w, &t);
 	}
 	srv_send(fd, w, NULL, 0);

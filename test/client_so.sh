@@ -39,7 +39,7 @@ fi
 [ -L "$so.0" ] && [ "$(readlink "$so.0")" = libwcache.so ] ||
 	fail "$so.0 is not a link to libwcache.so"
 out=$(env -u LD_LIBRARY_PATH "$d/engine" "$d/run" 2>&1) || fail "engine: $out"
-expect_has "engine run" "$out" "api 1 rc -2 code 2: no wcache daemon for host:engine"
+expect_has "engine run" "$out" "api 2 rc -2 code 2: no wcache daemon for host:engine"
 
 exported=$(nm -D --defined-only "$so" | awk '$2 == "T" || $2 == "D" || $2 == "B" {print $3}' |
 	sed 's/@.*//' | sort -u)

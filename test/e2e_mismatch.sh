@@ -21,6 +21,23 @@ expect_has "mismatch fields" "$out" "tp_size"
 expect_has "mismatch fields" "$out" "tp_rank"
 expect_has "tp_size values" "$out" "daemon=1 engine=2"
 
+# the layout tuple: another padding multiple, expert parallelism, another
+# layout file (its hash) each differ by name
+out=$("$BIN/wcattach" --device "$DEVICE" --runtime-dir "$RUNDIR" --model "$MODEL" \
+	--vocab-pad 128 --ep-size 2 --ep-rank 1 2>&1) && fail "another layout tuple was served: $out"
+echo "$out"
+expect_has "vocab_pad differs" "$out" "vocab_pad: daemon=64 engine=128"
+expect_has "ep_size differs" "$out" "ep_size: daemon=1 engine=2"
+expect_has "ep_rank differs" "$out" "ep_rank: daemon=0 engine=1"
+printf '* replicate\n' >"$E2E_DIR/rep.layout"
+out=$("$BIN/wcattach" --device "$DEVICE" --runtime-dir "$RUNDIR" --model "$MODEL" \
+	--layout "$E2E_DIR/rep.layout" 2>&1) && fail "another layout was served: $out"
+expect_has "layout hash differs" "$out" "rules_hash: daemon="
+# the preset's own file given as --layout is the same layout
+out=$("$BIN/wcattach" --device "$DEVICE" --runtime-dir "$RUNDIR" --model "$MODEL" \
+	--layout "$(dirname "$0")/../proto/layouts/llama.layout" 2>&1) ||
+	fail "the preset given as a file was refused: $out"
+
 # another model (a second wcgen with another seed): the checkpoint differs
 "$BIN/wcgen" tiny --out "$E2E_DIR/other" --seed 7 >/dev/null 2>&1 || fail "wcgen other"
 out=$("$BIN/wcattach" --device "$DEVICE" --runtime-dir "$RUNDIR" --model "$E2E_DIR/other" 2>&1) &&

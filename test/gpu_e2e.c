@@ -7,7 +7,13 @@
  * mapping fails; after wcd is SIGKILLed the bytes still compare equal. The
  * same with `--ipc legacy` (its mappings are writable: CUDA IPC has no
  * read-only mode). Then two ranks of a TP=2 split on the one GPU (two wcd,
- * distinct runtime dirs) reassemble every tensor exactly.
+ * distinct runtime dirs) reassemble every tensor exactly, and every fused
+ * view (qkv_proj, gate_up_proj) equals its parts back to back. Last, the
+ * padding: a vocabulary of 515 rows at tp 2 (padded to 576, 288 rows per
+ * rank) in pools wcd first fills with 0xa5 (WCD_TEST_DIRTY_POOLS=1): each
+ * rank's real rows equal the file's and the zero rows after them (wcd's
+ * zero_padding: the backend's pool_fill, cudaMemset) read as zeros,
+ * through the same pointer.
  *
  *   gpu_e2e [MODEL_DIR]   default: a wcgen tiny model in a temp dir; also
  *                         WC_GPU_MODELS="DIR ..." runs the TP=1 part on each
@@ -31,6 +37,7 @@
 #include "gpu.h"
 #include "hash.h"
 #include "model.h"
+#include "synth_model.h"
 #include "t.h"
 #include "wcache.h"
 
@@ -176,16 +183,57 @@ static struct wc_model *attach(const char *rundir, struct wc_conn **c)
 	return m;
 }
 
-/* Every tensor of m equals the file's, by bytes and by hash. */
-static void compare_all(const struct model *md, struct wc_model *m)
+/* A view's device bytes equal the stored entries of its range, back to
+ * back (each already compared with its file), and hash as announced. */
+static void check_view(struct wc_model *m, const struct wc_tensor *v)
 {
-	uint64_t i, n = wc_tensor_count(m), len;
+	unsigned char *d = dev_bytes(v);
+	uint64_t at = 0, n = wc_tensor_count(m);
 	uint8_t h[WC_HASH_LEN];
 
-	T_EQ_U64(n, md->ntensors);
+	while (at < v->bytes) {
+		const struct wc_tensor *part = NULL;
+		unsigned char *pd;
+
+		for (uint64_t i = 0; i < n && !part; i++) {
+			const struct wc_tensor *t = wc_tensor_at(m, i);
+
+			if (!(t->flags & WC_TENSOR_VIEW) && t->pool == v->pool &&
+			    t->offset == v->offset + at && t->bytes)
+				part = t;
+		}
+		if (!part)
+			T_FAIL("view %s: no stored tensor at %llu of its bytes", v->name,
+			       (unsigned long long)at);
+		pd = dev_bytes(part);
+		if (memcmp(d + at, pd, part->bytes))
+			T_FAIL("view %s differs from its part %s", v->name, part->name);
+		free(pd);
+		at += part->bytes;
+	}
+	wc_hash128(d, v->bytes, h);
+	if ((v->flags & WC_TENSOR_HASHED) && memcmp(h, v->hash, WC_HASH_LEN))
+		T_FAIL("view %s: manifest hash differs from its device bytes'", v->name);
+	free(d);
+}
+
+/* Every tensor of m equals the file's, by bytes and by hash; every view
+ * its parts. */
+static void compare_all(const struct model *md, struct wc_model *m)
+{
+	uint64_t i, n = wc_tensor_count(m), len, stored = 0;
+	uint8_t h[WC_HASH_LEN];
+
 	for (i = 0; i < n; i++) {
 		const struct wc_tensor *t = wc_tensor_at(m, i);
-		unsigned char *f = file_bytes(md, t->name, &len), *d;
+		unsigned char *f, *d;
+
+		if (t->flags & WC_TENSOR_VIEW) {
+			check_view(m, t);
+			continue;
+		}
+		stored++;
+		f = file_bytes(md, t->name, &len);
 
 		if (!f)
 			T_FAIL("tensor %s is not in the model's files", t->name);
@@ -199,6 +247,7 @@ static void compare_all(const struct model *md, struct wc_model *m)
 		free(f);
 		free(d);
 	}
+	T_EQ_U64(stored, md->ntensors);
 }
 
 /* One model, one rank: load, attach elsewhere, compare, read-only, kill. */
@@ -316,13 +365,19 @@ static void check_tp2(const char *model)
 		m[r] = attach(rd[r], &c[r]);
 	n0 = wc_tensor_count(m[0]);
 	T_EQ_U64(n0, wc_tensor_count(m[1]));
-	T_EQ_U64(n0, md.ntensors);
 	for (i = 0; i < n0; i++) {
 		const struct wc_tensor *t0 = wc_tensor_at(m[0], i);
 		const struct wc_tensor *t1 = wc_tensor_find(m[1], t0->name);
-		unsigned char *full = file_bytes(&md, t0->name, &len);
+		unsigned char *full;
 
-		T_ASSERT(t1 && full);
+		T_ASSERT(t1);
+		if (t0->flags & WC_TENSOR_VIEW) {
+			check_view(m[0], t0);
+			check_view(m[1], t1);
+			continue;
+		}
+		full = file_bytes(&md, t0->name, &len);
+		T_ASSERT(full);
 		check_piece(model_find(&md, t0->name)->t, full, t0, t1);
 		free(full);
 	}
@@ -333,6 +388,80 @@ static void check_tp2(const char *model)
 	}
 	model_close(&md);
 	printf("tp2: %llu tensors reassembled exactly\n", (unsigned long long)n0);
+}
+
+/* A padded vocabulary at tp 2: real rows from the file, zero rows after. */
+static void check_padding(void)
+{
+	static struct synth s;
+	char dir[400], rd[2][400], log[2][400], rank[2][4];
+	struct wc_model *m[2];
+	struct wc_conn *c[2];
+	struct wc_error e;
+	struct model md;
+	char err[WC_ERR_LEN];
+	pid_t pid[2];
+	int r;
+
+	snprintf(dir, sizeof(dir), "%s/padded", tmp);
+	s.n = 0;
+	synth_add(&s, "BF16", 2, 2, 515, 128, 0, "model.embed_tokens.weight");
+	synth_add(&s, "BF16", 2, 2, 515, 128, 0, "lm_head.weight");
+	synth_add(&s, "BF16", 2, 1, 128, 0, 0, "model.norm.weight");
+	synth_add(&s, "BF16", 2, 2, 128, 128, 0, "model.layers.0.self_attn.q_proj.weight");
+	synth_add(&s, "BF16", 2, 2, 64, 128, 0, "model.layers.0.self_attn.k_proj.weight");
+	synth_add(&s, "BF16", 2, 2, 64, 128, 0, "model.layers.0.self_attn.v_proj.weight");
+	synth_add(&s, "BF16", 2, 2, 128, 128, 0, "model.layers.0.self_attn.o_proj.weight");
+	synth_write(&s, dir, "{\"architectures\": [\"LlamaForCausalLM\"], \"torch_dtype\": \"bfloat16\", \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"num_hidden_layers\": 1}");
+	T_OK(model_open(&md, dir, err));
+	setenv("WCD_TEST_DIRTY_POOLS", "1", 1);
+	for (r = 0; r < 2; r++) {
+		snprintf(rd[r], sizeof(rd[r]), "%s/run-pad-rank%d", tmp, r);
+		snprintf(log[r], sizeof(log[r]), "%s/wcd-pad-rank%d.log", tmp, r);
+		snprintf(rank[r], sizeof(rank[r]), "%d", r);
+		pid[r] = wcd_start(dir, rd[r], "2", rank[r], false, log[r]);
+	}
+	for (r = 0; r < 2; r++) {
+		m[r] = attach(rd[r], &c[r]);
+		for (int k = 0; k < 2; k++) {
+			const char *name = k ? "lm_head.weight" : "model.embed_tokens.weight";
+			const struct wc_tensor *t = wc_tensor_find(m[r], name);
+			uint64_t rows = r ? 515 - 288 : 288, row = 128 * 2, len;
+			struct gpu_mapping view;
+			unsigned char *f = file_bytes(&md, name, &len), *d;
+
+			T_ASSERT(t && f);
+			T_EQ_U64(t->padded_rows, 288);
+			T_EQ_U64(t->shape[0], rows);
+			T_EQ_U64(t->bytes, rows * row);
+			d = malloc(288 * row);
+			T_ASSERT(d);
+			view.size = 288 * row;
+			view.ptr = t->ptr;
+			T_OK(dev.be->read_mapping(&dev, &view, 0, d, 288 * row));
+			if (memcmp(d, f + (r ? 288 * row : 0), rows * row))
+				T_FAIL("rank %d %s: real rows differ from the file", r, name);
+			for (uint64_t b = rows * row; b < 288 * row; b++)
+				if (d[b])
+					T_FAIL("rank %d %s: padding byte %llu of %llu is 0x%02x, not zero",
+					       r, name, (unsigned long long)(b - rows * row),
+					       (unsigned long long)((288 - rows) * row), d[b]);
+			free(d);
+			free(f);
+		}
+		for (uint64_t i = 0; i < wc_tensor_count(m[r]); i++)
+			if (wc_tensor_at(m[r], i)->flags & WC_TENSOR_VIEW)
+				check_view(m[r], wc_tensor_at(m[r], i));
+	}
+	unsetenv("WCD_TEST_DIRTY_POOLS");
+	for (r = 0; r < 2; r++) {
+		wc_detach(m[r], &e);
+		wc_close(c[r]);
+		wcd_kill(pid[r]);
+	}
+	model_close(&md);
+	printf("padding: 515 rows at tp 2 (P = 288): rank 1's %d zero rows read as zeros in pools filled with 0xa5\n",
+	       288 - (515 - 288));
 }
 
 int main(int argc, char **argv)
@@ -366,6 +495,7 @@ int main(int argc, char **argv)
 	check_tp1(model, false, "vmm");
 	check_tp1(model, true, "legacy");
 	check_tp2(model);
+	check_padding();
 	list = getenv("WC_GPU_MODELS") ? strdup(getenv("WC_GPU_MODELS")) : NULL;
 	for (tok = list ? strtok_r(list, " ", &save) : NULL; tok;
 	     tok = strtok_r(NULL, " ", &save)) {

@@ -286,6 +286,16 @@ static int pools_map(struct wc_conn *c, struct wc_model *m, struct pools *ps,
 					t->name, t->pool,
 					(unsigned long long)t->offset,
 					(unsigned long long)t->bytes, m->npools);
+		/* a padded tensor's zero rows follow in the same pool */
+		if (t->padded_rows && t->ndim && t->shape[0] &&
+		    (t->padded_rows < t->shape[0] ||
+		     t->bytes / t->shape[0] > (ps->p[t->pool].size - t->offset) /
+					      t->padded_rows))
+			return wc__fail(err, EBADMSG, "tensor '%s' (pool %u, offset %llu) announces %llu padded rows of %llu bytes, past its pool: the daemon is broken; restart it",
+					t->name, t->pool,
+					(unsigned long long)t->offset,
+					(unsigned long long)t->padded_rows,
+					(unsigned long long)(t->bytes / t->shape[0]));
 		t->ptr = (const char *)m->maps[t->pool].ptr + t->offset;
 	}
 	return 0;

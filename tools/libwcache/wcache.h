@@ -55,7 +55,12 @@
 extern "C" {
 #endif
 
-#define WC_API_VERSION 1
+/* 2: struct wc_expect (layout_file, ep_size, ep_rank, vocab_pad) and
+ * struct wc_tensor (padded_rows) grew at their ends, WC_TENSOR_VIEW and
+ * WC_TENSOR_ALIAS were added (wire protocol 2). Fields kept their offsets,
+ * but a program built with API 1's header passes a shorter wc_expect than
+ * the library reads: rebuild it. */
+#define WC_API_VERSION 2
 
 #define WC_ERR_MSG_LEN 2048          /* fits an identity mismatch list */
 #define WC_DIMS_MAX 8                /* dimensions per tensor */

@@ -8,7 +8,8 @@
  *
  *   wcattach --runtime-dir DIR --device D [--verify] [--hold SECONDS]
  *            [--socket PATH] [--json] [--model DIR [--tp-size N --tp-rank R
- *            --pp-size N --pp-rank R] [--rules FILE]] [--writable] [--follow]
+ *            --pp-size N --pp-rank R] [--rules FILE] [--layout FILE]
+ *            [--ep-size N --ep-rank R] [--vocab-pad N]] [--writable] [--follow]
  *
  * Output: one line (or one JSON object) with the tensor count, bytes and
  * the attach time by phase. Exit 0 on success, 1 on an error (the library's
@@ -56,7 +57,9 @@ static void usage(FILE *f)
 		"                      with the engine's identity); without it any model\n"
 		"                      is accepted\n"
 		"  --tp-size N --tp-rank R --pp-size N --pp-rank R --rules FILE\n"
-		"                      the rest of the expected identity (with --model)\n"
+		"  --layout FILE --ep-size N --ep-rank R --vocab-pad N (0: off)\n"
+		"                      the rest of the expected identity (with --model),\n"
+		"                      as given to wcd\n"
 		"  --same-path         with --model: also require the daemon's model path\n"
 		"                      to be this one (by default an equal checkpoint\n"
 		"                      elsewhere, e.g. a bind mount, is accepted)\n"
@@ -98,7 +101,8 @@ static int parse_int(const char *s, const char *what)
 
 static void parse(int argc, char **argv, struct opts *o)
 {
-	enum { O_TP = 256, O_TPR, O_PP, O_PPR, O_RULES, O_WR, O_FOLLOW, O_TRUST, O_SAME_PATH };
+	enum { O_TP = 256, O_TPR, O_PP, O_PPR, O_RULES, O_WR, O_FOLLOW, O_TRUST, O_SAME_PATH,
+	       O_LAYOUT, O_EP, O_EPR, O_VPAD };
 	static const struct option lo[] = {
 		{ "device", required_argument, NULL, 'd' },
 		{ "runtime-dir", required_argument, NULL, 'r' },
@@ -109,6 +113,10 @@ static void parse(int argc, char **argv, struct opts *o)
 		{ "pp-size", required_argument, NULL, O_PP },
 		{ "pp-rank", required_argument, NULL, O_PPR },
 		{ "rules", required_argument, NULL, O_RULES },
+		{ "layout", required_argument, NULL, O_LAYOUT },
+		{ "ep-size", required_argument, NULL, O_EP },
+		{ "ep-rank", required_argument, NULL, O_EPR },
+		{ "vocab-pad", required_argument, NULL, O_VPAD },
 		{ "verify", no_argument, NULL, 'v' },
 		{ "hold", required_argument, NULL, 'H' },
 		{ "writable", no_argument, NULL, O_WR },
@@ -133,6 +141,14 @@ static void parse(int argc, char **argv, struct opts *o)
 		case O_PP: o->x.pp_size = parse_int(optarg, "--pp-size"); break;
 		case O_PPR: o->x.pp_rank = parse_int(optarg, "--pp-rank"); break;
 		case O_RULES: o->x.rules_file = optarg; break;
+		case O_LAYOUT: o->x.layout_file = optarg; break;
+		case O_EP: o->x.ep_size = parse_int(optarg, "--ep-size"); break;
+		case O_EPR: o->x.ep_rank = parse_int(optarg, "--ep-rank"); break;
+		case O_VPAD:  /* as wcd: 0 is off; wc_expect: 0 the layout's, -1 off */
+			o->x.vocab_pad = parse_int(optarg, "--vocab-pad");
+			if (!o->x.vocab_pad)
+				o->x.vocab_pad = -1;
+			break;
 		case 'v': o->verify = true; break;
 		case O_WR: o->writable = true; break;
 		case O_FOLLOW: o->follow = true; break;

@@ -64,6 +64,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "err.h"
 #include "log.h"
 #include "wcd.h"
@@ -89,6 +90,7 @@ struct wcd_ho {
 	pid_t peer_pid;
 	uint16_t proto;
 	struct rx_timer drain_timer, commit_timer;
+	struct rx_timer idle_timer;   /* new side: release the context */
 	uint64_t t0;
 	/* new side: what d->o points into */
 	char model[WCD_VERSIONS][WIRE_PATH_MAX + 1];
@@ -1157,6 +1159,19 @@ static void adopt(struct wcd *d, struct ho_got *g)
 	}
 }
 
+/* The context this process made at start-up (CUDA) is released as after
+ * a load, but HO_IDLE_NS later: the requests that waited in the sockets
+ * during the handover are answered first, not after a cudaDeviceReset. */
+#define HO_IDLE_NS (200ull * 1000000)
+
+static void idle_timer_cb(struct rx_timer *t, int res)
+{
+	struct wcd_ho *ho = container_of(t, struct wcd_ho, idle_timer);
+
+	if (res == 0)
+		life_device_idle(ho->d);
+}
+
 static int serve_now(struct wcd *d, const struct server_hooks *hooks,
 		     char *err)
 {
@@ -1165,6 +1180,9 @@ static int serve_now(struct wcd *d, const struct server_hooks *hooks,
 		n = c->next;
 		server_client_start(c);
 	}
+	if (rx_timer_start(&d->loop, &d->ho->idle_timer, HO_IDLE_NS,
+			   idle_timer_cb))
+		life_device_idle(d);
 	return status_write_ready(d, err);
 }
 

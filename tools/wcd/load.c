@@ -484,22 +484,36 @@ static void alias_hashes(struct wcd_version *v)
 
 /* Padded entries: the rows past the real ones must read as zeros. Host
  * pools are fresh memfds, whose pages read as zeros; device memory is
- * whatever it was, so the backend zeroes it. */
+ * whatever it was, so the backend zeroes it. WCD_TEST_DIRTY_POOLS=1 (for
+ * test/gpu_e2e) first fills every device pool with 0xa5, so that a
+ * missing zeroing shows even where the driver hands out clean memory. */
 static int zero_padding(struct wcd *d, struct wcd_version *v, char *err)
 {
+	const char *dirty = getenv("WCD_TEST_DIRTY_POOLS");
+	const struct gpu_backend *be = d->dev.be;
+	int ret;
+
+	for (uint32_t i = 0; dirty && !strcmp(dirty, "1") && be->pool_fill &&
+			     i < v->npools; i++) {
+		if (v->pools[i].host_ptr)
+			continue;
+		ret = be->pool_fill(&d->dev, &v->pools[i], 0, v->pools[i].size,
+				    0xa5, err);
+		if (ret)
+			return ret;
+	}
 	for (uint32_t i = 0; i < v->plan.ntensors; i++) {
 		const struct plan_tensor *t = &v->plan.t[i];
 		struct gpu_pool *pl = &v->pools[t->pool];
-		int ret;
 
 		if ((t->flags & PLAN_T_VIEW) || t->alloc == t->size ||
 		    pl->host_ptr)
 			continue;
-		if (!d->dev.be->pool_zero)
+		if (!be->pool_fill)
 			return wc_errf(err, ENOTSUP, "the %s backend cannot zero the padding of %s",
-				       d->dev.be->name, t->name);
-		ret = d->dev.be->pool_zero(&d->dev, pl, t->pool_off + t->size,
-					   t->alloc - t->size, err);
+				       be->name, t->name);
+		ret = be->pool_fill(&d->dev, pl, t->pool_off + t->size,
+				    t->alloc - t->size, 0, err);
 		if (ret)
 			return ret;
 	}

@@ -521,7 +521,6 @@ static int start(struct wcd *d)
 					       err))
 				log_warn("%s; serving without --metrics-listen",
 					 err);
-			life_device_idle(d);   /* as after a load */
 			return serve(d);
 		}
 		if (ret != -ECONNRESET || !given.model) {
