@@ -120,9 +120,6 @@ all: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(TESTS) $(BENCHES)
 # --- compile -------------------------------------------------------------
 
 $(BUILD)/obj/gpu/cuda%.o: WC_CPPFLAGS += $(CUDA_CPPFLAGS)
-# where the layout presets are found (proto/layout.c, plan_layout_dir)
-$(BUILD)/obj/proto/layout.o: WC_CPPFLAGS += -DWC_LAYOUT_SRC_DIR='"$(CURDIR)/proto/layouts"' \
-	-DWC_LAYOUT_INSTALL_DIR='"$(PREFIX)/share/wcache/layouts"'
 $(BUILD)/obj/%.o: %.c
 	$(call say,CC,$<)
 	@mkdir -p $(@D)
@@ -292,6 +289,10 @@ SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 PCDIR      ?= $(LIBDIR)/pkgconfig
 LAYOUTDIR  := $(DATADIR)/wcache/layouts
+# where the layout presets are found (proto/layout.c, plan_layout_dir):
+# this source tree, else next to the binary, else where install puts them
+$(BUILD)/obj/proto/layout.o: WC_CPPFLAGS += -DWC_LAYOUT_SRC_DIR='"$(CURDIR)/proto/layouts"' \
+	-DWC_LAYOUT_INSTALL_DIR='"$(LAYOUTDIR)"'
 
 VERSION  := $(shell sed -n 's/^\#define WCACHE_VERSION "\(.*\)"/\1/p' $(wildcard tools/common/*.h))
 UNITS    := wcd@.service wcache.service

@@ -649,6 +649,10 @@ static int experts_range(struct plan *p, const struct model *m,
 	E = (uint64_t)v;
 	if (E > UINT32_MAX / 2)
 		return wc_errf(err, EINVAL, "%s: %s is %" PRIu64 ", too many experts", m->path, which, E);
+	if (ep > E)
+		return wc_errf(err, EINVAL,
+			       "%s: ep size %" PRIu64 " is more than the %" PRIu64 " experts (%s): some ranks would hold none; use an ep size of at most %" PRIu64,
+			       m->path, ep, E, which, E);
 	base = E / ep;
 	rem = E % ep;
 	n = base + (k < rem);

@@ -391,7 +391,10 @@ static void check_moe(void)
 			       strstr(m.tensors[i].name, "experts.") ? 1 : 3);
 	for (uint32_t k = 0; k < 3; k++)
 		plan_free(&p[k]);
-	/* ep on a model without experts */
+	/* more ep ranks than experts */
+	T_EQ_INT(build(&p[0], &m, &r, 1, 0, 16, 3, -1), -EINVAL);
+	printf("%s\n", err);
+	T_HAS(err, "ep size 16 is more than the 8 experts (num_experts)");
 	plan_rules_free(&r);
 	model_close(&m);
 	printf("qwen3-moe: experts by tp 1, 2, 4 and by ep 3\n");
