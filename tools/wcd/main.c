@@ -78,6 +78,10 @@ static const char usage_text[] =
 "  --keep-context         keep the CUDA context while serving (by default\n"
 "                         it is released once loaded: VMM pools live on\n"
 "                         through their fds, which frees its device memory)\n"
+"  --sleep-arena free|keep  level-1 sleep's host copy: freed at wake\n"
+"                         (default), or kept (pinned on CUDA) for the next\n"
+"                         sleep, which then copies at the D2H rate; keep\n"
+"                         holds the model's bytes of host memory while awake\n"
 "  --load-path direct|staged  direct reads into the pools (host default)\n"
 "                         or through staging slots (CUDA)\n"
 "  --slots N              staging slots (default 12, at most 64)\n"
@@ -201,6 +205,7 @@ enum {
 	OPT_METRICS_LISTEN, OPT_LOG_FILE, OPT_LOG_FORMAT,
 	OPT_FORCE_WAIT, OPT_FRAME_TIMEOUT, OPT_READ_TIMEOUT, OPT_TAKEOVER,
 	OPT_TAKEOVER_VERIFY, OPT_LAYOUT, OPT_EP_SIZE, OPT_EP_RANK, OPT_VOCAB_PAD,
+	OPT_SLEEP_ARENA,
 };
 
 static const struct option longopts[] = {
@@ -239,6 +244,7 @@ static const struct option longopts[] = {
 	{ "hash-on", required_argument, NULL, OPT_HASH_ON },
 	{ "read-part", required_argument, NULL, OPT_READ_PART },
 	{ "keep-context", no_argument, NULL, OPT_KEEP_CONTEXT },
+	{ "sleep-arena", required_argument, NULL, OPT_SLEEP_ARENA },
 	{ "direct-io", required_argument, NULL, OPT_DIRECT_IO },
 	{ "takeover", no_argument, NULL, OPT_TAKEOVER },
 	{ "takeover-verify", required_argument, NULL, OPT_TAKEOVER_VERIFY },
@@ -334,6 +340,12 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 				usage_fail("--hash-threads %s is over 16", optarg);
 			break;
 		case OPT_KEEP_CONTEXT: o->keep_context = true; break;
+		case OPT_SLEEP_ARENA:
+			if (!strcmp(optarg, "keep"))
+				o->sleep_arena_keep = true;
+			else if (strcmp(optarg, "free"))
+				usage_fail("bad --sleep-arena '%s' (free or keep)", optarg);
+			break;
 		case OPT_TAKEOVER: o->takeover = true; break;
 		case OPT_TAKEOVER_VERIFY:
 			if (!strcmp(optarg, "hash"))
