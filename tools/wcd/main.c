@@ -485,12 +485,20 @@ static int start(struct wcd *d)
 	uint64_t t0;
 	int ret;
 
-	ret = gpu_dev_open(&d->dev, d->o.device, err);
+	/* The context is made on a thread while the model is parsed and
+	 * planned (the load's first CUDA call waits for it); a takeover
+	 * adopts parked pools and makes one only if it needs it. */
+	t0 = rx_now_ns();
+	ret = gpu_dev_open_ctx(&d->dev, d->o.device, d->o.takeover ?
+			       GPU_CTX_LAZY : GPU_CTX_ASYNC, err);
 	if (ret) {
 		log_error("%s", err);
 		return 1;
 	}
 	log_set_device(d->dev.name);
+	log_info("device open: %.3f s (context %s)",
+		  (double)(rx_now_ns() - t0) / 1e9,
+		  d->o.takeover ? "at first use" : "made on a thread");
 	if (d->o.ipc_legacy) {
 		if (d->dev.be == &gpu_host_backend) {
 			log_error("--ipc legacy needs a CUDA device; device %s is a host device",
