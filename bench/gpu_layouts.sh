@@ -22,7 +22,7 @@ if [ $# -gt 0 ]; then
 	tar -C /tmp -czf "$OUT/models.tgz" layouts
 fi
 python3 -m pytest -q -rs -s -p no:cacheprovider test/py/test_gpu_layout_forward.py \
-	test/py/test_layout_forward.py test/py/test_layout_daemon.py 2>&1 |
+	test/py/test_layout_forward.py test/py/test_layout_daemon.py test/py/test_layout_daemon_wcgen.py 2>&1 |
 	tee "$OUT/layout_tests.log" | grep -vE '^\s*$' | tail -40
 [ "${PIPESTATUS[0]}" = 0 ] || rc=1
 MODEL=${MODEL:-/root/m1b} PRESET=${PRESET:-llama-1b} bench/gpu_multi.sh all >/dev/null 2>&1 || rc=1

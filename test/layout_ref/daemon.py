@@ -72,15 +72,11 @@ class Ranks:
                 time.sleep(0.005)
 
     def manifests(self):
+        """Each rank's manifest as `wcctl manifest --json` prints it (read
+        through libwcache in this process: no wcctl per rank)."""
         for r in self.ranks:
             if r.rc is None and r.manifest is None:
-                out = subprocess.run(
-                    [os.path.join(BIN, "wcctl"), "manifest", "--device", r.device,
-                     "--runtime-dir", r.rundir, "--json"],
-                    capture_output=True, text=True, timeout=30)
-                if out.returncode:
-                    raise RuntimeError(f"wcctl manifest {r.device}: {out.stderr}")
-                r.manifest = json.loads(out.stdout)
+                r.manifest = manifest_of(r.device, r.rundir)
         return [r.manifest for r in self.ranks]
 
     def close(self):
@@ -110,11 +106,13 @@ class _Err(ctypes.Structure):
 
 
 class _Tensor(ctypes.Structure):
-    # the leading fields of struct wc_tensor (wcache.h); later ones unused
+    # struct wc_tensor (wcache.h, protocol 2)
     _fields_ = [("name", ctypes.c_char_p), ("dtype", ctypes.c_char_p),
                 ("ndim", ctypes.c_uint32), ("shape", ctypes.c_uint64 * 8),
                 ("bytes", ctypes.c_uint64), ("ptr", ctypes.c_void_p),
-                ("pool", ctypes.c_uint32), ("offset", ctypes.c_uint64)]
+                ("pool", ctypes.c_uint32), ("offset", ctypes.c_uint64),
+                ("hash", ctypes.c_uint8 * 16), ("flags", ctypes.c_uint32),
+                ("padded_rows", ctypes.c_uint64)]
 
 
 class _Pool(ctypes.Structure):
@@ -141,6 +139,8 @@ def lib():
         L.wc_tensor_at.restype = ctypes.POINTER(_Tensor)
         L.wc_pool_at.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.POINTER(_Pool)]
         L.wc_detach.argtypes = [ctypes.c_void_p, ctypes.POINTER(_Err)]
+        L.wc_manifest.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                  ctypes.POINTER(_Err)]
         L.wc_close.argtypes = [ctypes.c_void_p]
         _lib = L
     return _lib
@@ -185,5 +185,32 @@ def read_rank(device, rundir, extra_bytes=None, with_places=False):
         if with_places:
             return out, places
         return out
+    finally:
+        L.wc_close(conn)
+
+
+def manifest_of(device, rundir):
+    """{"tensors": [{name, dtype, shape, bytes, pool, offset, padded_rows,
+    xxh3_128}]} of a running rank, from MANIFEST (no lease)."""
+    L = lib()
+    err = _Err()
+    conn = ctypes.c_void_p()
+    opts = _Opts(device.encode(), rundir.encode(), None, 0, b"layoutref")
+    if L.wc_connect(ctypes.byref(opts), ctypes.byref(conn), ctypes.byref(err)):
+        raise RuntimeError("wc_connect: " + err.msg.decode())
+    model = ctypes.c_void_p()
+    try:
+        if L.wc_hello(conn, None, None, ctypes.byref(err)) or \
+           L.wc_manifest(conn, ctypes.byref(model), ctypes.byref(err)):
+            raise RuntimeError("wc_hello/manifest: " + err.msg.decode())
+        out = []
+        for i in range(L.wc_tensor_count(model)):
+            t = L.wc_tensor_at(model, i).contents
+            out.append({"name": t.name.decode(), "dtype": t.dtype.decode(),
+                        "shape": [t.shape[d] for d in range(t.ndim)], "bytes": t.bytes,
+                        "pool": t.pool, "offset": t.offset, "padded_rows": t.padded_rows,
+                        "xxh3_128": bytes(t.hash).hex()})
+        L.wc_detach(model, ctypes.byref(err))
+        return {"tensors": out}
     finally:
         L.wc_close(conn)

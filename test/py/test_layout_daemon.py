@@ -5,127 +5,57 @@ its manifest must equal the reference's: the same names (checkpoint names
 and fused views), dtypes, shapes, padded row counts and XXH3-128 of every
 tensor. A layout the reference refuses must be refused by wcd (it exits
 before it is ready). Models: the transformers checkpoints of
-test/data/layouts and the wcgen presets."""
+test/data/layouts (test_layout_daemon_wcgen.py: the wcgen presets)."""
 import os
 import sys
+
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "layout_ref"))
 
-import daemon
-import landed
-import models
-import ref
+import checks  # noqa: E402
+import models  # noqa: E402
 
-# vLLM's MLA fused_qkv_a_proj is checked when served but not required (the
-# issue does not ask for it).
-OPTIONAL_VIEWS = (".fused_qkv_a_proj.",)
+CASES = [(k, n) for k, n in models.ALL if k == "hf"]
 
 
-def compare(ck, want, man, where):
-    got = {t["name"]: t for t in man["tensors"]}
-    problems = []
-    for n in sorted(set(got) - set(want)):
-        problems.append(f"{n}: served, not in the reference")
-    for n in sorted(set(want) - set(got)):
-        if not ref.is_view(ck, n):
-            problems.append(f"{n}: a checkpoint tensor the reference serves is missing")
-        elif landed.VIEWS and not any(o in n for o in OPTIONAL_VIEWS) and \
-                not (n == "lm_head.weight" and ck.arch.startswith("Gemma")):
-            # (vLLM's Gemma has no lm_head parameter: the alias is optional)
-            problems.append(f"{n}: a fused view the reference serves is missing")
-    for n in sorted(set(got) & set(want)):
-        w, g = want[n], got[n]
-        if g["dtype"] != w.dtype or g["shape"] != w.shape:
-            problems.append(f"{n}: served {g['dtype']} {g['shape']}, reference {w.dtype} {w.shape}")
-        elif g["xxh3_128"] != w.hash():
-            problems.append(f"{n}: served hash {g['xxh3_128']}, reference {w.hash()}")
-        if landed.PADDED_ROWS or "padded_rows" in g:
-            if g.get("padded_rows") != w.padded_rows and \
-                    not (w.padded_rows is None and not g.get("padded_rows")):
-                problems.append(f"{n}: padded_rows {g.get('padded_rows')}, reference {w.padded_rows}")
-    assert not problems, f"{where}:\n  " + "\n  ".join(problems[:40])
-
-
-def run_layout(path, tp, ep):
-    ck = ref.Checkpoint(path)
-    if ep > 1:
-        args = [["--ep-size", str(ep), "--ep-rank", str(i)] for i in range(ep)]
-    else:
-        args = [["--tp-size", str(tp), "--tp-rank", str(r)] for r in range(tp)]
-    try:
-        want = ref.plan_all(ck, tp, ep)
-        refused = None
-    except ref.Refused as e:
-        want, refused = None, str(e)
-    with daemon.Ranks(path, args) as rs:
-        if refused:
-            for r in rs.ranks:
-                assert r.rc not in (None, 0), \
-                    f"{path} tp {tp} ep {ep}: the reference refuses ({refused}) but {r.device} serves"
-            return
-        for r in rs.ranks:
-            assert r.rc is None, f"{path} tp {tp} ep {ep}: wcd exited {r.rc}:\n{r.log_text()[-2000:]}"
-        for i, man in enumerate(rs.manifests()):
-            compare(ck, want[i], man, f"{os.path.basename(path)} tp {tp} ep {ep} rank {i}")
-
-
-@pytest.mark.parametrize("kind,name", models.ALL)
+@pytest.mark.parametrize("kind,name", CASES)
 def test_served_equals_reference(kind, name):
-    path = models.path(kind, name)
-    ck = models.checkpoint(kind, name)
-    sizes = landed.ARCHS.get(ck.arch)
-    if not sizes:
-        pytest.skip(f"{ck.arch}: its layouts have not landed")
-    ran = 0
-    for tp, ep in ref.layouts(ck):
-        if ep > 1 and not landed.EP:
-            continue
-        if (tp if ep == 1 else ep) in sizes:
-            run_layout(path, tp, ep)
-            ran += 1
-    assert ran
+    checks.served_equals_reference(kind, name)
 
 
-@pytest.mark.parametrize("kind,name", models.ALL)
+@pytest.mark.parametrize("kind,name", CASES)
 def test_views_share_bytes_and_pads_are_zero(kind, name):
-    """Where the bytes lie: every fused view is exactly its parts back to
-    back in one pool (no byte stored twice), and the rows between a vocab
-    tensor's shape and its padded_rows are zeros in the same pool."""
-    ck = models.checkpoint(kind, name)
-    tp = max(landed.ARCHS.get(ck.arch, (0,)))
-    if not (landed.VIEWS and landed.PADDED_ROWS) or tp < 2:
-        pytest.skip(f"{ck.arch}: fused views and padded rows at tp > 1 are not on main yet")
-    while True:
-        try:
-            want = ref.plan_all(ck, tp)
-            break
-        except ref.Refused:
-            tp //= 2  # the largest tp this model allows
-    args = [["--tp-size", str(tp), "--tp-rank", str(r)] for r in range(tp)]
-    with daemon.Ranks(models.path(kind, name), args) as rs:
-        for r in rs.ranks:
-            assert r.rc is None, f"{name} tp {tp}: wcd exited {r.rc}:\n{r.log_text()[-2000:]}"
-        for i, (r, man) in enumerate(zip(rs.ranks, rs.manifests())):
-            pads = {t["name"]: t.get("padded_rows") for t in man["tensors"]}
+    checks.views_share_bytes_and_pads_are_zero(kind, name)
 
-            def extra(n, nbytes, pads=pads, w=want[i]):
-                P = pads.get(n)
-                if not P or n not in w:
-                    return 0
-                rows = w[n].shape[0]
-                return (P - rows) * (nbytes // rows if rows else 0)
 
-            got, places = daemon.read_rank(r.device, r.rundir, extra, True)
-            for n, (_, _, _, more) in got.items():
-                assert more.count(0) == len(more), f"rank {i} {n}: padded rows are not zero"
-            for v, parts in ref.view_parts(ck, want[i]).items():
-                if v not in places:
-                    continue
-                pool, off, size = places[v]
-                at = off
-                for p in parts:
-                    assert places[p][0] == pool and places[p][1] == at, \
-                        f"rank {i} {v}: part {p} at pool {places[p][0]} offset {places[p][1]}, not {pool}/{at}"
-                    at += places[p][2]
-                assert at == off + size, f"rank {i} {v}: parts cover {at - off} of {size} bytes"
+def test_compare_catches_wrong_layouts():
+    """The comparison is not vacuous: rank 1's manifest against rank 0's
+    reference, a changed hash, a dropped view, a wrong padded_rows and an
+    extra tensor each fail it."""
+    import copy
+
+    import daemon  # noqa: E402
+    import ref  # noqa: E402
+
+    ck = models.checkpoint("hf", "llama")
+    want = ref.plan_all(ck, 2)
+    args = [["--tp-size", "2", "--tp-rank", str(r)] for r in range(2)]
+    with daemon.Ranks(models.path("hf", "llama"), args) as rs:
+        mans = rs.manifests()
+    checks.compare(ck, want[0], mans[0], "rank 0")  # the real one passes
+    bad = [mans[1]]
+    for n, edit in (("model.layers.0.self_attn.k_proj.weight", lambda t: t.update(xxh3_128="0" * 32)),
+                    ("model.embed_tokens.weight", lambda t: t.update(padded_rows=0))):
+        m = copy.deepcopy(mans[0])
+        edit(next(t for t in m["tensors"] if t["name"] == n))
+        bad.append(m)
+    m = copy.deepcopy(mans[0])
+    m["tensors"] = [t for t in m["tensors"] if ".qkv_proj." not in t["name"]]
+    bad.append(m)
+    m = copy.deepcopy(mans[0])
+    m["tensors"].append(dict(m["tensors"][0], name="model.layers.0.extra.weight"))
+    bad.append(m)
+    for i, m in enumerate(bad):
+        with pytest.raises(AssertionError):
+            checks.compare(ck, want[0], m, f"bad {i}")
