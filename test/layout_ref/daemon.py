@@ -98,7 +98,7 @@ class Ranks:
 class _Opts(ctypes.Structure):
     _fields_ = [("device", ctypes.c_char_p), ("runtime_dir", ctypes.c_char_p),
                 ("socket", ctypes.c_char_p), ("timeout_ms", ctypes.c_int),
-                ("label", ctypes.c_char_p)]
+                ("label", ctypes.c_char_p), ("trust_uid", ctypes.c_uint)]
 
 
 class _Err(ctypes.Structure):
