@@ -16,6 +16,9 @@
 #                              restart with an engine attached (plain and
 #                              --verify hash) against stop-and-reload;
 #                              level-1 sleep/wake against D2H/H2D ceilings
+#   bench/gpu_run.sh handover3 the same after perf17 (context on a thread,
+#                              none on --takeover, overlapped pinning), and
+#                              wcd --sleep-arena keep
 set -u
 OUT=${OUT:-/tmp/gpu_out}
 mkdir -p "$OUT"
@@ -289,6 +292,78 @@ handover2() {
 		wcctl stop --device $uuid --runtime-dir $rd
 		kill $WCD_PID 2>/dev/null
 	} 2>&1 | tee "$OUT/handover2.log"
+}
+
+# Issue 17, third call (perf17): the same figures after the context moved
+# to a thread (spawn to ready), off the --takeover path (restart), and the
+# sleep's pinning overlapped with its copy; then --sleep-arena keep.
+handover3() {
+	local m=/root/m8b rd=/tmp/who/rt uuid att t0
+	export PATH=$PWD/$BUILD/bin:$PATH
+	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	mkdir -p /tmp/who
+	t0=$(date +%s.%N)
+	[ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null || return 1
+	echo "wcgen llama-8b: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s, $(du -sb $m | cut -f1) bytes"
+	{
+		date -u; nvidia-smi -L
+		cat $m/*.safetensors >/dev/null
+		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling'
+		python3 - <<'PY2'
+import time, torch
+n = 2 << 30
+src = torch.empty(n, dtype=torch.uint8, device="cuda")
+dst = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+for i in range(4):
+    torch.cuda.synchronize(); t = time.time(); dst.copy_(src, non_blocking=True); torch.cuda.synchronize()
+    print("D2H pinned 2 GiB: %.2f GB/s" % (n / (time.time() - t) / 1e9))
+PY2
+		echo "== start-up: spawn to ready (warm), 3 times"
+		for i in 1 2 3; do
+			spawn_ready $m $rd || return 1
+			grep -E '^(bytes|load_seconds)=' $rd/*.ready | tr '\n' ' '; echo
+			kill $WCD_PID; wait $WCD_PID
+		done
+		grep -E 'device open|phase|ready:' /tmp/who/wcd-rt.log | tail -10
+		echo "== handover with an engine attached"
+		spawn_ready $m $rd || return 1
+		wcattach --device $uuid --runtime-dir $rd --hold 300 >/tmp/who/att.log 2>&1 &
+		att=$!
+		for i in $(seq 500); do grep -q attached /tmp/who/att.log && break; sleep 0.01; done
+		head -2 /tmp/who/att.log
+		for i in 1 2 3 4; do wcctl restart --device $uuid --runtime-dir $rd --json; done
+		for i in 1 2; do wcctl restart --device $uuid --runtime-dir $rd --verify hash --json; done
+		grep -E 'device open|handover|hashed again|idle|took' $rd/*.log | tail -16
+		wcctl status --device $uuid --runtime-dir $rd | head -20
+		nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
+		cat /tmp/who/att.log
+		echo "== stop and reload, 2 times"
+		for i in 1 2; do
+			t0=$(date +%s.%N)
+			wcctl stop --device $uuid --runtime-dir $rd >/dev/null
+			spawn_ready $m $rd || return 1
+			echo "stop + spawn to ready: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s"
+		done
+		kill $att 2>/dev/null
+		echo "== level-1 sleep / wake, default (pinning overlapped with the copy)"
+		for i in 1 2 3; do
+			wcctl sleep --level 1 --device $uuid --runtime-dir $rd --json
+			grep -E 'MemAvailable' /proc/meminfo
+			wcctl wake --device $uuid --runtime-dir $rd --json
+		done
+		kill $WCD_PID; wait $WCD_PID
+		echo "== level-1 sleep / wake, wcd --sleep-arena keep"
+		spawn_ready $m $rd --sleep-arena keep || return 1
+		for i in 1 2 3; do
+			wcctl sleep --level 1 --device $uuid --runtime-dir $rd --json
+			wcctl wake --device $uuid --runtime-dir $rd --json
+			grep -E 'MemAvailable' /proc/meminfo
+		done
+		wcctl status --device $uuid --runtime-dir $rd --json | grep -oE '"sleep_arena_bytes": *[0-9]+'
+		nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
+		kill $WCD_PID; wait $WCD_PID
+		tail -12 /tmp/who/wcd-rt.log
+	} 2>&1 | tee "$OUT/handover3.log"
 }
 
 # Starts wcd on $1 in runtime dir $2 (extra options after) and samples its

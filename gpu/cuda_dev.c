@@ -80,13 +80,60 @@ const char *gpu_cuda_drv_str(struct cuda_dev *cd, CUresult r, char *buf,
 
 int gpu_cuda_enter(struct gpu_dev *dev, char *err)
 {
-	cudaError_t e = cudaSetDevice(dev->ordinal);
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	cudaError_t e = cudaSetDevice(dev->ordinal);   /* makes the context */
 
 	if (e != cudaSuccess)
 		return wc_errf(err, gpu_cuda_rt_errno(e),
 				     "cannot make CUDA device %d current: %s",
 				     dev->ordinal, cudaGetErrorString(e));
+	if (cd)
+		__atomic_store_n(&cd->ctx_made, true, __ATOMIC_RELAXED);
 	return 0;
+}
+
+/* GPU_CTX_ASYNC's thread: creates the primary context (cudaSetDevice does
+ * since CUDA 12; cudaFree(0) makes sure); a failure is seen again by the
+ * first gpu_cuda_enter that needs the context. */
+static void *ctx_thread(void *arg)
+{
+	struct gpu_dev *dev = arg;
+
+	if (gpu_cuda_enter(dev, NULL) == 0)
+		cudaFree(0);
+	return NULL;
+}
+
+/* Waits for GPU_CTX_ASYNC's thread, if one runs (from the thread that
+ * opened the device: close and idle). */
+void gpu_cuda_ctx_join(struct gpu_dev *dev)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+
+	if (cd && cd->ctx_th_started) {
+		pthread_join(cd->ctx_th, NULL);
+		cd->ctx_th_started = false;
+	}
+}
+
+static int cuda_context(struct gpu_dev *dev, enum gpu_ctx how, char *err)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+
+	switch (how) {
+	case GPU_CTX_LAZY:
+		return 0;
+	case GPU_CTX_ASYNC:
+		/* dev must stay where it is until close (wcd's is in struct wcd) */
+		if (!pthread_create(&cd->ctx_th, NULL, ctx_thread, dev)) {
+			cd->ctx_th_started = true;
+			return 0;
+		}
+		return gpu_cuda_enter(dev, err);   /* no thread: now */
+	case GPU_CTX_NOW:
+	default:
+		return gpu_cuda_enter(dev, err);
+	}
 }
 
 /* Looks every driver function up by the CUDA version it was introduced
@@ -266,9 +313,9 @@ static const char *no_device_why(cudaError_t e)
 	return "the NVIDIA driver is older than this build's CUDA runtime (update the driver)";
 }
 
-/* Opens a device by index or UUID and makes it current (the first open in
- * a process creates the primary context: about 0.1 to 0.5 s; later opens
- * cost microseconds). */
+/* Opens a device by index or UUID; the context (the first one in a process
+ * costs about 0.1 to 0.5 s; later ones microseconds) is cuda_context's, as
+ * gpu_dev_open_ctx asks. */
 static int cuda_open(struct gpu_dev *dev, const char *spec, char *err)
 {
 	const struct cuda_info *in;
@@ -300,12 +347,6 @@ static int cuda_open(struct gpu_dev *dev, const char *spec, char *err)
 	dev->priv = cd;
 	dev->be = gpu_cuda_backend();
 	dev->ordinal = ord;
-	ret = gpu_cuda_enter(dev, err);
-	if (ret) {
-		free(cd);
-		dev->priv = NULL;
-		return ret;
-	}
 	memcpy(dev->uuid, in->uuid, sizeof(dev->uuid));
 	memcpy(dev->name, in->uuid, sizeof(dev->name));
 	dev->cc_major = in->cc_major;
@@ -322,6 +363,7 @@ static void cuda_close(struct gpu_dev *dev)
 
 	if (!cd)
 		return;
+	gpu_cuda_ctx_join(dev);
 	gpu_cuda_hash_end(dev, NULL, NULL);
 	if (cd->streams_ready && gpu_cuda_enter(dev, NULL) == 0) {
 		for (i = 0; i < CUDA_STREAMS; i++) {
@@ -372,6 +414,7 @@ static const struct gpu_backend cuda_backend = {
 	.hash_step = gpu_cuda_hash_step,
 	.hash_end = gpu_cuda_hash_end,
 	.idle = gpu_cuda_idle,
+	.context = cuda_context,
 };
 
 const struct gpu_backend *gpu_cuda_backend(void)

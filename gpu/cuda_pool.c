@@ -310,6 +310,12 @@ int gpu_cuda_idle(struct gpu_dev *dev, struct gpu_pool *const *pools,
 		if (cp && pools[i]->fd < 0)
 			return wc_errf(err, EINVAL, "a pool has no exported fd");
 	}
+	gpu_cuda_ctx_join(dev);
+	/* no context was made (wcd --takeover, GPU_CTX_LAZY): none to
+	 * release, and making one to reset it would cost what it saves */
+	if (!__atomic_load_n(&cd->ctx_made, __ATOMIC_RELAXED) &&
+	    !cd->streams_ready)
+		return 0;
 	ret = gpu_cuda_enter(dev, err);
 	if (ret)
 		return ret;
@@ -326,6 +332,7 @@ int gpu_cuda_idle(struct gpu_dev *dev, struct gpu_pool *const *pools,
 			pool_unmap(dev, pools[i]);
 	cd->limits_trimmed = false;
 	e = cudaDeviceReset();
+	__atomic_store_n(&cd->ctx_made, false, __ATOMIC_RELAXED);
 	if (e != cudaSuccess)
 		return wc_errf(err, gpu_cuda_rt_errno(e),
 				     "cannot release the CUDA context of %s: %s",

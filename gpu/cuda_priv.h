@@ -17,6 +17,7 @@
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime_api.h>
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "gpu.h"
@@ -68,6 +69,12 @@ struct cuda_dev {
 	bool limits_trimmed;           /* daemon: kernel reservations shrunk */
 	struct cuda_stream st[CUDA_STREAMS];
 	struct cuda_hash *hash;        /* between hash_begin and hash_end */
+	/* GPU_CTX_ASYNC: the thread creating the primary context */
+	pthread_t ctx_th;
+	bool ctx_th_started;
+	/* whether a context may exist (made since open or the last idle);
+	 * written with __atomic (any thread enters) */
+	bool ctx_made;
 };
 
 /* Per-pool state (daemon side). A VMM pool is in one of three states:
@@ -120,6 +127,7 @@ int gpu_cuda_idle(struct gpu_dev *dev, struct gpu_pool *const *pools,
 int gpu_cuda_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr,
 			   char *err);
 void gpu_cuda_staging_free(struct gpu_dev *dev, void *ptr, size_t size);
+void gpu_cuda_ctx_join(struct gpu_dev *dev);
 int gpu_cuda_copy_to_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 			  const struct gpu_copy *c, unsigned stream,
 			  gpu_done_fn done, void *arg);

@@ -10,6 +10,14 @@
 
 int gpu_dev_open(struct gpu_dev *dev, const char *spec, char *err)
 {
+	return gpu_dev_open_ctx(dev, spec, GPU_CTX_NOW, err);
+}
+
+int gpu_dev_open_ctx(struct gpu_dev *dev, const char *spec, enum gpu_ctx how,
+		     char *err)
+{
+	int ret;
+
 	const struct gpu_backend *be;
 	char name[PATHS_DEVICE_MAX + 1], perr[WC_ERR_LEN];
 
@@ -27,7 +35,13 @@ int gpu_dev_open(struct gpu_dev *dev, const char *spec, char *err)
 		return wc_errf(err, ENODEV,
 			       "device '%.64s' selects CUDA, but this build has no CUDA backend (no CUDA toolkit was found at build time): use --device host, or rebuild with CUDA=1 CUDA_HOME=...",
 			       spec);
-	return be->open(dev, spec, err);
+	ret = be->open(dev, spec, err);
+	if (ret || !be->context)
+		return ret;
+	ret = be->context(dev, how, err);
+	if (ret)
+		gpu_dev_close(dev);
+	return ret;
 }
 
 void gpu_dev_close(struct gpu_dev *dev)

@@ -87,6 +87,14 @@ struct gpu_copy {
 	size_t dst_pitch;          /* bytes between destination rows */
 };
 
+/* When a CUDA device's context is created (a first one costs 0.1 to 0.5 s):
+ * in open (GPU_CTX_NOW: what engines get), on a thread started by open,
+ * while the caller goes on (GPU_CTX_ASYNC: wcd parses and plans meanwhile;
+ * the first call that needs it waits for it), or by the first call that
+ * needs it (GPU_CTX_LAZY: wcd --takeover, which adopts parked pools and
+ * needs none unless it re-hashes). */
+enum gpu_ctx { GPU_CTX_NOW, GPU_CTX_ASYNC, GPU_CTX_LAZY };
+
 struct gpu_backend {
 	const char *name;
 	/* daemon and client: open a device by name ("host", "host:x", "0", "GPU-...") */
@@ -175,6 +183,9 @@ struct gpu_backend {
 	 * when a pool is legacy: its memory would die with the context. */
 	int (*idle)(struct gpu_dev *dev, struct gpu_pool *const *pools,
 		    unsigned n, char *err);
+	/* Optional (NULL: no context to make). When the device's context is
+	 * created (gpu_dev_open_ctx's how); open itself creates none. */
+	int (*context)(struct gpu_dev *dev, enum gpu_ctx how, char *err);
 };
 
 extern const struct gpu_backend gpu_host_backend;
@@ -184,6 +195,9 @@ const struct gpu_backend *gpu_cuda_backend(void);
 /* Picks the backend for a device spec ("host", "host:NAME" -> host; an index
  * or a GPU UUID -> cuda) and opens it. */
 int gpu_dev_open(struct gpu_dev *dev, const char *spec, char *err);
+/* gpu_dev_open with the context made as how says (enum gpu_ctx). */
+int gpu_dev_open_ctx(struct gpu_dev *dev, const char *spec, enum gpu_ctx how,
+		     char *err);
 void gpu_dev_close(struct gpu_dev *dev);
 
 static inline uint64_t gpu_align_up(uint64_t v, uint64_t a)

@@ -15,6 +15,13 @@
  * A level-2 wake whose files changed on disk while the daemon slept (the
  * model rewritten with another seed) fails with the tensor named and the
  * daemon stays asleep; with the files restored, the wake succeeds.
+ *
+ * wcd --sleep-arena keep: the wake keeps the host copy's buffers (STATUS:
+ * sleep_arena_bytes) and the next level-1 sleep copies into them, needing
+ * no host memory (it succeeds with MemAvailable short) and saying so;
+ * after an update to other bytes of the same layout, the sleep into the
+ * kept arena holds the new version's bytes (the wake re-checks every
+ * hash against version 2's manifest, the engine byte-compares the files).
  */
 #include "client_util.h"
 
@@ -179,6 +186,72 @@ static void no_hash(void)
 	printf("ok  --no-hash: %s\n", msg);
 }
 
+static void write_meminfo(const char *path, unsigned long long kb);
+
+static json_int_t arena_bytes(void)
+{
+	json_t *j = e2e_status(&x);
+	json_int_t n = json_integer_value(json_object_get(j, "sleep_arena_bytes"));
+
+	json_decref(j);
+	return n;
+}
+
+static void arena_keep(const char *meminfo)
+{
+	static const char *const args[] = { "--sleep-arena", "keep", NULL };
+	char wcgen[600], msg[WC_ERR_MSG_LEN];
+	char *seed3[] = { wcgen, "tiny", "--seed", "3", "--force", "--out",
+			  x.model, NULL };
+	char *seed0[] = { wcgen, "tiny", "--force", "--out", x.model, NULL };
+	struct wc_life_result r;
+	struct wc_conn *c;
+	struct wc_error e;
+
+	snprintf(wcgen, sizeof(wcgen), "%s/wcgen", x.bin);
+	e2e_kill_wcd(&x);
+	e2e_start_wcd(&x, args);
+	T_EQ_INT(arena_bytes(), 0);
+	sleep_level(1, &r);
+	T_HAS(r.msg, "into host memory allocated for it");
+	check_asleep(1);
+	if (wake(&r, msg))
+		T_FAIL("wake (--sleep-arena keep): %s", msg);
+	T_HAS(msg, "the host arena is kept for the next sleep");
+	T_CMP_INT(arena_bytes(), >=, (json_int_t)x.m.total_bytes);
+
+	/* the second sleep allocates nothing: 1 MiB "available" is enough */
+	write_meminfo(meminfo, 1024);
+	sleep_level(1, &r);
+	T_HAS(r.msg, "into the arena kept since the last sleep");
+	write_meminfo(meminfo, 64ull << 20);     /* the wake's pools need it */
+	T_EQ_INT(arena_bytes(), 0);
+	check_asleep(1);
+	if (wake(&r, msg))
+		T_FAIL("wake from the kept arena: %s", msg);
+	T_HAS(msg, "hashes re-checked");
+	T_EQ_U64(r.bytes, x.m.total_bytes);
+	attach_and_compare();
+
+	/* other bytes, same layout: the kept arena must hold the new ones */
+	T_EQ_INT(e2e_run(x.log, seed3), 0);
+	c = e2e_connect(&x);
+	if (wc_update(c, x.model, &r, &e))
+		T_FAIL("update to seed 3: %s", e.msg);
+	wc_close(c);
+	T_EQ_U64(r.version, 2);
+	sleep_level(1, &r);
+	T_HAS(r.msg, "into the arena kept since the last sleep");
+	T_EQ_U64(r.version, 2);
+	if (wake(&r, msg))
+		T_FAIL("wake of version 2 from the kept arena: %s", msg);
+	T_HAS(msg, "hashes re-checked");
+	attach_and_compare();
+	printf("ok  --sleep-arena keep: second sleep into the kept arena, version 2's bytes after an update: %s\n",
+	       msg);
+	T_EQ_INT(e2e_run(x.log, seed0), 0);
+}
+
 static void write_meminfo(const char *path, unsigned long long kb)
 {
 	FILE *f = fopen(path, "w");
@@ -240,6 +313,7 @@ int main(void)
 	round_trip(1, "staged");
 	round_trip(2, "staged");
 	no_hash();
+	arena_keep(meminfo);
 	printf("life_sleep: ok\n");
 	return 0;
 }

@@ -103,6 +103,7 @@ void life_host_free(struct wcd *d)
 	}
 	L->nhost = 0;
 	L->host_bytes = 0;
+	L->arena_bytes = 0;
 }
 
 /* --- wake level 1: restore from the host copy --------------------------- */
@@ -381,12 +382,20 @@ static void wake_level1(struct wcd *d, struct wire_life_reply *r, char *err)
 	L->wake_copy_gbps = copy_ns ?
 			    (double)L->host_bytes / (double)copy_ns : 0;
 	L->wake_verify_s = secs(r->verify_ns);
-	life_host_free(d);
+	if (d->o.sleep_arena_keep) {
+		L->arena_bytes = 0;
+		for (uint32_t i = 0; i < L->nhost; i++)
+			L->arena_bytes += L->host_len[i];
+		L->host_bytes = 0;
+	} else {
+		life_host_free(d);
+	}
 	snprintf(r->msg, sizeof(r->msg),
-		 "awake: version %" PRIu64 " restored from host memory, %" PRIu64 " bytes in %.3f s (%.2f GB/s); %u tensor hashes %s in %.3f s",
+		 "awake: version %" PRIu64 " restored from host memory, %" PRIu64 " bytes in %.3f s (%.2f GB/s); %u tensor hashes %s in %.3f s%s",
 		 v->number, r->bytes, secs(copy_ns), L->wake_copy_gbps,
 		 v->plan.ntensors, v->hashed ? "re-checked" :
-		 "not re-checked (wcd --no-hash)", secs(r->verify_ns));
+		 "not re-checked (wcd --no-hash)", secs(r->verify_ns),
+		 L->arena_bytes ? "; the host arena is kept for the next sleep (--sleep-arena keep)" : "");
 }
 
 /* Whether a fresh load t of the served model matches v's manifest; names

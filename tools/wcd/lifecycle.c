@@ -28,6 +28,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,40 +74,122 @@ static void pids_list(char *buf, size_t cap, const pid_t *pids, unsigned n)
 			 n - LIFE_PIDS_SHOWN);
 }
 
+/* One pool's host buffer, allocated on a thread while the pool before it
+ * is copied: on CUDA the allocation (faulting fresh pages in, then
+ * cudaHostRegister) costs about as much as the copy itself, so doing them
+ * one after the other halves the rate (bench/RESULTS.md, issue 17). */
+struct arena_job {
+	struct gpu_dev *dev;
+	uint64_t len;
+	void *p;
+	int ret;
+	bool started;
+	pthread_t th;
+	char err[WC_ERR_LEN];
+};
+
+static void *arena_job_fn(void *arg)
+{
+	struct arena_job *j = arg;
+
+	j->ret = j->dev->be->staging_alloc(j->dev, j->len, &j->p, j->err);
+	return NULL;
+}
+
+/* Starts allocating len bytes; on a thread when one can be made. */
+static void arena_job_start(struct arena_job *j, struct gpu_dev *dev,
+			    uint64_t len)
+{
+	*j = (struct arena_job){ .dev = dev, .len = len };
+	j->started = !pthread_create(&j->th, NULL, arena_job_fn, j);
+	if (!j->started)
+		arena_job_fn(j);
+}
+
+static int arena_job_wait(struct arena_job *j)
+{
+	if (j->started)
+		pthread_join(j->th, NULL);
+	j->started = false;
+	return j->ret;
+}
+
+/* Whether the kept arena (--sleep-arena keep) fits v's pools as they are. */
+static bool arena_fits(const struct wcd_life *L, const struct wcd_version *v)
+{
+	if (!L->arena_bytes || L->nhost != v->npools)
+		return false;
+	for (uint32_t i = 0; i < v->npools; i++)
+		if (L->host_len[i] != v->pools[i].size ||
+		    (v->pools[i].size && !L->host[i]))
+			return false;
+	return true;
+}
+
 /* Level 1: copies every pool of v to host memory from the backend's
- * staging allocator (pinned on CUDA, so that WAKE copies at full speed). */
-static int sleep_copy(struct wcd *d, struct wcd_version *v, char *err)
+ * staging allocator (pinned on CUDA, so that WAKE copies at full speed):
+ * into the kept arena when there is one that fits, else into buffers
+ * allocated one pool ahead of the copy (arena_job). *reused says which. */
+static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
+		      char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
 	struct wcd_life *L = &d->life;
+	struct arena_job job = { 0 };
 	uint64_t need = 0, have;
-	int ret;
+	uint32_t next;
+	int ret = 0;
 
+	*reused = arena_fits(L, v);
+	if (!*reused)
+		life_host_free(d);
+	L->arena_bytes = 0;
+	L->host_bytes = 0;
 	for (uint32_t i = 0; i < v->npools; i++)
 		need += v->pools[i].size;
-	if (version_host_available(&have) == 0 && need > have)
+	if (!*reused && version_host_available(&have) == 0 && need > have)
 		return wc_errf(err, ENOMEM,
 			       "the host copy needs %" PRIu64 " bytes but only %" PRIu64 " bytes of host memory are available (MemAvailable)",
 			       need, have);
+	L->nhost = v->npools;
+	/* the first buffer that must be allocated, started now */
+	for (next = 0; !*reused && next < v->npools && !v->pools[next].size;
+	     next++)
+		;
+	if (!*reused && next < v->npools)
+		arena_job_start(&job, &d->dev, v->pools[next].size);
 	for (uint32_t i = 0; i < v->npools; i++) {
 		uint64_t len = v->pools[i].size;
 
-		L->nhost = i + 1;
 		if (!len)
 			continue;
-		ret = be->staging_alloc(&d->dev, len, &L->host[i], err);
-		if (ret)
-			return ret;
-		L->host_len[i] = len;
+		if (!*reused) {
+			WC_ASSERT(next == i);
+			ret = arena_job_wait(&job);
+			if (ret)
+				return wc_errf(err, -ret, "%s", job.err);
+			L->host[i] = job.p;
+			L->host_len[i] = len;
+			for (next = i + 1; next < v->npools &&
+			     !v->pools[next].size; next++)
+				;
+			if (next < v->npools)
+				arena_job_start(&job, &d->dev,
+						v->pools[next].size);
+		}
 		ret = be->copy_from_pool(&d->dev, &v->pools[i], 0, L->host[i],
 					 len);
-		if (ret)
-			return wc_errf(err, -ret,
-				       "copying pool %u (%" PRIu64 " bytes) to host memory failed: %s",
-				       i, len, strerror(-ret));
+		if (ret) {
+			wc_errf(err, -ret,
+				"copying pool %u (%" PRIu64 " bytes) to host memory failed: %s",
+				i, len, strerror(-ret));
+			break;
+		}
 		L->host_bytes += len;
 	}
-	return 0;
+	if (job.started && !arena_job_wait(&job))
+		be->staging_free(&d->dev, job.p, job.len);
+	return ret;
 }
 
 static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
@@ -117,6 +200,7 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 	struct wire_life_reply r = { .level = level };
 	char err[WC_ERR_LEN], busy[WIRE_MSG_MAX + 1], list[512];
 	uint64_t released = 0, t0 = rx_now_ns();
+	bool reused = false;
 	pid_t *pids;
 	unsigned n;
 	int ret;
@@ -156,7 +240,7 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 	}
 	free(pids);
 	if (level == 1) {
-		ret = sleep_copy(d, v, err);
+		ret = sleep_copy(d, v, &reused, err);
 		if (ret) {
 			life_host_free(d);
 			snprintf(busy, sizeof(busy),
@@ -186,9 +270,11 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 	metrics_life(&d->m, METRICS_SLEEP, true, r.ns, r.bytes);
 	if (level == 1)
 		snprintf(r.msg, sizeof(r.msg),
-			 "sleeping (level 1): %" PRIu64 " bytes copied to host memory in %.3f s, %" PRIu64 " bytes of device %s released; wake with wcctl wake",
-			 L->host_bytes, (double)r.ns / 1e9, released,
-			 d->dev.name);
+			 "sleeping (level 1): %" PRIu64 " bytes copied to host memory in %.3f s (%s), %" PRIu64 " bytes of device %s released; wake with wcctl wake",
+			 L->host_bytes, (double)r.ns / 1e9,
+			 reused ? "into the arena kept since the last sleep" :
+			 "into host memory allocated for it",
+			 released, d->dev.name);
 	else
 		snprintf(r.msg, sizeof(r.msg),
 			 "sleeping (level 2): %" PRIu64 " bytes of device %s released; wcctl wake reloads version %" PRIu64 " from %s",
@@ -358,8 +444,10 @@ void life_device_idle(struct wcd *d)
 	uint64_t t0;
 	int ret;
 
+	/* a kept sleep arena (--sleep-arena keep) is registered in the
+	 * context: releasing it would unpin the arena */
 	if (!d->dev.be->idle || d->o.keep_context || d->o.ipc_legacy ||
-	    d->state != WCD_READY)
+	    d->state != WCD_READY || d->life.arena_bytes)
 		return;
 	for (int i = 0; i < WCD_VERSIONS; i++)
 		for (uint32_t k = 0; d->ver[i].used && k < d->ver[i].npools; k++)

@@ -78,6 +78,10 @@ static const char usage_text[] =
 "  --keep-context         keep the CUDA context while serving (by default\n"
 "                         it is released once loaded: VMM pools live on\n"
 "                         through their fds, which frees its device memory)\n"
+"  --sleep-arena free|keep  level-1 sleep's host copy: freed at wake\n"
+"                         (default), or kept (pinned on CUDA) for the next\n"
+"                         sleep, which then copies at the D2H rate; keep\n"
+"                         holds the model's bytes of host memory while awake\n"
 "  --load-path direct|staged  direct reads into the pools (host default)\n"
 "                         or through staging slots (CUDA)\n"
 "  --slots N              staging slots (default 12, at most 64)\n"
@@ -201,6 +205,7 @@ enum {
 	OPT_METRICS_LISTEN, OPT_LOG_FILE, OPT_LOG_FORMAT,
 	OPT_FORCE_WAIT, OPT_FRAME_TIMEOUT, OPT_READ_TIMEOUT, OPT_TAKEOVER,
 	OPT_TAKEOVER_VERIFY, OPT_LAYOUT, OPT_EP_SIZE, OPT_EP_RANK, OPT_VOCAB_PAD,
+	OPT_SLEEP_ARENA,
 };
 
 static const struct option longopts[] = {
@@ -239,6 +244,7 @@ static const struct option longopts[] = {
 	{ "hash-on", required_argument, NULL, OPT_HASH_ON },
 	{ "read-part", required_argument, NULL, OPT_READ_PART },
 	{ "keep-context", no_argument, NULL, OPT_KEEP_CONTEXT },
+	{ "sleep-arena", required_argument, NULL, OPT_SLEEP_ARENA },
 	{ "direct-io", required_argument, NULL, OPT_DIRECT_IO },
 	{ "takeover", no_argument, NULL, OPT_TAKEOVER },
 	{ "takeover-verify", required_argument, NULL, OPT_TAKEOVER_VERIFY },
@@ -334,6 +340,12 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 				usage_fail("--hash-threads %s is over 16", optarg);
 			break;
 		case OPT_KEEP_CONTEXT: o->keep_context = true; break;
+		case OPT_SLEEP_ARENA:
+			if (!strcmp(optarg, "keep"))
+				o->sleep_arena_keep = true;
+			else if (strcmp(optarg, "free"))
+				usage_fail("bad --sleep-arena '%s' (free or keep)", optarg);
+			break;
 		case OPT_TAKEOVER: o->takeover = true; break;
 		case OPT_TAKEOVER_VERIFY:
 			if (!strcmp(optarg, "hash"))
@@ -473,12 +485,20 @@ static int start(struct wcd *d)
 	uint64_t t0;
 	int ret;
 
-	ret = gpu_dev_open(&d->dev, d->o.device, err);
+	/* The context is made on a thread while the model is parsed and
+	 * planned (the load's first CUDA call waits for it); a takeover
+	 * adopts parked pools and makes one only if it needs it. */
+	t0 = rx_now_ns();
+	ret = gpu_dev_open_ctx(&d->dev, d->o.device, d->o.takeover ?
+			       GPU_CTX_LAZY : GPU_CTX_ASYNC, err);
 	if (ret) {
 		log_error("%s", err);
 		return 1;
 	}
 	log_set_device(d->dev.name);
+	log_info("device open: %.3f s (context %s)",
+		  (double)(rx_now_ns() - t0) / 1e9,
+		  d->o.takeover ? "at first use" : "made on a thread");
 	if (d->o.ipc_legacy) {
 		if (d->dev.be == &gpu_host_backend) {
 			log_error("--ipc legacy needs a CUDA device; device %s is a host device",

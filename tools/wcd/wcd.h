@@ -112,6 +112,7 @@ struct wcd_opts {
 	uint64_t pool_size;
 	bool ipc_legacy;
 	bool keep_context;            /* no gpu idle while serving */
+	bool sleep_arena_keep;        /* --sleep-arena keep */
 	enum wcd_load_path load_path;
 	unsigned slots;
 	uint64_t slot_size;
@@ -205,6 +206,9 @@ struct wcd_life {
 	uint64_t host_len[GPU_POOLS_MAX];
 	uint32_t nhost;
 	uint64_t host_bytes;
+	/* --sleep-arena keep: host[] outlives the wake (arena_bytes held
+	 * while awake, 0 otherwise) and the next sleep copies into it */
+	uint64_t arena_bytes;
 	/* the job queued (WIRE_WAKE or WIRE_UPDATE, 0 for none) and whom to
 	 * answer */
 	unsigned job;
