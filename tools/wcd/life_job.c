@@ -651,24 +651,18 @@ static int update_check(struct wcd *d, struct wcd_version *nv,
 	return 0;
 }
 
-void life_run_update(struct wcd *d)
+/* The steps both UPDATE paths share (awake and asleep at level 2): read
+ * version n + 1's checkpoint into nv (the model the request names, else the
+ * one served), check it against version n (update_check), then load it. On
+ * a failure nv is freed, the client has its error, which ends with
+ * "; <tail>" (what goes on serving), and -1 is returned. */
+static int update_load(struct wcd *d, struct wcd_version *nv, uint64_t n,
+		       const char *tail, char *err)
 {
 	struct wcd_life *L = &d->life;
-	struct wcd_version *cur = wcd_current(d), *nv;
-	struct wire_life_reply r = { 0 };
-	struct version_published pub;
 	const char *served = d->o.model;
-	char err[WC_ERR_LEN] = "";
-	uint64_t t0 = rx_now_ns();
-	int ni = version_slot_free(d);
 	int ret;
 
-	WC_ASSERT(d->state == WCD_UPDATING);
-	if (ni < 0) {
-		life_fail(d, WIRE_E_BUSY, "update refused: no free version slot");
-		goto out_state;
-	}
-	nv = &d->ver[ni];
 	memset(nv, 0, sizeof(*nv));
 	if (L->model[0])
 		d->o.model = L->model;
@@ -677,13 +671,12 @@ void life_run_update(struct wcd *d)
 	if (ret) {
 		load_version_free(d, nv);
 		life_fail(d, ret == -ENOTSUP ? WIRE_E_PERM : WIRE_E_STATE,
-			  "update refused: %s; version %" PRIu64 " keeps serving, untouched",
-			  err, cur->number);
-		goto out_state;
+			  "update refused: %s; %s", err, tail);
+		return -1;
 	}
 	if (update_check(d, nv, nv->model.path)) {
 		load_version_free(d, nv);
-		goto out_state;
+		return -1;
 	}
 	ret = load_run(d, nv, err);
 	if (!ret && wcd_stopping(d))
@@ -691,10 +684,33 @@ void life_run_update(struct wcd *d)
 	if (ret) {
 		load_version_free(d, nv);
 		life_fail(d, WIRE_E_INTERNAL,
-			  "update to version %" PRIu64 " failed: %s; version %" PRIu64 " keeps serving, untouched",
-			  cur->number + 1, err, cur->number);
+			  "update to version %" PRIu64 " failed: %s; %s",
+			  n + 1, err, tail);
+		return -1;
+	}
+	return 0;
+}
+
+void life_run_update(struct wcd *d)
+{
+	struct wcd_life *L = &d->life;
+	struct wcd_version *cur = wcd_current(d), *nv;
+	struct wire_life_reply r = { 0 };
+	struct version_published pub;
+	char err[WC_ERR_LEN] = "", tail[96];
+	uint64_t t0 = rx_now_ns();
+	int ni = version_slot_free(d);
+
+	WC_ASSERT(d->state == WCD_UPDATING);
+	if (ni < 0) {
+		life_fail(d, WIRE_E_BUSY, "update refused: no free version slot");
 		goto out_state;
 	}
+	nv = &d->ver[ni];
+	snprintf(tail, sizeof(tail),
+		 "version %" PRIu64 " keeps serving, untouched", cur->number);
+	if (update_load(d, nv, cur->number, tail, err))
+		goto out_state;
 
 	/* publish: one step, between two turns of the loop */
 	snprintf(L->model_served, sizeof(L->model_served), "%s",
@@ -732,11 +748,9 @@ void life_run_update_asleep(struct wcd *d)
 	struct wcd_version *cur = wcd_current(d), *nv;
 	struct wire_life_reply r = { .level = 2 };
 	struct version_published pub;
-	const char *served = d->o.model;
-	char err[WC_ERR_LEN] = "";
+	char err[WC_ERR_LEN] = "", tail[96];
 	uint64_t t0 = rx_now_ns(), n = cur->number;
 	int ni = version_slot_free(d);
-	int ret;
 
 	WC_ASSERT(d->state == WCD_WAKING && L->level == 2 && !cur->leases);
 	if (ni < 0) {
@@ -745,32 +759,10 @@ void life_run_update_asleep(struct wcd *d)
 		goto out_asleep;
 	}
 	nv = &d->ver[ni];
-	memset(nv, 0, sizeof(*nv));
-	if (L->model[0])
-		d->o.model = L->model;
-	ret = load_prepare(d, nv, err);
-	d->o.model = served;
-	if (ret) {
-		load_version_free(d, nv);
-		life_fail(d, ret == -ENOTSUP ? WIRE_E_PERM : WIRE_E_STATE,
-			  "update refused: %s; the daemon stays asleep (level 2) with version %" PRIu64,
-			  err, n);
+	snprintf(tail, sizeof(tail),
+		 "the daemon stays asleep (level 2) with version %" PRIu64, n);
+	if (update_load(d, nv, n, tail, err))
 		goto out_asleep;
-	}
-	if (update_check(d, nv, nv->model.path)) {
-		load_version_free(d, nv);
-		goto out_asleep;
-	}
-	ret = load_run(d, nv, err);
-	if (!ret && wcd_stopping(d))
-		ret = wc_errf(err, ECANCELED, "stopped while loading");
-	if (ret) {
-		load_version_free(d, nv);
-		life_fail(d, WIRE_E_INTERNAL,
-			  "update to version %" PRIu64 " failed: %s; the daemon stays asleep (level 2) with version %" PRIu64,
-			  n + 1, err, n);
-		goto out_asleep;
-	}
 	snprintf(L->model_served, sizeof(L->model_served), "%s",
 		 nv->model.path);
 	d->o.model = L->model_served;
