@@ -126,4 +126,13 @@ struct wcd_client *server_adopt_client(struct wcd *d, int fd, pid_t pid,
 				       uint64_t requests);
 void server_client_start(struct wcd_client *c);
 
+struct sockaddr_un;
+
+/* The daemon's unix socket: fills sa with d->paths.sock (-ENAMETOOLONG when
+ * it does not fit) and returns a new stream socket for it (close-on-exec),
+ * not yet bound or connected; -errno with err set on failure. Used to
+ * listen (server_listen) and to reach the daemon being taken over
+ * (handover.c). */
+int server_sock_open(const struct wcd *d, struct sockaddr_un *sa, char *err);
+
 #endif

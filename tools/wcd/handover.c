@@ -750,7 +750,7 @@ static void got_close(struct wcd *d, struct ho_got *g, bool versions)
 
 static int ho_connect(struct wcd *d, struct ho_got *g, char *err)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct sockaddr_un sa;
 	struct timeval tv = { .tv_sec = HO_IO_TIMEOUT_S };
 	struct ready_info ri;
 	char rerr[WC_ERR_LEN];
@@ -758,13 +758,9 @@ static int ho_connect(struct wcd *d, struct ho_got *g, char *err)
 	socklen_t len = sizeof(cr);
 	int fd, e;
 
-	if (strlen(d->paths.sock) >= sizeof(sa.sun_path))
-		return wc_errf(err, ENAMETOOLONG, "socket path too long: %s",
-			       d->paths.sock);
-	strcpy(sa.sun_path, d->paths.sock);
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	fd = server_sock_open(d, &sa, err);
 	if (fd < 0)
-		return wc_errf(err, errno, "socket: %s", strerror(errno));
+		return fd;
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		e = errno;
 		close(fd);

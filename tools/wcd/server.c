@@ -693,19 +693,31 @@ static void accept_cb(struct rx_accept *a, int fd, bool final)
 
 /* --- listen, stop ------------------------------------------------------------ */
 
-int server_listen(struct wcd *d, char *err)
+int server_sock_open(const struct wcd *d, struct sockaddr_un *sa, char *err)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	mode_t old;
-	int fd, ret;
+	int fd;
 
-	if (strlen(d->paths.sock) >= sizeof(sa.sun_path))
+	memset(sa, 0, sizeof(*sa));
+	sa->sun_family = AF_UNIX;
+	if (strlen(d->paths.sock) >= sizeof(sa->sun_path))
 		return wc_errf(err, ENAMETOOLONG, "socket path too long: %s",
 			       d->paths.sock);
-	strcpy(sa.sun_path, d->paths.sock);
+	strcpy(sa->sun_path, d->paths.sock);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return wc_errf(err, errno, "socket: %s", strerror(errno));
+	return fd;
+}
+
+int server_listen(struct wcd *d, char *err)
+{
+	struct sockaddr_un sa;
+	mode_t old;
+	int fd, ret;
+
+	fd = server_sock_open(d, &sa, err);
+	if (fd < 0)
+		return fd;
 	unlink(d->paths.sock);
 	old = umask(0177);   /* the socket is born 0600 */
 	ret = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
