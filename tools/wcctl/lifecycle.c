@@ -163,11 +163,8 @@ static int life_main(enum life_cmd cmd, int argc, char **argv)
 		default: life_usage(stderr, cmd); return 2;
 		}
 	}
-	if (optind < argc || (!co.device && !co.socket)) {
-		fprintf(stderr, "wcctl %s: give --device D (and --runtime-dir DIR) or --socket PATH; see --help\n",
-			name);
+	if (wcctl_need_target(&co, optind < argc))
 		return 2;
-	}
 	if (cmd == CMD_SLEEP && !level) {
 		fprintf(stderr, "wcctl sleep: give --level 1 (keep a host copy) or --level 2 (reload from disk on wake)\n");
 		return 2;

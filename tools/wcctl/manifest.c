@@ -65,6 +65,29 @@ static void print_shape(const struct wc_tensor *t, bool json)
 	putchar(']');
 }
 
+int wcctl_need_target(const struct wc_connect_opts *co, int extra_args)
+{
+	if (extra_args || (!co->device && !co->socket)) {
+		fprintf(stderr, "%s: give --device D (and --runtime-dir DIR) or --socket PATH; see --help\n",
+			co->label);
+		return 2;
+	}
+	return 0;
+}
+
+int wcctl_get_manifest(const struct wc_connect_opts *co, struct wc_conn **c,
+		       struct wc_model **m)
+{
+	struct wc_error e;
+
+	if (wc_connect(co, c, &e) < 0 || wc_hello(*c, NULL, NULL, &e) < 0 ||
+	    wc_manifest(*c, m, &e) < 0) {
+		fprintf(stderr, "%s: %s\n", co->label, e.msg);
+		return 1;
+	}
+	return 0;
+}
+
 int wcctl_manifest(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -79,7 +102,6 @@ int wcctl_manifest(int argc, char **argv)
 	const struct wc_info *in;
 	struct wc_conn *c;
 	struct wc_model *m;
-	struct wc_error e;
 	bool json = false;
 	int ch;
 
@@ -94,15 +116,10 @@ int wcctl_manifest(int argc, char **argv)
 		default: manifest_usage(stderr); return 2;
 		}
 	}
-	if (optind < argc || (!co.device && !co.socket)) {
-		fprintf(stderr, "wcctl manifest: give --device D (and --runtime-dir DIR) or --socket PATH; see --help\n");
+	if (wcctl_need_target(&co, optind < argc))
 		return 2;
-	}
-	if (wc_connect(&co, &c, &e) < 0 || wc_hello(c, NULL, NULL, &e) < 0 ||
-	    wc_manifest(c, &m, &e) < 0) {
-		fprintf(stderr, "wcctl manifest: %s\n", e.msg);
+	if (wcctl_get_manifest(&co, &c, &m))
 		return 1;
-	}
 	in = wc_model_info(m);
 	if (json) {
 		printf("{\"device\":");

@@ -177,7 +177,6 @@ int wcctl_verify(int argc, char **argv)
 	const struct wc_info *in;
 	struct wc_model *wm;
 	struct wc_conn *c;
-	struct wc_error e;
 	struct model m;
 	struct plan p;
 	uint8_t *buf;
@@ -198,15 +197,10 @@ int wcctl_verify(int argc, char **argv)
 		default: verify_usage(stderr); return 2;
 		}
 	}
-	if (optind < argc || (!co.device && !co.socket)) {
-		fprintf(stderr, "wcctl verify: give --device D (and --runtime-dir DIR) or --socket PATH; see --help\n");
+	if (wcctl_need_target(&co, optind < argc))
 		return 2;
-	}
-	if (wc_connect(&co, &c, &e) < 0 || wc_hello(c, NULL, NULL, &e) < 0 ||
-	    wc_manifest(c, &wm, &e) < 0) {
-		fprintf(stderr, "wcctl verify: %s\n", e.msg);
+	if (wcctl_get_manifest(&co, &c, &wm))
 		return 1;
-	}
 	in = wc_model_info(wm);
 	if (model_open(&m, in->model, err)) {
 		fprintf(stderr, "wcctl verify: cannot read the served checkpoint %s: %s\n",

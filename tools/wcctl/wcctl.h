@@ -31,6 +31,20 @@ struct wcctl_plan_opts {
 };
 int wcctl_inspect_plan(const struct model *m, const struct wcctl_plan_opts *o);
 int wcctl_manifest(int argc, char **argv);
+
+struct wc_connect_opts;
+struct wc_conn;
+struct wc_model;
+/* The commands that talk to one daemon (--device D [--runtime-dir DIR] or
+ * --socket PATH): wcctl_need_target prints "<co->label>: give --device D
+ * ..." and returns 2 (the usage exit status) when no daemon is named or
+ * extra words follow the options, else 0. wcctl_get_manifest connects,
+ * says hello and fetches the served manifest into *c and *m (release with
+ * wc_detach(*m, NULL) then wc_close(*c)); on failure it prints
+ * "<co->label>: <error>" and returns 1. */
+int wcctl_need_target(const struct wc_connect_opts *co, int extra_args);
+int wcctl_get_manifest(const struct wc_connect_opts *co, struct wc_conn **c,
+		       struct wc_model **m);
 int wcctl_verify(int argc, char **argv);
 int wcctl_sleep(int argc, char **argv);
 int wcctl_wake(int argc, char **argv);
