@@ -10,6 +10,7 @@
 #ifndef WC_TEST_CLIENT_UTIL_H
 #define WC_TEST_CLIENT_UTIL_H
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -217,6 +218,49 @@ static inline void e2e_start_wcd(struct e2e *x, const char *const *extra)
 		T_OK(stat(x->sock, &st) ? -errno : 0);
 		T_EQ_INT(st.st_mode & 0777, 0600);
 	}
+}
+
+/* Open descriptors of process pid (its /proc/PID/fd entries): the leak
+ * checks of the reliability and handover tests. */
+static inline int e2e_fd_count(pid_t pid)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *dir;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	dir = opendir(path);
+	T_ASSERT(dir);
+	while ((de = readdir(dir)))
+		n += de->d_name[0] != '.';
+	closedir(dir);
+	return n;
+}
+
+/* Starts `wcd --takeover` for x's device, its output appended to x's log;
+ * returns its pid (the caller waits for it). */
+static inline pid_t e2e_spawn_takeover(struct e2e *x)
+{
+	char wcd[600];
+	char *argv[] = { wcd, "--takeover", "--device", x->device,
+			 "--runtime-dir", x->rundir, NULL };
+	pid_t p;
+
+	snprintf(wcd, sizeof(wcd), "%s/wcd", x->bin);
+	p = fork();
+	T_ASSERT(p >= 0);
+	if (!p) {
+		int fd = open(x->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return p;
 }
 
 static inline struct wc_conn *e2e_connect(const struct e2e *x)

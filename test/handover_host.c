@@ -104,22 +104,6 @@ static int engine_main(const struct e2e *x, int ready_fd, int stop_fd,
 	return 0;
 }
 
-static int count_fds(pid_t pid)
-{
-	char path[64];
-	struct dirent *de;
-	DIR *dir;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	dir = opendir(path);
-	T_ASSERT(dir);
-	while ((de = readdir(dir)))
-		n += de->d_name[0] != '.';
-	closedir(dir);
-	return n;
-}
-
 /* STATUS over conn c: the daemon's pid, its requests, and the clients. */
 struct snap {
 	pid_t pid;
@@ -164,29 +148,6 @@ static int snap_leases(const struct snap *s, pid_t pid)
 	return -1;
 }
 
-static pid_t spawn_takeover(struct e2e *x)
-{
-	char wcd[600];
-	char *argv[] = { wcd, "--takeover", "--device", x->device,
-			 "--runtime-dir", x->rundir, NULL };
-	pid_t p;
-
-	snprintf(wcd, sizeof(wcd), "%s/wcd", x->bin);
-	p = fork();
-	T_ASSERT(p >= 0);
-	if (!p) {
-		int fd = open(x->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	return p;
-}
-
 int main(void)
 {
 	static struct e2e x;
@@ -225,11 +186,11 @@ int main(void)
 	T_EQ_INT(s0.n, NENG + 1);          /* the engines and us */
 	for (int i = 0; i < NENG; i++)
 		T_EQ_INT(snap_leases(&s0, eng[i]), 1);
-	fds0 = count_fds(x.wcd);
+	fds0 = e2e_fd_count(x.wcd);
 	before = s0.requests;
 
 	for (int k = 0; k < HANDOVERS; k++) {
-		pid_t nw = spawn_takeover(&x);
+		pid_t nw = e2e_spawn_takeover(&x);
 		int st;
 
 		old = x.wcd;
@@ -257,14 +218,14 @@ int main(void)
 				       snap_leases(&s, s0.pids[i]), s0.leases[i]);
 		T_CMP_INT(s.requests, >, before);
 		before = s.requests;
-		if (count_fds(nw) != fds0) {
+		if (e2e_fd_count(nw) != fds0) {
 			char cmd[96];
 
 			snprintf(cmd, sizeof(cmd), "ls -l /proc/%d/fd >&2", (int)nw);
 			if (system(cmd))
 				fprintf(stderr, "(no fd listing)\n");
 			T_FAIL("handover %d: the new daemon holds %d descriptors, the first held %d",
-			       k, count_fds(nw), fds0);
+			       k, e2e_fd_count(nw), fds0);
 		}
 	}
 

@@ -24,22 +24,6 @@
 #include "err.h"
 #include "ready.h"
 
-static int count_fds(pid_t pid)
-{
-	char path[64];
-	struct dirent *de;
-	DIR *dir;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	dir = opendir(path);
-	T_ASSERT(dir);
-	while ((de = readdir(dir)))
-		n += de->d_name[0] != '.';
-	closedir(dir);
-	return n;
-}
-
 static pid_t spawn_takeover(struct e2e *x, const char *kill_at,
 			    const char *proto, bool with_model)
 {
@@ -145,7 +129,7 @@ static int wait_status(pid_t p)
 static void new_killed(struct e2e *x, struct engine *g, int k)
 {
 	char at[16];
-	int fds = count_fds(x->wcd), st, leases;
+	int fds = e2e_fd_count(x->wcd), st, leases;
 	bool listed = true;
 	uint64_t end = e2e_now_ms() + 10000;
 	struct wc_error e;
@@ -173,10 +157,10 @@ static void new_killed(struct e2e *x, struct engine *g, int k)
 		if (listed && e2e_now_ms() > end)
 			T_FAIL("%s: the old daemon still lists the dead new one", at);
 	}
-	if (count_fds(x->wcd) != fds) {
+	if (e2e_fd_count(x->wcd) != fds) {
 		e2e_show_log(x->log);
 		T_FAIL("%s: the old daemon holds %d descriptors, %d before",
-		       at, count_fds(x->wcd), fds);
+		       at, e2e_fd_count(x->wcd), fds);
 	}
 	T_EQ_U64(e2e_compare_all(x, g->m), x->m.ntensors);
 }

@@ -20,29 +20,6 @@
 #include "wire.h"
 #include "wire_handover.h"
 
-static pid_t spawn_takeover(struct e2e *x)
-{
-	char wcd[600];
-	char *argv[] = { wcd, "--takeover", "--device", x->device,
-			 "--runtime-dir", x->rundir, NULL };
-	pid_t p;
-
-	snprintf(wcd, sizeof(wcd), "%s/wcd", x->bin);
-	p = fork();
-	T_ASSERT(p >= 0);
-	if (!p) {
-		int fd = open(x->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		execv(argv[0], argv);
-		_exit(127);
-	}
-	return p;
-}
-
 static int raw_connect(const struct e2e *x)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -158,7 +135,7 @@ int main(void)
 	fd = raw_connect(&x);
 	n = ping_frame(frame, 41);
 	T_EQ_INT(send(fd, frame, 10, 0), 10);
-	nw = spawn_takeover(&x);
+	nw = e2e_spawn_takeover(&x);
 	T_EQ_INT(exit_code(nw), 1);
 	snprintf(needle, sizeof(needle),
 		 "client pid %d did not come to rest (it is in the middle of a frame, or not reading its replies) within 0.3 s",
@@ -176,7 +153,7 @@ int main(void)
 	/* a half frame finished while the old daemon may be draining: the
 	 * reply comes, and the handover goes on */
 	T_EQ_INT(send(fd, frame, 10, 0), 10);
-	nw = spawn_takeover(&x);
+	nw = e2e_spawn_takeover(&x);
 	usleep(20000);
 	T_EQ_INT(send(fd, frame + 10, n - 10, 0), (ssize_t)(n - 10));
 	read_reply(fd, WIRE_PING, 41);
@@ -214,7 +191,7 @@ int main(void)
 		wc_close(c);
 	}
 	old = x.wcd;
-	nw = spawn_takeover(&x);
+	nw = e2e_spawn_takeover(&x);
 	T_EQ_INT(exit_code(nw), 1);
 	if (!log_has(&x, "the daemon sleeps (level 2): wake it first (wcctl wake), then restart")) {
 		e2e_show_log(x.log);

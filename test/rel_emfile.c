@@ -20,22 +20,6 @@
 
 static struct e2e gx;    /* e2e_cleanup runs at exit: not on main's stack */
 
-static int count_fds(pid_t pid)
-{
-	char path[64];
-	struct dirent *de;
-	DIR *d;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	d = opendir(path);
-	T_ASSERT(d);
-	while ((de = readdir(d)))
-		n += de->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
 static int raw_connect(void)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -87,7 +71,7 @@ int main(void)
 	e2e_kill_wcd(&gx);
 	e2e_wcd_nofile = 32;
 	e2e_start_wcd(&gx, NULL);
-	fds = count_fds(gx.wcd);
+	fds = e2e_fd_count(gx.wcd);
 	printf("wcd holds %d of its 32 descriptors\n", fds);
 	for (int i = 0; i < CONNS; i++)
 		conns[i] = raw_connect();

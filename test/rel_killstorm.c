@@ -21,22 +21,6 @@
 #define STEPS 7
 #define RSS_SLACK_KB (4 * 1024)
 
-static int count_fds(pid_t pid)
-{
-	char path[64];
-	struct dirent *de;
-	DIR *d;
-	int n = 0;
-
-	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
-	d = opendir(path);
-	T_ASSERT(d);
-	while ((de = readdir(d)))
-		n += de->d_name[0] != '.';
-	closedir(d);
-	return n;
-}
-
 static long rss_kb(pid_t pid)
 {
 	char path[64], line[256];
@@ -169,7 +153,7 @@ static int settle_fds(pid_t wcd, int want)
 	uint64_t end = e2e_now_ms() + 10000;
 	int n;
 
-	while ((n = count_fds(wcd)) > want && e2e_now_ms() < end)
+	while ((n = e2e_fd_count(wcd)) > want && e2e_now_ms() < end)
 		usleep(10000);
 	return n;
 }
@@ -206,7 +190,7 @@ int main(void)
 	e2e_start_wcd(&gx, NULL);
 	storm(&gx, 50, &seed);            /* warm-up: allocator, pools */
 	idle(&gx);
-	fds0 = count_fds(gx.wcd);
+	fds0 = e2e_fd_count(gx.wcd);
 	rss0 = rss_kb(gx.wcd);
 	storm(&gx, KILLS, &seed);
 	idle(&gx);
