@@ -84,6 +84,11 @@ static const char usage_text[] =
 "                         holds the model's bytes of host memory while awake\n"
 "  --load-path direct|staged  direct reads into the pools (host default)\n"
 "                         or through staging slots (CUDA)\n"
+"  --direct-fill splice|read  how the direct path fills the host pools:\n"
+"                         splice(2) page cache -> memfd on worker threads,\n"
+"                         hashing each tensor as it lands (default; pread\n"
+"                         where splice is refused), or io_uring reads into\n"
+"                         the pools' mappings, then the hash phase\n"
 "  --slots N              staging slots (default 12, at most 64)\n"
 "  --slot-size BYTES      bytes per staging slot (default 8M)\n"
 "  --read-part BYTES      page-cache reads of a slot go in parts of this\n"
@@ -201,7 +206,7 @@ enum {
 	OPT_DEVICE, OPT_RUNTIME_DIR, OPT_FORCE, OPT_NO_HASH, OPT_ALLOW_UID,
 	OPT_ALLOW_QUANT, OPT_RULES, OPT_POOL_SIZE, OPT_IPC, OPT_LOAD_PATH,
 	OPT_SLOTS, OPT_SLOT_SIZE, OPT_LOG_LEVEL, OPT_HELP, OPT_HASH_THREADS,
-	OPT_DIRECT_IO, OPT_HASH_ON, OPT_READ_PART, OPT_KEEP_CONTEXT,
+	OPT_DIRECT_IO, OPT_DIRECT_FILL, OPT_HASH_ON, OPT_READ_PART, OPT_KEEP_CONTEXT,
 	OPT_METRICS_LISTEN, OPT_LOG_FILE, OPT_LOG_FORMAT,
 	OPT_FORCE_WAIT, OPT_FRAME_TIMEOUT, OPT_READ_TIMEOUT, OPT_TAKEOVER,
 	OPT_TAKEOVER_VERIFY, OPT_LAYOUT, OPT_EP_SIZE, OPT_EP_RANK, OPT_VOCAB_PAD,
@@ -246,6 +251,7 @@ static const struct option longopts[] = {
 	{ "keep-context", no_argument, NULL, OPT_KEEP_CONTEXT },
 	{ "sleep-arena", required_argument, NULL, OPT_SLEEP_ARENA },
 	{ "direct-io", required_argument, NULL, OPT_DIRECT_IO },
+	{ "direct-fill", required_argument, NULL, OPT_DIRECT_FILL },
 	{ "takeover", no_argument, NULL, OPT_TAKEOVER },
 	{ "takeover-verify", required_argument, NULL, OPT_TAKEOVER_VERIFY },
 	{ "help", no_argument, NULL, OPT_HELP },
@@ -367,6 +373,14 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 				o->hash_on = WCD_HASH_CPU;
 			else
 				usage_fail("bad --hash-on '%s' (auto, device or cpu)", optarg);
+			break;
+		case OPT_DIRECT_FILL:
+			if (!strcmp(optarg, "splice"))
+				o->direct_fill = WCD_FILL_SPLICE;
+			else if (!strcmp(optarg, "read"))
+				o->direct_fill = WCD_FILL_READ;
+			else
+				usage_fail("bad --direct-fill '%s' (splice or read)", optarg);
 			break;
 		case OPT_DIRECT_IO:
 			if (!strcmp(optarg, "auto"))

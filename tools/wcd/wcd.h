@@ -88,6 +88,10 @@
 
 enum wcd_load_path { WCD_LOAD_AUTO, WCD_LOAD_DIRECT, WCD_LOAD_STAGED };
 enum wcd_direct_io { WCD_DIO_AUTO, WCD_DIO_ON, WCD_DIO_OFF };
+/* How the direct path fills the pools: splice(2) into the memfds on
+ * worker threads, hashing as tensors land (fill.c), or io_uring reads into
+ * their mappings, then a hash phase (load.c). */
+enum wcd_direct_fill { WCD_FILL_SPLICE, WCD_FILL_READ };
 /* Where tensor hashes are computed: on the device from the pools where the
  * backend can (cuda), else on CPU threads from the staging slots. */
 enum wcd_hash_on { WCD_HASH_AUTO, WCD_HASH_DEVICE, WCD_HASH_CPU };
@@ -120,6 +124,7 @@ struct wcd_opts {
 	unsigned hash_threads;        /* 0: hash on the loop thread */
 	enum wcd_hash_on hash_on;
 	enum wcd_direct_io direct_io;
+	enum wcd_direct_fill direct_fill;
 	bool takeover;                /* --takeover: ask the running wcd */
 	bool ho_rehash;               /* --takeover-verify hash */
 	const char *metrics_listen;   /* --metrics-listen ADDR, or NULL */
