@@ -39,6 +39,8 @@ serve s0 --load-path staged --slots 2 --slot-size 64K --hash-threads 0 --direct-
 serve dt --load-path direct --hash-threads 4
 serve dr --load-path direct --direct-fill read
 WCD_TEST_NO_SPLICE=1 serve dn --load-path direct
+serve d0 --load-path direct --read-ahead 0
+serve d6 --load-path direct --read-ahead 64K
 # page-cache reads in parts: 4 per slot; 32 asked for, so 16 larger ones;
 # one whole read per slot
 serve sp --load-path staged --slots 3 --slot-size 256K --read-part 64K --direct-io off
@@ -48,7 +50,7 @@ serve sw --load-path staged --slots 4 --slot-size 128K --read-part 0 --hash-on c
 expect_eq "tensors" "$(wc -l <"$W/d1.txt")" 39
 expect_eq "tensors and views" "$(wc -l <"$W/d1.all")" 47
 cmp -s "$W/d1.txt" "$W/file.txt" || { diff "$W/d1.txt" "$W/file.txt"; fail "direct hashes differ from the file's"; }
-for s in s1 s3 s0 dt sp sq sw dr dn; do
+for s in s1 s3 s0 dt sp sq sw dr dn d0 d6; do
 	cmp -s "$W/$s.txt" "$W/file.txt" || { diff "$W/$s.txt" "$W/file.txt"; fail "$s: hashes differ from the file's"; }
 done
 expect_has "hash threads" "$(cat "$W/s3.log")" "on hash threads, overlapped"
@@ -183,6 +185,8 @@ expect_has "unknown option" "$out" "'--bogus'"
 out=$("$BIN/wcd" --model "$W/model" --load-path fast 2>&1); expect_eq "load-path exit" "$?" 2
 out=$("$BIN/wcd" --model "$W/model" --direct-fill mmap 2>&1); expect_eq "direct-fill exit" "$?" 2
 expect_has "direct-fill" "$out" "bad --direct-fill 'mmap' (splice or read)"
+out=$("$BIN/wcd" --model "$W/model" --read-ahead 17G 2>&1); expect_eq "read-ahead exit" "$?" 2
+expect_has "read-ahead" "$out" "--read-ahead 17G is over 16G"
 out=$("$BIN/wcd" --model "$W/nonexistent" --device host:x --runtime-dir "$RT" 2>&1)
 expect_eq "missing model exit" "$?" 1
 expect_has "missing model" "$out" "$W/nonexistent"

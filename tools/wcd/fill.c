@@ -13,12 +13,16 @@
  * RESULTS.md, issue 17). splice writes through shmem's write path, which
  * does not zero a page it fills whole, and the bytes go page cache ->
  * memfd in one kernel copy, never through user space. Hashing after the
- * last read (the read fill's hash phase) is the other serial part: here
- * only views (whose bytes are their parts') and aliases are left for it.
+ * last read (the read fill's hash phase) is the other serial part: here a
+ * view (fused qkv_proj, gate_up_proj: its bytes are its group's) is
+ * hashed by the worker that landed the last member of its group, and only
+ * aliases, and views of groups with a member without pieces of its own,
+ * are left for the hash phase.
  *
  * Bounds: FILL_THREADS_MAX workers; one pipe each (FILL_PIPE bytes, or the
  * kernel's default where F_SETPIPE_SZ is refused); a worker claims at most
- * FILL_CHUNK bytes (or one row of a dim-1 split, whole) at a time.
+ * FILL_CHUNK bytes (or one row of a dim-1 split, whole) at a time; the
+ * read-ahead thread runs at most --read-ahead bytes past the claims.
  * Where splice is refused (a file system without splice, EINVAL), the
  * worker and every later claim pread into the mapping instead (one log
  * line). The loop thread only polls meanwhile: clients are served and
@@ -50,6 +54,9 @@ struct fill {
 	uint32_t ti;              /* next claim: piece ti at byte tpos */
 	uint64_t tpos;
 	uint64_t *left;           /* per entry: bytes still to land (atomic) */
+	uint32_t *gleft;          /* per group: members still to land (atomic) */
+	int32_t *gview;           /* per group: its first view, or -1 */
+	int32_t *vnext;           /* per entry: the group's next view, or -1 */
 	int failed;               /* atomic: a worker failed */
 	int stop;                 /* atomic: the loop asks the workers to stop */
 	int refused;              /* atomic: splice was refused once */
@@ -60,6 +67,13 @@ struct fill {
 	bool no_splice;           /* WCD_TEST_NO_SPLICE=1 */
 	unsigned n;
 	pthread_t th[FILL_THREADS_MAX];
+	/* read-ahead: posix_fadvise(WILLNEED) at most `ahead` bytes past
+	 * the claims, on a thread of its own */
+	uint64_t ahead;
+	uint64_t claimed;         /* under mu: bytes claimed so far */
+	pthread_cond_t cv;        /* claimed moved, or the fill is over */
+	bool over;                /* under mu */
+	pthread_t ra;
 };
 
 /* One claim: nrows rows of width bytes, the first at src in the shard,
@@ -135,6 +149,9 @@ static bool fill_claim(struct fill *f, struct claim *c)
 			len = rows * pc->width;
 		}
 		f->tpos += len;
+		f->claimed += len;
+		if (f->ahead)
+			pthread_cond_signal(&f->cv);
 		ok = true;
 	}
 	pthread_mutex_unlock(&f->mu);
@@ -254,6 +271,54 @@ static void hash_entry(struct fill *f, uint32_t i)
 	__atomic_add_fetch(&f->hash_ns, rx_now_ns() - t0, __ATOMIC_RELAXED);
 }
 
+/* Entry i has landed whole: its hash, and its group's views' once the
+ * group's last member has landed. */
+static void entry_landed(struct fill *f, uint32_t i)
+{
+	const struct plan_tensor *t = &f->L->v->plan.t[i];
+
+	if (!(t->flags & PLAN_T_ALIAS))
+		hash_entry(f, i);
+	if (t->group < 0 || f->gview[t->group] < 0 ||
+	    __atomic_sub_fetch(&f->gleft[t->group], 1, __ATOMIC_ACQ_REL))
+		return;
+	for (int32_t v = f->gview[t->group]; v >= 0; v = f->vnext[v])
+		hash_entry(f, (uint32_t)v);
+}
+
+/* The views whose groups can be followed: every member has pieces (is
+ * no view itself), so that the group is whole once its members are. */
+static void fill_groups(struct fill *f)
+{
+	const struct plan *p = &f->L->v->plan;
+
+	for (uint32_t g = 0; g < p->ngroups; g++) {
+		f->gview[g] = -1;
+		f->gleft[g] = p->g[g].n;
+		for (uint32_t k = 0; k < p->g[g].n; k++) {
+			const struct plan_tensor *m =
+				&p->t[p->members[p->g[g].member0 + k]];
+
+			if (!m->npieces || (m->flags & PLAN_T_VIEW))
+				f->gleft[g] = 0;
+		}
+	}
+	for (uint32_t i = p->ntensors; i-- > 0;) {
+		const struct plan_tensor *t = &p->t[i];
+		int32_t g;
+
+		f->vnext[i] = -1;
+		if ((t->flags & (PLAN_T_VIEW | PLAN_T_ALIAS)) != PLAN_T_VIEW ||
+		    !t->size)
+			continue;
+		g = p->t[t->target].group;
+		if (g < 0 || !f->gleft[g])
+			continue;
+		f->vnext[i] = f->gview[g];
+		f->gview[g] = (int32_t)i;
+	}
+}
+
 static void *fill_worker(void *arg)
 {
 	struct worker *w = arg;
@@ -294,14 +359,53 @@ static void *fill_worker(void *arg)
 		}
 		__atomic_add_fetch(&f->done, len, __ATOMIC_RELAXED);
 		if (!__atomic_sub_fetch(&f->left[c.entry], len, __ATOMIC_ACQ_REL) &&
-		    L->v->hashed && !(e->flags & PLAN_T_ALIAS))
-			hash_entry(f, c.entry);
+		    L->v->hashed)
+			entry_landed(f, c.entry);
 	}
 	worker_pipe_close(w);
 	if (!__atomic_sub_fetch(&f->running, 1, __ATOMIC_ACQ_REL) &&
 	    write(f->efd, &one, sizeof(one)) < 0)
 		fill_fail(f, EIO, "cannot wake the loop after the fill: %s",
 			  strerror(errno));
+	return NULL;
+}
+
+/* The read-ahead thread: walks the pieces in claim order and asks the
+ * kernel to start reading each contiguous one (FILL_CHUNK at a time) while
+ * it is less than f->ahead bytes past what the workers have claimed, so
+ * that the disk always has reads queued however the workers' own reads
+ * land (two of them splicing neighbouring chunks defeat the kernel's
+ * sequential read-ahead). Rows of a dim-1 split are left to the kernel:
+ * their spans hold other ranks' bytes. */
+static void *fill_ahead(void *arg)
+{
+	struct fill *f = arg;
+	const struct plan *p = &f->L->v->plan;
+	uint64_t pos = 0;           /* bytes of the pieces walked so far */
+
+	for (uint32_t i = 0; i < p->npieces; i++) {
+		const struct plan_piece *pc = &p->pc[i];
+		bool flat = pc->height <= 1 || pc->src_pitch == pc->width;
+
+		for (uint64_t o = 0; o < pc->size; o += FILL_CHUNK) {
+			uint64_t len = pc->size - o < FILL_CHUNK ?
+				       pc->size - o : FILL_CHUNK;
+			bool over;
+
+			pthread_mutex_lock(&f->mu);
+			while (!f->over && pos > f->claimed + f->ahead)
+				pthread_cond_wait(&f->cv, &f->mu);
+			over = f->over;
+			pthread_mutex_unlock(&f->mu);
+			if (over)
+				return NULL;
+			if (flat)
+				posix_fadvise(f->L->fd[pc->shard],
+					      (off_t)(pc->file_off + o),
+					      (off_t)len, POSIX_FADV_WILLNEED);
+			pos += len;
+		}
+	}
 	return NULL;
 }
 
@@ -375,8 +479,14 @@ int fill_run(struct ld *L, bool *refused, char *err)
 	int ret = 0;
 
 	f.left = calloc(p->ntensors ? p->ntensors : 1, sizeof(*f.left));
-	if (!f.left)
-		return wc_errf(err, ENOMEM, "out of memory");
+	f.vnext = calloc(p->ntensors ? p->ntensors : 1, sizeof(*f.vnext));
+	f.gleft = calloc(p->ngroups ? p->ngroups : 1, sizeof(*f.gleft));
+	f.gview = calloc(p->ngroups ? p->ngroups : 1, sizeof(*f.gview));
+	if (!f.left || !f.vnext || !f.gleft || !f.gview) {
+		ret = wc_errf(err, ENOMEM, "out of memory");
+		goto out_free;
+	}
+	fill_groups(&f);
 	for (uint32_t i = 0; i < p->npieces; i++)
 		f.left[p->pc[i].entry] += p->pc[i].size;
 	f.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -386,6 +496,10 @@ int fill_run(struct ld *L, bool *refused, char *err)
 	}
 	pthread_mutex_init(&f.mu, NULL);
 	f.running = f.n;
+	pthread_cond_init(&f.cv, NULL);
+	f.ahead = L->d->o.read_ahead;
+	if (f.ahead && pthread_create(&f.ra, NULL, fill_ahead, &f))
+		f.ahead = 0;    /* no thread: the kernel's read-ahead only */
 	for (; started < f.n; started++) {
 		w[started] = (struct worker){ .f = &f, .pipe = { -1, -1 } };
 		if (pthread_create(&f.th[started], NULL, fill_worker,
@@ -403,6 +517,14 @@ int fill_run(struct ld *L, bool *refused, char *err)
 	}
 	for (unsigned k = 0; k < started; k++)
 		pthread_join(f.th[k], NULL);
+	if (f.ahead) {
+		pthread_mutex_lock(&f.mu);
+		f.over = true;
+		pthread_cond_signal(&f.cv);
+		pthread_mutex_unlock(&f.mu);
+		pthread_join(f.ra, NULL);
+	}
+	pthread_cond_destroy(&f.cv);
 	pthread_mutex_destroy(&f.mu);
 	L->done_bytes = L->read_bytes = f.done;
 	L->hash_ns += f.hash_ns;
@@ -410,5 +532,8 @@ int fill_run(struct ld *L, bool *refused, char *err)
 	close(f.efd);
 out_free:
 	free(f.left);
+	free(f.vnext);
+	free(f.gleft);
+	free(f.gview);
 	return ret;
 }

@@ -401,8 +401,12 @@ static void *hash_part_main(void *arg)
 		const struct plan_tensor *t = &v->plan.t[i];
 		const uint8_t *p = v->pools[t->pool].host_ptr;
 
-		if (hp->L->hashed && hp->L->hashed[i])
-			continue;       /* the splice fill's workers did it */
+		if (hp->L->hashed && (hp->L->hashed[i] ||
+				      ((t->flags & PLAN_T_ALIAS) &&
+				       hp->L->hashed[t->target])))
+			continue;       /* the splice fill's workers did it
+					 * (an alias has its target's:
+					 * alias_hashes) */
 		wc_hash128(p + t->pool_off, t->size, v->hash[i]);
 	}
 	return NULL;
@@ -776,7 +780,7 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 			 v->phases.hash_s, gbps(L->total, L->hash_ns),
 			 d->o.hash_threads ? "hash threads" : "the loop thread");
 	else if (v->hashed && splice)
-		log_info("phase hash: %.3f s after the fill on %u thread%s (views and aliases), %.3f s of hashing overlapped with it (XXH3-128 per tensor on the fill's workers)",
+		log_info("phase hash: %.3f s after the fill on %u thread%s (the entries its workers could not hash as they landed), %.3f s of hashing overlapped with it (XXH3-128 per tensor on the fill's workers)",
 			 v->phases.hash_s, threads, threads == 1 ? "" : "s",
 			 secs(L->fill_hash_ns));
 	else if (v->hashed)

@@ -89,6 +89,9 @@ static const char usage_text[] =
 "                         hashing each tensor as it lands (default; pread\n"
 "                         where splice is refused), or io_uring reads into\n"
 "                         the pools' mappings, then the hash phase\n"
+"  --read-ahead BYTES     the splice fill asks the kernel to read this far\n"
+"                         past its workers (posix_fadvise WILLNEED; default\n"
+"                         256M, 0: the kernel's own read-ahead only)\n"
 "  --slots N              staging slots (default 12, at most 64)\n"
 "  --slot-size BYTES      bytes per staging slot (default 8M)\n"
 "  --read-part BYTES      page-cache reads of a slot go in parts of this\n"
@@ -206,7 +209,7 @@ enum {
 	OPT_DEVICE, OPT_RUNTIME_DIR, OPT_FORCE, OPT_NO_HASH, OPT_ALLOW_UID,
 	OPT_ALLOW_QUANT, OPT_RULES, OPT_POOL_SIZE, OPT_IPC, OPT_LOAD_PATH,
 	OPT_SLOTS, OPT_SLOT_SIZE, OPT_LOG_LEVEL, OPT_HELP, OPT_HASH_THREADS,
-	OPT_DIRECT_IO, OPT_DIRECT_FILL, OPT_HASH_ON, OPT_READ_PART, OPT_KEEP_CONTEXT,
+	OPT_DIRECT_IO, OPT_DIRECT_FILL, OPT_READ_AHEAD, OPT_HASH_ON, OPT_READ_PART, OPT_KEEP_CONTEXT,
 	OPT_METRICS_LISTEN, OPT_LOG_FILE, OPT_LOG_FORMAT,
 	OPT_FORCE_WAIT, OPT_FRAME_TIMEOUT, OPT_READ_TIMEOUT, OPT_TAKEOVER,
 	OPT_TAKEOVER_VERIFY, OPT_LAYOUT, OPT_EP_SIZE, OPT_EP_RANK, OPT_VOCAB_PAD,
@@ -252,6 +255,7 @@ static const struct option longopts[] = {
 	{ "sleep-arena", required_argument, NULL, OPT_SLEEP_ARENA },
 	{ "direct-io", required_argument, NULL, OPT_DIRECT_IO },
 	{ "direct-fill", required_argument, NULL, OPT_DIRECT_FILL },
+	{ "read-ahead", required_argument, NULL, OPT_READ_AHEAD },
 	{ "takeover", no_argument, NULL, OPT_TAKEOVER },
 	{ "takeover-verify", required_argument, NULL, OPT_TAKEOVER_VERIFY },
 	{ "help", no_argument, NULL, OPT_HELP },
@@ -269,6 +273,7 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 		.pool_size = WCD_POOL_SIZE_DEFAULT,
 		.slots = WCD_SLOTS_DEFAULT, .slot_size = WCD_SLOT_SIZE_DEFAULT,
 		.read_part = WCD_READ_PART_DEFAULT,
+		.read_ahead = WCD_READ_AHEAD_DEFAULT,
 		.device = gpu_cuda_backend() ? "0" : "host",
 		.hash_threads = default_hash_threads(),
 		.force_wait_ms = WCD_FORCE_WAIT_MS,
@@ -358,6 +363,11 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 				o->ho_rehash = true;
 			else if (strcmp(optarg, "none"))
 				usage_fail("bad --takeover-verify '%s' (none or hash)", optarg);
+			break;
+		case OPT_READ_AHEAD:
+			o->read_ahead = parse_size(optarg, "--read-ahead");
+			if (o->read_ahead > WCD_READ_AHEAD_MAX)
+				usage_fail("--read-ahead %s is over 16G: use at most 16G (0 turns it off)", optarg);
 			break;
 		case OPT_READ_PART:
 			o->read_part = parse_size(optarg, "--read-part");

@@ -83,6 +83,8 @@
 #define WCD_READ_PART_DEFAULT (1u << 20)
 #define WCD_READ_CHUNK (8u << 20)     /* direct path: bytes per read */
 #define WCD_READ_DEPTH 32             /* direct path: reads in flight */
+#define WCD_READ_AHEAD_DEFAULT (256ull << 20) /* splice fill: --read-ahead */
+#define WCD_READ_AHEAD_MAX (16ull << 30)
 #define WCD_FORCE_WAIT_MS 10000       /* --force: SIGTERM, then SIGKILL */
 #define WCD_FORCE_WAIT_MS_MAX 3600000 /* --force-wait: at most an hour */
 
@@ -125,6 +127,7 @@ struct wcd_opts {
 	enum wcd_hash_on hash_on;
 	enum wcd_direct_io direct_io;
 	enum wcd_direct_fill direct_fill;
+	uint64_t read_ahead;          /* splice fill: bytes past the workers */
 	bool takeover;                /* --takeover: ask the running wcd */
 	bool ho_rehash;               /* --takeover-verify hash */
 	const char *metrics_listen;   /* --metrics-listen ADDR, or NULL */
