@@ -16,6 +16,8 @@
  *               (versions.h)
  *   load.c      the loader: model -> plan -> pools, the direct path (load.h)
  *   staged.c    the loader's staged path: staging slots, copies, hashes
+ *   fill.c      the direct path's splice fill: workers splice the pieces
+ *               into the memfds, hash tensors as they land, read ahead
  *   ld.c        the loader's shared helpers (failure, progress)
  *   hashpool.c  hash worker threads for the staged path (hashpool.h)
  *   metrics_http.c  --metrics-listen: GET /metrics from the loop (metrics.h)
