@@ -31,6 +31,8 @@
 #                              interleaved, with the probe's lower bound in
 #                              the same run; a small staging sweep; the
 #                              sleep after two stop-and-reloads again
+#   bench/gpu_run.sh startup3  the final figures: GPU tests, spawn to ready
+#                              beside its bound, the load's gap to H2D
 set -u
 OUT=${OUT:-/tmp/gpu_out}
 mkdir -p "$OUT"
@@ -488,7 +490,7 @@ startup2() {
 		echo "== staging sweep (wcbench load, 3 runs each)"
 		for cfg in "" "--slots 16" "--slots 24 --slot-size 4M" "--slots 8 --slot-size 16M --read-part 2M"; do
 			echo "-- ${cfg:-defaults}"
-			wcbench load --model $m --device $uuid -r 3 ${cfg:+-- $cfg} 2>&1 | tail -3
+			wcbench load --model $m --device $uuid -r 3 ${cfg:+-- $cfg} 2>&1 | grep -vE 'copy_|publish_'
 		done
 		echo "== level-1 sleep after two stop-and-reloads (after)"
 		: >/tmp/who/wcd-rt.log
@@ -507,6 +509,39 @@ startup2() {
 	} 2>&1 | tee "$OUT/startup2.log"
 	echo "== GPU tests"
 	WC_GPU_MODELS=test/data/reference/llama test/run.sh $BUILD/test/gpu_* 2>&1 | tee "$OUT/tests.log"
+}
+
+# Issue 17, the final figures on the merged build: the GPU tests, spawn to
+# ready beside the probe's lower bound and the H2D ceiling, the load's gap
+# to H2D (page-cache reads alone, --no-hash, a staging sweep).
+startup3() {
+	local m=/root/m8b rd=/tmp/who/rt uuid i cfg
+	export PATH=$PWD/$BUILD/bin:$PATH
+	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	mkdir -p /tmp/who
+	WC_GPU_MODELS=test/data/reference/llama test/run.sh $BUILD/test/gpu_* 2>&1 | tee "$OUT/tests.log"
+	{
+		date -u; nvidia-smi -L
+		[ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null || return 1
+		cat $m/*.safetensors >/dev/null
+		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling'
+		SPAWN_NS=$(date +%s%N) $BUILD/bench/startprobe | grep -E 'spawn|cuInit|cudaSetDevice|ceiling'
+		echo "== spawn to ready, 5 times"
+		: >/tmp/who/wcd-rt.log
+		for i in 1 2 3 4 5; do
+			spawn_ready $m $rd --log-level debug || return 1
+			grep -E '^(load_seconds)=' $rd/*.ready
+			kill $WCD_PID; wait $WCD_PID; sleep 0.3
+		done
+		grep -E 'starting|device open|phase (parse|read)|step|ready:' /tmp/who/wcd-rt.log | tail -12
+		SPAWN_NS=$(date +%s%N) $BUILD/bench/startprobe | grep -E 'spawn|cuInit|cudaSetDevice|ceiling'
+		echo "== the load's gap to H2D"
+		$BUILD/bench/gpu_dread --buffered --qd 32 --chunk 4 $m/*.safetensors
+		for cfg in "" "--no-hash" "--slots 16" "--slots 8" "--slots 24 --slot-size 4M" "--slots 8 --slot-size 16M --read-part 2M"; do
+			echo "-- ${cfg:-defaults}"
+			wcbench load --model $m --device $uuid -r 3 ${cfg:+-- $cfg} 2>&1 | grep -vE 'copy_|publish_'
+		done
+	} 2>&1 | tee "$OUT/startup3.log"
 }
 
 # Starts wcd on $1 in runtime dir $2 (extra options after) and samples its
