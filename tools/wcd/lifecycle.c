@@ -290,14 +290,7 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 			 released, d->dev.name, v->number, d->o.model);
 	log_info("%s", r.msg);
 	snprintf(L->last, sizeof(L->last), "%s", r.msg);
-	{
-		struct wire_put w;
-
-		wire_put_init(&w);
-		wire_frame_begin(&w, WIRE_SLEEP, WIRE_F_REPLY, id);
-		wire_life_reply_put(&w, &r);
-		reply_frame(c, id, &w, NULL, 0);
-	}
+	life_reply_frame(c, WIRE_SLEEP, id, &r);
 }
 
 /* Queues a job (WIRE_WAKE or WIRE_UPDATE) and stops the loop so that
