@@ -12,6 +12,7 @@
 #                            (bench/py_start.py) against from_pretrained
 #   bench/py_gpu.sh all      both
 #
+# PY_TESTS: the CPU test files of `tests` (default test/py/test_py_*.py).
 # Logs go to $OUT. libwcache.so needs libjansson.so.4 at run time: put it in
 # $BUILD/lib when the machine lacks it (LD_LIBRARY_PATH points there).
 set -u
@@ -28,7 +29,7 @@ tests() {
 	nvidia-smi -L
 	$PY bench/gpu_peers.py env 2>&1 | grep -v xxhash
 	timeout 240 $PY -m pytest -q -rs -s test/py/test_gpu_models.py 2>&1 | tee "$OUT/gpu_models.log" | tail -25
-	timeout 200 $PY -m pytest -q -rs test/py/test_py_*.py 2>&1 | tee "$OUT/py_tests.log" | tail -15
+	timeout 200 $PY -m pytest -q -rs ${PY_TESTS:-test/py/test_py_*.py} 2>&1 | tee "$OUT/py_tests.log" | tail -15
 }
 
 bench() {
@@ -58,6 +59,14 @@ bench() {
 			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
 			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100
 		done
+		echo "== the same, one as_strided per tensor (the views before the batches), then batched with the plan made every cycle"
+		timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100 --views each
+		timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100 --views each
+		timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100 --cold-plan
+		timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100 --cold-plan
+		echo "== C again after the Python runs (the spread of the C cycle in this run)"
+		wcbench attach --runtime-dir $rd --device $uuid --model $m -n 100 -q
+		wcbench attach --runtime-dir $rd --device $uuid -n 100 -q
 		echo "== attach x100: torch per-tensor CUDA IPC rebuild of the same tensors"
 		timeout 180 $PY bench/gpu_peers.py ipc-attach $m -n 100
 		echo "== engine start: fresh process to first logits (warm page cache)"

@@ -28,6 +28,7 @@ start-up apart; construction apart too) and the forward. Run a wcd on DIR first
 from_pretrained reads from a warm page cache.
 """
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -117,6 +118,24 @@ def child_wcache(a):
     except Exception as e:  # informational only: report, do not fail
         sys.stderr.write("the class called directly: %r\n" % (e,))
         t["meta_init_class_s"] = float("nan")
+    # everything on meta (buffers too: not runnable as it is) under
+    # transformers' no-init-weights: what constructing the modules costs
+    t0 = time.monotonic()
+    try:
+        noinit = None
+        for where in ("transformers.initialization", "transformers.modeling_utils"):
+            try:
+                noinit = getattr(__import__(where, fromlist=["x"]), "no_init_weights")
+                break
+            except (ImportError, AttributeError):
+                pass
+        t["no_init_weights"] = where if noinit else None
+        with torch.device("meta"), (noinit() if noinit else contextlib.nullcontext()):
+            arch(cfg)
+        t["meta_init_all_meta_s"] = time.monotonic() - t0
+    except Exception as e:
+        sys.stderr.write("all on meta: %r\n" % (e,))
+        t["meta_init_all_meta_s"] = float("nan")
     return t
 
 
@@ -194,6 +213,8 @@ def main():
             "wcache_attach_again_s": w["attach_again_s"],
             "wcache_meta_init_again_s": w["meta_init_again_s"],
             "wcache_meta_init_class_s": w["meta_init_class_s"],
+            "wcache_meta_init_all_meta_s": w["meta_init_all_meta_s"],
+            "no_init_weights": w.get("no_init_weights"),
             "wcache_mem_allocated": w["mem_allocated"],
             "hf_total_s": h["logits"] - h["fork"],
             "hf_import_s": h["import"] - h["start"],
@@ -235,9 +256,12 @@ def main():
                   row["wcache_meta_init_s"], row["hf_meta_init_same_s"], row["wcache_weights_bind_s"],
                   row["hf_weights_bind_s"], row["ratio_weights_bind"]))
         print("  again in the wcache process after its logits: attach %.4f s (first %.4f s), construction "
-              "%.4f s (first %.4f s), the class called directly %.4f s" % (
+              "%.4f s (first %.4f s), the class called directly %.4f s, everything on meta under %s "
+              "%.4f s" % (
                   row["wcache_attach_again_s"], row["wcache_attach_s"], row["wcache_meta_init_again_s"],
-                  row["wcache_meta_init_s"], row["wcache_meta_init_class_s"]), flush=True)
+                  row["wcache_meta_init_s"], row["wcache_meta_init_class_s"],
+                  row["no_init_weights"] and row["no_init_weights"] + ".no_init_weights",
+                  row["wcache_meta_init_all_meta_s"]), flush=True)
     med = lambda k: sorted(r[k] for r in rows)[len(rows) // 2]  # noqa: E731
     print("median of %d: wcache %.3f s to first logits, from_pretrained %.3f s (whole start %.2fx); "
           "weights part %.1fx as before, %.1fx with CUDA start-up apart, %.1fx with construction apart too"
