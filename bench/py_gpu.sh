@@ -20,6 +20,9 @@ OUT=${OUT:-/tmp/py_gpu_out}
 mkdir -p "$OUT"
 export BUILD=${BUILD:-build} PYTHONUNBUFFERED=1
 export WC_TOP=$PWD PYTHONPATH=$PWD/tools/libwcache/python
+# the layouts (fused views, aliases) from this tree: wcd looks in the build
+# tree's absolute path first, which a copied tree does not have
+export WCACHE_LAYOUT_DIR=${WCACHE_LAYOUT_DIR:-$PWD/proto/layouts}
 export WCACHE_LIB=$PWD/$BUILD/lib/libwcache.so
 export LD_LIBRARY_PATH=$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 PY=${PY:-python3}
@@ -59,11 +62,12 @@ bench() {
 			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
 			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100
 		done
-		echo "== the same, one as_strided per tensor (the views before the batches), then batched with the plan made every cycle"
-		timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100 --views each
-		timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100 --views each
-		timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100 --cold-plan
-		timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100 --cold-plan
+		echo "== the views three ways in one process, cycle by cycle: batched, one as_strided per tensor (before the batches), batched with the plan made every cycle"
+		for _ in 1 2; do
+			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100 --ab
+			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100 --ab
+		done
+		timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 20 --micro
 		echo "== C again after the Python runs (the spread of the C cycle in this run)"
 		wcbench attach --runtime-dir $rd --device $uuid --model $m -n 100 -q
 		wcbench attach --runtime-dir $rd --device $uuid -n 100 -q
