@@ -12,7 +12,9 @@
 #                            (bench/py_start.py) against from_pretrained
 #   bench/py_gpu.sh all      both
 #
-# PY_TESTS: the CPU test files of `tests` (default test/py/test_py_*.py).
+# PY_TESTS: the CPU test files of `tests` (default test/py/test_py_*.py);
+# PY_RUNS, AB_RUNS: how many times the Python attach runs, and the A/B
+# runs (py_attach.py --ab), repeat (default 2 each).
 # Logs go to $OUT. libwcache.so needs libjansson.so.4 at run time: put it in
 # $BUILD/lib when the machine lacks it (LD_LIBRARY_PATH points there).
 set -u
@@ -58,12 +60,12 @@ bench() {
 		wcbench attach --runtime-dir $rd --device $uuid --model $m -n 100 -q
 		wcbench attach --runtime-dir $rd --device $uuid -n 100 -q
 		echo "== attach x100: Python into a dict of CUDA torch tensors, identity checked, then without"
-		for _ in 1 2; do
+		for _ in $(seq ${PY_RUNS:-2}); do
 			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
 			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100
 		done
 		echo "== the views three ways in one process, cycle by cycle: batched, one as_strided per tensor (before the batches), batched with the plan made every cycle"
-		for _ in 1 2; do
+		for _ in $(seq ${AB_RUNS:-2}); do
 			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100 --ab
 			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100 --ab
 		done
