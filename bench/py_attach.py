@@ -16,9 +16,10 @@ library's own phases (wcache.h's wc_attach_times) and the Python part
 and `gpu_peers.py ipc-attach` (torch's per-tensor CUDA IPC) in the same run.
 
 --views each makes the dict the way the package did before the batched
-views (one as_strided per tensor); --cold-plan forgets the batch plans
-before every cycle, so that each cycle pays what the first attach of a
-layout in a process pays (the plan is kept per process and layout);
+views (one as_strided per tensor; what the first attach of a layout in a
+process makes); --cold-plan forgets the batch plans before every cycle,
+so that each cycle pays what the second attach of a layout in a process
+pays (it makes the plan, kept per process and layout, and uses it);
 --ab alternates the three cycle by cycle in one process (n cycles each),
 so that drift between processes does not decide the comparison. --micro
 also times torch's view calls on the served memory.
@@ -88,8 +89,9 @@ def main():
     for i in range(a.warmup * len(ways) + a.n * len(ways)):
         w = ways[i % len(ways)]
         _core.Model._torch_tensors = each if w == "each" else batched
-        if w == "cold":
-            _core._PLANS.clear()
+        if w == "cold":  # the layout seen, its plan not made: this cycle makes it
+            for k in _core._PLANS:
+                _core._PLANS[k] = None
         t0 = time.perf_counter()
         conn = wcache.connect(device=a.device, runtime_dir=a.runtime_dir)
         tc = time.perf_counter()

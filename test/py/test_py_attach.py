@@ -210,23 +210,28 @@ def test_batched_views_equal_one_view_each(daemons, tiny, tmp_path):
     one as_strided of its own gives: the same pointer, shape, strides,
     offset and dtype, and the file's bytes. A small --pool-size spreads
     the layers over many pools (runs end at pool boundaries); the second
-    attach reuses the kept plan, and a changed layout makes a new one."""
+    attach makes the plan (the first makes one view each), the third
+    reuses it, and a changed layout makes a new one."""
     from wcache import _core
     files = safetensors_files(tiny)
     _core._PLANS.clear()
     for layouts, (name, extra) in enumerate((("views1", ()), ("views2", ("--pool-size", "3M"))), 1):
         d = daemons(tiny, name, *extra)
         with d.connect() as c:
-            for again in (False, True):
+            for n_attach in (1, 2, 3):
                 m = c.attach(model_dir=tiny, framework="torch")
                 pools = _core.lib.wc_pool_count(m._lease.m)
                 assert pools > 1 if extra else pools == 1
                 got = m.tensors()
-                assert len(_core._PLANS) == layouts   # one plan per layout
+                assert len(_core._PLANS) == layouts   # one entry per layout
+                plan = _core._PLANS[next(reversed(_core._PLANS))]
                 ref = m._torch_tensors_each()
                 assert list(got) == list(ref) == list(m)
-                runs = [op for op in _core._PLANS[next(reversed(_core._PLANS))][1] if op[4]]
-                assert runs, "no batched run: the test would not test the batches"
+                if n_attach == 1:
+                    assert plan is None, "a plan made at the first attach"
+                else:
+                    runs = [op for op in plan[1] if op[4]]
+                    assert runs, "no batched run: the test would not test the batches"
                 for n, x in got.items():
                     y = ref[n]
                     assert (x.data_ptr(), tuple(x.shape), x.stride(), x.storage_offset(), x.dtype) == \

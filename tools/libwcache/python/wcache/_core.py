@@ -554,18 +554,23 @@ class Model(collections.abc.Mapping):
         tensor) for each run of same-shaped tensors at evenly stepped
         offsets. Every result has the shape, strides and offset that its
         own as_strided would give. The plan depends only on the table's
-        dtypes, shapes, pools and offsets, so it is kept (_PLANS) for the
-        next attach of the same layout in this process (a re-attach, the
-        next version after an update)."""
+        dtypes, shapes, pools and offsets and is kept (_PLANS) per layout.
+        Making it costs more than the batches save in one attach (on the
+        H200, torch 2.11: 1.13 ms against 0.83 for one as_strided each and
+        0.71 batched, bench/RESULTS.md), so the first attach of a layout in
+        a process makes one view each, the second makes the plan, and the
+        later ones (a re-attach, the next version after an update) use it."""
         import torch
         cols = self._cols
         key = (tuple(self._dts), tuple(cols[2:12]), cols[13], cols[14])
-        plan = _PLANS.get(key)
-        if plan is None:
-            plan = _plan(self._fields, self._dts, self._names)
-            _PLANS[key] = plan
+        plan = _PLANS.get(key, 0)
+        if plan == 0:   # a layout first seen: no plan yet (it costs more than it saves once)
+            _PLANS[key] = None
             while len(_PLANS) > _PLANS_MAX:
                 _PLANS.pop(next(iter(_PLANS)))
+            return self._torch_tensors_each()
+        if plan is None:
+            plan = _PLANS[key] = _plan(self._fields, self._dts, self._names)
         pools, ops, inv = plan
         bases = [self._pool(pool, "torch") if dt in _dtypes.SUB_BYTE else
                  self._pool(pool, "torch", _dtypes.torch_dtype(dt, torch))
@@ -697,7 +702,8 @@ def _parse_table(addr, n):
     return _rows_of(*_read_table(addr, n)[:3])
 
 
-# Plans of _torch_tensors by layout, the least recently made dropped first.
+# Plans of _torch_tensors by layout (None: seen once, no plan yet), the
+# least recently seen layout dropped first.
 _PLANS = {}
 _PLANS_MAX = 8
 
