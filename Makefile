@@ -58,8 +58,9 @@ ALL_LDFLAGS = $(WC_LDFLAGS) $(LDFLAGS)
 STATIC_LIBS := -Wl,-Bstatic -luring -ljansson -lxxhash -Wl,-Bdynamic
 SYS_LIBS    := -lpthread -ldl -lrt -lm
 # Debian's libjansson.a is not position-independent: the shared client
-# library links jansson dynamically.
-SO_LIBS     := -Wl,-Bstatic -luring -lxxhash -Wl,-Bdynamic -ljansson
+# library links jansson dynamically. It has no reactor and no io_uring
+# (client_so.sh checks its NEEDED list and symbols).
+SO_LIBS     := -Wl,-Bstatic -lxxhash -Wl,-Bdynamic -ljansson
 
 GPU_SRC := $(filter-out gpu/cuda%.c gpu/nocuda.c,$(wildcard gpu/*.c))
 GPU_CU  :=
@@ -148,14 +149,16 @@ $(LIB_PROTO):   $(call obj,$(PROTO_SRC))   ; $(archive)
 $(LIB_GPU):     $(call obj,$(GPU_SRC)) $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(GPU_CU)) ; $(archive)
 $(LIB_CLIENT):  $(call obj,$(CLIENT_SRC))  ; $(archive)
 
-# The shared client library carries everything it needs but libc.
-$(SO_CLIENT): $(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR) \
+# The shared client library carries everything it needs but libc and
+# jansson; --no-undefined: nothing is left for the engine to supply.
+$(SO_CLIENT): $(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) \
 		tools/libwcache/libwcache.map
 	$(call say,LD,$@)
 	$(built)
 	$(Q)$(CC) -shared -o $@ -Wl,-soname,libwcache.so.0 $(ALL_LDFLAGS) \
+		-Wl,--no-undefined \
 		-Wl,--version-script=tools/libwcache/libwcache.map \
-		$(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR) \
+		$(call obj,$(CLIENT_SRC)) $(LIB_GPU) $(LIB_PROTO) \
 		$(SO_LIBS) $(CUDA_LIBS) $(SYS_LIBS)
 
 # The soname's link, so that a program linked with -lwcache runs from here.

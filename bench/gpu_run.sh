@@ -19,6 +19,20 @@
 #   bench/gpu_run.sh handover3 the same after perf17 (context on a thread,
 #                              none on --takeover, overlapped pinning), and
 #                              wcd --sleep-arena keep
+#   bench/gpu_run.sh startup   issue 17's start-up: bench/cuda/startprobe
+#                              (each CUDA step alone, with and without a
+#                              second process holding the driver), wcd's
+#                              spawn-to-ready timeline (--log-level debug),
+#                              the H2D ceiling; then a level-1 sleep after
+#                              two stop-and-reloads, with /proc/vmstat
+#   bench/gpu_run.sh startup2  after the change: first touch of fresh
+#                              memory (startprobe touch), wcd spawn to ready
+#                              against the build before ($WCD_BASE),
+#                              interleaved, with the probe's lower bound in
+#                              the same run; a small staging sweep; the
+#                              sleep after two stop-and-reloads again
+#   bench/gpu_run.sh startup3  the final figures: GPU tests, spawn to ready
+#                              beside its bound, the load's gap to H2D
 set -u
 OUT=${OUT:-/tmp/gpu_out}
 mkdir -p "$OUT"
@@ -185,7 +199,7 @@ spawn_ready() {
 	local m=$1 rd=$2 t0 t1; shift 2
 	rm -rf "$rd"; mkdir -p "$rd"
 	t0=$(date +%s.%N)
-	setsid $BUILD/bin/wcd --model "$m" --device 0 --runtime-dir "$rd" "$@" \
+	setsid ${BUILD_BIN_WCD:-$BUILD/bin/wcd} --model "$m" --device 0 --runtime-dir "$rd" "$@" \
 		>>"$rd/../wcd-$(basename "$rd").log" 2>&1 </dev/null &
 	WCD_PID=$!
 	while ! ls "$rd"/*.ready >/dev/null 2>&1; do
@@ -193,7 +207,7 @@ spawn_ready() {
 		sleep 0.002
 	done
 	t1=$(date +%s.%N)
-	echo "spawn to ready: $(awk "BEGIN{print $t1 - $t0}") s"
+	echo "spawn to ready: $(awk "BEGIN{print $t1 - $t0}") s (spawned at $(date -u -d @$t0 +%H:%M:%S.%3N))"
 }
 
 # Issue 17 on wcgen llama-8b (warm page cache).
@@ -364,6 +378,170 @@ PY2
 		kill $WCD_PID; wait $WCD_PID
 		tail -12 /tmp/who/wcd-rt.log
 	} 2>&1 | tee "$OUT/handover3.log"
+}
+
+# /proc/vmstat counters that a slow first touch of fresh memory shows in.
+vmstat_snap() {
+	grep -E '^(compact_(stall|fail|success)|thp_fault_(alloc|fallback)|pgfault|pgmajfault|thp_collapse_alloc|pgscan_direct|pgsteal_direct|allocstall_normal|allocstall_movable) ' /proc/vmstat | tr '\n' ' '
+	grep -E '^(MemFree|MemAvailable|Cached|AnonHugePages):' /proc/meminfo | tr -s ' \n' '  '; echo
+}
+
+# Issue 17's start-up (and the slow sleep after stop-and-reloads): where the
+# time from spawn to ready goes. Needs $BUILD/bench/startprobe (built by hand:
+# bench/cuda/startprobe.c has the line).
+startup() {
+	local m=/root/m8b rd=/tmp/who/rt uuid hold i
+	export PATH=$PWD/$BUILD/bin:$PATH
+	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	mkdir -p /tmp/who
+	{
+		date -u; nvidia-smi -L
+		nvidia-smi -q | grep -iE 'persistence|driver version|cuda version' | head -4
+		cat /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/mm/transparent_hugepage/defrag
+		nproc; grep -E 'MemTotal' /proc/meminfo
+		[ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null || return 1
+		cat $m/*.safetensors >/dev/null
+		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling'
+		for i in 1 2; do
+			echo "== startprobe, nothing else on the GPU ($i)"
+			SPAWN_NS=$(date +%s%N) $BUILD/bench/startprobe
+		done
+		echo "== startprobe, a second process holding the driver (cuInit only)"
+		$BUILD/bench/startprobe hold >/tmp/who/hold.log 2>&1 &
+		hold=$!
+		for i in $(seq 500); do grep -q holding /tmp/who/hold.log && break; sleep 0.01; done
+		SPAWN_NS=$(date +%s%N) $BUILD/bench/startprobe
+		echo "== wcd spawn to ready, holder still running, 2 times"
+		for i in 1 2; do
+			spawn_ready $m $rd --log-level debug || return 1
+			kill $WCD_PID; wait $WCD_PID
+		done
+		grep -E 'starting|device open|phase|step|ready:' /tmp/who/wcd-rt.log | tail -14
+		kill $hold; wait $hold 2>/dev/null
+		sleep 1
+		echo "== wcd spawn to ready, nothing else on the GPU, 3 times"
+		: >/tmp/who/wcd-rt.log
+		for i in 1 2 3; do
+			spawn_ready $m $rd --log-level debug || return 1
+			grep -E '^(load_seconds)=' $rd/*.ready
+			kill $WCD_PID; wait $WCD_PID
+			sleep 0.5
+		done
+		grep -E 'starting|device open|phase|step|ready:' /tmp/who/wcd-rt.log | tail -42
+		echo "== level-1 sleep after two stop-and-reloads"
+		: >/tmp/who/wcd-rt.log
+		spawn_ready $m $rd --log-level debug || return 1
+		for i in 1 2; do
+			wcctl stop --device $uuid --runtime-dir $rd >/dev/null
+			spawn_ready $m $rd --log-level debug || return 1
+		done
+		for i in 1 2 3; do
+			vmstat_snap
+			wcctl sleep --level 1 --device $uuid --runtime-dir $rd --json
+			vmstat_snap
+			wcctl wake --device $uuid --runtime-dir $rd --json | cut -c1-200
+		done
+		kill $WCD_PID; wait $WCD_PID
+		grep -E 'sleep' /tmp/who/wcd-rt.log | tail -40
+	} 2>&1 | tee "$OUT/startup.log"
+}
+
+startup2() {
+	local m=/root/m8b rd=/tmp/who/rt uuid hold i cfg base=${WCD_BASE:-$BUILD/bin/wcd.base}
+	export PATH=$PWD/$BUILD/bin:$PATH
+	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	mkdir -p /tmp/who
+	{
+		date -u; nvidia-smi -L
+		lscpu | grep -iE 'hypervisor|virtualization type' ; ls /sys/class/iommu 2>&1 | head -3
+		grep -E 'MemTotal|MemFree' /proc/meminfo
+		[ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null || return 1
+		cat $m/*.safetensors >/dev/null
+		echo "== first touch of fresh memory, 16 GiB, three rounds"
+		vmstat_snap
+		$BUILD/bench/startprobe touch 16
+		vmstat_snap
+		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling'
+		echo "== startprobe, nothing else on the GPU"
+		SPAWN_NS=$(date +%s%N) $BUILD/bench/startprobe
+		echo "== spawn to ready, before ($base) and after, interleaved"
+		: >/tmp/who/wcd-rt.log
+		for i in 1 2 3 4; do
+			echo "-- before"
+			BUILD_BIN_WCD=$base spawn_ready $m $rd --log-level debug || return 1
+			kill $WCD_PID; wait $WCD_PID; sleep 0.3
+			echo "-- after"
+			spawn_ready $m $rd --log-level debug || return 1
+			grep -E '^(load_seconds)=' $rd/*.ready
+			kill $WCD_PID; wait $WCD_PID; sleep 0.3
+		done
+		grep -E 'starting|device open|phase (parse|read)|step|ready:' /tmp/who/wcd-rt.log | tail -24
+		echo "== after, with a second process holding the driver (cuInit only)"
+		$BUILD/bench/startprobe hold >/tmp/who/hold.log 2>&1 &
+		hold=$!
+		for i in $(seq 500); do grep -q holding /tmp/who/hold.log && break; sleep 0.01; done
+		SPAWN_NS=$(date +%s%N) $BUILD/bench/startprobe | grep -E 'cuInit|cudaSetDevice|ceiling'
+		for i in 1 2 3; do
+			spawn_ready $m $rd --log-level debug || return 1
+			kill $WCD_PID; wait $WCD_PID; sleep 0.3
+		done
+		grep -E 'starting|device open|step|ready:' /tmp/who/wcd-rt.log | tail -10
+		kill $hold; wait $hold 2>/dev/null
+		echo "== staging sweep (wcbench load, 3 runs each)"
+		for cfg in "" "--slots 16" "--slots 24 --slot-size 4M" "--slots 8 --slot-size 16M --read-part 2M"; do
+			echo "-- ${cfg:-defaults}"
+			wcbench load --model $m --device $uuid -r 3 ${cfg:+-- $cfg} 2>&1 | grep -vE 'copy_|publish_'
+		done
+		echo "== level-1 sleep after two stop-and-reloads (after)"
+		: >/tmp/who/wcd-rt.log
+		spawn_ready $m $rd --log-level debug || return 1
+		for i in 1 2; do
+			wcctl stop --device $uuid --runtime-dir $rd >/dev/null
+			spawn_ready $m $rd --log-level debug || return 1
+		done
+		for i in 1 2; do
+			vmstat_snap
+			wcctl sleep --level 1 --device $uuid --runtime-dir $rd --json | cut -c1-220
+			wcctl wake --device $uuid --runtime-dir $rd --json | cut -c1-200
+		done
+		kill $WCD_PID; wait $WCD_PID
+		grep -E 'sleep: pool' /tmp/who/wcd-rt.log | tail -16
+	} 2>&1 | tee "$OUT/startup2.log"
+	echo "== GPU tests"
+	WC_GPU_MODELS=test/data/reference/llama test/run.sh $BUILD/test/gpu_* 2>&1 | tee "$OUT/tests.log"
+}
+
+# Issue 17, the final figures on the merged build: the GPU tests, spawn to
+# ready beside the probe's lower bound and the H2D ceiling, the load's gap
+# to H2D (page-cache reads alone, --no-hash, a staging sweep).
+startup3() {
+	local m=/root/m8b rd=/tmp/who/rt uuid i cfg
+	export PATH=$PWD/$BUILD/bin:$PATH
+	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	mkdir -p /tmp/who
+	WC_GPU_MODELS=test/data/reference/llama test/run.sh $BUILD/test/gpu_* 2>&1 | tee "$OUT/tests.log"
+	{
+		date -u; nvidia-smi -L
+		[ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null || return 1
+		cat $m/*.safetensors >/dev/null
+		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling'
+		SPAWN_NS=$(date +%s%N) $BUILD/bench/startprobe | grep -E 'spawn|cuInit|cudaSetDevice|ceiling'
+		echo "== spawn to ready, 5 times"
+		: >/tmp/who/wcd-rt.log
+		for i in 1 2 3 4 5; do
+			spawn_ready $m $rd --log-level debug || return 1
+			grep -E '^(load_seconds)=' $rd/*.ready
+			kill $WCD_PID; wait $WCD_PID; sleep 0.3
+		done
+		grep -E 'starting|device open|phase (parse|read)|step|ready:' /tmp/who/wcd-rt.log | tail -12
+		SPAWN_NS=$(date +%s%N) $BUILD/bench/startprobe | grep -E 'spawn|cuInit|cudaSetDevice|ceiling'
+		echo "== the load's gap to H2D"
+		$BUILD/bench/gpu_dread --buffered --qd 32 --chunk 4 $m/*.safetensors
+		for cfg in "" "--no-hash" "--slots 16" "--slots 8" "--slots 24 --slot-size 4M" "--slots 8 --slot-size 16M --read-part 2M"; do
+			echo "-- ${cfg:-defaults}"
+			wcbench load --model $m --device $uuid -r 3 ${cfg:+-- $cfg} 2>&1 | grep -vE 'copy_|publish_'
+		done
+	} 2>&1 | tee "$OUT/startup3.log"
 }
 
 # Starts wcd on $1 in runtime dir $2 (extra options after) and samples its

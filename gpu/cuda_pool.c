@@ -342,10 +342,13 @@ int gpu_cuda_idle(struct gpu_dev *dev, struct gpu_pool *const *pools,
 
 /* Fresh anonymous memory is faulted in (zeroed) page by page inside
  * cudaHostRegister, on one thread: for a level-1 sleep's 16 GiB that was
- * 6 of its 6.2 s on the H200 (bench/RESULTS.md). Staging this large is
- * first touched by up to PREFAULT_THREADS threads, so that the register
- * only pins resident pages. */
-#define PREFAULT_MIN (256ull << 20)
+ * 6 of its 6.2 s on the H200 (bench/RESULTS.md). Staging is first touched
+ * by up to PREFAULT_THREADS threads (one per PREFAULT_PER_THREAD bytes),
+ * before the context is waited for (it may still be in the making, on
+ * GPU_CTX_ASYNC's thread), so that the register only pins resident pages:
+ * for the loader's 96 MiB ring, 3 ms instead of 20-25 ms after the
+ * context. */
+#define PREFAULT_PER_THREAD (8ull << 20)
 #define PREFAULT_THREADS 16
 
 struct prefault { char *p; size_t n; };
@@ -364,17 +367,21 @@ static void prefault(char *p, size_t len)
 	struct prefault f[PREFAULT_THREADS];
 	pthread_t th[PREFAULT_THREADS];
 	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t want = len / PREFAULT_PER_THREAD;
 	int n = cpus < 1 ? 1 : cpus > PREFAULT_THREADS ? PREFAULT_THREADS :
 		(int)cpus, started = 0;
-	size_t per = gpu_align_up((len + (size_t)n - 1) / (size_t)n, HUGE_2M);
+	size_t per;
 
+	if ((size_t)n > want)
+		n = want ? (int)want : 1;
+	per = gpu_align_up((len + (size_t)n - 1) / (size_t)n, HUGE_2M);
 	for (int i = 0; i < n; i++) {
 		size_t off = per * (size_t)i;
 
 		if (off >= len)
 			break;
 		f[i] = (struct prefault){ p + off, len - off < per ? len - off : per };
-		if (pthread_create(&th[i], NULL, prefault_fn, &f[i])) {
+		if (n == 1 || pthread_create(&th[i], NULL, prefault_fn, &f[i])) {
 			prefault_fn(&f[i]);
 			continue;
 		}
@@ -388,7 +395,9 @@ static void prefault(char *p, size_t len)
 /* Anonymous memory (huge pages where the system has them reserved, else
  * transparent huge pages), page-locked with cudaHostRegister so copies DMA
  * straight from it; io_uring can register it as fixed buffers too, which it
- * cannot do with cudaHostAlloc memory (EFAULT). Size rounds up to 2 MiB. */
+ * cannot do with cudaHostAlloc memory (EFAULT). Size rounds up to 2 MiB.
+ * Mapped and faulted in before the device is entered: only the register
+ * waits for the context. */
 int gpu_cuda_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr, char *err)
 {
 	size_t len = gpu_align_up(size, HUGE_2M);
@@ -398,9 +407,6 @@ int gpu_cuda_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr, char *e
 
 	if (size == 0)
 		return wc_errf(err, EINVAL, "staging of 0 bytes was asked for");
-	ret = gpu_cuda_enter(dev, err);
-	if (ret)
-		return ret;
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
 	if (p == MAP_FAILED) {
@@ -412,8 +418,12 @@ int gpu_cuda_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr, char *e
 					     len, strerror(errno));
 		madvise(p, len, MADV_HUGEPAGE);
 	}
-	if (len >= PREFAULT_MIN)
-		prefault(p, len);
+	prefault(p, len);
+	ret = gpu_cuda_enter(dev, err);
+	if (ret) {
+		munmap(p, len);
+		return ret;
+	}
 	e = cudaHostRegister(p, len, cudaHostRegisterDefault);
 	if (e != cudaSuccess) {
 		munmap(p, len);

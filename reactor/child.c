@@ -7,7 +7,8 @@
  * children, the pidfd is polled and the status taken with waitid(P_PIDFD,
  * WNOHANG) -- which for a non-child fails with ECHILD: then the status is
  * read from the zombie's /proc/PID/stat while its parent has not reaped it,
- * else it is unknown (exit_code = term_signal = -1).
+ * else from the pidfd (PIDFD_INFO_EXIT, 6.15+), else it is unknown
+ * (exit_code = term_signal = -1).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -146,8 +147,21 @@ static bool rx_child_collect(struct rx_child *c)
 	memset(&si, 0, sizeof(si));
 	if (waitid((idtype_t)P_PIDFD, (id_t)c->pidfd, &si,
 		   WEXITED | WNOHANG) < 0) {
-		/* ECHILD: not our child; its zombie may still tell */
+		/* ECHILD: not our child; its zombie may still tell, else
+		 * (its parent reaped it first) the pidfd where the kernel
+		 * keeps the status */
+		int status;
+
 		rx_child_zombie_status(c);
+		if (c->exit_code < 0 && c->term_signal < 0 &&
+		    !rx_pidfd_exit_status(c->pidfd, &status)) {
+			if (WIFEXITED(status)) {
+				c->exit_code = WEXITSTATUS(status);
+				c->term_signal = 0;
+			} else if (WIFSIGNALED(status)) {
+				c->term_signal = WTERMSIG(status);
+			}
+		}
 		return true;
 	}
 	if (!si.si_pid)
@@ -354,6 +368,50 @@ int rx_child_kill(struct rx_child *c, int sig)
 	if (c->pidfd < 0)
 		return -EBADF;
 	return rx_pidfd_send_signal(c->pidfd, sig);
+}
+
+/* /proc/PID/stat's field 9, flags: the kernel's PF_EXITING (0x4) is set
+ * at the start of do_exit, before the files are closed. */
+#define RX_PF_EXITING 0x00000004u
+
+bool rx_child_exiting(const struct rx_child *c)
+{
+	struct pollfd p = { .fd = c->pidfd, .events = POLLIN };
+	char path[64], buf[1024], *q;
+	unsigned long flags;
+	int fd, field;
+	ssize_t n;
+
+	if (c->pidfd < 0)
+		return false;
+	if (poll(&p, 1, 0) == 1)
+		return true;    /* exited */
+	if (c->pid <= 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)c->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return poll(&p, 1, 0) == 1;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	q = strrchr(buf, ')');  /* the command may hold spaces and ')' */
+	if (!q || q[1] != ' ')
+		return false;
+	q += 2;                 /* field 3, the state */
+	if (*q == 'Z' || *q == 'X')
+		return pidfd_pid(c->pidfd) == c->pid;
+	for (field = 3; field < 9 && q; field++) {
+		q = strchr(q, ' ');
+		if (q)
+			q++;
+	}
+	if (!q)
+		return false;
+	flags = strtoul(q, NULL, 10);
+	return (flags & RX_PF_EXITING) && pidfd_pid(c->pidfd) == c->pid;
 }
 
 /* Closing the fd under a watch in flight would be safe for the kernel (the

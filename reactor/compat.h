@@ -14,7 +14,9 @@
 #include <linux/sched.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -137,6 +139,35 @@ static inline int rx_pidfd_send_signal(int pidfd, int sig)
 	long ret = syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
 
 	return ret < 0 ? -errno : 0;
+}
+
+/* A reaped process's wait status from its pidfd: PIDFD_GET_INFO with
+ * PIDFD_INFO_EXIT (6.15+; the kernel fills it when the process is reaped,
+ * by whichever parent). The struct is the uapi's first version (64 bytes);
+ * the ioctl takes its size from the command. Returns 0 with *status, or
+ * -errno (-ENOTTY, -EINVAL: an older kernel; -ESRCH: not reaped yet). */
+struct rx_pidfd_info {
+	uint64_t mask;
+	uint64_t cgroupid;
+	uint32_t pid, tgid, ppid, ruid, rgid, euid, egid, suid, sgid;
+	uint32_t fsuid, fsgid;
+	int32_t exit_code;
+};
+#define RX_PIDFD_GET_INFO _IOWR(0xFF, 11, struct rx_pidfd_info)
+#define RX_PIDFD_INFO_EXIT (1ull << 3)
+
+static inline int rx_pidfd_exit_status(int pidfd, int *status)
+{
+	struct rx_pidfd_info info;
+
+	memset(&info, 0, sizeof(info));
+	info.mask = RX_PIDFD_INFO_EXIT;
+	if (ioctl(pidfd, RX_PIDFD_GET_INFO, &info) < 0)
+		return -errno;
+	if (!(info.mask & RX_PIDFD_INFO_EXIT))
+		return -ESRCH;
+	*status = info.exit_code;
+	return 0;
 }
 
 /* The direct-I/O alignment of fd: memory and file offset (STATX_DIOALIGN,

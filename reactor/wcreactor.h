@@ -338,6 +338,13 @@ int rx_child_watch_pidfd(struct rx_loop *loop, struct rx_child *c, int pidfd,
 int rx_child_kill(struct rx_child *c, int sig);
 /* Closes the pidfd; the watch must have finished (or was never started). */
 void rx_child_close(struct rx_child *c);
+/* Whether the watched process has exited or is exiting (the kernel set
+ * PF_EXITING: its exit can no longer be stopped and the pidfd will say so).
+ * A process closes its files before its pidfd becomes readable, so a peer
+ * that dies is seen hanging up first: this tells a death from a hang-up.
+ * Costs a poll and one /proc/PID/stat read; pid reuse is checked through
+ * the pidfd. */
+bool rx_child_exiting(const struct rx_child *c);
 
 /* --- timers ------------------------------------------------------------- */
 

@@ -4,7 +4,7 @@
 # names round-trip (host-N, as status prints it, accepted by every command);
 # --timeout in seconds with decimals; wcctl start names an unwritable
 # runtime directory as the cause; --foreground copies the ranks' log lines
-# to stderr prefixed by rank.
+# to stderr prefixed by rank; --ep-size/--ep-rank are passed to the ranks.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/wcctl_lib.bash"
 [ -x "$BIN/wcd" ] && [ -x "$BIN/wcgen" ] || skip "wcd or wcgen not built"
@@ -83,6 +83,34 @@ if command -v curl >/dev/null; then
 fi
 ctl stop --all >/dev/null 2>&1 || fail "stop --all (metrics)"
 [ -e "$T/host-0.metrics.sock" ] && fail "wcd left its metrics socket"
+
+# --ep-size/--ep-rank reach the ranks (issue 14): tp rank t gets ep rank
+# (R + t) % E, checked as wcd checks it; rank 1 of a tp 2 / ep 2 Mixtral
+# serves only its block of the experts, whole
+"$BIN/wcgen" mixtral-tiny --out "$T/moe" >/dev/null 2>&1 || fail "wcgen mixtral-tiny failed"
+out=$(ctl start --model "$T/moe" --tp-size 4 --backend host --expert-parallel-size 4 --ep-rank 2 --dry-run)
+expect_has "ep dry-run rank 0" "$out" "--tp-rank 0 --pp-size 1 --pp-rank 0 --ep-size 4 --ep-rank 2"
+expect_has "ep dry-run rank 3" "$out" "--tp-rank 3 --pp-size 1 --pp-rank 0 --ep-size 4 --ep-rank 1"
+out=$(ctl start --model "$T/moe" --tp-size 2 --backend host --dry-run)
+expect_no "no ep options without --ep-size" "$out" "--ep-"
+out=$(ctl start --model "$T/moe" --tp-size 2 --backend host --ep-size 2 --dry-run --json)
+expect_eq "ep dry-run --json" "$(jget "$out" '[r["ep_rank"] for r in d["ranks"]]')" "[0, 1]"
+out=$(ctl start --model "$T/moe" --tp-size 2 --backend host --ep-size 2 --ep-rank 2 2>&1); rc=$?
+expect_eq "--ep-rank not below --ep-size" "$rc" 2
+expect_has "--ep-rank not below --ep-size" "$out" "--ep-rank 2 must be below --ep-size 2"
+out=$(ctl start --model "$T/moe" --tp-size 2 --backend host --ep-size 0 2>&1); rc=$?
+expect_eq "--ep-size 0" "$rc" 2
+expect_has "--ep-size 0" "$out" "--ep-size '0' is not a whole number in 1..1024"
+ctl start --model "$T/moe" --tp-size 2 --backend host --ep-size 2 >"$T/ep.out" 2>&1 ||
+	fail "start --ep-size 2: $(cat "$T/ep.out")"
+remember_pids "$T/ep.out"
+m=$(ctl manifest --device host-1)
+expect_has "ep rank 1 serves its experts" "$m" "model.layers.0.block_sparse_moe.experts.2.w1.weight  BF16  [128, 128]"
+expect_no "ep rank 1 serves only its experts" "$m" "block_sparse_moe.experts.0.w1.weight"
+m=$(ctl manifest --device host-0)
+expect_has "ep rank 0 serves its experts" "$m" "model.layers.0.block_sparse_moe.experts.0.w1.weight  BF16  [128, 128]"
+expect_no "ep rank 0 serves only its experts" "$m" "block_sparse_moe.experts.2.w1.weight"
+ctl stop --all >/dev/null 2>&1 || fail "stop --all (ep)"
 
 # --foreground: the ranks' lines reach wcctl's stderr, prefixed by rank
 "$WCCTL" start --runtime-dir "$RUN" --model "$T/model" --tp-size 2 --backend host \

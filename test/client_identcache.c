@@ -5,7 +5,9 @@
  * ranks are other entries; rewriting config.json, adding a file to the
  * model directory, or touching the shard makes it compute again (and the
  * shard's new mtime changes the checkpoint digest); more models than the
- * cache holds evict the least recently used.
+ * cache holds evict the least recently used. The layout counts as the
+ * shards do: a preset rewritten, changed (a new rules hash) or added to the
+ * preset directory, and a --layout file rewritten, each compute again.
  */
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,6 +18,7 @@
 #include "client.h"
 #include "gpu.h"
 #include "identity.h"
+#include "plan.h"
 
 static struct e2e x;
 static struct gpu_dev dev;
@@ -57,6 +60,86 @@ static void rewrite(const char *path)
 	T_CMP_INT(fd, >=, 0);
 	T_EQ_INT(write(fd, buf, (size_t)n), n);
 	close(fd);
+}
+
+static void copy_file(const char *from, const char *to)
+{
+	char buf[65536];
+	ssize_t n;
+	int in = open(from, O_RDONLY), out;
+
+	T_CMP_INT(in, >=, 0);
+	n = read(in, buf, sizeof(buf));
+	close(in);
+	T_CMP_INT(n, >, 0);
+	out = open(to, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+	T_CMP_INT(out, >=, 0);
+	T_EQ_INT(write(out, buf, (size_t)n), n);
+	close(out);
+}
+
+static void append(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_APPEND);
+
+	usleep(20000);
+	T_CMP_INT(fd, >=, 0);
+	T_EQ_INT(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
+/* tp 2 reads the llama preset: from a layout directory of our own. */
+static void layouts(struct wc_expect *w)
+{
+	static uint8_t a[IDENT_ENC_MAX], b[IDENT_ENC_MAX];
+	char dir[128], preset[256], src[4200], file[256];
+	size_t la, lb;
+
+	snprintf(src, sizeof(src), "%s/llama.layout", plan_layout_dir());
+	snprintf(dir, sizeof(dir), "%s/layouts", x.dir);
+	T_OK(mkdir(dir, 0700));
+	snprintf(preset, sizeof(preset), "%s/llama.layout", dir);
+	copy_file(src, preset);
+	T_OK(setenv("WCACHE_LAYOUT_DIR", dir, 1));
+	w->tp_size = 2;
+	w->tp_rank = 1;
+	la = get(w, a, sizeof(a));
+	expect_counts(16, 4);
+	get(w, b, sizeof(b));
+	expect_counts(16, 5);
+
+	/* the preset rewritten with the same bytes: computed again, equal */
+	rewrite(preset);
+	lb = get(w, b, sizeof(b));
+	expect_counts(17, 5);
+	T_ASSERT(la == lb && !memcmp(a, b, la));
+	/* the preset changed: computed again, another rules hash */
+	append(preset, "vocab_pad 128\n");
+	lb = get(w, b, sizeof(b));
+	expect_counts(18, 5);
+	T_ASSERT(la != lb || memcmp(a, b, la));
+	/* a preset added to the directory */
+	snprintf(file, sizeof(file), "%s/other.layout", dir);
+	usleep(20000);
+	T_OK(close(open(file, O_WRONLY | O_CREAT, 0600)));
+	get(w, b, sizeof(b));
+	expect_counts(19, 5);
+	get(w, b, sizeof(b));
+	expect_counts(19, 6);
+
+	/* a layout file instead of the preset: rewritten, computed again */
+	snprintf(file, sizeof(file), "%s/mine.layout", x.dir);
+	copy_file(src, file);
+	w->layout_file = file;
+	la = get(w, a, sizeof(a));
+	expect_counts(20, 6);
+	get(w, b, sizeof(b));
+	expect_counts(20, 7);
+	append(file, "vocab_pad 128\n");
+	lb = get(w, b, sizeof(b));
+	expect_counts(21, 7);
+	T_ASSERT(la != lb || memcmp(a, b, la));
+	w->layout_file = NULL;
 }
 
 int main(void)
@@ -121,7 +204,8 @@ int main(void)
 	w.tp_rank = 0;
 	get(&w, b, sizeof(b));
 	expect_counts(15, 4);
+	layouts(&w);
 	gpu_dev_close(&dev);
-	printf("identity cache: 15 computed, 4 served from the cache\n");
+	printf("identity cache: 21 computed, 7 served from the cache\n");
 	return 0;
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # An engine builds against wcache.h and libwcache.so alone: the header
 # compiles as C99 and C++ with only libc headers, the shared library exports
-# exactly the wc_ API (its insides stay local), and a program linked with
-# -lwcache runs and gets the library's message for a missing daemon.
+# exactly the wc_ API (its insides stay local), needs only libc and jansson
+# (no liburing, no reactor inside), and a program linked with -lwcache runs
+# and gets the library's message for a missing daemon.
 . "$(dirname "$0")/lib.sh"
 so=$WC_TOP/$BUILD/lib/libwcache.so
 [ -f "$so" ] || fail "$so is not built"
@@ -40,6 +41,14 @@ fi
 	fail "$so.0 is not a link to libwcache.so"
 out=$(env -u LD_LIBRARY_PATH "$d/engine" "$d/run" 2>&1) || fail "engine: $out"
 expect_has "engine run" "$out" "api 2 rc -2 code 2: no wcache daemon for host:engine"
+
+# it needs libc and jansson only (plus a sanitizer build's runtimes): no
+# liburing, and no reactor or io_uring code inside
+needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' |
+	grep -Ev '^(libc\.so\.6|ld-linux-x86-64\.so\.2|libjansson\.so\.4|libm\.so\.6|libasan\.so\.[0-9]+|libubsan\.so\.[0-9]+)$')
+[ -z "$needed" ] || fail "libwcache.so needs [$(echo $needed)] beyond libc and jansson: an engine would have to install them"
+inside=$(nm "$so" | awk '$3 ~ /^(rx_|rx__|io_uring_|__io_uring)/ {print $3}' | head -5)
+[ -z "$inside" ] || fail "libwcache.so carries reactor/io_uring code [$(echo $inside)]: the client library uses none of it"
 
 exported=$(nm -D --defined-only "$so" | awk '$2 == "T" || $2 == "D" || $2 == "B" {print $3}' |
 	sed 's/@.*//' | sort -u)

@@ -2,10 +2,12 @@
 /* Children: exit code 3 is reported as code 3, SIGKILL (sent through the
  * pidfd) as signal 9, with IORING_OP_WAITID and with the poll + waitid
  * fallback; a process that is not our child is reported with the status
- * its zombie holds (SIGKILL while its parent has not reaped it), or as
- * exited with unknown status once reaped; an exec failure is returned by rx_spawn; the exit is
+ * its zombie holds (SIGKILL while its parent has not reaped it), or once
+ * its parent reaped it the status the pidfd keeps (6.15+); an exec failure is returned by rx_spawn; the exit is
  * stamped when the loop sees it. */
 #include <errno.h>
+#include <stdio.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -132,6 +134,49 @@ static void run_zombie(struct rx_loop *loop)
 	rx_child_close(&c);
 }
 
+/* Someone else's child, killed and reaped by its parent before our loop
+ * looks: the status comes from the pidfd (PIDFD_INFO_EXIT, 6.15+); an
+ * older kernel leaves it unknown, said here. */
+static void run_reaped(struct rx_loop *loop)
+{
+	struct rx_child c = { 0 };
+	int p[2], st, major = 0, minor = 0;
+	struct utsname u;
+	pid_t mid, gc;
+
+	T_ASSERT(pipe(p) == 0);
+	mid = fork();
+	T_ASSERT(mid >= 0);
+	if (mid == 0) {
+		gc = fork();
+		if (gc == 0) {
+			pause();
+			_exit(0);
+		}
+		if (write(p[1], &gc, sizeof(gc)) != sizeof(gc))
+			_exit(1);
+		waitpid(gc, &st, 0);    /* reaps it as soon as it dies */
+		_exit(0);
+	}
+	T_ASSERT(read(p[0], &gc, sizeof(gc)) == sizeof(gc));
+	done_res = 1;
+	T_OK(rx_child_watch_pid(loop, &c, gc, on_exit_cb));
+	T_OK(rx_child_kill(&c, SIGKILL));
+	T_ASSERT(waitpid(mid, &st, 0) == mid);  /* so gc is reaped */
+	RX_RUN_UNTIL(loop, done_res != 1, 10000);
+	T_EQ_INT(done_res, 0);
+	T_ASSERT(c.exited);
+	if (uname(&u) == 0 && sscanf(u.release, "%d.%d", &major, &minor) == 2 &&
+	    major * 100 + minor < 615 && c.term_signal == -1 && c.exit_code == -1)
+		printf("note: kernel %s has no PIDFD_INFO_EXIT: a reaped stranger's status is unknown\n",
+		       u.release);
+	else
+		T_EQ_INT(c.term_signal, SIGKILL);
+	close(p[0]);
+	close(p[1]);
+	rx_child_close(&c);
+}
+
 int main(void)
 {
 	char *exit3[] = { "sh", "-c", "exit 3", NULL };
@@ -156,6 +201,7 @@ int main(void)
 		run_child(&loop, sleeper, SIGKILL, -1, 9);
 		run_stranger(&loop);
 		run_zombie(&loop);
+		run_reaped(&loop);
 		/* a child starts clean of our blocked and ignored signals */
 		sigemptyset(&term);
 		sigaddset(&term, SIGTERM);

@@ -133,6 +133,33 @@ expect_eq "fused views checked" "$n" 12
 serve nh --no-hash
 expect_has "no-hash log" "$(cat "$W/nh.log")" "phase hash: skipped (--no-hash)"
 
+# The page-cache probe of --direct-io auto (staged path): cachestat(2) and
+# its mincore(2) fallback (WCD_TEST_NO_CACHESTAT=1) both see the model
+# cached after the loads above, and both see it gone once the cache is
+# dropped for the shards (dd iflag=nocache: posix_fadvise DONTNEED; skipped
+# where the file system keeps the pages, as tmpfs does).
+probe() {     # probe NAME [env]: the load's page-cache verdicts
+	env $2 "$BIN/wcd" --model "$W/model" --device "host:$1" --runtime-dir "$RT" \
+		--load-path staged --slots 2 --slot-size 64K --log-level debug \
+		>"$W/$1.log" 2>&1 &
+	local p=$!
+	wait_file "$RT/host-$1.ready" "$p" || { cat "$W/$1.log"; fail "$1: not ready"; }
+	kill -TERM "$p"; wait_exit "$p"
+	grep -c "in the page cache: $3" "$W/$1.log"
+}
+shards=$(ls "$W"/model/*.safetensors | wc -l)
+expect_eq "cachestat: cached" "$(probe pcs "" buffered)" "$shards"
+expect_eq "mincore: cached" "$(probe pcm WCD_TEST_NO_CACHESTAT=1 buffered)" "$shards"
+drop() { for f in "$W"/model/*.safetensors; do dd if="$f" iflag=nocache count=0 status=none; done; }
+drop
+if [ "$(probe pds "" O_DIRECT)" = "$shards" ]; then
+	drop
+	expect_eq "mincore: dropped" "$(probe pdm WCD_TEST_NO_CACHESTAT=1 O_DIRECT)" "$shards"
+else
+	grep "page cache" "$W/pds.log" | head -2
+	echo "the file system kept the pages after dd iflag=nocache: not checked"
+fi
+
 # Usage errors exit 2; start-up errors exit 1 with a reason.
 out=$("$BIN/wcd" --help); expect_eq "--help exit" "$?" 0
 expect_has "--help" "$out" "--load-path direct|staged"

@@ -7,18 +7,24 @@
  * backend. An engine that connects again (a reconnect, a new version after
  * an update, a restarted daemon) gets it from here when nothing it was
  * computed from has changed: the model directory itself (a shard added or
- * removed changes it), config.json, the index, the rules file and every
- * shard must stat the same -- device, inode, size, mtime and ctime (which
- * no one can set back). The directory's files are statted before they are
- * read and the shards after, compared with what was read, so a file that
- * changes meanwhile is never cached as the old one.
+ * removed changes it), config.json, the index, the rules file, the layout
+ * file, and without a layout file the preset directory (plan_layout_dir,
+ * also in the key: a preset added or removed changes it) and each of its
+ * .layout files, and every shard must stat the same -- device, inode,
+ * size, mtime and ctime (which no one can set back). Those files are
+ * statted before they are read and the shards after, compared with what
+ * was read, so a file that changes meanwhile is never cached as the old
+ * one. A lookup costs one stat per file (about 1 us each; 8 presets).
  *
  * Bounds: WC_IDC_ENTRIES models (the least recently used is replaced),
- * WC_IDC_FILES_MAX files each (a larger model is not cached). One mutex;
+ * WC_IDC_FILES_MAX files each (a larger model is not cached),
+ * WC_IDC_PRESETS_MAX preset files (as plan_rules_preset reads). One mutex;
  * identities are built outside it.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,10 +33,11 @@
 #include "client.h"
 #include "identity.h"
 #include "model.h"
+#include "plan.h"
 
 #define WC_IDC_ENTRIES 8
 #define WC_IDC_FILES_MAX 4096
-#define WC_IDC_FIXED 4            /* dir, config.json, index, rules file */
+#define WC_IDC_PRESETS_MAX 256    /* plan_rules_preset reads at most this */
 
 struct idc_stat {
 	bool exists;
@@ -118,27 +125,84 @@ void wc__shards_note(struct wc__shard_seen *s, const struct model *m)
 	s->complete = true;
 }
 
-/* The fixed files' paths: the directory, its config.json and index, the
- * rules file ("" when none). */
-static int fixed_paths(const struct wc_expect *x, char out[WC_IDC_FIXED][WC_PATH_LEN])
+/* Appends path (printf-style) to the list of files statted before the
+ * build, and stats it now: a directory before it is listed. false: out of
+ * memory, too long, or past WC_IDC_FILES_MAX. */
+static bool pre_add(struct idc_entry *pre, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static bool pre_add(struct idc_entry *pre, const char *fmt, ...)
 {
-	if ((size_t)snprintf(out[0], WC_PATH_LEN, "%s", x->model_dir) >= WC_PATH_LEN ||
-	    (size_t)snprintf(out[1], WC_PATH_LEN, "%s/config.json", x->model_dir) >= WC_PATH_LEN ||
-	    (size_t)snprintf(out[2], WC_PATH_LEN, "%s/model.safetensors.index.json",
-			     x->model_dir) >= WC_PATH_LEN ||
-	    (size_t)snprintf(out[3], WC_PATH_LEN, "%s",
-			     x->rules_file ? x->rules_file : "") >= WC_PATH_LEN)
-		return -ENAMETOOLONG;
-	return 0;
+	struct idc_file *f;
+	va_list ap;
+	int n;
+
+	if (pre->n >= WC_IDC_FILES_MAX)
+		return false;
+	f = realloc(pre->f, (pre->n + 1) * sizeof(*f));
+	if (!f)
+		return false;
+	pre->f = f;
+	f = &pre->f[pre->n];
+	va_start(ap, fmt);
+	n = vasprintf(&f->path, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return false;
+	if (n >= WC_PATH_LEN) {
+		free(f->path);
+		return false;
+	}
+	stat_of(f->path, &f->st);
+	pre->n++;
+	return true;
 }
 
-static char *make_key(const struct wc_expect *x, const struct gpu_dev *dev)
+/* The files the identity is read from before the shards, each statted
+ * here: the directory, its config.json and index, the rules file, and the
+ * layout file or else the preset directory and its .layout files (what
+ * plan_rules_preset may read). false: not cacheable. */
+static bool pre_files(struct idc_entry *pre, const struct wc_expect *x,
+		      const char *preset_dir)
+{
+	struct dirent *de;
+	unsigned npresets = 0;
+	DIR *dp;
+
+	if (!pre_add(pre, "%s", x->model_dir) ||
+	    !pre_add(pre, "%s/config.json", x->model_dir) ||
+	    !pre_add(pre, "%s/model.safetensors.index.json", x->model_dir) ||
+	    (x->rules_file && !pre_add(pre, "%s", x->rules_file)))
+		return false;
+	if (x->layout_file)
+		return pre_add(pre, "%s", x->layout_file);
+	if (!pre_add(pre, "%s", preset_dir))
+		return false;
+	dp = opendir(preset_dir);
+	while (dp && (de = readdir(dp))) {
+		size_t l = strlen(de->d_name);
+
+		if (l <= 7 || strcmp(de->d_name + l - 7, ".layout"))
+			continue;
+		if (++npresets > WC_IDC_PRESETS_MAX ||
+		    !pre_add(pre, "%s/%s", preset_dir, de->d_name)) {
+			closedir(dp);
+			return false;
+		}
+	}
+	if (dp)
+		closedir(dp);
+	return true;
+}
+
+static char *make_key(const struct wc_expect *x, const struct gpu_dev *dev,
+		      const char *preset_dir)
 {
 	char *k = NULL;
 
-	if (asprintf(&k, "%s\n%s\n%s\n%d/%d %d/%d %d/%d %d\n%s %d.%d",
+	if (asprintf(&k, "%s\n%s\n%s\n%s\n%d/%d %d/%d %d/%d %d\n%s %d.%d",
 		     x->model_dir, x->rules_file ? x->rules_file : "",
 		     x->layout_file ? x->layout_file : "",
+		     x->layout_file ? "" : preset_dir,
 		     x->tp_rank, x->tp_size ? x->tp_size : 1,
 		     x->pp_rank, x->pp_size ? x->pp_size : 1,
 		     x->ep_rank, x->ep_size ? x->ep_size : 1, x->vocab_pad,
@@ -171,24 +235,20 @@ static struct idc_entry *lookup(const char *key)
 	return NULL;
 }
 
-/* Builds the entry's file list: the fixed files as statted before the
- * build, then each shard if it still is what was read. false: not cacheable. */
-static bool note_files(struct idc_entry *e, char fixed[WC_IDC_FIXED][WC_PATH_LEN],
-		       const struct idc_stat before[WC_IDC_FIXED],
+/* Builds the entry's file list: the files in pre as statted before the
+ * build (moved from pre), then each shard if it still is what was read.
+ * false: not cacheable. */
+static bool note_files(struct idc_entry *e, struct idc_entry *pre,
 		       const struct wc__shard_seen *s)
 {
-	unsigned nf = fixed[3][0] ? WC_IDC_FIXED : WC_IDC_FIXED - 1;
-
-	if (!s->complete || s->single_file || s->n > WC_IDC_FILES_MAX - WC_IDC_FIXED)
+	if (!s->complete || s->single_file || s->n > WC_IDC_FILES_MAX - pre->n)
 		return false;
-	e->f = calloc(nf + s->n, sizeof(*e->f));
+	e->f = calloc(pre->n + s->n, sizeof(*e->f));
 	if (!e->f)
 		return false;
-	for (unsigned i = 0; i < nf; i++) {
-		e->f[e->n].path = strdup(fixed[i]);
-		e->f[e->n].st = before[i];
-		if (!e->f[e->n++].path)
-			return false;
+	for (unsigned i = 0; i < pre->n; i++) {
+		e->f[e->n++] = pre->f[i];
+		pre->f[i].path = NULL;
 	}
 	for (unsigned i = 0; i < s->n; i++) {
 		struct idc_stat st;
@@ -208,15 +268,19 @@ static bool note_files(struct idc_entry *e, char fixed[WC_IDC_FIXED][WC_PATH_LEN
 int wc__ident_get(struct ident *id, const struct wc_expect *x,
 		  const struct gpu_dev *dev, struct wc_error *err)
 {
-	char fixed[WC_IDC_FIXED][WC_PATH_LEN];
-	struct idc_stat before[WC_IDC_FIXED];
 	struct wc__shard_seen seen = { 0 };
-	struct idc_entry ne = { 0 }, *e;
-	char *key;
+	struct idc_entry ne = { 0 }, pre = { 0 }, *e;
+	char *key, *preset_dir;
+	bool cacheable;
 	int ret;
 
-	if (!x->model_dir || fixed_paths(x, fixed) || !(key = make_key(x, dev)))
+	if (!x->model_dir || !(preset_dir = strdup(plan_layout_dir())))
 		return wc__ident_build(id, x, dev, NULL, err);
+	key = make_key(x, dev, preset_dir);
+	if (!key) {
+		free(preset_dir);
+		return wc__ident_build(id, x, dev, NULL, err);
+	}
 	pthread_mutex_lock(&idc_mu);
 	e = lookup(key);
 	if (e) {
@@ -224,15 +288,15 @@ int wc__ident_get(struct ident *id, const struct wc_expect *x,
 		e->tick = ++idc_tick;
 		idc_hits++;
 		pthread_mutex_unlock(&idc_mu);
+		free(preset_dir);
 		free(key);
 		return 0;
 	}
 	pthread_mutex_unlock(&idc_mu);
 
-	for (unsigned i = 0; i < WC_IDC_FIXED; i++)
-		stat_of(fixed[i], &before[i]);
+	cacheable = pre_files(&pre, x, preset_dir);
 	ret = wc__ident_build(id, x, dev, &seen, err);
-	if (!ret && note_files(&ne, fixed, before, &seen)) {
+	if (!ret && cacheable && note_files(&ne, &pre, &seen)) {
 		unsigned victim = 0;
 
 		ne.key = key;
@@ -257,8 +321,10 @@ int wc__ident_get(struct ident *id, const struct wc_expect *x,
 	if (!ret)
 		idc_built++;
 	pthread_mutex_unlock(&idc_mu);
+	entry_free(&pre);
 	entry_free(&ne);
 	seen_free(&seen);
+	free(preset_dir);
 	free(key);
 	return ret;
 }

@@ -397,8 +397,16 @@ const char *launch_wcd_path(const struct launch_opts *o, char *buf,
 	return access(buf, X_OK) ? NULL : buf;
 }
 
+int launch_ep_rank(const struct launch_opts *o, const struct rank *r)
+{
+	return (o->ep_rank + r->lr.tp_rank) % o->ep_size;
+}
+
+/* --ep-size/--ep-rank go out only with expert parallelism (ep size > 1),
+ * so a plain start's command lines stay as they were. */
 int launch_argv(const struct launch *l, const struct rank *r,
-		const char *wcd, char *argv[LAUNCH_ARGV_MAX], char num[4][16])
+		const char *wcd, char *argv[LAUNCH_ARGV_MAX],
+		char num[LAUNCH_NUMS][16])
 {
 	const struct launch_opts *o = l->o;
 	int a = 0;
@@ -424,6 +432,14 @@ int launch_argv(const struct launch *l, const struct rank *r,
 	argv[a++] = num[2];
 	argv[a++] = "--pp-rank";
 	argv[a++] = num[3];
+	if (o->ep_size > 1) {
+		snprintf(num[4], sizeof(num[4]), "%d", o->ep_size);
+		snprintf(num[5], sizeof(num[5]), "%d", launch_ep_rank(o, r));
+		argv[a++] = "--ep-size";
+		argv[a++] = num[4];
+		argv[a++] = "--ep-rank";
+		argv[a++] = num[5];
+	}
 	if (o->force)
 		argv[a++] = "--force";
 	if (r->metrics[0]) {
@@ -442,7 +458,7 @@ int launch_argv(const struct launch *l, const struct rank *r,
 static int rank_spawn(struct launch *l, struct rank *r, const char *wcd)
 {
 	const struct launch_opts *o = l->o;
-	char num[4][16], *argv[LAUNCH_ARGV_MAX];
+	char num[LAUNCH_NUMS][16], *argv[LAUNCH_ARGV_MAX];
 	struct rx_spawn_opts so = { 0 };
 	int wfd, ret;
 	struct stat st;

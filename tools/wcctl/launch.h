@@ -32,6 +32,7 @@ struct launch_opts {
 	bool foreground, force, keep_logs;
 	bool dry_run, json;       /* --dry-run, --json */
 	const char *metrics_listen; /* --metrics-listen: rank k gets port + k */
+	int ep_size, ep_rank;     /* --ep-size, --ep-rank (1, 0: no EP) */
 	char **wcd_args;
 	int wcd_nargs;
 };
@@ -84,10 +85,13 @@ struct launch {
 int launch_run(struct launch *l);
 /* The wcd command line of rank r into argv (NULL-terminated; at most
  * LAUNCH_ARGV_MAX entries); num holds its numbers. Returns the count. */
-#define LAUNCH_ARGV_MAX (20 + LAUNCH_WCD_ARGS_MAX)
+#define LAUNCH_ARGV_MAX (24 + LAUNCH_WCD_ARGS_MAX)
+#define LAUNCH_NUMS 6
 int launch_argv(const struct launch *l, const struct rank *r,
 		const char *wcd, char *argv[LAUNCH_ARGV_MAX],
-		char num[4][16]);
+		char num[LAUNCH_NUMS][16]);
+/* Rank r's expert-parallel rank: (--ep-rank + tp_rank) % --ep-size. */
+int launch_ep_rank(const struct launch_opts *o, const struct rank *r);
 const char *launch_wcd_path(const struct launch_opts *o, char *buf,
 			    size_t len);
 

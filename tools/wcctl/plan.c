@@ -42,7 +42,7 @@ static void print_argv(char **argv)
 static json_t *plan_rank_json(const struct launch *l, const struct rank *r,
 			      const char *wcd)
 {
-	char num[4][16], *argv[LAUNCH_ARGV_MAX];
+	char num[LAUNCH_NUMS][16], *argv[LAUNCH_ARGV_MAX];
 	json_t *a = json_array(), *o;
 	int n = launch_argv(l, r, wcd, argv, num);
 
@@ -52,6 +52,9 @@ static json_t *plan_rank_json(const struct launch *l, const struct rank *r,
 		      "tp_rank", r->lr.tp_rank, "global_rank",
 		      r->lr.global_rank, "gpu", r->lr.gpu, "device",
 		      r->device);
+	if (l->o->ep_size > 1)
+		json_object_set_new(o, "ep_rank",
+				    json_integer(launch_ep_rank(l->o, r)));
 	if (r->metrics[0])
 		json_object_set_new(o, "metrics_listen", json_string(r->metrics));
 	if (r->paths.log[0]) {
@@ -110,7 +113,7 @@ void launch_print_plan(const struct launch *l)
 	}
 	printf("commands:\n");
 	for (int i = 0; i < l->n; i++) {
-		char num[4][16], *argv[LAUNCH_ARGV_MAX];
+		char num[LAUNCH_NUMS][16], *argv[LAUNCH_ARGV_MAX];
 
 		launch_argv(l, &l->ranks[i], wcd, argv, num);
 		fputs("  ", stdout);

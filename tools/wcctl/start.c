@@ -15,12 +15,14 @@
 #include "gpus.h"
 #include "launch.h"
 #include "log.h"
+#include "plan.h"
 #include "wcctl.h"
 
 static void start_usage(FILE *f)
 {
 	fprintf(f,
 "usage: wcctl start --model DIR --tp-size T [--pp-size P]\n"
+"                   [--ep-size E [--ep-rank R]]\n"
 "                   [--nnodes N --node-rank R] [--base-gpu-id B --gpu-id-step S]\n"
 "                   [--backend cuda|host] [--device-prefix STR] [--num-gpus N]\n"
 "                   [--runtime-dir DIR] [--timeout SEC] [--grace SEC]\n"
@@ -42,6 +44,13 @@ static void start_usage(FILE *f)
 "                       --tensor-parallel-size, or --tp, as in SGLang)\n"
 "  --pp-size P          pipeline-parallel size (default 1; also\n"
 "                       --pipeline-parallel-size)\n"
+"  --ep-size E          expert parallelism (wcd --ep-size E): each rank holds\n"
+"                       a block of the routed experts, whole (default 1: all\n"
+"                       experts, split by tp; also --expert-parallel-size)\n"
+"  --ep-rank R          the ep rank of tp rank 0 (default 0, below E): tp rank\n"
+"                       t gets wcd --ep-rank (R + t) %% E; E = T gives ep rank =\n"
+"                       tp rank (vLLM's --enable-expert-parallel), and data-\n"
+"                       parallel replica d of T ranks each takes R = d * T\n"
 "  --nnodes N           nodes in the job (default 1)\n"
 "  --node-rank R        this node (default 0)\n"
 "  --base-gpu-id B      first local GPU (default 0)\n"
@@ -78,7 +87,7 @@ static void start_usage(FILE *f)
 "Examples:\n"
 "  wcctl start --model /models/llama --tp-size 8\n"
 "  wcctl start --model-path M --tp 8 --pp-size 2 --nnodes 2 --node-rank 1 --dry-run\n"
-"  wcctl start --model M --tp-size 4 --backend host --timeout 60 -- --log-format json\n"
+"  wcctl start --model M --tp-size 4 --ep-size 4 --backend host -- --log-format json\n"
 "\n"
 "Exit status: 0 all ready (or, with --foreground, stopped on request);\n"
 "1 a daemon failed, did not become ready in time, or could not be started\n"
@@ -123,7 +132,7 @@ enum {
 	OPT_MODEL = 256, OPT_TP, OPT_PP, OPT_NNODES, OPT_NODE_RANK, OPT_BASE,
 	OPT_STEP, OPT_BACKEND, OPT_PREFIX, OPT_NUM_GPUS, OPT_RUNDIR,
 	OPT_TIMEOUT, OPT_GRACE, OPT_FG, OPT_FORCE, OPT_KEEP_LOGS, OPT_WCD,
-	OPT_DRY_RUN, OPT_JSON, OPT_METRICS,
+	OPT_DRY_RUN, OPT_JSON, OPT_METRICS, OPT_EP, OPT_EP_RANK,
 };
 
 static const struct option start_longopts[] = {
@@ -133,6 +142,9 @@ static const struct option start_longopts[] = {
 	{ "tensor-parallel-size", required_argument, NULL, OPT_TP },
 	{ "pp-size", required_argument, NULL, OPT_PP },
 	{ "pipeline-parallel-size", required_argument, NULL, OPT_PP },
+	{ "ep-size", required_argument, NULL, OPT_EP },
+	{ "expert-parallel-size", required_argument, NULL, OPT_EP },
+	{ "ep-rank", required_argument, NULL, OPT_EP_RANK },
 	{ "nnodes", required_argument, NULL, OPT_NNODES },
 	{ "node-rank", required_argument, NULL, OPT_NODE_RANK },
 	{ "base-gpu-id", required_argument, NULL, OPT_BASE },
@@ -167,6 +179,7 @@ static int start_parse(int argc, char **argv, struct launch_opts *o)
 		.lp = { .tp = 0, .pp = 1, .nnodes = 1, .node_rank = 0,
 			.base_gpu = 0, .gpu_step = 1, .num_gpus = -1 },
 		.timeout_s = 600, .grace_s = 10, .device_prefix = "",
+		.ep_size = 1, .ep_rank = 0,
 	};
 	optind = 1;
 	while (!bad && (c = getopt_long(argc, argv, "+h", start_longopts,
@@ -175,6 +188,8 @@ static int start_parse(int argc, char **argv, struct launch_opts *o)
 		case OPT_MODEL: o->model = optarg; break;
 		case OPT_TP: bad = parse_int_opt("--tp-size", optarg, 1, big, &o->lp.tp); break;
 		case OPT_PP: bad = parse_int_opt("--pp-size", optarg, 1, big, &o->lp.pp); break;
+		case OPT_EP: bad = parse_int_opt("--ep-size", optarg, 1, PLAN_EP_MAX, &o->ep_size); break;
+		case OPT_EP_RANK: bad = parse_int_opt("--ep-rank", optarg, 0, PLAN_EP_MAX - 1, &o->ep_rank); break;
 		case OPT_NNODES: bad = parse_int_opt("--nnodes", optarg, 1, big, &o->lp.nnodes); break;
 		case OPT_NODE_RANK: bad = parse_int_opt("--node-rank", optarg, 0, big, &o->lp.node_rank); break;
 		case OPT_BASE: bad = parse_int_opt("--base-gpu-id", optarg, 0, 1 << 20, &o->lp.base_gpu); break;
@@ -226,6 +241,13 @@ static int start_parse(int argc, char **argv, struct launch_opts *o)
 	}
 	if (!o->model || !o->lp.tp) {
 		fprintf(stderr, "wcctl start: --model DIR and --tp-size T are required\n");
+		goto out_usage;
+	}
+	/* wcd's rule (--ep-rank below --ep-size), said here once instead of
+	 * by every rank's log */
+	if (o->ep_rank >= o->ep_size) {
+		fprintf(stderr, "wcctl start: --ep-rank %d must be below --ep-size %d; give --ep-size larger than %d or a smaller --ep-rank\n",
+			o->ep_rank, o->ep_size, o->ep_rank);
 		goto out_usage;
 	}
 	if (!o->host && *o->device_prefix) {

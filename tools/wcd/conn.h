@@ -62,6 +62,7 @@ struct wcd_client {
 	bool watching;
 	bool hello_ok;
 	bool closing;
+	const char *why;              /* the first close's cause (static) */
 	unsigned nleases;
 	struct lease leases[WCD_LEASES_PER_CLIENT];
 	uint64_t requests;

@@ -52,23 +52,29 @@ static double secs(uint64_t ns)
 
 /* --- the requester's reply ----------------------------------------------- */
 
+void life_reply_frame(struct wcd_client *c, unsigned type, uint64_t id,
+		      const struct wire_life_reply *r)
+{
+	struct wire_put w;
+
+	wire_put_init(&w);
+	wire_frame_begin(&w, type, WIRE_F_REPLY, id);
+	wire_life_reply_put(&w, r);
+	reply_frame(c, id, &w, NULL, 0);
+}
+
 void life_reply(struct wcd *d, unsigned type, const struct wire_life_reply *r)
 {
 	struct wcd_life *L = &d->life;
 	struct wcd_client *c;
-	struct wire_put w;
 	uint64_t id;
 
 	snprintf(L->last, sizeof(L->last), "%s", r->msg);
 	metrics_life(&d->m, type == WIRE_WAKE ? METRICS_WAKE : METRICS_UPDATE,
 		     true, r->ns + r->verify_ns, r->bytes);
 	c = waiter_take(d, &L->who, &id);
-	if (!c)
-		return;
-	wire_put_init(&w);
-	wire_frame_begin(&w, type, WIRE_F_REPLY, id);
-	wire_life_reply_put(&w, r);
-	reply_frame(c, id, &w, NULL, 0);
+	if (c)
+		life_reply_frame(c, type, id, r);
 }
 
 void life_fail(struct wcd *d, uint32_t code, const char *fmt, ...)

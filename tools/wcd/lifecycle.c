@@ -85,14 +85,17 @@ struct arena_job {
 	int ret;
 	bool started;
 	pthread_t th;
+	uint64_t ns;              /* the allocation's own time */
 	char err[WC_ERR_LEN];
 };
 
 static void *arena_job_fn(void *arg)
 {
 	struct arena_job *j = arg;
+	uint64_t t = rx_now_ns();
 
 	j->ret = j->dev->be->staging_alloc(j->dev, j->len, &j->p, j->err);
+	j->ns = rx_now_ns() - t;
 	return NULL;
 }
 
@@ -136,7 +139,7 @@ static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
 	const struct gpu_backend *be = d->dev.be;
 	struct wcd_life *L = &d->life;
 	struct arena_job job = { 0 };
-	uint64_t need = 0, have;
+	uint64_t need = 0, have, job_ns = 0;
 	uint32_t next;
 	int ret = 0;
 
@@ -159,7 +162,7 @@ static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
 	if (!*reused && next < v->npools)
 		arena_job_start(&job, &d->dev, v->pools[next].size);
 	for (uint32_t i = 0; i < v->npools; i++) {
-		uint64_t len = v->pools[i].size;
+		uint64_t len = v->pools[i].size, tw = rx_now_ns(), tc;
 
 		if (!len)
 			continue;
@@ -170,6 +173,7 @@ static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
 				return wc_errf(err, -ret, "%s", job.err);
 			L->host[i] = job.p;
 			L->host_len[i] = len;
+			job_ns = job.ns;
 			for (next = i + 1; next < v->npools &&
 			     !v->pools[next].size; next++)
 				;
@@ -177,8 +181,13 @@ static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
 				arena_job_start(&job, &d->dev,
 						v->pools[next].size);
 		}
+		tc = rx_now_ns();
 		ret = be->copy_from_pool(&d->dev, &v->pools[i], 0, L->host[i],
 					 len);
+		log_debug("sleep: pool %u (%" PRIu64 " bytes): host buffer allocated in %.3f s (%.3f s of it waited for), copied in %.3f s",
+			  i, len, *reused ? 0.0 : (double)job_ns / 1e9,
+			  (double)(tc - tw) / 1e9,
+			  (double)(rx_now_ns() - tc) / 1e9);
 		if (ret) {
 			wc_errf(err, -ret,
 				"copying pool %u (%" PRIu64 " bytes) to host memory failed: %s",
@@ -281,14 +290,7 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 			 released, d->dev.name, v->number, d->o.model);
 	log_info("%s", r.msg);
 	snprintf(L->last, sizeof(L->last), "%s", r.msg);
-	{
-		struct wire_put w;
-
-		wire_put_init(&w);
-		wire_frame_begin(&w, WIRE_SLEEP, WIRE_F_REPLY, id);
-		wire_life_reply_put(&w, &r);
-		reply_frame(c, id, &w, NULL, 0);
-	}
+	life_reply_frame(c, WIRE_SLEEP, id, &r);
 }
 
 /* Queues a job (WIRE_WAKE or WIRE_UPDATE) and stops the loop so that

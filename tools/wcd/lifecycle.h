@@ -55,6 +55,11 @@ void life_free(struct wcd *d);
 
 /* --- life_job.c ------------------------------------------------------------ */
 
+/* The OK reply of a lifecycle request: r in a reply frame of type to
+ * request id of c (SLEEP answers at once, WAKE and UPDATE when the job
+ * ends: one builder for both). */
+void life_reply_frame(struct wcd_client *c, unsigned type, uint64_t id,
+		      const struct wire_life_reply *r);
 /* Answers the queued job's requester (if still there). */
 void life_reply(struct wcd *d, unsigned type, const struct wire_life_reply *r);
 void life_fail(struct wcd *d, uint32_t code, const char *fmt, ...)

@@ -41,6 +41,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "err.h"
@@ -55,6 +56,15 @@ static double secs(uint64_t ns)
 static double gbps(uint64_t bytes, uint64_t ns)
 {
 	return ns ? (double)bytes / (double)ns : 0.0;   /* bytes/ns = GB/s */
+}
+
+/* Start-up timeline at debug level: what took how long since *t. */
+static void step_done(const char *what, uint64_t *t)
+{
+	uint64_t n = rx_now_ns();
+
+	log_debug("load step: %s in %.3f s", what, secs(n - *t));
+	*t = n;
 }
 
 /* --- prepare ---------------------------------------------------------------- */
@@ -522,17 +532,36 @@ static int zero_padding(struct wcd *d, struct wcd_version *v, char *err)
 
 /* --- run ------------------------------------------------------------------ */
 
-/* Fraction (0..1) of the file's pages in the page cache, or -1. */
+#ifndef __NR_cachestat
+#define __NR_cachestat 451        /* the same on every architecture */
+#endif
+
+struct ld_cachestat_range { uint64_t off, len; };
+struct ld_cachestat {
+	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted,
+		 nr_recently_evicted;
+};
+
+/* Fraction (0..1) of the file's pages in the page cache, or -1: with
+ * cachestat(2) (Linux 6.5), which walks the cache's folios, else with
+ * mincore(2) over a mapping of the file, one lookup per page (0.11-0.16 s
+ * for a 16 GB model on the H200's host, bench/RESULTS.md). */
 static double cached_fraction(int fd, uint64_t size)
 {
 	long page = sysconf(_SC_PAGESIZE);
 	size_t pages = (size_t)((size + (uint64_t)page - 1) / (uint64_t)page);
+	struct ld_cachestat_range r = { 0, size };
+	struct ld_cachestat cs;
 	unsigned char *vec;
 	size_t in = 0;
 	void *p;
 
 	if (!size)
 		return 1.0;
+	if (!getenv("WCD_TEST_NO_CACHESTAT") &&
+	    syscall(__NR_cachestat, fd, &r, &cs, 0) == 0)
+		return cs.nr_cache >= pages ? 1.0 :
+		       (double)cs.nr_cache / (double)pages;
 	p = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		return -1;
@@ -585,6 +614,8 @@ static int open_shards(struct ld *L, bool want_direct, char *err)
 					  sh->path, cached * 100);
 				continue;
 			}
+			log_debug("%s is %.0f%% in the page cache: O_DIRECT reads where the file system takes them",
+				  sh->path, cached < 0 ? 0.0 : cached * 100);
 		}
 		L->dfd[i] = open(sh->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC |
 				 O_DIRECT);
@@ -624,7 +655,8 @@ int load_pools_alloc(struct wcd *d, struct wcd_version *v, char *err)
 static int create_pools(struct wcd *d, struct wcd_version *v, char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
-	uint64_t free_b = 0, total_b = 0, need = 0;
+	uint64_t free_b = 0, total_b = 0, need = 0, t = rx_now_ns();
+	int ret;
 
 	for (uint32_t i = 0; i < v->plan.npools; i++)
 		need += gpu_align_up(v->plan.pool_size[i], d->dev.granularity);
@@ -633,13 +665,16 @@ static int create_pools(struct wcd *d, struct wcd_version *v, char *err)
 		return wc_errf(err, ENOMEM,
 			       "the model needs %" PRIu64 " bytes on device %s but only %" PRIu64 " of %" PRIu64 " are free: free memory or use more tensor-parallel ranks",
 			       need, d->dev.name, free_b, total_b);
-	return load_pools_alloc(d, v, err);
+	step_done("device memory queried (the context, if still being made)", &t);
+	ret = load_pools_alloc(d, v, err);
+	step_done("pools created", &t);
+	return ret;
 }
 
 int load_run(struct wcd *d, struct wcd_version *v, char *err)
 {
 	struct ld *L;
-	uint64_t t0, t_read;
+	uint64_t t0, t_read, ts;
 	uint32_t ndirect = 0;
 	unsigned threads;
 	bool staged;
@@ -647,11 +682,7 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 
 	/* drives the loop itself: never from a callback (wcreactor.h) */
 	WC_ASSERT(!rx_loop_in_callback(&d->loop));
-	ret = create_pools(d, v, err);
-	if (!ret)
-		ret = zero_padding(d, v, err);
-	if (ret)
-		return ret;
+	ts = rx_now_ns();
 	v->hash = calloc(v->plan.ntensors ? v->plan.ntensors : 1,
 			 sizeof(*v->hash));
 	L = calloc(1, sizeof(*L));
@@ -668,8 +699,9 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	L->v = v;
 	L->be = d->dev.be;
 	L->total = v->plan.read_bytes;
+	/* only host pools have a CPU mapping (gpu.h: host_ptr) */
 	staged = d->o.load_path == WCD_LOAD_STAGED ||
-		 (v->npools && !v->pools[0].host_ptr);
+		 (v->plan.npools && d->dev.be != &gpu_host_backend);
 	if (d->o.load_path == WCD_LOAD_DIRECT && staged) {
 		ret = wc_errf(err, EINVAL,
 			      "--load-path direct needs pools with a CPU mapping, and device %s has none: use --load-path staged",
@@ -683,17 +715,29 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 			      d->dev.name);
 		goto out_free;
 	}
+	/* What needs no device context first (the shards' page-cache
+	 * probes, the staging ring's pages): the context may still be in
+	 * the making on its thread (GPU_CTX_ASYNC); then the pools. */
 	ret = open_shards(L, staged, err);
 	if (ret)
 		goto out_close;
+	step_done("shards opened (page-cache probes)", &ts);
 	if (staged) {
 		ret = staged_setup(L, err);
 		if (ret)
 			goto out_staged;
+		step_done("staging set up", &ts);
 	} else {
 		for (unsigned i = 0; i < WCD_READ_DEPTH; i++)
 			L->free_reads[L->nfree_reads++] = &L->reads[i];
 	}
+	ret = create_pools(d, v, err);
+	ts = rx_now_ns();
+	if (!ret)
+		ret = zero_padding(d, v, err);
+	if (ret)
+		goto out_staged;
+	step_done("padding zeroed", &ts);
 	v->phases.staged = staged;
 	for (uint32_t i = 0; staged && i < v->model.nshards; i++)
 		if (L->dfd[i] >= 0)
@@ -713,6 +757,7 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 			break;
 		}
 	}
+	step_done("reads and copies done", &ts);
 	if (staged)
 		staged_finish(L);
 	if (staged && v->hashed && !L->err)

@@ -108,6 +108,7 @@ struct ld {
 	/* staged */
 	unsigned nslots;
 	uint64_t slot_size;
+	uint8_t *ring;            /* nslots * slot_size: one staging_alloc */
 	struct slot *slots;
 	struct slot *pending[WCD_SLOTS_MAX]; /* by seq % nslots */
 	uint64_t next_seq, hash_seq;

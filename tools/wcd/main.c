@@ -488,6 +488,8 @@ static int start(struct wcd *d)
 	/* The context is made on a thread while the model is parsed and
 	 * planned (the load's first CUDA call waits for it); a takeover
 	 * adopts parked pools and makes one only if it needs it. */
+	log_debug("starting: pid %d, opening device %s", (int)getpid(),
+		  d->o.device);
 	t0 = rx_now_ns();
 	ret = gpu_dev_open_ctx(&d->dev, d->o.device, d->o.takeover ?
 			       GPU_CTX_LAZY : GPU_CTX_ASYNC, err);

@@ -90,12 +90,38 @@ static bool client_busy(const struct wcd_client *c)
 	       (c->watching && rx_op_busy(&c->watch.op));
 }
 
+/* The one line that says how a client ended, when it is freed: its death
+ * when the pidfd saw it (a signal at info, as an engine killed is worth
+ * seeing; an exit at debug), else the first close's cause (debug, as the
+ * per-attach lines). */
+static void client_log_end(const struct wcd_client *c)
+{
+	const struct rx_child *ch = &c->watch;
+	struct log_fields lf = { .client_pid = c->pid };
+
+	if (!c->watching || !ch->exited)
+		log_with(LOG_DEBUG, &lf, "client pid %d: closed (%s)",
+			 (int)c->pid, c->why);
+	else if (ch->term_signal > 0)
+		log_with(LOG_INFO, &lf, "client pid %d was killed by signal %d (SIG%s)",
+			 (int)c->pid, ch->term_signal,
+			 sigabbrev_np(ch->term_signal) ?
+			 sigabbrev_np(ch->term_signal) : "?");
+	else if (ch->exit_code >= 0)
+		log_with(LOG_DEBUG, &lf, "client pid %d exited with code %d",
+			 (int)c->pid, ch->exit_code);
+	else
+		log_with(LOG_DEBUG, &lf, "client pid %d exited (its status went to its parent, which reaped it first)",
+			 (int)c->pid);
+}
+
 static void client_free_if_idle(struct wcd_client *c)
 {
 	struct wcd *d = c->d;
 
 	if (!c->closing || client_busy(c))
 		return;
+	client_log_end(c);
 	while (c->oq_head) {
 		struct out_msg *m = c->oq_head;
 
@@ -134,14 +160,20 @@ void client_close(struct wcd_client *c, const char *why)
 		return;
 	}
 	c->closing = true;
-	log_debug("client pid %d: closing (%s)", (int)c->pid, why);
+	c->why = why;
 	leases_end(c, why);
 	shutdown(c->fd, SHUT_RDWR);
 	if (rx_op_busy(&c->rx.op))
 		rx_cancel(&c->rx.op);
 	if (rx_op_busy(&c->tx.op))
 		rx_cancel(&c->tx.op);
-	if (c->watching && rx_op_busy(&c->watch.op))
+	/* A dying process closes its socket before its pidfd says so: when
+	 * it is exiting, the watch stays (the exit is under way) so that
+	 * client_log_end can give the death as the cause. Not while the
+	 * daemon stops or hands over: those wait for nobody. */
+	if (c->watching && rx_op_busy(&c->watch.op) &&
+	    (wcd_stopping(c->d) || c->d->pausing ||
+	     !rx_child_exiting(&c->watch)))
 		rx_cancel(&c->watch.op);
 	client_free_if_idle(c);
 }
@@ -548,22 +580,10 @@ static void client_died(struct rx_child *ch, int res)
 {
 	struct wcd_client *c = container_of(ch, struct wcd_client, watch);
 
-	if (res == 0 && !c->closing) {
-		if (ch->term_signal > 0)
-			log_info("client pid %d was killed by signal %d (SIG%s)",
-				 (int)c->pid, ch->term_signal,
-				 sigabbrev_np(ch->term_signal) ?
-				 sigabbrev_np(ch->term_signal) : "?");
-		else if (ch->exit_code >= 0)
-			log_debug("client pid %d exited with code %d",
-				 (int)c->pid, ch->exit_code);
-		else
-			log_debug("client pid %d exited (its status went to its parent, which reaped it first)",
-				 (int)c->pid);
-	}
-	/* Closing already (its disconnect came first, the exit in the same
-	 * batch, before our cancel): client_close would do nothing, and
-	 * nothing else would free it. */
+	/* client_log_end says how it ended (ch->exited, its status). Closing
+	 * already (its disconnect came first: the exit in the same batch,
+	 * before our cancel, or awaited by client_close): client_close
+	 * would do nothing, and nothing else would free it. */
 	if (res == 0 && !c->closing)
 		client_close(c, "the client process died");
 	else

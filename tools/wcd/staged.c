@@ -445,6 +445,9 @@ static void drain(struct ld *L)
 			.src_pitch = s->src_pitch, .dst_pitch = s->width,
 		};
 		t0 = rx_now_ns();
+		if (s->seq == 0)
+			log_debug("load step: first read back, first copy queued %.3f s after the load began",
+				  (double)(t0 - L->start_ns) / 1e9);
 		ret = L->be->copy_to_pool(&L->d->dev,
 					  &L->v->pools[L->v->plan.t[s->ti].pool],
 					  &c, (unsigned)(s->seq % LD_COPY_STREAMS),
@@ -464,12 +467,37 @@ static void drain(struct ld *L)
 	}
 }
 
+/* The ring first, as one staging allocation: the backend maps and faults
+ * it in while the device's context may still be in the making (wcd opens
+ * the device with GPU_CTX_ASYNC), and only its register waits; the hash
+ * set-up, which needs the context, comes after. */
 int staged_setup(struct ld *L, char *err)
 {
 	struct iovec iov[WCD_SLOTS_MAX];
 	unsigned threads;
 	int ret;
 
+	L->nslots = L->d->o.slots;
+	L->slot_size = L->d->o.slot_size;
+	L->slots = calloc(L->nslots, sizeof(*L->slots));
+	if (!L->slots)
+		return wc_errf(err, ENOMEM, "out of memory for staging slots");
+	ret = L->be->staging_alloc(&L->d->dev, L->nslots * L->slot_size,
+				   (void **)&L->ring, err);
+	if (ret)
+		return ret;
+	for (unsigned i = 0; i < L->nslots; i++) {
+		struct slot *s = &L->slots[i];
+
+		s->L = L;
+		s->idx = (int)i;
+		s->buf = L->ring + i * L->slot_size;
+		iov[i].iov_base = s->buf;
+		iov[i].iov_len = L->slot_size;
+	}
+	L->fixed = rx_loop_register_buffers(&L->d->loop, iov, L->nslots) == 0;
+	if (!L->fixed)
+		log_info("staging slots are not registered as fixed buffers; plain reads instead");
 	L->dev_hash = L->v->hashed && L->be->hash_begin &&
 		      L->d->o.hash_on != WCD_HASH_CPU;
 	if (L->dev_hash) {
@@ -484,26 +512,6 @@ int staged_setup(struct ld *L, char *err)
 		}
 	}
 	threads = L->v->hashed && !L->dev_hash ? L->d->o.hash_threads : 0;
-	L->nslots = L->d->o.slots;
-	L->slot_size = L->d->o.slot_size;
-	L->slots = calloc(L->nslots, sizeof(*L->slots));
-	if (!L->slots)
-		return wc_errf(err, ENOMEM, "out of memory for staging slots");
-	for (unsigned i = 0; i < L->nslots; i++) {
-		struct slot *s = &L->slots[i];
-
-		s->L = L;
-		s->idx = (int)i;
-		ret = L->be->staging_alloc(&L->d->dev, L->slot_size,
-					   (void **)&s->buf, err);
-		if (ret)
-			return ret;
-		iov[i].iov_base = s->buf;
-		iov[i].iov_len = L->slot_size;
-	}
-	L->fixed = rx_loop_register_buffers(&L->d->loop, iov, L->nslots) == 0;
-	if (!L->fixed)
-		log_info("staging slots are not registered as fixed buffers; plain reads instead");
 	ret = rx_wake_init(&L->d->loop, &L->wake, copy_wake_cb);
 	if (ret)
 		return wc_errf(err, -ret, "rx_wake_init: %s", strerror(-ret));
@@ -578,9 +586,8 @@ void staged_teardown(struct ld *L)
 		;
 	if (L->fixed)
 		rx_loop_unregister_buffers(&L->d->loop);
-	for (unsigned i = 0; L->slots && i < L->nslots; i++)
-		if (L->slots[i].buf)
-			L->be->staging_free(&L->d->dev, L->slots[i].buf,
-					    L->slot_size);
+	if (L->ring)
+		L->be->staging_free(&L->d->dev, L->ring,
+				    L->nslots * L->slot_size);
 	free(L->slots);
 }
