@@ -99,15 +99,20 @@ static void hdr_box_put(struct hdr_box *b)
 
 /* Test hook (test/rel_hung.sh): WCD_TEST_STALL_FIFO names a FIFO and
  * WCD_TEST_STALL_DIR a model directory whose header reads then block on
- * that FIFO first, a pipe-backed stand-in for a hung file system. */
-static void hdr_test_stall(const char *path)
+ * that FIFO first, a pipe-backed stand-in for a hung file system. With
+ * WCD_TEST_STALL_AT=parsed the block comes after the header reads instead
+ * (test/rel_truncated.sh: a shard changed between its parse and its read);
+ * point is where the caller is ("open" or "parsed"). */
+static void hdr_test_stall(const char *path, const char *point)
 {
 	const char *fifo = getenv("WCD_TEST_STALL_FIFO");
 	const char *dir = getenv("WCD_TEST_STALL_DIR");
+	const char *at = getenv("WCD_TEST_STALL_AT");
 	char b;
 	int fd;
 
-	if (!fifo || !dir || strcmp(dir, path))
+	if (!fifo || !dir || strcmp(dir, path) ||
+	    strcmp(at && at[0] ? at : "open", point))
 		return;
 	fd = open(fifo, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0) {
@@ -122,8 +127,9 @@ static void *hdr_thread(void *arg)
 	struct hdr_box *b = arg;
 	uint64_t one = 1;
 
-	hdr_test_stall(b->path);
+	hdr_test_stall(b->path, "open");
 	b->ret = model_open(&b->m, b->path, b->err);
+	hdr_test_stall(b->path, "parsed");
 	if (write(b->efd, &one, sizeof(one)) < 0)
 		b->ret = b->ret ? b->ret : -EIO;
 	hdr_box_put(b);
@@ -605,6 +611,13 @@ static int open_shards(struct ld *L, bool want_direct, char *err)
 			return wc_errf(err, EINVAL,
 				       "%s is no longer a regular file: replace it with the shard itself",
 				       sh->path);
+		/* The plan came from the header as parsed: a file of another
+		 * size now (truncated, or rewritten) would be read short or
+		 * not be what was planned. Nothing is served from it. */
+		if ((uint64_t)sb.st_size != sh->size)
+			return wc_errf(err, EIO,
+				       "%s is %" PRIu64 " bytes now but was %" PRIu64 " when its header was read: the shard changed during the load (truncated or rewritten); nothing of it is served; finish writing the model, then load it again",
+				       sh->path, (uint64_t)sb.st_size, sh->size);
 		if (!want_direct || dio == WCD_DIO_OFF)
 			continue;
 		if (dio == WCD_DIO_AUTO) {
