@@ -516,6 +516,16 @@ int fill_run(struct ld *L, bool *refused, char *err)
 		goto out_free;
 	}
 	fill_groups(&f);
+	/* open_shards opened them O_NONBLOCK against a FIFO put in a shard's
+	 * place and then checked that each is a regular file: blocking reads
+	 * are what the workers want (a file system that honours O_NONBLOCK on
+	 * a regular file would answer EAGAIN) */
+	for (uint32_t i = 0; i < L->v->model.nshards; i++) {
+		int fl = fcntl(L->fd[i], F_GETFL);
+
+		if (fl >= 0 && (fl & O_NONBLOCK))
+			fcntl(L->fd[i], F_SETFL, fl & ~O_NONBLOCK);
+	}
 	for (uint32_t i = 0; i < p->npieces; i++)
 		f.left[p->pc[i].entry] += p->pc[i].size;
 	f.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
