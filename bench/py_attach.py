@@ -3,6 +3,7 @@
 """Python attach into a dict of torch tensors, N cycles against a running wcd.
 
   py_attach.py --runtime-dir DIR --device D [--model DIR] [-n 100] [--warmup 3]
+               [--views batched|each] [--cold-plan] [--ab] [--micro]
 
 One cycle is what a Python engine waits for: wcache.connect, attach (HELLO
 with the identity of --model when given, MANIFEST, ATTACH, map every pool),
@@ -13,6 +14,15 @@ connection closed. Prints p50/p99 of the attach and the cycle, the C
 library's own phases (wcache.h's wc_attach_times) and the Python part
 (attach minus the C phases). Compare with `wcbench attach` (the C cycle)
 and `gpu_peers.py ipc-attach` (torch's per-tensor CUDA IPC) in the same run.
+
+--views each makes the dict the way the package did before the batched
+views (one as_strided per tensor; what the first attach of a layout in a
+process makes); --cold-plan forgets the batch plans before every cycle,
+so that each cycle pays what the second attach of a layout in a process
+pays (it makes the plan, kept per process and layout, and uses it);
+--ab alternates the three cycle by cycle in one process (n cycles each),
+so that drift between processes does not decide the comparison. --micro
+also times torch's view calls on the served memory.
 """
 import argparse
 import json
@@ -24,6 +34,30 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(len(xs) * q))]
 
 
+def micro(m):
+    """torch's cost of one view on this device (the served pool 0 as bf16):
+    one as_strided each, a run of k as one as_strided + unbind, one view."""
+    import torch
+    base = m._pool(0, "torch", torch.bfloat16)
+    out = {}
+
+    def t(name, fn, per, k=200):
+        ts = []
+        for _ in range(k):
+            t0 = time.perf_counter()
+            fn()
+            ts.append(time.perf_counter() - t0)
+        out[name] = pct(ts, 0.5) * 1e6 / per
+    f = base.as_strided
+    t("as_strided (one each)", lambda: [f((256, 256), (256, 1), 512 * j) for j in range(100)], 100)
+    for k in (2, 5, 32):
+        t("as_strided + unbind, runs of %d" % k,
+          lambda: [f((k, 256, 256), (70000, 256, 1), 512 * j).unbind(0) for j in range(100 // k)], (100 // k) * k)
+    v = base[:65536]
+    t("view", lambda: [v.view(256, 256) for _ in range(100)], 100)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--runtime-dir", required=True)
@@ -32,6 +66,11 @@ def main():
     ap.add_argument("-n", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--views", choices=("batched", "each"), default="batched")
+    ap.add_argument("--cold-plan", action="store_true")
+    ap.add_argument("--ab", action="store_true",
+                    help="alternate the three ways cycle by cycle (batched, each, batched with a cold plan)")
+    ap.add_argument("--micro", action="store_true", help="also time torch's view calls on the served memory")
     a = ap.parse_args()
     t_imp = time.perf_counter()
     import torch
@@ -39,13 +78,25 @@ def main():
     t_imp = time.perf_counter() - t_imp
     import warnings
     warnings.simplefilter("ignore", wcache.ReadOnlyWarning)
-    att, cyc, c_part, py_part = [], [], [], []
+    from wcache import _core
+    batched, each = _core.Model._torch_tensors, _core.Model._torch_tensors_each
+    ways = ["batched", "each", "cold"] if a.ab else \
+        ["cold" if a.cold_plan else a.views]
+    res = {}
+    st = {w: {"att": [], "cyc": [], "c": [], "py": [], "conn": [], "attach": [], "tensors": []} for w in ways}
     n_tensors = 0
     dev = None
-    for i in range(a.warmup + a.n):
+    for i in range(a.warmup * len(ways) + a.n * len(ways)):
+        w = ways[i % len(ways)]
+        _core.Model._torch_tensors = each if w == "each" else batched
+        if w == "cold":  # the layout seen, its plan not made: this cycle makes it
+            for k in _core._PLANS:
+                _core._PLANS[k] = None
         t0 = time.perf_counter()
         conn = wcache.connect(device=a.device, runtime_dir=a.runtime_dir)
+        tc = time.perf_counter()
         m = conn.attach(model_dir=a.model, framework="torch")
+        ta = time.perf_counter()
         d = m.tensors()
         t1 = time.perf_counter()
         n_tensors = len(d)
@@ -56,32 +107,57 @@ def main():
         m.detach()
         conn.close()
         t2 = time.perf_counter()
-        if i >= a.warmup:
-            att.append(t1 - t0)
-            cyc.append(t2 - t0)
-            c_part.append(c_ns / 1e9)
-            py_part.append(t1 - t0 - c_ns / 1e9 - tm["device_ns"] / 1e9)
+        if i >= a.warmup * len(ways):
+            s_ = st[w]
+            s_["att"].append(t1 - t0)
+            s_["cyc"].append(t2 - t0)
+            s_["c"].append(c_ns / 1e9)
+            s_["py"].append(t1 - t0 - c_ns / 1e9 - tm["device_ns"] / 1e9)
+            s_["conn"].append(tc - t0)
+            s_["attach"].append(ta - tc)
+            s_["tensors"].append(t1 - ta)
+    _core.Model._torch_tensors = batched
     assert wcache.live_leases() == 0 and wcache.live_tensors() == 0
-    res = {
-        "tensors": n_tensors, "device": str(dev), "cycles": a.n, "identity": bool(a.model),
-        "import_s": t_imp, "torch": torch.__version__,
-        "attach_p50_ms": pct(att, 0.5) * 1e3, "attach_p99_ms": pct(att, 0.99) * 1e3,
-        "cycle_p50_ms": pct(cyc, 0.5) * 1e3, "cycle_p99_ms": pct(cyc, 0.99) * 1e3,
-        "c_phases_p50_ms": pct(c_part, 0.5) * 1e3,
-        "python_part_p50_ms": pct(py_part, 0.5) * 1e3,
-        "python_part_per_tensor_us": pct(py_part, 0.5) * 1e6 / max(n_tensors, 1),
-    }
+    if a.micro:
+        conn = wcache.connect(device=a.device, runtime_dir=a.runtime_dir)
+        m = conn.attach(model_dir=a.model, framework="torch")
+        for k, v in micro(m).items():
+            print("torch on %s: %s: %.2f us a tensor" % (m.device, k, v))
+        m.detach()
+        conn.close()
+    for w in ways:
+        s_ = st[w]
+        res = {
+            "tensors": n_tensors, "device": str(dev), "cycles": a.n, "identity": bool(a.model),
+            "views": {"batched": "batched", "each": "each", "cold": "batched, cold plan"}[w]
+            + (", alternating" if a.ab else ""),
+            "import_s": t_imp, "torch": torch.__version__,
+            "attach_p50_ms": pct(s_["att"], 0.5) * 1e3, "attach_p99_ms": pct(s_["att"], 0.99) * 1e3,
+            "cycle_p50_ms": pct(s_["cyc"], 0.5) * 1e3, "cycle_p99_ms": pct(s_["cyc"], 0.99) * 1e3,
+            "c_phases_p50_ms": pct(s_["c"], 0.5) * 1e3,
+            "python_part_p50_ms": pct(s_["py"], 0.5) * 1e3,
+            "python_part_per_tensor_us": pct(s_["py"], 0.5) * 1e6 / max(n_tensors, 1),
+            "connect_p50_ms": pct(s_["conn"], 0.5) * 1e3,
+            "attach_call_p50_ms": pct(s_["attach"], 0.5) * 1e3,
+            "tensors_call_p50_ms": pct(s_["tensors"], 0.5) * 1e3,
+        }
+        report(a, res)
+
+
+def report(a, res):
     if a.json:
         print(json.dumps(res))
         return
-    print("python attach into a dict of %d torch tensors on %s x%d (%s identity): "
+    print("python attach into a dict of %d torch tensors on %s x%d (%s identity, views %s): "
           "p50 %.3f ms, p99 %.3f ms; whole cycle with detach p50 %.3f ms, p99 %.3f ms; "
           "of the attach p50: C library phases %.3f ms, Python %.3f ms (%.2f us/tensor); "
           "import torch+wcache %.2f s" % (
-              n_tensors, dev, a.n, "with" if a.model else "no",
+              res["tensors"], res["device"], a.n, "with" if a.model else "no", res["views"],
               res["attach_p50_ms"], res["attach_p99_ms"], res["cycle_p50_ms"], res["cycle_p99_ms"],
               res["c_phases_p50_ms"], res["python_part_p50_ms"], res["python_part_per_tensor_us"],
-              t_imp))
+              res["import_s"]))
+    print("  p50 of its calls: connect %.3f ms, attach() %.3f ms, tensors() %.3f ms"
+          % (res["connect_p50_ms"], res["attach_call_p50_ms"], res["tensors_call_p50_ms"]))
 
 
 if __name__ == "__main__":

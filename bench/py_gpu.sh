@@ -12,6 +12,9 @@
 #                            (bench/py_start.py) against from_pretrained
 #   bench/py_gpu.sh all      both
 #
+# PY_TESTS: the CPU test files of `tests` (default test/py/test_py_*.py);
+# PY_RUNS, AB_RUNS: how many times the Python attach runs, and the A/B
+# runs (py_attach.py --ab), repeat (default 2 each).
 # Logs go to $OUT. libwcache.so needs libjansson.so.4 at run time: put it in
 # $BUILD/lib when the machine lacks it (LD_LIBRARY_PATH points there).
 set -u
@@ -19,6 +22,9 @@ OUT=${OUT:-/tmp/py_gpu_out}
 mkdir -p "$OUT"
 export BUILD=${BUILD:-build} PYTHONUNBUFFERED=1
 export WC_TOP=$PWD PYTHONPATH=$PWD/tools/libwcache/python
+# the layouts (fused views, aliases) from this tree: wcd looks in the build
+# tree's absolute path first, which a copied tree does not have
+export WCACHE_LAYOUT_DIR=${WCACHE_LAYOUT_DIR:-$PWD/proto/layouts}
 export WCACHE_LIB=$PWD/$BUILD/lib/libwcache.so
 export LD_LIBRARY_PATH=$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 PY=${PY:-python3}
@@ -28,7 +34,7 @@ tests() {
 	nvidia-smi -L
 	$PY bench/gpu_peers.py env 2>&1 | grep -v xxhash
 	timeout 240 $PY -m pytest -q -rs -s test/py/test_gpu_models.py 2>&1 | tee "$OUT/gpu_models.log" | tail -25
-	timeout 200 $PY -m pytest -q -rs test/py/test_py_*.py 2>&1 | tee "$OUT/py_tests.log" | tail -15
+	timeout 200 $PY -m pytest -q -rs ${PY_TESTS:-test/py/test_py_*.py} 2>&1 | tee "$OUT/py_tests.log" | tail -15
 }
 
 bench() {
@@ -54,10 +60,19 @@ bench() {
 		wcbench attach --runtime-dir $rd --device $uuid --model $m -n 100 -q
 		wcbench attach --runtime-dir $rd --device $uuid -n 100 -q
 		echo "== attach x100: Python into a dict of CUDA torch tensors, identity checked, then without"
-		for _ in 1 2; do
+		for _ in $(seq ${PY_RUNS:-2}); do
 			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
 			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100
 		done
+		echo "== the views three ways in one process, cycle by cycle: batched, one as_strided per tensor (before the batches), batched with the plan made every cycle"
+		for _ in $(seq ${AB_RUNS:-2}); do
+			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100 --ab
+			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100 --ab
+		done
+		timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 20 --micro
+		echo "== C again after the Python runs (the spread of the C cycle in this run)"
+		wcbench attach --runtime-dir $rd --device $uuid --model $m -n 100 -q
+		wcbench attach --runtime-dir $rd --device $uuid -n 100 -q
 		echo "== attach x100: torch per-tensor CUDA IPC rebuild of the same tensors"
 		timeout 180 $PY bench/gpu_peers.py ipc-attach $m -n 100
 		echo "== engine start: fresh process to first logits (warm page cache)"

@@ -7,19 +7,28 @@ transformers' from_pretrained, in the same run.
 
 Each round starts two fresh processes, one after the other (same page cache):
   wcache  import torch, transformers (and the model's class), wcache;
-          connect; attach (identity of DIR); AutoModelForCausalLM.from_config on
-          the meta device (wcache.torch.init_empty, buffers on cuda);
-          wcache.torch.load_into; one forward of 8 tokens (synchronized)
-  hf      import torch, transformers (and the class); from_pretrained(DIR,
-          dtype=bfloat16, device_map="cuda"); the same forward
+          CUDA start-up (torch.cuda.init, set_device, one allocation: what
+          an engine does before loading); connect; attach (identity of DIR);
+          AutoModelForCausalLM.from_config on the meta device
+          (wcache.torch.init_empty, buffers on cuda); wcache.torch.load_into;
+          one forward of 8 tokens (synchronized)
+  hf      import torch, transformers (and the class); the same CUDA
+          start-up; from_pretrained(DIR, dtype=bfloat16, device_map="cuda");
+          the same forward
+After the logits (outside every figure above) the wcache process attaches
+and constructs again and calls the class directly, and the hf process
+constructs the module the wcache way: from_pretrained builds one too, so
+"construction apart" subtracts that from from_pretrained's time.
 The driver takes the time at fork; each child reports CLOCK_MONOTONIC stamps
 (shared by every process of the host). Reported per round: process start to
-first logits, the import part, the weights part (wcache: connect through
-load_into; hf: from_pretrained) and the forward. Run a wcd on DIR first
+first logits, the import part, the CUDA start-up, the weights part three
+ways (as before: CUDA start-up through load_into / from_pretrained; CUDA
+start-up apart; construction apart too) and the forward. Run a wcd on DIR first
 (the driver does not start one) and read the files once so that
 from_pretrained reads from a warm page cache.
 """
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -41,6 +50,27 @@ def model_class(model_dir):
     return cls
 
 
+def cuda_start(device):
+    """What an engine does before it loads weights (vLLM and SGLang set
+    their device and allocate first): the CUDA runtime, the device, its
+    primary context (one allocation). Both paths do it, timed apart."""
+    import torch
+    torch.cuda.init()
+    torch.cuda.set_device(int(device))
+    torch.empty(1, device="cuda")
+    torch.cuda.synchronize()
+
+
+def construct(cfg):
+    """The module on the meta device (buffers on cuda), as both paths'
+    extra construction: the same code the wcache path builds with."""
+    import torch
+    import transformers
+    import wcache.torch
+    with wcache.torch.init_empty(buffers_device="cuda"):
+        return transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+
+
 def child_wcache(a):
     t = {"start": time.monotonic()}
     import torch
@@ -50,13 +80,14 @@ def child_wcache(a):
     import wcache.torch
     arch = model_class(a.model)
     t["import"] = time.monotonic()
+    cuda_start(a.device)
+    t["cuda"] = time.monotonic()
     conn = wcache.connect(device=a.device, runtime_dir=a.runtime_dir)
     served = conn.attach(model_dir=a.model)
     t["attach"] = time.monotonic()
     cfg = transformers.AutoConfig.from_pretrained(a.model)
     t["config"] = time.monotonic()
-    with wcache.torch.init_empty(buffers_device="cuda"):
-        model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+    model = construct(cfg)
     t["meta_init"] = time.monotonic()
     r = wcache.torch.load_into(model, served)
     t["load_into"] = time.monotonic()
@@ -67,6 +98,44 @@ def child_wcache(a):
     t["tensors"] = len(r.bound)
     t["mem_allocated"] = torch.cuda.memory_allocated()
     t["logits_shape"] = list(logits.shape)
+    # after the first logits, not in them: the same steps again in this
+    # process (what the first ones paid once: libwcache's own CUDA start,
+    # lazy imports) and the class constructor called directly
+    t0 = time.monotonic()
+    c2 = wcache.connect(device=a.device, runtime_dir=a.runtime_dir)
+    m2 = c2.attach(model_dir=a.model)
+    t["attach_again_s"] = time.monotonic() - t0
+    m2.detach()
+    c2.close()
+    t0 = time.monotonic()
+    construct(cfg)
+    t["meta_init_again_s"] = time.monotonic() - t0
+    t0 = time.monotonic()
+    try:
+        with wcache.torch.init_empty(buffers_device="cuda"):
+            arch(cfg)
+        t["meta_init_class_s"] = time.monotonic() - t0
+    except Exception as e:  # informational only: report, do not fail
+        sys.stderr.write("the class called directly: %r\n" % (e,))
+        t["meta_init_class_s"] = float("nan")
+    # everything on meta (buffers too: not runnable as it is) under
+    # transformers' no-init-weights: what constructing the modules costs
+    t0 = time.monotonic()
+    try:
+        noinit = None
+        for where in ("transformers.initialization", "transformers.modeling_utils"):
+            try:
+                noinit = getattr(__import__(where, fromlist=["x"]), "no_init_weights")
+                break
+            except (ImportError, AttributeError):
+                pass
+        t["no_init_weights"] = where if noinit else None
+        with torch.device("meta"), (noinit() if noinit else contextlib.nullcontext()):
+            arch(cfg)
+        t["meta_init_all_meta_s"] = time.monotonic() - t0
+    except Exception as e:
+        sys.stderr.write("all on meta: %r\n" % (e,))
+        t["meta_init_all_meta_s"] = float("nan")
     return t
 
 
@@ -76,6 +145,8 @@ def child_hf(a):
     import transformers
     arch = model_class(a.model)
     t["import"] = time.monotonic()
+    cuda_start(a.device)
+    t["cuda"] = time.monotonic()
     model = arch.from_pretrained(
         a.model, dtype=torch.bfloat16, device_map="cuda")
     torch.cuda.synchronize()
@@ -86,6 +157,14 @@ def child_hf(a):
     t["logits"] = time.monotonic()
     t["mem_allocated"] = torch.cuda.memory_allocated()
     t["logits_shape"] = list(logits.shape)
+    # from_pretrained builds the module too: the wcache path's construction
+    # (same code), timed here after it, is subtracted in the "construction
+    # apart" figure (an estimate of from_pretrained's own; it ran first,
+    # so this one is the warm figure)
+    cfg = transformers.AutoConfig.from_pretrained(a.model)
+    t0 = time.monotonic()
+    construct(cfg)
+    t["meta_init_same_s"] = time.monotonic() - t0
     return t
 
 
@@ -124,37 +203,70 @@ def main():
             "round": i,
             "wcache_total_s": w["logits"] - w["fork"],
             "wcache_import_s": w["import"] - w["start"],
-            "wcache_weights_s": w["load_into"] - w["import"],
-            "wcache_attach_s": w["attach"] - w["import"],
+            "wcache_cuda_s": w["cuda"] - w["import"],
+            "wcache_attach_s": w["attach"] - w["cuda"],
             "wcache_config_s": w["config"] - w["attach"],
             "wcache_meta_init_s": w["meta_init"] - w["config"],
             "wcache_load_into_s": w["load_into"] - w["meta_init"],
             "wcache_forward_s": w["logits"] - w["load_into"],
             "wcache_interp_start_s": w["start"] - w["fork"],
+            "wcache_attach_again_s": w["attach_again_s"],
+            "wcache_meta_init_again_s": w["meta_init_again_s"],
+            "wcache_meta_init_class_s": w["meta_init_class_s"],
+            "wcache_meta_init_all_meta_s": w["meta_init_all_meta_s"],
+            "no_init_weights": w.get("no_init_weights"),
             "wcache_mem_allocated": w["mem_allocated"],
             "hf_total_s": h["logits"] - h["fork"],
             "hf_import_s": h["import"] - h["start"],
-            "hf_weights_s": h["load"] - h["import"],
+            "hf_cuda_s": h["cuda"] - h["import"],
+            "hf_load_s": h["load"] - h["cuda"],
             "hf_forward_s": h["logits"] - h["load"],
+            "hf_meta_init_same_s": h["meta_init_same_s"],
             "hf_mem_allocated": h["mem_allocated"],
             "tensors": w["tensors"],
         }
+        # the weights part three ways (README/RESULTS say which is which):
+        # as before (CUDA start-up and construction inside), CUDA start-up
+        # apart (both do it first), and construction apart too
+        row["wcache_weights_s"] = w["load_into"] - w["import"]
+        row["hf_weights_s"] = h["load"] - h["import"]
+        row["wcache_weights_nocuda_s"] = w["load_into"] - w["cuda"]
+        row["hf_weights_nocuda_s"] = row["hf_load_s"]
+        row["wcache_weights_bind_s"] = row["wcache_weights_nocuda_s"] - row["wcache_meta_init_s"]
+        row["hf_weights_bind_s"] = row["hf_load_s"] - row["hf_meta_init_same_s"]
+        for k in ("weights", "weights_nocuda", "weights_bind"):
+            row["ratio_" + k] = row["hf_%s_s" % k] / row["wcache_%s_s" % k]
         rows.append(row)
-        print("round %d: fresh process to first logits: wcache %.3f s (import %.3f s, weights %.4f s "
-              "[attach %.4f, meta init %.4f, load_into %.4f], forward %.3f s; memory_allocated %d) | "
-              "from_pretrained %.3f s (import %.3f s, weights %.3f s, forward %.3f s; memory_allocated %d) | "
-              "weights part ratio %.0fx (config.json %.4f s)" % (
-                  i, row["wcache_total_s"], row["wcache_import_s"], row["wcache_weights_s"],
-                  row["wcache_attach_s"], row["wcache_meta_init_s"], row["wcache_load_into_s"],
-                  row["wcache_forward_s"], row["wcache_mem_allocated"], row["hf_total_s"],
-                  row["hf_import_s"], row["hf_weights_s"], row["hf_forward_s"], row["hf_mem_allocated"],
-                  row["hf_weights_s"] / row["wcache_weights_s"], row["wcache_config_s"]), flush=True)
+        print("round %d: fresh process to first logits: wcache %.3f s (import %.3f s, CUDA start %.4f s, "
+              "attach %.4f, config %.4f, meta init %.4f, load_into %.4f, forward %.3f s; memory_allocated %d) | "
+              "from_pretrained %.3f s (import %.3f s, CUDA start %.4f s, from_pretrained %.3f s, forward %.3f s; "
+              "memory_allocated %d)" % (
+                  i, row["wcache_total_s"], row["wcache_import_s"], row["wcache_cuda_s"],
+                  row["wcache_attach_s"], row["wcache_config_s"], row["wcache_meta_init_s"],
+                  row["wcache_load_into_s"], row["wcache_forward_s"], row["wcache_mem_allocated"],
+                  row["hf_total_s"], row["hf_import_s"], row["hf_cuda_s"], row["hf_load_s"],
+                  row["hf_forward_s"], row["hf_mem_allocated"]), flush=True)
+        print("  weights part, CUDA start-up and construction inside (as before): wcache %.4f s, "
+              "from_pretrained %.3f s: %.1fx" % (row["wcache_weights_s"], row["hf_weights_s"], row["ratio_weights"]))
+        print("  weights part, CUDA start-up apart: wcache %.4f s, from_pretrained %.3f s: %.1fx"
+              % (row["wcache_weights_nocuda_s"], row["hf_weights_nocuda_s"], row["ratio_weights_nocuda"]))
+        print("  weights part, CUDA start-up and construction apart (construction: wcache %.4f s, "
+              "the same code in the from_pretrained process after it %.4f s): wcache %.4f s, "
+              "from_pretrained %.3f s: %.1fx" % (
+                  row["wcache_meta_init_s"], row["hf_meta_init_same_s"], row["wcache_weights_bind_s"],
+                  row["hf_weights_bind_s"], row["ratio_weights_bind"]))
+        print("  again in the wcache process after its logits: attach %.4f s (first %.4f s), construction "
+              "%.4f s (first %.4f s), the class called directly %.4f s, everything on meta under %s "
+              "%.4f s" % (
+                  row["wcache_attach_again_s"], row["wcache_attach_s"], row["wcache_meta_init_again_s"],
+                  row["wcache_meta_init_s"], row["wcache_meta_init_class_s"],
+                  row["no_init_weights"] and row["no_init_weights"] + ".no_init_weights",
+                  row["wcache_meta_init_all_meta_s"]), flush=True)
     med = lambda k: sorted(r[k] for r in rows)[len(rows) // 2]  # noqa: E731
-    print("median of %d: wcache %.3f s to first logits (weights %.4f s), from_pretrained %.3f s "
-          "(weights %.3f s): weights part %.0fx faster, whole start %.2fx" % (
-              len(rows), med("wcache_total_s"), med("wcache_weights_s"), med("hf_total_s"),
-              med("hf_weights_s"), med("hf_weights_s") / med("wcache_weights_s"),
-              med("hf_total_s") / med("wcache_total_s")))
+    print("median of %d: wcache %.3f s to first logits, from_pretrained %.3f s (whole start %.2fx); "
+          "weights part %.1fx as before, %.1fx with CUDA start-up apart, %.1fx with construction apart too"
+          % (len(rows), med("wcache_total_s"), med("hf_total_s"), med("hf_total_s") / med("wcache_total_s"),
+             med("ratio_weights"), med("ratio_weights_nocuda"), med("ratio_weights_bind")))
     print("json: " + json.dumps(rows))
 
 

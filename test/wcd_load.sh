@@ -5,8 +5,11 @@
 # the file's (wcctl inspect --hashes); at tp 2 both ranks' dim-0 and dim-1
 # splits hash like the column/row slices cut from the file by numpy
 # (xxhsum -H2); with and without hash threads and O_DIRECT, and with
-# page-cache reads in parts (--read-part). Also --no-hash, and wcd's usage
-# and start-up errors.
+# page-cache reads in parts (--read-part). The direct path both ways
+# (--direct-fill splice, the default, and read), and splice refused
+# (WCD_TEST_NO_SPLICE=1: pread takes over), also on a qwen2-tiny cut into
+# small shards (tensors at offsets and of sizes that are not multiples of
+# 4096). Also --no-hash, and wcd's usage and start-up errors.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/wcd.bash"
 wcd_init load
@@ -34,6 +37,10 @@ serve s1 --load-path staged --slots 3 --slot-size 64K
 serve s3 --load-path staged --slots 5 --slot-size 64K --hash-threads 3 --direct-io on
 serve s0 --load-path staged --slots 2 --slot-size 64K --hash-threads 0 --direct-io off
 serve dt --load-path direct --hash-threads 4
+serve dr --load-path direct --direct-fill read
+WCD_TEST_NO_SPLICE=1 serve dn --load-path direct
+serve d0 --load-path direct --read-ahead 0
+serve d6 --load-path direct --read-ahead 64K
 # page-cache reads in parts: 4 per slot; 32 asked for, so 16 larger ones;
 # one whole read per slot
 serve sp --load-path staged --slots 3 --slot-size 256K --read-part 64K --direct-io off
@@ -43,7 +50,7 @@ serve sw --load-path staged --slots 4 --slot-size 128K --read-part 0 --hash-on c
 expect_eq "tensors" "$(wc -l <"$W/d1.txt")" 39
 expect_eq "tensors and views" "$(wc -l <"$W/d1.all")" 47
 cmp -s "$W/d1.txt" "$W/file.txt" || { diff "$W/d1.txt" "$W/file.txt"; fail "direct hashes differ from the file's"; }
-for s in s1 s3 s0 dt sp sq sw; do
+for s in s1 s3 s0 dt sp sq sw dr dn d0 d6; do
 	cmp -s "$W/$s.txt" "$W/file.txt" || { diff "$W/$s.txt" "$W/file.txt"; fail "$s: hashes differ from the file's"; }
 done
 expect_has "hash threads" "$(cat "$W/s3.log")" "on hash threads, overlapped"
@@ -51,7 +58,35 @@ expect_has "loop-thread hash" "$(cat "$W/s0.log")" "on the loop thread"
 expect_has "no O_DIRECT" "$(cat "$W/s0.log")" "0 of 4 shards O_DIRECT"
 expect_has "direct hash threads" "$(cat "$W/dt.log")" "on 4 threads"
 expect_has "staged log" "$(cat "$W/s1.log")" "staged"
-expect_has "direct log" "$(cat "$W/d1.log")" "direct into the pools"
+expect_has "direct log" "$(cat "$W/d1.log")" "direct into the pools, splice"
+expect_has "splice hashes overlapped" "$(cat "$W/d1.log")" "of hashing overlapped with it"
+expect_has "read fill log" "$(cat "$W/dr.log")" "direct into the pools, 0 of"
+expect_has "read fill hash phase" "$(cat "$W/dr.log")" "XXH3-128 per tensor on"
+expect_has "splice refused" "$(cat "$W/dn.log")" "splice into the pools was refused"
+expect_has "pread fill log" "$(cat "$W/dn.log")" "pread: splice refused"
+cmp -s "$W/d1.all" "$W/dr.all" || { diff "$W/d1.all" "$W/dr.all"; fail "splice and read fills differ (views included)"; }
+cmp -s "$W/d1.all" "$W/dn.all" || { diff "$W/d1.all" "$W/dn.all"; fail "splice and pread fills differ (views included)"; }
+
+# odd offsets and sizes: qwen2-tiny (vocab 515, biases) in shards of about
+# 100 KB; splice, read and refused splice against the file's hashes
+"$BIN/wcgen" qwen2-tiny --out "$W/q2" --shard-size 100KB >"$W/q2gen.log" 2>&1 ||
+	{ cat "$W/q2gen.log"; fail "wcgen qwen2-tiny"; }
+"$BIN/wcctl" inspect "$W/q2" --hashes | sort -k2 >"$W/q2file.txt"
+for m in "splice" "read" "splice WCD_TEST_NO_SPLICE=1"; do
+	set -- $m
+	n=$1${2:+-nosplice}
+	env ${2:-X=1} "$BIN/wcd" --model "$W/q2" --device host:q2$n --runtime-dir "$RT" \
+		--direct-fill $1 >"$W/q2$n.log" 2>&1 &
+	p=$!; WCD_PIDS+=("$p")
+	wait_file "$RT/host-q2$n.ready" "$p" || { cat "$W/q2$n.log"; fail "q2 $m: not ready"; }
+	"$BIN/wcctl" manifest --runtime-dir "$RT" --device "host:q2$n" >"$W/q2$n.raw" ||
+		fail "q2 $m: wcctl manifest"
+	grep -v '^#' "$W/q2$n.raw" | awk '{print $NF "  " $1}' | sort -k2 |
+		grep -v -e '\.qkv_proj\.' -e '\.gate_up_proj\.' >"$W/q2$n.txt"
+	kill -TERM "$p"; wait_exit "$p"
+	cmp -s "$W/q2$n.txt" "$W/q2file.txt" || { diff "$W/q2$n.txt" "$W/q2file.txt"; fail "q2 $m: hashes differ from the file's"; }
+done
+expect_has "q2 refused" "$(cat "$W/q2splice-nosplice.log")" "splice into the pools was refused"
 for ph in parse read copy hash publish; do
 	expect_has "phase $ph" "$(cat "$W/s1.log")" "phase $ph: "
 done
@@ -64,6 +99,11 @@ for r in 0 1; do
 	serve s2r$r --load-path staged --slots 4 --slot-size 64K --tp-size 2 --tp-rank $r
 	cmp -s "$W/d2r$r.all" "$W/s2r$r.all" || { diff "$W/d2r$r.all" "$W/s2r$r.all"; fail "rank $r: paths differ"; }
 done
+# a dim-1 split read row by row: read fill and refused splice (pread)
+serve r2r1 --load-path direct --direct-fill read --tp-size 2 --tp-rank 1
+WCD_TEST_NO_SPLICE=1 serve n2r1 --load-path direct --tp-size 2 --tp-rank 1
+cmp -s "$W/d2r1.all" "$W/r2r1.all" || { diff "$W/d2r1.all" "$W/r2r1.all"; fail "tp 2 rank 1: splice and read fills differ"; }
+cmp -s "$W/d2r1.all" "$W/n2r1.all" || { diff "$W/d2r1.all" "$W/n2r1.all"; fail "tp 2 rank 1: splice and pread fills differ"; }
 serve d4r3 --load-path direct --tp-size 4 --tp-rank 3
 serve s4r3 --load-path staged --slots 3 --slot-size 64K --hash-threads 2 --tp-size 4 --tp-rank 3
 cmp -s "$W/d4r3.all" "$W/s4r3.all" || { diff "$W/d4r3.all" "$W/s4r3.all"; fail "tp 4 rank 3: paths differ"; }
@@ -170,6 +210,10 @@ expect_has "tp rank" "$out" "--tp-rank must be below --tp-size"
 out=$("$BIN/wcd" --model "$W/model" --bogus 2>&1); expect_eq "unknown option exit" "$?" 2
 expect_has "unknown option" "$out" "'--bogus'"
 out=$("$BIN/wcd" --model "$W/model" --load-path fast 2>&1); expect_eq "load-path exit" "$?" 2
+out=$("$BIN/wcd" --model "$W/model" --direct-fill mmap 2>&1); expect_eq "direct-fill exit" "$?" 2
+expect_has "direct-fill" "$out" "bad --direct-fill 'mmap' (splice or read)"
+out=$("$BIN/wcd" --model "$W/model" --read-ahead 17G 2>&1); expect_eq "read-ahead exit" "$?" 2
+expect_has "read-ahead" "$out" "--read-ahead 17G is over 16G"
 out=$("$BIN/wcd" --model "$W/nonexistent" --device host:x --runtime-dir "$RT" 2>&1)
 expect_eq "missing model exit" "$?" 1
 expect_has "missing model" "$out" "$W/nonexistent"

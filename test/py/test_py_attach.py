@@ -202,3 +202,41 @@ def test_manifest_views_and_padded(daemons, tiny):
         with pytest.raises(KeyError, match="no tensor named 'nope'"):
             m["nope"]
         m.detach()
+
+
+def test_batched_views_equal_one_view_each(daemons, tiny, tmp_path):
+    """tensors("torch") makes its views in batches (an as_strided of a run
+    of same-shaped tensors, then unbind); every tensor must be the view
+    one as_strided of its own gives: the same pointer, shape, strides,
+    offset and dtype, and the file's bytes. A small --pool-size spreads
+    the layers over many pools (runs end at pool boundaries); the second
+    attach makes the plan (the first makes one view each), the third
+    reuses it, and a changed layout makes a new one."""
+    from wcache import _core
+    files = safetensors_files(tiny)
+    _core._PLANS.clear()
+    for layouts, (name, extra) in enumerate((("views1", ()), ("views2", ("--pool-size", "3M"))), 1):
+        d = daemons(tiny, name, *extra)
+        with d.connect() as c:
+            for n_attach in (1, 2, 3):
+                m = c.attach(model_dir=tiny, framework="torch")
+                pools = _core.lib.wc_pool_count(m._lease.m)
+                assert pools > 1 if extra else pools == 1
+                got = m.tensors()
+                assert len(_core._PLANS) == layouts   # one entry per layout
+                plan = _core._PLANS[next(reversed(_core._PLANS))]
+                ref = m._torch_tensors_each()
+                assert list(got) == list(ref) == list(m)
+                if n_attach == 1:
+                    assert plan is None, "a plan made at the first attach"
+                else:
+                    runs = [op for op in plan[1] if op[4]]
+                    assert runs, "no batched run: the test would not test the batches"
+                for n, x in got.items():
+                    y = ref[n]
+                    assert (x.data_ptr(), tuple(x.shape), x.stride(), x.storage_offset(), x.dtype) == \
+                        (y.data_ptr(), tuple(y.shape), y.stride(), y.storage_offset(), y.dtype), n
+                for n, (dtype, shape, data) in files.items():
+                    assert as_bytes(got[n]) == data, n
+                del got, ref, x, y
+                m.detach()

@@ -150,3 +150,30 @@ def test_torch_write_faults(daemons, tiny):
     # under ASan (make test SANITIZE=address) its handler reports the SEGV
     asan = b"AddressSanitizer: SEGV" in p.stderr and p.returncode != 0
     assert p.returncode == -11 or asan, (p.returncode, p.stderr.decode())
+
+
+def test_batched_view_lives(daemons, tiny):
+    """A tensor that tensors("torch") made in a batch (one of a run's
+    unbind results) holds the lease alone once the rest are gone."""
+    from wcache import _core
+    d = daemons(tiny, "lifeb")
+    c = d.connect()
+    for _ in range(2):  # the first attach of a layout makes no batches
+        with c.attach(model_dir=tiny) as m:
+            m.tensors("torch")
+    m = c.attach(model_dir=tiny)
+    ts = m.tensors("torch")
+    assert _core._PLANS[next(reversed(_core._PLANS))] is not None
+    q = ts["model.layers.1.self_attn.q_proj.weight"]
+    want = q.clone()
+    del ts
+    m.detach()
+    c.close()
+    del m, c
+    gc.collect()
+    assert wcache.live_leases() == 1 and leases_of(d, os.getpid()) == 1
+    assert same(q, want)
+    del q
+    gc.collect()
+    assert pool_mappings() == []
+    assert wcache.live_tensors() == 0 and wcache.live_leases() == 0

@@ -10,11 +10,16 @@
  * interface:
  *
  *   direct  (host backend default: the pool has a CPU mapping, host_ptr)
- *           io_uring reads straight from the shard files into the pool
- *           mapping (through io-wq: RX_READ_ASYNC), WCD_READ_CHUNK bytes
- *           per read, WCD_READ_DEPTH in flight; a dim-1 split is read one
- *           row at a time. Then every tensor is hashed in the pool by
- *           --hash-threads threads (the hash phase).
+ *           --direct-fill splice (the default): worker threads splice
+ *           each piece from the shard's page cache into the pool's memfd
+ *           and hash each tensor as soon as it has landed (fill.c: why).
+ *           --direct-fill read: io_uring reads straight from the shard
+ *           files into the pool mapping (through io-wq: RX_READ_ASYNC),
+ *           WCD_READ_CHUNK bytes per read, WCD_READ_DEPTH in flight; a
+ *           dim-1 split is read one row at a time. Then every tensor not
+ *           hashed yet (all of them after read; views and aliases after
+ *           splice) is hashed in the pool by --hash-threads threads (the
+ *           hash phase).
  *
  *   staged  (the CUDA backend; --load-path staged runs it on the host)
  *           staging slots, copy_to_pool, hashing while the copy runs: see
@@ -412,13 +417,20 @@ static void *hash_part_main(void *arg)
 		const struct plan_tensor *t = &v->plan.t[i];
 		const uint8_t *p = v->pools[t->pool].host_ptr;
 
+		if (hp->L->hashed && (hp->L->hashed[i] ||
+				      ((t->flags & PLAN_T_ALIAS) &&
+				       hp->L->hashed[t->target])))
+			continue;       /* the splice fill's workers did it
+					 * (an alias has its target's:
+					 * alias_hashes) */
 		wc_hash128(p + t->pool_off, t->size, v->hash[i]);
 	}
 	return NULL;
 }
 
-/* The direct path's hash phase: every tensor, on --hash-threads threads
- * (the loop's own thread when 0 or 1). Blocks the loop meanwhile. */
+/* The direct path's hash phase: every tensor not hashed yet, on
+ * --hash-threads threads (the loop's own thread when 0 or 1). Blocks the
+ * loop meanwhile. */
 static void direct_hash(struct ld *L)
 {
 	struct hash_part parts[HASHPOOL_MAX];
@@ -690,7 +702,7 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	uint64_t t0, t_read, ts;
 	uint32_t ndirect = 0;
 	unsigned threads;
-	bool staged;
+	bool staged, splice, refused = false;
 	int ret;
 
 	/* drives the loop itself: never from a callback (wcreactor.h) */
@@ -728,6 +740,7 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 			      d->dev.name);
 		goto out_free;
 	}
+	splice = !staged && d->o.direct_fill == WCD_FILL_SPLICE;
 	/* What needs no device context first (the shards' page-cache
 	 * probes, the staging ring's pages): the context may still be in
 	 * the making on its thread (GPU_CTX_ASYNC); then the pools. */
@@ -740,6 +753,12 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 		if (ret)
 			goto out_staged;
 		step_done("staging set up", &ts);
+	} else if (splice) {
+		L->hashed = calloc(v->plan.ntensors ? v->plan.ntensors : 1, 1);
+		if (!L->hashed) {
+			ret = wc_errf(err, ENOMEM, "out of memory");
+			goto out_close;
+		}
 	} else {
 		for (unsigned i = 0; i < WCD_READ_DEPTH; i++)
 			L->free_reads[L->nfree_reads++] = &L->reads[i];
@@ -758,10 +777,17 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	v->phases.direct_io = ndirect > 0;
 
 	L->start_ns = L->last_progress_ns = t0 = rx_now_ns();
-	if (staged)
+	if (staged) {
 		staged_start(L);
-	else
+	} else if (splice) {
+		ret = fill_run(L, &refused, err);
+		if (ret)
+			goto out_staged;
+		L->fill_hash_ns = L->hash_ns;
+		L->finished = true;
+	} else {
 		direct_issue(L);
+	}
 	while (!L->finished) {
 		ret = rx_run_once(&d->loop, -1);
 		if (ret < 0 && ret != -EINTR) {
@@ -789,10 +815,13 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	v->phases.read_s = secs(t_read);
 	v->phases.read_bytes = L->read_bytes;
 	v->phases.copy_s = secs(L->copy_ns);
-	v->phases.hash_s = secs(L->dev_hash ? L->hash_tail_ns : L->hash_ns);
+	v->phases.hash_s = secs(L->dev_hash ? L->hash_tail_ns :
+				L->hash_ns - L->fill_hash_ns);
 	log_info("phase read: %.3f s, %.2f GB/s (%" PRIu64 " bytes read for %" PRIu64 ", %s, %u of %u shards O_DIRECT)",
 		 v->phases.read_s, gbps(L->read_bytes, t_read), L->read_bytes,
-		 L->total, staged ? "staged" : "direct into the pools",
+		 L->total, staged ? "staged" : !splice ? "direct into the pools" :
+		 refused ? "direct into the pools, pread: splice refused" :
+			   "direct into the pools, splice",
 		 ndirect, v->model.nshards);
 	if (staged)
 		log_info("phase copy: %.3f s, %.2f GB/s (copy_to_pool submissions, overlapped with the reads)",
@@ -809,6 +838,10 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 		log_info("phase hash: %.3f s of hashing, %.2f GB/s per thread (XXH3-128 per tensor on %s, overlapped with the copies)",
 			 v->phases.hash_s, gbps(L->total, L->hash_ns),
 			 d->o.hash_threads ? "hash threads" : "the loop thread");
+	else if (v->hashed && splice)
+		log_info("phase hash: %.3f s after the fill on %u thread%s (the entries its workers could not hash as they landed), %.3f s of hashing overlapped with it (XXH3-128 per tensor on the fill's workers)",
+			 v->phases.hash_s, threads, threads == 1 ? "" : "s",
+			 secs(L->fill_hash_ns));
 	else if (v->hashed)
 		log_info("phase hash: %.3f s, %.2f GB/s (XXH3-128 per tensor on %u thread%s)",
 			 v->phases.hash_s, gbps(L->total, L->hash_ns), threads,
@@ -834,6 +867,7 @@ out_staged:
 		staged_teardown(L);
 out_close:
 	close_shards(L);
+	free(L->hashed);
 out_free:
 	free(L);
 	return ret;

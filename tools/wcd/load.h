@@ -105,6 +105,9 @@ struct ld {
 	struct dread reads[WCD_READ_DEPTH];
 	struct dread *free_reads[WCD_READ_DEPTH];
 	unsigned nfree_reads;
+	/* direct, splice fill (fill.c): entries hashed by its workers */
+	uint8_t *hashed;
+	uint64_t fill_hash_ns;
 	/* staged */
 	unsigned nslots;
 	uint64_t slot_size;
@@ -137,6 +140,13 @@ void ld_fail(struct ld *L, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void ld_progress(struct ld *L);
 const char *ld_shard_name(struct ld *L, uint32_t shard);
+
+/* fill.c (load.c calls it): the direct path's splice fill. Moves every
+ * piece into its pool and hashes (into v->hash, marking L->hashed) each
+ * entry with pieces once it has landed; failures go to ld_fail. *refused:
+ * splice was refused and pread took over. 0, or -errno with err set when
+ * the fill could not start. */
+int fill_run(struct ld *L, bool *refused, char *err);
 
 /* staged.c (load.c calls it) */
 int staged_setup(struct ld *L, char *err);

@@ -84,6 +84,14 @@ static const char usage_text[] =
 "                         holds the model's bytes of host memory while awake\n"
 "  --load-path direct|staged  direct reads into the pools (host default)\n"
 "                         or through staging slots (CUDA)\n"
+"  --direct-fill splice|read  how the direct path fills the host pools:\n"
+"                         splice(2) page cache -> memfd on worker threads,\n"
+"                         hashing each tensor as it lands (default; pread\n"
+"                         where splice is refused), or io_uring reads into\n"
+"                         the pools' mappings, then the hash phase\n"
+"  --read-ahead BYTES     the splice fill asks the kernel to read this far\n"
+"                         past its workers (posix_fadvise WILLNEED; default\n"
+"                         256M, 0: the kernel's own read-ahead only)\n"
 "  --slots N              staging slots (default 12, at most 64)\n"
 "  --slot-size BYTES      bytes per staging slot (default 8M)\n"
 "  --read-part BYTES      page-cache reads of a slot go in parts of this\n"
@@ -201,7 +209,7 @@ enum {
 	OPT_DEVICE, OPT_RUNTIME_DIR, OPT_FORCE, OPT_NO_HASH, OPT_ALLOW_UID,
 	OPT_ALLOW_QUANT, OPT_RULES, OPT_POOL_SIZE, OPT_IPC, OPT_LOAD_PATH,
 	OPT_SLOTS, OPT_SLOT_SIZE, OPT_LOG_LEVEL, OPT_HELP, OPT_HASH_THREADS,
-	OPT_DIRECT_IO, OPT_HASH_ON, OPT_READ_PART, OPT_KEEP_CONTEXT,
+	OPT_DIRECT_IO, OPT_DIRECT_FILL, OPT_READ_AHEAD, OPT_HASH_ON, OPT_READ_PART, OPT_KEEP_CONTEXT,
 	OPT_METRICS_LISTEN, OPT_LOG_FILE, OPT_LOG_FORMAT,
 	OPT_FORCE_WAIT, OPT_FRAME_TIMEOUT, OPT_READ_TIMEOUT, OPT_TAKEOVER,
 	OPT_TAKEOVER_VERIFY, OPT_LAYOUT, OPT_EP_SIZE, OPT_EP_RANK, OPT_VOCAB_PAD,
@@ -246,6 +254,8 @@ static const struct option longopts[] = {
 	{ "keep-context", no_argument, NULL, OPT_KEEP_CONTEXT },
 	{ "sleep-arena", required_argument, NULL, OPT_SLEEP_ARENA },
 	{ "direct-io", required_argument, NULL, OPT_DIRECT_IO },
+	{ "direct-fill", required_argument, NULL, OPT_DIRECT_FILL },
+	{ "read-ahead", required_argument, NULL, OPT_READ_AHEAD },
 	{ "takeover", no_argument, NULL, OPT_TAKEOVER },
 	{ "takeover-verify", required_argument, NULL, OPT_TAKEOVER_VERIFY },
 	{ "help", no_argument, NULL, OPT_HELP },
@@ -263,6 +273,7 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 		.pool_size = WCD_POOL_SIZE_DEFAULT,
 		.slots = WCD_SLOTS_DEFAULT, .slot_size = WCD_SLOT_SIZE_DEFAULT,
 		.read_part = WCD_READ_PART_DEFAULT,
+		.read_ahead = WCD_READ_AHEAD_DEFAULT,
 		.device = gpu_cuda_backend() ? "0" : "host",
 		.hash_threads = default_hash_threads(),
 		.force_wait_ms = WCD_FORCE_WAIT_MS,
@@ -353,6 +364,11 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 			else if (strcmp(optarg, "none"))
 				usage_fail("bad --takeover-verify '%s' (none or hash)", optarg);
 			break;
+		case OPT_READ_AHEAD:
+			o->read_ahead = parse_size(optarg, "--read-ahead");
+			if (o->read_ahead > WCD_READ_AHEAD_MAX)
+				usage_fail("--read-ahead %s is over 16G: use at most 16G (0 turns it off)", optarg);
+			break;
 		case OPT_READ_PART:
 			o->read_part = parse_size(optarg, "--read-part");
 			if (o->read_part % 4096 || (o->read_part && o->read_part < (64u << 10)))
@@ -367,6 +383,14 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 				o->hash_on = WCD_HASH_CPU;
 			else
 				usage_fail("bad --hash-on '%s' (auto, device or cpu)", optarg);
+			break;
+		case OPT_DIRECT_FILL:
+			if (!strcmp(optarg, "splice"))
+				o->direct_fill = WCD_FILL_SPLICE;
+			else if (!strcmp(optarg, "read"))
+				o->direct_fill = WCD_FILL_READ;
+			else
+				usage_fail("bad --direct-fill '%s' (splice or read)", optarg);
 			break;
 		case OPT_DIRECT_IO:
 			if (!strcmp(optarg, "auto"))

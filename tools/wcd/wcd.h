@@ -16,6 +16,8 @@
  *               (versions.h)
  *   load.c      the loader: model -> plan -> pools, the direct path (load.h)
  *   staged.c    the loader's staged path: staging slots, copies, hashes
+ *   fill.c      the direct path's splice fill: workers splice the pieces
+ *               into the memfds, hash tensors as they land, read ahead
  *   ld.c        the loader's shared helpers (failure, progress)
  *   hashpool.c  hash worker threads for the staged path (hashpool.h)
  *   metrics_http.c  --metrics-listen: GET /metrics from the loop (metrics.h)
@@ -83,11 +85,17 @@
 #define WCD_READ_PART_DEFAULT (1u << 20)
 #define WCD_READ_CHUNK (8u << 20)     /* direct path: bytes per read */
 #define WCD_READ_DEPTH 32             /* direct path: reads in flight */
+#define WCD_READ_AHEAD_DEFAULT (256ull << 20) /* splice fill: --read-ahead */
+#define WCD_READ_AHEAD_MAX (16ull << 30)
 #define WCD_FORCE_WAIT_MS 10000       /* --force: SIGTERM, then SIGKILL */
 #define WCD_FORCE_WAIT_MS_MAX 3600000 /* --force-wait: at most an hour */
 
 enum wcd_load_path { WCD_LOAD_AUTO, WCD_LOAD_DIRECT, WCD_LOAD_STAGED };
 enum wcd_direct_io { WCD_DIO_AUTO, WCD_DIO_ON, WCD_DIO_OFF };
+/* How the direct path fills the pools: splice(2) into the memfds on
+ * worker threads, hashing as tensors land (fill.c), or io_uring reads into
+ * their mappings, then a hash phase (load.c). */
+enum wcd_direct_fill { WCD_FILL_SPLICE, WCD_FILL_READ };
 /* Where tensor hashes are computed: on the device from the pools where the
  * backend can (cuda), else on CPU threads from the staging slots. */
 enum wcd_hash_on { WCD_HASH_AUTO, WCD_HASH_DEVICE, WCD_HASH_CPU };
@@ -120,6 +128,8 @@ struct wcd_opts {
 	unsigned hash_threads;        /* 0: hash on the loop thread */
 	enum wcd_hash_on hash_on;
 	enum wcd_direct_io direct_io;
+	enum wcd_direct_fill direct_fill;
+	uint64_t read_ahead;          /* splice fill: bytes past the workers */
 	bool takeover;                /* --takeover: ask the running wcd */
 	bool ho_rehash;               /* --takeover-verify hash */
 	const char *metrics_listen;   /* --metrics-listen ADDR, or NULL */

@@ -1,0 +1,539 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The direct path's splice fill (the host backend's default: --direct-fill
+ * splice): worker threads move every piece from its shard into its pool's
+ * memfd with splice(2), shard -> pipe -> memfd at explicit offsets, and a
+ * tensor is hashed by the worker that landed its last byte, while the
+ * other workers go on moving bytes.
+ *
+ * Why not read(2) into the pool's mapping (--direct-fill read, load.c):
+ * there every 4 KiB page of the memfd is faulted in inside the copy, and
+ * the fault zeroes the page before the copy overwrites it; on the 2-core
+ * box clear_page was the largest single cost of a cold load (bench/
+ * RESULTS.md, issue 17). splice writes through shmem's write path, which
+ * does not zero a page it fills whole, and the bytes go page cache ->
+ * memfd in one kernel copy, never through user space. Hashing after the
+ * last read (the read fill's hash phase) is the other serial part: here a
+ * view (fused qkv_proj, gate_up_proj: its bytes are its group's) is
+ * hashed by the worker that landed the last member of its group, and only
+ * aliases, and views of groups with a member without pieces of its own,
+ * are left for the hash phase.
+ *
+ * Bounds: FILL_THREADS_MAX workers; one pipe each (FILL_PIPE bytes, or the
+ * kernel's default where F_SETPIPE_SZ is refused); a worker claims at most
+ * FILL_CHUNK bytes (or one row of a dim-1 split, whole) at a time; the
+ * read-ahead thread runs at most --read-ahead bytes past the claims.
+ * Where splice is refused (a file system without splice, EINVAL), the
+ * worker and every later claim pread into the mapping instead (one log
+ * line). The loop thread only polls meanwhile: clients are served and
+ * progress is logged every half second.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "load.h"
+#include "log.h"
+
+#define FILL_THREADS_MAX 8
+#define FILL_CHUNK (8u << 20)
+#define FILL_PIPE (1u << 20)
+#define FILL_POLL_NS 500000000ull
+
+struct fill {
+	struct ld *L;
+	pthread_mutex_t mu;       /* the cursor and the first error */
+	uint32_t ti;              /* next claim: piece ti at byte tpos */
+	uint64_t tpos;
+	uint64_t *left;           /* per entry: bytes still to land (atomic) */
+	uint32_t *gleft;          /* per group: members still to land (atomic) */
+	int32_t *gview;           /* per group: its first view, or -1 */
+	int32_t *vnext;           /* per entry: the group's next view, or -1 */
+	int failed;               /* atomic: a worker failed */
+	int stop;                 /* atomic: the loop asks the workers to stop */
+	int refused;              /* atomic: splice was refused once */
+	uint64_t done;            /* atomic: bytes landed */
+	uint64_t hash_ns;         /* atomic: hashing inside the workers */
+	unsigned running;         /* atomic: workers not yet done */
+	int efd;                  /* written by the last worker */
+	bool no_splice;           /* WCD_TEST_NO_SPLICE=1 */
+	unsigned n;
+	pthread_t th[FILL_THREADS_MAX];
+	/* read-ahead: posix_fadvise(WILLNEED) at most `ahead` bytes past
+	 * the claims, on a thread of its own */
+	uint64_t ahead;
+	uint64_t claimed;         /* under mu: bytes claimed so far */
+	pthread_cond_t cv;        /* claimed moved, or the fill is over */
+	bool over;                /* under mu */
+	pthread_t ra;
+};
+
+/* One claim: nrows rows of width bytes, the first at src in the shard,
+ * each src_pitch after the previous one, landing contiguously at dst in
+ * the pool. */
+struct claim {
+	uint32_t entry;
+	int in, out;
+	uint64_t src, src_pitch, width, nrows, dst;
+};
+
+static void fill_fail(struct fill *f, int code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static void fill_fail(struct fill *f, int code, const char *fmt, ...)
+{
+	char msg[WC_ERR_LEN];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&f->mu);
+	ld_fail(f->L, code, "%s", msg);
+	pthread_mutex_unlock(&f->mu);
+	__atomic_store_n(&f->failed, 1, __ATOMIC_RELEASE);
+}
+
+/* The next claim, or false when no work is left (or a stop was asked). */
+static bool fill_claim(struct fill *f, struct claim *c)
+{
+	struct ld *L = f->L;
+	const struct plan *p = &L->v->plan;
+	bool ok = false;
+
+	if (__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&f->failed, __ATOMIC_ACQUIRE))
+		return false;
+	pthread_mutex_lock(&f->mu);
+	while (f->ti < p->npieces && f->tpos >= p->pc[f->ti].size) {
+		f->ti++;
+		f->tpos = 0;
+	}
+	if (f->ti < p->npieces) {
+		const struct plan_piece *pc = &p->pc[f->ti];
+		const struct plan_tensor *e = &p->t[pc->entry];
+		uint64_t len;
+
+		c->entry = pc->entry;
+		c->in = L->fd[pc->shard];
+		c->out = L->v->pools[e->pool].fd;
+		c->dst = e->pool_off + pc->dst + f->tpos;
+		if (pc->height <= 1 || pc->src_pitch == pc->width) {
+			len = pc->size - f->tpos;
+			if (len > FILL_CHUNK)
+				len = FILL_CHUNK;
+			c->src = pc->file_off + f->tpos;
+			c->width = len;
+			c->nrows = 1;
+			c->src_pitch = len;
+		} else {          /* whole rows of a dim-1 split */
+			uint64_t row = f->tpos / pc->width;
+			uint64_t rows = FILL_CHUNK / pc->width;
+
+			if (rows < 1)
+				rows = 1;
+			if (rows > pc->height - row)
+				rows = pc->height - row;
+			c->src = pc->file_off + row * pc->src_pitch;
+			c->width = pc->width;
+			c->nrows = rows;
+			c->src_pitch = pc->src_pitch;
+			len = rows * pc->width;
+		}
+		f->tpos += len;
+		f->claimed += len;
+		if (f->ahead)
+			pthread_cond_signal(&f->cv);
+		ok = true;
+	}
+	pthread_mutex_unlock(&f->mu);
+	return ok;
+}
+
+struct worker {
+	struct fill *f;
+	int pipe[2];
+	uint64_t pipe_size;
+	bool use_pread;
+};
+
+static bool splice_refused(int e)
+{
+	return e == EINVAL || e == ENOSYS || e == EOPNOTSUPP;
+}
+
+/* Moves len bytes from in at src to out at dst through the worker's
+ * pipe. 0, -ENODATA where the file ends first, or -errno. */
+static int move_splice(struct worker *w, int in, uint64_t src, int out,
+		       uint64_t dst, uint64_t len)
+{
+	if (w->f->no_splice)
+		return -EINVAL;
+	while (len) {
+		loff_t off_in = (loff_t)src, off_out = (loff_t)dst;
+		size_t ask = len < w->pipe_size ? (size_t)len :
+						  (size_t)w->pipe_size;
+		ssize_t k = splice(in, &off_in, w->pipe[1], NULL, ask,
+				   SPLICE_F_MOVE);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			return -ENODATA;
+		for (ssize_t m = 0; m < k;) {
+			ssize_t o = splice(w->pipe[0], NULL, out, &off_out,
+					   (size_t)(k - m), SPLICE_F_MOVE);
+
+			if (o < 0 && errno == EINTR)
+				continue;
+			if (o <= 0)
+				return o < 0 ? -errno : -EIO;
+			m += o;
+		}
+		src += (uint64_t)k;
+		dst += (uint64_t)k;
+		len -= (uint64_t)k;
+	}
+	return 0;
+}
+
+/* The fallback: pread straight into the pool's mapping. */
+static int move_pread(uint8_t *base, int in, uint64_t src, uint64_t dst,
+		      uint64_t len)
+{
+	while (len) {
+		ssize_t k = pread(in, base + dst, len, (off_t)src);
+
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k < 0)
+			return -errno;
+		if (k == 0)
+			return -ENODATA;
+		src += (uint64_t)k;
+		dst += (uint64_t)k;
+		len -= (uint64_t)k;
+	}
+	return 0;
+}
+
+/* A pipe's contents after a failed splice are of no use: start afresh. */
+static void worker_pipe_close(struct worker *w)
+{
+	if (w->pipe[0] >= 0) {
+		close(w->pipe[0]);
+		close(w->pipe[1]);
+	}
+	w->pipe[0] = w->pipe[1] = -1;
+}
+
+static int move_range(struct worker *w, const struct claim *c, uint8_t *base,
+		      uint64_t src, uint64_t dst, uint64_t len)
+{
+	struct fill *f = w->f;
+	int ret;
+
+	if (!w->use_pread && __atomic_load_n(&f->refused, __ATOMIC_ACQUIRE))
+		w->use_pread = true;
+	if (!w->use_pread) {
+		ret = move_splice(w, c->in, src, c->out, dst, len);
+		if (!ret || !splice_refused(-ret))
+			return ret;
+		/* nothing of a refused splice landed that pread won't redo */
+		if (!__atomic_exchange_n(&f->refused, 1, __ATOMIC_ACQ_REL))
+			log_info("splice into the pools was refused (%s): pread into their mappings instead",
+				 strerror(-ret));
+		w->use_pread = true;
+		worker_pipe_close(w);
+	}
+	return move_pread(base, c->in, src, dst, len);
+}
+
+static void hash_entry(struct fill *f, uint32_t i)
+{
+	struct wcd_version *v = f->L->v;
+	const struct plan_tensor *t = &v->plan.t[i];
+	const uint8_t *p = v->pools[t->pool].host_ptr;
+	uint64_t t0 = rx_now_ns();
+
+	wc_hash128(p + t->pool_off, t->size, v->hash[i]);
+	f->L->hashed[i] = 1;
+	__atomic_add_fetch(&f->hash_ns, rx_now_ns() - t0, __ATOMIC_RELAXED);
+}
+
+/* Entry i has landed whole: its hash, and its group's views' once the
+ * group's last member has landed. */
+static void entry_landed(struct fill *f, uint32_t i)
+{
+	const struct plan_tensor *t = &f->L->v->plan.t[i];
+
+	if (!(t->flags & PLAN_T_ALIAS))
+		hash_entry(f, i);
+	if (t->group < 0 || f->gview[t->group] < 0 ||
+	    __atomic_sub_fetch(&f->gleft[t->group], 1, __ATOMIC_ACQ_REL))
+		return;
+	for (int32_t v = f->gview[t->group]; v >= 0; v = f->vnext[v])
+		hash_entry(f, (uint32_t)v);
+}
+
+/* The views whose groups can be followed: every member has pieces (is
+ * no view itself), so that the group is whole once its members are. */
+static void fill_groups(struct fill *f)
+{
+	const struct plan *p = &f->L->v->plan;
+
+	for (uint32_t g = 0; g < p->ngroups; g++) {
+		f->gview[g] = -1;
+		f->gleft[g] = p->g[g].n;
+		for (uint32_t k = 0; k < p->g[g].n; k++) {
+			const struct plan_tensor *m =
+				&p->t[p->members[p->g[g].member0 + k]];
+
+			if (!m->npieces || (m->flags & PLAN_T_VIEW))
+				f->gleft[g] = 0;
+		}
+	}
+	for (uint32_t i = p->ntensors; i-- > 0;) {
+		const struct plan_tensor *t = &p->t[i];
+		int32_t g;
+
+		f->vnext[i] = -1;
+		if ((t->flags & (PLAN_T_VIEW | PLAN_T_ALIAS)) != PLAN_T_VIEW ||
+		    !t->size)
+			continue;
+		g = p->t[t->target].group;
+		if (g < 0 || !f->gleft[g])
+			continue;
+		f->vnext[i] = f->gview[g];
+		f->gview[g] = (int32_t)i;
+	}
+}
+
+static void *fill_worker(void *arg)
+{
+	struct worker *w = arg;
+	struct fill *f = w->f;
+	struct ld *L = f->L;
+	struct claim c;
+	uint64_t one = 1;
+	int sz;
+
+	w->pipe_size = 65536;
+	if (pipe2(w->pipe, O_CLOEXEC)) {
+		w->pipe[0] = w->pipe[1] = -1;
+		w->use_pread = true;
+	} else {
+		sz = fcntl(w->pipe[1], F_SETPIPE_SZ, FILL_PIPE);
+		if (sz > 0)
+			w->pipe_size = (uint64_t)sz;
+	}
+	while (fill_claim(f, &c)) {
+		const struct plan_tensor *e = &L->v->plan.t[c.entry];
+		uint8_t *base = L->v->pools[e->pool].host_ptr;
+		uint64_t len = c.width * c.nrows;
+		int ret = 0;
+
+		for (uint64_t r = 0; !ret && r < c.nrows; r++)
+			ret = move_range(w, &c, base, c.src + r * c.src_pitch,
+					 c.dst + r * c.width, c.width);
+		if (ret == -ENODATA) {
+			fill_fail(f, EIO,
+				  "a shard ended early: %s has no bytes at %" PRIu64 "..%" PRIu64 " (was the file truncated while loading?)",
+				  e->name, c.src, c.src + (c.nrows - 1) * c.src_pitch + c.width);
+			break;
+		}
+		if (ret) {
+			fill_fail(f, ret, "moving %" PRIu64 " bytes of %s into its pool failed: %s",
+				  len, e->name, strerror(-ret));
+			break;
+		}
+		__atomic_add_fetch(&f->done, len, __ATOMIC_RELAXED);
+		if (!__atomic_sub_fetch(&f->left[c.entry], len, __ATOMIC_ACQ_REL) &&
+		    L->v->hashed)
+			entry_landed(f, c.entry);
+	}
+	worker_pipe_close(w);
+	if (!__atomic_sub_fetch(&f->running, 1, __ATOMIC_ACQ_REL) &&
+	    write(f->efd, &one, sizeof(one)) < 0)
+		fill_fail(f, EIO, "cannot wake the loop after the fill: %s",
+			  strerror(errno));
+	return NULL;
+}
+
+/* The read-ahead thread: walks the pieces in claim order and asks the
+ * kernel to start reading each contiguous one (FILL_CHUNK at a time) while
+ * it is less than f->ahead bytes past what the workers have claimed, so
+ * that the disk always has reads queued however the workers' own reads
+ * land (two of them splicing neighbouring chunks defeat the kernel's
+ * sequential read-ahead). Rows of a dim-1 split are left to the kernel:
+ * their spans hold other ranks' bytes. */
+static void *fill_ahead(void *arg)
+{
+	struct fill *f = arg;
+	const struct plan *p = &f->L->v->plan;
+	uint64_t pos = 0;           /* bytes of the pieces walked so far */
+
+	for (uint32_t i = 0; i < p->npieces; i++) {
+		const struct plan_piece *pc = &p->pc[i];
+		bool flat = pc->height <= 1 || pc->src_pitch == pc->width;
+
+		for (uint64_t o = 0; o < pc->size; o += FILL_CHUNK) {
+			uint64_t len = pc->size - o < FILL_CHUNK ?
+				       pc->size - o : FILL_CHUNK;
+			bool over;
+
+			pthread_mutex_lock(&f->mu);
+			while (!f->over && pos > f->claimed + f->ahead)
+				pthread_cond_wait(&f->cv, &f->mu);
+			over = f->over;
+			pthread_mutex_unlock(&f->mu);
+			if (over)
+				return NULL;
+			if (flat)
+				posix_fadvise(f->L->fd[pc->shard],
+					      (off_t)(pc->file_off + o),
+					      (off_t)len, POSIX_FADV_WILLNEED);
+			pos += len;
+		}
+	}
+	return NULL;
+}
+
+struct fill_wait {
+	struct rx_poll poll;
+	bool fired;
+	int res;
+};
+
+static void fill_polled(struct rx_poll *p, int res)
+{
+	struct fill_wait *w = container_of(p, struct fill_wait, poll);
+
+	w->fired = true;
+	w->res = res;
+}
+
+/* Turns the loop until every worker is done: polls the eventfd with a
+ * deadline, logging progress at each, and asks the workers to stop once
+ * the daemon is stopping. */
+static void fill_wait(struct fill *f)
+{
+	struct ld *L = f->L;
+	struct fill_wait w;
+	int ret;
+
+	for (;;) {
+		memset(&w, 0, sizeof(w));
+		rx_op_deadline(&w.poll.op, FILL_POLL_NS);
+		ret = rx_poll_start(&L->d->loop, &w.poll, f->efd, POLLIN,
+				    fill_polled);
+		if (ret) {      /* cannot watch: wait for the workers here */
+			__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
+			return;
+		}
+		while (!w.fired) {
+			if (wcd_stopping(L->d))
+				__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
+			ret = rx_run_once(&L->d->loop, -1);
+			if (ret < 0 && ret != -EINTR && !w.fired)
+				rx_cancel(&w.poll.op);
+		}
+		if (w.res > 0 || !__atomic_load_n(&f->running, __ATOMIC_ACQUIRE))
+			return;
+		L->done_bytes = __atomic_load_n(&f->done, __ATOMIC_RELAXED);
+		ld_progress(L);
+		if (wcd_stopping(L->d))
+			__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
+	}
+}
+
+static unsigned fill_threads(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	if (n < 2)
+		return 2;       /* one splices while the other hashes */
+	return n > FILL_THREADS_MAX ? FILL_THREADS_MAX : (unsigned)n;
+}
+
+int fill_run(struct ld *L, bool *refused, char *err)
+{
+	const struct plan *p = &L->v->plan;
+	struct worker w[FILL_THREADS_MAX];
+	const char *ns = getenv("WCD_TEST_NO_SPLICE");
+	struct fill f = {
+		.L = L, .efd = -1, .n = fill_threads(),
+		.no_splice = ns && !strcmp(ns, "1"),
+	};
+	unsigned started = 0;
+	int ret = 0;
+
+	f.left = calloc(p->ntensors ? p->ntensors : 1, sizeof(*f.left));
+	f.vnext = calloc(p->ntensors ? p->ntensors : 1, sizeof(*f.vnext));
+	f.gleft = calloc(p->ngroups ? p->ngroups : 1, sizeof(*f.gleft));
+	f.gview = calloc(p->ngroups ? p->ngroups : 1, sizeof(*f.gview));
+	if (!f.left || !f.vnext || !f.gleft || !f.gview) {
+		ret = wc_errf(err, ENOMEM, "out of memory");
+		goto out_free;
+	}
+	fill_groups(&f);
+	for (uint32_t i = 0; i < p->npieces; i++)
+		f.left[p->pc[i].entry] += p->pc[i].size;
+	f.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (f.efd < 0) {
+		ret = wc_errf(err, errno, "eventfd: %s", strerror(errno));
+		goto out_free;
+	}
+	pthread_mutex_init(&f.mu, NULL);
+	f.running = f.n;
+	pthread_cond_init(&f.cv, NULL);
+	f.ahead = L->d->o.read_ahead;
+	if (f.ahead && pthread_create(&f.ra, NULL, fill_ahead, &f))
+		f.ahead = 0;    /* no thread: the kernel's read-ahead only */
+	for (; started < f.n; started++) {
+		w[started] = (struct worker){ .f = &f, .pipe = { -1, -1 } };
+		if (pthread_create(&f.th[started], NULL, fill_worker,
+				   &w[started]))
+			break;
+	}
+	if (started < f.n &&
+	    __atomic_sub_fetch(&f.running, f.n - started, __ATOMIC_ACQ_REL) == 0) {
+		/* no thread at all: one worker's share on this thread */
+		f.running = 1;
+		w[0] = (struct worker){ .f = &f, .pipe = { -1, -1 } };
+		fill_worker(&w[0]);
+	} else {
+		fill_wait(&f);
+	}
+	for (unsigned k = 0; k < started; k++)
+		pthread_join(f.th[k], NULL);
+	if (f.ahead) {
+		pthread_mutex_lock(&f.mu);
+		f.over = true;
+		pthread_cond_signal(&f.cv);
+		pthread_mutex_unlock(&f.mu);
+		pthread_join(f.ra, NULL);
+	}
+	pthread_cond_destroy(&f.cv);
+	pthread_mutex_destroy(&f.mu);
+	L->done_bytes = L->read_bytes = f.done;
+	L->hash_ns += f.hash_ns;
+	*refused = f.refused;
+	close(f.efd);
+out_free:
+	free(f.left);
+	free(f.vnext);
+	free(f.gleft);
+	free(f.gview);
+	return ret;
+}
