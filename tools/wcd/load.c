@@ -830,10 +830,9 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 		log_info("phase copy: none (direct path: the reads landed in the pools)");
 	threads = d->o.hash_threads ? d->o.hash_threads : 1;
 	if (v->hashed && L->dev_hash)
-		log_info("phase hash: on the device, %.3f s, %.2f GB/s (XXH3-128 over the pools: %" PRIu64 " steps queued behind the copies, %u of %u views and multi-piece entries as soon as they landed, %.3f s of it after the last copy)",
+		log_info("phase hash: on the device, %.3f s, %.2f GB/s (XXH3-128 over the pools: %" PRIu64 " steps queued behind the copies, %.3f s of it after the last copy)",
 			 v->phases.read_s, gbps(L->total, t_read),
-			 L->dev_hash_steps, L->post_early, L->npost,
-			 secs(L->hash_tail_ns));
+			 L->dev_hash_steps, secs(L->hash_tail_ns));
 	else if (v->hashed && staged)
 		log_info("phase hash: %.3f s of hashing, %.2f GB/s per thread (XXH3-128 per tensor on %s, overlapped with the copies)",
 			 v->phases.hash_s, gbps(L->total, L->hash_ns),

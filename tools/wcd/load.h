@@ -127,12 +127,6 @@ struct ld {
 	/* hashes on the device (backend hash_*) */
 	bool dev_hash, dev_hash_begun;
 	uint64_t dev_hash_steps, hash_tail_ns;
-	/* entries hashed from the pools (views, several pieces): npost of
-	 * them in post[]; post_left[k]: their bytes that copies have still
-	 * to land; hashed as soon as it reaches 0 (post_left[k] = 0 then),
-	 * the rest by staged_finish */
-	uint32_t *post, npost, post_early;
-	uint64_t *post_left;
 };
 
 /* ld.c */

@@ -339,84 +339,6 @@ static void copy_done(void *arg, int res)
 	rx_wake_post(&s->L->wake, &s->node);
 }
 
-static uint64_t overlap(uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1)
-{
-	uint64_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
-
-	return hi > lo ? hi - lo : 0;
-}
-
-#define POST_HASHED UINT32_MAX     /* post[k] once post_landed hashed it */
-
-/* The entries hashed from the pools after their bytes landed (views and
- * entries of several pieces, ld_dev_post), with how many of their bytes
- * the plan's copies write (bytes no copy writes, the zero rows, were
- * filled before the load). Cost: pieces x such entries, once. */
-static int post_init(struct ld *L, char *err)
-{
-	const struct plan *pl = &L->v->plan;
-
-	L->post = calloc(pl->ntensors ? pl->ntensors : 1, sizeof(*L->post));
-	L->post_left = calloc(pl->ntensors ? pl->ntensors : 1,
-			      sizeof(*L->post_left));
-	if (!L->post || !L->post_left)
-		return wc_errf(err, ENOMEM, "out of memory for the hash plan");
-	for (uint32_t i = 0; i < pl->ntensors; i++)
-		if (!ld_streamed(L, i) && ld_dev_post(L, i))
-			L->post[L->npost++] = i;
-	for (uint32_t j = 0; L->npost && j < pl->npieces; j++) {
-		const struct plan_piece *pc = piece(L, j);
-		const struct plan_tensor *o = tensor(L, pc->entry);
-		uint64_t d0 = o->pool_off + pc->dst, d1 = d0 + pc->size;
-
-		for (uint32_t k = 0; k < L->npost; k++) {
-			const struct plan_tensor *t = tensor(L, L->post[k]);
-
-			if (t->pool == o->pool)
-				L->post_left[k] += overlap(d0, d1, t->pool_off,
-							   t->pool_off + t->size);
-		}
-	}
-	return 0;
-}
-
-/* Slot s's copy is complete: the entries hashed from the pools whose
- * last bytes it landed are hashed now, while the load goes on, instead
- * of all after the last copy (staged_finish). */
-static void post_landed(struct ld *L, struct slot *s)
-{
-	const struct plan_tensor *o = tensor(L, s->ti);
-	uint64_t d0 = s->dst_off, d1 = d0 + s->width * s->height;
-	char err[WC_ERR_LEN];
-	int ret;
-
-	for (uint32_t k = 0; k < L->npost; k++) {
-		const struct plan_tensor *t;
-		uint64_t n;
-
-		if (L->post[k] == POST_HASHED || !L->post_left[k])
-			continue;
-		t = tensor(L, L->post[k]);
-		if (t->pool != o->pool)
-			continue;
-		n = overlap(d0, d1, t->pool_off, t->pool_off + t->size);
-		WC_ASSERT(n <= L->post_left[k]);
-		L->post_left[k] -= n;
-		if (!n || L->post_left[k])
-			continue;
-		/* every byte is on the device: no copy to order after */
-		ret = L->be->hash_step(&L->d->dev, &L->v->pools[t->pool],
-				       t->pool_off, t->size, L->post[k],
-				       t->size, 0,
-				       L->post[k] % LD_DEV_HASH_LANES, err);
-		if (ret)
-			ld_fail(L, ret, "%s", err);
-		L->dev_hash_steps++;
-		L->post_early++;
-		L->post[k] = POST_HASHED;
-	}
-}
-
 static void copy_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
 {
 	struct ld *L = container_of(w, struct ld, wake);
@@ -430,8 +352,6 @@ static void copy_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
 	if (s->copy_res < 0)
 		ld_fail(L, s->copy_res, "copy to the device failed: %s",
 			strerror(-s->copy_res));
-	else if (L->dev_hash_begun && !L->err && s->state == SLOT_BUSY)
-		post_landed(L, s);
 	slot_put(L, s);
 }
 
@@ -589,9 +509,6 @@ int staged_setup(struct ld *L, char *err)
 			return ret;
 		} else {
 			L->dev_hash_begun = true;
-			ret = post_init(L, err);
-			if (ret)
-				return ret;
 		}
 	}
 	threads = L->v->hashed && !L->dev_hash ? L->d->o.hash_threads : 0;
@@ -632,15 +549,12 @@ void staged_finish(struct ld *L)
 
 	if (!L->dev_hash_begun)
 		return;
-	/* the views and entries of several pieces not hashed yet
-	 * (post_landed): every copy is done */
-	for (uint32_t k = 0; !L->err && k < L->npost; k++) {
-		uint32_t i = L->post[k];
-		const struct plan_tensor *t;
+	/* the views and entries of several pieces: every copy is done */
+	for (uint32_t i = 0; !L->err && i < L->v->plan.ntensors; i++) {
+		const struct plan_tensor *t = tensor(L, i);
 
-		if (i == POST_HASHED)
+		if (ld_streamed(L, i) || !ld_dev_post(L, i))
 			continue;
-		t = tensor(L, i);
 		ret = L->be->hash_step(&L->d->dev, &L->v->pools[t->pool],
 				       t->pool_off, t->size, i, t->size, 0,
 				       i % LD_DEV_HASH_LANES, err);
@@ -676,6 +590,4 @@ void staged_teardown(struct ld *L)
 		L->be->staging_free(&L->d->dev, L->ring,
 				    L->nslots * L->slot_size);
 	free(L->slots);
-	free(L->post);
-	free(L->post_left);
 }
