@@ -38,6 +38,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "load.h"
@@ -160,6 +161,7 @@ static bool fill_claim(struct fill *f, struct claim *c)
 
 struct worker {
 	struct fill *f;
+	unsigned k;               /* 0 .. n - 1 */
 	int pipe[2];
 	uint64_t pipe_size;
 	bool use_pread;
@@ -319,6 +321,32 @@ static void fill_groups(struct fill *f)
 	}
 }
 
+/* Test hook (test/wcd_load_stop.sh): with WCD_TEST_STALL_AT=fill, the
+ * first worker writes one byte to the FIFO WCD_TEST_STALL_FIFO (whoever
+ * reads it knows that the fill has begun), and every worker waits before
+ * its first claim until the loop asks them to stop: a load that is still
+ * running when SIGTERM comes, whatever the machine's speed. */
+static void fill_test_stall(struct worker *w)
+{
+	const char *fifo = getenv("WCD_TEST_STALL_FIFO");
+	const char *at = getenv("WCD_TEST_STALL_AT");
+	struct timespec ms = { .tv_nsec = 1000000 };
+	int fd;
+
+	if (!fifo || !at || strcmp(at, "fill"))
+		return;
+	if (w->k == 0) {
+		fd = open(fifo, O_WRONLY | O_CLOEXEC);
+		if (fd >= 0) {
+			if (write(fd, "f", 1) < 0)
+				fd = -fd;
+			close(fd < 0 ? -fd : fd);
+		}
+	}
+	while (!__atomic_load_n(&w->f->stop, __ATOMIC_ACQUIRE))
+		nanosleep(&ms, NULL);
+}
+
 static void *fill_worker(void *arg)
 {
 	struct worker *w = arg;
@@ -337,6 +365,7 @@ static void *fill_worker(void *arg)
 		if (sz > 0)
 			w->pipe_size = (uint64_t)sz;
 	}
+	fill_test_stall(w);
 	while (fill_claim(f, &c)) {
 		const struct plan_tensor *e = &L->v->plan.t[c.entry];
 		uint8_t *base = L->v->pools[e->pool].host_ptr;
@@ -487,6 +516,16 @@ int fill_run(struct ld *L, bool *refused, char *err)
 		goto out_free;
 	}
 	fill_groups(&f);
+	/* open_shards opened them O_NONBLOCK against a FIFO put in a shard's
+	 * place and then checked that each is a regular file: blocking reads
+	 * are what the workers want (a file system that honours O_NONBLOCK on
+	 * a regular file would answer EAGAIN) */
+	for (uint32_t i = 0; i < L->v->model.nshards; i++) {
+		int fl = fcntl(L->fd[i], F_GETFL);
+
+		if (fl >= 0 && (fl & O_NONBLOCK))
+			fcntl(L->fd[i], F_SETFL, fl & ~O_NONBLOCK);
+	}
 	for (uint32_t i = 0; i < p->npieces; i++)
 		f.left[p->pc[i].entry] += p->pc[i].size;
 	f.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -501,7 +540,8 @@ int fill_run(struct ld *L, bool *refused, char *err)
 	if (f.ahead && pthread_create(&f.ra, NULL, fill_ahead, &f))
 		f.ahead = 0;    /* no thread: the kernel's read-ahead only */
 	for (; started < f.n; started++) {
-		w[started] = (struct worker){ .f = &f, .pipe = { -1, -1 } };
+		w[started] = (struct worker){ .f = &f, .k = started,
+					      .pipe = { -1, -1 } };
 		if (pthread_create(&f.th[started], NULL, fill_worker,
 				   &w[started]))
 			break;
