@@ -90,8 +90,7 @@ def main():
         w = ways[i % len(ways)]
         _core.Model._torch_tensors = each if w == "each" else batched
         if w == "cold":  # the layout seen, its plan not made: this cycle makes it
-            for k in _core._PLANS:
-                _core._PLANS[k] = None
+            _core._forget_plans()
         t0 = time.perf_counter()
         conn = wcache.connect(device=a.device, runtime_dir=a.runtime_dir)
         tc = time.perf_counter()

@@ -11,7 +11,7 @@ import numpy
 import pytest
 
 import wcache
-from conftest import REFERENCE, safetensors_files, xxh3_128
+from conftest import REFERENCE, safetensors_files, wcgen, xxh3_128
 
 torch = pytest.importorskip("torch")
 
@@ -214,7 +214,7 @@ def test_batched_views_equal_one_view_each(daemons, tiny, tmp_path):
     reuses it, and a changed layout makes a new one."""
     from wcache import _core
     files = safetensors_files(tiny)
-    _core._PLANS.clear()
+    _core._TABLES.clear()
     for layouts, (name, extra) in enumerate((("views1", ()), ("views2", ("--pool-size", "3M"))), 1):
         d = daemons(tiny, name, *extra)
         with d.connect() as c:
@@ -223,8 +223,8 @@ def test_batched_views_equal_one_view_each(daemons, tiny, tmp_path):
                 pools = _core.lib.wc_pool_count(m._lease.m)
                 assert pools > 1 if extra else pools == 1
                 got = m.tensors()
-                assert len(_core._PLANS) == layouts   # one entry per layout
-                plan = _core._PLANS[next(reversed(_core._PLANS))]
+                assert len(_core._TABLES) == layouts   # one entry per layout
+                plan = m._plan_box[0]
                 ref = m._torch_tensors_each()
                 assert list(got) == list(ref) == list(m)
                 if n_attach == 1:
@@ -240,3 +240,52 @@ def test_batched_views_equal_one_view_each(daemons, tiny, tmp_path):
                     assert as_bytes(got[n]) == data, n
                 del got, ref, x, y
                 m.detach()
+
+
+def test_table_cache_keeps_no_pointer(daemons, tmp_path):
+    """A re-attach of one layout reuses the parse of its table (names,
+    dtypes, index, plan: _core._table), never what differs between
+    attaches: a Model attached while the first one's tensors still map the
+    pools is mapped elsewhere, and its tensor(), tensors() and manifest
+    point at its own mapping and carry its own hashes; the next version
+    of the same layout (other bytes, other hashes) reuses the parse too
+    and serves its own bytes."""
+    from wcache import _core
+    a, b = str(tmp_path / "a"), str(tmp_path / "b")
+    wcgen(a, "tiny", "--seed", "1")
+    wcgen(b, "tiny", "--seed", "2")
+    fa, fb = safetensors_files(a), safetensors_files(b)
+    d = daemons(a, "tcache")
+    _core._TABLES.clear()
+    with d.connect() as c:
+        m1 = c.attach(framework="torch")
+        t1 = m1.tensors()
+        m2 = c.attach(framework="torch")   # t1 keeps the first mapping
+        assert m2._names is m1._names, "the second attach parsed the table again"
+        assert len(_core._TABLES) == 1
+        t2 = m2.tensors()
+        for i, name in enumerate(m2):
+            ptr = _core.lib.wc_tensor_at(m2._lease.m, i).contents.ptr
+            assert t2[name].data_ptr() == m2.tensor(name).data_ptr() == ptr, name
+            assert t2[name].data_ptr() != t1[name].data_ptr(), name
+        for name, (dtype, shape, data) in fa.items():
+            assert as_bytes(t2[name]) == data == as_bytes(t1[name]), name
+        h1 = {t.name: t.hash for t in m1.manifest}
+        del t1, t2
+        m1.detach()
+        m2.detach()
+        c.update(b)
+        m3 = c.attach(framework="torch")
+        assert m3._names is m1._names, "the next version of one layout parsed again"
+        t3 = m3.tensors()
+        h3 = {t.name: t.hash for t in m3.manifest}
+        for name, (dtype, shape, data) in fb.items():
+            assert as_bytes(t3[name]) == data, name
+            assert as_bytes(m3.tensor(name)) == data, name
+            if data != fa[name][2]:
+                assert h3[name] != h1[name], name
+        assert h3 != h1
+        hashes = xxh3_128([as_bytes(t3[n]) for n in h3], tmp_path)
+        assert list(h3.values()) == hashes
+        del t3
+        m3.detach()

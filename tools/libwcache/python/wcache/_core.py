@@ -366,18 +366,24 @@ class Model(collections.abc.Mapping):
         self._n = n
         self._fields, self._names, self._dts, self._cols = (), [], [], [()] * _ROW_FIELDS
         self._rows_ = None
+        self._raw = None
+        self._index = {}
+        self._plan_box = [0]
         if n:
             first = lib.wc_tensor_at(m, 0)
             addr = ctypes.addressof(first.contents)
-            self._fields, self._names, self._dts, self._cols = _read_table(addr, n)
-        self._index = dict(zip(self._names, range(n)))
+            t = _table(addr, n)
+            self._raw, self._fields, self._names, self._dts, self._cols, self._index, \
+                self._plan_box = t
         self._manifest = None
 
     @property
     def _rows(self):
         """The table as tuples (_rows_of), built when first asked for."""
         if self._rows_ is None:
-            self._rows_ = _rows_of(self._fields, self._names, self._dts)
+            # the current table's pointers (fields may be a cached table's)
+            fields = list(_ROW.iter_unpack(self._raw)) if self._raw else ()
+            self._rows_ = _rows_of(fields, self._names, self._dts)
         return self._rows_
 
     # -- mapping ------------------------------------------------------------
@@ -554,23 +560,20 @@ class Model(collections.abc.Mapping):
         tensor) for each run of same-shaped tensors at evenly stepped
         offsets. Every result has the shape, strides and offset that its
         own as_strided would give. The plan depends only on the table's
-        dtypes, shapes, pools and offsets and is kept (_PLANS) per layout.
+        dtypes, shapes, pools and offsets and is kept with the table (_table).
         Making it costs more than the batches save in one attach (on the
         H200, torch 2.11: 1.13 ms against 0.83 for one as_strided each and
         0.71 batched, bench/RESULTS.md), so the first attach of a layout in
         a process makes one view each, the second makes the plan, and the
         later ones (a re-attach, the next version after an update) use it."""
         import torch
-        cols = self._cols
-        key = (tuple(self._dts), tuple(cols[2:12]), cols[13], cols[14])
-        plan = _PLANS.get(key, 0)
+        box = self._plan_box    # shared by the Models of one table (_table)
+        plan = box[0]
         if plan == 0:   # a layout first seen: no plan yet (it costs more than it saves once)
-            _PLANS[key] = None
-            while len(_PLANS) > _PLANS_MAX:
-                _PLANS.pop(next(iter(_PLANS)))
+            box[0] = None
             return self._torch_tensors_each()
         if plan is None:
-            plan = _PLANS[key] = _plan(self._fields, self._dts, self._names)
+            plan = box[0] = _plan(self._fields, self._dts, self._names)
         pools, ops, inv = plan
         bases = [self._pool(pool, "torch") if dt in _dtypes.SUB_BYTE else
                  self._pool(pool, "torch", _dtypes.torch_dtype(dt, torch))
@@ -670,6 +673,61 @@ def _read_table(addr, n):
     return fields, [at(p).decode() for p in cols[0]], [at(p).decode() for p in cols[1]], cols
 
 
+# Tables read before (_table), by where the table and its names differ
+# from attach to attach only: a re-attach of the same layout in a process
+# (the next engine start, the next version after an update) reuses the
+# parse, the index and the plan of _torch_tensors.
+_TABLES = {}
+_TABLES_MAX = 8
+# What differs between two attaches of one layout, in 8-byte words of a
+# row of struct wc_tensor: the name, dtype and data pointers, the hash (a
+# new version of the same layout: the next step of an update loop)
+_VARYING_WORDS = tuple(getattr(_lib.WcTensor, f).offset // 8 for f in ("name", "dtype", "ptr")) + \
+    tuple(_lib.WcTensor.hash.offset // 8 + j for j in range(_lib.WC_HASH_LEN // 8))
+assert _VARYING_WORDS == (0, 1, 12, 15, 16) and _ROW.size % 8 == 0
+
+
+def _table(addr, n):
+    """(raw, fields, names, dtypes, columns, index) of the C table at addr:
+    raw the table's bytes as read now; the rest _read_table's, from the
+    cache when the same layout was read before. The same means: every
+    field but the three pointers and the hash equal byte for byte, the
+    names block equal byte for byte, and the name and dtype pointers at
+    the same places in it (one shift for all: the block moved, nothing
+    else), so that the cached names are this table's names. The data
+    pointers and hashes are never taken from the cache (Model._rows reads
+    them from raw); what is (names, dtypes, shapes, pools, offsets, flags,
+    padded rows, the plan) is the same in both."""
+    raw = ctypes.string_at(addr, n * _ROW.size)
+    w = _ROW.size // 8
+    q = memoryview(raw).cast("Q")
+    names_p, dts_p = q[0::w].tolist(), q[1::w].tolist()
+    blk = ctypes.string_at(names_p[0], dts_p[-1] - names_p[0] + len(ctypes.string_at(dts_p[-1]))) \
+        if dts_p[-1] >= names_p[0] else None
+    masked = bytearray(raw)
+    mq = memoryview(masked).cast("Q")
+    zero = memoryview(bytes(8 * n)).cast("Q")
+    for j in _VARYING_WORDS:
+        mq[j::w] = zero
+    masked = bytes(masked)
+    key = (n, hash(blk), hash(masked))
+    hit = _TABLES.get(key)
+    if hit is not None and blk is not None and hit[0] == masked and hit[1] == blk:
+        shift = names_p[0] - hit[2]
+        if list(map(operator.sub, names_p, hit[3])).count(shift) == n and \
+                list(map(operator.sub, dts_p, hit[4])).count(shift) == n:
+            _TABLES[key] = _TABLES.pop(key)   # the most recently used last
+            return (raw,) + hit[5]
+    fields, names, dts, cols = _read_table(addr, n)
+    got = (fields, names, dts, cols, dict(zip(names, range(n))), [0])
+    if blk is not None:
+        _TABLES.pop(key, None)
+        _TABLES[key] = (masked, blk, names_p[0], names_p, dts_p, got)
+        while len(_TABLES) > _TABLES_MAX:
+            _TABLES.pop(next(iter(_TABLES)))
+    return (raw,) + got
+
+
 def _contiguous(shape):
     """Row-major strides of shape (a dimension of 0 counts as 1)."""
     nd = len(shape)
@@ -702,10 +760,12 @@ def _parse_table(addr, n):
     return _rows_of(*_read_table(addr, n)[:3])
 
 
-# Plans of _torch_tensors by layout (None: seen once, no plan yet), the
-# least recently seen layout dropped first.
-_PLANS = {}
-_PLANS_MAX = 8
+def _forget_plans():
+    """Every table read before keeps its parse, not its plan: the next
+    attach of each makes the plan again (for the bench and the tests)."""
+    for e in _TABLES.values():
+        if e[5][5][0] != 0:
+            e[5][5][0] = None
 
 
 def _plan(fields, dts, names):
