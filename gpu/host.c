@@ -18,9 +18,14 @@
  *                memfd is refused with an error (the kernel would refuse
  *                PROT_WRITE anyway: EPERM).
  *
- * copy_to_pool is a memcpy (2-D for dim-1 splits) that calls done(arg, 0)
- * synchronously, on the caller's thread, before it returns: the staged
- * loader must accept a completion from inside its own submit call.
+ * copy_to_pool is a pwrite into the memfd (one per row for dim-1 splits)
+ * that calls done(arg, 0) synchronously, on the caller's thread, before it
+ * returns: the staged loader must accept a completion from inside its own
+ * submit call. pwrite, not a memcpy into host_ptr: shmem's write path does
+ * not zero a page it fills whole, where the page fault of a store through
+ * the mapping zeroes every page first (issue 17: the largest single cost
+ * of a cold host load), and a write that cannot get memory comes back as
+ * an error instead of a SIGBUS.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -138,10 +143,9 @@ static int host_copy_to_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 			     gpu_done_fn done, void *arg)
 {
 	uint64_t last;
-	uint8_t *dst = pool->host_ptr;
 	const uint8_t *src = c->src;
 
-	if (pool->sealed || !dst)
+	if (pool->sealed || !pool->host_ptr || pool->fd < 0)
 		return -EPERM;
 	if (c->height == 0 || c->width == 0) {
 		if (done)
@@ -153,9 +157,21 @@ static int host_copy_to_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 	last = c->dst_off + (uint64_t)(c->height - 1) * c->dst_pitch + c->width;
 	if (last > pool->alloc_size || last < c->dst_off)
 		return -ERANGE;
-	for (size_t r = 0; r < c->height; r++)
-		memcpy(dst + c->dst_off + r * c->dst_pitch,
-		       src + r * c->src_pitch, c->width);
+	for (size_t r = 0; r < c->height; r++) {
+		const uint8_t *p = src + r * c->src_pitch;
+		uint64_t off = c->dst_off + r * c->dst_pitch;
+
+		for (uint64_t n = 0; n < c->width;) {
+			ssize_t k = pwrite(pool->fd, p + n, c->width - n,
+					   (off_t)(off + n));
+
+			if (k < 0 && errno == EINTR)
+				continue;
+			if (k <= 0)
+				return k < 0 ? -errno : -EIO;
+			n += (uint64_t)k;
+		}
+	}
 	if (done)
 		done(arg, 0);
 	return 0;

@@ -4,11 +4,13 @@
  * read-only. After sealing, a write through a read-only mapping kills the
  * writer with SIGSEGV (checked in a forked child), mmap PROT_WRITE of the
  * memfd fails, ftruncate fails, and a read-write import is refused with a
- * message. Also: the 2-D copy, the synchronous done callback, device names.
+ * message. Also: the 2-D copy, 1-D copies around page boundaries, the
+ * synchronous done callback, device names.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -66,6 +68,39 @@ static void test_devices(void)
 	}
 }
 
+/* 1-D copies at offsets and of widths around page boundaries (the copy
+ * is a pwrite into the memfd): the bytes land, and the bytes on either
+ * side keep their value, as seen through the pool's mapping. */
+static void test_copy_odd(struct gpu_dev *dev, struct gpu_pool *pool)
+{
+	static const uint64_t offs[] = { 0, 1, 4095, 4097, 8190 };
+	static const uint64_t widths[] = { 1, 4095, 4096, 4097, 8191 };
+	const struct gpu_backend *be = dev->be;
+	uint8_t *src = malloc(8191), *pp = pool->host_ptr;
+	int calls = 0;
+
+	T_ASSERT(src);
+	for (int i = 0; i < 8191; i++)
+		src[i] = (uint8_t)(i * 7 + 3);
+	for (size_t a = 0; a < sizeof(offs) / sizeof(offs[0]); a++)
+		for (size_t b = 0; b < sizeof(widths) / sizeof(widths[0]); b++) {
+			uint64_t o = offs[a], w = widths[b];
+			struct gpu_copy c = { .dst_off = o, .src = src,
+					      .width = w, .height = 1 };
+
+			memset(pp, 0xa5, pool->alloc_size);
+			T_OK(be->copy_to_pool(dev, pool, &c, 0, done_cb,
+					      &calls));
+			T_ASSERT(memcmp(pp + o, src, w) == 0);
+			if (o)
+				T_EQ_INT(pp[o - 1], 0xa5);
+			T_EQ_INT(pp[o + w], 0xa5);
+		}
+	T_EQ_INT(calls, 25);
+	free(src);
+	memset(pp, 0xa5, pool->alloc_size);
+}
+
 int main(void)
 {
 	struct gpu_dev dev;
@@ -85,6 +120,7 @@ int main(void)
 	T_EQ_U64(pool.alloc_size, 4 * 4096);
 	T_ASSERT(pool.host_ptr && pool.fd >= 0 && !pool.sealed);
 
+	test_copy_odd(&dev, &pool);
 	/* fill: direct writes, then a 2-D copy from staging (4 rows of 8
 	 * bytes taken from a 16-byte source pitch) */
 	memset(pool.host_ptr, 0xa5, size);
