@@ -4,10 +4,13 @@
 #
 #   bench/cold_load.sh [-n ROUNDS] MODEL [LABEL=WCD-OPTIONS ...]
 #
-# Each round: drop the page cache (sync; echo 3 >/proc/sys/vm/drop_caches),
-# cat every shard to /dev/null; then, for each configuration, drop again and
-# run `wcbench load --drop-caches` with its wcd options (LABEL= alone: the
-# defaults). Per run it prints GB/s (wcd's own load figure: parse + fill +
+# Each round: cat every shard to /dev/null, and for each configuration
+# `wcbench load --drop-caches` with its wcd options (LABEL= alone: the
+# defaults; leading NAME=VALUE words go to the environment), each after its
+# own drop of the page cache (sync; echo 3 >/proc/sys/vm/drop_caches); the
+# order rotates from round to round (cat first, then second, ...), since
+# this VM's disk moves by 2x from one read of the model to the next and
+# what runs first in a round must not always be the same. Per run it prints GB/s (wcd's own load figure: parse + fill +
 # hash), the ratio to this round's cat, the read and hash phases, the CPU
 # seconds (user+sys of wcbench and its wcd) and the disk's view from
 # /sys/block/DEV/stat (reads, average request, average queue depth); then
@@ -42,29 +45,52 @@ diskdiff() {
 }
 
 echo "model $MODEL: $BYTES bytes; disk $DEV; $(nproc) CPUs; load before $(cut -d' ' -f1-3 /proc/loadavg)"
-for r in $(seq "$N"); do
-	drop; d0=$(disk); t0=$(date +%s%N)
-	cat $FILES >/dev/null
-	t1=$(date +%s%N); d1=$(disk)
-	cat_gbps=$(awk -v b="$BYTES" -v n=$((t1 - t0)) 'BEGIN { printf "%.3f", b / n }')
-	echo "round $r: cat $cat_gbps GB/s ($(diskdiff "$d0" "$d1"))"
-	for c in "$@"; do
-		label=${c%%=*} opts=${c#*=}
-		drop; d0=$(disk)
-		# shellcheck disable=SC2086
-		/usr/bin/time -o "$TMP/cpu" -f "%U %S" "$BIN/wcbench" load --model "$MODEL" \
-			--device host:cold-load --drop-caches --json -q -- $opts >"$TMP/out.json"
-		d1=$(disk)
-		python3 - "$TMP/out.json" "$cat_gbps" "$label" "$(cat "$TMP/cpu")" \
-			"$(diskdiff "$d0" "$d1")" <<'PY' | tee -a "$TMP/ratios"
+# run_wcd LABEL OPTS: one cold wcd load; its line into $TMP/round
+run_wcd() {
+	local label=$1 opts=$2 envs=() w
+	# shellcheck disable=SC2086
+	set -- $opts
+	while [ $# -gt 0 ] && [[ $1 =~ ^[A-Z_][A-Z0-9_]*= ]]; do envs+=("$1"); shift; done
+	drop; d0=$(disk)
+	env "${envs[@]}" /usr/bin/time -o "$TMP/cpu" -f "%U %S" "$BIN/wcbench" load \
+		--model "$MODEL" --device host:cold-load --drop-caches --json -q -- "$@" \
+		>"$TMP/out.json"
+	d1=$(disk)
+	w=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["metrics"]["load_gbps"])' "$TMP/out.json")
+	python3 - "$TMP/out.json" "$label" "$(cat "$TMP/cpu")" "$(diskdiff "$d0" "$d1")" <<'PY' >>"$TMP/round"
 import json, sys
 m = json.load(open(sys.argv[1]))["metrics"]
-cat, label, (u, s) = float(sys.argv[2]), sys.argv[3], sys.argv[4].split()
-print("  %-10s %.3f GB/s  x%.2f of cat  read %.3f s  hash after %.3f s  cpu %.2f s  (%s)"
-      % (label, m["load_gbps"], m["load_gbps"] / cat, m["read_seconds"],
-         m["hash_seconds"], float(u) + float(s), sys.argv[5]))
+label, (u, s) = sys.argv[2], sys.argv[3].split()
+print("%s %.3f read %.3f s  hash after %.3f s  cpu %.2f s  (%s)"
+      % (label, m["load_gbps"], m["read_seconds"], m["hash_seconds"],
+         float(u) + float(s), sys.argv[4]))
 PY
+}
+
+K=$(($# + 1))
+for r in $(seq "$N"); do
+	: >"$TMP/round"
+	order=""
+	for i in $(seq 0 $((K - 1))); do
+		j=$(( (i + r - 1) % K ))
+		if [ $j = 0 ]; then
+			order="$order cat"
+			drop; d0=$(disk); t0=$(date +%s%N)
+			cat $FILES >/dev/null
+			t1=$(date +%s%N); d1=$(disk)
+			cat_gbps=$(awk -v b="$BYTES" -v n=$((t1 - t0)) 'BEGIN { printf "%.3f", b / n }')
+			cat_disk=$(diskdiff "$d0" "$d1")
+		else
+			c=${!j}
+			order="$order ${c%%=*}"
+			run_wcd "${c%%=*}" "${c#*=}"
+		fi
 	done
+	echo "round $r (order:$order): cat $cat_gbps GB/s ($cat_disk)"
+	while read -r label g rest; do
+		printf '  %-10s %.3f GB/s  x%.2f of cat  %s\n' "$label" "$g" \
+			"$(awk -v a="$g" -v b="$cat_gbps" 'BEGIN { print a / b }')" "$rest"
+	done <"$TMP/round" | tee -a "$TMP/ratios"
 done
 for c in "$@"; do
 	label=${c%%=*}
