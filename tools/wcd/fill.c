@@ -54,12 +54,12 @@ struct fill {
 	pthread_mutex_t mu;       /* the cursor and the first error */
 	uint32_t ti;              /* next claim: piece ti at byte tpos */
 	uint64_t tpos;
-	uint64_t *left;           /* per entry: bytes still to land (atomic) */
-	uint32_t *gleft;          /* per group: members still to land (atomic) */
+	uint64_t *left;           /* atomic, per entry: bytes still to land */
+	uint32_t *gleft;          /* atomic, per group: members to land */
 	int32_t *gview;           /* per group: its first view, or -1 */
 	int32_t *vnext;           /* per entry: the group's next view, or -1 */
 	int failed;               /* atomic: a worker failed */
-	int stop;                 /* atomic: the loop asks the workers to stop */
+	int stop;                 /* atomic: the loop asks them to stop */
 	int refused;              /* atomic: splice was refused once */
 	uint64_t done;            /* atomic: bytes landed */
 	uint64_t hash_ns;         /* atomic: hashing inside the workers */
@@ -477,7 +477,8 @@ static void fill_wait(struct fill *f)
 			if (ret < 0 && ret != -EINTR && !w.fired)
 				rx_cancel(&w.poll.op);
 		}
-		if (w.res > 0 || !__atomic_load_n(&f->running, __ATOMIC_ACQUIRE))
+		if (w.res > 0 ||
+		    !__atomic_load_n(&f->running, __ATOMIC_ACQUIRE))
 			return;
 		L->done_bytes = __atomic_load_n(&f->done, __ATOMIC_RELAXED);
 		ld_progress(L);
@@ -546,8 +547,8 @@ int fill_run(struct ld *L, bool *refused, char *err)
 				   &w[started]))
 			break;
 	}
-	if (started < f.n &&
-	    __atomic_sub_fetch(&f.running, f.n - started, __ATOMIC_ACQ_REL) == 0) {
+	if (started < f.n && !__atomic_sub_fetch(&f.running, f.n - started,
+						 __ATOMIC_ACQ_REL)) {
 		/* no thread at all: one worker's share on this thread */
 		f.running = 1;
 		w[0] = (struct worker){ .f = &f, .pipe = { -1, -1 } };
