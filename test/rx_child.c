@@ -90,33 +90,50 @@ static void run_stranger(struct rx_loop *loop)
 	rx_child_close(&c);
 }
 
+/* Forks a middle process whose child (a pauser: someone else's child
+ * for our loop) it reaps once go_fd is readable (-1: as soon as it dies).
+ * *gc is the grandchild's pid; returns the middle one's. */
+static pid_t fork_stranger(int go_fd, pid_t *gc)
+{
+	int p[2], st;
+	pid_t mid;
+	char b = 0;
+
+	T_ASSERT(pipe(p) == 0);
+	mid = fork();
+	T_ASSERT(mid >= 0);
+	if (mid == 0) {
+		pid_t g = fork();
+
+		if (g == 0) {
+			pause();
+			_exit(0);
+		}
+		if (write(p[1], &g, sizeof(g)) != sizeof(g))
+			_exit(1);
+		if (go_fd >= 0 && read(go_fd, &b, 1) < 0)
+			_exit(1);
+		waitpid(g, &st, 0);
+		_exit(0);
+	}
+	T_ASSERT(read(p[0], gc, sizeof(*gc)) == sizeof(*gc));
+	close(p[0]);
+	close(p[1]);
+	return mid;
+}
+
 /* Someone else's child, killed by a signal while its parent (alive, not
  * reaping) keeps the zombie: the status is read from the zombie. */
 static void run_zombie(struct rx_loop *loop)
 {
 	struct rx_child c = { 0 };
-	int p[2], go[2], st;
+	int go[2], st;
 	pid_t mid, gc;
 	char b = 0;
 
-	T_ASSERT(pipe(p) == 0 && pipe(go) == 0);
-	mid = fork();
-	T_ASSERT(mid >= 0);
-	if (mid == 0) {
-		gc = fork();
-		if (gc == 0) {
-			pause();
-			_exit(0);
-		}
-		if (write(p[1], &gc, sizeof(gc)) != sizeof(gc))
-			_exit(1);
-		/* keep the zombie until the test has seen the exit */
-		if (read(go[0], &b, 1) < 0)
-			_exit(1);
-		waitpid(gc, &st, 0);
-		_exit(0);
-	}
-	T_ASSERT(read(p[0], &gc, sizeof(gc)) == sizeof(gc));
+	T_ASSERT(pipe(go) == 0);
+	/* the middle one keeps the zombie until the test has seen the exit */
+	mid = fork_stranger(go[0], &gc);
 	done_res = 1;
 	T_OK(rx_child_watch_pid(loop, &c, gc, on_exit_cb));
 	T_OK(rx_child_kill(&c, SIGKILL));
@@ -127,8 +144,6 @@ static void run_zombie(struct rx_loop *loop)
 	T_EQ_INT(c.exit_code, -1);
 	T_ASSERT(write(go[1], &b, 1) == 1);
 	T_ASSERT(waitpid(mid, &st, 0) == mid);
-	close(p[0]);
-	close(p[1]);
 	close(go[0]);
 	close(go[1]);
 	rx_child_close(&c);
@@ -140,25 +155,11 @@ static void run_zombie(struct rx_loop *loop)
 static void run_reaped(struct rx_loop *loop)
 {
 	struct rx_child c = { 0 };
-	int p[2], st, major = 0, minor = 0;
+	int st, major = 0, minor = 0;
 	struct utsname u;
 	pid_t mid, gc;
 
-	T_ASSERT(pipe(p) == 0);
-	mid = fork();
-	T_ASSERT(mid >= 0);
-	if (mid == 0) {
-		gc = fork();
-		if (gc == 0) {
-			pause();
-			_exit(0);
-		}
-		if (write(p[1], &gc, sizeof(gc)) != sizeof(gc))
-			_exit(1);
-		waitpid(gc, &st, 0);    /* reaps it as soon as it dies */
-		_exit(0);
-	}
-	T_ASSERT(read(p[0], &gc, sizeof(gc)) == sizeof(gc));
+	mid = fork_stranger(-1, &gc);   /* reaps gc as soon as it dies */
 	done_res = 1;
 	T_OK(rx_child_watch_pid(loop, &c, gc, on_exit_cb));
 	T_OK(rx_child_kill(&c, SIGKILL));
@@ -172,8 +173,6 @@ static void run_reaped(struct rx_loop *loop)
 		       u.release);
 	else
 		T_EQ_INT(c.term_signal, SIGKILL);
-	close(p[0]);
-	close(p[1]);
 	rx_child_close(&c);
 }
 

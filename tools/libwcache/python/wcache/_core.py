@@ -673,10 +673,11 @@ def _read_table(addr, n):
     return fields, [at(p).decode() for p in cols[0]], [at(p).decode() for p in cols[1]], cols
 
 
-# Tables read before (_table), by where the table and its names differ
-# from attach to attach only: a re-attach of the same layout in a process
+# Tables read before (_table): a re-attach of the same layout in a process
 # (the next engine start, the next version after an update) reuses the
-# parse, the index and the plan of _torch_tensors.
+# parse, the index and the plan of _torch_tensors. By (entries, length of
+# the names block, length of the table), the most recent last, at most
+# _TABLES_MAX of each such size.
 _TABLES = {}
 _TABLES_MAX = 8
 # What differs between two attaches of one layout, in 8-byte words of a
@@ -710,21 +711,19 @@ def _table(addr, n):
     for j in _VARYING_WORDS:
         mq[j::w] = zero
     masked = bytes(masked)
-    key = (n, hash(blk), hash(masked))
-    hit = _TABLES.get(key)
-    if hit is not None and blk is not None and hit[0] == masked and hit[1] == blk:
-        shift = names_p[0] - hit[2]
-        if list(map(operator.sub, names_p, hit[3])).count(shift) == n and \
-                list(map(operator.sub, dts_p, hit[4])).count(shift) == n:
-            _TABLES[key] = _TABLES.pop(key)   # the most recently used last
-            return (raw,) + hit[5]
+    key = (n, len(blk) if blk is not None else -1, len(masked))
+    for hit in reversed(_TABLES.get(key, ())):   # compared, not hashed: memcmp
+        if blk is not None and hit[0] == masked and hit[1] == blk:
+            shift = names_p[0] - hit[2]
+            if list(map(operator.sub, names_p, hit[3])).count(shift) == n and \
+                    list(map(operator.sub, dts_p, hit[4])).count(shift) == n:
+                return (raw,) + hit[5]
     fields, names, dts, cols = _read_table(addr, n)
     got = (fields, names, dts, cols, dict(zip(names, range(n))), [0])
     if blk is not None:
-        _TABLES.pop(key, None)
-        _TABLES[key] = (masked, blk, names_p[0], names_p, dts_p, got)
-        while len(_TABLES) > _TABLES_MAX:
-            _TABLES.pop(next(iter(_TABLES)))
+        same = _TABLES.setdefault(key, [])
+        same.append((masked, blk, names_p[0], names_p, dts_p, got))
+        del same[:-_TABLES_MAX]
     return (raw,) + got
 
 
@@ -763,9 +762,10 @@ def _parse_table(addr, n):
 def _forget_plans():
     """Every table read before keeps its parse, not its plan: the next
     attach of each makes the plan again (for the bench and the tests)."""
-    for e in _TABLES.values():
-        if e[5][5][0] != 0:
-            e[5][5][0] = None
+    for same in _TABLES.values():
+        for e in same:
+            if e[5][5][0] != 0:
+                e[5][5][0] = None
 
 
 def _plan(fields, dts, names):
