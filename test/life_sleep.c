@@ -16,6 +16,10 @@
  * model rewritten with another seed) fails with the tensor named and the
  * daemon stays asleep; with the files restored, the wake succeeds.
  *
+ * More pools than a sleep allocates host buffers ahead for: the bytes
+ * come back; a host buffer that cannot be had for one pool refuses the
+ * sleep and leaves no buffer behind (wcd's RssAnon).
+ *
  * wcd --sleep-arena keep: the wake keeps the host copy's buffers (STATUS:
  * sleep_arena_bytes) and the next level-1 sleep copies into them, needing
  * no host memory (it succeeds with MemAvailable short) and saying so;
@@ -291,6 +295,95 @@ static void short_host_memory(const char *meminfo)
 	printf("ok  level 1 refused with short host memory: %.160s\n", want);
 }
 
+/* wcd's resident anonymous memory (RssAnon), in kB: the host backend's
+ * sleep buffers are anonymous (MAP_POPULATE), the pools memfd (shmem). */
+static long rss_anon_kb(void)
+{
+	char path[64], line[256];
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)x.wcd);
+	f = fopen(path, "r");
+	T_ASSERT(f);
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "RssAnon: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	T_ASSERT(kb >= 0);
+	return kb;
+}
+
+/* More pools than sleep allocates at once (2): every pool's bytes come
+ * back; a host buffer that cannot be had for pool 2
+ * (WCD_TEST_SLEEP_ALLOC_FAIL) refuses the sleep with the reason, the
+ * daemon keeps serving the same bytes, and no buffer is left behind:
+ * neither those already copied (pools 0, 1) nor the one allocated ahead
+ * of the failure (pool 3). */
+static void many_pools(void)
+{
+	static const char *const args[] = { "--pool-size", "1M", NULL };
+	struct wc_conn *c;
+	struct wc_model *m;
+	struct wc_life_result r;
+	struct wc_error e;
+	struct wc_pool_view pv;
+	uint32_t pools;
+	long before, asleep, left;
+	uint64_t ahead;
+	int fds;
+
+	e2e_kill_wcd(&x);
+	e2e_start_wcd(&x, args);
+	c = e2e_connect(&x);
+	if (wc_hello(c, NULL, NULL, &e) || wc_attach(c, 0, &m, NULL, &e))
+		T_FAIL("attach: %s", e.msg);
+	pools = wc_pool_count(m);
+	T_CMP_INT(pools, >, 4);
+	T_OK(wc_pool_at(m, 3, &pv));
+	ahead = pv.size;                      /* what pool 2's failure finds allocated */
+	wc_detach(m, NULL);
+	wc_close(c);
+	round_trip(1, "more pools than allocated ahead");
+	/* while asleep each pool's host buffer is a mapping of its own (what
+	 * the failure below must not leave behind) */
+	before = rss_anon_kb();
+	sleep_level(1, &r);
+	asleep = rss_anon_kb() - before;
+	T_CMP_INT(asleep, >=, (long)(x.m.total_bytes >> 10) * 9 / 10);
+	if (wake(&r, e.msg))
+		T_FAIL("wake: %s", e.msg);
+	e2e_kill_wcd(&x);
+	setenv("WCD_TEST_SLEEP_ALLOC_FAIL", "2", 1);
+	e2e_start_wcd(&x, args);
+	unsetenv("WCD_TEST_SLEEP_ALLOC_FAIL");
+	fds = e2e_fd_count(x.wcd);
+	before = rss_anon_kb();
+	c = e2e_connect(&x);
+	T_EQ_INT(wc_sleep(c, 1, &r, &e), -EAGAIN);
+	T_HAS(e.msg, "cannot sleep at level 1: WCD_TEST_SLEEP_ALLOC_FAIL: no host buffer for pool 2");
+	T_HAS(e.msg, "the daemon keeps serving");
+	wc_close(c);
+	/* the buffer of pool 3 (allocated ahead) is not left */
+	left = rss_anon_kb() - before;
+	T_CMP_INT(left, <, (long)(ahead >> 10) / 2);
+	/* the connection's socket and pidfd go when wcd sees its end */
+	for (int k = 0; k < 500 && e2e_fd_count(x.wcd) != fds; k++)
+		usleep(10000);
+	T_EQ_INT(e2e_fd_count(x.wcd), fds);
+	{
+		json_t *j = e2e_status(&x);
+
+		T_EQ_STR(json_string_value(json_object_get(j, "state")), "ready");
+		T_EQ_INT(json_integer_value(json_object_get(j, "host_copy_bytes")), 0);
+		json_decref(j);
+	}
+	attach_and_compare();
+	printf("ok  %u pools: sleep/wake round trip; a failed host buffer for pool 2 refused the sleep, nothing left behind (RssAnon %+ld kB across it, %+ld kB while asleep; pool 3: %llu bytes)\n",
+	       pools, left, asleep, (unsigned long long)ahead);
+	e2e_kill_wcd(&x);
+}
+
 int main(void)
 {
 	static const char *const staged[] = { "--load-path", "staged",
@@ -308,7 +401,7 @@ int main(void)
 	round_trip(2, "direct");
 	round_trip(1, "direct, again");
 	changed_files_level2();
-	e2e_kill_wcd(&x);
+	many_pools();
 	e2e_start_wcd(&x, staged);
 	round_trip(1, "staged");
 	round_trip(2, "staged");

@@ -74,16 +74,24 @@ static void pids_list(char *buf, size_t cap, const pid_t *pids, unsigned n)
 			 n - LIFE_PIDS_SHOWN);
 }
 
-/* One pool's host buffer, allocated on a thread while the pool before it
- * is copied: on CUDA the allocation (faulting fresh pages in, then
- * cudaHostRegister) costs about as much as the copy itself, so doing them
- * one after the other halves the rate (bench/RESULTS.md, issue 17). */
+/* The host buffers of the pools, allocated on threads while the pool
+ * before them is copied: on CUDA an allocation (faulting fresh pages in on
+ * threads, then cudaHostRegister) costs about as much as the copy or more
+ * (bench/RESULTS.md, issue 17), so one after the other halves the rate.
+ * SLEEP_AHEAD pools are in the making at the top of each copy: 2 is the
+ * pool being copied and the next one; 3 (two allocations at once) was no
+ * faster on the H200 (0.85-0.88 s against 0.81-0.93 s for 16 GB, the
+ * allocations slowing each other down). */
+#define SLEEP_AHEAD 2
+
 struct arena_job {
 	struct gpu_dev *dev;
 	uint64_t len;
+	uint32_t pool;
 	void *p;
 	int ret;
-	bool started;
+	bool pending;             /* started, not waited for */
+	bool thread;              /* on a thread (else done when started) */
 	pthread_t th;
 	uint64_t ns;              /* the allocation's own time */
 	char err[WC_ERR_LEN];
@@ -92,29 +100,48 @@ struct arena_job {
 static void *arena_job_fn(void *arg)
 {
 	struct arena_job *j = arg;
+	const char *fail = getenv("WCD_TEST_SLEEP_ALLOC_FAIL");
 	uint64_t t = rx_now_ns();
 
-	j->ret = j->dev->be->staging_alloc(j->dev, j->len, &j->p, j->err);
+	/* the tests' hook: the host buffer of pool N cannot be had */
+	if (fail && *fail && strtoul(fail, NULL, 10) == j->pool)
+		j->ret = wc_errf(j->err, ENOMEM,
+				 "WCD_TEST_SLEEP_ALLOC_FAIL: no host buffer for pool %u",
+				 j->pool);
+	else
+		j->ret = j->dev->be->staging_alloc(j->dev, j->len, &j->p,
+						   j->err);
 	j->ns = rx_now_ns() - t;
 	return NULL;
 }
 
-/* Starts allocating len bytes; on a thread when one can be made. */
+/* Starts allocating len bytes for pool; on a thread when one can be made. */
 static void arena_job_start(struct arena_job *j, struct gpu_dev *dev,
-			    uint64_t len)
+			    uint32_t pool, uint64_t len)
 {
-	*j = (struct arena_job){ .dev = dev, .len = len };
-	j->started = !pthread_create(&j->th, NULL, arena_job_fn, j);
-	if (!j->started)
+	*j = (struct arena_job){ .dev = dev, .len = len, .pool = pool,
+				 .pending = true };
+	j->thread = !pthread_create(&j->th, NULL, arena_job_fn, j);
+	if (!j->thread)
 		arena_job_fn(j);
 }
 
 static int arena_job_wait(struct arena_job *j)
 {
-	if (j->started)
+	if (j->thread)
 		pthread_join(j->th, NULL);
-	j->started = false;
+	j->thread = false;
+	j->pending = false;
 	return j->ret;
+}
+
+/* Waits for every allocation still running and frees what it got. */
+static void arena_jobs_drop(struct gpu_dev *dev, struct arena_job *jobs,
+			    unsigned n)
+{
+	for (unsigned k = 0; k < n; k++)
+		if (jobs[k].pending && !arena_job_wait(&jobs[k]))
+			dev->be->staging_free(dev, jobs[k].p, jobs[k].len);
 }
 
 /* Whether the kept arena (--sleep-arena keep) fits v's pools as they are. */
@@ -132,15 +159,16 @@ static bool arena_fits(const struct wcd_life *L, const struct wcd_version *v)
 /* Level 1: copies every pool of v to host memory from the backend's
  * staging allocator (pinned on CUDA, so that WAKE copies at full speed):
  * into the kept arena when there is one that fits, else into buffers
- * allocated one pool ahead of the copy (arena_job). *reused says which. */
+ * allocated up to SLEEP_AHEAD pools ahead of the copy (arena_job). *reused
+ * says which. */
 static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
 		      char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
 	struct wcd_life *L = &d->life;
-	struct arena_job job = { 0 };
-	uint64_t need = 0, have, job_ns = 0;
-	uint32_t next;
+	struct arena_job jobs[SLEEP_AHEAD] = { 0 };
+	uint64_t need = 0, have;
+	uint32_t next = 0;         /* the next pool whose buffer to start */
 	int ret = 0;
 
 	*reused = arena_fits(L, v);
@@ -155,38 +183,38 @@ static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
 			       "the host copy needs %" PRIu64 " bytes but only %" PRIu64 " bytes of host memory are available (MemAvailable)",
 			       need, have);
 	L->nhost = v->npools;
-	/* the first buffer that must be allocated, started now */
-	for (next = 0; !*reused && next < v->npools && !v->pools[next].size;
-	     next++)
-		;
-	if (!*reused && next < v->npools)
-		arena_job_start(&job, &d->dev, v->pools[next].size);
 	for (uint32_t i = 0; i < v->npools; i++) {
-		uint64_t len = v->pools[i].size, tw = rx_now_ns(), tc;
+		uint64_t len = v->pools[i].size, tw, tc, job_ns = 0;
+		struct arena_job *j = &jobs[i % SLEEP_AHEAD];
 
+		/* pools i .. i + SLEEP_AHEAD - 1 allocating: the slot of
+		 * pool n is n % SLEEP_AHEAD, free once pool n - SLEEP_AHEAD
+		 * (< i) took its buffer */
+		for (; !*reused && next < v->npools && next < i + SLEEP_AHEAD;
+		     next++)
+			if (v->pools[next].size)
+				arena_job_start(&jobs[next % SLEEP_AHEAD],
+						&d->dev, next,
+						v->pools[next].size);
 		if (!len)
 			continue;
+		tw = rx_now_ns();
 		if (!*reused) {
-			WC_ASSERT(next == i);
-			ret = arena_job_wait(&job);
-			if (ret)
-				return wc_errf(err, -ret, "%s", job.err);
-			L->host[i] = job.p;
+			WC_ASSERT(j->pending && j->pool == i);
+			ret = arena_job_wait(j);
+			if (ret) {
+				wc_errf(err, -ret, "%s", j->err);
+				break;
+			}
+			L->host[i] = j->p;
 			L->host_len[i] = len;
-			job_ns = job.ns;
-			for (next = i + 1; next < v->npools &&
-			     !v->pools[next].size; next++)
-				;
-			if (next < v->npools)
-				arena_job_start(&job, &d->dev,
-						v->pools[next].size);
+			job_ns = j->ns;
 		}
 		tc = rx_now_ns();
 		ret = be->copy_from_pool(&d->dev, &v->pools[i], 0, L->host[i],
 					 len);
 		log_debug("sleep: pool %u (%" PRIu64 " bytes): host buffer allocated in %.3f s (%.3f s of it waited for), copied in %.3f s",
-			  i, len, *reused ? 0.0 : (double)job_ns / 1e9,
-			  (double)(tc - tw) / 1e9,
+			  i, len, (double)job_ns / 1e9, (double)(tc - tw) / 1e9,
 			  (double)(rx_now_ns() - tc) / 1e9);
 		if (ret) {
 			wc_errf(err, -ret,
@@ -196,8 +224,7 @@ static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
 		}
 		L->host_bytes += len;
 	}
-	if (job.started && !arena_job_wait(&job))
-		be->staging_free(&d->dev, job.p, job.len);
+	arena_jobs_drop(&d->dev, jobs, SLEEP_AHEAD);
 	return ret;
 }
 
