@@ -7,7 +7,10 @@
 # cut at that point exactly, then the load goes on.
 #  - an UPDATE (direct path): refused with that sentence; the daemon still
 #    serves the first model (an engine of it attaches and verifies);
-#  - the start-up load on the staged path: wcd exits 1, the log says why.
+#  - the start-up load on the staged path: wcd exits 1, the log says why;
+#  - cut while it is read instead (WCD_TEST_STALL_AT=opened: after the
+#    size check), with either direct fill (read, splice): wcd exits 1 with
+#    "FILE ended early", no ready file.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/e2e_lib.bash"
 e2e_init trunc
@@ -50,4 +53,24 @@ wait "$p"; rc=$?
 expect_eq "start-up load of a shard cut after its parse: exit" "$rc" 1
 expect_has "the start-up sentence" "$(cat "$E2E_DIR/wcd2.log")" "$shard is $cut bytes now but was $full when its header was read"
 [ -e "$READY" ] && fail "wcd wrote its ready file for a load that failed"
+
+# cut while it is read (after the shards were opened and their sizes
+# checked: WCD_TEST_STALL_AT=opened): both direct fills fail the start-up
+# load naming the file, never serve
+export WCD_TEST_STALL_AT=opened WCD_TEST_STALL_DIR=$(realpath "$E2E_DIR/next")
+for fill in read splice; do
+	"$BIN/wcgen" tiny --out "$E2E_DIR/next" --seed 3 --force >/dev/null 2>&1 || fail "wcgen next ($fill)"
+	rm -f "$READY"
+	"$BIN/wcd" --model "$E2E_DIR/next" "${W[@]}" --direct-fill $fill >"$E2E_DIR/wcd-$fill.log" 2>&1 &
+	p=$!
+	WCD_PIDS+=("$p")
+	cut_at_parse "$shard" "$cut"
+	wait "$p"; rc=$?
+	log=$(cat "$E2E_DIR/wcd-$fill.log")
+	expect_eq "start-up load ($fill fill) of a shard cut while it is read: exit" "$rc" 1
+	case $log in *"is $cut bytes now"*) fail "$fill: the cut came before the size check: $log" ;; esac
+	expect_has "the $fill fill's sentence" "$log" "$shard ended early"
+	expect_has "the $fill fill's reason" "$log" "was the file truncated while loading?"
+	[ -e "$READY" ] && fail "wcd wrote its ready file for a load that failed ($fill)"
+done
 echo ok

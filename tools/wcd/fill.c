@@ -82,7 +82,7 @@ struct fill {
  * each src_pitch after the previous one, landing contiguously at dst in
  * the pool. */
 struct claim {
-	uint32_t entry;
+	uint32_t entry, shard;
 	int in, out;
 	uint64_t src, src_pitch, width, nrows, dst;
 };
@@ -126,6 +126,7 @@ static bool fill_claim(struct fill *f, struct claim *c)
 
 		c->entry = pc->entry;
 		c->in = L->fd[pc->shard];
+		c->shard = pc->shard;
 		c->out = L->v->pools[e->pool].fd;
 		c->dst = e->pool_off + pc->dst + f->tpos;
 		if (pc->height <= 1 || pc->src_pitch == pc->width) {
@@ -378,8 +379,9 @@ static void *fill_worker(void *arg)
 					 c.dst + r * c.width, c.width);
 		if (ret == -ENODATA) {
 			fill_fail(f, EIO,
-				  "a shard ended early: %s has no bytes at %" PRIu64 "..%" PRIu64 " (was the file truncated while loading?)",
-				  e->name, c.src, c.src + (c.nrows - 1) * c.src_pitch + c.width);
+				  "%s ended early: no bytes of %s at %" PRIu64 "..%" PRIu64 " (was the file truncated while loading?)",
+				  ld_shard_name(L, c.shard), e->name, c.src,
+				  c.src + (c.nrows - 1) * c.src_pitch + c.width);
 			break;
 		}
 		if (ret) {

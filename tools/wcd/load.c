@@ -106,8 +106,10 @@ static void hdr_box_put(struct hdr_box *b)
  * WCD_TEST_STALL_DIR a model directory whose header reads then block on
  * that FIFO first, a pipe-backed stand-in for a hung file system. With
  * WCD_TEST_STALL_AT=parsed the block comes after the header reads instead
- * (test/rel_truncated.sh: a shard changed between its parse and its read);
- * point is where the caller is ("open" or "parsed"). */
+ * (test/rel_truncated.sh: a shard changed between its parse and its read),
+ * with "opened" after the shards were opened and their sizes checked, on
+ * the loop's thread (a shard cut while it is read); point is where the
+ * caller is ("open", "parsed" or "opened"). */
 static void hdr_test_stall(const char *path, const char *point)
 {
 	const char *fifo = getenv("WCD_TEST_STALL_FIFO");
@@ -343,12 +345,13 @@ static void direct_read_cb(struct rx_read *r, int res)
 	L->inflight--;
 	L->free_reads[L->nfree_reads++] = dr;
 	if (res < 0)
-		ld_fail(L, res, "read of %" PRIu64 " bytes at offset %" PRIu64 " failed: %s",
-			dr->len, r->off, strerror(-res));
+		ld_fail(L, res, "read of %" PRIu64 " bytes of %s at offset %" PRIu64 " failed: %s",
+			dr->len, ld_shard_name(L, dr->shard), r->off,
+			strerror(-res));
 	else if ((uint64_t)res < dr->len)
 		ld_fail(L, EIO,
-			"a shard ended early: read %d of %" PRIu64 " bytes at offset %" PRIu64 " (was the file truncated while loading?)",
-			res, dr->len, r->off);
+			"%s ended early: read %d of %" PRIu64 " bytes at offset %" PRIu64 " (was the file truncated while loading?)",
+			ld_shard_name(L, dr->shard), res, dr->len, r->off);
 	else {
 		L->done_bytes += dr->len;
 		L->read_bytes += dr->len;
@@ -385,6 +388,7 @@ static void direct_issue(struct ld *L)
 		dst = (uint8_t *)pool->host_ptr + e->pool_off + t->dst + L->tpos;
 		dr->L = L;
 		dr->len = len;
+		dr->shard = t->shard;
 		ret = rx_read_start(&L->d->loop, &dr->r, L->fd[t->shard], dst,
 				    len, src, -1, RX_READ_ASYNC,
 				    direct_read_cb);
@@ -747,6 +751,7 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	ret = open_shards(L, staged, err);
 	if (ret)
 		goto out_close;
+	hdr_test_stall(v->model.path, "opened");
 	step_done("shards opened (page-cache probes)", &ts);
 	if (staged) {
 		ret = staged_setup(L, err);

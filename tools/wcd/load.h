@@ -22,6 +22,7 @@ struct dread {                /* direct path: one read in flight */
 	struct rx_read r;
 	struct ld *L;
 	uint64_t len;
+	uint32_t shard;           /* for the messages */
 };
 
 /* A staging slot goes round FREE -> READING -> READ -> BUSY -> FREE
