@@ -220,6 +220,26 @@ static inline void e2e_start_wcd(struct e2e *x, const char *const *extra)
 	}
 }
 
+/* A "Key: N kB" line of /proc/PID/status (VmRSS, RssAnon), -1 without
+ * one: the memory checks of the reliability and lifecycle tests. */
+static inline long e2e_status_kb(pid_t pid, const char *key)
+{
+	char path[64], line[256];
+	size_t n = strlen(key);
+	long kb = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	T_ASSERT(f);
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, key, n) && line[n] == ':' &&
+		    sscanf(line + n + 1, "%ld", &kb) == 1)
+			break;
+	fclose(f);
+	return kb;
+}
+
 /* Open descriptors of process pid (its /proc/PID/fd entries): the leak
  * checks of the reliability and handover tests. */
 static inline int e2e_fd_count(pid_t pid)

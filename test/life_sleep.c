@@ -295,21 +295,12 @@ static void short_host_memory(const char *meminfo)
 	printf("ok  level 1 refused with short host memory: %.160s\n", want);
 }
 
-/* wcd's resident anonymous memory (RssAnon), in kB: the host backend's
- * sleep buffers are anonymous (MAP_POPULATE), the pools memfd (shmem). */
+/* wcd's resident anonymous memory, in kB: the host backend's sleep
+ * buffers are anonymous (MAP_POPULATE), the pools memfd (shmem). */
 static long rss_anon_kb(void)
 {
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
+	long kb = e2e_status_kb(x.wcd, "RssAnon");
 
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)x.wcd);
-	f = fopen(path, "r");
-	T_ASSERT(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "RssAnon: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
 	T_ASSERT(kb >= 0);
 	return kb;
 }

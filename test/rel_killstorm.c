@@ -21,22 +21,6 @@
 #define STEPS 7
 #define RSS_SLACK_KB (4 * 1024)
 
-static long rss_kb(pid_t pid)
-{
-	char path[64], line[256];
-	long kb = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
-	f = fopen(path, "re");
-	T_ASSERT(f);
-	while (fgets(line, sizeof(line), f))
-		if (sscanf(line, "VmRSS: %ld kB", &kb) == 1)
-			break;
-	fclose(f);
-	return kb;
-}
-
 static int raw_connect(const struct e2e *x)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -191,11 +175,11 @@ int main(void)
 	storm(&gx, 50, &seed);            /* warm-up: allocator, pools */
 	idle(&gx);
 	fds0 = e2e_fd_count(gx.wcd);
-	rss0 = rss_kb(gx.wcd);
+	rss0 = e2e_status_kb(gx.wcd, "VmRSS");
 	storm(&gx, KILLS, &seed);
 	idle(&gx);
 	fds1 = settle_fds(gx.wcd, fds0);
-	rss1 = rss_kb(gx.wcd);
+	rss1 = e2e_status_kb(gx.wcd, "VmRSS");
 	printf("wcd fds %d -> %d, RSS %ld -> %ld kB after %d kills\n", fds0,
 	       fds1, rss0, rss1, KILLS);
 	/* fds0 can hold the STATUS connection idle() just closed (not yet
