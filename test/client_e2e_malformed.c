@@ -15,13 +15,9 @@
 
 static int raw_connect(const struct e2e *x)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	struct timeval tv = { .tv_sec = 5 };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	int fd = e2e_raw_connect(x->sock);
 
-	T_ASSERT(fd >= 0);
-	memcpy(sa.sun_path, x->sock, strlen(x->sock) + 1);
-	T_OK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0);
 	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
 	return fd;
 }

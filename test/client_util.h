@@ -17,7 +17,9 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -218,6 +220,20 @@ static inline void e2e_start_wcd(struct e2e *x, const char *const *extra)
 		T_OK(stat(x->sock, &st) ? -errno : 0);
 		T_EQ_INT(st.st_mode & 0777, 0600);
 	}
+}
+
+/* A plain connection to the unix socket at path (frames written by hand:
+ * the malformed-input, slow-client and handover tests). */
+static inline int e2e_raw_connect(const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+	T_ASSERT(fd >= 0);
+	T_ASSERT(strlen(path) < sizeof(sa.sun_path));
+	memcpy(sa.sun_path, path, strlen(path) + 1);
+	T_OK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0);
+	return fd;
 }
 
 /* A "Key: N kB" line of /proc/PID/status (VmRSS, RssAnon), -1 without

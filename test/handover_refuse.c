@@ -20,18 +20,6 @@
 #include "wire.h"
 #include "wire_handover.h"
 
-static int raw_connect(const struct e2e *x)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	T_ASSERT(fd >= 0);
-	T_ASSERT(strlen(x->sock) < sizeof(sa.sun_path));
-	memcpy(sa.sun_path, x->sock, strlen(x->sock) + 1);
-	T_OK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0);
-	return fd;
-}
-
 /* A PING frame of id in buf; returns its length. */
 static size_t ping_frame(uint8_t *buf, uint64_t id)
 {
@@ -132,7 +120,7 @@ int main(void)
 	old = x.wcd;
 
 	/* a stalled half header: refused after the bound, naming the pid */
-	fd = raw_connect(&x);
+	fd = e2e_raw_connect(x.sock);
 	n = ping_frame(frame, 41);
 	T_EQ_INT(send(fd, frame, 10, 0), 10);
 	nw = e2e_spawn_takeover(&x);
@@ -170,7 +158,7 @@ int main(void)
 	{
 		struct wire_put w;
 
-		fd = raw_connect(&x);
+		fd = e2e_raw_connect(x.sock);
 		wire_put_init(&w);
 		wire_frame_begin(&w, WIRE_HANDOVER, 0, 7);
 		wire_ho_empty_put(&w, WIRE_HO_COMMIT);

@@ -47,18 +47,6 @@ static const char *const names[ID_N] = {
 	"UPDATE again", "PING", "STATUS again",
 };
 
-static int conn_raw(const char *path)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	T_ASSERT(fd >= 0);
-	T_ASSERT(strlen(path) < sizeof(sa.sun_path));
-	memcpy(sa.sun_path, path, strlen(path) + 1);
-	T_OK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0);
-	return fd;
-}
-
 /* One frame: header into h, payload malloc'd into *p; fds closed. */
 static void recv_frame(int fd, struct wire_hdr *h, uint8_t **p)
 {
@@ -167,7 +155,7 @@ static void waking(const struct e2e *x, unsigned lvl, const char *dir2)
 		len += w.len;
 		wire_put_free(&w);
 	}
-	fd = conn_raw(x->sock);
+	fd = e2e_raw_connect(x->sock);
 	T_EQ_INT(write(fd, buf, len), (ssize_t)len);
 	free(buf);
 	snprintf(want, sizeof(want), "the daemon is waking up from sleep level %u", lvl);
@@ -320,7 +308,7 @@ int main(void)
 		len += w.len;
 		wire_put_free(&w);
 	}
-	fd = conn_raw(x.sock);
+	fd = e2e_raw_connect(x.sock);
 	T_EQ_INT(write(fd, buf, len), (ssize_t)len);
 	free(buf);
 

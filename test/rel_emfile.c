@@ -20,18 +20,6 @@
 
 static struct e2e gx;    /* e2e_cleanup runs at exit: not on main's stack */
 
-static int raw_connect(void)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	T_ASSERT(fd >= 0);
-	T_ASSERT(strlen(gx.sock) < sizeof(sa.sun_path));
-	memcpy(sa.sun_path, gx.sock, strlen(gx.sock) + 1);
-	T_OK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0);
-	return fd;
-}
-
 static unsigned long long soft_limit(pid_t pid)
 {
 	struct rlimit rl;
@@ -74,7 +62,7 @@ int main(void)
 	fds = e2e_fd_count(gx.wcd);
 	printf("wcd holds %d of its 32 descriptors\n", fds);
 	for (int i = 0; i < CONNS; i++)
-		conns[i] = raw_connect();
+		conns[i] = e2e_raw_connect(gx.sock);
 
 	/* STATUS still answers (its timeout bounds the wait) */
 	o.socket = gx.sock;

@@ -17,18 +17,6 @@
 
 static struct e2e gx;    /* e2e_cleanup runs at exit: not on main's stack */
 
-static int raw_connect(void)
-{
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-
-	T_ASSERT(fd >= 0);
-	T_ASSERT(strlen(gx.sock) < sizeof(sa.sun_path));
-	memcpy(sa.sun_path, gx.sock, strlen(gx.sock) + 1);
-	T_OK(connect(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0);
-	return fd;
-}
-
 static void send_hdr(int fd, uint16_t type, uint32_t len, size_t n)
 {
 	struct wire_hdr h = { .magic = WIRE_MAGIC, .version = WIRE_VERSION,
@@ -101,16 +89,16 @@ int main(void)
 	e2e_init(&gx, "slow");
 	e2e_start_wcd(&gx, args);
 
-	silent = raw_connect();
-	half_hdr = raw_connect();
+	silent = e2e_raw_connect(gx.sock);
+	half_hdr = e2e_raw_connect(gx.sock);
 	ping(half_hdr);                  /* a whole frame first, then half */
 	send_hdr(half_hdr, WIRE_PING, 0, 10);
-	half_payload = raw_connect();
+	half_payload = e2e_raw_connect(gx.sock);
 	send_hdr(half_payload, WIRE_HELLO, 1000, WIRE_HDR_LEN);
 	T_EQ_INT(write(half_payload, pad, sizeof(pad)), (ssize_t)sizeof(pad));
-	idle = raw_connect();
+	idle = e2e_raw_connect(gx.sock);
 	ping(idle);
-	big = raw_connect();
+	big = e2e_raw_connect(gx.sock);
 	send_hdr(big, WIRE_HELLO, 1u << 20, WIRE_HDR_LEN);
 
 	expect_closed(big, "request limit of 65536 bytes", "a 1 MiB HELLO");
