@@ -149,9 +149,7 @@ bench() {
 	export PATH=$PWD/$BUILD/bin:$PATH
 	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
 	nproc; free -g | head -2
-	t0=$(date +%s.%N)
-	[ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null || return 1
-	echo "wcgen llama-8b: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s, $(du -sb $m | cut -f1) bytes"
+	m8b $m || return 1
 	{
 		echo "== warm (page cache)"
 		cat $m/*.safetensors >/dev/null
@@ -193,6 +191,29 @@ bench() {
 	} 2>&1 | tee "$OUT/bench.log"
 }
 
+# wcgen llama-8b into $1 unless a model is there (saying how long it took).
+m8b() {
+	local t0=$(date +%s.%N)
+
+	[ -f $1/config.json ] || $BUILD/bin/wcgen llama-8b --out $1 >/dev/null || return 1
+	echo "wcgen llama-8b: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s, $(du -sb $1 | cut -f1) bytes"
+}
+
+# The device-to-host ceiling: torch's copies of 2 GiB into pinned memory
+# (and what torch's pin_memory of them cost).
+d2h_ceiling() {
+	python3 - <<'PY'
+import time, torch
+n = 2 << 30
+src = torch.empty(n, dtype=torch.uint8, device="cuda")
+t = time.time(); dst = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+print("torch pin_memory 2 GiB: %.3f s" % (time.time() - t))
+for i in range(4):
+    torch.cuda.synchronize(); t = time.time(); dst.copy_(src, non_blocking=True); torch.cuda.synchronize()
+    print("D2H pinned 2 GiB: %.2f GB/s" % (n / (time.time() - t) / 1e9))
+PY
+}
+
 # Spawn to ready of wcd on $1 in $2 (extra options after), polled every
 # 2 ms; prints the seconds; WCD_PID is the daemon.
 spawn_ready() {
@@ -216,23 +237,12 @@ handover() {
 	export PATH=$PWD/$BUILD/bin:$PATH
 	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
 	mkdir -p /tmp/who
-	t0=$(date +%s.%N)
-	[ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null || return 1
-	echo "wcgen llama-8b: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s, $(du -sb $m | cut -f1) bytes"
+	m8b $m || return 1
 	{
 		date -u; nvidia-smi -L
 		cat $m/*.safetensors >/dev/null
 		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling'
-		python3 - <<'PY'
-import time, torch
-n = 2 << 30
-src = torch.empty(n, dtype=torch.uint8, device="cuda")
-t = time.time(); dst = torch.empty(n, dtype=torch.uint8, pin_memory=True)
-print("torch pin_memory 2 GiB: %.3f s" % (time.time() - t))
-for i in range(4):
-    torch.cuda.synchronize(); t = time.time(); dst.copy_(src, non_blocking=True); torch.cuda.synchronize()
-    print("D2H pinned 2 GiB: %.2f GB/s" % (n / (time.time() - t) / 1e9))
-PY
+		d2h_ceiling
 		echo "== start-up: spawn to ready (warm), 3 times"
 		for i in 1 2 3; do
 			spawn_ready $m $rd || return 1
@@ -316,22 +326,12 @@ handover3() {
 	export PATH=$PWD/$BUILD/bin:$PATH
 	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
 	mkdir -p /tmp/who
-	t0=$(date +%s.%N)
-	[ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null || return 1
-	echo "wcgen llama-8b: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s, $(du -sb $m | cut -f1) bytes"
+	m8b $m || return 1
 	{
 		date -u; nvidia-smi -L
 		cat $m/*.safetensors >/dev/null
 		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling'
-		python3 - <<'PY2'
-import time, torch
-n = 2 << 30
-src = torch.empty(n, dtype=torch.uint8, device="cuda")
-dst = torch.empty(n, dtype=torch.uint8, pin_memory=True)
-for i in range(4):
-    torch.cuda.synchronize(); t = time.time(); dst.copy_(src, non_blocking=True); torch.cuda.synchronize()
-    print("D2H pinned 2 GiB: %.2f GB/s" % (n / (time.time() - t) / 1e9))
-PY2
+		d2h_ceiling
 		echo "== start-up: spawn to ready (warm), 3 times"
 		for i in 1 2 3; do
 			spawn_ready $m $rd || return 1
