@@ -123,6 +123,15 @@ class _Pool(ctypes.Structure):
 _lib = None
 
 
+def _connect(L, device, rundir, err):
+    """A libwcache connection to the rank daemon of device under rundir."""
+    conn = ctypes.c_void_p()
+    opts = _Opts(device.encode(), rundir.encode(), None, 0, b"layoutref")
+    if L.wc_connect(ctypes.byref(opts), ctypes.byref(conn), ctypes.byref(err)):
+        raise RuntimeError("wc_connect: " + err.msg.decode())
+    return conn
+
+
 def lib():
     global _lib
     if _lib is None:
@@ -153,10 +162,7 @@ def read_rank(device, rundir, extra_bytes=None, with_places=False):
     {name: (pool, offset, bytes)}."""
     L = lib()
     err = _Err()
-    conn = ctypes.c_void_p()
-    opts = _Opts(device.encode(), rundir.encode(), None, 0, b"layoutref")
-    if L.wc_connect(ctypes.byref(opts), ctypes.byref(conn), ctypes.byref(err)):
-        raise RuntimeError("wc_connect: " + err.msg.decode())
+    conn = _connect(L, device, rundir, err)
     model = ctypes.c_void_p()
     try:
         if L.wc_hello(conn, None, None, ctypes.byref(err)) or \
@@ -194,10 +200,7 @@ def manifest_of(device, rundir):
     xxh3_128}]} of a running rank, from MANIFEST (no lease)."""
     L = lib()
     err = _Err()
-    conn = ctypes.c_void_p()
-    opts = _Opts(device.encode(), rundir.encode(), None, 0, b"layoutref")
-    if L.wc_connect(ctypes.byref(opts), ctypes.byref(conn), ctypes.byref(err)):
-        raise RuntimeError("wc_connect: " + err.msg.decode())
+    conn = _connect(L, device, rundir, err)
     model = ctypes.c_void_p()
     try:
         if L.wc_hello(conn, None, None, ctypes.byref(err)) or \
