@@ -407,6 +407,7 @@ static const struct gpu_backend cuda_backend = {
 	.pool_release = gpu_cuda_pool_release,
 	.pool_adopt = gpu_cuda_pool_adopt,
 	.import = gpu_cuda_import,
+	.place = gpu_cuda_place,
 	.read_mapping = gpu_cuda_read_mapping,
 	.unimport = gpu_cuda_unimport,
 	.write_mapping = gpu_cuda_write_mapping,

@@ -16,7 +16,8 @@
 #include "cuda_priv.h"
 
 static int import_vmm(struct gpu_dev *dev, int fd, uint64_t size,
-		      bool writable, struct cuda_map *cm, char *err)
+		      bool writable, const void *at, struct cuda_map *cm,
+		      char *err)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
 	CUmemAccessDesc acc;
@@ -31,7 +32,8 @@ static int import_vmm(struct gpu_dev *dev, int fd, uint64_t size,
 				     "cannot import pool fd %d on %s: %s; the daemon must run on the same GPU and be reachable (same host)",
 				     fd, dev->name, gpu_cuda_drv_str(cd, r, es, sizeof(es)));
 	cm->map_size = gpu_align_up(size, dev->granularity);
-	r = cd->drv.MemAddressReserve(&cm->ptr, cm->map_size, dev->granularity, 0, 0);
+	r = cd->drv.MemAddressReserve(&cm->ptr, cm->map_size, dev->granularity,
+				      (CUdeviceptr)(uintptr_t)at, 0);
 	if (r != CUDA_SUCCESS) {
 		ret = wc_errf(err, gpu_cuda_drv_errno(r),
 				    "cannot reserve %zu bytes of device address space: %s",
@@ -87,7 +89,8 @@ static int import_legacy(struct gpu_dev *dev, const unsigned char *handle,
 }
 
 int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
-		    uint64_t size, bool writable, struct gpu_mapping *m, char *err)
+		    uint64_t size, bool writable, const void *at,
+		    struct gpu_mapping *m, char *err)
 {
 	struct cuda_map *cm;
 	int ret;
@@ -105,7 +108,7 @@ int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
 		return wc_errf(err, ENOMEM, "out of host memory importing a pool");
 	cm->legacy = fd < 0;
 	ret = cm->legacy ? import_legacy(dev, handle, cm, err) :
-			   import_vmm(dev, fd, size, writable, cm, err);
+			   import_vmm(dev, fd, size, writable, at, cm, err);
 	if (ret) {
 		free(cm);
 		return ret;
@@ -115,6 +118,23 @@ int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
 	m->writable = cm->legacy || writable;
 	m->priv = cm;
 	return 0;
+}
+
+/* A free stretch of device address space of size bytes (rounded up to
+ * the granularity), reserved and given back: the hint for the imports of
+ * one lease's pools, so that they land back to back (gpu.h). */
+const void *gpu_cuda_place(struct gpu_dev *dev, uint64_t size)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	CUdeviceptr p = 0;
+	uint64_t len = gpu_align_up(size, dev->granularity);
+
+	if (!size || !cd->vmm || gpu_cuda_enter(dev, NULL))
+		return NULL;
+	if (cd->drv.MemAddressReserve(&p, len, dev->granularity, 0, 0) != CUDA_SUCCESS)
+		return NULL;
+	cd->drv.MemAddressFree(p, len);
+	return (const void *)(uintptr_t)p;
 }
 
 /* Copies between host memory and m->ptr + off. Uses only m->ptr and

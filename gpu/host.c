@@ -271,8 +271,8 @@ static int host_pool_adopt(struct gpu_dev *dev, struct gpu_pool *pool, int fd,
 }
 
 static int host_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
-		       uint64_t size, bool writable, struct gpu_mapping *m,
-		       char *err)
+		       uint64_t size, bool writable, const void *at,
+		       struct gpu_mapping *m, char *err)
 {
 	struct stat st;
 	int seals;
@@ -295,7 +295,7 @@ static int host_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
 			    "a read-write import of a sealed pool is refused: the daemon seals its pools so that no engine can change a shared byte; attach read-only");
 	if (size == 0)
 		size = 1;
-	p = mmap(NULL, size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+	p = mmap((void *)at, size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
 		 MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
 		return wc_errf(err, errno, "cannot map a %llu-byte pool: %s",
@@ -322,6 +322,22 @@ static void host_unimport(struct gpu_dev *dev, struct gpu_mapping *m)
 	m->ptr = NULL;
 }
 
+/* A free stretch of size bytes of address space now: reserved and given
+ * back, for the imports' hints (gpu.h). */
+static const void *host_place(struct gpu_dev *dev, uint64_t size)
+{
+	void *p;
+
+	if (!size)
+		return NULL;
+	p = mmap(NULL, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		 -1, 0);
+	if (p == MAP_FAILED)
+		return NULL;
+	munmap(p, size);
+	return p;
+}
+
 const struct gpu_backend gpu_host_backend = {
 	.name = "host",
 	.open = host_open,
@@ -336,6 +352,7 @@ const struct gpu_backend gpu_host_backend = {
 	.pool_release = host_pool_release,
 	.pool_adopt = host_pool_adopt,
 	.import = host_import,
+	.place = host_place,
 	.read_mapping = host_read_mapping,
 	.unimport = host_unimport,
 	.write_mapping = NULL,

@@ -63,6 +63,7 @@ struct wc_model {
 	uint64_t ntensors;
 	struct wc_tensor *t;
 	char *strings;               /* names and dtypes, one block */
+	size_t strings_len;
 	uint32_t nbuckets;           /* power of two, >= 2 * ntensors */
 	uint32_t *buckets;           /* tensor index + 1, 0 = empty */
 };

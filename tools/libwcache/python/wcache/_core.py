@@ -369,10 +369,12 @@ class Model(collections.abc.Mapping):
         self._raw = None
         self._index = {}
         self._plan_box = [0]
+        self._pools_off = None    # _span_bases: () pools apart, else offsets
+        self._span = None
         if n:
             first = lib.wc_tensor_at(m, 0)
             addr = ctypes.addressof(first.contents)
-            t = _table(addr, n)
+            t = _table(m, addr, n)
             self._raw, self._fields, self._names, self._dts, self._cols, self._index, \
                 self._plan_box = t
         self._manifest = None
@@ -529,7 +531,11 @@ class Model(collections.abc.Mapping):
                 pv = _lib.new(_lib.WcPoolView)
                 if lib.wc_pool_at(self._lease.m, i, ctypes.byref(pv)) < 0:
                     raise errors.BadReply(errno.EBADMSG, "wcache: no pool %d" % i)
-                p = self._import(self._capsule(pv.ptr, _dtypes.UINT, 8, [pv.size]), framework)
+                if framework == "torch" and self._span_of():
+                    o = self._pools_off[i]
+                    p = self._span[o:o + pv.size]
+                else:
+                    p = self._import(self._capsule(pv.ptr, _dtypes.UINT, 8, [pv.size]), framework)
             self._pools[key] = p
         return p
 
@@ -575,24 +581,63 @@ class Model(collections.abc.Mapping):
         if plan is None:
             plan = box[0] = _plan(self._fields, self._dts, self._names)
         pools, ops, inv = plan
-        bases = [self._pool(pool, "torch") if dt in _dtypes.SUB_BYTE else
-                 self._pool(pool, "torch", _dtypes.torch_dtype(dt, torch))
-                 for dt, pool in pools]
+        bases, boff = self._span_bases(pools, torch)
+        if bases is None:
+            bases = [self._pool(pool, "torch") if dt in _dtypes.SUB_BYTE else
+                     self._pool(pool, "torch", _dtypes.torch_dtype(dt, torch))
+                     for dt, pool in pools]
         vals = []
         put, put_all = vals.append, vals.extend
         for b, shape, st, off, k in ops:
             if k:
-                put_all(bases[b].as_strided(shape, st, off).unbind(0))
+                put_all(bases[b].as_strided(shape, st, off + boff[b]).unbind(0))
             else:
-                put(bases[b].as_strided(shape, st, off))
+                put(bases[b].as_strided(shape, st, off + boff[b]))
         return dict(zip(self._names, map(vals.__getitem__, inv)))
+
+    def _span_of(self):
+        """True when every pool is in one torch tensor of bytes (self._span,
+        pool i at self._pools_off[i]): libwcache mapped them back to back."""
+        if self._pools_off is None:
+            self._pools_off = ()
+            n = lib.wc_pool_count(self._lease.m)
+            pv = _lib.new(_lib.WcPoolView)
+            offs = (ctypes.c_uint64 * max(n, 1))()
+            if n and lib.wc_model_span(self._lease.m, ctypes.byref(pv), offs, n) == n:
+                self._span = self._import(self._capsule(pv.ptr, _dtypes.UINT, 8, [pv.size]), "torch")
+                self._pools_off = tuple(offs[:n])
+        return self._span is not None
+
+    def _span_bases(self, pools, torch):
+        """The plan's bases as views of one DLPack tensor over every pool,
+        where libwcache mapped them back to back (wc_model_span): one
+        import and one view per dtype instead of one each per pool (about
+        15-30 us each). (bases, element offset of each base's pool); (None,
+        zeros) where the pools are apart."""
+        if not self._span_of():
+            return None, [0] * len(pools)
+        views, bases, boff = {}, [], []
+        for dt, pool in pools:
+            if dt in _dtypes.SUB_BYTE:
+                v, es = self._span, 1
+            else:
+                v = views.get(dt)
+                if v is None:
+                    v = views[dt] = self._span.view(_dtypes.torch_dtype(dt, torch))
+                es = _esize(v.dtype)
+            bases.append(v)
+            boff.append(self._pools_off[pool] // es)
+        return bases, boff
 
     def _torch_tensors_each(self):
         """tensors("torch") with one as_strided per tensor (no batches):
         what _torch_tensors replaced, kept to compare with (bench)."""
         import torch
         out = {}
-        views = {}  # dtype -> {pool: (1-D view of the pool, element size)}
+        # dtype -> {pool: (1-D view of the pool, element size, its storage
+        # offset: as_strided's offset is the storage's, and a pool's view
+        # starts inside the span's storage where there is one)}
+        views = {}
         for r in self._rows:
             v = views.get(r[1])
             if v is None:
@@ -600,13 +645,14 @@ class Model(collections.abc.Mapping):
             pv = v.get(r[5])
             if pv is None:
                 if r[1] in _dtypes.SUB_BYTE:
-                    pv = (self._pool(r[5], "torch"), 0)
+                    pv = (self._pool(r[5], "torch"), 0, 0)
                 else:
                     d = _dtypes.torch_dtype(r[1], torch)
-                    pv = (self._pool(r[5], "torch", d), _esize(d))
+                    b = self._pool(r[5], "torch", d)
+                    pv = (b, _esize(d), b.storage_offset())
                 v[r[5]] = pv
             if pv[1]:
-                out[r[0]] = pv[0].as_strided(r[2], r[9], r[6] // pv[1])
+                out[r[0]] = pv[0].as_strided(r[2], r[9], r[6] // pv[1] + pv[2])
             else:
                 out[r[0]] = pv[0][r[6]:r[6] + r[3]]
         return out
@@ -631,7 +677,8 @@ class Model(collections.abc.Mapping):
         lease = getattr(self, "_lease", None)
         if lease is None:
             return
-        self._pools = {}
+        self._pools = {}    # its own views hold the lease too
+        self._span = None
         lease.drop()
 
     close = detach
@@ -676,54 +723,36 @@ def _read_table(addr, n):
 # Tables read before (_table): a re-attach of the same layout in a process
 # (the next engine start, the next version after an update) reuses the
 # parse, the index and the plan of _torch_tensors. By (entries, length of
-# the names block, length of the table), the most recent last, at most
-# _TABLES_MAX of each such size.
+# wc_model_layout's bytes), the most recent last, at most _TABLES_MAX of
+# each such size.
 _TABLES = {}
 _TABLES_MAX = 8
-# What differs between two attaches of one layout, in 8-byte words of a
-# row of struct wc_tensor: the name, dtype and data pointers, the hash (a
-# new version of the same layout: the next step of an update loop)
-_VARYING_WORDS = tuple(getattr(_lib.WcTensor, f).offset // 8 for f in ("name", "dtype", "ptr")) + \
-    tuple(_lib.WcTensor.hash.offset // 8 + j for j in range(_lib.WC_HASH_LEN // 8))
-assert _VARYING_WORDS == (0, 1, 12, 15, 16) and _ROW.size % 8 == 0
 
 
-def _table(addr, n):
-    """(raw, fields, names, dtypes, columns, index) of the C table at addr:
-    raw the table's bytes as read now; the rest _read_table's, from the
-    cache when the same layout was read before. The same means: every
-    field but the three pointers and the hash equal byte for byte, the
-    names block equal byte for byte, and the name and dtype pointers at
-    the same places in it (one shift for all: the block moved, nothing
-    else), so that the cached names are this table's names. The data
-    pointers and hashes are never taken from the cache (Model._rows reads
-    them from raw); what is (names, dtypes, shapes, pools, offsets, flags,
-    padded rows, the plan) is the same in both."""
+def _table(m, addr, n):
+    """(raw, fields, names, dtypes, columns, index) of the C table at addr
+    (of model m): raw the table's bytes as read now; the rest _read_table's,
+    from the cache when the same layout was read before. The same means:
+    wc_model_layout's bytes equal (every field but the data pointer and the
+    hash, the names and dtypes as places in the names block, and the names
+    block), compared byte for byte, not hashed. The data pointers and
+    hashes are never taken from the cache (Model._rows reads them from
+    raw); what is (names, dtypes, shapes, pools, offsets, flags, padded
+    rows, the plan) is the same in both."""
     raw = ctypes.string_at(addr, n * _ROW.size)
-    w = _ROW.size // 8
-    q = memoryview(raw).cast("Q")
-    names_p, dts_p = q[0::w].tolist(), q[1::w].tolist()
-    blk = ctypes.string_at(names_p[0], dts_p[-1] - names_p[0] + len(ctypes.string_at(dts_p[-1]))) \
-        if dts_p[-1] >= names_p[0] else None
-    masked = bytearray(raw)
-    mq = memoryview(masked).cast("Q")
-    zero = memoryview(bytes(8 * n)).cast("Q")
-    for j in _VARYING_WORDS:
-        mq[j::w] = zero
-    masked = bytes(masked)
-    key = (n, len(blk) if blk is not None else -1, len(masked))
+    size = lib.wc_model_layout(m, None, 0)
+    buf = ctypes.create_string_buffer(size)
+    lib.wc_model_layout(m, buf, size)
+    lay = buf.raw
+    key = (n, size)
     for hit in reversed(_TABLES.get(key, ())):   # compared, not hashed: memcmp
-        if blk is not None and hit[0] == masked and hit[1] == blk:
-            shift = names_p[0] - hit[2]
-            if list(map(operator.sub, names_p, hit[3])).count(shift) == n and \
-                    list(map(operator.sub, dts_p, hit[4])).count(shift) == n:
-                return (raw,) + hit[5]
+        if hit[0] == lay:
+            return (raw,) + hit[1]
     fields, names, dts, cols = _read_table(addr, n)
     got = (fields, names, dts, cols, dict(zip(names, range(n))), [0])
-    if blk is not None:
-        same = _TABLES.setdefault(key, [])
-        same.append((masked, blk, names_p[0], names_p, dts_p, got))
-        del same[:-_TABLES_MAX]
+    same = _TABLES.setdefault(key, [])
+    same.append((lay, got))
+    del same[:-_TABLES_MAX]
     return (raw,) + got
 
 
