@@ -16,7 +16,7 @@
 #include "cuda_priv.h"
 
 static int import_vmm(struct gpu_dev *dev, int fd, uint64_t size,
-		      bool writable, const void *at, struct cuda_map *cm,
+		      bool writable, void *at, struct cuda_map *cm,
 		      char *err)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
@@ -32,9 +32,13 @@ static int import_vmm(struct gpu_dev *dev, int fd, uint64_t size,
 				     "cannot import pool fd %d on %s: %s; the daemon must run on the same GPU and be reachable (same host)",
 				     fd, dev->name, gpu_cuda_drv_str(cd, r, es, sizeof(es)));
 	cm->map_size = gpu_align_up(size, dev->granularity);
-	r = cd->drv.MemAddressReserve(&cm->ptr, cm->map_size, dev->granularity,
-				      (CUdeviceptr)(uintptr_t)at, 0);
-	if (r != CUDA_SUCCESS) {
+	cm->in_reserve = at != NULL;
+	if (at)
+		cm->ptr = (CUdeviceptr)(uintptr_t)at;
+	else
+		r = cd->drv.MemAddressReserve(&cm->ptr, cm->map_size,
+					      dev->granularity, 0, 0);
+	if (!at && r != CUDA_SUCCESS) {
 		ret = wc_errf(err, gpu_cuda_drv_errno(r),
 				    "cannot reserve %zu bytes of device address space: %s",
 				    cm->map_size, gpu_cuda_drv_str(cd, r, es, sizeof(es)));
@@ -65,7 +69,8 @@ static int import_vmm(struct gpu_dev *dev, int fd, uint64_t size,
 out_unmap:
 	cd->drv.MemUnmap(cm->ptr, cm->map_size);
 out_free_va:
-	cd->drv.MemAddressFree(cm->ptr, cm->map_size);
+	if (!cm->in_reserve)
+		cd->drv.MemAddressFree(cm->ptr, cm->map_size);
 out_release:
 	cd->drv.MemRelease(cm->h);
 	return ret;
@@ -89,7 +94,7 @@ static int import_legacy(struct gpu_dev *dev, const unsigned char *handle,
 }
 
 int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
-		    uint64_t size, bool writable, const void *at,
+		    uint64_t size, bool writable, void *at,
 		    struct gpu_mapping *m, char *err)
 {
 	struct cuda_map *cm;
@@ -107,6 +112,10 @@ int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
 	if (!cm)
 		return wc_errf(err, ENOMEM, "out of host memory importing a pool");
 	cm->legacy = fd < 0;
+	if (cm->legacy && at) {
+		free(cm);
+		return wc_errf(err, EINVAL, "a legacy IPC handle cannot be mapped at a chosen address");
+	}
 	ret = cm->legacy ? import_legacy(dev, handle, cm, err) :
 			   import_vmm(dev, fd, size, writable, at, cm, err);
 	if (ret) {
@@ -116,25 +125,46 @@ int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
 	m->size = size;
 	m->ptr = (const void *)(uintptr_t)cm->ptr;
 	m->writable = cm->legacy || writable;
+	m->in_reserve = cm->in_reserve;
 	m->priv = cm;
 	return 0;
 }
 
-/* A free stretch of device address space of size bytes (rounded up to
- * the granularity), reserved and given back: the hint for the imports of
- * one lease's pools, so that they land back to back (gpu.h). */
-const void *gpu_cuda_place(struct gpu_dev *dev, uint64_t size)
+/* Address space for one lease's pools (gpu.h). */
+int gpu_cuda_reserve(struct gpu_dev *dev, uint64_t size, void **at, char *err)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
 	CUdeviceptr p = 0;
-	uint64_t len = gpu_align_up(size, dev->granularity);
+	char es[160];
+	CUresult r;
+	int ret;
 
-	if (!size || !cd->vmm || gpu_cuda_enter(dev, NULL))
-		return NULL;
-	if (cd->drv.MemAddressReserve(&p, len, dev->granularity, 0, 0) != CUDA_SUCCESS)
-		return NULL;
-	cd->drv.MemAddressFree(p, len);
-	return (const void *)(uintptr_t)p;
+	if (!cd->vmm)
+		return wc_errf(err, EOPNOTSUPP, "%s has no VMM: no address space to reserve",
+			       dev->name);
+	ret = gpu_cuda_enter(dev, err);
+	if (ret)
+		return ret;
+	r = cd->drv.MemAddressReserve(&p, gpu_align_up(size, dev->granularity),
+				      dev->granularity, 0, 0);
+	if (r != CUDA_SUCCESS)
+		return wc_errf(err, gpu_cuda_drv_errno(r),
+			       "cannot reserve %llu bytes of device address space: %s",
+			       (unsigned long long)size,
+			       gpu_cuda_drv_str(cd, r, es, sizeof(es)));
+	*at = (void *)(uintptr_t)p;
+	return 0;
+}
+
+void gpu_cuda_unreserve(struct gpu_dev *dev, void *at, uint64_t size)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+
+	if (!at)
+		return;
+	gpu_cuda_enter(dev, NULL);
+	cd->drv.MemAddressFree((CUdeviceptr)(uintptr_t)at,
+			       gpu_align_up(size, dev->granularity));
 }
 
 /* Copies between host memory and m->ptr + off. Uses only m->ptr and
@@ -184,7 +214,8 @@ void gpu_cuda_unimport(struct gpu_dev *dev, struct gpu_mapping *m)
 		cudaIpcCloseMemHandle((void *)(uintptr_t)cm->ptr);
 	} else {
 		cd->drv.MemUnmap(cm->ptr, cm->map_size);
-		cd->drv.MemAddressFree(cm->ptr, cm->map_size);
+		if (!cm->in_reserve)   /* else unreserve frees it */
+			cd->drv.MemAddressFree(cm->ptr, cm->map_size);
 		cd->drv.MemRelease(cm->h);
 	}
 	free(cm);

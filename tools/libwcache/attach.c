@@ -265,15 +265,25 @@ static int pools_map(struct wc_conn *c, struct wc_model *m, struct pools *ps,
 {
 	bool writable = m->flags & WC_ATTACH_WRITABLE;
 	char e[WC_ERR_LEN > WC_ERR_LEN ? WC_ERR_LEN : WC_ERR_LEN];
-	const char *at = NULL;
+	char *at = NULL;
 	uint64_t total = 0;
 	int ret;
 
-	/* back to back where the address space allows (wc_model_span) */
-	for (uint32_t i = 0; i < ps->n; i++)
+	/* back to back in one reserved range where the backend can
+	 * (wc_model_span), else wherever each import lands */
+	for (uint32_t i = 0; i < ps->n; i++) {
 		total += gpu_align_up(ps->p[i].alloc_size, c->dev.granularity);
-	if (c->dev.be->place && ps->n > 1 && !getenv_flag("WCACHE_TEST_SPREAD"))
-		at = c->dev.be->place(&c->dev, total);
+		if (ps->fd[i] < 0)
+			total = 0;   /* legacy handles map where CUDA puts them */
+		if (!total)
+			break;
+	}
+	if (c->dev.be->reserve && ps->n > 1 && total &&
+	    !getenv_flag("WCACHE_TEST_SPREAD") &&
+	    !c->dev.be->reserve(&c->dev, total, &m->va, e)) {
+		m->va_size = total;
+		at = m->va;
+	}
 	for (uint32_t i = 0; i < ps->n; i++) {
 		const struct wire_pool *pl = &ps->p[i];
 
@@ -325,6 +335,10 @@ static void maps_release(struct wc_conn *c, struct wc_model *m)
 	for (uint32_t i = 0; i < m->npools; i++)
 		c->dev.be->unimport(&c->dev, &m->maps[i]);
 	m->npools = 0;
+	if (m->va)
+		c->dev.be->unreserve(&c->dev, m->va, m->va_size);
+	m->va = NULL;
+	m->va_size = 0;
 }
 
 int wc_attach(struct wc_conn *c, unsigned flags, struct wc_model **out,
