@@ -235,6 +235,15 @@ static void test_span(void)
 	T_EQ_U64(wc_model_layout(m2, l2, n2), n2);
 	T_ASSERT(!memcmp(l1, l2, n1));   /* other pointers, the same layout */
 	T_ASSERT(wc_tensor_at(m, 0)->ptr != wc_tensor_at(m2, 0)->ptr);
+	T_EQ_INT(wc_model_layout_eq(m2, l1, n1), 1);
+	T_EQ_INT(wc_model_layout_eq(m2, l1, n1 - 1), 0);
+	l1[n1 - 2] ^= 1;                 /* a name's last letter */
+	T_EQ_INT(wc_model_layout_eq(m2, l1, n1), 0);
+	l1[n1 - 2] ^= 1;
+	l1[offsetof(struct wc_tensor, offset)] ^= 1;   /* entry 0's offset */
+	T_EQ_INT(wc_model_layout_eq(m2, l1, n1), 0);
+	l1[offsetof(struct wc_tensor, offset)] ^= 1;
+	T_EQ_INT(wc_model_layout_eq(m2, l1, n1), 1);
 	free(l1);
 	free(l2);
 	T_OK(wc_detach(m2, &e));

@@ -172,6 +172,16 @@ int wc_pool_at(const struct wc_model *m, uint32_t i, struct wc_pool_view *out)
 	return 0;
 }
 
+/* Entry i of m's layout bytes (wc_model_layout). */
+static void layout_row(const struct wc_model *m, uint64_t i, struct wc_tensor *t)
+{
+	memcpy(t, &m->t[i], sizeof(*t));   /* padding too: the table is calloc'd */
+	t->name = (const char *)(uintptr_t)(m->t[i].name - m->strings);
+	t->dtype = (const char *)(uintptr_t)(m->t[i].dtype - m->strings);
+	t->ptr = NULL;
+	memset(t->hash, 0, sizeof(t->hash));
+}
+
 size_t wc_model_layout(const struct wc_model *m, void *buf, size_t len)
 {
 	size_t rows = (size_t)m->ntensors * sizeof(struct wc_tensor);
@@ -183,17 +193,29 @@ size_t wc_model_layout(const struct wc_model *m, void *buf, size_t len)
 	for (uint64_t i = 0; i < m->ntensors; i++) {
 		struct wc_tensor t;
 
-		memcpy(&t, &m->t[i], sizeof(t));   /* padding too: calloc'd */
-
-		t.name = (const char *)(uintptr_t)(m->t[i].name - m->strings);
-		t.dtype = (const char *)(uintptr_t)(m->t[i].dtype - m->strings);
-		t.ptr = NULL;
-		memset(t.hash, 0, sizeof(t.hash));
+		layout_row(m, i, &t);
 		memcpy(out + i * sizeof(t), &t, sizeof(t));
 	}
 	if (m->strings_len)
 		memcpy(out + rows, m->strings, m->strings_len);
 	return need;
+}
+
+int wc_model_layout_eq(const struct wc_model *m, const void *buf, size_t len)
+{
+	size_t rows = (size_t)m->ntensors * sizeof(struct wc_tensor);
+	const char *in = buf;
+
+	if (!buf || len != rows + m->strings_len)
+		return 0;
+	for (uint64_t i = 0; i < m->ntensors; i++) {
+		struct wc_tensor t;
+
+		layout_row(m, i, &t);
+		if (memcmp(in + i * sizeof(t), &t, sizeof(t)))
+			return 0;
+	}
+	return !m->strings_len || !memcmp(in + rows, m->strings, m->strings_len);
 }
 
 int wc_model_span(const struct wc_model *m, struct wc_pool_view *out,

@@ -258,6 +258,9 @@ int wc_pool_at(const struct wc_model *m, uint32_t i, struct wc_pool_view *out);
  * same order. Returns the length; writes only when len is at least that
  * (buf NULL: just the length). */
 size_t wc_model_layout(const struct wc_model *m, void *buf, size_t len);
+/* 1 when m's layout bytes are the len bytes at buf, else 0: the compare
+ * without the copy. */
+int wc_model_layout_eq(const struct wc_model *m, const void *buf, size_t len);
 /* Every pool of m in one stretch: where the pools were mapped back to back
  * (libwcache asks for that; the address space may not allow it), out
  * covers them all, pool_off[i] (i < n; pool_off may be NULL) gets pool i's

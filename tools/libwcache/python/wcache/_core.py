@@ -366,26 +366,27 @@ class Model(collections.abc.Mapping):
         self._n = n
         self._fields, self._names, self._dts, self._cols = (), [], [], [()] * _ROW_FIELDS
         self._rows_ = None
-        self._raw = None
+        self._addr = None
         self._index = {}
         self._plan_box = [0]
         self._pools_off = None    # _span_bases: () pools apart, else offsets
         self._span = None
         if n:
             first = lib.wc_tensor_at(m, 0)
-            addr = ctypes.addressof(first.contents)
-            t = _table(m, addr, n)
-            self._raw, self._fields, self._names, self._dts, self._cols, self._index, \
-                self._plan_box = t
+            self._addr = ctypes.addressof(first.contents)
+            self._fields, self._names, self._dts, self._cols, self._index, \
+                self._plan_box = _table(m, self._addr, n)
         self._manifest = None
 
     @property
     def _rows(self):
         """The table as tuples (_rows_of), built when first asked for."""
         if self._rows_ is None:
-            # the current table's pointers (fields may be a cached table's)
-            fields = list(_ROW.iter_unpack(self._raw)) if self._raw else ()
-            self._rows_ = _rows_of(fields, self._names, self._dts)
+            # the current table's pointers and hashes (fields may be a
+            # cached table's), read while the lease keeps the table
+            self._check()
+            raw = ctypes.string_at(self._addr, self._n * _ROW.size) if self._n else b""
+            self._rows_ = _rows_of(list(_ROW.iter_unpack(raw)), self._names, self._dts)
         return self._rows_
 
     # -- mapping ------------------------------------------------------------
@@ -730,30 +731,29 @@ _TABLES_MAX = 8
 
 
 def _table(m, addr, n):
-    """(raw, fields, names, dtypes, columns, index) of the C table at addr
-    (of model m): raw the table's bytes as read now; the rest _read_table's,
-    from the cache when the same layout was read before. The same means:
-    wc_model_layout's bytes equal (every field but the data pointer and the
-    hash, the names and dtypes as places in the names block, and the names
-    block), compared byte for byte, not hashed. The data pointers and
-    hashes are never taken from the cache (Model._rows reads them from
-    raw); what is (names, dtypes, shapes, pools, offsets, flags, padded
-    rows, the plan) is the same in both."""
-    raw = ctypes.string_at(addr, n * _ROW.size)
+    """(fields, names, dtypes, columns, index, plan box) of the C table at
+    addr (of model m): _read_table's, from the cache when the same layout
+    was read before. The same means: wc_model_layout's bytes equal (every
+    field but the data pointer and the hash, the names and dtypes as
+    places in the names block, and the names block), compared byte for
+    byte in place (wc_model_layout_eq), not hashed. The data pointers and
+    hashes are never taken from the cache (Model._rows reads them from the
+    table itself); what is (names, dtypes, shapes, pools, offsets, flags,
+    padded rows, the plan) is the same in both."""
     size = lib.wc_model_layout(m, None, 0)
+    key = (n, size)
+    for hit in reversed(_TABLES.get(key, ())):   # compared in place, not hashed
+        if lib.wc_model_layout_eq(m, hit[0], size):
+            return hit[1]
     buf = ctypes.create_string_buffer(size)
     lib.wc_model_layout(m, buf, size)
     lay = buf.raw
-    key = (n, size)
-    for hit in reversed(_TABLES.get(key, ())):   # compared, not hashed: memcmp
-        if hit[0] == lay:
-            return (raw,) + hit[1]
     fields, names, dts, cols = _read_table(addr, n)
     got = (fields, names, dts, cols, dict(zip(names, range(n))), [0])
     same = _TABLES.setdefault(key, [])
     same.append((lay, got))
     del same[:-_TABLES_MAX]
-    return (raw,) + got
+    return got
 
 
 def _contiguous(shape):

@@ -132,6 +132,7 @@ _PROTOS = {
     "wc_pool_at": (c_int, [c_void_p, c_u32, P(WcPoolView)]),
     "wc_model_span": (c_int, [c_void_p, P(WcPoolView), P(c_u64), c_u32]),
     "wc_model_layout": (ctypes.c_size_t, [c_void_p, c_void_p, ctypes.c_size_t]),
+    "wc_model_layout_eq": (c_int, [c_void_p, c_char_p, ctypes.c_size_t]),
     "wc_verify": (c_int, [c_void_p, P(c_u64), _E]),
     "wc_verify_tensor": (c_int, [c_void_p, P(WcTensor), _E]),
     "wc_daemon_fd": (c_int, [c_void_p]),
