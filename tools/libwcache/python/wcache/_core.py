@@ -369,7 +369,7 @@ class Model(collections.abc.Mapping):
         self._addr = None
         self._index = {}
         self._plan_box = [0]
-        self._pools_off = None    # _span_bases: () pools apart, else offsets
+        self._pools_off = None    # _span_of: () pools apart, else offsets
         self._span = None
         if n:
             first = lib.wc_tensor_at(m, 0)
@@ -463,7 +463,7 @@ class Model(collections.abc.Mapping):
     def _capsule(self, ptr, code, bits, shape):
         self._check()
         nd = len(shape)
-        dims = (ctypes.c_int64 * max(nd, 1))(*shape)
+        dims = _array(ctypes.c_int64, max(nd, 1))(*shape)
         out = ctypes.c_void_p()
         err = _lib.new(_lib.WcError)
         dev = (2, self.ordinal) if self.ordinal >= 0 else (1, 0)
@@ -581,9 +581,18 @@ class Model(collections.abc.Mapping):
             return self._torch_tensors_each()
         if plan is None:
             plan = box[0] = _plan(self._fields, self._dts, self._names)
-        pools, ops, inv = plan
-        bases, boff = self._span_bases(pools, torch)
-        if bases is None:
+        pools, ops, names, template, spans = plan
+        if self._span_of():
+            # one view of the span per dtype, the ops' offsets made
+            # absolute once per pool placement (the same for every attach
+            # of the layout: the pools' offsets in the reserved range)
+            prog = spans.get(self._pools_off)
+            if prog is None:
+                prog = spans[self._pools_off] = _span_program(pools, ops, self._pools_off, torch)
+            dtypes, ops = prog
+            span = self._span
+            bases = [span if d is None else span.view(d) for d in dtypes]
+        else:
             bases = [self._pool(pool, "torch") if dt in _dtypes.SUB_BYTE else
                      self._pool(pool, "torch", _dtypes.torch_dtype(dt, torch))
                      for dt, pool in pools]
@@ -591,10 +600,12 @@ class Model(collections.abc.Mapping):
         put, put_all = vals.append, vals.extend
         for b, shape, st, off, k in ops:
             if k:
-                put_all(bases[b].as_strided(shape, st, off + boff[b]).unbind(0))
+                put_all(bases[b].as_strided(shape, st, off).unbind(0))
             else:
-                put(bases[b].as_strided(shape, st, off + boff[b]))
-        return dict(zip(self._names, map(vals.__getitem__, inv)))
+                put(bases[b].as_strided(shape, st, off))
+        out = template.copy()      # manifest order; filled in op order
+        out.update(zip(names, vals))
+        return out
 
     def _span_of(self):
         """True when every pool is in one torch tensor of bytes (self._span,
@@ -603,32 +614,11 @@ class Model(collections.abc.Mapping):
             self._pools_off = ()
             n = lib.wc_pool_count(self._lease.m)
             pv = _lib.new(_lib.WcPoolView)
-            offs = (ctypes.c_uint64 * max(n, 1))()
+            offs = _array(ctypes.c_uint64, max(n, 1))()
             if n and lib.wc_model_span(self._lease.m, ctypes.byref(pv), offs, n) == n:
                 self._span = self._import(self._capsule(pv.ptr, _dtypes.UINT, 8, [pv.size]), "torch")
                 self._pools_off = tuple(offs[:n])
         return self._span is not None
-
-    def _span_bases(self, pools, torch):
-        """The plan's bases as views of one DLPack tensor over every pool,
-        where libwcache mapped them back to back (wc_model_span): one
-        import and one view per dtype instead of one each per pool (about
-        15-30 us each). (bases, element offset of each base's pool); (None,
-        zeros) where the pools are apart."""
-        if not self._span_of():
-            return None, [0] * len(pools)
-        views, bases, boff = {}, [], []
-        for dt, pool in pools:
-            if dt in _dtypes.SUB_BYTE:
-                v, es = self._span, 1
-            else:
-                v = views.get(dt)
-                if v is None:
-                    v = views[dt] = self._span.view(_dtypes.torch_dtype(dt, torch))
-                es = _esize(v.dtype)
-            bases.append(v)
-            boff.append(self._pools_off[pool] // es)
-        return bases, boff
 
     def _torch_tensors_each(self):
         """tensors("torch") with one as_strided per tensor (no batches):
@@ -798,12 +788,14 @@ def _forget_plans():
 
 
 def _plan(fields, dts, names):
-    """How _torch_tensors makes every tensor: (pools, ops, inv). pools:
-    the (dtype, pool) of each 1-D base view; ops: (base, shape, strides,
-    offset, k) in elements of the dtype, k == 0 one as_strided, else a run
-    of k tensors at offset + j * step as one as_strided (shape and strides
-    with the run's dimension in front: k, step) and unbind; inv: for each
-    table entry its place among the tensors the ops make, in op order.
+    """How _torch_tensors makes every tensor: (pools, ops, names, template,
+    spans). pools: the (dtype, pool) of each 1-D base view; ops: (base,
+    shape, strides, offset, k) in elements of the dtype, k == 0 one
+    as_strided, else a run of k tensors at offset + j * step as one
+    as_strided (shape and strides with the run's dimension in front: k,
+    step) and unbind; names: the tensors' names in the order the ops make
+    them; template: every name in table order (the dict's order); spans:
+    _span_program's results by pool placement, filled by _torch_tensors.
     Runs are found among entries of one dtype, pool, shape and
     next-to-last name part ("q_proj" of
     "model.layers.7.self_attn.q_proj.weight": the same weight of
@@ -847,13 +839,35 @@ def _plan(fields, dts, names):
                 ops.append((b, (k - j,) + shape, (step // es,) + st, offs[j] // es, k - j))
                 order.extend(idx[j:k])
                 j = k
-    inv = [0] * len(order)
-    for pos, i in enumerate(order):
-        inv[i] = pos
-    return list(pools), ops, inv
+    return list(pools), ops, [names[i] for i in order], dict.fromkeys(names), {}
+
+
+def _span_program(pools, ops, pools_off, torch):
+    """A plan's ops over the span (every pool in one tensor, pool i at byte
+    pools_off[i]): (dtypes, ops) with one base per dtype (None: the bytes
+    themselves, for sub-byte dtypes) and each op's offset absolute in it."""
+    dtypes, where, of_base = [], {}, []
+    for dt, pool in pools:
+        d = None if dt in _dtypes.SUB_BYTE else _dtypes.torch_dtype(dt, torch)
+        if d not in where:
+            where[d] = len(dtypes)
+            dtypes.append(d)
+        of_base.append((where[d], pools_off[pool] // (1 if d is None else _esize(d))))
+    return dtypes, [(of_base[b][0], shape, st, off + of_base[b][1], k)
+                    for b, shape, st, off, k in ops]
 
 
 _ESIZE = {}
+_ARRAYS = {}
+
+
+def _array(t, n):
+    """ctypes' t * n, kept: ctypes holds array types only while an array
+    of them lives, so each attach made (and the collector freed) new ones."""
+    a = _ARRAYS.get((t, n))
+    if a is None:
+        a = _ARRAYS[(t, n)] = t * n
+    return a
 
 
 def _esize(d):
