@@ -26,8 +26,29 @@
  * most --read-ahead bytes past the claims.
  * Where splice is refused (a file system without splice, EINVAL), the
  * worker and every later claim pread into the mapping instead (one log
- * line). The loop thread only polls meanwhile: clients are served and
- * progress is logged every half second.
+ * line); any other failure (EIO from the shard, ENOMEM or ENOSPC from the
+ * memfd, a splice that moves nothing) fails the load with a sentence that
+ * names the shard, the offset, the tensor and the errno, and the workers
+ * stop at their next claim. Where the read-ahead thread's reader cannot
+ * work, it falls back to POSIX_FADV_WILLNEED for the rest of the fill
+ * (one log line). The loop thread only polls meanwhile: clients are served
+ * and progress is logged every half second.
+ *
+ * Test hooks (env, read once per fill):
+ *   WCD_TEST_NO_SPLICE=1      splice is refused (EINVAL): pread takes over.
+ *   WCD_TEST_FILL_FAIL=P:E    the move of piece P (the plan's index) fails
+ *                             with errno E (a number; 0: the destination
+ *                             takes no bytes, or pread finds none): on the
+ *                             memfd side of splice, after the shard side
+ *                             moved bytes, else in pread.
+ *                             WCD_TEST_FILL_FAIL_DIR=DIR limits it to loads
+ *                             of model directory DIR (an update's).
+ *   WCD_TEST_RA_FAIL=open     the read-ahead reader cannot be set up;
+ *                    drain    its splice into /dev/null fails (EIO) after
+ *                             the shard side filled the pipe (the workers
+ *                             wait for that first chunk, so that it comes
+ *                             however fast the fill is).
+ *   WCD_TEST_STALL_AT=fill    see fill_test_stall.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -67,6 +88,11 @@ struct fill {
 	unsigned running;         /* atomic: workers not yet done */
 	int efd;                  /* written by the last worker */
 	bool no_splice;           /* WCD_TEST_NO_SPLICE=1 */
+	int64_t fail_piece;       /* WCD_TEST_FILL_FAIL: piece, or -1 */
+	int fail_errno;           /* its errno (0: nothing moves) */
+	int ra_fail;              /* WCD_TEST_RA_FAIL: RA_FAIL_* */
+	int ra_gate;              /* atomic: with drain, the workers wait
+				   * for the read-ahead's first chunk */
 	unsigned n;
 	pthread_t th[FILL_THREADS_MAX];
 	/* read-ahead: posix_fadvise(WILLNEED) at most `ahead` bytes past
@@ -85,6 +111,7 @@ struct claim {
 	uint32_t entry, shard;
 	int in, out;
 	uint64_t src, src_pitch, width, nrows, dst;
+	bool inject;              /* WCD_TEST_FILL_FAIL: fail this one */
 };
 
 static void fill_fail(struct fill *f, int code, const char *fmt, ...)
@@ -124,6 +151,7 @@ static bool fill_claim(struct fill *f, struct claim *c)
 		const struct plan_tensor *e = &p->t[pc->entry];
 		uint64_t len;
 
+		c->inject = f->fail_piece == (int64_t)f->ti && !f->tpos;
 		c->entry = pc->entry;
 		c->in = L->fd[pc->shard];
 		c->shard = pc->shard;
@@ -167,6 +195,11 @@ struct worker {
 	int pipe[2];
 	uint64_t pipe_size;
 	bool use_pread;
+	bool inject;              /* the claim's WCD_TEST_FILL_FAIL, unspent */
+	/* the last failure: the shard's offset, and whether the pool's side
+	 * (the memfd) failed or took nothing */
+	uint64_t fail_off;
+	bool fail_dst, fail_zero;
 };
 
 static bool splice_refused(int e)
@@ -174,8 +207,29 @@ static bool splice_refused(int e)
 	return e == EINVAL || e == ENOSYS || e == EOPNOTSUPP;
 }
 
+static const char *errno_name(int e)
+{
+	const char *n = strerrorname_np(e);
+
+	return n ? n : "unknown errno";
+}
+
+/* The pool's side of a splice: WCD_TEST_FILL_FAIL's answer once, where
+ * the claim has one, else splice's. */
+static ssize_t splice_to_pool(struct worker *w, int out, loff_t *off,
+			      size_t len)
+{
+	if (w->inject) {
+		w->inject = false;
+		errno = w->f->fail_errno;
+		return errno ? -1 : 0;
+	}
+	return splice(w->pipe[0], NULL, out, off, len, SPLICE_F_MOVE);
+}
+
 /* Moves len bytes from in at src to out at dst through the worker's
- * pipe. 0, -ENODATA where the file ends first, or -errno. */
+ * pipe. 0, -ENODATA where the file ends first, or -errno (w->fail_*
+ * say where). */
 static int move_splice(struct worker *w, int in, uint64_t src, int out,
 		       uint64_t dst, uint64_t len)
 {
@@ -190,16 +244,21 @@ static int move_splice(struct worker *w, int in, uint64_t src, int out,
 
 		if (k < 0 && errno == EINTR)
 			continue;
+		w->fail_off = src;
+		w->fail_dst = false;
 		if (k < 0)
 			return -errno;
 		if (k == 0)
 			return -ENODATA;
 		for (ssize_t m = 0; m < k;) {
-			ssize_t o = splice(w->pipe[0], NULL, out, &off_out,
-					   (size_t)(k - m), SPLICE_F_MOVE);
+			ssize_t o = splice_to_pool(w, out, &off_out,
+						   (size_t)(k - m));
 
 			if (o < 0 && errno == EINTR)
 				continue;
+			w->fail_off = src + (uint64_t)m;
+			w->fail_dst = true;
+			w->fail_zero = o == 0;
 			if (o <= 0)
 				return o < 0 ? -errno : -EIO;
 			m += o;
@@ -212,14 +271,23 @@ static int move_splice(struct worker *w, int in, uint64_t src, int out,
 }
 
 /* The fallback: pread straight into the pool's mapping. */
-static int move_pread(uint8_t *base, int in, uint64_t src, uint64_t dst,
-		      uint64_t len)
+static int move_pread(struct worker *w, uint8_t *base, int in, uint64_t src,
+		      uint64_t dst, uint64_t len)
 {
 	while (len) {
-		ssize_t k = pread(in, base + dst, len, (off_t)src);
+		ssize_t k;
 
+		if (w->inject) {
+			w->inject = false;
+			errno = w->f->fail_errno;
+			k = errno ? -1 : 0;
+		} else {
+			k = pread(in, base + dst, len, (off_t)src);
+		}
 		if (k < 0 && errno == EINTR)
 			continue;
+		w->fail_off = src;
+		w->fail_dst = false;
 		if (k < 0)
 			return -errno;
 		if (k == 0)
@@ -260,7 +328,41 @@ static int move_range(struct worker *w, const struct claim *c, uint8_t *base,
 		w->use_pread = true;
 		worker_pipe_close(w);
 	}
-	return move_pread(base, c->in, src, dst, len);
+	return move_pread(w, base, c->in, src, dst, len);
+}
+
+/* Fails the fill for claim c's move that answered ret, in one sentence
+ * that names the shard, the offset, the tensor and the errno. */
+static void fill_fail_move(struct worker *w, const struct claim *c, int ret)
+{
+	struct fill *f = w->f;
+	struct ld *L = f->L;
+	const char *shard = ld_shard_name(L, c->shard);
+	const char *name = L->v->plan.t[c->entry].name;
+	uint64_t len = c->width * c->nrows;
+	const char *hint = ret == -ENOMEM || ret == -ENOSPC ?
+		"; the host has no memory left for the pools: free some (or raise the memory cgroup's limit), then load again" :
+		"";
+
+	if (ret == -ENODATA)
+		fill_fail(f, EIO,
+			  "%s ended early: no bytes of %s at %" PRIu64 "..%" PRIu64 " (was the file truncated while loading?)",
+			  shard, name, c->src,
+			  c->src + (c->nrows - 1) * c->src_pitch + c->width);
+	else if (w->fail_zero)
+		fill_fail(f, EIO,
+			  "writing %" PRIu64 " bytes of %s (%s at offset %" PRIu64 ") into its pool failed: the pool's memfd took no bytes (EIO)",
+			  len, name, shard, w->fail_off);
+	else if (w->fail_dst)
+		fill_fail(f, ret,
+			  "writing %" PRIu64 " bytes of %s (%s at offset %" PRIu64 ") into its pool failed: %s (%s)%s",
+			  len, name, shard, w->fail_off, strerror(-ret),
+			  errno_name(-ret), hint);
+	else
+		fill_fail(f, ret,
+			  "reading %s at offset %" PRIu64 " (%s) failed: %s (%s)",
+			  shard, w->fail_off, name, strerror(-ret),
+			  errno_name(-ret));
 }
 
 static void hash_entry(struct fill *f, uint32_t i)
@@ -368,25 +470,21 @@ static void *fill_worker(void *arg)
 			w->pipe_size = (uint64_t)sz;
 	}
 	fill_test_stall(w);
+	while (!__atomic_load_n(&f->ra_gate, __ATOMIC_ACQUIRE) &&
+	       !__atomic_load_n(&f->stop, __ATOMIC_ACQUIRE))
+		nanosleep(&(struct timespec){ .tv_nsec = 1000000 }, NULL);
 	while (fill_claim(f, &c)) {
 		const struct plan_tensor *e = &L->v->plan.t[c.entry];
 		uint8_t *base = L->v->pools[e->pool].host_ptr;
 		uint64_t len = c.width * c.nrows;
 		int ret = 0;
 
+		w->inject = c.inject;
 		for (uint64_t r = 0; !ret && r < c.nrows; r++)
 			ret = move_range(w, &c, base, c.src + r * c.src_pitch,
 					 c.dst + r * c.width, c.width);
-		if (ret == -ENODATA) {
-			fill_fail(f, EIO,
-				  "%s ended early: no bytes of %s at %" PRIu64 "..%" PRIu64 " (was the file truncated while loading?)",
-				  ld_shard_name(L, c.shard), e->name, c.src,
-				  c.src + (c.nrows - 1) * c.src_pitch + c.width);
-			break;
-		}
 		if (ret) {
-			fill_fail(f, ret, "moving %" PRIu64 " bytes of %s into its pool failed: %s",
-				  len, e->name, strerror(-ret));
+			fill_fail_move(w, &c, ret);
 			break;
 		}
 		__atomic_add_fetch(&f->done, len, __ATOMIC_RELAXED);
@@ -408,61 +506,81 @@ static void *fill_worker(void *arg)
  * move by reference: no copy). */
 struct ra {
 	int *fd;                  /* per shard, or -1 */
+	uint32_t nfd;
 	int pipe[2];
 	int null;
 	uint64_t pipe_size;
+	bool fail_drain;          /* WCD_TEST_RA_FAIL=drain */
 };
 
-static void ra_close(struct ra *ra, uint32_t nshards)
+enum { RA_FAIL_NONE, RA_FAIL_OPEN, RA_FAIL_DRAIN };
+
+static void ra_close(struct ra *ra)
 {
-	for (uint32_t i = 0; ra->fd && i < nshards; i++)
+	for (uint32_t i = 0; ra->fd && i < ra->nfd; i++)
 		if (ra->fd[i] >= 0)
 			close(ra->fd[i]);
 	free(ra->fd);
+	ra->fd = NULL;
 	if (ra->pipe[0] >= 0) {
 		close(ra->pipe[0]);
 		close(ra->pipe[1]);
 	}
+	ra->pipe[0] = ra->pipe[1] = -1;
 	if (ra->null >= 0)
 		close(ra->null);
+	ra->null = -1;
 }
 
-static bool ra_open(struct ra *ra, struct ld *L)
+/* 0, or -errno with *what naming the part that could not be had (the
+ * caller closes ra either way). */
+static int ra_open(struct ra *ra, struct ld *L, int fail, const char **what)
 {
 	uint32_t n = L->v->model.nshards;
 	char path[64];
 	int sz;
 
 	*ra = (struct ra){ .pipe = { -1, -1 }, .null = -1,
-			   .pipe_size = 65536 };
+			   .pipe_size = 65536,
+			   .fail_drain = fail == RA_FAIL_DRAIN };
+	*what = "its descriptor table";
 	ra->fd = malloc((n ? n : 1) * sizeof(int));
 	if (!ra->fd)
-		return false;
+		return -ENOMEM;
+	ra->nfd = n;
 	for (uint32_t i = 0; i < n; i++)
 		ra->fd[i] = -1;
+	*what = "WCD_TEST_RA_FAIL=open";
+	if (fail == RA_FAIL_OPEN)
+		return -EMFILE;
+	*what = "a pipe";
 	if (pipe2(ra->pipe, O_CLOEXEC)) {
 		ra->pipe[0] = ra->pipe[1] = -1;
-		return false;
+		return -errno;
 	}
 	sz = fcntl(ra->pipe[1], F_SETPIPE_SZ, FILL_PIPE);
 	if (sz > 0)
 		ra->pipe_size = (uint64_t)sz;
+	*what = "/dev/null";
 	ra->null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+	if (ra->null < 0)
+		return -errno;
 	for (uint32_t i = 0; i < n; i++) {
 		snprintf(path, sizeof(path), "/proc/self/fd/%d", L->fd[i]);
+		*what = ld_shard_name(L, i);
 		ra->fd[i] = open(path, O_RDONLY | O_CLOEXEC);
-		if (ra->fd[i] >= 0)
-			posix_fadvise(ra->fd[i], 0, 0, POSIX_FADV_SEQUENTIAL);
+		if (ra->fd[i] < 0)
+			return -errno;
+		posix_fadvise(ra->fd[i], 0, 0, POSIX_FADV_SEQUENTIAL);
 	}
-	return ra->null >= 0;
+	return 0;
 }
 
-/* Reads len bytes at off of shard i into the page cache; false where it
- * could not (the caller falls back to POSIX_FADV_WILLNEED). */
-static bool ra_read(struct ra *ra, uint32_t i, uint64_t off, uint64_t len)
+/* Reads len bytes at off of shard i into the page cache: 0, or -errno
+ * (-ENODATA where the file ends first; the caller falls back to
+ * POSIX_FADV_WILLNEED, since the pipe may now hold bytes). */
+static int ra_read(struct ra *ra, uint32_t i, uint64_t off, uint64_t len)
 {
-	if (ra->fd[i] < 0)
-		return false;
 	while (len) {
 		loff_t o = (loff_t)off;
 		ssize_t k = splice(ra->fd[i], &o, ra->pipe[1], NULL,
@@ -473,21 +591,27 @@ static bool ra_read(struct ra *ra, uint32_t i, uint64_t off, uint64_t len)
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
-			return false;
+			return k < 0 ? -errno : -ENODATA;
 		for (ssize_t m = 0; m < k;) {
-			ssize_t d = splice(ra->pipe[0], NULL, ra->null, NULL,
-					   (size_t)(k - m), 0);
+			ssize_t d;
 
+			if (ra->fail_drain) {
+				d = -1;
+				errno = EIO;
+			} else {
+				d = splice(ra->pipe[0], NULL, ra->null, NULL,
+					   (size_t)(k - m), 0);
+			}
 			if (d < 0 && errno == EINTR)
 				continue;
 			if (d <= 0)
-				return false;
+				return d < 0 ? -errno : -EIO;
 			m += d;
 		}
 		off += (uint64_t)k;
 		len -= (uint64_t)k;
 	}
-	return true;
+	return 0;
 }
 
 /* The read-ahead thread: walks the pieces in claim order and reads each
@@ -498,17 +622,26 @@ static bool ra_read(struct ra *ra, uint32_t i, uint64_t off, uint64_t len)
  * through one file description defeat the kernel's sequential read-ahead
  * (a queue depth of 3-5), and POSIX_FADV_WILLNEED alone queues requests of
  * about 1.3 MiB where one sequential reader's read-ahead asks for 2.5 MiB
- * (bench/RESULTS.md: about 12% faster cold on the 2-core box). Rows of a
- * dim-1 split are left to the kernel: their spans hold other ranks'
- * bytes. */
+ * (bench/RESULTS.md: about 12% faster cold on the 2-core box). Where the
+ * reader cannot be set up, or one of its reads fails, it is closed and
+ * POSIX_FADV_WILLNEED on the workers' descriptors does for the rest of the
+ * fill (one log line: the load itself is the workers'). Rows of a dim-1
+ * split are left to the kernel: their spans hold other ranks' bytes. */
 static void *fill_ahead(void *arg)
 {
 	struct fill *f = arg;
 	const struct plan *p = &f->L->v->plan;
 	uint64_t pos = 0;           /* bytes of the pieces walked so far */
+	const char *what;
 	struct ra ra;
-	bool reader = ra_open(&ra, f->L);
+	int ret = ra_open(&ra, f->L, f->ra_fail, &what);
+	bool reader = !ret;
 
+	if (ret) {
+		log_info("read-ahead: cannot set up its reader (%s: %s): POSIX_FADV_WILLNEED instead",
+			 what, strerror(-ret));
+		ra_close(&ra);
+	}
 	for (uint32_t i = 0; i < p->npieces; i++) {
 		const struct plan_piece *pc = &p->pc[i];
 		bool flat = pc->height <= 1 || pc->src_pitch == pc->width;
@@ -525,17 +658,29 @@ static void *fill_ahead(void *arg)
 			pthread_mutex_unlock(&f->mu);
 			if (over)
 				goto out;
-			if (flat && !(reader && ra_read(&ra, pc->shard,
-							 pc->file_off + o,
-							 len)))
+			pos += len;
+			if (flat && reader) {
+				ret = ra_read(&ra, pc->shard, pc->file_off + o,
+					      len);
+				if (ret) {
+					log_info("read-ahead: reading %s at offset %" PRIu64 " failed (%s): POSIX_FADV_WILLNEED for the rest of the load",
+						 ld_shard_name(f->L, pc->shard),
+						 pc->file_off + o,
+						 strerror(-ret));
+					ra_close(&ra);
+					reader = false;
+				}
+			}
+			if (flat && !reader)
 				posix_fadvise(f->L->fd[pc->shard],
 					      (off_t)(pc->file_off + o),
 					      (off_t)len, POSIX_FADV_WILLNEED);
-			pos += len;
+			__atomic_store_n(&f->ra_gate, 1, __ATOMIC_RELEASE);
 		}
 	}
 out:
-	ra_close(&ra, f->L->v->model.nshards);
+	__atomic_store_n(&f->ra_gate, 1, __ATOMIC_RELEASE);
+	ra_close(&ra);
 	return NULL;
 }
 
@@ -597,6 +742,27 @@ static unsigned fill_threads(void)
 	return n > FILL_THREADS_MAX ? FILL_THREADS_MAX : (unsigned)n;
 }
 
+/* The test hooks WCD_TEST_FILL_FAIL(_DIR) and WCD_TEST_RA_FAIL (see the
+ * top of this file), read once per fill. */
+static void fill_test_hooks(struct fill *f)
+{
+	const char *ff = getenv("WCD_TEST_FILL_FAIL");
+	const char *dir = getenv("WCD_TEST_FILL_FAIL_DIR");
+	const char *ra = getenv("WCD_TEST_RA_FAIL");
+	char *end;
+
+	f->fail_piece = -1;
+	if (ff && *ff && (!dir || !strcmp(dir, f->L->v->model.path))) {
+		f->fail_piece = (int64_t)strtoul(ff, &end, 10);
+		f->fail_errno = *end == ':' ? (int)strtol(end + 1, NULL, 10) :
+					      EIO;
+	}
+	if (ra && !strcmp(ra, "open"))
+		f->ra_fail = RA_FAIL_OPEN;
+	else if (ra && !strcmp(ra, "drain"))
+		f->ra_fail = RA_FAIL_DRAIN;
+}
+
 int fill_run(struct ld *L, bool *refused, char *err)
 {
 	const struct plan *p = &L->v->plan;
@@ -618,6 +784,7 @@ int fill_run(struct ld *L, bool *refused, char *err)
 		goto out_free;
 	}
 	fill_groups(&f);
+	fill_test_hooks(&f);
 	/* open_shards opened them O_NONBLOCK against a FIFO put in a shard's
 	 * place and then checked that each is a regular file: blocking reads
 	 * are what the workers want (a file system that honours O_NONBLOCK on
@@ -639,8 +806,11 @@ int fill_run(struct ld *L, bool *refused, char *err)
 	f.running = f.n;
 	pthread_cond_init(&f.cv, NULL);
 	f.ahead = L->d->o.read_ahead;
-	if (f.ahead && pthread_create(&f.ra, NULL, fill_ahead, &f))
+	f.ra_gate = !f.ahead || f.ra_fail != RA_FAIL_DRAIN;
+	if (f.ahead && pthread_create(&f.ra, NULL, fill_ahead, &f)) {
 		f.ahead = 0;    /* no thread: the kernel's read-ahead only */
+		f.ra_gate = 1;
+	}
 	for (; started < f.n; started++) {
 		w[started] = (struct worker){ .f = &f, .k = started,
 					      .pipe = { -1, -1 } };

@@ -133,29 +133,39 @@ static void usage_fail(const char *fmt, const char *arg)
 	exit(2);
 }
 
+/* A byte count with an optional K, M or G (KiB, MB ... are read as the
+ * same powers of two); a bad one exits 2 naming the option and its value,
+ * and so does one past 2^64 - 1 bytes, which would wrap. */
 static uint64_t parse_size(const char *s, const char *opt)
 {
+	char msg[256];
 	char *end;
 	unsigned long long v;
+	unsigned shift = 0;
 
 	errno = 0;
 	v = strtoull(s, &end, 10);
-	if (errno || end == s || *s == '-')
-		usage_fail("bad size '%s'", s);
+	if (errno || end == s || *s < '0' || *s > '9')
+		goto bad;
 	switch (*end) {
-	case 'k': case 'K': v <<= 10; end++; break;
-	case 'm': case 'M': v <<= 20; end++; break;
-	case 'g': case 'G': v <<= 30; end++; break;
+	case 'k': case 'K': shift = 10; end++; break;
+	case 'm': case 'M': shift = 20; end++; break;
+	case 'g': case 'G': shift = 30; end++; break;
 	default: break;
 	}
 	if (*end == 'i' || *end == 'B')
 		end++;
 	if (*end == 'B')
 		end++;
-	if (*end)
-		usage_fail("bad size '%s' (use a number with an optional K, M or G)", s);
-	(void)opt;
-	return v;
+	if (*end || v > (~0ull >> shift))
+		goto bad;
+	return (uint64_t)v << shift;
+bad:
+	snprintf(msg, sizeof(msg),
+		 "bad %s '%s': use a number of bytes with an optional K, M or G (e.g. 256M)",
+		 opt, s);
+	usage_fail("%s", msg);
+	return 0;
 }
 
 static uint32_t parse_u32(const char *s, const char *what)

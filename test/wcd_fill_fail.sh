@@ -1,0 +1,143 @@
+#!/usr/bin/env bash
+# The splice fill's failures that are not a refusal (fill.c), injected at
+# one piece by the test hook WCD_TEST_FILL_FAIL=PIECE:ERRNO (the memfd side
+# of the splice fails after the shard side moved bytes; with
+# WCD_TEST_NO_SPLICE=1, the pread):
+#  - at start-up, EIO, ENOSPC, ENOMEM and a splice that moves nothing: wcd
+#    exits 1 with one sentence that names the tensor, the shard, an offset
+#    inside that tensor's bytes in that shard, and the errno; no ready file;
+#  - the same through pread (splice refused): "reading SHARD at offset";
+#    a pread that finds no bytes: "SHARD ended early";
+#  - a refusal (EINVAL) on the memfd side mid-fill, after other pieces were
+#    spliced and with bytes in the pipe: pread takes over, said once, and
+#    every hash equals the file's;
+#  - an UPDATE whose fill fails (WCD_TEST_FILL_FAIL_DIR: only the new
+#    model's loads), three times: refused with the sentence and "version 1
+#    keeps serving"; the daemon's descriptors (memfds included) are the
+#    same before and after, it still serves version 1 with the first
+#    model's hashes, an engine attaches and verifies; then an update to
+#    another directory publishes version 2 with that model's hashes (the
+#    failed one's slot was freed), and the daemon stops cleanly.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/wcd.bash"
+wcd_init fillfail
+[ -x "$BIN/wcctl" ] && [ -x "$BIN/wcattach" ] || skip "wcctl or wcattach is not built"
+M=$(realpath "$W/model")
+PIECE=10
+
+# in_tensor SHARD NAME OFFSET: OFFSET lies inside NAME's bytes in SHARD
+in_tensor() {
+	/usr/bin/python3 - "$@" <<'PY'
+import json, struct, sys
+shard, name, off = sys.argv[1], sys.argv[2], int(sys.argv[3])
+f = open(shard, "rb")
+n = struct.unpack("<Q", f.read(8))[0]
+b, e = json.loads(f.read(n))[name]["data_offsets"]
+sys.exit(0 if 8 + n + b <= off < 8 + n + e else 1)
+PY
+}
+
+# fails NAME ENV...: a start-up load with ENV that must fail; its log in
+# $W/NAME.log, the error line in $LINE
+fails() {
+	local name=$1; shift
+	env "$@" "$BIN/wcd" --model "$M" --device "host:$name" --runtime-dir "$RT" \
+		>"$W/$name.log" 2>&1 &
+	local p=$!
+	WCD_PIDS+=("$p")
+	wait_exit "$p"
+	expect_eq "$name: exit" "$RC" 1
+	[ -e "$RT/host-$name.ready" ] && fail "$name: ready file for a load that failed"
+	expect_no "$name: served" "$(cat "$W/$name.log")" "ready:"
+	LINE=$(grep ' ERROR ' "$W/$name.log")
+	expect_eq "$name: one error line" "$(grep -c ' ERROR ' "$W/$name.log")" 1
+}
+
+# the memfd side: "writing N bytes of NAME (SHARD at offset O) into its
+# pool failed: WHY"
+for c in "5 Input/output error (EIO)" "28 No space left on device (ENOSPC); the host has no memory left for the pools" \
+	"12 Cannot allocate memory (ENOMEM); the host has no memory left for the pools" \
+	"0 the pool's memfd took no bytes (EIO)"; do
+	e=${c%% *} why=${c#* }
+	fails "w$e" WCD_TEST_FILL_FAIL=$PIECE:$e
+	re="writing ([0-9]+) bytes of ([^ ]+) \(($M/[^ ]+) at offset ([0-9]+)\) into its pool failed: (.*)"
+	[[ $LINE =~ $re ]] || fail "errno $e: not the sentence: $LINE"
+	name=${BASH_REMATCH[2]} shard=${BASH_REMATCH[3]} off=${BASH_REMATCH[4]}
+	expect_has "errno $e: the reason" "${BASH_REMATCH[5]}" "$why"
+	in_tensor "$shard" "$name" "$off" || fail "errno $e: offset $off is not in $name's bytes in $shard"
+done
+
+# through pread (splice refused from the start)
+fails r5 WCD_TEST_NO_SPLICE=1 WCD_TEST_FILL_FAIL=$PIECE:5
+re="reading ($M/[^ ]+) at offset ([0-9]+) \(([^ ]+)\) failed: Input/output error \(EIO\)"
+[[ $LINE =~ $re ]] || fail "pread EIO: not the sentence: $LINE"
+in_tensor "${BASH_REMATCH[1]}" "${BASH_REMATCH[3]}" "${BASH_REMATCH[2]}" ||
+	fail "pread EIO: offset ${BASH_REMATCH[2]} is not in ${BASH_REMATCH[3]}'s bytes"
+expect_has "pread EIO: refused first" "$(cat "$W/r5.log")" "splice into the pools was refused"
+fails r0 WCD_TEST_NO_SPLICE=1 WCD_TEST_FILL_FAIL=$PIECE:0
+expect_has "pread of nothing" "$LINE" "ended early: no bytes of"
+expect_has "pread of nothing: the shard" "$LINE" "$M/model-0000"
+
+# a refusal mid-fill: pread takes over, the bytes are right
+"$BIN/wcctl" inspect "$M" --hashes | sort -k2 >"$W/file.txt"
+WCD_TEST_FILL_FAIL=$PIECE:22 wcd_bg "$W/einval.log" --model "$M" --device host:einval --runtime-dir "$RT"
+p=$LAST
+wait_file "$RT/host-einval.ready" "$p" || { cat "$W/einval.log"; fail "EINVAL mid-fill: not ready"; }
+"$BIN/wcctl" manifest --runtime-dir "$RT" --device host:einval | grep -v '^#' |
+	awk '{print $NF "  " $1}' | sort -k2 | grep -v -e '\.qkv_proj\.' -e '\.gate_up_proj\.' >"$W/einval.txt"
+kill -TERM "$p"; wait_exit "$p"
+expect_eq "EINVAL mid-fill: exit" "$RC" 0
+cmp -s "$W/einval.txt" "$W/file.txt" || { diff "$W/einval.txt" "$W/file.txt"; fail "EINVAL mid-fill: hashes differ from the file's"; }
+expect_eq "EINVAL mid-fill: said once" "$(grep -c 'splice into the pools was refused' "$W/einval.log")" 1
+expect_has "EINVAL mid-fill: pread" "$(cat "$W/einval.log")" "pread: splice refused"
+
+# an UPDATE whose fill fails: version 1 serves on, nothing leaks
+"$BIN/wcgen" tiny --out "$W/next" --shard-size 3MB --seed 3 >/dev/null 2>&1 || fail "wcgen next"
+NEXT=$(realpath "$W/next")
+WCD_TEST_FILL_FAIL=$PIECE:28 WCD_TEST_FILL_FAIL_DIR=$NEXT \
+	wcd_bg "$W/up.log" --model "$M" --device host:up --runtime-dir "$RT"
+p=$LAST
+U=(--runtime-dir "$RT" --device host:up)
+wait_file "$RT/host-up.ready" "$p" || { cat "$W/up.log"; fail "update: the first load failed"; }
+# before any client: the daemon's own descriptors
+fds0=$(ls /proc/$p/fd | wc -l)
+memfds0=$(ls -l /proc/$p/fd | grep -c memfd)
+"$BIN/wcctl" manifest "${U[@]}" >"$W/up1.txt" || fail "update: manifest before"
+# fds_settle: waits (5 s at most) until the daemon is back to fds0
+# descriptors: it closes a client's connection once it sees the EOF
+fds_settle() {
+	local i
+	for ((i = 0; i < 500; i++)); do
+		[ "$(ls /proc/$p/fd | wc -l)" = "$fds0" ] && return
+		sleep 0.01
+	done
+}
+for i in 1 2 3; do
+	out=$(timeout 60 "$BIN/wcctl" update "${U[@]}" --model "$NEXT" --timeout 30 2>&1); rc=$?
+	expect_eq "update $i: exit" "$rc" 1
+	expect_has "update $i: the sentence" "$out" "update to version 2 failed: writing"
+	expect_has "update $i: the shard" "$out" "($NEXT/model-0000"
+	expect_has "update $i: the errno" "$out" "into its pool failed: No space left on device (ENOSPC)"
+	expect_has "update $i: what serves" "$out" "version 1 keeps serving"
+	fds_settle
+	expect_eq "update $i: descriptors" "$(ls /proc/$p/fd | wc -l)" "$fds0"
+	expect_eq "update $i: memfds" "$(ls -l /proc/$p/fd | grep -c memfd)" "$memfds0"
+done
+"$BIN/wcctl" manifest "${U[@]}" >"$W/up2.txt" || fail "update: manifest after"
+cmp -s "$W/up1.txt" "$W/up2.txt" || { diff "$W/up1.txt" "$W/up2.txt"; fail "update: the manifest changed after failed updates"; }
+expect_has "update: still version 1" "$(head -2 "$W/up2.txt")" "version 1,"
+"$BIN/wcattach" "${U[@]}" --model "$M" --verify >"$W/att.out" 2>&1 ||
+	{ cat "$W/att.out"; fail "update: the first model does not attach and verify after the failed updates"; }
+# and the next update (of another model directory) is published whole
+"$BIN/wcgen" tiny --out "$W/third" --shard-size 3MB --seed 4 >/dev/null 2>&1 || fail "wcgen third"
+"$BIN/wcctl" update "${U[@]}" --model "$W/third" --timeout 30 >"$W/up3.out" 2>&1 ||
+	{ cat "$W/up3.out"; fail "update: a good update after the failed ones"; }
+"$BIN/wcctl" manifest "${U[@]}" >"$W/up3.txt" || fail "update: manifest of version 2"
+expect_has "update: version 2" "$(head -2 "$W/up3.txt")" "version 2,"
+grep -v '^#' "$W/up3.txt" | awk '{print $NF "  " $1}' | sort -k2 |
+	grep -v -e '\.qkv_proj\.' -e '\.gate_up_proj\.' >"$W/up3.hashes"
+"$BIN/wcctl" inspect "$W/third" --hashes | sort -k2 >"$W/third.txt"
+cmp -s "$W/up3.hashes" "$W/third.txt" || { diff "$W/up3.hashes" "$W/third.txt"; fail "update: version 2's hashes differ from the file's"; }
+kill -TERM "$p"; wait_exit "$p"
+expect_eq "update: exit" "$RC" 0
+echo ok
