@@ -240,6 +240,16 @@ def test_batched_views_equal_one_view_each(daemons, tiny, tmp_path):
                     assert as_bytes(got[n]) == data, n
                 del got, ref, x, y
                 m.detach()
+            # the bench's --cold-plan: the next attach makes the plan again
+            _core._forget_plans()
+            m = c.attach(model_dir=tiny, framework="torch")
+            assert m._plan_box[0] is None
+            got = m.tensors()
+            assert m._plan_box[0] and m._plan_box[0][1]
+            for n, (dtype, shape, data) in files.items():
+                assert as_bytes(got[n]) == data, n
+            del got
+            m.detach()
 
 
 @pytest.mark.parametrize("spread", (False, True))

@@ -782,9 +782,10 @@ def _forget_plans():
     """Every table read before keeps its parse, not its plan: the next
     attach of each makes the plan again (for the bench and the tests)."""
     for same in _TABLES.values():
-        for e in same:
-            if e[5][5][0] != 0:
-                e[5][5][0] = None
+        for _, got in same:
+            box = got[5]
+            if box[0] != 0:
+                box[0] = None
 
 
 def _plan(fields, dts, names):
