@@ -6,8 +6,11 @@
 #  - at start-up, EIO, ENOSPC, ENOMEM and a splice that moves nothing: wcd
 #    exits 1 with one sentence that names the tensor, the shard, an offset
 #    inside that tensor's bytes in that shard, and the errno; no ready file;
-#  - the same through pread (splice refused): "reading SHARD at offset";
-#    a pread that finds no bytes: "SHARD ended early";
+#  - the same through pread (splice refused), and on splice's shard side
+#    (P:E:shard): "reading SHARD at offset"; no bytes: "SHARD ended early";
+#  - worker threads that cannot be made (WCD_TEST_FILL_THREADS=K): with 1,
+#    and with none (the loop thread fills alone), the load completes with
+#    the file's hashes and says so; with none, a failure still fails it;
 #  - a refusal (EINVAL) on the memfd side mid-fill, after other pieces were
 #    spliced and with bytes in the pipe: pread takes over, said once, and
 #    every hash equals the file's;
@@ -77,6 +80,18 @@ expect_has "pread EIO: refused first" "$(cat "$W/r5.log")" "splice into the pool
 fails r0 WCD_TEST_NO_SPLICE=1 WCD_TEST_FILL_FAIL=$PIECE:0
 expect_has "pread of nothing" "$LINE" "ended early: no bytes of"
 expect_has "pread of nothing: the shard" "$LINE" "$M/model-0000"
+# splice's shard side
+fails s5 WCD_TEST_FILL_FAIL=$PIECE:5:shard
+[[ $LINE =~ $re ]] || fail "shard side EIO: not the sentence: $LINE"
+in_tensor "${BASH_REMATCH[1]}" "${BASH_REMATCH[3]}" "${BASH_REMATCH[2]}" ||
+	fail "shard side EIO: offset ${BASH_REMATCH[2]} is not in ${BASH_REMATCH[3]}'s bytes"
+expect_no "shard side EIO: no refusal" "$(cat "$W/s5.log")" "refused"
+fails s0 WCD_TEST_FILL_FAIL=$PIECE:0:shard
+expect_has "shard side nothing" "$LINE" "ended early: no bytes of"
+# no worker thread at all: the loop thread's fill fails the same way
+fails t0 WCD_TEST_FILL_THREADS=0 WCD_TEST_FILL_FAIL=$PIECE:28
+expect_has "no threads: the sentence" "$LINE" "into its pool failed: No space left on device (ENOSPC)"
+expect_has "no threads: said" "$(cat "$W/t0.log")" "fill: 0 of "
 
 # a refusal mid-fill: pread takes over, the bytes are right
 "$BIN/wcctl" inspect "$M" --hashes | sort -k2 >"$W/file.txt"
@@ -90,6 +105,20 @@ expect_eq "EINVAL mid-fill: exit" "$RC" 0
 cmp -s "$W/einval.txt" "$W/file.txt" || { diff "$W/einval.txt" "$W/file.txt"; fail "EINVAL mid-fill: hashes differ from the file's"; }
 expect_eq "EINVAL mid-fill: said once" "$(grep -c 'splice into the pools was refused' "$W/einval.log")" 1
 expect_has "EINVAL mid-fill: pread" "$(cat "$W/einval.log")" "pread: splice refused"
+
+# worker threads that cannot be made: 1, then none
+for k in 1 0; do
+	WCD_TEST_FILL_THREADS=$k wcd_bg "$W/th$k.log" --model "$M" --device host:th$k --runtime-dir "$RT"
+	p=$LAST
+	wait_file "$RT/host-th$k.ready" "$p" || { cat "$W/th$k.log"; fail "$k threads: not ready"; }
+	"$BIN/wcctl" manifest --runtime-dir "$RT" --device host:th$k | grep -v '^#' |
+		awk '{print $NF "  " $1}' | sort -k2 | grep -v -e '\.qkv_proj\.' -e '\.gate_up_proj\.' >"$W/th$k.txt"
+	kill -TERM "$p"; wait_exit "$p"
+	expect_eq "$k threads: exit" "$RC" 0
+	cmp -s "$W/th$k.txt" "$W/file.txt" || { diff "$W/th$k.txt" "$W/file.txt"; fail "$k threads: hashes differ from the file's"; }
+	expect_has "$k threads: said" "$(cat "$W/th$k.log")" "fill: $k of "
+done
+expect_has "no threads: the loop fills" "$(cat "$W/th0.log")" "worker threads made (Resource temporarily unavailable): the loop thread fills alone"
 
 # an UPDATE whose fill fails: version 1 serves on, nothing leaks
 "$BIN/wcgen" tiny --out "$W/next" --shard-size 3MB --seed 3 >/dev/null 2>&1 || fail "wcgen next"
