@@ -52,6 +52,8 @@
  *   WCD_TEST_FILL_THREADS=K   worker threads from the K-th on cannot be
  *                             made (as if pthread_create failed); 0: the
  *                             loop thread fills alone.
+ *   WCD_TEST_FILL_POLL_FAIL=1 the loop cannot watch the workers' eventfd
+ *                             (rx_poll_start answers -EBUSY).
  *   WCD_TEST_STALL_AT=fill    see fill_test_stall.
  */
 #include <errno.h>
@@ -96,6 +98,7 @@ struct fill {
 	int fail_errno;           /* its errno (0: nothing moves) */
 	bool fail_shard;          /* on splice's shard side */
 	unsigned threads_max;     /* WCD_TEST_FILL_THREADS, else n */
+	bool poll_fail;           /* WCD_TEST_FILL_POLL_FAIL=1 */
 	int ra_fail;              /* WCD_TEST_RA_FAIL: RA_FAIL_* */
 	int ra_gate;              /* atomic: with drain, the workers wait
 				   * for the read-ahead's first chunk */
@@ -713,7 +716,8 @@ static void fill_polled(struct rx_poll *p, int res)
 
 /* Turns the loop until every worker is done: polls the eventfd with a
  * deadline, logging progress at each, and asks the workers to stop once
- * the daemon is stopping. */
+ * the daemon is stopping. Where the eventfd cannot be watched it returns
+ * at once, and the workers go on. */
 static void fill_wait(struct fill *f)
 {
 	struct ld *L = f->L;
@@ -723,10 +727,15 @@ static void fill_wait(struct fill *f)
 	for (;;) {
 		memset(&w, 0, sizeof(w));
 		rx_op_deadline(&w.poll.op, FILL_POLL_NS);
-		ret = rx_poll_start(&L->d->loop, &w.poll, f->efd, POLLIN,
+		ret = f->poll_fail ? -EBUSY :
+		      rx_poll_start(&L->d->loop, &w.poll, f->efd, POLLIN,
 				    fill_polled);
-		if (ret) {      /* cannot watch: wait for the workers here */
-			__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
+		if (ret) {
+			/* cannot watch: the caller's join waits for the
+			 * workers (asking them to stop here would leave the
+			 * rest of the pools unfilled) */
+			log_warn("fill: cannot watch its workers from the event loop (%s): waiting for them, serving no client until the fill is done",
+				 strerror(-ret));
 			return;
 		}
 		while (!w.fired) {
@@ -763,6 +772,7 @@ static void fill_test_hooks(struct fill *f)
 	const char *dir = getenv("WCD_TEST_FILL_FAIL_DIR");
 	const char *ra = getenv("WCD_TEST_RA_FAIL");
 	const char *th = getenv("WCD_TEST_FILL_THREADS");
+	const char *pf = getenv("WCD_TEST_FILL_POLL_FAIL");
 	char *end;
 
 	f->fail_piece = -1;
@@ -773,6 +783,7 @@ static void fill_test_hooks(struct fill *f)
 			f->fail_errno = (int)strtol(end + 1, &end, 10);
 		f->fail_shard = !strcmp(end, ":shard");
 	}
+	f->poll_fail = pf && !strcmp(pf, "1");
 	f->threads_max = f->n;
 	if (th && *th && strtoul(th, NULL, 10) < f->n)
 		f->threads_max = (unsigned)strtoul(th, NULL, 10);
@@ -858,6 +869,14 @@ int fill_run(struct ld *L, bool *refused, char *err)
 	}
 	for (unsigned k = 0; k < started; k++)
 		pthread_join(f.th[k], NULL);
+	/* every byte landed, or the load fails: a fill that stopped early
+	 * for any other reason than a failure or a stopping daemon would
+	 * publish pools with holes */
+	if (!__atomic_load_n(&f.failed, __ATOMIC_ACQUIRE) &&
+	    !wcd_stopping(L->d) && f.done != L->total)
+		ld_fail(L, EIO,
+			"the fill stopped with %" PRIu64 " of %" PRIu64 " bytes landed, and no worker said why",
+			f.done, L->total);
 	if (f.ahead) {
 		pthread_mutex_lock(&f.mu);
 		f.over = true;
