@@ -33,6 +33,11 @@
 #                              sleep after two stop-and-reloads again
 #   bench/gpu_run.sh startup3  the final figures: GPU tests, spawn to ready
 #                              beside its bound, the load's gap to H2D
+#   bench/gpu_run.sh sleep4    issue 17's sleep pipeline: bench/cuda/sleepprep
+#                              QUICK=1 (warms 64 GiB, then ways of preparing
+#                              and copying 16 GiB beside the D2H ceiling),
+#                              then wcd's level-1 sleep of llama-8b before
+#                              ($WCD_BASE) and after, alternated
 set -u
 OUT=${OUT:-/tmp/gpu_out}
 mkdir -p "$OUT"
@@ -378,6 +383,37 @@ handover3() {
 		kill $WCD_PID; wait $WCD_PID
 		tail -12 /tmp/who/wcd-rt.log
 	} 2>&1 | tee "$OUT/handover3.log"
+}
+
+# Issue 17, the sleep's pipeline (host buffers mapped on a thread, pinned
+# and their copies queued on the loop's thread): the probe's ways on memory
+# touched before (bench/cuda/sleepprep, built by hand into $BUILD/bench),
+# then the daemon's level-1 sleep before ($WCD_BASE, a wcd binary) and
+# after ($BUILD/bin/wcd), alternated, two sleeps each, three rounds.
+sleep4() {
+	local m=/root/m8b rd=/tmp/who/rt uuid r w i
+	export PATH=$PWD/$BUILD/bin:$PATH
+	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	mkdir -p /tmp/who
+	m8b $m || return 1
+	{
+		date -u; nvidia-smi -L
+		cat $m/*.safetensors >/dev/null
+		QUICK=1 $BUILD/bench/sleepprep 16
+		d2h_ceiling
+		for r in 1 2 3; do
+			for w in "$WCD_BASE" $BUILD/bin/wcd; do
+				echo "== round $r: $w"
+				BUILD_BIN_WCD=$w spawn_ready $m $rd --log-level debug || return 1
+				for i in 1 2; do
+					wcctl sleep --level 1 --device $uuid --runtime-dir $rd --json
+					wcctl wake --device $uuid --runtime-dir $rd --json
+				done
+				kill $WCD_PID; wait $WCD_PID
+			done
+		done
+		grep -E 'sleep: ' /tmp/who/wcd-rt.log | tail -24
+	} 2>&1 | tee "$OUT/sleep4.log"
 }
 
 # /proc/vmstat counters that a slow first touch of fresh memory shows in.

@@ -396,14 +396,12 @@ static void prefault(char *p, size_t len)
  * transparent huge pages), page-locked with cudaHostRegister so copies DMA
  * straight from it; io_uring can register it as fixed buffers too, which it
  * cannot do with cudaHostAlloc memory (EFAULT). Size rounds up to 2 MiB.
- * Mapped and faulted in before the device is entered: only the register
- * waits for the context. */
-int gpu_cuda_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr, char *err)
+ * Mapped and faulted in before the device is entered (gpu_cuda_host_map:
+ * no CUDA call, any thread): only the register waits for the context. */
+int gpu_cuda_host_map(struct gpu_dev *dev, size_t size, void **ptr, char *err)
 {
 	size_t len = gpu_align_up(size, HUGE_2M);
-	cudaError_t e;
 	void *p;
-	int ret;
 
 	if (size == 0)
 		return wc_errf(err, EINVAL, "staging of 0 bytes was asked for");
@@ -419,17 +417,49 @@ int gpu_cuda_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr, char *e
 		madvise(p, len, MADV_HUGEPAGE);
 	}
 	prefault(p, len);
+	*ptr = p;
+	return 0;
+}
+
+void gpu_cuda_host_unmap(struct gpu_dev *dev, void *ptr, size_t size)
+{
+	if (ptr)
+		munmap(ptr, gpu_align_up(size, HUGE_2M));
+}
+
+/* Pins (cudaHostRegister) what gpu_cuda_host_map gave. On the H200 about
+ * 0.37 s per 16 GiB of resident pages whatever the number of threads
+ * registering at once (bench/RESULTS.md, issue 17: the driver serialises
+ * them), and a cudaMemcpy called meanwhile waits for it. */
+int gpu_cuda_staging_pin(struct gpu_dev *dev, void *ptr, size_t size, char *err)
+{
+	size_t len = gpu_align_up(size, HUGE_2M);
+	cudaError_t e;
+	int ret;
+
 	ret = gpu_cuda_enter(dev, err);
-	if (ret) {
-		munmap(p, len);
+	if (ret)
 		return ret;
-	}
-	e = cudaHostRegister(p, len, cudaHostRegisterDefault);
-	if (e != cudaSuccess) {
-		munmap(p, len);
+	e = cudaHostRegister(ptr, len, cudaHostRegisterDefault);
+	if (e != cudaSuccess)
 		return wc_errf(err, gpu_cuda_rt_errno(e),
 				     "cudaHostRegister of %zu bytes of staging failed: %s; raise the locked-memory limit (ulimit -l) or lower the staging size",
 				     len, cudaGetErrorString(e));
+	return 0;
+}
+
+int gpu_cuda_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr, char *err)
+{
+	void *p;
+	int ret;
+
+	ret = gpu_cuda_host_map(dev, size, &p, err);
+	if (ret)
+		return ret;
+	ret = gpu_cuda_staging_pin(dev, p, size, err);
+	if (ret) {
+		gpu_cuda_host_unmap(dev, p, size);
+		return ret;
 	}
 	*ptr = p;
 	return 0;
@@ -546,6 +576,44 @@ int gpu_cuda_copy_from_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 	e = cudaMemcpy(dst, (char *)(uintptr_t)pool->dev_ptr + off, len,
 		       cudaMemcpyDeviceToHost);
 	return -gpu_cuda_rt_errno(e);
+}
+
+/* On copy stream 0 (no completion record: copy_wait synchronises it). */
+int gpu_cuda_copy_from_pool_async(struct gpu_dev *dev, struct gpu_pool *pool,
+				  uint64_t off, void *dst, size_t len)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	cudaError_t e;
+	int ret;
+
+	if (off > pool->alloc_size || len > pool->alloc_size - off)
+		return -EINVAL;
+	ret = gpu_cuda_pool_ready(dev, pool, NULL);
+	if (ret)
+		return ret;
+	if (!cd->streams_ready) {
+		ret = gpu_cuda_streams_init(dev);
+		if (ret)
+			return ret;
+	}
+	e = cudaMemcpyAsync(dst, (char *)(uintptr_t)pool->dev_ptr + off, len,
+			    cudaMemcpyDeviceToHost, cd->st[0].s);
+	return -gpu_cuda_rt_errno(e);
+}
+
+int gpu_cuda_copy_wait(struct gpu_dev *dev, char *err)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	cudaError_t e;
+
+	if (!cd->streams_ready)
+		return 0;
+	e = cudaStreamSynchronize(cd->st[0].s);
+	if (e != cudaSuccess)
+		return wc_errf(err, gpu_cuda_rt_errno(e),
+			       "a copy from the pools of %s to host memory failed: %s",
+			       dev->name, cudaGetErrorString(e));
+	return 0;
 }
 
 /* cudaMemset, then a device-wide wait: once per load, for the few zero

@@ -127,6 +127,12 @@ int gpu_cuda_idle(struct gpu_dev *dev, struct gpu_pool *const *pools,
 int gpu_cuda_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr,
 			   char *err);
 void gpu_cuda_staging_free(struct gpu_dev *dev, void *ptr, size_t size);
+int gpu_cuda_host_map(struct gpu_dev *dev, size_t size, void **ptr, char *err);
+int gpu_cuda_staging_pin(struct gpu_dev *dev, void *ptr, size_t size, char *err);
+void gpu_cuda_host_unmap(struct gpu_dev *dev, void *ptr, size_t size);
+int gpu_cuda_copy_from_pool_async(struct gpu_dev *dev, struct gpu_pool *pool,
+				  uint64_t off, void *dst, size_t len);
+int gpu_cuda_copy_wait(struct gpu_dev *dev, char *err);
 void gpu_cuda_ctx_join(struct gpu_dev *dev);
 int gpu_cuda_copy_to_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 			  const struct gpu_copy *c, unsigned stream,

@@ -108,14 +108,30 @@ struct gpu_backend {
 	 * async copies; host backend: plain anonymous memory. */
 	int (*staging_alloc)(struct gpu_dev *dev, size_t size, void **ptr, char *err);
 	void (*staging_free)(struct gpu_dev *dev, void *ptr, size_t size);
+	/* staging_alloc in two steps, so that the slow one (faulting fresh
+	 * memory in) runs on another thread while the device copies (a
+	 * level-1 sleep's host copy, issue 17): host_map maps and first-
+	 * touches size bytes and makes no device call (any thread);
+	 * staging_pin pins what host_map gave (cuda: cudaHostRegister);
+	 * staging_free frees a pinned buffer, host_unmap one never pinned. */
+	int (*host_map)(struct gpu_dev *dev, size_t size, void **ptr, char *err);
+	int (*staging_pin)(struct gpu_dev *dev, void *ptr, size_t size, char *err);
+	void (*host_unmap)(struct gpu_dev *dev, void *ptr, size_t size);
 	/* Asynchronous host-to-pool copy on stream `stream`; done(arg, res) runs
 	 * on a backend thread once the copy is complete. */
 	int (*copy_to_pool)(struct gpu_dev *dev, struct gpu_pool *pool,
 			    const struct gpu_copy *c, unsigned stream,
 			    gpu_done_fn done, void *arg);
-	/* Synchronous pool-to-host copy (verification, sleep level 1). */
+	/* Synchronous pool-to-host copy (verification). */
 	int (*copy_from_pool)(struct gpu_dev *dev, struct gpu_pool *pool,
 			      uint64_t off, void *dst, size_t len);
+	/* Pool-to-host copy into pinned staging that returns once queued, in
+	 * order on one stream (host: done when it returns); copy_wait waits
+	 * for every queued one and says whether one failed: a level-1 sleep
+	 * queues pool i's copy and pins pool i+1's buffer meanwhile. */
+	int (*copy_from_pool_async)(struct gpu_dev *dev, struct gpu_pool *pool,
+				    uint64_t off, void *dst, size_t len);
+	int (*copy_wait)(struct gpu_dev *dev, char *err);
 	/* Optional (NULL when absent): sets len bytes at off to byte before
 	 * the pool is sealed, synchronously: zero for the padding rows of
 	 * padded tensors. cuda only: host pools are fresh memfds, already

@@ -137,6 +137,14 @@ static void host_staging_free(struct gpu_dev *dev, void *ptr, size_t size)
 		munmap(ptr, size);
 }
 
+/* Host staging is never pinned: host_map is staging_alloc, pinning is
+ * nothing. */
+static int host_staging_pin(struct gpu_dev *dev, void *ptr, size_t size,
+			    char *err)
+{
+	return 0;
+}
+
 /* Synchronous: copies, then calls done(arg, 0) before returning. */
 static int host_copy_to_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 			     const struct gpu_copy *c, unsigned stream,
@@ -185,6 +193,11 @@ static int host_copy_from_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 	if (off > pool->alloc_size || len > pool->alloc_size - off)
 		return -ERANGE;
 	memcpy(dst, (const uint8_t *)pool->host_ptr + off, len);
+	return 0;
+}
+
+static int host_copy_wait(struct gpu_dev *dev, char *err)
+{
 	return 0;
 }
 
@@ -330,8 +343,13 @@ const struct gpu_backend gpu_host_backend = {
 	.pool_create = host_pool_create,
 	.staging_alloc = host_staging_alloc,
 	.staging_free = host_staging_free,
+	.host_map = host_staging_alloc,
+	.staging_pin = host_staging_pin,
+	.host_unmap = host_staging_free,
 	.copy_to_pool = host_copy_to_pool,
 	.copy_from_pool = host_copy_from_pool,
+	.copy_from_pool_async = host_copy_from_pool,
+	.copy_wait = host_copy_wait,
 	.pool_seal = host_pool_seal,
 	.pool_release = host_pool_release,
 	.pool_adopt = host_pool_adopt,

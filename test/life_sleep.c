@@ -305,59 +305,32 @@ static long rss_anon_kb(void)
 	return kb;
 }
 
-/* More pools than sleep allocates at once (2): every pool's bytes come
- * back; a host buffer that cannot be had for pool 2
- * (WCD_TEST_SLEEP_ALLOC_FAIL) refuses the sleep with the reason, the
- * daemon keeps serving the same bytes, and no buffer is left behind:
- * neither those already copied (pools 0, 1) nor the one allocated ahead
- * of the failure (pool 3). */
-static void many_pools(void)
+/* Refuses the sleep the failure hook hook=2 makes (its message msg), and
+ * checks that the daemon keeps serving with nothing left behind: no host
+ * buffer (RssAnon within half of one pool, less_kb) and no descriptor.
+ * Returns the RssAnon change across the refusal. */
+static long refused_sleep(const char *const *args, const char *hook,
+			  const char *msg, long less_kb)
 {
-	static const char *const args[] = { "--pool-size", "1M", NULL };
-	struct wc_conn *c;
-	struct wc_model *m;
 	struct wc_life_result r;
 	struct wc_error e;
-	struct wc_pool_view pv;
-	uint32_t pools;
-	long before, asleep, left;
-	uint64_t ahead;
+	struct wc_conn *c;
+	long before, left;
 	int fds;
 
 	e2e_kill_wcd(&x);
+	setenv(hook, "2", 1);
 	e2e_start_wcd(&x, args);
-	c = e2e_connect(&x);
-	if (wc_hello(c, NULL, NULL, &e) || wc_attach(c, 0, &m, NULL, &e))
-		T_FAIL("attach: %s", e.msg);
-	pools = wc_pool_count(m);
-	T_CMP_INT(pools, >, 4);
-	T_OK(wc_pool_at(m, 3, &pv));
-	ahead = pv.size;                      /* what pool 2's failure finds allocated */
-	wc_detach(m, NULL);
-	wc_close(c);
-	round_trip(1, "more pools than allocated ahead");
-	/* while asleep each pool's host buffer is a mapping of its own (what
-	 * the failure below must not leave behind) */
-	before = rss_anon_kb();
-	sleep_level(1, &r);
-	asleep = rss_anon_kb() - before;
-	T_CMP_INT(asleep, >=, (long)(x.m.total_bytes >> 10) * 9 / 10);
-	if (wake(&r, e.msg))
-		T_FAIL("wake: %s", e.msg);
-	e2e_kill_wcd(&x);
-	setenv("WCD_TEST_SLEEP_ALLOC_FAIL", "2", 1);
-	e2e_start_wcd(&x, args);
-	unsetenv("WCD_TEST_SLEEP_ALLOC_FAIL");
+	unsetenv(hook);
 	fds = e2e_fd_count(x.wcd);
 	before = rss_anon_kb();
 	c = e2e_connect(&x);
 	T_EQ_INT(wc_sleep(c, 1, &r, &e), -EAGAIN);
-	T_HAS(e.msg, "cannot sleep at level 1: WCD_TEST_SLEEP_ALLOC_FAIL: no host buffer for pool 2");
+	T_HAS(e.msg, msg);
 	T_HAS(e.msg, "the daemon keeps serving");
 	wc_close(c);
-	/* the buffer of pool 3 (allocated ahead) is not left */
 	left = rss_anon_kb() - before;
-	T_CMP_INT(left, <, (long)(ahead >> 10) / 2);
+	T_CMP_INT(left, <, less_kb);
 	/* the connection's socket and pidfd go when wcd sees its end */
 	for (int k = 0; k < 500 && e2e_fd_count(x.wcd) != fds; k++)
 		usleep(10000);
@@ -370,8 +343,56 @@ static void many_pools(void)
 		json_decref(j);
 	}
 	attach_and_compare();
-	printf("ok  %u pools: sleep/wake round trip; a failed host buffer for pool 2 refused the sleep, nothing left behind (RssAnon %+ld kB across it, %+ld kB while asleep; pool 3: %llu bytes)\n",
-	       pools, left, asleep, (unsigned long long)ahead);
+	return left;
+}
+
+/* More pools than one at a time: every pool's bytes come back. A host
+ * buffer that cannot be had for pool 2 (WCD_TEST_SLEEP_ALLOC_FAIL: the
+ * mapping fails) refuses the sleep with the reason, the daemon keeps
+ * serving the same bytes, and no buffer is left behind (pools 0, 1,
+ * already copied); so does a buffer that cannot be pinned
+ * (WCD_TEST_SLEEP_PIN_FAIL, once every pool's buffer is mapped): then
+ * the buffers mapped ahead (pools 3 on) are not left either. */
+static void many_pools(void)
+{
+	static const char *const args[] = { "--pool-size", "1M", NULL };
+	struct wc_conn *c;
+	struct wc_model *m;
+	struct wc_life_result r;
+	struct wc_error e;
+	struct wc_pool_view pv;
+	uint32_t pools;
+	long before, asleep, left, pinned;
+	uint64_t ahead;
+
+	e2e_kill_wcd(&x);
+	e2e_start_wcd(&x, args);
+	c = e2e_connect(&x);
+	if (wc_hello(c, NULL, NULL, &e) || wc_attach(c, 0, &m, NULL, &e))
+		T_FAIL("attach: %s", e.msg);
+	pools = wc_pool_count(m);
+	T_CMP_INT(pools, >, 4);
+	T_OK(wc_pool_at(m, 3, &pv));
+	ahead = pv.size;                      /* what pool 2's failure finds mapped */
+	wc_detach(m, NULL);
+	wc_close(c);
+	round_trip(1, "more pools than one at a time");
+	/* while asleep each pool's host buffer is a mapping of its own (what
+	 * the failure below must not leave behind) */
+	before = rss_anon_kb();
+	sleep_level(1, &r);
+	asleep = rss_anon_kb() - before;
+	T_CMP_INT(asleep, >=, (long)(x.m.total_bytes >> 10) * 9 / 10);
+	if (wake(&r, e.msg))
+		T_FAIL("wake: %s", e.msg);
+	left = refused_sleep(args, "WCD_TEST_SLEEP_ALLOC_FAIL",
+			     "cannot sleep at level 1: WCD_TEST_SLEEP_ALLOC_FAIL: no host buffer for pool 2",
+			     (long)(ahead >> 10) / 2);
+	pinned = refused_sleep(args, "WCD_TEST_SLEEP_PIN_FAIL",
+			       "cannot sleep at level 1: WCD_TEST_SLEEP_PIN_FAIL: pool 2 cannot be pinned",
+			       (long)(ahead >> 10) / 2);
+	printf("ok  %u pools: sleep/wake round trip; a failed host buffer for pool 2 refused the sleep, nothing left behind (RssAnon %+ld kB across it, %+ld kB when pinning pool 2 failed with pools 3-%u mapped, %+ld kB while asleep; pool 3: %llu bytes)\n",
+	       pools, left, pinned, pools - 1, asleep, (unsigned long long)ahead);
 	e2e_kill_wcd(&x);
 }
 

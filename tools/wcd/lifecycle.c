@@ -22,9 +22,10 @@
  * when its last lease ends; SLEEP, WAKE and UPDATE are accepted from the
  * daemon's own uid only (as SHUTDOWN).
  *
- * Known costs: SLEEP level 1 copies synchronously on the loop's thread (the
- * backend's copy_from_pool), so other clients wait for the copy (about
- * bytes / D2H rate); the jobs do not block the loop.
+ * Known costs: SLEEP level 1 runs on the loop's thread (it pins the host
+ * buffers a thread maps, queues each pool's copy, and waits for the last),
+ * so other clients wait for it (bench/RESULTS.md, issue 17, has the
+ * figures); the jobs do not block the loop.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -74,74 +75,136 @@ static void pids_list(char *buf, size_t cap, const pid_t *pids, unsigned n)
 			 n - LIFE_PIDS_SHOWN);
 }
 
-/* The host buffers of the pools, allocated on threads while the pool
- * before them is copied: on CUDA an allocation (faulting fresh pages in on
- * threads, then cudaHostRegister) costs about as much as the copy or more
- * (bench/RESULTS.md, issue 17), so one after the other halves the rate.
- * SLEEP_AHEAD pools are in the making at the top of each copy: 2 is the
- * pool being copied and the next one; 3 (two allocations at once) was no
- * faster on the H200 (0.85-0.88 s against 0.81-0.93 s for 16 GB, the
- * allocations slowing each other down). */
-#define SLEEP_AHEAD 2
-
-struct arena_job {
+/* A level-1 sleep's host buffers come in three stages that overlap (issue
+ * 17; bench/RESULTS.md measured each on the H200, per 16 GiB): a mapper
+ * thread maps and first-touches every pool's buffer in order (host_map:
+ * faulting fresh memory in, 0.3 s with 16 threads, no device call); the
+ * calling thread pins each one (staging_pin: cudaHostRegister, 0.37 s,
+ * serialised by the driver whatever the threads) and queues its copy
+ * (copy_from_pool_async, 0.31 s at the D2H rate) right after, so that a
+ * copy is never called while a register holds the driver (a cudaMemcpy
+ * then waits for it) and the device copies pool i while pool i+1 is
+ * pinned. The mapper runs ahead freely: every buffer is needed anyway. */
+struct host_mapper {
 	struct gpu_dev *dev;
-	uint64_t len;
-	uint32_t pool;
-	void *p;
-	int ret;
-	bool pending;             /* started, not waited for */
-	bool thread;              /* on a thread (else done when started) */
+	const struct wcd_version *v;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	uint32_t done;            /* pools [0, done) are mapped, or failed */
+	bool stop;                /* the sleep failed: map no more */
+	bool thread;              /* on a thread (else ran when started) */
 	pthread_t th;
-	uint64_t ns;              /* the allocation's own time */
-	char err[WC_ERR_LEN];
+	void *p[GPU_POOLS_MAX];   /* until the sleep takes it */
+	int ret[GPU_POOLS_MAX];
+	uint64_t ns[GPU_POOLS_MAX];
+	char err[WC_ERR_LEN];     /* of the failed pool */
 };
 
-static void *arena_job_fn(void *arg)
+static void *host_mapper_fn(void *arg)
 {
-	struct arena_job *j = arg;
+	struct host_mapper *M = arg;
 	const char *fail = getenv("WCD_TEST_SLEEP_ALLOC_FAIL");
-	uint64_t t = rx_now_ns();
+	const struct wcd_version *v = M->v;
+	char err[WC_ERR_LEN];
 
-	/* the tests' hook: the host buffer of pool N cannot be had */
-	if (fail && *fail && strtoul(fail, NULL, 10) == j->pool)
-		j->ret = wc_errf(j->err, ENOMEM,
-				 "WCD_TEST_SLEEP_ALLOC_FAIL: no host buffer for pool %u",
-				 j->pool);
-	else
-		j->ret = j->dev->be->staging_alloc(j->dev, j->len, &j->p,
-						   j->err);
-	j->ns = rx_now_ns() - t;
+	for (uint32_t i = 0; i < v->npools; i++) {
+		uint64_t t = rx_now_ns(), len = v->pools[i].size;
+		void *p = NULL;
+		bool stop;
+		int ret = 0;
+
+		pthread_mutex_lock(&M->mu);
+		stop = M->stop;
+		pthread_mutex_unlock(&M->mu);
+		if (stop)
+			break;
+		/* the tests' hook: the host buffer of pool N cannot be had */
+		if (len && fail && *fail && strtoul(fail, NULL, 10) == i)
+			ret = wc_errf(err, ENOMEM,
+				      "WCD_TEST_SLEEP_ALLOC_FAIL: no host buffer for pool %u",
+				      i);
+		else if (len)
+			ret = M->dev->be->host_map(M->dev, len, &p, err);
+		pthread_mutex_lock(&M->mu);
+		M->p[i] = p;
+		M->ret[i] = ret;
+		M->ns[i] = rx_now_ns() - t;
+		if (ret)
+			snprintf(M->err, sizeof(M->err), "%s", err);
+		M->done = i + 1;
+		pthread_cond_broadcast(&M->cv);
+		pthread_mutex_unlock(&M->mu);
+		if (ret)
+			break;
+	}
 	return NULL;
 }
 
-/* Starts allocating len bytes for pool; on a thread when one can be made. */
-static void arena_job_start(struct arena_job *j, struct gpu_dev *dev,
-			    uint32_t pool, uint64_t len)
+static void host_mapper_start(struct host_mapper *M, struct gpu_dev *dev,
+			      const struct wcd_version *v)
 {
-	*j = (struct arena_job){ .dev = dev, .len = len, .pool = pool,
-				 .pending = true };
-	j->thread = !pthread_create(&j->th, NULL, arena_job_fn, j);
-	if (!j->thread)
-		arena_job_fn(j);
+	memset(M, 0, sizeof(*M));
+	M->dev = dev;
+	M->v = v;
+	pthread_mutex_init(&M->mu, NULL);
+	pthread_cond_init(&M->cv, NULL);
+	M->thread = !pthread_create(&M->th, NULL, host_mapper_fn, M);
+	if (!M->thread)
+		host_mapper_fn(M);
 }
 
-static int arena_job_wait(struct arena_job *j)
+/* Waits for pool i's buffer: 0 and *p (now the caller's), or the mapping's
+ * error (in err). */
+static int host_mapper_take(struct host_mapper *M, uint32_t i, void **p,
+			    uint64_t *ns, char *err)
 {
-	if (j->thread)
-		pthread_join(j->th, NULL);
-	j->thread = false;
-	j->pending = false;
-	return j->ret;
+	int ret;
+
+	pthread_mutex_lock(&M->mu);
+	while (M->done <= i)
+		pthread_cond_wait(&M->cv, &M->mu);
+	ret = M->ret[i];
+	*p = M->p[i];
+	*ns = M->ns[i];
+	M->p[i] = NULL;
+	if (ret)
+		snprintf(err, WC_ERR_LEN, "%s", M->err);
+	pthread_mutex_unlock(&M->mu);
+	return ret;
 }
 
-/* Waits for every allocation still running and frees what it got. */
-static void arena_jobs_drop(struct gpu_dev *dev, struct arena_job *jobs,
-			    unsigned n)
+/* The tests' hook: pinning pool N fails (WCD_TEST_SLEEP_PIN_FAIL=N), once
+ * the mapper has mapped every pool, so that buffers mapped ahead of the
+ * failure are there for the drain (host_mapper_end) to free. */
+static int test_pin_fail(struct host_mapper *M, uint32_t i, char *err)
 {
-	for (unsigned k = 0; k < n; k++)
-		if (jobs[k].pending && !arena_job_wait(&jobs[k]))
-			dev->be->staging_free(dev, jobs[k].p, jobs[k].len);
+	const char *fail = getenv("WCD_TEST_SLEEP_PIN_FAIL");
+
+	if (!fail || !*fail || strtoul(fail, NULL, 10) != i)
+		return 0;
+	pthread_mutex_lock(&M->mu);
+	while (M->done < M->v->npools && !M->ret[M->done - 1])
+		pthread_cond_wait(&M->cv, &M->mu);
+	pthread_mutex_unlock(&M->mu);
+	return wc_errf(err, ENOMEM,
+		       "WCD_TEST_SLEEP_PIN_FAIL: pool %u cannot be pinned", i);
+}
+
+/* Stops the mapper, waits for it and unmaps what it mapped that the sleep
+ * did not take. */
+static void host_mapper_end(struct host_mapper *M)
+{
+	pthread_mutex_lock(&M->mu);
+	M->stop = true;
+	pthread_mutex_unlock(&M->mu);
+	if (M->thread)
+		pthread_join(M->th, NULL);
+	for (uint32_t i = 0; i < M->done; i++)
+		if (M->p[i])
+			M->dev->be->host_unmap(M->dev, M->p[i],
+					       M->v->pools[i].size);
+	pthread_mutex_destroy(&M->mu);
+	pthread_cond_destroy(&M->cv);
 }
 
 /* Whether the kept arena (--sleep-arena keep) fits v's pools as they are. */
@@ -157,19 +220,22 @@ static bool arena_fits(const struct wcd_life *L, const struct wcd_version *v)
 }
 
 /* Level 1: copies every pool of v to host memory from the backend's
- * staging allocator (pinned on CUDA, so that WAKE copies at full speed):
- * into the kept arena when there is one that fits, else into buffers
- * allocated up to SLEEP_AHEAD pools ahead of the copy (arena_job). *reused
- * says which. */
+ * staging memory (pinned on CUDA, so that WAKE copies at full speed): into
+ * the kept arena when there is one that fits, else into buffers mapped
+ * ahead by a thread and pinned here (host_mapper). *reused says which.
+ * Every queued copy is waited for before anything is freed, failure or
+ * not. */
 static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
 		      char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
 	struct wcd_life *L = &d->life;
-	struct arena_job jobs[SLEEP_AHEAD] = { 0 };
-	uint64_t need = 0, have;
-	uint32_t next = 0;         /* the next pool whose buffer to start */
-	int ret = 0;
+	struct host_mapper M;
+	uint64_t need = 0, have, t0 = rx_now_ns(), pin_ns = 0, wait_ns = 0;
+	uint64_t tw, tp;
+	char werr[WC_ERR_LEN];
+	bool queued = false;
+	int ret = 0, wret;
 
 	*reused = arena_fits(L, v);
 	if (!*reused)
@@ -183,48 +249,58 @@ static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
 			       "the host copy needs %" PRIu64 " bytes but only %" PRIu64 " bytes of host memory are available (MemAvailable)",
 			       need, have);
 	L->nhost = v->npools;
+	if (!*reused)
+		host_mapper_start(&M, &d->dev, v);
 	for (uint32_t i = 0; i < v->npools; i++) {
-		uint64_t len = v->pools[i].size, tw, tc, job_ns = 0;
-		struct arena_job *j = &jobs[i % SLEEP_AHEAD];
+		uint64_t len = v->pools[i].size, map_ns = 0;
+		void *p;
 
-		/* pools i .. i + SLEEP_AHEAD - 1 allocating: the slot of
-		 * pool n is n % SLEEP_AHEAD, free once pool n - SLEEP_AHEAD
-		 * (< i) took its buffer */
-		for (; !*reused && next < v->npools && next < i + SLEEP_AHEAD;
-		     next++)
-			if (v->pools[next].size)
-				arena_job_start(&jobs[next % SLEEP_AHEAD],
-						&d->dev, next,
-						v->pools[next].size);
 		if (!len)
 			continue;
-		tw = rx_now_ns();
+		tw = tp = rx_now_ns();
 		if (!*reused) {
-			WC_ASSERT(j->pending && j->pool == i);
-			ret = arena_job_wait(j);
+			ret = host_mapper_take(&M, i, &p, &map_ns, err);
+			if (ret)
+				break;
+			tp = rx_now_ns();
+			ret = test_pin_fail(&M, i, err);
+			if (!ret)
+				ret = be->staging_pin(&d->dev, p, len, err);
 			if (ret) {
-				wc_errf(err, -ret, "%s", j->err);
+				be->host_unmap(&d->dev, p, len);
 				break;
 			}
-			L->host[i] = j->p;
+			L->host[i] = p;
 			L->host_len[i] = len;
-			job_ns = j->ns;
+			pin_ns += rx_now_ns() - tp;
+			wait_ns += tp - tw;
 		}
-		tc = rx_now_ns();
-		ret = be->copy_from_pool(&d->dev, &v->pools[i], 0, L->host[i],
-					 len);
-		log_debug("sleep: pool %u (%" PRIu64 " bytes): host buffer allocated in %.3f s (%.3f s of it waited for), copied in %.3f s",
-			  i, len, (double)job_ns / 1e9, (double)(tc - tw) / 1e9,
-			  (double)(rx_now_ns() - tc) / 1e9);
+		ret = be->copy_from_pool_async(&d->dev, &v->pools[i], 0,
+					       L->host[i], len);
+		log_debug("sleep: pool %u (%" PRIu64 " bytes): host buffer mapped in %.3f s (%.3f s of it waited for), pinned and its copy queued in %.3f s",
+			  i, len, (double)map_ns / 1e9, (double)(tp - tw) / 1e9,
+			  (double)(rx_now_ns() - tp) / 1e9);
 		if (ret) {
 			wc_errf(err, -ret,
 				"copying pool %u (%" PRIu64 " bytes) to host memory failed: %s",
 				i, len, strerror(-ret));
 			break;
 		}
+		queued = true;
 		L->host_bytes += len;
 	}
-	arena_jobs_drop(&d->dev, jobs, SLEEP_AHEAD);
+	tw = rx_now_ns();
+	wret = queued ? be->copy_wait(&d->dev, werr) : 0;
+	if (wret && !ret) {
+		ret = wret;
+		snprintf(err, WC_ERR_LEN, "%s", werr);
+	}
+	if (!*reused)
+		host_mapper_end(&M);
+	log_debug("sleep: %" PRIu64 " bytes in %.3f s: mappings waited for %.3f s, pinning %.3f s, the last copies %.3f s",
+		  L->host_bytes, (double)(rx_now_ns() - t0) / 1e9,
+		  (double)wait_ns / 1e9, (double)pin_ns / 1e9,
+		  (double)(rx_now_ns() - tw) / 1e9);
 	return ret;
 }
 

@@ -1,0 +1,838 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Issue 17, sleep at copy speed, second probe: where a level-1 sleep's
+ * host-buffer preparation (fresh memory faulted in, then pinned) goes, and
+ * which way of preparing GIB GiB in 2 GiB pieces (wcd's pools are 1916 MiB)
+ * keeps up with the device-to-host copy. Everything runs on memory that
+ * was touched once before (a warm-up of WARM_GIB GiB, default 64, touched
+ * and unmapped first: the first touch of a KVM guest's memory since boot is
+ * the hypervisor's cost, measured but not what is compared).
+ *
+ *   ceiling     D2H into GIB GiB registered beforehand, same process
+ *   components  each step alone on 16 GiB: first touch by 16 threads;
+ *               cudaHostRegister of touched pieces from 1/2/4/8 threads at
+ *               once; one piece registered as 8 or 16 sub-ranges from as
+ *               many threads; register of untouched pieces (the register
+ *               faults them in) from 8 threads; MAP_POPULATE and
+ *               MADV_POPULATE_WRITE instead of touching; unregister and
+ *               munmap (a wake's free), serial and from 8 threads
+ *   sleeps      from nothing allocated to the last byte on the host:
+ *               "wcd" is tools/wcd/lifecycle.c's arena_job (SLEEP_AHEAD 2,
+ *               each buffer mmap + THP + touched by 16 threads + one
+ *               register, the copy on the calling thread); the others
+ *               prepare pieces on W workers (each piece touched by T
+ *               threads, registered as S sub-ranges on S threads), the
+ *               calling thread copies each piece once it is ready; "vmm"
+ *               is cuMemCreate(CU_MEM_LOCATION_TYPE_HOST_NUMA) + map
+ *               instead of mmap + register; "3 stages" is one thread
+ *               mapping and touching (T threads) piece after piece, one
+ *               registering them, the calling thread copying; "async" the
+ *               same with the registering thread queueing each piece's
+ *               copy (cudaMemcpyAsync) right after its register, the
+ *               calling thread waiting for the stream at the end. After each,
+ *               the wake's copy back (H2D) and the free are timed too.
+ *               One cudaMemcpy may not cross two registrations (invalid
+ *               argument: measured), so a piece registered as sub-ranges is
+ *               copied one sub-range at a time.
+ *
+ * Not built by make (it calls the CUDA runtime directly, which only gpu/
+ * may): gcc -O2 -I/usr/local/cuda/include -o sleepprep bench/cuda/sleepprep.c \
+ *	-L/usr/local/cuda/lib64 -lcudart_static -lpthread -ldl -lrt
+ * Usage: sleepprep [GIB]   (default 16; WARM_GIB=N in the environment;
+ *        QUICK=1: the warm-up, the ceiling and wcd's way against the
+ *        staged ways only, twice)
+ */
+#include <cuda.h>
+#include <cudaTypedefs.h>
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+#define PIECE (2ull << 30)
+#define HUGE (2ull << 20)
+#define NMAX 64
+#define SUBMAX 16
+
+static double now(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec + t.tv_nsec / 1e9;
+}
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); fflush(stdout); exit(1); } } while (0)
+
+static size_t total;
+static int npieces;
+static char *dev;
+static double ceil_s;
+
+static PFN_cuMemCreate_v10020 MemCreate;
+static PFN_cuMemRelease_v10020 MemRelease;
+static PFN_cuMemAddressReserve_v10020 Reserve;
+static PFN_cuMemAddressFree_v10020 AddrFree;
+static PFN_cuMemMap_v10020 Map;
+static PFN_cuMemUnmap_v10020 Unmap;
+static PFN_cuMemSetAccess_v10020 SetAccess;
+
+static void *getp(const char *sym, unsigned ver)
+{
+	enum cudaDriverEntryPointQueryResult q;
+	void *fn = NULL;
+
+	CK(cudaGetDriverEntryPointByVersion(sym, &fn, ver, cudaEnableDefault, &q));
+	if (!fn) {
+		printf("no %s\n", sym);
+		exit(1);
+	}
+	return fn;
+}
+
+/* --- touching, populating, registering a range on threads ------------- */
+
+struct rng { char *p; size_t n; int op; int ret; };
+
+enum { OP_TOUCH, OP_POPULATE, OP_REG, OP_UNREG, OP_UNMAP };
+
+static void *rng_fn(void *a)
+{
+	struct rng *r = a;
+
+	switch (r->op) {
+	case OP_TOUCH:
+		for (size_t o = 0; o < r->n; o += 4096)
+			((volatile char *)r->p)[o] = 0;
+		break;
+	case OP_POPULATE:
+		r->ret = madvise(r->p, r->n, MADV_POPULATE_WRITE);
+		break;
+	case OP_REG:
+		r->ret = cudaHostRegister(r->p, r->n, cudaHostRegisterDefault);
+		break;
+	case OP_UNREG:
+		r->ret = cudaHostUnregister(r->p);
+		break;
+	case OP_UNMAP:
+		r->ret = munmap(r->p, r->n);
+		break;
+	}
+	return NULL;
+}
+
+/* Runs op on p[0..n) split into k ranges (2 MiB aligned), one thread each
+ * (inline when k is 1). */
+static int on_threads(char *p, size_t n, int k, int op)
+{
+	pthread_t th[SUBMAX * 4];
+	struct rng r[SUBMAX * 4];
+	size_t per = (n / k + HUGE - 1) / HUGE * HUGE;
+	int m = 0, ret = 0;
+
+	for (int i = 0; i < k; i++) {
+		size_t off = per * i;
+
+		if (off >= n)
+			break;
+		r[m] = (struct rng){ p + off, n - off < per ? n - off : per, op, 0 };
+		m++;
+	}
+	if (m == 1) {
+		rng_fn(&r[0]);
+		return r[0].ret;
+	}
+	for (int i = 0; i < m; i++)
+		pthread_create(&th[i], NULL, rng_fn, &r[i]);
+	for (int i = 0; i < m; i++) {
+		pthread_join(th[i], NULL);
+		if (r[i].ret)
+			ret = r[i].ret;
+	}
+	return ret;
+}
+
+/* --- one piece's host buffer ------------------------------------------ */
+
+struct way {
+	const char *name;
+	int workers;            /* pieces prepared at once */
+	int touch;              /* threads first-touching a piece (0: none) */
+	int populate;           /* 1 MAP_POPULATE, 2 MADV_POPULATE_WRITE on touch threads */
+	int split;              /* sub-registrations per piece, on as many threads */
+	int vmm;                /* cuMemCreate HOST_NUMA + map instead */
+	int stages;             /* 1: one toucher (T threads), one registrar, the copy: three stages;
+				   2: the same, but the registrar queues each piece's copy
+				   (cudaMemcpyAsync, one stream) right after its register */
+};
+
+struct buf {
+	char *p;
+	int split;
+	int vmm;
+	CUmemGenericAllocationHandle h;
+	double t_map, t_touch, t_reg;   /* phases of its preparation */
+};
+
+static int vmm_host_ok = 1;
+
+static void buf_prep(const struct way *w, struct buf *b)
+{
+	double t0 = now(), t1, t2;
+	int r;
+
+	memset(b, 0, sizeof(*b));
+	b->split = w->split;
+	if (w->vmm) {
+		CUmemAllocationProp prop = { 0 };
+		CUmemAccessDesc acc[2] = { 0 };
+		CUdeviceptr va;
+		CUresult cr;
+
+		prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+		prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+		prop.location.id = 0;
+		cr = MemCreate(&b->h, PIECE, &prop, 0);
+		if (cr) {
+			/* the vmm ways run last: nothing after them is lost */
+			printf("cuMemCreate(HOST_NUMA, 2 GiB): %d: host VMM memory not available here\n",
+			       (int)cr);
+			fflush(stdout);
+			exit(0);
+		}
+		t1 = now();
+		if (Reserve(&va, PIECE, HUGE, 0, 0) || Map(va, PIECE, 0, b->h, 0)) {
+			printf("reserve/map of host VMM memory failed\n");
+			exit(1);
+		}
+		acc[0].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+		acc[0].location.id = 0;
+		acc[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		acc[1].location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+		acc[1].location.id = 0;
+		acc[1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+		cr = vmm_host_ok ? SetAccess(va, PIECE, acc, 2) : 1;
+		if (cr) {
+			if (vmm_host_ok)
+				printf("  cuMemSetAccess(device + host) %d: device only\n", (int)cr);
+			vmm_host_ok = 0;
+			cr = SetAccess(va, PIECE, acc, 1);
+		}
+		if (cr) {
+			printf("cuMemSetAccess(device): %d\n", (int)cr);
+			exit(1);
+		}
+		b->p = (char *)(uintptr_t)va;
+		b->vmm = 1;
+		b->t_map = 0;
+		b->t_touch = t1 - t0;      /* create */
+		b->t_reg = now() - t1;     /* reserve + map + access */
+		return;
+	}
+	b->p = mmap(NULL, PIECE, PROT_READ | PROT_WRITE, MAP_PRIVATE |
+		    MAP_ANONYMOUS | (w->populate == 1 ? MAP_POPULATE : 0), -1, 0);
+	if (b->p == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	madvise(b->p, PIECE, MADV_HUGEPAGE);
+	t1 = now();
+	if (w->populate == 2) {
+		r = on_threads(b->p, PIECE, w->touch ? w->touch : 1, OP_POPULATE);
+		if (r) {
+			perror("MADV_POPULATE_WRITE");
+			exit(1);
+		}
+	} else if (w->touch) {
+		on_threads(b->p, PIECE, w->touch, OP_TOUCH);
+	}
+	t2 = now();
+	if (w->split) {
+		r = on_threads(b->p, PIECE, w->split, OP_REG);
+		if (r) {
+			printf("cudaHostRegister: %s\n", cudaGetErrorString(r));
+			exit(1);
+		}
+	}
+	b->t_map = t1 - t0;
+	b->t_touch = t2 - t1;
+	b->t_reg = now() - t2;
+}
+
+static void buf_free(struct buf *b, double *unreg, double *unmap)
+{
+	double t = now();
+
+	if (b->vmm) {
+		Unmap((CUdeviceptr)(uintptr_t)b->p, PIECE);
+		AddrFree((CUdeviceptr)(uintptr_t)b->p, PIECE);
+		*unreg += now() - t;
+		t = now();
+		MemRelease(b->h);
+		*unmap += now() - t;
+		return;
+	}
+	if (b->split)
+		on_threads(b->p, PIECE, b->split, OP_UNREG);
+	*unreg += now() - t;
+	t = now();
+	munmap(b->p, PIECE);
+	*unmap += now() - t;
+}
+
+/* --- the ways of sleeping --------------------------------------------- */
+
+static struct buf bufs[NMAX];
+static int ready[NMAX];
+static atomic_int next_piece;
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static const struct way *cur;
+
+static int touched[NMAX];
+
+static void mark(int *flag)
+{
+	pthread_mutex_lock(&mu);
+	*flag = 1;
+	pthread_cond_broadcast(&cv);
+	pthread_mutex_unlock(&mu);
+}
+
+static void await(int *flag)
+{
+	pthread_mutex_lock(&mu);
+	while (!*flag)
+		pthread_cond_wait(&cv, &mu);
+	pthread_mutex_unlock(&mu);
+}
+
+/* the 3-stage way: touch, then register, each on its own thread */
+static void *toucher(void *a)
+{
+	struct way w = *cur;
+
+	(void)a;
+	w.split = 0;
+	for (int k = 0; k < npieces; k++) {
+		buf_prep(&w, &bufs[k]);
+		bufs[k].split = cur->split;
+		mark(&touched[k]);
+	}
+	return NULL;
+}
+
+static cudaStream_t st;
+
+static void *registrar(void *a)
+{
+	(void)a;
+	for (int k = 0; k < npieces; k++) {
+		double t;
+		int r;
+
+		await(&touched[k]);
+		t = now();
+		r = on_threads(bufs[k].p, PIECE, cur->split, OP_REG);
+		if (r) {
+			printf("cudaHostRegister: %s\n", cudaGetErrorString(r));
+			exit(1);
+		}
+		bufs[k].t_reg = now() - t;
+		if (cur->stages == 2) {
+			size_t per = (PIECE / cur->split + HUGE - 1) / HUGE * HUGE;
+
+			for (size_t o = 0; o < PIECE; o += per)
+				CK(cudaMemcpyAsync(bufs[k].p + o, dev + (size_t)k * PIECE + o,
+						   PIECE - o < per ? PIECE - o : per,
+						   cudaMemcpyDeviceToHost, st));
+		}
+		mark(&ready[k]);
+	}
+	return NULL;
+}
+
+static void *worker(void *a)
+{
+	int k;
+
+	(void)a;
+	while ((k = atomic_fetch_add(&next_piece, 1)) < npieces) {
+		buf_prep(cur, &bufs[k]);
+		pthread_mutex_lock(&mu);
+		ready[k] = 1;
+		pthread_cond_broadcast(&cv);
+		pthread_mutex_unlock(&mu);
+	}
+	return NULL;
+}
+
+/* A piece registered as split ranges is split-many registrations: one
+ * cudaMemcpy may not cross them (invalid argument), so one per range. */
+static void copy_sub(char *dst, char *src, int split, enum cudaMemcpyKind kind)
+{
+	size_t per = (PIECE / split + HUGE - 1) / HUGE * HUGE;
+
+	for (size_t o = 0; o < PIECE; o += per)
+		CK(cudaMemcpy(dst + o, src + o, PIECE - o < per ? PIECE - o : per, kind));
+}
+
+static void copy_piece(struct buf *b, int k)
+{
+	char *src = dev + (size_t)k * PIECE;
+
+	if (b->vmm) {
+		CK(cudaMemcpy(b->p, src, PIECE, cudaMemcpyDefault));
+	} else if (b->split > 1) {
+		copy_sub(b->p, src, b->split, cudaMemcpyDeviceToHost);
+	} else {
+		CK(cudaMemcpy(b->p, src, PIECE, cudaMemcpyDeviceToHost));
+	}
+}
+
+/* wcd's arena_job: SLEEP_AHEAD 2 jobs, one thread per job. */
+struct job { int k; pthread_t th; };
+static const struct way wcd_way = { "wcd", 2, 16, 0, 1, 0, 0 };
+
+static void *job_fn(void *a)
+{
+	struct job *j = a;
+
+	buf_prep(&wcd_way, &bufs[j->k]);
+	return NULL;
+}
+
+static double copy_s, wait_s;
+
+static double sleep_wcd(void)
+{
+	struct job jobs[2];
+	int next = 0;
+	double t0 = now(), t;
+
+	for (int i = 0; i < npieces; i++) {
+		for (; next < npieces && next < i + 2; next++) {
+			jobs[next % 2].k = next;
+			pthread_create(&jobs[next % 2].th, NULL, job_fn, &jobs[next % 2]);
+		}
+		t = now();
+		pthread_join(jobs[i % 2].th, NULL);
+		wait_s += now() - t;
+		t = now();
+		copy_piece(&bufs[i], i);
+		copy_s += now() - t;
+	}
+	return now() - t0;
+}
+
+static double sleep_workers(const struct way *w)
+{
+	pthread_t th[NMAX];
+	double t0 = now(), t;
+
+	int nth = w->stages ? 2 : w->workers;
+
+	cur = w;
+	memset(ready, 0, sizeof(ready));
+	memset(touched, 0, sizeof(touched));
+	atomic_store(&next_piece, 0);
+	if (w->stages) {
+		pthread_create(&th[0], NULL, toucher, NULL);
+		pthread_create(&th[1], NULL, registrar, NULL);
+	} else {
+		for (int i = 0; i < nth; i++)
+			pthread_create(&th[i], NULL, worker, NULL);
+	}
+	for (int k = 0; k < npieces; k++) {
+		t = now();
+		await(&ready[k]);
+		wait_s += now() - t;
+		t = now();
+		if (w->stages != 2)
+			copy_piece(&bufs[k], k);
+		copy_s += now() - t;
+	}
+	if (w->stages == 2) {
+		t = now();
+		CK(cudaStreamSynchronize(st));
+		copy_s += now() - t;
+	}
+	t = now() - t0;
+	for (int i = 0; i < nth; i++)
+		pthread_join(th[i], NULL);
+	return t;
+}
+
+static int check_bytes(void)
+{
+	unsigned char c[4096];
+
+	for (int k = 0; k < npieces; k++)
+		for (size_t o = 0; o < PIECE; o += PIECE / 16) {
+			if (bufs[k].vmm && !vmm_host_ok)
+				CK(cudaMemcpy(c, bufs[k].p + o, 1, cudaMemcpyDefault));
+			else
+				memcpy(c, bufs[k].p + o, 1);
+			if (c[0] != 7)
+				return 0;
+		}
+	return 1;
+}
+
+static void run_way(const struct way *w)
+{
+	double s, pm = 0, pt = 0, pr = 0, mx = 0, wake, ur = 0, um = 0;
+	const char *ok;
+
+	copy_s = wait_s = 0;
+	s = w == &wcd_way ? sleep_wcd() : sleep_workers(w);
+	for (int k = 0; k < npieces; k++) {
+		double p = bufs[k].t_map + bufs[k].t_touch + bufs[k].t_reg;
+
+		pm += bufs[k].t_map;
+		pt += bufs[k].t_touch;
+		pr += bufs[k].t_reg;
+		if (p > mx)
+			mx = p;
+	}
+	ok = check_bytes() ? "bytes ok" : "BYTES WRONG";
+	wake = now();
+	for (int k = 0; k < npieces; k++)
+		if (bufs[k].split > 1)
+			copy_sub(dev + (size_t)k * PIECE, bufs[k].p, bufs[k].split,
+				 cudaMemcpyHostToDevice);
+		else
+			CK(cudaMemcpy(dev + (size_t)k * PIECE, bufs[k].p, PIECE,
+				      bufs[k].vmm ? cudaMemcpyDefault : cudaMemcpyHostToDevice));
+	wake = now() - wake;
+	for (int k = 0; k < npieces; k++)
+		buf_free(&bufs[k], &ur, &um);
+	printf("%-30s %6.3f s %6.2f GB/s %5.2fx | prep/piece: map %.3f %s %.3f reg %.3f (max %.3f) | copy %.3f waited %.3f | wake H2D %.3f s (%.1f GB/s) | free: unreg %.3f unmap %.3f | %s\n",
+	       w->name, s, total / s / 1e9, ceil_s / s, pm / npieces,
+	       w->vmm ? "create" : "touch", pt / npieces, pr / npieces, mx,
+	       copy_s, wait_s, wake, total / wake / 1e9, ur, um, ok);
+	fflush(stdout);
+}
+
+/* --- each step alone ---------------------------------------------------- */
+
+static void map_all(int touch)
+{
+	for (int k = 0; k < npieces; k++) {
+		bufs[k].p = mmap(NULL, PIECE, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (bufs[k].p == MAP_FAILED) {
+			perror("mmap");
+			exit(1);
+		}
+		madvise(bufs[k].p, PIECE, MADV_HUGEPAGE);
+		if (touch)
+			on_threads(bufs[k].p, PIECE, 16, OP_TOUCH);
+	}
+}
+
+struct multi { int first, step, op, split; };
+
+static void *multi_fn(void *a)
+{
+	struct multi *m = a;
+
+	for (int k = m->first; k < npieces; k += m->step) {
+		int r = on_threads(bufs[k].p, PIECE, m->split, m->op);
+
+		if (r && m->op != OP_UNREG) {
+			printf("op %d on piece %d: %d\n", m->op, k, r);
+			exit(1);
+		}
+	}
+	return NULL;
+}
+
+/* op on every piece, from nth threads at once (pieces dealt round-robin),
+ * each piece in split ranges on as many threads. */
+static double multi(int nth, int op, int split)
+{
+	pthread_t th[NMAX];
+	struct multi m[NMAX];
+	double t = now();
+
+	for (int i = 0; i < nth; i++) {
+		m[i] = (struct multi){ i, nth, op, split };
+		pthread_create(&th[i], NULL, multi_fn, &m[i]);
+	}
+	for (int i = 0; i < nth; i++)
+		pthread_join(th[i], NULL);
+	return now() - t;
+}
+
+static void unmap_all(void)
+{
+	for (int k = 0; k < npieces; k++)
+		munmap(bufs[k].p, PIECE);
+}
+
+static void line(const char *what, double s)
+{
+	printf("  %-58s %6.3f s  (%6.2f GB/s)\n", what, s, total / s / 1e9);
+	fflush(stdout);
+}
+
+static void components(void)
+{
+	char name[96];
+	double t;
+
+	printf("== each step alone, %zu GiB in %d pieces of 2 GiB\n", total >> 30, npieces);
+	for (int k = 0; k < npieces; k++) {
+		bufs[k].p = mmap(NULL, PIECE, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		madvise(bufs[k].p, PIECE, MADV_HUGEPAGE);
+	}
+	t = now();
+	for (int k = 0; k < npieces; k++)
+		on_threads(bufs[k].p, PIECE, 16, OP_TOUCH);
+	line("touch, pieces one by one, 16 threads each", now() - t);
+	line("register, 1 thread (touched pieces)", multi(1, OP_REG, 1));
+	line("unregister, 1 thread", multi(1, OP_UNREG, 1));
+	for (int n = 2; n <= 8; n *= 2) {
+		snprintf(name, sizeof(name), "register, %d pieces at once from %d threads", n, n);
+		line(name, multi(n, OP_REG, 1));
+		snprintf(name, sizeof(name), "unregister, %d threads", n);
+		line(name, multi(n, OP_UNREG, 1));
+	}
+	for (int s = 8; s <= 16; s *= 2) {
+		snprintf(name, sizeof(name), "register, each piece as %d sub-ranges on %d threads", s, s);
+		line(name, multi(1, OP_REG, s));
+		/* a copy that crosses the sub-ranges: one cudaMemcpy per piece */
+		{
+			cudaError_t e1 = cudaMemcpy(bufs[0].p, dev, PIECE, cudaMemcpyDeviceToHost);
+			cudaError_t e2 = cudaMemcpy(dev, bufs[0].p, PIECE, cudaMemcpyHostToDevice);
+
+			printf("  one cudaMemcpy across %d sub-registrations: D2H %s, H2D %s\n",
+			       s, cudaGetErrorString(e1), cudaGetErrorString(e2));
+			cudaGetLastError();
+		}
+		t = now();
+		for (int k = 0; k < npieces; k++)
+			copy_sub(bufs[k].p, dev + (size_t)k * PIECE, s, cudaMemcpyDeviceToHost);
+		snprintf(name, sizeof(name), "  D2H, 1 cudaMemcpy per sub-range (%d per piece)", s);
+		line(name, now() - t);
+		t = now();
+		for (int k = 0; k < npieces; k++)
+			copy_sub(dev + (size_t)k * PIECE, bufs[k].p, s, cudaMemcpyHostToDevice);
+		snprintf(name, sizeof(name), "  H2D, 1 cudaMemcpy per sub-range (%d per piece)", s);
+		line(name, now() - t);
+		snprintf(name, sizeof(name), "unregister %d sub-ranges on %d threads", s, s);
+		line(name, multi(1, OP_UNREG, s));
+	}
+	t = now();
+	unmap_all();
+	line("munmap of touched pieces, 1 thread", now() - t);
+
+	map_all(1);
+	multi(1, OP_REG, 1);
+	multi(1, OP_UNREG, 1);
+	line("munmap of touched pieces that were pinned, 8 threads", multi(8, OP_UNMAP, 1));
+
+	map_all(0);
+	line("register of untouched pieces (faulted in by it), 8 threads", multi(8, OP_REG, 1));
+	multi(8, OP_UNREG, 1);
+	multi(8, OP_UNMAP, 1);
+	map_all(0);
+	line("register of untouched pieces, each as 2 sub-ranges, 16 threads", multi(8, OP_REG, 2));
+	multi(8, OP_UNREG, 2);
+	multi(8, OP_UNMAP, 1);
+	map_all(0);
+	line("MADV_POPULATE_WRITE (THP), pieces one by one, 16 threads", multi(1, OP_POPULATE, 16));
+	multi(8, OP_UNMAP, 1);
+	map_all(0);
+	line("MADV_POPULATE_WRITE (THP), 8 pieces at once, 2 threads each", multi(8, OP_POPULATE, 2));
+	multi(8, OP_UNMAP, 1);
+	map_all(0);
+	line("touch, 8 pieces at once, 2 threads each", multi(8, OP_TOUCH, 2));
+	multi(8, OP_UNMAP, 1);
+	map_all(0);
+	line("touch, pieces one by one, 8 threads each", multi(1, OP_TOUCH, 8));
+	multi(8, OP_UNMAP, 1);
+	t = now();
+	for (int k = 0; k < npieces; k++) {
+		bufs[k].p = mmap(NULL, PIECE, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (bufs[k].p == MAP_FAILED) {
+			perror("mmap MAP_POPULATE");
+			exit(1);
+		}
+	}
+	line("mmap MAP_POPULATE (no THP: madvise comes after), 1 thread", now() - t);
+	line("  register of those (4 KiB pages), 1 thread", multi(1, OP_REG, 1));
+	multi(1, OP_UNREG, 1);
+	multi(8, OP_UNMAP, 1);
+}
+
+/* The first touch of guest memory since boot is the hypervisor's: touch
+ * WARM_GIB GiB once (timed: that cost), then 16 GiB again (the rate on
+ * memory touched before). */
+static void warm(size_t gib)
+{
+	for (int r = 0; r < 2; r++) {
+		size_t n = (r ? 16 : gib) << 30;
+		char *p = mmap(NULL, n, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		double t;
+
+		if (p == MAP_FAILED) {
+			perror("mmap warm-up");
+			exit(1);
+		}
+		madvise(p, n, MADV_HUGEPAGE);
+		t = now();
+		on_threads(p, n, 16, OP_TOUCH);
+		t = now() - t;
+		printf("warm-up %d: %zu GiB touched by 16 threads in %.3f s (%.2f GB/s)\n",
+		       r, n >> 30, t, n / t / 1e9);
+		t = now();
+		for (size_t o = 0; o < n; o += PIECE)
+			CK(cudaHostRegister(p + o, PIECE, cudaHostRegisterDefault));
+		t = now() - t;
+		printf("          cudaHostRegister of them (2 GiB at a time, 1 thread): %.3f s (%.2f GB/s)\n",
+		       t, n / t / 1e9);
+		t = now();
+		for (size_t o = 0; o < n; o += PIECE)
+			CK(cudaHostUnregister(p + o));
+		printf("          unregister %.3f s", now() - t);
+		t = now();
+		munmap(p, n);
+		printf(", munmap %.3f s\n", now() - t);
+		fflush(stdout);
+	}
+}
+
+static void ceiling(char *h)
+{
+	double t, best = 1e9;
+
+	for (int r = 0; r < 3; r++) {
+		t = now();
+		for (int k = 0; k < npieces; k++)
+			CK(cudaMemcpy(h + (size_t)k * PIECE, dev + (size_t)k * PIECE,
+				      PIECE, cudaMemcpyDeviceToHost));
+		t = now() - t;
+		if (t < best)
+			best = t;
+		printf("ceiling: D2H into %zu GiB registered before: %.3f s (%.2f GB/s)\n",
+		       total >> 30, t, total / t / 1e9);
+	}
+	t = now();
+	CK(cudaMemcpy(dev, h, total, cudaMemcpyHostToDevice));
+	t = now() - t;
+	printf("ceiling: H2D from it: %.3f s (%.2f GB/s)\n", t, total / t / 1e9);
+	fflush(stdout);
+	if (!ceil_s || best < ceil_s)
+		ceil_s = best;
+}
+
+static const struct way ways[] = {
+	/* name                             W   T  pop split vmm stages */
+	{ "W1 T16 S8 (one piece, all threads)", 1, 16, 0, 8, 0, 0 },
+	{ "3 stages: touch T16 | reg S1 | copy", 1, 16, 0, 1, 0, 1 },
+	{ "async: touch T16 | reg S1 + queue copy", 1, 16, 0, 1, 0, 2 },
+	{ "async: touch T8 | reg S1 + queue copy", 1, 8, 0, 1, 0, 2 },
+	{ "3 stages: touch T16 | reg S8 | copy", 1, 16, 0, 8, 0, 1 },
+	{ "3 stages: touch T8 | reg S1 | copy",  1, 8, 0, 1, 0, 1 },
+	{ "W1 T16 S16",                        1, 16, 0, 16, 0, 0 },
+	{ "W2 T8 S4",                          2, 8, 0, 4, 0, 0 },
+	{ "W2 T8 S1",                          2, 8, 0, 1, 0, 0 },
+	{ "W4 T4 S1",                          4, 4, 0, 1, 0, 0 },
+	{ "W4 T4 S2",                          4, 4, 0, 2, 0, 0 },
+	{ "W8 T2 S1",                          8, 2, 0, 1, 0, 0 },
+	{ "W8 T0 S1 (register faults)",        8, 0, 0, 1, 0, 0 },
+	{ "W8 T0 S2 (register faults)",        8, 0, 0, 2, 0, 0 },
+	{ "W1 T0 S16 (register faults)",       1, 0, 0, 16, 0, 0 },
+	{ "W2 T0 S8 (register faults)",        2, 0, 0, 8, 0, 0 },
+	{ "W4 POPULATE_WRITE x4 S4",           4, 4, 2, 4, 0, 0 },
+	{ "W1 POPULATE_WRITE x16 S8",          1, 16, 2, 8, 0, 0 },
+};
+
+static const struct way vmm_ways[] = {
+	{ "vmm HOST_NUMA W1",                  1, 0, 0, 0, 1, 0 },
+	{ "vmm HOST_NUMA W8",                  8, 0, 0, 0, 1, 0 },
+};
+
+int main(int argc, char **argv)
+{
+	const char *wg = getenv("WARM_GIB");
+	char *h;
+
+	total = (argc > 1 ? strtoull(argv[1], NULL, 10) : 16) << 30;
+	npieces = (int)(total / PIECE);
+	if (npieces < 1 || npieces > NMAX) {
+		printf("GIB must be 2..%d\n", 2 * NMAX);
+		return 1;
+	}
+	total = (size_t)npieces * PIECE;
+	CK(cudaSetDevice(0));
+	CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+	CK(cudaMalloc((void **)&dev, total));
+	CK(cudaMemset(dev, 7, total));
+	CK(cudaDeviceSynchronize());
+	MemCreate = getp("cuMemCreate", 10020);
+	MemRelease = getp("cuMemRelease", 10020);
+	Reserve = getp("cuMemAddressReserve", 10020);
+	AddrFree = getp("cuMemAddressFree", 10020);
+	Map = getp("cuMemMap", 10020);
+	Unmap = getp("cuMemUnmap", 10020);
+	SetAccess = getp("cuMemSetAccess", 10020);
+	printf("%zu GiB in %d pieces of 2 GiB, %ld CPUs\n", total >> 30, npieces,
+	       sysconf(_SC_NPROCESSORS_ONLN));
+	warm(wg ? strtoull(wg, NULL, 10) : 64);
+	h = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	madvise(h, total, MADV_HUGEPAGE);
+	{
+		double t = now();
+
+		on_threads(h, total, 16, OP_TOUCH);
+		printf("ceiling's buffer: touch %.3f s", now() - t);
+		t = now();
+		CK(cudaHostRegister(h, total, cudaHostRegisterDefault));
+		printf(", register (one range) %.3f s\n", now() - t);
+	}
+	ceiling(h);
+	if (getenv("QUICK")) {
+		static const struct way q[] = {
+			{ "3 stages: touch T16 | reg S1 | copy", 1, 16, 0, 1, 0, 1 },
+			{ "async: touch T16 | reg S1 + queue copy", 1, 16, 0, 1, 0, 2 },
+			{ "async: touch T8 | reg S1 + queue copy", 1, 8, 0, 1, 0, 2 },
+		};
+
+		printf("== sleeps (QUICK): %zu GiB from nothing allocated to the last byte on the host; x = ceiling / time\n",
+		       total >> 30);
+		for (int r = 0; r < 2; r++) {
+			run_way(&wcd_way);
+			for (int i = 0; i < 3; i++)
+				run_way(&q[i]);
+		}
+		ceiling(h);
+		return 0;
+	}
+	components();
+	printf("== sleeps: %zu GiB from nothing allocated to the last byte on the host; x = ceiling / time\n",
+	       total >> 30);
+	run_way(&wcd_way);
+	for (size_t i = 0; i < sizeof(ways) / sizeof(ways[0]); i++)
+		run_way(&ways[i]);
+	run_way(&wcd_way);
+	run_way(&ways[0]);
+	ceiling(h);
+	for (size_t i = 0; i < sizeof(vmm_ways) / sizeof(vmm_ways[0]); i++)
+		run_way(&vmm_ways[i]);
+	return 0;
+}
