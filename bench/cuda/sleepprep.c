@@ -17,7 +17,7 @@
  *               MADV_POPULATE_WRITE instead of touching; unregister and
  *               munmap (a wake's free), serial and from 8 threads
  *   sleeps      from nothing allocated to the last byte on the host:
- *               "wcd" is tools/wcd/lifecycle.c's arena_job (SLEEP_AHEAD 2,
+ *               "wcd" is tools/wcd/lifecycle.c's arena_job before a9e8930 (SLEEP_AHEAD 2,
  *               each buffer mmap + THP + touched by 16 threads + one
  *               register, the copy on the calling thread); the others
  *               prepare pieces on W workers (each piece touched by T
@@ -399,7 +399,8 @@ static void copy_piece(struct buf *b, int k)
 	}
 }
 
-/* wcd's arena_job: SLEEP_AHEAD 2 jobs, one thread per job. */
+/* wcd's arena_job before a9e8930: SLEEP_AHEAD 2 jobs, one thread per job;
+ * the "async" way is what wcd does since. */
 struct job { int k; pthread_t th; };
 static const struct way wcd_way = { "wcd", 2, 16, 0, 1, 0, 0 };
 
