@@ -6,8 +6,13 @@
 #  - at start-up, EIO, ENOSPC, ENOMEM and a splice that moves nothing: wcd
 #    exits 1 with one sentence that names the tensor, the shard, an offset
 #    inside that tensor's bytes in that shard, and the errno; no ready file;
-#  - the same through pread (splice refused): "reading SHARD at offset";
-#    a pread that finds no bytes: "SHARD ended early";
+#  - the same through pread (splice refused), and on splice's shard side
+#    (P:E:shard): "reading SHARD at offset"; no bytes: "SHARD ended early";
+#  - worker threads that cannot be made (WCD_TEST_FILL_THREADS=K): with 1,
+#    and with none (the loop thread fills alone), the load completes with
+#    the file's hashes and says so; with none, a failure still fails it;
+#  - the event loop cannot watch the workers (WCD_TEST_FILL_POLL_FAIL=1):
+#    the load completes with the file's hashes, said in a warning;
 #  - a refusal (EINVAL) on the memfd side mid-fill, after other pieces were
 #    spliced and with bytes in the pipe: pread takes over, said once, and
 #    every hash equals the file's;
@@ -77,19 +82,53 @@ expect_has "pread EIO: refused first" "$(cat "$W/r5.log")" "splice into the pool
 fails r0 WCD_TEST_NO_SPLICE=1 WCD_TEST_FILL_FAIL=$PIECE:0
 expect_has "pread of nothing" "$LINE" "ended early: no bytes of"
 expect_has "pread of nothing: the shard" "$LINE" "$M/model-0000"
+# splice's shard side
+fails s5 WCD_TEST_FILL_FAIL=$PIECE:5:shard
+[[ $LINE =~ $re ]] || fail "shard side EIO: not the sentence: $LINE"
+in_tensor "${BASH_REMATCH[1]}" "${BASH_REMATCH[3]}" "${BASH_REMATCH[2]}" ||
+	fail "shard side EIO: offset ${BASH_REMATCH[2]} is not in ${BASH_REMATCH[3]}'s bytes"
+expect_no "shard side EIO: no refusal" "$(cat "$W/s5.log")" "refused"
+fails s0 WCD_TEST_FILL_FAIL=$PIECE:0:shard
+expect_has "shard side nothing" "$LINE" "ended early: no bytes of"
+# no worker thread at all: the loop thread's fill fails the same way
+fails t0 WCD_TEST_FILL_THREADS=0 WCD_TEST_FILL_FAIL=$PIECE:28
+expect_has "no threads: the sentence" "$LINE" "into its pool failed: No space left on device (ENOSPC)"
+expect_has "no threads: said" "$(cat "$W/t0.log")" "fill: 0 of "
+
+# serves NAME ENV...: a start-up load with ENV that must complete; every
+# hash equals the file's; its log in $W/NAME.log
+"$BIN/wcctl" inspect "$M" --hashes | sort -k2 >"$W/file.txt"
+serves() {
+	local name=$1 p; shift
+	env "$@" "$BIN/wcd" --model "$M" --device "host:$name" --runtime-dir "$RT" \
+		>"$W/$name.log" 2>&1 &
+	p=$!
+	WCD_PIDS+=("$p")
+	wait_file "$RT/host-$name.ready" "$p" || { cat "$W/$name.log"; fail "$name: not ready"; }
+	"$BIN/wcctl" manifest --runtime-dir "$RT" --device "host:$name" | grep -v '^#' |
+		awk '{print $NF "  " $1}' | sort -k2 | grep -v -e '\.qkv_proj\.' -e '\.gate_up_proj\.' >"$W/$name.txt"
+	kill -TERM "$p"; wait_exit "$p"
+	expect_eq "$name: exit" "$RC" 0
+	cmp -s "$W/$name.txt" "$W/file.txt" || { diff "$W/$name.txt" "$W/file.txt"; fail "$name: hashes differ from the file's"; }
+}
 
 # a refusal mid-fill: pread takes over, the bytes are right
-"$BIN/wcctl" inspect "$M" --hashes | sort -k2 >"$W/file.txt"
-WCD_TEST_FILL_FAIL=$PIECE:22 wcd_bg "$W/einval.log" --model "$M" --device host:einval --runtime-dir "$RT"
-p=$LAST
-wait_file "$RT/host-einval.ready" "$p" || { cat "$W/einval.log"; fail "EINVAL mid-fill: not ready"; }
-"$BIN/wcctl" manifest --runtime-dir "$RT" --device host:einval | grep -v '^#' |
-	awk '{print $NF "  " $1}' | sort -k2 | grep -v -e '\.qkv_proj\.' -e '\.gate_up_proj\.' >"$W/einval.txt"
-kill -TERM "$p"; wait_exit "$p"
-expect_eq "EINVAL mid-fill: exit" "$RC" 0
-cmp -s "$W/einval.txt" "$W/file.txt" || { diff "$W/einval.txt" "$W/file.txt"; fail "EINVAL mid-fill: hashes differ from the file's"; }
+serves einval WCD_TEST_FILL_FAIL=$PIECE:22
 expect_eq "EINVAL mid-fill: said once" "$(grep -c 'splice into the pools was refused' "$W/einval.log")" 1
 expect_has "EINVAL mid-fill: pread" "$(cat "$W/einval.log")" "pread: splice refused"
+
+# worker threads that cannot be made: 1, then none
+for k in 1 0; do
+	serves th$k WCD_TEST_FILL_THREADS=$k
+	expect_has "$k threads: said" "$(cat "$W/th$k.log")" "fill: $k of "
+done
+expect_has "no threads: the loop fills" "$(cat "$W/th0.log")" "worker threads made (Resource temporarily unavailable): the loop thread fills alone"
+
+# the loop cannot watch the fill: the workers go on (they were told to stop,
+# and the pools were published with holes: 25 to 37 of 39 hashes wrong)
+serves poll WCD_TEST_FILL_POLL_FAIL=1
+expect_has "poll: said" "$(cat "$W/poll.log")" "fill: cannot watch its workers from the event loop (Device or resource busy): waiting for them"
+expect_has "poll: every byte" "$(cat "$W/poll.log")" "(9998848 bytes read for 9998848,"
 
 # an UPDATE whose fill fails: version 1 serves on, nothing leaks
 "$BIN/wcgen" tiny --out "$W/next" --shard-size 3MB --seed 3 >/dev/null 2>&1 || fail "wcgen next"

@@ -40,7 +40,8 @@
  *                             with errno E (a number; 0: the destination
  *                             takes no bytes, or pread finds none): on the
  *                             memfd side of splice, after the shard side
- *                             moved bytes, else in pread.
+ *                             moved bytes, else in pread; P:E:shard fails
+ *                             splice's shard side instead.
  *                             WCD_TEST_FILL_FAIL_DIR=DIR limits it to loads
  *                             of model directory DIR (an update's).
  *   WCD_TEST_RA_FAIL=open     the read-ahead reader cannot be set up;
@@ -48,6 +49,11 @@
  *                             the shard side filled the pipe (the workers
  *                             wait for that first chunk, so that it comes
  *                             however fast the fill is).
+ *   WCD_TEST_FILL_THREADS=K   worker threads from the K-th on cannot be
+ *                             made (as if pthread_create failed); 0: the
+ *                             loop thread fills alone.
+ *   WCD_TEST_FILL_POLL_FAIL=1 the loop cannot watch the workers' eventfd
+ *                             (rx_poll_start answers -EBUSY).
  *   WCD_TEST_STALL_AT=fill    see fill_test_stall.
  */
 #include <errno.h>
@@ -90,6 +96,9 @@ struct fill {
 	bool no_splice;           /* WCD_TEST_NO_SPLICE=1 */
 	int64_t fail_piece;       /* WCD_TEST_FILL_FAIL: piece, or -1 */
 	int fail_errno;           /* its errno (0: nothing moves) */
+	bool fail_shard;          /* on splice's shard side */
+	unsigned threads_max;     /* WCD_TEST_FILL_THREADS, else n */
+	bool poll_fail;           /* WCD_TEST_FILL_POLL_FAIL=1 */
 	int ra_fail;              /* WCD_TEST_RA_FAIL: RA_FAIL_* */
 	int ra_gate;              /* atomic: with drain, the workers wait
 				   * for the read-ahead's first chunk */
@@ -239,9 +248,16 @@ static int move_splice(struct worker *w, int in, uint64_t src, int out,
 		loff_t off_in = (loff_t)src, off_out = (loff_t)dst;
 		size_t ask = len < w->pipe_size ? (size_t)len :
 						  (size_t)w->pipe_size;
-		ssize_t k = splice(in, &off_in, w->pipe[1], NULL, ask,
-				   SPLICE_F_MOVE);
+		ssize_t k;
 
+		if (w->inject && w->f->fail_shard) {
+			w->inject = false;
+			errno = w->f->fail_errno;
+			k = errno ? -1 : 0;
+		} else {
+			k = splice(in, &off_in, w->pipe[1], NULL, ask,
+				   SPLICE_F_MOVE);
+		}
 		if (k < 0 && errno == EINTR)
 			continue;
 		w->fail_off = src;
@@ -700,7 +716,8 @@ static void fill_polled(struct rx_poll *p, int res)
 
 /* Turns the loop until every worker is done: polls the eventfd with a
  * deadline, logging progress at each, and asks the workers to stop once
- * the daemon is stopping. */
+ * the daemon is stopping. Where the eventfd cannot be watched it returns
+ * at once, and the workers go on. */
 static void fill_wait(struct fill *f)
 {
 	struct ld *L = f->L;
@@ -710,10 +727,15 @@ static void fill_wait(struct fill *f)
 	for (;;) {
 		memset(&w, 0, sizeof(w));
 		rx_op_deadline(&w.poll.op, FILL_POLL_NS);
-		ret = rx_poll_start(&L->d->loop, &w.poll, f->efd, POLLIN,
+		ret = f->poll_fail ? -EBUSY :
+		      rx_poll_start(&L->d->loop, &w.poll, f->efd, POLLIN,
 				    fill_polled);
-		if (ret) {      /* cannot watch: wait for the workers here */
-			__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
+		if (ret) {
+			/* cannot watch: the caller's join waits for the
+			 * workers (asking them to stop here would leave the
+			 * rest of the pools unfilled) */
+			log_warn("fill: cannot watch its workers from the event loop (%s): waiting for them, serving no client until the fill is done",
+				 strerror(-ret));
 			return;
 		}
 		while (!w.fired) {
@@ -742,21 +764,29 @@ static unsigned fill_threads(void)
 	return n > FILL_THREADS_MAX ? FILL_THREADS_MAX : (unsigned)n;
 }
 
-/* The test hooks WCD_TEST_FILL_FAIL(_DIR) and WCD_TEST_RA_FAIL (see the
- * top of this file), read once per fill. */
+/* The test hooks WCD_TEST_FILL_FAIL(_DIR), WCD_TEST_FILL_THREADS and
+ * WCD_TEST_RA_FAIL (see the top of this file), read once per fill. */
 static void fill_test_hooks(struct fill *f)
 {
 	const char *ff = getenv("WCD_TEST_FILL_FAIL");
 	const char *dir = getenv("WCD_TEST_FILL_FAIL_DIR");
 	const char *ra = getenv("WCD_TEST_RA_FAIL");
+	const char *th = getenv("WCD_TEST_FILL_THREADS");
+	const char *pf = getenv("WCD_TEST_FILL_POLL_FAIL");
 	char *end;
 
 	f->fail_piece = -1;
 	if (ff && *ff && (!dir || !strcmp(dir, f->L->v->model.path))) {
 		f->fail_piece = (int64_t)strtoul(ff, &end, 10);
-		f->fail_errno = *end == ':' ? (int)strtol(end + 1, NULL, 10) :
-					      EIO;
+		f->fail_errno = EIO;
+		if (*end == ':')
+			f->fail_errno = (int)strtol(end + 1, &end, 10);
+		f->fail_shard = !strcmp(end, ":shard");
 	}
+	f->poll_fail = pf && !strcmp(pf, "1");
+	f->threads_max = f->n;
+	if (th && *th && strtoul(th, NULL, 10) < f->n)
+		f->threads_max = (unsigned)strtoul(th, NULL, 10);
 	if (ra && !strcmp(ra, "open"))
 		f->ra_fail = RA_FAIL_OPEN;
 	else if (ra && !strcmp(ra, "drain"))
@@ -814,10 +844,20 @@ int fill_run(struct ld *L, bool *refused, char *err)
 	for (; started < f.n; started++) {
 		w[started] = (struct worker){ .f = &f, .k = started,
 					      .pipe = { -1, -1 } };
-		if (pthread_create(&f.th[started], NULL, fill_worker,
-				   &w[started]))
+		if (started >= f.threads_max) {
+			ret = EAGAIN;   /* WCD_TEST_FILL_THREADS */
+			break;
+		}
+		ret = pthread_create(&f.th[started], NULL, fill_worker,
+				     &w[started]);
+		if (ret)
 			break;
 	}
+	if (started < f.n)
+		log_info("fill: %u of %u worker threads made (%s)%s", started,
+			 f.n, strerror(ret),
+			 started ? "" : ": the loop thread fills alone, serving no client meanwhile");
+	ret = 0;
 	if (started < f.n && !__atomic_sub_fetch(&f.running, f.n - started,
 						 __ATOMIC_ACQ_REL)) {
 		/* no thread at all: one worker's share on this thread */
@@ -829,6 +869,14 @@ int fill_run(struct ld *L, bool *refused, char *err)
 	}
 	for (unsigned k = 0; k < started; k++)
 		pthread_join(f.th[k], NULL);
+	/* every byte landed, or the load fails: a fill that stopped early
+	 * for any other reason than a failure or a stopping daemon would
+	 * publish pools with holes */
+	if (!__atomic_load_n(&f.failed, __ATOMIC_ACQUIRE) &&
+	    !wcd_stopping(L->d) && f.done != L->total)
+		ld_fail(L, EIO,
+			"the fill stopped with %" PRIu64 " of %" PRIu64 " bytes landed, and no worker said why",
+			f.done, L->total);
 	if (f.ahead) {
 		pthread_mutex_lock(&f.mu);
 		f.over = true;
