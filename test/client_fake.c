@@ -256,12 +256,18 @@ static void test_span(void)
 	unsetenv("WCACHE_TEST_SPREAD");
 	wc_close(c);
 
+	/* 64 failed attaches: each would leave its 16 KiB range (and pool 0's
+	 * mapping) behind, 1 MiB in all; the sanitizers' own mappings move
+	 * the count by up to 64 KiB, so allow a quarter of the leak */
 	c = conn("shortpool");
 	T_OK(wc_hello(c, NULL, NULL, &e));
-	before = reserved_bytes();
 	T_EQ_INT(wc_attach(c, 0, &m, NULL, &e), -EINVAL);
-	T_HAS(e.msg, "mapping pool 1");
-	T_EQ_U64(reserved_bytes(), before);   /* no reserved range, no pool 0 left */
+	before = reserved_bytes();
+	for (int k = 0; k < 64; k++) {
+		T_EQ_INT(wc_attach(c, 0, &m, NULL, &e), -EINVAL);
+		T_HAS(e.msg, "mapping pool 1");
+	}
+	T_CMP_INT((int64_t)(reserved_bytes() - before), <, 256 << 10);
 	wc_close(c);
 }
 
