@@ -562,15 +562,22 @@ int gpu_cuda_copy_to_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 	return 0;
 }
 
+/* A copy out of pool's [off, off + len): in range, and the pool mapped. */
+static int from_pool_ready(struct gpu_dev *dev, struct gpu_pool *pool,
+			   uint64_t off, size_t len)
+{
+	if (off > pool->alloc_size || len > pool->alloc_size - off)
+		return -EINVAL;
+	return gpu_cuda_pool_ready(dev, pool, NULL);
+}
+
 int gpu_cuda_copy_from_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 			    uint64_t off, void *dst, size_t len)
 {
 	cudaError_t e;
 	int ret;
 
-	if (off > pool->alloc_size || len > pool->alloc_size - off)
-		return -EINVAL;
-	ret = gpu_cuda_pool_ready(dev, pool, NULL);
+	ret = from_pool_ready(dev, pool, off, len);
 	if (ret)
 		return ret;
 	e = cudaMemcpy(dst, (char *)(uintptr_t)pool->dev_ptr + off, len,
@@ -586,9 +593,7 @@ int gpu_cuda_copy_from_pool_async(struct gpu_dev *dev, struct gpu_pool *pool,
 	cudaError_t e;
 	int ret;
 
-	if (off > pool->alloc_size || len > pool->alloc_size - off)
-		return -EINVAL;
-	ret = gpu_cuda_pool_ready(dev, pool, NULL);
+	ret = from_pool_ready(dev, pool, off, len);
 	if (ret)
 		return ret;
 	if (!cd->streams_ready) {
