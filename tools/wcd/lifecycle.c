@@ -551,8 +551,11 @@ void life_device_idle(struct wcd *d)
 
 	/* a kept sleep arena (--sleep-arena keep) is registered in the
 	 * context: releasing it would unpin the arena */
+	/* nor while a thread frees the last wake's host copy (registered in
+	 * it): its end calls this again */
 	if (!d->dev.be->idle || d->o.keep_context || d->o.ipc_legacy ||
-	    d->state != WCD_READY || d->life.arena_bytes)
+	    d->state != WCD_READY || d->life.arena_bytes ||
+	    life_host_freeing(d))
 		return;
 	for (int i = 0; i < WCD_VERSIONS; i++)
 		for (uint32_t k = 0; d->ver[i].used && k < d->ver[i].npools; k++)
