@@ -11,7 +11,8 @@
  * (host: the sealed mapping; CUDA: copied back through a bounce buffer) and
  * compared with the manifest. A mismatch releases the new pools and leaves
  * the daemon asleep with its host copy. Once the reply is queued, a thread
- * frees the host copy (host_free_later) and the device idles after it.
+ * frees the host copy (lifecycle.c, host_free_later) and the device idles
+ * after it.
  *
  * WAKE level 2: the normal load pipeline (load_prepare + load_run) into a
  * scratch version, whose layout and hashes must equal the manifest's; its
@@ -98,147 +99,10 @@ void life_fail(struct wcd *d, uint32_t code, const char *fmt, ...)
 		reply_error(c, id, code, false, "%s", L->last);
 }
 
-/* --- the host copy's free after a wake ------------------------------------ */
-
-/* The tests' hook (WCD_TEST_WAKE_FREE_GATE=PATH): the free waits, up to
- * 60 s, for PATH to exist and removes it, so that a test can act while a
- * free is pending. */
-static void test_free_gate(void)
-{
-	const char *gate = getenv("WCD_TEST_WAKE_FREE_GATE");
-
-	if (!gate || !*gate)
-		return;
-	for (int i = 0; i < 6000 && access(gate, F_OK); i++)
-		usleep(10000);
-	unlink(gate);
-}
-
-static void *freer_fn(void *arg)
-{
-	struct wcd_host_freer *F = arg;
-	struct gpu_dev *dev = &F->d->dev;
-
-	test_free_gate();
-	for (uint32_t i = 0; i < F->n; i++)
-		if (F->p[i])
-			dev->be->staging_free(dev, F->p[i], F->len[i]);
-	F->ns = rx_now_ns() - F->t0;
-	/* the last thing this thread does with F: the loop joins it next */
-	rx_wake_post(&F->wake, &F->node);
-	return NULL;
-}
-
-/* After the join: the bytes are gone. */
-static void freer_done(struct wcd_host_freer *F, const char *how)
-{
-	pthread_join(F->th, NULL);
-	F->running = false;
-	log_info("the host copy of the last wake (%" PRIu64 " bytes in %u buffers) was freed %.3f s after the wake's reply%s",
-		 F->bytes, F->n, secs(F->ns), how);
-	for (uint32_t i = 0; i < F->n; i++) {
-		F->p[i] = NULL;
-		F->len[i] = 0;
-	}
-	F->n = 0;
-	F->bytes = 0;
-}
-
-static void freer_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
-{
-	struct wcd_host_freer *F = container_of(w, struct wcd_host_freer, wake);
-
-	if (!node) {
-		F->wake_open = false;
-		F->wake_closing = false;
-		/* skipped while the free was pending; not in the middle of a
-		 * handover (the old daemon exits after it, or resumes with
-		 * the context it has) */
-		if (!F->d->pausing)
-			life_device_idle(F->d);
-		return;
-	}
-	if (F->running)
-		freer_done(F, "");
-	if (!F->wake_closing) {
-		F->wake_closing = true;
-		rx_wake_close(w);
-	}
-}
-
-void life_host_settle(struct wcd *d)
-{
-	struct wcd_host_freer *F = &d->life.freeing;
-
-	if (!F->running)
-		return;
-	log_info("waiting for the host copy of the last wake (%" PRIu64 " bytes) to be freed",
-		 F->bytes);
-	freer_done(F, " (waited for)");
-}
-
-bool life_host_freeing(const struct wcd *d)
-{
-	return d->life.freeing.running;
-}
-
-/* Hands the host copy (L->host[]) to a thread that frees it (CUDA:
- * cudaHostUnregister and munmap, 0.26-0.30 + 0.05 s per 16 GiB on the
- * H200, no faster from more threads), so that the wake's reply, queued
- * before, goes out without waiting for it; the thread posts to the loop
- * when it is done. Where no thread can be had (the tests' hook:
- * WCD_TEST_WAKE_FREE_NO_THREAD), frees it here. */
-static void host_free_later(struct wcd *d)
-{
-	struct wcd_life *L = &d->life;
-	struct wcd_host_freer *F = &L->freeing;
-	const char *nothread = getenv("WCD_TEST_WAKE_FREE_NO_THREAD");
-	int ret;
-
-	WC_ASSERT(!F->running && !F->wake_open);
-	ret = rx_wake_init(&d->loop, &F->wake, freer_wake_cb);
-	if (ret) {
-		log_warn("freeing the host copy now, on the loop's thread: rx_wake_init: %s",
-			 strerror(-ret));
-		life_host_free(d);
-		return;
-	}
-	F->wake_open = true;
-	F->d = d;
-	F->n = L->nhost;
-	F->bytes = 0;
-	for (uint32_t i = 0; i < L->nhost; i++) {
-		F->p[i] = L->host[i];
-		F->len[i] = L->host_len[i];
-		F->bytes += L->host[i] ? L->host_len[i] : 0;
-		L->host[i] = NULL;
-		L->host_len[i] = 0;
-	}
-	L->nhost = 0;
-	L->host_bytes = 0;
-	L->arena_bytes = 0;
-	F->t0 = rx_now_ns();
-	/* the tests' hook: as if no thread could be made */
-	ret = nothread && *nothread ? EAGAIN :
-	      pthread_create(&F->th, NULL, freer_fn, F);
-	if (ret) {
-		log_warn("freeing the host copy now, on the loop's thread: no thread for it: %s",
-			 strerror(ret));
-		freer_fn(F);          /* posts: the callback closes the wake */
-		log_info("the host copy (%" PRIu64 " bytes) was freed in %.3f s before the wake's reply went out",
-			 F->bytes, secs(F->ns));
-		F->n = 0;
-		F->bytes = 0;
-		return;
-	}
-	F->running = true;
-}
-
 void life_host_free(struct wcd *d)
 {
 	struct wcd_life *L = &d->life;
 
-	life_host_settle(d);
 	for (uint32_t i = 0; i < L->nhost; i++) {
 		if (L->host[i])
 			d->dev.be->staging_free(&d->dev, L->host[i],
@@ -533,7 +397,7 @@ static void wake_level1(struct wcd *d, struct wire_life_reply *r, char *err)
 			L->arena_bytes += L->host_len[i];
 		L->host_bytes = 0;
 	}
-	/* else the host copy is freed after the reply (life_run_wake) */
+	/* else the host copy is freed after the reply (life_run_job) */
 	snprintf(r->msg, sizeof(r->msg),
 		 "awake: version %" PRIu64 " restored from host memory, %" PRIu64 " bytes in %.3f s (%.2f GB/s); %u tensor hashes %s in %.3f s%s",
 		 v->number, r->bytes, secs(copy_ns), L->wake_copy_gbps,
@@ -661,8 +525,6 @@ void life_run_wake(struct wcd *d)
 		log_warn("cannot rewrite the ready file: %s", err);
 	log_info("%s", r.msg);
 	life_reply(d, WIRE_WAKE, &r);
-	if (L->nhost && !L->arena_bytes)
-		host_free_later(d);
 }
 
 /* --- update ------------------------------------------------------------- */
@@ -848,7 +710,6 @@ void life_run_update(struct wcd *d)
 	int ni = version_slot_free(d);
 
 	WC_ASSERT(d->state == WCD_UPDATING);
-	life_host_settle(d);    /* its host memory checks count it freed */
 	if (ni < 0) {
 		life_fail(d, WIRE_E_BUSY, "update refused: no free version slot");
 		goto out_state;

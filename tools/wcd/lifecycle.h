@@ -50,6 +50,10 @@ bool life_run_job(struct wcd *d);
  * maps them again. A no-op on the host backend, with --ipc legacy or
  * --keep-context. */
 void life_device_idle(struct wcd *d);
+/* Waits for the thread freeing the host copy of the last level-1 wake, if
+ * one runs (a wake hands its host copy to one once its reply is queued):
+ * SLEEP, UPDATE and exit call it before they count host memory or leave. */
+void life_host_settle(struct wcd *d);
 /* Frees host copies at exit. */
 void life_free(struct wcd *d);
 
@@ -69,14 +73,7 @@ void life_fail(struct wcd *d, uint32_t code, const char *fmt, ...)
  * with v->hash; the number that differ (the first named in err), or
  * -errno. Wake uses it, and a handover's --takeover-verify hash. */
 int life_verify_pools(struct wcd *d, struct wcd_version *v, char *err);
-/* Frees the host copy (L->host[]), after waiting for one a wake is still
- * freeing (life_host_settle). */
 void life_host_free(struct wcd *d);
-/* Waits for the thread freeing the host copy of the last level-1 wake, if
- * one runs: SLEEP, UPDATE and exit call it before they count host memory
- * or leave. */
-void life_host_settle(struct wcd *d);
-bool life_host_freeing(const struct wcd *d);
 void life_run_wake(struct wcd *d);
 void life_run_update(struct wcd *d);
 /* UPDATE queued while asleep at level 2 (the state is WAKING): one load

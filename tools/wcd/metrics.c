@@ -116,7 +116,7 @@ static void put_versions(struct out *o, struct wcd *d)
 	    (unsigned long long)(host ? 0 : resident));
 	put(o, "wcache_resident_bytes{memory=\"host\"} %llu\n",
 	    (unsigned long long)((host ? resident : 0) + d->life.host_bytes +
-				 d->life.freeing.bytes));
+				 d->life.freeing_bytes));
 	family(o, "wcache_version_bytes", "gauge",
 	       "Bytes of each resident version's tensors.");
 	for (int i = 0; i < WCD_VERSIONS; i++)

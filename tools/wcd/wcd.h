@@ -42,7 +42,6 @@
 #ifndef WCD_H
 #define WCD_H
 
-#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -220,24 +219,12 @@ struct wcd_life {
 	/* --sleep-arena keep: host[] outlives the wake (arena_bytes held
 	 * while awake, 0 otherwise) and the next sleep copies into it */
 	uint64_t arena_bytes;
-	/* the host copy a level-1 wake restored from, freed on a thread
-	 * after the wake's reply (life_job.c, host_free_later: the unpinning
-	 * of 16 GiB takes 0.3 s on the H200); bytes: still held (STATUS
-	 * host_freeing_bytes). A sleep, an update and exit wait for it
-	 * (life_host_settle); the device idles once it is done. */
-	struct wcd_host_freer {
-		struct wcd *d;
-		void *p[GPU_POOLS_MAX];
-		uint64_t len[GPU_POOLS_MAX];
-		uint32_t n;
-		uint64_t bytes;
-		uint64_t t0, ns;          /* ns: the thread's, read after join */
-		pthread_t th;
-		bool running;             /* started and not joined */
-		bool wake_open, wake_closing;
-		struct rx_wake wake;
-		struct rx_wake_node node;
-	} freeing;
+	/* the host copy a level-1 wake restored from, being freed on a
+	 * thread after the wake's reply (lifecycle.c, host_free_later), and
+	 * its bytes (STATUS host_freeing_bytes); NULL and 0 when none is.
+	 * SLEEP, UPDATE and exit wait for it (life_host_settle). */
+	struct host_freer *freeing;
+	uint64_t freeing_bytes;
 	/* the job queued (WIRE_WAKE or WIRE_UPDATE, 0 for none) and whom to
 	 * answer */
 	unsigned job;
