@@ -17,6 +17,8 @@
  * - SIGTERM while it is pending: wcd finishes the free and exits 0;
  * - no thread for the free (WCD_TEST_WAKE_FREE_NO_THREAD): freed before
  *   the reply, as before, nothing left behind;
+ * - a wake whose check fails (WCD_TEST_WAKE_CORRUPT) frees nothing and
+ *   keeps the host copy; the next wake succeeds;
  * - --sleep-arena keep: nothing is freed, no free is waited for.
  */
 #include "client_util.h"
@@ -323,6 +325,38 @@ static void no_thread(void)
 	       fds0);
 }
 
+/* A wake whose check fails (WCD_TEST_WAKE_CORRUPT: a byte of the host
+ * copy flipped for one wake) frees nothing: still asleep with the whole
+ * copy, none being freed; the next wake succeeds. */
+static void failed_wake(void)
+{
+	struct wc_life_result r;
+	struct wc_conn *c;
+	struct wc_error e;
+	char st[32];
+
+	setenv("WCD_TEST_WAKE_CORRUPT", "1", 1);
+	e2e_start_wcd(&x, pools_args);
+	unsetenv("WCD_TEST_WAKE_CORRUPT");
+	do_sleep();
+	c = e2e_connect(&x);
+	T_EQ_INT(wc_wake(c, &r, &e), -EIO);
+	wc_close(c);
+	T_HAS(e.msg, "wake failed: 1 of ");
+	T_HAS(e.msg, "do not match their manifest hash after the restore from host memory");
+	T_EQ_STR(status_state(st, sizeof(st)), "sleeping");
+	T_EQ_U64(status_int("host_copy_bytes"), x.m.total_bytes);
+	T_EQ_INT(status_int("host_freeing_bytes"), 0);
+	do_wake(&r);
+	T_HAS(r.msg, "hashes re-checked");
+	open_gate();
+	wait_freed();
+	attach_and_compare();
+	e2e_kill_wcd(&x);
+	printf("ok  a wake whose check failed kept the host copy, freed nothing; the next one woke: %.120s\n",
+	       e.msg);
+}
+
 /* --sleep-arena keep: the wake frees nothing and no sleep waits. */
 static void arena_keep(void)
 {
@@ -362,6 +396,7 @@ int main(void)
 	sleep_while_freeing();
 	shutdown_while_freeing();
 	update_while_freeing();
+	failed_wake();
 	arena_keep();
 	unsetenv("WCD_TEST_WAKE_FREE_GATE");
 	no_thread();
