@@ -3,7 +3,7 @@
 """Python attach into a dict of torch tensors, N cycles against a running wcd.
 
   py_attach.py --runtime-dir DIR --device D [--model DIR] [-n 100] [--warmup 3]
-               [--views batched|each] [--cold-plan] [--ab] [--micro]
+               [--views batched|each] [--cold-plan] [--ab] [--ab-span] [--micro]
 
 One cycle is what a Python engine waits for: wcache.connect, attach (HELLO
 with the identity of --model when given, MANIFEST, ATTACH, map every pool),
@@ -21,11 +21,16 @@ process makes); --cold-plan forgets the batch plans before every cycle,
 so that each cycle pays what the second attach of a layout in a process
 pays (it makes the plan, kept per process and layout, and uses it);
 --ab alternates the three cycle by cycle in one process (n cycles each),
-so that drift between processes does not decide the comparison. --micro
+so that drift between processes does not decide the comparison.
+--ab-span alternates the batched views over pools mapped back to back
+(one DLPack tensor for all, the default) with the same over pools mapped
+apart (WCACHE_TEST_SPREAD=1: one DLPack tensor per pool, as before
+wc_model_span). --micro
 also times torch's view calls on the served memory.
 """
 import argparse
 import json
+import os
 import time
 
 
@@ -70,6 +75,8 @@ def main():
     ap.add_argument("--cold-plan", action="store_true")
     ap.add_argument("--ab", action="store_true",
                     help="alternate the three ways cycle by cycle (batched, each, batched with a cold plan)")
+    ap.add_argument("--ab-span", action="store_true",
+                    help="alternate pools back to back (one DLPack tensor) and apart (one per pool)")
     ap.add_argument("--micro", action="store_true", help="also time torch's view calls on the served memory")
     a = ap.parse_args()
     t_imp = time.perf_counter()
@@ -80,7 +87,7 @@ def main():
     warnings.simplefilter("ignore", wcache.ReadOnlyWarning)
     from wcache import _core
     batched, each = _core.Model._torch_tensors, _core.Model._torch_tensors_each
-    ways = ["batched", "each", "cold"] if a.ab else \
+    ways = ["batched", "each", "cold"] if a.ab else ["batched", "apart"] if a.ab_span else \
         ["cold" if a.cold_plan else a.views]
     res = {}
     st = {w: {"att": [], "cyc": [], "c": [], "py": [], "conn": [], "attach": [], "tensors": []} for w in ways}
@@ -91,6 +98,8 @@ def main():
         _core.Model._torch_tensors = each if w == "each" else batched
         if w == "cold":  # the layout seen, its plan not made: this cycle makes it
             _core._forget_plans()
+        if a.ab_span:  # libwcache reads it at each attach
+            os.environ["WCACHE_TEST_SPREAD"] = "1" if w == "apart" else "0"
         t0 = time.perf_counter()
         conn = wcache.connect(device=a.device, runtime_dir=a.runtime_dir)
         tc = time.perf_counter()
@@ -102,10 +111,17 @@ def main():
         dev = next(iter(d.values())).device
         tm = m.times
         c_ns = tm["connect_ns"] + tm["hello_ns"] + tm["manifest_ns"] + tm["attach_ns"] + tm["map_ns"]
+        # The whole teardown inside the cycle: a lease that outlived it
+        # (a view the Model kept past detach) would be unmapped at the
+        # next cycle's `m = conn.attach()`, inside the next attach's time.
         del d
         m.detach()
+        del m
         conn.close()
+        del conn
         t2 = time.perf_counter()
+        if wcache.live_leases():
+            raise SystemExit("py_attach: a lease outlived its cycle (%d left)" % wcache.live_leases())
         if i >= a.warmup * len(ways):
             s_ = st[w]
             s_["att"].append(t1 - t0)
@@ -128,8 +144,9 @@ def main():
         s_ = st[w]
         res = {
             "tensors": n_tensors, "device": str(dev), "cycles": a.n, "identity": bool(a.model),
-            "views": {"batched": "batched", "each": "each", "cold": "batched, cold plan"}[w]
-            + (", alternating" if a.ab else ""),
+            "views": {"batched": "batched", "each": "each", "cold": "batched, cold plan",
+                      "apart": "batched, pools apart"}[w]
+            + (", alternating" if a.ab or a.ab_span else ""),
             "import_s": t_imp, "torch": torch.__version__,
             "attach_p50_ms": pct(s_["att"], 0.5) * 1e3, "attach_p99_ms": pct(s_["att"], 0.99) * 1e3,
             "cycle_p50_ms": pct(s_["cyc"], 0.5) * 1e3, "cycle_p99_ms": pct(s_["cyc"], 0.99) * 1e3,

@@ -13,8 +13,13 @@
 #   bench/py_gpu.sh all      both
 #
 # PY_TESTS: the CPU test files of `tests` (default test/py/test_py_*.py);
-# PY_RUNS, AB_RUNS: how many times the Python attach runs, and the A/B
-# runs (py_attach.py --ab), repeat (default 2 each).
+# PY_RUNS, AB_RUNS, SPAN_RUNS: how many times the Python attach runs, the
+# A/B runs of the views (py_attach.py --ab) and of the pools back to back
+# or apart (--ab-span) repeat (default 2 each); ROUNDS: engine starts
+# (bench/py_start.py -r; 0 skips them, default 3); PLAIN_RUNS: after all
+# that, wcd again without the layouts (no fused views: the 291 checkpoint
+# tensors the target counts), the C and the Python attach that
+# many times (default 0).
 # Logs go to $OUT. libwcache.so needs libjansson.so.4 at run time: put it in
 # $BUILD/lib when the machine lacks it (LD_LIBRARY_PATH points there).
 set -u
@@ -69,17 +74,48 @@ bench() {
 			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100 --ab
 			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100 --ab
 		done
+		echo "== pools back to back (one DLPack tensor for all) or apart (one per pool), cycle by cycle"
+		for _ in $(seq ${SPAN_RUNS:-2}); do
+			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100 --ab-span
+			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100 --ab-span
+		done
 		timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 20 --micro
 		echo "== C again after the Python runs (the spread of the C cycle in this run)"
 		wcbench attach --runtime-dir $rd --device $uuid --model $m -n 100 -q
 		wcbench attach --runtime-dir $rd --device $uuid -n 100 -q
 		echo "== attach x100: torch per-tensor CUDA IPC rebuild of the same tensors"
 		timeout 180 $PY bench/gpu_peers.py ipc-attach $m -n 100
-		echo "== engine start: fresh process to first logits (warm page cache)"
-		cat $m/*.safetensors >/dev/null
-		timeout 240 $PY bench/py_start.py --model $m --runtime-dir $rd --device 0 -r ${ROUNDS:-3}
+		if [ "${ROUNDS:-3}" -gt 0 ]; then
+			echo "== engine start: fresh process to first logits (warm page cache)"
+			cat $m/*.safetensors >/dev/null
+			timeout 240 $PY bench/py_start.py --model $m --runtime-dir $rd --device 0 -r ${ROUNDS:-3}
+		fi
+		if [ "${PLAIN_RUNS:-0}" -gt 0 ]; then
+			# this block is a subshell (the pipe to tee): no wait for $pid here
+			kill $pid
+			while kill -0 $pid 2>/dev/null; do sleep 0.1; done
+			echo "== wcd without the layouts (the checkpoint's 291 tensors, no fused views): C, then Python"
+			rm -rf $rd; mkdir -p $rd
+			# both sides: the engine's identity counts the layout too
+			export WCACHE_LAYOUT_DIR=/nonexistent
+			setsid wcd --model $m --device 0 --runtime-dir $rd >$rd/wcd.log 2>&1 </dev/null &
+			local plain=$!
+			for _ in $(seq 600); do
+				ls $rd/*.ready >/dev/null 2>&1 && break
+				kill -0 $plain 2>/dev/null || break
+				sleep 0.2
+			done
+			grep -E '^(bytes|tensors|load_seconds)=' $rd/*.ready
+			for _ in $(seq $PLAIN_RUNS); do
+				wcbench attach --runtime-dir $rd --device $uuid -n 100 -q
+				timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100
+				timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
+			done
+			kill $plain
+			while kill -0 $plain 2>/dev/null; do sleep 0.1; done
+		fi
 	} 2>&1 | tee "$OUT/bench.log"
-	kill $pid; wait $pid
+	kill $pid 2>/dev/null && wait $pid
 }
 
 case ${1:-all} in

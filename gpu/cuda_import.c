@@ -16,7 +16,8 @@
 #include "cuda_priv.h"
 
 static int import_vmm(struct gpu_dev *dev, int fd, uint64_t size,
-		      bool writable, struct cuda_map *cm, char *err)
+		      bool writable, void *at, struct cuda_map *cm,
+		      char *err)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
 	CUmemAccessDesc acc;
@@ -31,8 +32,13 @@ static int import_vmm(struct gpu_dev *dev, int fd, uint64_t size,
 				     "cannot import pool fd %d on %s: %s; the daemon must run on the same GPU and be reachable (same host)",
 				     fd, dev->name, gpu_cuda_drv_str(cd, r, es, sizeof(es)));
 	cm->map_size = gpu_align_up(size, dev->granularity);
-	r = cd->drv.MemAddressReserve(&cm->ptr, cm->map_size, dev->granularity, 0, 0);
-	if (r != CUDA_SUCCESS) {
+	cm->in_reserve = at != NULL;
+	if (at)
+		cm->ptr = (CUdeviceptr)(uintptr_t)at;
+	else
+		r = cd->drv.MemAddressReserve(&cm->ptr, cm->map_size,
+					      dev->granularity, 0, 0);
+	if (!at && r != CUDA_SUCCESS) {
 		ret = wc_errf(err, gpu_cuda_drv_errno(r),
 				    "cannot reserve %zu bytes of device address space: %s",
 				    cm->map_size, gpu_cuda_drv_str(cd, r, es, sizeof(es)));
@@ -63,7 +69,8 @@ static int import_vmm(struct gpu_dev *dev, int fd, uint64_t size,
 out_unmap:
 	cd->drv.MemUnmap(cm->ptr, cm->map_size);
 out_free_va:
-	cd->drv.MemAddressFree(cm->ptr, cm->map_size);
+	if (!cm->in_reserve)
+		cd->drv.MemAddressFree(cm->ptr, cm->map_size);
 out_release:
 	cd->drv.MemRelease(cm->h);
 	return ret;
@@ -87,7 +94,8 @@ static int import_legacy(struct gpu_dev *dev, const unsigned char *handle,
 }
 
 int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
-		    uint64_t size, bool writable, struct gpu_mapping *m, char *err)
+		    uint64_t size, bool writable, void *at,
+		    struct gpu_mapping *m, char *err)
 {
 	struct cuda_map *cm;
 	int ret;
@@ -104,8 +112,12 @@ int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
 	if (!cm)
 		return wc_errf(err, ENOMEM, "out of host memory importing a pool");
 	cm->legacy = fd < 0;
+	if (cm->legacy && at) {
+		free(cm);
+		return wc_errf(err, EINVAL, "a legacy IPC handle cannot be mapped at a chosen address");
+	}
 	ret = cm->legacy ? import_legacy(dev, handle, cm, err) :
-			   import_vmm(dev, fd, size, writable, cm, err);
+			   import_vmm(dev, fd, size, writable, at, cm, err);
 	if (ret) {
 		free(cm);
 		return ret;
@@ -113,8 +125,46 @@ int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
 	m->size = size;
 	m->ptr = (const void *)(uintptr_t)cm->ptr;
 	m->writable = cm->legacy || writable;
+	m->in_reserve = cm->in_reserve;
 	m->priv = cm;
 	return 0;
+}
+
+/* Address space for one lease's pools (gpu.h). */
+int gpu_cuda_reserve(struct gpu_dev *dev, uint64_t size, void **at, char *err)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	CUdeviceptr p = 0;
+	char es[160];
+	CUresult r;
+	int ret;
+
+	if (!cd->vmm)
+		return wc_errf(err, EOPNOTSUPP, "%s has no VMM: no address space to reserve",
+			       dev->name);
+	ret = gpu_cuda_enter(dev, err);
+	if (ret)
+		return ret;
+	r = cd->drv.MemAddressReserve(&p, gpu_align_up(size, dev->granularity),
+				      dev->granularity, 0, 0);
+	if (r != CUDA_SUCCESS)
+		return wc_errf(err, gpu_cuda_drv_errno(r),
+			       "cannot reserve %llu bytes of device address space: %s",
+			       (unsigned long long)size,
+			       gpu_cuda_drv_str(cd, r, es, sizeof(es)));
+	*at = (void *)(uintptr_t)p;
+	return 0;
+}
+
+void gpu_cuda_unreserve(struct gpu_dev *dev, void *at, uint64_t size)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+
+	if (!at)
+		return;
+	gpu_cuda_enter(dev, NULL);
+	cd->drv.MemAddressFree((CUdeviceptr)(uintptr_t)at,
+			       gpu_align_up(size, dev->granularity));
 }
 
 /* Copies between host memory and m->ptr + off. Uses only m->ptr and
@@ -164,7 +214,8 @@ void gpu_cuda_unimport(struct gpu_dev *dev, struct gpu_mapping *m)
 		cudaIpcCloseMemHandle((void *)(uintptr_t)cm->ptr);
 	} else {
 		cd->drv.MemUnmap(cm->ptr, cm->map_size);
-		cd->drv.MemAddressFree(cm->ptr, cm->map_size);
+		if (!cm->in_reserve)   /* else unreserve frees it */
+			cd->drv.MemAddressFree(cm->ptr, cm->map_size);
 		cd->drv.MemRelease(cm->h);
 	}
 	free(cm);

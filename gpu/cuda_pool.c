@@ -282,7 +282,7 @@ int gpu_cuda_pool_ready(struct gpu_dev *dev, struct gpu_pool *pool, char *err)
 		return 0;
 	limits_trim(dev);
 	ret = gpu_cuda_import(dev, pool->fd, NULL, pool->alloc_size, true,
-			      &cp->map, err);
+			      NULL, &cp->map, err);
 	if (ret)
 		return ret;
 	cp->remapped = true;

@@ -94,6 +94,7 @@ struct cuda_map {
 	bool legacy;
 	CUdeviceptr ptr;
 	size_t map_size;               /* reserved/mapped bytes (VMM) */
+	bool in_reserve;               /* VA from gpu_cuda_reserve, not ours */
 	CUmemGenericAllocationHandle h;
 };
 
@@ -158,7 +159,10 @@ int gpu_cuda_hash_end(struct gpu_dev *dev, uint8_t (*out)[16], char *err);
 
 /* cuda_import.c */
 int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
-		    uint64_t size, bool writable, struct gpu_mapping *m, char *err);
+		    uint64_t size, bool writable, void *at,
+		    struct gpu_mapping *m, char *err);
+int gpu_cuda_reserve(struct gpu_dev *dev, uint64_t size, void **at, char *err);
+void gpu_cuda_unreserve(struct gpu_dev *dev, void *at, uint64_t size);
 int gpu_cuda_read_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
 			  uint64_t off, void *dst, size_t len);
 int gpu_cuda_write_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,

@@ -71,6 +71,7 @@ struct gpu_mapping {
 	uint64_t size;
 	const void *ptr;           /* host: CPU pointer; cuda: device pointer */
 	bool writable;
+	bool in_reserve;           /* mapped into a reserve()d range */
 	void *priv;
 };
 
@@ -155,9 +156,20 @@ struct gpu_backend {
 	 * cuda: pass fd -1 with a handle for legacy pools, else the fd and a
 	 * NULL handle; the backend does not keep fd (the caller closes it).
 	 * Legacy CUDA IPC cannot map read-only: m->writable comes back true
-	 * there, whatever was asked. */
+	 * there, whatever was asked. at: NULL (the backend picks the
+	 * address), or where in a range from reserve() the mapping goes
+	 * (fd imports only; a multiple of the granularity): unimport then
+	 * leaves the address space to unreserve. */
 	int (*import)(struct gpu_dev *dev, int fd, const unsigned char *handle,
-		      uint64_t size, bool writable, struct gpu_mapping *m, char *err);
+		      uint64_t size, bool writable, void *at,
+		      struct gpu_mapping *m, char *err);
+	/* Optional (NULL: none; both or neither). Client side: size bytes
+	 * (a multiple of the granularity) of address space that imports
+	 * map into at chosen places, so that one lease's pools lie back to
+	 * back; unreserve gives it back after every import in it was
+	 * unimported. */
+	int (*reserve)(struct gpu_dev *dev, uint64_t size, void **at, char *err);
+	void (*unreserve)(struct gpu_dev *dev, void *at, uint64_t size);
 	/* copies mapped bytes to host memory (client-side verify) */
 	int (*read_mapping)(struct gpu_dev *dev, const struct gpu_mapping *m,
 			    uint64_t off, void *dst, size_t len);

@@ -284,8 +284,8 @@ static int host_pool_adopt(struct gpu_dev *dev, struct gpu_pool *pool, int fd,
 }
 
 static int host_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
-		       uint64_t size, bool writable, struct gpu_mapping *m,
-		       char *err)
+		       uint64_t size, bool writable, void *at,
+		       struct gpu_mapping *m, char *err)
 {
 	struct stat st;
 	int seals;
@@ -308,14 +308,15 @@ static int host_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
 			    "a read-write import of a sealed pool is refused: the daemon seals its pools so that no engine can change a shared byte; attach read-only");
 	if (size == 0)
 		size = 1;
-	p = mmap(NULL, size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
-		 MAP_SHARED, fd, 0);
+	p = mmap(at, size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
+		 MAP_SHARED | (at ? MAP_FIXED : 0), fd, 0);
 	if (p == MAP_FAILED)
 		return wc_errf(err, errno, "cannot map a %llu-byte pool: %s",
 			    (unsigned long long)size, strerror(errno));
 	m->size = size;
 	m->ptr = p;
 	m->writable = writable;
+	m->in_reserve = at != NULL;
 	return 0;
 }
 
@@ -328,11 +329,36 @@ static int host_read_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
 	return 0;
 }
 
+/* In a reserved range the pool's pages go back to PROT_NONE (unmapped, the
+ * range still the reserver's), else away. */
 static void host_unimport(struct gpu_dev *dev, struct gpu_mapping *m)
 {
-	if (m->ptr)
+	if (m->ptr && m->in_reserve)
+		mmap((void *)m->ptr, m->size, PROT_NONE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+	else if (m->ptr)
 		munmap((void *)m->ptr, m->size);
 	m->ptr = NULL;
+}
+
+/* Address space for imports (gpu.h): PROT_NONE anonymous memory that the
+ * imports replace with MAP_FIXED and give back to PROT_NONE. */
+static int host_reserve(struct gpu_dev *dev, uint64_t size, void **at, char *err)
+{
+	void *p = mmap(NULL, size, PROT_NONE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+
+	if (p == MAP_FAILED)
+		return wc_errf(err, errno, "cannot reserve %llu bytes of address space: %s",
+			       (unsigned long long)size, strerror(errno));
+	*at = p;
+	return 0;
+}
+
+static void host_unreserve(struct gpu_dev *dev, void *at, uint64_t size)
+{
+	if (at)
+		munmap(at, size);
 }
 
 const struct gpu_backend gpu_host_backend = {
@@ -354,6 +380,8 @@ const struct gpu_backend gpu_host_backend = {
 	.pool_release = host_pool_release,
 	.pool_adopt = host_pool_adopt,
 	.import = host_import,
+	.reserve = host_reserve,
+	.unreserve = host_unreserve,
 	.read_mapping = host_read_mapping,
 	.unimport = host_unimport,
 	.write_mapping = NULL,

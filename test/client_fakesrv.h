@@ -81,6 +81,8 @@ static pid_t srv_pid;
  * header's length kept consistent), to see that the client only ever fails
  * cleanly. */
 static uint64_t mut_state;
+/* "shortpool": pool 1 announces more bytes than its memfd holds */
+static bool short_pool;
 
 static inline uint64_t mut_next(void)
 {
@@ -298,8 +300,9 @@ static inline void srv_attach(int fd, struct wire_put *w,
 	for (uint32_t i = 0; i < 2; i++) {
 		struct wire_attach a = { .lease = 77, .version = 3, .total = 2,
 					 .first = i, .count = 1 };
-		struct wire_pool pl = { .size = cur_pool[i],
-					.alloc_size = cur_pool[i],
+		uint64_t sz = cur_pool[i] * (short_pool && i == 1 ? 2 : 1);
+		struct wire_pool pl = { .size = sz,
+					.alloc_size = sz,
 					.export_kind = GPU_EXPORT_FD,
 					.flags = WIRE_POOL_SEALED,
 					.fd_index = 0 };
@@ -344,6 +347,7 @@ static inline void srv_conn(int fd)
 				exit(7);
 			snprintf(sc, sizeof(sc), "%s", hq.label);
 			mut_state = 0;
+			short_pool = !strcmp(sc, "shortpool");
 			if (!strncmp(sc, "mutate:", 7))
 				mut_state = strtoull(sc + 7, NULL, 10) * 2654435761u + 1;
 			if (!strncmp(sc, "big", 3)) {

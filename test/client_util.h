@@ -274,6 +274,21 @@ static inline int e2e_fd_count(pid_t pid)
 	return n;
 }
 
+/* e2e_fd_count once it is want, or after ms: a daemon holds a descriptor
+ * for a moment while it answers (a STATUS connection it has not yet seen
+ * close, the old daemon's handover socket), so a leak check reads the
+ * count that stays, not one taken mid-request. */
+static inline int e2e_fd_count_settled(pid_t pid, int want, int ms)
+{
+	int n = e2e_fd_count(pid);
+
+	for (int k = 0; k < ms && n != want; k += 10) {
+		usleep(10000);
+		n = e2e_fd_count(pid);
+	}
+	return n;
+}
+
 /* Starts `wcd --takeover` for x's device, its output appended to x's log;
  * returns its pid (the caller waits for it). */
 static inline pid_t e2e_spawn_takeover(struct e2e *x)

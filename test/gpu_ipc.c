@@ -214,7 +214,7 @@ static int run_importer(bool legacy, int sock)
 	msg_recv(sock, &m, &fd);
 	size = strtoull(m.text, NULL, 10);
 	open_dev(be, &dev);
-	ret = be->import(&dev, fd, legacy ? m.handle : NULL, m.size, false, &map, err);
+	ret = be->import(&dev, fd, legacy ? m.handle : NULL, m.size, false, NULL, &map, err);
 	if (fd >= 0)
 		close(fd);
 	if (ret) {

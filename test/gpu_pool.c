@@ -267,7 +267,7 @@ static void check_idle(const struct gpu_backend *be, struct gpu_dev *dev)
 	T_EQ_U64(pools[0].dev_ptr, 0);
 	T_CMP_INT(pools[0].fd, >=, 0);
 	/* an engine's import of the parked pool */
-	T_OK(be->import(dev, pools[0].fd, NULL, n, false, &m, err));
+	T_OK(be->import(dev, pools[0].fd, NULL, n, false, NULL, &m, err));
 	T_OK(be->read_mapping(dev, &m, 0, back, n));
 	T_ASSERT(memcmp(back, want[0], n) == 0);
 	be->unimport(dev, &m);

@@ -157,9 +157,9 @@ static void new_killed(struct e2e *x, struct engine *g, int k)
 		if (listed && e2e_now_ms() > end)
 			T_FAIL("%s: the old daemon still lists the dead new one", at);
 	}
-	if (e2e_fd_count(x->wcd) != fds) {
+	if (e2e_fd_count_settled(x->wcd, fds, 2000) != fds) {
 		e2e_show_log(x->log);
-		T_FAIL("%s: the old daemon holds %d descriptors, %d before",
+		T_FAIL("%s: the old daemon holds %d descriptors for 2 s, %d before",
 		       at, e2e_fd_count(x->wcd), fds);
 	}
 	T_EQ_U64(e2e_compare_all(x, g->m), x->m.ntensors);

@@ -179,7 +179,7 @@ int main(void)
 	T_EQ_INT(WTERMSIG(st), SIGSEGV);
 
 	/* client import: read-only maps the same bytes; writes fault */
-	T_OK(be->import(&dev, pool.fd, NULL, pool.size, false, &m, err));
+	T_OK(be->import(&dev, pool.fd, NULL, pool.size, false, NULL, &m, err));
 	T_ASSERT(!m.writable);
 	T_OK(be->read_mapping(&dev, &m, 1000, back, 32));
 	T_EQ_INT(back[9], 17);
@@ -192,14 +192,14 @@ int main(void)
 	be->unimport(&dev, &m);
 
 	/* a read-write import of a sealed pool is refused with a reason */
-	T_EQ_INT(be->import(&dev, pool.fd, NULL, pool.size, true, &m, err),
+	T_EQ_INT(be->import(&dev, pool.fd, NULL, pool.size, true, NULL, &m, err),
 		 -EPERM);
 	T_HAS(err, "sealed");
 	T_HAS(err, "read-only");
 	/* an fd smaller than announced */
-	T_EQ_INT(be->import(&dev, pool.fd, NULL, pool.alloc_size + 1, false,
+	T_EQ_INT(be->import(&dev, pool.fd, NULL, pool.alloc_size + 1, false, NULL,
 			    &m, err), -EINVAL);
-	T_EQ_INT(be->import(&dev, -1, NULL, 10, false, &m, err), -EINVAL);
+	T_EQ_INT(be->import(&dev, -1, NULL, 10, false, NULL, &m, err), -EINVAL);
 
 	be->staging_free(&dev, stage, 4096);
 	be->pool_release(&dev, &pool);

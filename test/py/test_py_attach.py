@@ -240,6 +240,64 @@ def test_batched_views_equal_one_view_each(daemons, tiny, tmp_path):
                     assert as_bytes(got[n]) == data, n
                 del got, ref, x, y
                 m.detach()
+            # the bench's --cold-plan: the next attach makes the plan again
+            _core._forget_plans()
+            m = c.attach(model_dir=tiny, framework="torch")
+            assert m._plan_box[0] is None
+            got = m.tensors()
+            assert m._plan_box[0] and m._plan_box[0][1]
+            for n, (dtype, shape, data) in files.items():
+                assert as_bytes(got[n]) == data, n
+            del got
+            m.detach()
+
+
+@pytest.mark.parametrize("spread", (False, True))
+def test_pools_back_to_back(daemons, tiny, monkeypatch, spread):
+    """libwcache maps a lease's pools back to back where the address space
+    allows (wc_model_span), and tensors("torch") then makes every view from
+    one DLPack tensor over all of them; WCACHE_TEST_SPREAD=1 maps them
+    wherever the kernel puts them (as when no stretch fits), and the views
+    come from one tensor per pool. Both give every file's bytes, and
+    detach() with no tensor alive unmaps at once (the span is the Model's
+    own hold too)."""
+    import ctypes
+    from conftest import pool_mappings
+    from wcache import _core, _lib
+    files = safetensors_files(tiny)
+    if spread:
+        monkeypatch.setenv("WCACHE_TEST_SPREAD", "1")
+    d = daemons(tiny, "span%d" % spread, "--pool-size", "3M")
+    with d.connect() as c:
+        for n_attach in range(3):   # one view each, then the plan made, then kept
+            m = c.attach(model_dir=tiny, framework="torch")
+            mp = m._lease.m
+            n = _lib.lib.wc_pool_count(mp)
+            assert n > 1
+            pv = _lib.new(_lib.WcPoolView)
+            offs = (ctypes.c_uint64 * n)()
+            ret = _lib.lib.wc_model_span(mp, ctypes.byref(pv), offs, n)
+            ptrs = []
+            for i in range(n):
+                p = _lib.new(_lib.WcPoolView)
+                assert _lib.lib.wc_pool_at(mp, i, ctypes.byref(p)) == 0
+                ptrs.append((p.ptr, p.size))
+            if spread:
+                assert ret < 0, "WCACHE_TEST_SPREAD=1 left the pools back to back"
+                assert not any(ptrs[i][0] == ptrs[i - 1][0] + ptrs[i - 1][1] for i in range(1, n))
+            else:
+                assert ret == n, "the pools were not mapped back to back"
+                assert pv.ptr == ptrs[0][0] and pv.size == sum(sz for _, sz in ptrs)
+                assert [pv.ptr + o for o in offs] == [p for p, _ in ptrs]
+            got = m.tensors()
+            assert m._span_of() is (not spread)
+            for name, (dtype, shape, data) in files.items():
+                assert as_bytes(got[name]) == data, name
+                assert tuple(got[name].shape) == tuple(shape), name
+            del got
+            m.detach()
+            assert pool_mappings() == [] and wcache.live_leases() == 0, \
+                "detach() with no tensor alive left the pools mapped"
 
 
 def test_table_cache_keeps_no_pointer(daemons, tmp_path):

@@ -177,3 +177,33 @@ def test_batched_view_lives(daemons, tiny):
     gc.collect()
     assert pool_mappings() == []
     assert wcache.live_tensors() == 0 and wcache.live_leases() == 0
+
+
+def test_attach_cycle_leaves_no_garbage(daemons, tiny):
+    """An attach, its tensors (numpy and torch, batched views and one view
+    each) and the detach free everything by reference counting: nothing
+    for the cyclic collector to find (before the array types were kept,
+    each attach made two ctypes array types that only it freed, about
+    18 us each to make, and the collector's passes besides)."""
+    d = daemons(tiny, "nogc", "--pool-size", "3M")
+    with d.connect() as c:
+        def cycle():
+            m = c.attach(model_dir=tiny, framework="torch")
+            t = m.tensors()
+            n = m.tensors("numpy")
+            x = m.tensor("model.norm.weight")
+            del t, n, x
+            m.detach()
+        for _ in range(3):      # the first attaches of a layout make its plan
+            cycle()
+        gc.collect()
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            for _ in range(3):
+                cycle()
+            assert gc.collect() == 0, "an attach cycle left garbage for the collector"
+        finally:
+            if was:
+                gc.enable()
+        assert wcache.live_leases() == 0 and wcache.live_tensors() == 0

@@ -133,6 +133,7 @@ static int manifest_fetch(struct wc_conn *c, struct wc_model *m,
 		return ret;
 	}
 	m->strings = ar.buf;
+	m->strings_len = ar.len;
 	for (uint64_t i = 0; i < m->ntensors; i++) {
 		m->t[i].name = ar.buf + (uintptr_t)m->t[i].name;
 		m->t[i].dtype = ar.buf + (uintptr_t)m->t[i].dtype;
@@ -248,6 +249,15 @@ static int attach_request(struct wc_conn *c, struct wc_model *m,
 	return 0;
 }
 
+/* A test hook (WCACHE_TEST_SPREAD=1): the pools are mapped wherever the
+ * backend puts them, as where no stretch of address space fits them all. */
+static bool getenv_flag(const char *name)
+{
+	const char *v = getenv(name);
+
+	return v && *v && strcmp(v, "0");
+}
+
 /* Imports every pool, then checks that each tensor lies inside its pool
  * and sets its pointer. */
 static int pools_map(struct wc_conn *c, struct wc_model *m, struct pools *ps,
@@ -255,8 +265,25 @@ static int pools_map(struct wc_conn *c, struct wc_model *m, struct pools *ps,
 {
 	bool writable = m->flags & WC_ATTACH_WRITABLE;
 	char e[WC_ERR_LEN > WC_ERR_LEN ? WC_ERR_LEN : WC_ERR_LEN];
+	char *at = NULL;
+	uint64_t total = 0;
 	int ret;
 
+	/* back to back in one reserved range where the backend can
+	 * (wc_model_span), else wherever each import lands */
+	for (uint32_t i = 0; i < ps->n; i++) {
+		total += gpu_align_up(ps->p[i].alloc_size, c->dev.granularity);
+		if (ps->fd[i] < 0)
+			total = 0;   /* legacy handles map where CUDA puts them */
+		if (!total)
+			break;
+	}
+	if (c->dev.be->reserve && ps->n > 1 && total &&
+	    !getenv_flag("WCACHE_TEST_SPREAD") &&
+	    !c->dev.be->reserve(&c->dev, total, &m->va, e)) {
+		m->va_size = total;
+		at = m->va;
+	}
 	for (uint32_t i = 0; i < ps->n; i++) {
 		const struct wire_pool *pl = &ps->p[i];
 
@@ -266,12 +293,14 @@ static int pools_map(struct wc_conn *c, struct wc_model *m, struct pools *ps,
 					ps->fd[i] >= 0 ? "a" : "no");
 		ret = c->dev.be->import(&c->dev, ps->fd[i],
 					ps->fd[i] >= 0 ? NULL : pl->handle,
-					pl->alloc_size, writable, &m->maps[i], e);
+					pl->alloc_size, writable, at, &m->maps[i], e);
 		if (ret)
 			return wc__fail(err, -ret, "mapping pool %u (%llu bytes) from the daemon at %s failed: %s",
 					i, (unsigned long long)pl->alloc_size,
 					c->sock, e);
 		m->npools = i + 1;
+		if (at)
+			at += gpu_align_up(pl->alloc_size, c->dev.granularity);
 		if (ps->fd[i] >= 0) {
 			close(ps->fd[i]);
 			ps->fd[i] = -1;
@@ -306,6 +335,10 @@ static void maps_release(struct wc_conn *c, struct wc_model *m)
 	for (uint32_t i = 0; i < m->npools; i++)
 		c->dev.be->unimport(&c->dev, &m->maps[i]);
 	m->npools = 0;
+	if (m->va)
+		c->dev.be->unreserve(&c->dev, m->va, m->va_size);
+	m->va = NULL;
+	m->va_size = 0;
 }
 
 int wc_attach(struct wc_conn *c, unsigned flags, struct wc_model **out,

@@ -60,9 +60,12 @@ struct wc_model {
 	bool manifest_only;          /* wc_manifest: no lease, no pools */
 	uint32_t npools;
 	struct gpu_mapping maps[WC_POOLS_MAX];
+	void *va;                    /* the pools' reserved range, or NULL */
+	uint64_t va_size;
 	uint64_t ntensors;
 	struct wc_tensor *t;
 	char *strings;               /* names and dtypes, one block */
+	size_t strings_len;
 	uint32_t nbuckets;           /* power of two, >= 2 * ntensors */
 	uint32_t *buckets;           /* tensor index + 1, 0 = empty */
 };

@@ -172,6 +172,74 @@ int wc_pool_at(const struct wc_model *m, uint32_t i, struct wc_pool_view *out)
 	return 0;
 }
 
+/* Entry i of m's layout bytes (wc_model_layout). */
+static void layout_row(const struct wc_model *m, uint64_t i, struct wc_tensor *t)
+{
+	memcpy(t, &m->t[i], sizeof(*t));   /* padding too: the table is calloc'd */
+	t->name = (const char *)(uintptr_t)(m->t[i].name - m->strings);
+	t->dtype = (const char *)(uintptr_t)(m->t[i].dtype - m->strings);
+	t->ptr = NULL;
+	memset(t->hash, 0, sizeof(t->hash));
+}
+
+size_t wc_model_layout(const struct wc_model *m, void *buf, size_t len)
+{
+	size_t rows = (size_t)m->ntensors * sizeof(struct wc_tensor);
+	size_t need = rows + m->strings_len;
+	char *out = buf;
+
+	if (!buf || len < need)
+		return need;
+	for (uint64_t i = 0; i < m->ntensors; i++) {
+		struct wc_tensor t;
+
+		layout_row(m, i, &t);
+		memcpy(out + i * sizeof(t), &t, sizeof(t));
+	}
+	if (m->strings_len)
+		memcpy(out + rows, m->strings, m->strings_len);
+	return need;
+}
+
+int wc_model_layout_eq(const struct wc_model *m, const void *buf, size_t len)
+{
+	size_t rows = (size_t)m->ntensors * sizeof(struct wc_tensor);
+	const char *in = buf;
+
+	if (!buf || len != rows + m->strings_len)
+		return 0;
+	for (uint64_t i = 0; i < m->ntensors; i++) {
+		struct wc_tensor t;
+
+		layout_row(m, i, &t);
+		if (memcmp(in + i * sizeof(t), &t, sizeof(t)))
+			return 0;
+	}
+	return !m->strings_len || !memcmp(in + rows, m->strings, m->strings_len);
+}
+
+int wc_model_span(const struct wc_model *m, struct wc_pool_view *out,
+		  uint64_t *pool_off, uint32_t n)
+{
+	const char *base;
+
+	if (!m->npools)
+		return -ENOENT;
+	base = m->maps[0].ptr;
+	for (uint32_t i = 1; i < m->npools; i++)
+		if ((const char *)m->maps[i].ptr !=
+		    (const char *)m->maps[i - 1].ptr + m->maps[i - 1].size ||
+		    m->maps[i].writable != m->maps[0].writable)
+			return -ENOENT;
+	out->ptr = base;
+	out->size = (uint64_t)((const char *)m->maps[m->npools - 1].ptr - base) +
+		    m->maps[m->npools - 1].size;
+	out->writable = m->maps[0].writable;
+	for (uint32_t i = 0; pool_off && i < n && i < m->npools; i++)
+		pool_off[i] = (uint64_t)((const char *)m->maps[i].ptr - base);
+	return (int)m->npools;
+}
+
 /* Hashes one tensor's bytes. Host memory is hashed in place; device memory
  * is copied through buf (WC_VERIFY_CHUNK bytes) with the backend's
  * read_mapping. */

@@ -250,6 +250,24 @@ int wc_lookup(const struct wc_model *m, const char *name,
 	      const struct wc_tensor **out, struct wc_error *err);
 uint32_t wc_pool_count(const struct wc_model *m);
 int wc_pool_at(const struct wc_model *m, uint32_t i, struct wc_pool_view *out);
+/* m's layout as bytes that depend on nothing but the layout: every entry
+ * of the table (struct wc_tensor) with its name and dtype as offsets into
+ * the names block, no data pointer and no hash, then the names block (the
+ * names and dtypes, NUL-terminated, in table order). Equal bytes: the same
+ * names, dtypes, shapes, pools, offsets, flags and padded rows, in the
+ * same order. Returns the length; writes only when len is at least that
+ * (buf NULL: just the length). */
+size_t wc_model_layout(const struct wc_model *m, void *buf, size_t len);
+/* 1 when m's layout bytes are the len bytes at buf, else 0: the compare
+ * without the copy. */
+int wc_model_layout_eq(const struct wc_model *m, const void *buf, size_t len);
+/* Every pool of m in one stretch: where the pools were mapped back to back
+ * (libwcache asks for that; the address space may not allow it), out
+ * covers them all, pool_off[i] (i < n; pool_off may be NULL) gets pool i's
+ * offset in it, and the return is the pool count. -ENOENT where they are
+ * not back to back (or differ in writability): use wc_pool_at. */
+int wc_model_span(const struct wc_model *m, struct wc_pool_view *out,
+		  uint64_t *pool_off, uint32_t n);
 
 /* Recomputes every tensor's XXH3-128 from the mapped bytes (host: straight
  * from the mapping; cuda: copied to host in chunks) and compares it with the

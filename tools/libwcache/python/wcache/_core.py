@@ -366,24 +366,27 @@ class Model(collections.abc.Mapping):
         self._n = n
         self._fields, self._names, self._dts, self._cols = (), [], [], [()] * _ROW_FIELDS
         self._rows_ = None
-        self._raw = None
+        self._addr = None
         self._index = {}
         self._plan_box = [0]
+        self._pools_off = None    # _span_of: () pools apart, else offsets
+        self._span = None
         if n:
             first = lib.wc_tensor_at(m, 0)
-            addr = ctypes.addressof(first.contents)
-            t = _table(addr, n)
-            self._raw, self._fields, self._names, self._dts, self._cols, self._index, \
-                self._plan_box = t
+            self._addr = ctypes.addressof(first.contents)
+            self._fields, self._names, self._dts, self._cols, self._index, \
+                self._plan_box = _table(m, self._addr, n)
         self._manifest = None
 
     @property
     def _rows(self):
         """The table as tuples (_rows_of), built when first asked for."""
         if self._rows_ is None:
-            # the current table's pointers (fields may be a cached table's)
-            fields = list(_ROW.iter_unpack(self._raw)) if self._raw else ()
-            self._rows_ = _rows_of(fields, self._names, self._dts)
+            # the current table's pointers and hashes (fields may be a
+            # cached table's), read while the lease keeps the table
+            self._check()
+            raw = ctypes.string_at(self._addr, self._n * _ROW.size) if self._n else b""
+            self._rows_ = _rows_of(list(_ROW.iter_unpack(raw)), self._names, self._dts)
         return self._rows_
 
     # -- mapping ------------------------------------------------------------
@@ -460,7 +463,7 @@ class Model(collections.abc.Mapping):
     def _capsule(self, ptr, code, bits, shape):
         self._check()
         nd = len(shape)
-        dims = (ctypes.c_int64 * max(nd, 1))(*shape)
+        dims = _array(ctypes.c_int64, max(nd, 1))(*shape)
         out = ctypes.c_void_p()
         err = _lib.new(_lib.WcError)
         dev = (2, self.ordinal) if self.ordinal >= 0 else (1, 0)
@@ -529,7 +532,11 @@ class Model(collections.abc.Mapping):
                 pv = _lib.new(_lib.WcPoolView)
                 if lib.wc_pool_at(self._lease.m, i, ctypes.byref(pv)) < 0:
                     raise errors.BadReply(errno.EBADMSG, "wcache: no pool %d" % i)
-                p = self._import(self._capsule(pv.ptr, _dtypes.UINT, 8, [pv.size]), framework)
+                if framework == "torch" and self._span_of():
+                    o = self._pools_off[i]
+                    p = self._span[o:o + pv.size]
+                else:
+                    p = self._import(self._capsule(pv.ptr, _dtypes.UINT, 8, [pv.size]), framework)
             self._pools[key] = p
         return p
 
@@ -574,10 +581,21 @@ class Model(collections.abc.Mapping):
             return self._torch_tensors_each()
         if plan is None:
             plan = box[0] = _plan(self._fields, self._dts, self._names)
-        pools, ops, inv = plan
-        bases = [self._pool(pool, "torch") if dt in _dtypes.SUB_BYTE else
-                 self._pool(pool, "torch", _dtypes.torch_dtype(dt, torch))
-                 for dt, pool in pools]
+        pools, ops, names, template, spans = plan
+        if self._span_of():
+            # one view of the span per dtype, the ops' offsets made
+            # absolute once per pool placement (the same for every attach
+            # of the layout: the pools' offsets in the reserved range)
+            prog = spans.get(self._pools_off)
+            if prog is None:
+                prog = spans[self._pools_off] = _span_program(pools, ops, self._pools_off, torch)
+            dtypes, ops = prog
+            span = self._span
+            bases = [span if d is None else span.view(d) for d in dtypes]
+        else:
+            bases = [self._pool(pool, "torch") if dt in _dtypes.SUB_BYTE else
+                     self._pool(pool, "torch", _dtypes.torch_dtype(dt, torch))
+                     for dt, pool in pools]
         vals = []
         put, put_all = vals.append, vals.extend
         for b, shape, st, off, k in ops:
@@ -585,14 +603,32 @@ class Model(collections.abc.Mapping):
                 put_all(bases[b].as_strided(shape, st, off).unbind(0))
             else:
                 put(bases[b].as_strided(shape, st, off))
-        return dict(zip(self._names, map(vals.__getitem__, inv)))
+        out = template.copy()      # manifest order; filled in op order
+        out.update(zip(names, vals))
+        return out
+
+    def _span_of(self):
+        """True when every pool is in one torch tensor of bytes (self._span,
+        pool i at self._pools_off[i]): libwcache mapped them back to back."""
+        if self._pools_off is None:
+            self._pools_off = ()
+            n = lib.wc_pool_count(self._lease.m)
+            pv = _lib.new(_lib.WcPoolView)
+            offs = _array(ctypes.c_uint64, max(n, 1))()
+            if n and lib.wc_model_span(self._lease.m, ctypes.byref(pv), offs, n) == n:
+                self._span = self._import(self._capsule(pv.ptr, _dtypes.UINT, 8, [pv.size]), "torch")
+                self._pools_off = tuple(offs[:n])
+        return self._span is not None
 
     def _torch_tensors_each(self):
         """tensors("torch") with one as_strided per tensor (no batches):
         what _torch_tensors replaced, kept to compare with (bench)."""
         import torch
         out = {}
-        views = {}  # dtype -> {pool: (1-D view of the pool, element size)}
+        # dtype -> {pool: (1-D view of the pool, element size, its storage
+        # offset: as_strided's offset is the storage's, and a pool's view
+        # starts inside the span's storage where there is one)}
+        views = {}
         for r in self._rows:
             v = views.get(r[1])
             if v is None:
@@ -600,13 +636,14 @@ class Model(collections.abc.Mapping):
             pv = v.get(r[5])
             if pv is None:
                 if r[1] in _dtypes.SUB_BYTE:
-                    pv = (self._pool(r[5], "torch"), 0)
+                    pv = (self._pool(r[5], "torch"), 0, 0)
                 else:
                     d = _dtypes.torch_dtype(r[1], torch)
-                    pv = (self._pool(r[5], "torch", d), _esize(d))
+                    b = self._pool(r[5], "torch", d)
+                    pv = (b, _esize(d), b.storage_offset())
                 v[r[5]] = pv
             if pv[1]:
-                out[r[0]] = pv[0].as_strided(r[2], r[9], r[6] // pv[1])
+                out[r[0]] = pv[0].as_strided(r[2], r[9], r[6] // pv[1] + pv[2])
             else:
                 out[r[0]] = pv[0][r[6]:r[6] + r[3]]
         return out
@@ -631,7 +668,8 @@ class Model(collections.abc.Mapping):
         lease = getattr(self, "_lease", None)
         if lease is None:
             return
-        self._pools = {}
+        self._pools = {}    # its own views hold the lease too
+        self._span = None
         lease.drop()
 
     close = detach
@@ -676,55 +714,36 @@ def _read_table(addr, n):
 # Tables read before (_table): a re-attach of the same layout in a process
 # (the next engine start, the next version after an update) reuses the
 # parse, the index and the plan of _torch_tensors. By (entries, length of
-# the names block, length of the table), the most recent last, at most
-# _TABLES_MAX of each such size.
+# wc_model_layout's bytes), the most recent last, at most _TABLES_MAX of
+# each such size.
 _TABLES = {}
 _TABLES_MAX = 8
-# What differs between two attaches of one layout, in 8-byte words of a
-# row of struct wc_tensor: the name, dtype and data pointers, the hash (a
-# new version of the same layout: the next step of an update loop)
-_VARYING_WORDS = tuple(getattr(_lib.WcTensor, f).offset // 8 for f in ("name", "dtype", "ptr")) + \
-    tuple(_lib.WcTensor.hash.offset // 8 + j for j in range(_lib.WC_HASH_LEN // 8))
-assert _VARYING_WORDS == (0, 1, 12, 15, 16) and _ROW.size % 8 == 0
 
 
-def _table(addr, n):
-    """(raw, fields, names, dtypes, columns, index) of the C table at addr:
-    raw the table's bytes as read now; the rest _read_table's, from the
-    cache when the same layout was read before. The same means: every
-    field but the three pointers and the hash equal byte for byte, the
-    names block equal byte for byte, and the name and dtype pointers at
-    the same places in it (one shift for all: the block moved, nothing
-    else), so that the cached names are this table's names. The data
-    pointers and hashes are never taken from the cache (Model._rows reads
-    them from raw); what is (names, dtypes, shapes, pools, offsets, flags,
+def _table(m, addr, n):
+    """(fields, names, dtypes, columns, index, plan box) of the C table at
+    addr (of model m): _read_table's, from the cache when the same layout
+    was read before. The same means: wc_model_layout's bytes equal (every
+    field but the data pointer and the hash, the names and dtypes as
+    places in the names block, and the names block), compared byte for
+    byte in place (wc_model_layout_eq), not hashed. The data pointers and
+    hashes are never taken from the cache (Model._rows reads them from the
+    table itself); what is (names, dtypes, shapes, pools, offsets, flags,
     padded rows, the plan) is the same in both."""
-    raw = ctypes.string_at(addr, n * _ROW.size)
-    w = _ROW.size // 8
-    q = memoryview(raw).cast("Q")
-    names_p, dts_p = q[0::w].tolist(), q[1::w].tolist()
-    blk = ctypes.string_at(names_p[0], dts_p[-1] - names_p[0] + len(ctypes.string_at(dts_p[-1]))) \
-        if dts_p[-1] >= names_p[0] else None
-    masked = bytearray(raw)
-    mq = memoryview(masked).cast("Q")
-    zero = memoryview(bytes(8 * n)).cast("Q")
-    for j in _VARYING_WORDS:
-        mq[j::w] = zero
-    masked = bytes(masked)
-    key = (n, len(blk) if blk is not None else -1, len(masked))
-    for hit in reversed(_TABLES.get(key, ())):   # compared, not hashed: memcmp
-        if blk is not None and hit[0] == masked and hit[1] == blk:
-            shift = names_p[0] - hit[2]
-            if list(map(operator.sub, names_p, hit[3])).count(shift) == n and \
-                    list(map(operator.sub, dts_p, hit[4])).count(shift) == n:
-                return (raw,) + hit[5]
+    size = lib.wc_model_layout(m, None, 0)
+    key = (n, size)
+    for hit in reversed(_TABLES.get(key, ())):   # compared in place, not hashed
+        if lib.wc_model_layout_eq(m, hit[0], size):
+            return hit[1]
+    buf = ctypes.create_string_buffer(size)
+    lib.wc_model_layout(m, buf, size)
+    lay = buf.raw
     fields, names, dts, cols = _read_table(addr, n)
     got = (fields, names, dts, cols, dict(zip(names, range(n))), [0])
-    if blk is not None:
-        same = _TABLES.setdefault(key, [])
-        same.append((masked, blk, names_p[0], names_p, dts_p, got))
-        del same[:-_TABLES_MAX]
-    return (raw,) + got
+    same = _TABLES.setdefault(key, [])
+    same.append((lay, got))
+    del same[:-_TABLES_MAX]
+    return got
 
 
 def _contiguous(shape):
@@ -763,18 +782,21 @@ def _forget_plans():
     """Every table read before keeps its parse, not its plan: the next
     attach of each makes the plan again (for the bench and the tests)."""
     for same in _TABLES.values():
-        for e in same:
-            if e[5][5][0] != 0:
-                e[5][5][0] = None
+        for _, got in same:
+            box = got[5]
+            if box[0] != 0:
+                box[0] = None
 
 
 def _plan(fields, dts, names):
-    """How _torch_tensors makes every tensor: (pools, ops, inv). pools:
-    the (dtype, pool) of each 1-D base view; ops: (base, shape, strides,
-    offset, k) in elements of the dtype, k == 0 one as_strided, else a run
-    of k tensors at offset + j * step as one as_strided (shape and strides
-    with the run's dimension in front: k, step) and unbind; inv: for each
-    table entry its place among the tensors the ops make, in op order.
+    """How _torch_tensors makes every tensor: (pools, ops, names, template,
+    spans). pools: the (dtype, pool) of each 1-D base view; ops: (base,
+    shape, strides, offset, k) in elements of the dtype, k == 0 one
+    as_strided, else a run of k tensors at offset + j * step as one
+    as_strided (shape and strides with the run's dimension in front: k,
+    step) and unbind; names: the tensors' names in the order the ops make
+    them; template: every name in table order (the dict's order); spans:
+    _span_program's results by pool placement, filled by _torch_tensors.
     Runs are found among entries of one dtype, pool, shape and
     next-to-last name part ("q_proj" of
     "model.layers.7.self_attn.q_proj.weight": the same weight of
@@ -818,13 +840,35 @@ def _plan(fields, dts, names):
                 ops.append((b, (k - j,) + shape, (step // es,) + st, offs[j] // es, k - j))
                 order.extend(idx[j:k])
                 j = k
-    inv = [0] * len(order)
-    for pos, i in enumerate(order):
-        inv[i] = pos
-    return list(pools), ops, inv
+    return list(pools), ops, [names[i] for i in order], dict.fromkeys(names), {}
+
+
+def _span_program(pools, ops, pools_off, torch):
+    """A plan's ops over the span (every pool in one tensor, pool i at byte
+    pools_off[i]): (dtypes, ops) with one base per dtype (None: the bytes
+    themselves, for sub-byte dtypes) and each op's offset absolute in it."""
+    dtypes, where, of_base = [], {}, []
+    for dt, pool in pools:
+        d = None if dt in _dtypes.SUB_BYTE else _dtypes.torch_dtype(dt, torch)
+        if d not in where:
+            where[d] = len(dtypes)
+            dtypes.append(d)
+        of_base.append((where[d], pools_off[pool] // (1 if d is None else _esize(d))))
+    return dtypes, [(of_base[b][0], shape, st, off + of_base[b][1], k)
+                    for b, shape, st, off, k in ops]
 
 
 _ESIZE = {}
+_ARRAYS = {}
+
+
+def _array(t, n):
+    """ctypes' t * n, kept: ctypes holds array types only while an array
+    of them lives, so each attach made (and the collector freed) new ones."""
+    a = _ARRAYS.get((t, n))
+    if a is None:
+        a = _ARRAYS[(t, n)] = t * n
+    return a
 
 
 def _esize(d):

@@ -97,10 +97,15 @@ class WcLifeResult(ctypes.Structure):
 _SLACK = 1024
 
 
+_BUF = {}  # cls -> its buffer type (making the array type costs more than the rest)
+
+
 def new(cls, *args):
     """cls(*args) in a zeroed buffer _SLACK bytes longer than cls."""
-    buf = (ctypes.c_char * (ctypes.sizeof(cls) + _SLACK))()
-    obj = cls.from_buffer(buf)
+    t = _BUF.get(cls)
+    if t is None:
+        t = _BUF[cls] = ctypes.c_char * (ctypes.sizeof(cls) + _SLACK)
+    obj = cls.from_buffer(t())
     for (name, _), v in zip(cls._fields_, args):
         setattr(obj, name, v)
     return obj
@@ -125,6 +130,9 @@ _PROTOS = {
     "wc_tensor_find": (P(WcTensor), [c_void_p, c_char_p]),
     "wc_pool_count": (c_u32, [c_void_p]),
     "wc_pool_at": (c_int, [c_void_p, c_u32, P(WcPoolView)]),
+    "wc_model_span": (c_int, [c_void_p, P(WcPoolView), P(c_u64), c_u32]),
+    "wc_model_layout": (ctypes.c_size_t, [c_void_p, c_void_p, ctypes.c_size_t]),
+    "wc_model_layout_eq": (c_int, [c_void_p, c_char_p, ctypes.c_size_t]),
     "wc_verify": (c_int, [c_void_p, P(c_u64), _E]),
     "wc_verify_tensor": (c_int, [c_void_p, P(WcTensor), _E]),
     "wc_daemon_fd": (c_int, [c_void_p]),
