@@ -33,6 +33,10 @@
 #                              sleep after two stop-and-reloads again
 #   bench/gpu_run.sh startup3  the final figures: GPU tests, spawn to ready
 #                              beside its bound, the load's gap to H2D
+#   bench/gpu_run.sh wake5     issue 17's wake as its client waits for it:
+#                              wcctl wake's wall time before ($WCD_BASE),
+#                              with the free after the reply ($WCD_FREE) and
+#                              with the hashes queued with the copies too
 #   bench/gpu_run.sh sleep4    issue 17's sleep pipeline: bench/cuda/sleepprep
 #                              QUICK=1 (warms 64 GiB, then ways of preparing
 #                              and copying 16 GiB beside the D2H ceiling),
@@ -414,6 +418,45 @@ sleep4() {
 		done
 		grep -E 'sleep: ' /tmp/who/wcd-rt.log | tail -24
 	} 2>&1 | tee "$OUT/sleep4.log"
+}
+
+# Issue 17, what a client waits for at a level-1 wake: the wall time of
+# `wcctl wake` (spawn to exit, as an RL loop calling it sees it) and of a
+# `wcctl status` right after, for $WCD_BASE (before: the host copy freed
+# and the device re-hashed after the copies, both before the reply),
+# $WCD_FREE (the free after the reply) and $BUILD/bin/wcd (also the hashes
+# queued with the copies), alternated, two sleep/wakes each, three rounds;
+# the H2D ceiling in the same run.
+wake5() {
+	local m=/root/m8b rd=/tmp/who/rt uuid r w i t0 t1 t2
+	export PATH=$PWD/$BUILD/bin:$PATH
+	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	mkdir -p /tmp/who
+	m8b $m || return 1
+	{
+		date -u; nvidia-smi -L
+		cat $m/*.safetensors >/dev/null
+		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling'
+		for r in 1 2 3; do
+			for w in "$WCD_BASE" "$WCD_FREE" $BUILD/bin/wcd; do
+				echo "== round $r: $w"
+				BUILD_BIN_WCD=$w spawn_ready $m $rd || return 1
+				for i in 1 2; do
+					wcctl sleep --level 1 --device $uuid --runtime-dir $rd --json | grep -oE '"seconds": *[0-9.]+' | head -1
+					t0=$(date +%s%N)
+					wcctl wake --device $uuid --runtime-dir $rd --json >/tmp/who/wake.json
+					t1=$(date +%s%N)
+					wcctl status --device $uuid --runtime-dir $rd --json >/tmp/who/status.json
+					t2=$(date +%s%N)
+					echo "wake: wcctl wake $(( (t1 - t0) / 1000000 )) ms, wcctl status after it $(( (t2 - t1) / 1000000 )) ms; $(grep -oE '"host_freeing_bytes": *[0-9]+' /tmp/who/status.json)"
+					tr -d '\n' </tmp/who/wake.json | cut -c1-400; echo
+					sleep 1
+				done
+				kill $WCD_PID; wait $WCD_PID
+			done
+		done
+		grep -E 'host copy|idle' /tmp/who/wcd-rt.log | tail -16
+	} 2>&1 | tee "$OUT/wake5.log"
 }
 
 # /proc/vmstat counters that a slow first touch of fresh memory shows in.

@@ -13,6 +13,8 @@
  *   - after WAKE every manifest hash equals the one before SLEEP and the
  *     hash of the file's bytes, and an engine's wc_verify (device bytes
  *     copied back and hashed) passes.
+ * A wake whose host copy changed (WCD_TEST_WAKE_CORRUPT) is refused by
+ * its device hashes, and the next wake succeeds.
  * Prints the wake's copy rate (measured against the pinned host-to-device
  * ceiling by bench/gpu_life, not here). Skips (77) without CUDA or a GPU.
  */
@@ -140,6 +142,44 @@ static void round_trip(unsigned level, bool idle)
 	free(after);
 }
 
+/* The wake's device hashes (queued with its copies) catch a host copy
+ * that changed: WCD_TEST_WAKE_CORRUPT flips a byte of the largest tensor's
+ * for one wake, which fails and leaves the daemon asleep; the next wake
+ * succeeds with every hash as before. */
+static void corrupt_wake(void)
+{
+	size_t n = 2 * x.m.ntensors * WC_HASH_LEN;
+	uint8_t (*before)[WC_HASH_LEN] = calloc(1, n), (*after)[WC_HASH_LEN] = calloc(1, n);
+	struct wc_life_result r;
+	struct wc_conn *c;
+	struct wc_error e;
+
+	T_ASSERT(before && after);
+	T_OK(kill(x.wcd, SIGTERM));
+	T_EQ_INT(waitpid(x.wcd, NULL, 0), x.wcd);
+	x.wcd = 0;
+	setenv("WCD_TEST_WAKE_CORRUPT", "1", 1);
+	e2e_start_wcd(&x, NULL);
+	unsetenv("WCD_TEST_WAKE_CORRUPT");
+	hashes(before, false);
+	c = e2e_connect(&x);
+	if (wc_sleep(c, 1, &r, &e))
+		T_FAIL("sleep 1: %s", e.msg);
+	T_EQ_INT(wc_wake(c, &r, &e), -EIO);
+	T_HAS(e.msg, "wake failed: 1 of ");
+	T_HAS(e.msg, "do not match their manifest hash after the restore from host memory");
+	printf("wake with a flipped byte refused: %.200s\n", e.msg);
+	if (wc_wake(c, &r, &e))
+		T_FAIL("wake after the refused one: %s", e.msg);
+	printf("wake after it: %s\n", r.msg);
+	wc_close(c);
+	hashes(after, true);
+	if (memcmp(before, after, n))
+		T_FAIL("a tensor hash changed across the refused wake and the next");
+	free(before);
+	free(after);
+}
+
 int main(void)
 {
 	const char *preset = getenv("WC_GPU_LIFE_PRESET");
@@ -175,6 +215,7 @@ int main(void)
 	round_trip(1, true);
 	round_trip(2, true);
 	round_trip(1, true);
+	corrupt_wake();
 	gpu_dev_close(&dev);
 	printf("gpu_life: ok\n");
 	return 0;

@@ -237,6 +237,7 @@ static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
 	bool queued = false;
 	int ret = 0, wret;
 
+	life_host_settle(d);    /* the last wake's copy is freed first */
 	*reused = arena_fits(L, v);
 	if (!*reused)
 		life_host_free(d);
@@ -541,6 +542,154 @@ const char *life_refusal(struct wcd *d, unsigned type)
 	return msg;
 }
 
+/* --- the host copy's free after a wake ------------------------------------ */
+
+/* The host copy a level-1 wake restored from, freed on a thread after the
+ * wake's reply: the unpinning of 16 GiB takes 0.26-0.30 s on the H200 and
+ * the munmap 0.05 s, no faster from more threads (bench/RESULTS.md, issue
+ * 17). One per wake, allocated: d->life.freeing points to it until it is
+ * joined (freer_done); it frees itself when its rx_wake has closed, which
+ * may be after a later wake made the next one. */
+struct host_freer {
+	struct wcd *d;
+	void *p[GPU_POOLS_MAX];
+	uint64_t len[GPU_POOLS_MAX];
+	uint32_t n;
+	uint64_t bytes;
+	uint64_t t0, ns;              /* ns: the thread's, read after join */
+	pthread_t th;
+	bool closing;
+	struct rx_wake wake;
+	struct rx_wake_node node;
+};
+
+/* The tests' hook (WCD_TEST_WAKE_FREE_GATE=PATH): the free waits, up to
+ * 60 s, for PATH to exist and removes it, so that a test can act while a
+ * free is pending. */
+static void test_free_gate(void)
+{
+	const char *gate = getenv("WCD_TEST_WAKE_FREE_GATE");
+
+	if (!gate || !*gate)
+		return;
+	for (int i = 0; i < 6000 && access(gate, F_OK); i++)
+		usleep(10000);
+	unlink(gate);
+}
+
+static void *freer_fn(void *arg)
+{
+	struct host_freer *F = arg;
+	struct gpu_dev *dev = &F->d->dev;
+
+	test_free_gate();
+	for (uint32_t i = 0; i < F->n; i++)
+		if (F->p[i])
+			dev->be->staging_free(dev, F->p[i], F->len[i]);
+	F->ns = rx_now_ns() - F->t0;
+	/* the last thing this thread does with F: the loop joins it next */
+	rx_wake_post(&F->wake, &F->node);
+	return NULL;
+}
+
+/* Joins the running free: its bytes are gone. */
+static void freer_done(struct wcd *d, const char *how)
+{
+	struct host_freer *F = d->life.freeing;
+
+	pthread_join(F->th, NULL);
+	log_info("the host copy of the last wake (%" PRIu64 " bytes in %u buffers) was freed %.3f s after the wake's reply%s",
+		 F->bytes, F->n, (double)F->ns / 1e9, how);
+	d->life.freeing = NULL;
+	d->life.freeing_bytes = 0;
+}
+
+static void freer_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
+{
+	struct host_freer *F = container_of(w, struct host_freer, wake);
+	struct wcd *d = F->d;
+
+	if (!node) {
+		free(F);
+		/* skipped while the free was pending; not in the middle of a
+		 * handover (the old daemon exits after it, or resumes with
+		 * the context it has) */
+		if (!d->pausing)
+			life_device_idle(d);
+		return;
+	}
+	if (d->life.freeing == F)
+		freer_done(d, "");
+	if (!F->closing) {
+		F->closing = true;
+		rx_wake_close(w);
+	}
+}
+
+void life_host_settle(struct wcd *d)
+{
+	if (!d->life.freeing)
+		return;
+	log_info("waiting for the host copy of the last wake (%" PRIu64 " bytes) to be freed",
+		 d->life.freeing_bytes);
+	freer_done(d, " (waited for)");
+}
+
+static bool life_host_freeing(const struct wcd *d)
+{
+	return d->life.freeing != NULL;
+}
+
+/* Hands the host copy (L->host[]) to a thread that frees it (CUDA:
+ * cudaHostUnregister and munmap), so that the wake's reply, queued
+ * before, goes out without waiting for it; the thread posts to the loop
+ * when it is done. Where no thread can be had (the tests' hook:
+ * WCD_TEST_WAKE_FREE_NO_THREAD), frees it here. */
+static void host_free_later(struct wcd *d)
+{
+	struct wcd_life *L = &d->life;
+	const char *nothread = getenv("WCD_TEST_WAKE_FREE_NO_THREAD");
+	struct host_freer *F;
+	int ret;
+
+	WC_ASSERT(!L->freeing);
+	F = calloc(1, sizeof(*F));
+	ret = F ? rx_wake_init(&d->loop, &F->wake, freer_wake_cb) : -ENOMEM;
+	if (ret) {
+		log_warn("freeing the host copy now, on the loop's thread: %s",
+			 strerror(-ret));
+		free(F);
+		life_host_free(d);
+		return;
+	}
+	F->d = d;
+	F->n = L->nhost;
+	for (uint32_t i = 0; i < L->nhost; i++) {
+		F->p[i] = L->host[i];
+		F->len[i] = L->host_len[i];
+		F->bytes += L->host[i] ? L->host_len[i] : 0;
+		L->host[i] = NULL;
+		L->host_len[i] = 0;
+	}
+	L->nhost = 0;
+	L->host_bytes = 0;
+	L->arena_bytes = 0;
+	F->t0 = rx_now_ns();
+	/* the tests' hook: as if no thread could be made */
+	ret = nothread && *nothread ? EAGAIN :
+	      pthread_create(&F->th, NULL, freer_fn, F);
+	if (ret) {
+		log_warn("freeing the host copy now, on the loop's thread: no thread for it: %s",
+			 strerror(ret));
+		freer_fn(F);          /* posts: the callback closes the wake */
+		log_info("the host copy (%" PRIu64 " bytes) was freed in %.3f s before the wake's reply went out",
+			 F->bytes, (double)F->ns / 1e9);
+		return;
+	}
+	L->freeing = F;
+	L->freeing_bytes = F->bytes;
+}
+
 void life_device_idle(struct wcd *d)
 {
 	struct gpu_pool *pools[WCD_VERSIONS * GPU_POOLS_MAX];
@@ -551,8 +700,11 @@ void life_device_idle(struct wcd *d)
 
 	/* a kept sleep arena (--sleep-arena keep) is registered in the
 	 * context: releasing it would unpin the arena */
+	/* nor while a thread frees the last wake's host copy (registered in
+	 * it): its end calls this again */
 	if (!d->dev.be->idle || d->o.keep_context || d->o.ipc_legacy ||
-	    d->state != WCD_READY || d->life.arena_bytes)
+	    d->state != WCD_READY || d->life.arena_bytes ||
+	    life_host_freeing(d))
 		return;
 	for (int i = 0; i < WCD_VERSIONS; i++)
 		for (uint32_t k = 0; d->ver[i].used && k < d->ver[i].npools; k++)
@@ -582,16 +734,22 @@ bool life_run_job(struct wcd *d)
 			  job == WIRE_WAKE ? "WAKE" : "UPDATE");
 		return true;
 	}
-	if (job == WIRE_WAKE)
+	if (job == WIRE_WAKE) {
 		life_run_wake(d);
-	else if (d->state == WCD_WAKING)
+		/* the reply is queued: the host copy is freed after it */
+		if (d->state == WCD_READY && L->nhost && !L->arena_bytes)
+			host_free_later(d);
+	} else if (d->state == WCD_WAKING) {
 		life_run_update_asleep(d);
-	else
+	} else {
+		life_host_settle(d); /* its host memory checks count it freed */
 		life_run_update(d);
+	}
 	return true;
 }
 
 void life_free(struct wcd *d)
 {
+	life_host_settle(d);
 	life_host_free(d);
 }

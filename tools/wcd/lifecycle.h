@@ -50,6 +50,10 @@ bool life_run_job(struct wcd *d);
  * maps them again. A no-op on the host backend, with --ipc legacy or
  * --keep-context. */
 void life_device_idle(struct wcd *d);
+/* Waits for the thread freeing the host copy of the last level-1 wake, if
+ * one runs (a wake hands its host copy to one once its reply is queued):
+ * SLEEP, UPDATE and exit call it before they count host memory or leave. */
+void life_host_settle(struct wcd *d);
 /* Frees host copies at exit. */
 void life_free(struct wcd *d);
 

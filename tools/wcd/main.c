@@ -711,6 +711,9 @@ int main(int argc, char **argv)
 	}
 	if (d.lock_fd >= 0)
 		own_remove_published(&d);
+	/* a wake's host copy still being freed: its thread posts to the loop
+	 * when done, so it ends before the loop closes */
+	life_host_settle(&d);
 	if (d.loop.ring.ring_fd > 0)
 		rx_loop_close(&d.loop);
 	metrics_http_stop(&d);

@@ -111,11 +111,12 @@ static void put_versions(struct out *o, struct wcd *d)
 	       "Tensors this rank serves in the current version.");
 	put(o, "wcache_tensors %u\n", cur->used ? cur->plan.ntensors : 0);
 	family(o, "wcache_resident_bytes", "gauge",
-	       "Bytes of weights held, by memory: device (GPU pools; memfd pools on the host backend count as host) and host (also the sleep level 1 copy).");
+	       "Bytes of weights held, by memory: device (GPU pools; memfd pools on the host backend count as host) and host (also the sleep level 1 copy, and the one a wake is still freeing).");
 	put(o, "wcache_resident_bytes{memory=\"device\"} %llu\n",
 	    (unsigned long long)(host ? 0 : resident));
 	put(o, "wcache_resident_bytes{memory=\"host\"} %llu\n",
-	    (unsigned long long)((host ? resident : 0) + d->life.host_bytes));
+	    (unsigned long long)((host ? resident : 0) + d->life.host_bytes +
+				 d->life.freeing_bytes));
 	family(o, "wcache_version_bytes", "gauge",
 	       "Bytes of each resident version's tensors.");
 	for (int i = 0; i < WCD_VERSIONS; i++)

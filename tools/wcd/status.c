@@ -46,6 +46,8 @@ static void life_status(struct wcd *d, json_t *o)
 			    json_integer((json_int_t)L->host_bytes));
 	json_object_set_new(o, "sleep_arena_bytes",
 			    json_integer((json_int_t)L->arena_bytes));
+	json_object_set_new(o, "host_freeing_bytes",
+			    json_integer((json_int_t)L->freeing_bytes));
 	lc = json_pack("{s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:s}",
 		       "sleeps", (json_int_t)L->sleeps,
 		       "wakes", (json_int_t)L->wakes,

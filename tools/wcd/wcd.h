@@ -219,6 +219,12 @@ struct wcd_life {
 	/* --sleep-arena keep: host[] outlives the wake (arena_bytes held
 	 * while awake, 0 otherwise) and the next sleep copies into it */
 	uint64_t arena_bytes;
+	/* the host copy a level-1 wake restored from, being freed on a
+	 * thread after the wake's reply (lifecycle.c, host_free_later), and
+	 * its bytes (STATUS host_freeing_bytes); NULL and 0 when none is.
+	 * SLEEP, UPDATE and exit wait for it (life_host_settle). */
+	struct host_freer *freeing;
+	uint64_t freeing_bytes;
 	/* the job queued (WIRE_WAKE or WIRE_UPDATE, 0 for none) and whom to
 	 * answer */
 	unsigned job;
