@@ -76,11 +76,9 @@ int gpu_cuda_hash_begin(struct gpu_dev *dev, uint32_t n, char *err)
 				     dev->name, dev->cc_major, dev->cc_minor,
 				     cudaGetErrorString(e));
 	}
-	if (!cd->streams_ready) {
-		ret = gpu_cuda_streams_init(dev);
-		if (ret)
-			return wc_errf(err, -ret, "cannot create the copy streams of %s", dev->name);
-	}
+	ret = gpu_cuda_streams_init(dev);
+	if (ret)
+		return wc_errf(err, -ret, "cannot create the copy streams of %s", dev->name);
 	h = calloc(1, sizeof(*h));
 	if (!h)
 		return wc_errf(err, ENOMEM, "out of memory");

@@ -474,12 +474,15 @@ void gpu_cuda_staging_free(struct gpu_dev *dev, void *ptr, size_t size)
 	munmap(ptr, gpu_align_up(size, HUGE_2M));
 }
 
+/* The copy streams, made once (again after idle released them). */
 int gpu_cuda_streams_init(struct gpu_dev *dev)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
 	cudaError_t e;
 	int i;
 
+	if (cd->streams_ready)
+		return 0;
 	for (i = 0; i < CUDA_STREAMS; i++) {
 		e = cudaStreamCreateWithFlags(&cd->st[i].s, cudaStreamNonBlocking);
 		if (e != cudaSuccess) {
@@ -531,11 +534,9 @@ int gpu_cuda_copy_to_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 	ret = gpu_cuda_pool_ready(dev, pool, NULL);
 	if (ret)
 		return ret;
-	if (!cd->streams_ready) {
-		ret = gpu_cuda_streams_init(dev);
-		if (ret)
-			return ret;
-	}
+	ret = gpu_cuda_streams_init(dev);
+	if (ret)
+		return ret;
 	st = &cd->st[stream % CUDA_STREAMS];
 	if (atomic_load_explicit(&st->inflight, memory_order_acquire) >= CUDA_INFLIGHT_MAX)
 		return -EBUSY;
@@ -596,11 +597,9 @@ int gpu_cuda_copy_from_pool_async(struct gpu_dev *dev, struct gpu_pool *pool,
 	ret = from_pool_ready(dev, pool, off, len);
 	if (ret)
 		return ret;
-	if (!cd->streams_ready) {
-		ret = gpu_cuda_streams_init(dev);
-		if (ret)
-			return ret;
-	}
+	ret = gpu_cuda_streams_init(dev);
+	if (ret)
+		return ret;
 	e = cudaMemcpyAsync(dst, (char *)(uintptr_t)pool->dev_ptr + off, len,
 			    cudaMemcpyDeviceToHost, cd->st[0].s);
 	return -gpu_cuda_rt_errno(e);

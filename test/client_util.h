@@ -460,4 +460,24 @@ static inline uint64_t e2e_compare_all(const struct e2e *x,
 	return stored;
 }
 
+/* An engine's whole check of the served model: HELLO with the model's
+ * identity, ATTACH, e2e_compare_all, wc_verify with no bad tensor; the
+ * failure messages say when (e.g. "after wake"). */
+static inline void e2e_attach_verify(const struct e2e *x, const char *when)
+{
+	struct wc_expect ex = { .model_dir = x->model };
+	struct wc_conn *c = e2e_connect(x);
+	struct wc_model *m;
+	struct wc_error e;
+	uint64_t bad = 1;
+
+	if (wc_hello(c, &ex, NULL, &e) || wc_attach(c, 0, &m, NULL, &e))
+		T_FAIL("attach %s: %s", when, e.msg);
+	e2e_compare_all(x, m);
+	if (wc_verify(m, &bad, &e))
+		T_FAIL("verify %s: %s", when, e.msg);
+	T_EQ_U64(bad, 0);
+	wc_close(c);
+}
+
 #endif

@@ -58,23 +58,6 @@ static char *manifest_hashes(void)
 	return s;
 }
 
-static void attach_and_compare(void)
-{
-	struct wc_expect ex = { .model_dir = x.model };
-	struct wc_conn *c = e2e_connect(&x);
-	struct wc_model *m;
-	struct wc_error e;
-	uint64_t bad = 1;
-
-	if (wc_hello(c, &ex, NULL, &e) || wc_attach(c, 0, &m, NULL, &e))
-		T_FAIL("attach after wake: %s", e.msg);
-	e2e_compare_all(&x, m);
-	if (wc_verify(m, &bad, &e))
-		T_FAIL("verify after wake: %s", e.msg);
-	T_EQ_U64(bad, 0);
-	wc_close(c);
-}
-
 static void check_asleep(unsigned level)
 {
 	json_t *j = e2e_status(&x);
@@ -135,7 +118,7 @@ static void round_trip(unsigned level, const char *how)
 	T_EQ_U64(r.bytes, x.m.total_bytes);
 	after = manifest_hashes();
 	T_EQ_STR(after, before);
-	attach_and_compare();
+	e2e_attach_verify(&x, "after wake");
 	printf("ok  %s: level %u round trip, %llu tensor hashes equal: %s\n",
 	       how, level, (unsigned long long)x.m.ntensors, msg);
 	free(before);
@@ -169,7 +152,7 @@ static void changed_files_level2(void)
 	T_EQ_INT(e2e_run(x.log, seed0), 0);       /* the original bytes */
 	if (wake(&r, msg))
 		T_FAIL("wake with the files restored: %s", msg);
-	attach_and_compare();
+	e2e_attach_verify(&x, "after wake");
 }
 
 /* wcd --no-hash has no manifest hashes to re-check: wake says so. */
@@ -235,7 +218,7 @@ static void arena_keep(const char *meminfo)
 		T_FAIL("wake from the kept arena: %s", msg);
 	T_HAS(msg, "hashes re-checked");
 	T_EQ_U64(r.bytes, x.m.total_bytes);
-	attach_and_compare();
+	e2e_attach_verify(&x, "after wake");
 
 	/* other bytes, same layout: the kept arena must hold the new ones */
 	T_EQ_INT(e2e_run(x.log, seed3), 0);
@@ -250,7 +233,7 @@ static void arena_keep(const char *meminfo)
 	if (wake(&r, msg))
 		T_FAIL("wake of version 2 from the kept arena: %s", msg);
 	T_HAS(msg, "hashes re-checked");
-	attach_and_compare();
+	e2e_attach_verify(&x, "after wake");
 	printf("ok  --sleep-arena keep: second sleep into the kept arena, version 2's bytes after an update: %s\n",
 	       msg);
 	T_EQ_INT(e2e_run(x.log, seed0), 0);
@@ -287,7 +270,7 @@ static void short_host_memory(const char *meminfo)
 	T_EQ_STR(json_string_value(json_object_get(j, "state")), "ready");
 	T_EQ_INT(json_integer_value(json_object_get(j, "host_copy_bytes")), 0);
 	json_decref(j);
-	attach_and_compare();
+	e2e_attach_verify(&x, "after wake");
 	T_OK(wc_sleep(c, 2, &r, &e));
 	write_meminfo(meminfo, 64ull << 20);
 	T_OK(wc_wake(c, &r, &e));
@@ -342,7 +325,7 @@ static long refused_sleep(const char *const *args, const char *hook,
 		T_EQ_INT(json_integer_value(json_object_get(j, "host_copy_bytes")), 0);
 		json_decref(j);
 	}
-	attach_and_compare();
+	e2e_attach_verify(&x, "after wake");
 	return left;
 }
 

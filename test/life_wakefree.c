@@ -132,23 +132,6 @@ static void do_wake(struct wc_life_result *r)
 	wc_close(c);
 }
 
-static void attach_and_compare(void)
-{
-	struct wc_expect ex = { .model_dir = x.model };
-	struct wc_conn *c = e2e_connect(&x);
-	struct wc_model *m;
-	struct wc_error e;
-	uint64_t bad = 1;
-
-	if (wc_hello(c, &ex, NULL, &e) || wc_attach(c, 0, &m, NULL, &e))
-		T_FAIL("attach: %s", e.msg);
-	e2e_compare_all(&x, m);
-	if (wc_verify(m, &bad, &e))
-		T_FAIL("verify: %s", e.msg);
-	T_EQ_U64(bad, 0);
-	wc_close(c);
-}
-
 /* A child that runs one lifecycle request (sleep level 1, or an update)
  * and exits 0 when it succeeded. */
 static pid_t request_child(bool update)
@@ -201,7 +184,7 @@ static void pending_free(long *held_kb)
 	T_EQ_U64(status_int("host_freeing_bytes"), x.m.total_bytes);
 	rss = rss_anon_kb() - rss0;
 	T_CMP_INT(rss, >=, (long)(x.m.total_bytes >> 10) * 9 / 10);
-	attach_and_compare();
+	e2e_attach_verify(&x, "while the free runs or after it");
 	open_gate();
 	wait_freed();
 	log_wait("after the wake's reply", 0);
@@ -319,7 +302,7 @@ static void no_thread(void)
 	T_CMP_INT(rss_anon_kb() - rss0, <, (long)(x.m.total_bytes >> 10) / 4);
 	T_EQ_INT(log_count("before the wake's reply went out"), 1);
 	fds_back(fds0);
-	attach_and_compare();
+	e2e_attach_verify(&x, "while the free runs or after it");
 	e2e_kill_wcd(&x);
 	printf("ok  no thread for the free: freed before the reply, RssAnon and %d descriptors back\n",
 	       fds0);
@@ -351,7 +334,7 @@ static void failed_wake(void)
 	T_HAS(r.msg, "hashes re-checked");
 	open_gate();
 	wait_freed();
-	attach_and_compare();
+	e2e_attach_verify(&x, "while the free runs or after it");
 	e2e_kill_wcd(&x);
 	printf("ok  a wake whose check failed kept the host copy, freed nothing; the next one woke: %.120s\n",
 	       e.msg);
@@ -376,7 +359,7 @@ static void arena_keep(void)
 	do_sleep();                        /* into the arena, no wait */
 	do_wake(&r);
 	T_EQ_INT(log_count(waiting), had);
-	attach_and_compare();
+	e2e_attach_verify(&x, "while the free runs or after it");
 	e2e_kill_wcd(&x);
 	printf("ok  --sleep-arena keep: nothing freed at the wake, nothing waited for\n");
 }

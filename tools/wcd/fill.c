@@ -223,16 +223,27 @@ static const char *errno_name(int e)
 	return n ? n : "unknown errno";
 }
 
-/* The pool's side of a splice: WCD_TEST_FILL_FAIL's answer once, where
- * the claim has one, else splice's. */
+/* WCD_TEST_FILL_FAIL's answer, once, in place of a move of the claim that
+ * has one (when is false: not this side): *k is -1 with errno, or 0 (no
+ * bytes). */
+static bool injected(struct worker *w, bool when, ssize_t *k)
+{
+	if (!w->inject || !when)
+		return false;
+	w->inject = false;
+	errno = w->f->fail_errno;
+	*k = errno ? -1 : 0;
+	return true;
+}
+
+/* The pool's side of a splice: the hook's answer, else splice's. */
 static ssize_t splice_to_pool(struct worker *w, int out, loff_t *off,
 			      size_t len)
 {
-	if (w->inject) {
-		w->inject = false;
-		errno = w->f->fail_errno;
-		return errno ? -1 : 0;
-	}
+	ssize_t k;
+
+	if (injected(w, true, &k))
+		return k;
 	return splice(w->pipe[0], NULL, out, off, len, SPLICE_F_MOVE);
 }
 
@@ -250,14 +261,9 @@ static int move_splice(struct worker *w, int in, uint64_t src, int out,
 						  (size_t)w->pipe_size;
 		ssize_t k;
 
-		if (w->inject && w->f->fail_shard) {
-			w->inject = false;
-			errno = w->f->fail_errno;
-			k = errno ? -1 : 0;
-		} else {
+		if (!injected(w, w->f->fail_shard, &k))
 			k = splice(in, &off_in, w->pipe[1], NULL, ask,
 				   SPLICE_F_MOVE);
-		}
 		if (k < 0 && errno == EINTR)
 			continue;
 		w->fail_off = src;
@@ -293,13 +299,8 @@ static int move_pread(struct worker *w, uint8_t *base, int in, uint64_t src,
 	while (len) {
 		ssize_t k;
 
-		if (w->inject) {
-			w->inject = false;
-			errno = w->f->fail_errno;
-			k = errno ? -1 : 0;
-		} else {
+		if (!injected(w, true, &k))
 			k = pread(in, base + dst, len, (off_t)src);
-		}
 		if (k < 0 && errno == EINTR)
 			continue;
 		w->fail_off = src;
