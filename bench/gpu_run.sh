@@ -109,8 +109,7 @@ wcd_up() {
 # and hash threads; then attach and memory on the candidate.
 tune() {
 	local m=/root/m8b rd=/tmp/wcrun alt=${WCD_ALT:-$BUILD/bin/wcd} uuid
-	export PATH=$PWD/$BUILD/bin:$PATH
-	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	gpu_env
 	{
 		$BUILD/bench/gpu_h2d --mem
 		WCACHE_CUDA_KEEP_LIMITS=1 $BUILD/bench/gpu_h2d --mem
@@ -155,8 +154,7 @@ tune() {
 bench() {
 	local m=/root/m8b rd=/tmp/wcrun t0 uuid cfg
 	local sweep=${SWEEP:-"16x4:1M 24x4:1M 8x8:1M 16x8:1M 8x16:2M 12x8:0"}
-	export PATH=$PWD/$BUILD/bin:$PATH
-	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	gpu_env
 	nproc; free -g | head -2
 	m8b $m || return 1
 	{
@@ -201,6 +199,14 @@ bench() {
 }
 
 # wcgen llama-8b into $1 unless a model is there (saying how long it took).
+# A phase's set-up: the built binaries first on PATH, uuid the GPU's UUID
+# (the calling phase's local: bash scopes dynamically), /tmp/who for logs.
+gpu_env() {
+	export PATH=$PWD/$BUILD/bin:$PATH
+	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	mkdir -p /tmp/who
+}
+
 m8b() {
 	local t0=$(date +%s.%N)
 
@@ -243,9 +249,7 @@ spawn_ready() {
 # Issue 17 on wcgen llama-8b (warm page cache).
 handover() {
 	local m=/root/m8b rd=/tmp/who/rt uuid t0 att bytes
-	export PATH=$PWD/$BUILD/bin:$PATH
-	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
-	mkdir -p /tmp/who
+	gpu_env
 	m8b $m || return 1
 	{
 		date -u; nvidia-smi -L
@@ -295,10 +299,8 @@ handover() {
 # the daemon's level-1 sleep with prefaulted staging, and restarts again.
 handover2() {
 	local m=/root/m8b rd=/tmp/who/rt uuid att
-	export PATH=$PWD/$BUILD/bin:$PATH
-	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
-	mkdir -p /tmp/who
-	[ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null || return 1
+	gpu_env
+	m8b $m || return 1
 	{
 		date -u
 		cat $m/*.safetensors >/dev/null
@@ -332,9 +334,7 @@ handover2() {
 # sleep's pinning overlapped with its copy; then --sleep-arena keep.
 handover3() {
 	local m=/root/m8b rd=/tmp/who/rt uuid att t0
-	export PATH=$PWD/$BUILD/bin:$PATH
-	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
-	mkdir -p /tmp/who
+	gpu_env
 	m8b $m || return 1
 	{
 		date -u; nvidia-smi -L
@@ -396,9 +396,7 @@ handover3() {
 # after ($BUILD/bin/wcd), alternated, two sleeps each, three rounds.
 sleep4() {
 	local m=/root/m8b rd=/tmp/who/rt uuid r w i
-	export PATH=$PWD/$BUILD/bin:$PATH
-	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
-	mkdir -p /tmp/who
+	gpu_env
 	m8b $m || return 1
 	{
 		date -u; nvidia-smi -L
@@ -429,9 +427,7 @@ sleep4() {
 # the H2D ceiling in the same run.
 wake5() {
 	local m=/root/m8b rd=/tmp/who/rt uuid r w i t0 t1 t2
-	export PATH=$PWD/$BUILD/bin:$PATH
-	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
-	mkdir -p /tmp/who
+	gpu_env
 	m8b $m || return 1
 	{
 		date -u; nvidia-smi -L
@@ -470,15 +466,13 @@ vmstat_snap() {
 # bench/cuda/startprobe.c has the line).
 startup() {
 	local m=/root/m8b rd=/tmp/who/rt uuid hold i
-	export PATH=$PWD/$BUILD/bin:$PATH
-	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
-	mkdir -p /tmp/who
+	gpu_env
 	{
 		date -u; nvidia-smi -L
 		nvidia-smi -q | grep -iE 'persistence|driver version|cuda version' | head -4
 		cat /sys/kernel/mm/transparent_hugepage/enabled /sys/kernel/mm/transparent_hugepage/defrag
 		nproc; grep -E 'MemTotal' /proc/meminfo
-		[ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null || return 1
+		m8b $m || return 1
 		cat $m/*.safetensors >/dev/null
 		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling'
 		for i in 1 2; do
@@ -527,14 +521,12 @@ startup() {
 
 startup2() {
 	local m=/root/m8b rd=/tmp/who/rt uuid hold i cfg base=${WCD_BASE:-$BUILD/bin/wcd.base}
-	export PATH=$PWD/$BUILD/bin:$PATH
-	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
-	mkdir -p /tmp/who
+	gpu_env
 	{
 		date -u; nvidia-smi -L
 		lscpu | grep -iE 'hypervisor|virtualization type' ; ls /sys/class/iommu 2>&1 | head -3
 		grep -E 'MemTotal|MemFree' /proc/meminfo
-		[ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null || return 1
+		m8b $m || return 1
 		cat $m/*.safetensors >/dev/null
 		echo "== first touch of fresh memory, 16 GiB, three rounds"
 		vmstat_snap
@@ -595,13 +587,11 @@ startup2() {
 # to H2D (page-cache reads alone, --no-hash, a staging sweep).
 startup3() {
 	local m=/root/m8b rd=/tmp/who/rt uuid i cfg
-	export PATH=$PWD/$BUILD/bin:$PATH
-	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
-	mkdir -p /tmp/who
+	gpu_env
 	WC_GPU_MODELS=test/data/reference/llama test/run.sh $BUILD/test/gpu_* 2>&1 | tee "$OUT/tests.log"
 	{
 		date -u; nvidia-smi -L
-		[ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null || return 1
+		m8b $m || return 1
 		cat $m/*.safetensors >/dev/null
 		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling'
 		SPAWN_NS=$(date +%s%N) $BUILD/bench/startprobe | grep -E 'spawn|cuInit|cudaSetDevice|ceiling'

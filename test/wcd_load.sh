@@ -228,6 +228,16 @@ expect_eq "device hash on host exit" "$?" 1
 expect_has "device hash on host" "$out" "--hash-on device needs a CUDA device"
 out=$("$BIN/wcd" --model "$W/model" --hash-on gpu 2>&1); expect_eq "hash-on exit" "$?" 2
 expect_has "hash-on" "$out" "bad --hash-on 'gpu' (auto, device or cpu)"
+# every choice option: a bad value exits 2 naming the option, the value and
+# the choices
+for c in "--ipc|vmm or legacy" "--load-path|direct or staged" \
+	 "--sleep-arena|free or keep" "--takeover-verify|none or hash" \
+	 "--hash-on|auto, device or cpu" "--direct-fill|splice or read" \
+	 "--direct-io|auto, on or off"; do
+	opt=${c%%|*}
+	out=$("$BIN/wcd" --model "$W/model" "$opt" nope 2>&1); expect_eq "$opt nope exit" "$?" 2
+	expect_has "$opt nope" "$out" "bad $opt 'nope' (${c#*|})"
+done
 out=$("$BIN/wcd" --model "$W/model" --read-part 1000 2>&1); expect_eq "read-part exit" "$?" 2
 expect_has "read-part" "$out" "--read-part 1000: use 0 or a multiple of 4096 from 64K"
 echo ok

@@ -59,7 +59,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -236,6 +235,20 @@ static bool injected(struct worker *w, bool when, ssize_t *k)
 	return true;
 }
 
+/* What a read from the shard at src came to (k bytes, -1 with errno): 1
+ * to ask again (EINTR), 0 bytes came, or -errno / -ENODATA (the file ended
+ * first), with w->fail_* saying where. */
+static int file_side(struct worker *w, ssize_t k, uint64_t src)
+{
+	if (k < 0 && errno == EINTR)
+		return 1;
+	w->fail_off = src;
+	w->fail_dst = false;
+	if (k < 0)
+		return -errno;
+	return k ? 0 : -ENODATA;
+}
+
 /* The pool's side of a splice: the hook's answer, else splice's. */
 static ssize_t splice_to_pool(struct worker *w, int out, loff_t *off,
 			      size_t len)
@@ -260,18 +273,16 @@ static int move_splice(struct worker *w, int in, uint64_t src, int out,
 		size_t ask = len < w->pipe_size ? (size_t)len :
 						  (size_t)w->pipe_size;
 		ssize_t k;
+		int r;
 
 		if (!injected(w, w->f->fail_shard, &k))
 			k = splice(in, &off_in, w->pipe[1], NULL, ask,
 				   SPLICE_F_MOVE);
-		if (k < 0 && errno == EINTR)
+		r = file_side(w, k, src);
+		if (r > 0)
 			continue;
-		w->fail_off = src;
-		w->fail_dst = false;
-		if (k < 0)
-			return -errno;
-		if (k == 0)
-			return -ENODATA;
+		if (r)
+			return r;
 		for (ssize_t m = 0; m < k;) {
 			ssize_t o = splice_to_pool(w, out, &off_out,
 						   (size_t)(k - m));
@@ -298,17 +309,15 @@ static int move_pread(struct worker *w, uint8_t *base, int in, uint64_t src,
 {
 	while (len) {
 		ssize_t k;
+		int r;
 
 		if (!injected(w, true, &k))
 			k = pread(in, base + dst, len, (off_t)src);
-		if (k < 0 && errno == EINTR)
+		r = file_side(w, k, src);
+		if (r > 0)
 			continue;
-		w->fail_off = src;
-		w->fail_dst = false;
-		if (k < 0)
-			return -errno;
-		if (k == 0)
-			return -ENODATA;
+		if (r)
+			return r;
 		src += (uint64_t)k;
 		dst += (uint64_t)k;
 		len -= (uint64_t)k;
@@ -701,18 +710,14 @@ out:
 	return NULL;
 }
 
-struct fill_wait {
-	struct rx_poll poll;
-	bool fired;
-	int res;
-};
-
-static void fill_polled(struct rx_poll *p, int res)
+/* While the daemon stops: the workers are asked to stop, and the wait
+ * goes on until they have (the eventfd fires). */
+static bool fill_stopping(void *arg)
 {
-	struct fill_wait *w = container_of(p, struct fill_wait, poll);
+	struct fill *f = arg;
 
-	w->fired = true;
-	w->res = res;
+	__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
+	return false;
 }
 
 /* Turns the loop until every worker is done: polls the eventfd with a
@@ -722,15 +727,12 @@ static void fill_polled(struct rx_poll *p, int res)
 static void fill_wait(struct fill *f)
 {
 	struct ld *L = f->L;
-	struct fill_wait w;
-	int ret;
+	int ret, res;
 
 	for (;;) {
-		memset(&w, 0, sizeof(w));
-		rx_op_deadline(&w.poll.op, FILL_POLL_NS);
 		ret = f->poll_fail ? -EBUSY :
-		      rx_poll_start(&L->d->loop, &w.poll, f->efd, POLLIN,
-				    fill_polled);
+		      ld_wait_readable(L->d, f->efd, FILL_POLL_NS,
+				       fill_stopping, f, &res);
 		if (ret) {
 			/* cannot watch: the caller's join waits for the
 			 * workers (asking them to stop here would leave the
@@ -739,14 +741,7 @@ static void fill_wait(struct fill *f)
 				 strerror(-ret));
 			return;
 		}
-		while (!w.fired) {
-			if (wcd_stopping(L->d))
-				__atomic_store_n(&f->stop, 1, __ATOMIC_RELEASE);
-			ret = rx_run_once(&L->d->loop, -1);
-			if (ret < 0 && ret != -EINTR && !w.fired)
-				rx_cancel(&w.poll.op);
-		}
-		if (w.res > 0 ||
+		if (res > 0 ||
 		    !__atomic_load_n(&f->running, __ATOMIC_ACQUIRE))
 			return;
 		L->done_bytes = __atomic_load_n(&f->done, __ATOMIC_RELAXED);

@@ -5,6 +5,7 @@
  * names. Kept apart so that load.c calls staged.c and not the other way.
  */
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 
@@ -12,6 +13,41 @@
 #include "log.h"
 
 #define PROGRESS_NS 500000000ull
+
+struct wait_fd {
+	struct rx_poll poll;
+	bool fired;
+	int res;
+};
+
+static void wait_fd_polled(struct rx_poll *p, int res)
+{
+	struct wait_fd *w = container_of(p, struct wait_fd, poll);
+
+	w->fired = true;
+	w->res = res;
+}
+
+int ld_wait_readable(struct wcd *d, int fd, uint64_t ns,
+		     bool (*stopping)(void *arg), void *arg, int *res)
+{
+	struct wait_fd w = { .fired = false };
+	int ret;
+
+	rx_op_deadline(&w.poll.op, ns);
+	ret = rx_poll_start(&d->loop, &w.poll, fd, POLLIN, wait_fd_polled);
+	if (ret)
+		return ret;
+	while (!w.fired) {
+		if (wcd_stopping(d) && stopping(arg) && !w.poll.op.cancelled)
+			rx_cancel(&w.poll.op);
+		ret = rx_run_once(&d->loop, -1);
+		if (ret < 0 && ret != -EINTR && !w.fired)
+			rx_cancel(&w.poll.op);
+	}
+	*res = w.res;
+	return 0;
+}
 
 void ld_fail(struct ld *L, int code, const char *fmt, ...)
 {

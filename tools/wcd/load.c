@@ -42,7 +42,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -143,29 +142,20 @@ static void *hdr_thread(void *arg)
 	return NULL;
 }
 
-struct hdr_wait {
-	struct rx_poll poll;
-	bool done;
-	int res;
-};
-
-static void hdr_polled(struct rx_poll *p, int res)
+/* While the daemon stops: give the header reader up. */
+static bool hdr_stopping(void *arg)
 {
-	struct hdr_wait *w = container_of(p, struct hdr_wait, poll);
-
-	w->done = true;
-	w->res = res;
+	return true;
 }
 
 static int model_open_bounded(struct wcd *d, struct model *m,
 			      const char *path, char *err)
 {
-	struct hdr_wait w = { .done = false };
 	struct hdr_box *b = calloc(1, sizeof(*b));
 	uint64_t ms = d->o.read_timeout_ms;
 	pthread_attr_t at;
 	pthread_t th;
-	int ret;
+	int ret, res;
 
 	if (!b)
 		return wc_errf(err, ENOMEM, "out of memory");
@@ -186,23 +176,13 @@ static int model_open_bounded(struct wcd *d, struct model *m,
 		return wc_errf(err, ret, "cannot start the header reader: %s",
 			       strerror(ret));
 	}
-	rx_op_deadline(&w.poll.op, ms * 1000000);
-	ret = rx_poll_start(&d->loop, &w.poll, b->efd, POLLIN, hdr_polled);
+	ret = ld_wait_readable(d, b->efd, ms * 1000000, hdr_stopping, NULL, &res);
 	if (ret) {
 		hdr_box_put(b);
 		return wc_errf(err, -ret, "cannot watch the header reader: %s",
 			       strerror(-ret));
 	}
-	while (!w.done) {
-		if (wcd_stopping(d) && !w.poll.op.cancelled)
-			rx_cancel(&w.poll.op);
-		ret = rx_run_once(&d->loop, -1);
-		if (ret < 0 && ret != -EINTR && !w.done) {
-			rx_cancel(&w.poll.op);
-			continue;
-		}
-	}
-	if (w.res > 0) {
+	if (res > 0) {
 		ret = b->ret;
 		if (ret)
 			wc_errf(err, ret, "%s", b->err);

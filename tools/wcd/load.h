@@ -134,6 +134,12 @@ struct ld {
 void ld_fail(struct ld *L, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void ld_progress(struct ld *L);
+/* Turns d's loop until fd is readable or ns have passed: 0 with *res the
+ * poll's result (> 0 readable, -ETIME past the deadline, -ECANCELED: the
+ * loop failed, or the daemon is stopping and stopping(arg), asked each
+ * turn while it is, said to give up), or rx_poll_start's error. */
+int ld_wait_readable(struct wcd *d, int fd, uint64_t ns,
+		     bool (*stopping)(void *arg), void *arg, int *res);
 const char *ld_shard_name(struct ld *L, uint32_t shard);
 
 /* fill.c (load.c calls it): the direct path's splice fill. Moves every

@@ -133,6 +133,30 @@ static void usage_fail(const char *fmt, const char *arg)
 	exit(2);
 }
 
+/* arg as one of names (NULL-terminated): its index; else exits 2 with
+ * "bad OPT 'ARG' (a, b or c)". */
+static unsigned parse_choice(const char *arg, const char *opt,
+			     const char *const *names)
+{
+	char list[128] = "";
+	unsigned i, n = 0;
+
+	for (i = 0; names[i]; i++)
+		if (!strcmp(arg, names[i]))
+			return i;
+	while (names[n])
+		n++;
+	for (i = 0; i < n; i++)
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s",
+			 i == 0 ? "" : i == n - 1 ? " or " : ", ", names[i]);
+	fprintf(stderr, "wcd: bad %s '%s' (%s)\nRun 'wcd --help' for the options.\n",
+		opt, arg, list);
+	exit(2);
+}
+
+#define CHOICE(arg, opt, ...) \
+	parse_choice(arg, opt, (const char *const[]){ __VA_ARGS__, NULL })
+
 /* A byte count with an optional K, M or G (KiB, MB ... are read as the
  * same powers of two); a bad one exits 2 naming the option and its value,
  * and so does one past 2^64 - 1 bytes, which would wrap. */
@@ -332,18 +356,11 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 			break;
 		case OPT_POOL_SIZE: o->pool_size = parse_size(optarg, "--pool-size"); break;
 		case OPT_IPC:
-			if (!strcmp(optarg, "legacy"))
-				o->ipc_legacy = true;
-			else if (strcmp(optarg, "vmm"))
-				usage_fail("bad --ipc '%s' (vmm or legacy)", optarg);
+			o->ipc_legacy = CHOICE(optarg, "--ipc", "vmm", "legacy") == 1;
 			break;
 		case OPT_LOAD_PATH:
-			if (!strcmp(optarg, "direct"))
-				o->load_path = WCD_LOAD_DIRECT;
-			else if (!strcmp(optarg, "staged"))
-				o->load_path = WCD_LOAD_STAGED;
-			else
-				usage_fail("bad --load-path '%s' (direct or staged)", optarg);
+			o->load_path = CHOICE(optarg, "--load-path", "direct", "staged") ?
+				       WCD_LOAD_STAGED : WCD_LOAD_DIRECT;
 			break;
 		case OPT_SLOTS:
 			o->slots = parse_u32(optarg, "bad --slots '%s'");
@@ -363,17 +380,11 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 			break;
 		case OPT_KEEP_CONTEXT: o->keep_context = true; break;
 		case OPT_SLEEP_ARENA:
-			if (!strcmp(optarg, "keep"))
-				o->sleep_arena_keep = true;
-			else if (strcmp(optarg, "free"))
-				usage_fail("bad --sleep-arena '%s' (free or keep)", optarg);
+			o->sleep_arena_keep = CHOICE(optarg, "--sleep-arena", "free", "keep") == 1;
 			break;
 		case OPT_TAKEOVER: o->takeover = true; break;
 		case OPT_TAKEOVER_VERIFY:
-			if (!strcmp(optarg, "hash"))
-				o->ho_rehash = true;
-			else if (strcmp(optarg, "none"))
-				usage_fail("bad --takeover-verify '%s' (none or hash)", optarg);
+			o->ho_rehash = CHOICE(optarg, "--takeover-verify", "none", "hash") == 1;
 			break;
 		case OPT_READ_AHEAD:
 			o->read_ahead = parse_size(optarg, "--read-ahead");
@@ -386,32 +397,16 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 				usage_fail("--read-part %s: use 0 or a multiple of 4096 from 64K", optarg);
 			break;
 		case OPT_HASH_ON:
-			if (!strcmp(optarg, "auto"))
-				o->hash_on = WCD_HASH_AUTO;
-			else if (!strcmp(optarg, "device"))
-				o->hash_on = WCD_HASH_DEVICE;
-			else if (!strcmp(optarg, "cpu"))
-				o->hash_on = WCD_HASH_CPU;
-			else
-				usage_fail("bad --hash-on '%s' (auto, device or cpu)", optarg);
+			/* in enum wcd_hash_on's order */
+			o->hash_on = CHOICE(optarg, "--hash-on", "auto", "device", "cpu");
 			break;
 		case OPT_DIRECT_FILL:
-			if (!strcmp(optarg, "splice"))
-				o->direct_fill = WCD_FILL_SPLICE;
-			else if (!strcmp(optarg, "read"))
-				o->direct_fill = WCD_FILL_READ;
-			else
-				usage_fail("bad --direct-fill '%s' (splice or read)", optarg);
+			/* in enum wcd_direct_fill's order */
+			o->direct_fill = CHOICE(optarg, "--direct-fill", "splice", "read");
 			break;
 		case OPT_DIRECT_IO:
-			if (!strcmp(optarg, "auto"))
-				o->direct_io = WCD_DIO_AUTO;
-			else if (!strcmp(optarg, "on"))
-				o->direct_io = WCD_DIO_ON;
-			else if (!strcmp(optarg, "off"))
-				o->direct_io = WCD_DIO_OFF;
-			else
-				usage_fail("bad --direct-io '%s' (auto, on or off)", optarg);
+			/* in enum wcd_direct_io's order */
+			o->direct_io = CHOICE(optarg, "--direct-io", "auto", "on", "off");
 			break;
 		case OPT_METRICS_LISTEN: o->metrics_listen = optarg; break;
 		case OPT_LOG_FILE: o->log_file = optarg; break;
