@@ -855,7 +855,7 @@ static uint32_t layer_block(const struct plan *p, uint32_t i, const bool *placed
 	return e;
 }
 
-int plan_pack(struct plan *p, uint64_t pool_max, char *err)
+static int pack(struct plan *p, uint64_t pool_max, bool layers, char *err)
 {
 	uint64_t off = 0, at, block_end = 0;
 	uint32_t *seen, end = 0;
@@ -887,7 +887,7 @@ int plan_pack(struct plan *p, uint64_t pool_max, char *err)
 		}
 		if (t->flags & PLAN_T_VIEW)
 			continue;
-		if (i >= end && layer_of(t->name) >= 0) {
+		if (layers && i >= end && layer_of(t->name) >= 0) {
 			uint64_t padded;
 
 			end = layer_block(p, i, placed, seen, &bytes);
@@ -947,4 +947,14 @@ out_e2big:
 	return wc_errf(err, E2BIG,
 		       "the plan needs more than %d pools of at most %" PRIu64 " bytes for %" PRIu64 " bytes of tensors; give a larger pool size",
 		       PLAN_POOLS_MAX, pool_max, p->total_bytes);
+}
+
+int plan_pack(struct plan *p, uint64_t pool_max, char *err)
+{
+	return pack(p, pool_max, true, err);
+}
+
+int plan_pack_flat(struct plan *p, uint64_t pool_max, char *err)
+{
+	return pack(p, pool_max, false, err);
 }

@@ -283,6 +283,11 @@ int plan_build(struct plan *p, const struct model *m,
  * tensor needs, _core.py's tensors("torch")). -E2BIG naming the count and
  * pool_max when more than PLAN_POOLS_MAX pools would be needed. */
 int plan_pack(struct plan *p, uint64_t pool_max, char *err);
+/* plan_pack with every layer placed tensor by tensor: the packing of the
+ * builds before layers were packed whole (handover protocol 1), kept for
+ * the test that a handover between the two is refused (wcd's
+ * WCD_TEST_PACK=flat). */
+int plan_pack_flat(struct plan *p, uint64_t pool_max, char *err);
 
 /* The entry named name, or -1 (binary search over the checkpoint entries,
  * then a scan of the views). */

@@ -107,8 +107,10 @@ static void ref_pack(const struct plan *p, uint64_t max, uint32_t *pool,
 	*npools = (uint32_t)(k + 1);
 }
 
-/* plan_pack(p, max) is ref_pack(p, max), entry for entry. */
-static void check_flat(struct plan *p, uint64_t max, const char *what)
+/* plan_pack(p, max) (or plan_pack_flat) is ref_pack(p, max), entry for
+ * entry. */
+static void check_flat_as(struct plan *p, uint64_t max, const char *what,
+			  int (*pack)(struct plan *, uint64_t, char *))
 {
 	static uint32_t pool[1u << 16];
 	static uint64_t off[1u << 16];
@@ -116,7 +118,7 @@ static void check_flat(struct plan *p, uint64_t max, const char *what)
 	uint32_t n;
 
 	T_ASSERT(p->ntensors <= 1u << 16);
-	T_OK(plan_pack(p, max, err));
+	T_OK(pack(p, max, err));
 	ref_pack(p, max, pool, off, size, &n);
 	if (p->npools != n)
 		T_FAIL("%s, pool size %" PRIu64 ": %u pools, before %u", what,
@@ -135,6 +137,11 @@ static void check_flat(struct plan *p, uint64_t max, const char *what)
 			       what, max, t->name, t->pool, t->pool_off, pool[i],
 			       off[i]);
 	}
+}
+
+static void check_flat(struct plan *p, uint64_t max, const char *what)
+{
+	check_flat_as(p, max, what, plan_pack);
 }
 
 /* Every entry inside its pool and the pool size, no two overlapping, a
@@ -306,6 +313,11 @@ static void big(const char *dir)
 	build(&p, &m, &r, 1, 1, 0);
 	check_flat(&p, 400ull << 20, "llama-8b tp 1");
 	check_sound(&p, 400ull << 20);
+	plan_free(&p);
+	/* plan_pack_flat (wcd's WCD_TEST_PACK=flat) packs as before */
+	build(&p, &m, &r, 1, 1, 0);
+	check_flat_as(&p, 2ull << 30, "llama-8b tp 1, flat", plan_pack_flat);
+	T_EQ_INT(p.npools, 8);
 	plan_free(&p);
 	/* tp 4 and 8: 104 and 52 MiB layers, under PLAN_LAYER_MIN */
 	for (uint32_t tp = 4; tp <= 8; tp *= 2) {

@@ -138,3 +138,41 @@ def test_one_run_per_kind(daemons, big, monkeypatch, spread):
             m.detach()
     file.close()
     assert wcache.live_leases() == leases
+
+
+def test_handover_from_other_packing(daemons, big, monkeypatch, tmp_path):
+    """A daemon that packs the layers tensor by tensor (WCD_TEST_PACK=flat:
+    the builds before big layers were packed whole) and a new one that
+    packs them whole plan other pools for the same model: the new one's
+    check of the pools refuses the handover (exit 1, naming why), and the
+    old one serves on, its engine's tensors intact."""
+    import subprocess
+    from conftest import BIN
+    d, base, spans = big
+    with monkeypatch.context() as mp:
+        mp.setenv("WCD_TEST_PACK", "flat")
+        old = daemons(d, "hoflat", "--pool-size", "150M")
+    pid = old.proc.pid
+    with open(os.path.join(d, "model.safetensors"), "rb") as f:
+        head = f.read(base + 4096)[base:]
+    with old.connect() as c:
+        m = c.attach(model_dir=d, framework="torch")
+        flat = {t.name: (t.pool, t.offset) for t in m.manifest}
+        first = m.tensors()["lm_head.weight"]
+        p = subprocess.run([os.path.join(BIN, "wcd"), "--takeover", "--device", old.device,
+                            "--runtime-dir", old.rundir], stdin=subprocess.DEVNULL,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+        out = p.stdout.decode()
+        assert p.returncode == 1, out
+        assert "the old daemon packs the model otherwise" in out, out
+        assert "restart with a reload" in out, out
+        assert "wcd pid %d serves on" % pid in out, out
+        assert old.proc.poll() is None, "the old daemon exited"
+        c.ping()   # raises when it is not served
+        assert c.status()["pid"] == pid
+        assert first.reshape(-1).view(torch.uint8)[:4096].numpy().tobytes() == head
+        m2 = c.attach(model_dir=d, framework="torch")
+        assert {t.name: (t.pool, t.offset) for t in m2.manifest} == flat
+        m2.detach()
+        del first
+        m.detach()
