@@ -37,6 +37,9 @@
 #                              wcctl wake's wall time before ($WCD_BASE),
 #                              with the free after the reply ($WCD_FREE) and
 #                              with the hashes queued with the copies too
+#   bench/gpu_run.sh hash6     whole tensors hashed side by side: spawn to
+#                              ready, restart --verify hash, sleep/wake,
+#                              before ($WCD_BASE) and after, alternated
 #   bench/gpu_run.sh sleep4    issue 17's sleep pipeline: bench/cuda/sleepprep
 #                              QUICK=1 (warms 64 GiB, then ways of preparing
 #                              and copying 16 GiB beside the D2H ceiling),
@@ -387,6 +390,46 @@ handover3() {
 		kill $WCD_PID; wait $WCD_PID
 		tail -12 /tmp/who/wcd-rt.log
 	} 2>&1 | tee "$OUT/handover3.log"
+}
+
+# Issue 17, whole tensors hashed side by side (hash_batch): wcd before
+# ($WCD_BASE, a wcd binary) and after ($BUILD/bin/wcd), alternated: spawn
+# to ready (the fused views are hashed after the last copy), wcctl restart
+# --verify hash with an engine attached (every tensor hashed again), and
+# level-1 sleep/wake (each pool hashed as its copy lands).
+hash6() {
+	local m=/root/m8b rd=/tmp/who/rt uuid att r w i
+	gpu_env
+	m8b $m || return 1
+	{
+		date -u; nvidia-smi -L
+		cat $m/*.safetensors >/dev/null
+		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling'
+		for r in 1 2; do
+			for w in "$WCD_BASE" $BUILD/bin/wcd; do
+				echo "== round $r: $w"
+				for i in 1 2; do
+					BUILD_BIN_WCD=$w spawn_ready $m $rd || return 1
+					grep -E '^(load_seconds)=' $rd/*.ready
+					[ $i = 2 ] || { kill $WCD_PID; wait $WCD_PID; }
+				done
+				wcattach --device $uuid --runtime-dir $rd --hold 300 >/tmp/who/att.log 2>&1 &
+				att=$!
+				for i in $(seq 500); do grep -q attached /tmp/who/att.log && break; sleep 0.01; done
+				for i in 1 2 3; do
+					wcctl restart --device $uuid --runtime-dir $rd --wcd $w --verify hash --json
+				done
+				grep -E 'hashed again' $rd/*.log /tmp/who/wcd-rt.log 2>/dev/null | tail -3
+				kill $att 2>/dev/null; wait $att 2>/dev/null
+				for i in 1 2; do
+					wcctl sleep --level 1 --device $uuid --runtime-dir $rd --json
+					sleep 1
+					wcctl wake --device $uuid --runtime-dir $rd --json
+				done
+				wcctl stop --device $uuid --runtime-dir $rd >/dev/null
+			done
+		done
+	} 2>&1 | tee "$OUT/hash6.log"
 }
 
 # Issue 17, the sleep's pipeline (host buffers mapped on a thread, pinned

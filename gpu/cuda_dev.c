@@ -420,6 +420,7 @@ static const struct gpu_backend cuda_backend = {
 	.hash_begin = gpu_cuda_hash_begin,
 	.hash_step = gpu_cuda_hash_step,
 	.hash_end = gpu_cuda_hash_end,
+	.hash_batch = gpu_cuda_hash_batch,
 	.idle = gpu_cuda_idle,
 	.context = cuda_context,
 };

@@ -11,11 +11,16 @@
  * (an event on the copy stream, waited for on a hash stream, no host
  * round trip), one launch advances the tensor's XXH3 chain over the whole
  * 1 KiB blocks that have landed; the last piece finishes the hash.
+ * Whole tensors already in the pools (a wake's pool once its copy is
+ * queued, a re-hash, the fused views after a load) go through hash_batch:
+ * one launch, a thread block per tensor, longest first, so that they run
+ * side by side on the SMs instead of a chain at a time on a few streams.
  *
- * Bounds: CUDA_HASH_CHAINS hash streams; device memory n x 80 bytes
- * (accumulators and results), host memory n x 9 bytes, both freed by
- * hash_end. One tensor's steps must use one chain, in order (the chain's
- * stream keeps them in order); any number of tensors may share a chain.
+ * Bounds: CUDA_HASH_CHAINS hash streams; device memory n x 104 bytes
+ * (accumulators, results, batch jobs), host memory n x 33 bytes, both
+ * freed by hash_end. One tensor's steps must use one chain, in order (the
+ * chain's stream keeps them in order); any number of tensors may share a
+ * chain.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -28,9 +33,19 @@ _Static_assert(GPU_HASH_MIN_LEN == XS_MIN_LEN, "gpu.h and xxh3_split.h disagree"
 
 enum { T_IDLE, T_RUNNING, T_DONE };
 
+/* struct xk_job of cuda_xxh3.cu, as the host writes it */
+struct xk_job_h {
+	uint64_t base, len, out;
+};
+_Static_assert(sizeof(struct xk_job_h) == 24, "xk_job is three 8-byte words");
+
 struct cuda_hash {
 	uint32_t n;
-	uint64_t *d_mem;               /* n x 8 accumulators, then n x 16 bytes */
+	uint64_t *d_mem;               /* n x 8 accumulators, then n x 16 bytes,
+					* then n batch jobs */
+	struct xk_job_h *jobs;         /* host copy of the batch jobs */
+	uint32_t njobs;                /* jobs used by batches so far */
+	unsigned next_hs;              /* the hash stream of the next batch */
 	uint64_t *blocks;              /* per tensor: blocks chained so far */
 	uint8_t *tstate;               /* per tensor: T_* */
 	cudaStream_t hs[CUDA_HASH_CHAINS];
@@ -42,6 +57,9 @@ int gpu_cuda_xxh3_probe(void);
 int gpu_cuda_xxh3_launch(cudaStream_t s, const void *base, uint64_t len,
 			 uint64_t b0, uint64_t b1, uint64_t *state, int init,
 			 int fin, uint8_t *out);
+int gpu_cuda_xxh3_batch(cudaStream_t s, const void *jobs, unsigned n);
+
+#define HASH_DEV_BYTES_PER_TENSOR (64 + 16 + sizeof(struct xk_job_h))
 
 static void hash_free(struct cuda_hash *h)
 {
@@ -53,6 +71,7 @@ static void hash_free(struct cuda_hash *h)
 		cudaFree(h->d_mem);
 	free(h->blocks);
 	free(h->tstate);
+	free(h->jobs);
 	free(h);
 }
 
@@ -85,17 +104,20 @@ int gpu_cuda_hash_begin(struct gpu_dev *dev, uint32_t n, char *err)
 	h->n = n;
 	h->blocks = calloc(n ? n : 1, sizeof(*h->blocks));
 	h->tstate = calloc(n ? n : 1, 1);
-	if (!h->blocks || !h->tstate) {
+	h->jobs = calloc(n ? n : 1, sizeof(*h->jobs));
+	if (!h->blocks || !h->tstate || !h->jobs) {
 		hash_free(h);
 		return wc_errf(err, ENOMEM, "out of memory");
 	}
-	e = cudaMalloc((void **)&h->d_mem, (size_t)(n ? n : 1) * 80);
+	e = cudaMalloc((void **)&h->d_mem,
+		       (size_t)(n ? n : 1) * HASH_DEV_BYTES_PER_TENSOR);
 	if (e != cudaSuccess) {
 		h->d_mem = NULL;
 		hash_free(h);
 		return wc_errf(err, gpu_cuda_rt_errno(e),
-				     "cannot allocate %u bytes for hashing on %s: %s",
-				     n * 80, dev->name, cudaGetErrorString(e));
+				     "cannot allocate %zu bytes for hashing on %s: %s",
+				     (size_t)n * HASH_DEV_BYTES_PER_TENSOR, dev->name,
+				     cudaGetErrorString(e));
 	}
 	for (; h->nhs < CUDA_HASH_CHAINS; h->nhs++) {
 		e = cudaStreamCreateWithFlags(&h->hs[h->nhs], cudaStreamNonBlocking);
@@ -165,6 +187,88 @@ out_cuda:
 	return wc_errf(err, gpu_cuda_rt_errno(e),
 			     "cannot queue the hash of a tensor on %s: %s",
 			     dev->name, cudaGetErrorString(e));
+}
+
+static int job_cmp(const void *a, const void *b)
+{
+	const struct xk_job_h *x = a, *y = b;
+
+	return x->len < y->len ? 1 : x->len > y->len ? -1 : 0;
+}
+
+int gpu_cuda_hash_batch(struct gpu_dev *dev, const struct gpu_hash_job *jobs,
+			uint32_t n, unsigned copy_stream, char *err)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	struct cuda_hash *h = cd->hash;
+	struct xk_job_h *hj;
+	uint8_t *results, *d_jobs;
+	cudaStream_t hs;
+	cudaEvent_t ev;
+	cudaError_t e;
+	int ret;
+
+	if (!h)
+		return wc_errf(err, EINVAL, "no device hash is running");
+	if (n > h->n - h->njobs)
+		return wc_errf(err, EINVAL,
+			       "a hash batch of %u tensors is more than the %u left of this hash",
+			       n, h->n - h->njobs);
+	results = (uint8_t *)(h->d_mem + (uint64_t)8 * h->n);
+	d_jobs = results + (uint64_t)16 * h->n;
+	hj = h->jobs + h->njobs;
+	for (uint32_t k = 0; k < n; k++) {
+		const struct gpu_hash_job *j = &jobs[k];
+
+		if (j->i >= h->n || j->len <= XS_MIN_LEN || j->off % 16 ||
+		    j->off > j->pool->alloc_size ||
+		    j->len > j->pool->alloc_size - j->off ||
+		    h->tstate[j->i] != T_IDLE)
+			return wc_errf(err, EINVAL,
+				       "bad device hash batch job (tensor %u, %llu bytes at %llu)",
+				       j->i, (unsigned long long)j->len,
+				       (unsigned long long)j->off);
+		for (uint32_t m = 0; m < k; m++)
+			if (jobs[m].i == j->i)
+				return wc_errf(err, EINVAL,
+					       "tensor %u is twice in one hash batch",
+					       j->i);
+	}
+	for (uint32_t k = 0; k < n; k++) {
+		ret = gpu_cuda_pool_ready(dev, jobs[k].pool, err);
+		if (ret)
+			return ret;
+		hj[k] = (struct xk_job_h){
+			.base = (uint64_t)jobs[k].pool->dev_ptr + jobs[k].off,
+			.len = jobs[k].len,
+			.out = (uint64_t)(uintptr_t)(results + (uint64_t)16 * jobs[k].i),
+		};
+	}
+	if (!n)
+		return 0;
+	/* longest first: thread blocks start in index order, and the
+	 * longest chain bounds the batch */
+	qsort(hj, n, sizeof(*hj), job_cmp);
+	hs = h->hs[h->next_hs++ % CUDA_HASH_CHAINS];
+	ev = h->ev[copy_stream % CUDA_STREAMS];
+	e = cudaEventRecord(ev, cd->st[copy_stream % CUDA_STREAMS].s);
+	if (e == cudaSuccess)
+		e = cudaStreamWaitEvent(hs, ev, 0);
+	/* h->jobs lives until hash_end: the copy may read it late */
+	if (e == cudaSuccess)
+		e = cudaMemcpyAsync(d_jobs + sizeof(*hj) * h->njobs, hj,
+				    sizeof(*hj) * n, cudaMemcpyHostToDevice, hs);
+	if (e == cudaSuccess)
+		e = (cudaError_t)gpu_cuda_xxh3_batch(
+			hs, d_jobs + sizeof(*hj) * h->njobs, n);
+	if (e != cudaSuccess)
+		return wc_errf(err, gpu_cuda_rt_errno(e),
+			       "cannot queue the hashes of %u tensors on %s: %s",
+			       n, dev->name, cudaGetErrorString(e));
+	for (uint32_t k = 0; k < n; k++)
+		h->tstate[jobs[k].i] = T_DONE;
+	h->njobs += n;
+	return 0;
 }
 
 int gpu_cuda_hash_end(struct gpu_dev *dev, uint8_t (*out)[16], char *err)

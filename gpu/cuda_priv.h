@@ -156,6 +156,8 @@ int gpu_cuda_hash_step(struct gpu_dev *dev, struct gpu_pool *pool,
 		       uint64_t off, uint64_t len, uint32_t i, uint64_t landed,
 		       unsigned copy_stream, unsigned chain, char *err);
 int gpu_cuda_hash_end(struct gpu_dev *dev, uint8_t (*out)[16], char *err);
+int gpu_cuda_hash_batch(struct gpu_dev *dev, const struct gpu_hash_job *jobs,
+			uint32_t n, unsigned copy_stream, char *err);
 
 /* cuda_import.c */
 int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,

@@ -10,6 +10,8 @@
  * The chain (a few dependent integer operations per kilobyte and lane) is
  * what bounds one launch; the loader runs one launch per staging piece on
  * one of several hash streams, so several tensors advance at once.
+ * xk_batch runs the same per thread block, one whole tensor each, for
+ * tensors already in the pools: n chains side by side in one launch.
  *
  * Only this file is compiled by nvcc (the Makefile builds every .cu in
  * gpu/ where CUDA is on); gpu/cuda_hash.c calls it.
@@ -54,9 +56,9 @@ static __device__ __forceinline__ void block_sum(uint64_t sum[8],
  * into the chain whose accumulators are in state (xs_init'ed first when
  * init); when fin, the tail is added and the canonical hash written to out
  * (b1 must then be xs_nblocks(len)). */
-__global__ void __launch_bounds__(XK_THREADS)
-xk_advance(const uint8_t *base, uint64_t len, uint64_t b0, uint64_t b1,
-	   uint64_t *state, int init, int fin, uint8_t *out)
+static __device__ __forceinline__ void
+xk_run(const uint8_t *base, uint64_t len, uint64_t b0, uint64_t b1,
+       uint64_t *state, int init, int fin, uint8_t *out)
 {
 	__shared__ uint64_t kw[XS_SECRET_WORDS];
 	__shared__ uint64_t sums[2][XK_CHUNK][8];
@@ -117,12 +119,43 @@ xk_advance(const uint8_t *base, uint64_t len, uint64_t b0, uint64_t b1,
 	}
 }
 
+__global__ void __launch_bounds__(XK_THREADS)
+xk_advance(const uint8_t *base, uint64_t len, uint64_t b0, uint64_t b1,
+	   uint64_t *state, int init, int fin, uint8_t *out)
+{
+	xk_run(base, len, b0, b1, state, init, fin, out);
+}
+
+/* One whole tensor per thread block: thread block k hashes jobs[k] from
+ * its first byte to its canonical hash (init and fin in one), so that n
+ * tensors already in the pools advance side by side on up to n SMs
+ * instead of one chain each on a few streams (a chain is sequential: the
+ * longest tensor alone bounds a batch). */
+struct xk_job {
+	const uint8_t *base;
+	uint64_t len;
+	uint8_t *out;
+};
+
+__global__ void __launch_bounds__(XK_THREADS)
+xk_batch(const struct xk_job *jobs)
+{
+	const struct xk_job *j = &jobs[blockIdx.x];
+	const uint8_t *base = j->base;
+	uint64_t len = j->len;
+	uint8_t *out = j->out;
+
+	xk_run(base, len, 0, xs_nblocks(len), NULL, 1, 1, out);
+}
+
 /* cudaSuccess when this build holds code the current device can run. */
 extern "C" int gpu_cuda_xxh3_probe(void)
 {
 	struct cudaFuncAttributes a;
 
-	return (int)cudaFuncGetAttributes(&a, xk_advance);
+	cudaError_t e = cudaFuncGetAttributes(&a, xk_advance);
+
+	return (int)(e != cudaSuccess ? e : cudaFuncGetAttributes(&a, xk_batch));
 }
 
 /* Queues one xk_advance on stream s; returns the launch's cudaError_t. */
@@ -133,5 +166,16 @@ extern "C" int gpu_cuda_xxh3_launch(cudaStream_t s, const void *base,
 {
 	xk_advance<<<1, XK_THREADS, 0, s>>>((const uint8_t *)base, len, b0, b1,
 					    state, init, fin, out);
+	return (int)cudaGetLastError();
+}
+
+/* Queues one xk_batch of n jobs (already in device memory at jobs, in the
+ * layout of struct xk_job: pointer, length, pointer) on stream s. */
+extern "C" int gpu_cuda_xxh3_batch(cudaStream_t s, const void *jobs,
+				   unsigned n)
+{
+	if (!n)
+		return (int)cudaSuccess;
+	xk_batch<<<n, XK_THREADS, 0, s>>>((const struct xk_job *)jobs);
 	return (int)cudaGetLastError();
 }

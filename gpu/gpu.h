@@ -96,6 +96,14 @@ struct gpu_copy {
  * needs none unless it re-hashes). */
 enum gpu_ctx { GPU_CTX_NOW, GPU_CTX_ASYNC, GPU_CTX_LAZY };
 
+/* One whole tensor for hash_batch: len bytes at off in pool (off
+ * 16-aligned, len > GPU_HASH_MIN_LEN), tensor i of the hash_begin. */
+struct gpu_hash_job {
+	struct gpu_pool *pool;
+	uint64_t off, len;
+	uint32_t i;
+};
+
 struct gpu_backend {
 	const char *name;
 	/* daemon and client: open a device by name ("host", "host:x", "0", "GPU-...") */
@@ -200,6 +208,14 @@ struct gpu_backend {
 			 uint64_t off, uint64_t len, uint32_t i, uint64_t landed,
 			 unsigned copy_stream, unsigned chain, char *err);
 	int (*hash_end)(struct gpu_dev *dev, uint8_t (*out)[16], char *err);
+	/* Optional (NULL: hash_step each with landed == len, one chain
+	 * each): n whole tensors not stepped before, after what copy stream
+	 * copy_stream has queued so far, side by side in one launch (the
+	 * device runs up to n chains at once, longest first; a re-hash of
+	 * 16 GB is bounded by its longest tensor instead of by the chains).
+	 * Their hashes come out of hash_end as hash_step's do. */
+	int (*hash_batch)(struct gpu_dev *dev, const struct gpu_hash_job *jobs,
+			  uint32_t n, unsigned copy_stream, char *err);
 
 	/* Optional (cuda, VMM pools only): the daemon is done with the device
 	 * for now. Each of the n pools gives up its handle and mapping and

@@ -7,7 +7,9 @@
  * steps interleaved; every hash equals wc_hash128 of the host bytes. Then
  * the refusals (a tensor of 240 bytes, an unaligned offset, a second
  * begin, an end without a begin, a tensor left unfinished), abandoning a
- * run, and the kernel's speed on one chain and on eight (printed).
+ * run; hash_batch (whole tensors side by side: the same equality, and its
+ * refusals); and the kernel's speed on one chain, on eight, and in one
+ * batch (printed).
  * Skips (77) where the build has no CUDA or no GPU is found.
  */
 #include <errno.h>
@@ -151,6 +153,89 @@ static void check_all(const struct gpu_backend *be, struct gpu_dev *dev,
 	       nt, copies);
 }
 
+/* hash_batch: the same awkward tensors copied whole first (on two copy
+ * streams), then hashed in two batches, each after its stream's copies,
+ * in an order that is not the pool's; every hash equals the host's. */
+static void check_batch(const struct gpu_backend *be, struct gpu_dev *dev,
+			struct gpu_pool *pool, const uint8_t *stage)
+{
+	static uint8_t out[NT_MAX][16];
+	struct gpu_hash_job jobs[NT_MAX];
+	char err[WC_ERR_LEN];
+	unsigned nt = 0, nj[2] = { 0, 0 };
+	uint64_t off = 0, len[NT_MAX], offs[NT_MAX];
+	int copies = 0;
+
+	T_ASSERT(be->hash_batch);
+	while (nt < 40) {
+		len[nt] = nt < 4 ? (uint64_t[]){ 241, 1024, 1025, 6u << 20 }[nt] :
+			  241 + next() % (2u << 20);
+		nt++;
+	}
+	memset(out, 0, sizeof(out));
+	atomic_store(&ncopied, 0);
+	T_OK(be->hash_begin(dev, nt, err));
+	for (unsigned i = 0; i < nt; i++) {
+		unsigned cs = i % 2;
+		struct gpu_copy c = { .dst_off = off, .src = stage + off,
+				      .width = len[i], .height = 1 };
+
+		T_OK(be->copy_to_pool(dev, pool, &c, cs, on_done, NULL));
+		copies++;
+		/* batch cs holds tensors cs, cs + 2, ..., listed backwards */
+		memmove(jobs + cs * NT_MAX / 2 + 1, jobs + cs * NT_MAX / 2,
+			sizeof(*jobs) * nj[cs]);
+		jobs[cs * NT_MAX / 2] = (struct gpu_hash_job){
+			.pool = pool, .off = off, .len = len[i], .i = i };
+		nj[cs]++;
+		offs[i] = off;
+		off = gpu_align_up(off + len[i], GPU_POOL_ALIGN);
+		T_ASSERT(off <= POOL_BYTES);
+	}
+	for (unsigned cs = 0; cs < 2; cs++)
+		if (be->hash_batch(dev, jobs + cs * NT_MAX / 2, nj[cs], cs, err))
+			T_FAIL("hash_batch: %s", err);
+	if (be->hash_end(dev, out, err))
+		T_FAIL("hash_end: %s", err);
+	wait_copies(copies);
+	for (unsigned i = 0; i < nt; i++) {
+		uint8_t want[16];
+		char w[WC_HASH_HEX_LEN], g[WC_HASH_HEX_LEN];
+
+		wc_hash128(stage + offs[i], len[i], want);
+		if (memcmp(want, out[i], 16)) {
+			wc_hash_hex(want, w);
+			wc_hash_hex(out[i], g);
+			T_FAIL("batch: tensor %u (%llu bytes): device %s, host %s",
+			       i, (unsigned long long)len[i], g, w);
+		}
+	}
+	printf("%u tensors in 2 batches: the device's hashes equal the host's\n",
+	       nt);
+	/* refusals: nothing is queued by a refused batch */
+	T_OK(be->hash_begin(dev, 4, err));
+	jobs[0] = (struct gpu_hash_job){ .pool = pool, .off = 0, .len = 240, .i = 0 };
+	T_EQ_INT(be->hash_batch(dev, jobs, 1, 0, err), -EINVAL);
+	T_HAS(err, "bad device hash batch job");
+	jobs[0] = (struct gpu_hash_job){ .pool = pool, .off = 8, .len = 4096, .i = 0 };
+	T_EQ_INT(be->hash_batch(dev, jobs, 1, 0, err), -EINVAL);
+	jobs[0] = (struct gpu_hash_job){ .pool = pool, .off = 0, .len = 4096, .i = 4 };
+	T_EQ_INT(be->hash_batch(dev, jobs, 1, 0, err), -EINVAL);
+	jobs[0] = (struct gpu_hash_job){ .pool = pool, .off = 0, .len = 4096, .i = 1 };
+	jobs[1] = jobs[0];
+	T_EQ_INT(be->hash_batch(dev, jobs, 2, 0, err), -EINVAL);
+	T_HAS(err, "twice in one hash batch");
+	T_EQ_INT(be->hash_batch(dev, jobs, 5, 0, err), -EINVAL);
+	T_HAS(err, "more than the 4 left");
+	/* a tensor stepped before cannot join a batch */
+	T_OK(be->hash_step(dev, pool, 0, 8192, 2, 4096, 0, 0, err));
+	jobs[0] = (struct gpu_hash_job){ .pool = pool, .off = 0, .len = 8192, .i = 2 };
+	T_EQ_INT(be->hash_batch(dev, jobs, 1, 0, err), -EINVAL);
+	T_OK(be->hash_end(dev, NULL, err));
+	T_EQ_INT(be->hash_batch(dev, jobs, 1, 0, err), -EINVAL);
+	T_HAS(err, "no device hash is running");
+}
+
 static void check_refusals(const struct gpu_backend *be, struct gpu_dev *dev,
 			   struct gpu_pool *pool)
 {
@@ -203,6 +288,21 @@ static void speed(const struct gpu_backend *be, struct gpu_dev *dev,
 		T_OK(be->hash_end(dev, out, err));
 		printf("kernel, eight chains: 64 MiB in %.3f ms, %.1f GB/s\n",
 		       (now_s() - t0) * 1e3, (64u << 20) / (now_s() - t0) / 1e9);
+		{
+			struct gpu_hash_job j[24];
+
+			T_OK(be->hash_begin(dev, 24, err));
+			for (unsigned i = 0; i < 24; i++)
+				j[i] = (struct gpu_hash_job){
+					.pool = pool, .off = (uint64_t)i << 22,
+					.len = 4u << 20, .i = i };
+			t0 = now_s();
+			T_OK(be->hash_batch(dev, j, 24, 0, err));
+			T_OK(be->hash_end(dev, NULL, err));
+			printf("kernel, one batch of 24 x 4 MiB: 96 MiB in %.3f ms, %.1f GB/s\n",
+			       (now_s() - t0) * 1e3,
+			       (96u << 20) / (now_s() - t0) / 1e9);
+		}
 	}
 }
 
@@ -230,6 +330,7 @@ int main(void)
 	}
 	check_all(be, &dev, &pool, stage);
 	check_all(be, &dev, &pool, stage);
+	check_batch(be, &dev, &pool, stage);
 	check_refusals(be, &dev, &pool);
 	speed(be, &dev, &pool);
 	be->pool_release(&dev, &pool);

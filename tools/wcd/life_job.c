@@ -275,27 +275,47 @@ static int restore_pools(struct wcd *d, struct wcd_version *v,
 	return ret;
 }
 
-/* Queues the device hash of every tensor of pool p longer than
- * GPU_HASH_MIN_LEN (the backend's hash_step: one launch per tensor, on
- * chain i), after what copy stream `stream` has queued so far. */
+/* Queues the device hash of every tensor of pool p (every pool: p ==
+ * UINT32_MAX) longer than GPU_HASH_MIN_LEN, after what copy stream
+ * `stream` has queued so far: in one batch where the backend has
+ * hash_batch (the tensors side by side on the device), else one
+ * hash_step per tensor on chain i. */
 static int hash_pool_steps(struct wcd *d, struct wcd_version *v, uint32_t p,
 			   unsigned stream, char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
+	struct gpu_hash_job *jobs = NULL;
 	char e[WC_ERR_LEN];
-	int ret;
+	uint32_t n = 0;
+	int ret = 0;
 
+	if (be->hash_batch) {
+		jobs = malloc(sizeof(*jobs) * (v->plan.ntensors ? v->plan.ntensors : 1));
+		if (!jobs)
+			return wc_errf(err, ENOMEM, "out of memory");
+	}
 	for (uint32_t i = 0; i < v->plan.ntensors; i++) {
 		const struct plan_tensor *t = &v->plan.t[i];
 
-		if (t->pool != p || t->size <= GPU_HASH_MIN_LEN)
+		if ((p != UINT32_MAX && t->pool != p) ||
+		    t->size <= GPU_HASH_MIN_LEN)
 			continue;
-		ret = be->hash_step(&d->dev, &v->pools[p], t->pool_off,
+		if (jobs) {
+			jobs[n++] = (struct gpu_hash_job){
+				.pool = &v->pools[t->pool], .off = t->pool_off,
+				.len = t->size, .i = i,
+			};
+			continue;
+		}
+		ret = be->hash_step(&d->dev, &v->pools[t->pool], t->pool_off,
 				    t->size, i, t->size, stream, i, e);
 		if (ret)
-			return wc_errf(err, -ret, "%s", e);
+			break;
 	}
-	return 0;
+	if (jobs && !ret)
+		ret = be->hash_batch(&d->dev, jobs, n, stream, e);
+	free(jobs);
+	return ret ? wc_errf(err, -ret, "%s", e) : 0;
 }
 
 /* Ends a device hash begun over v's tensors: those of at most
@@ -329,8 +349,9 @@ static int hash_finish(struct wcd *d, struct wcd_version *v,
 }
 
 /* The hashes of v's tensors computed on the device (the backend's hash_*:
- * one launch per tensor, spread over its chains, nothing copied back but
- * the hashes; tensors of at most GPU_HASH_MIN_LEN bytes are read back and
+ * every tensor side by side in one batch where the backend can, else one
+ * launch per tensor spread over its chains; nothing copied back but the
+ * hashes; tensors of at most GPU_HASH_MIN_LEN bytes are read back and
  * hashed here) into out. -ENOTSUP when the backend cannot. */
 static int device_hashes(struct wcd *d, struct wcd_version *v,
 			 uint8_t (*out)[WC_HASH_LEN], char *err)
@@ -344,12 +365,10 @@ static int device_hashes(struct wcd *d, struct wcd_version *v,
 	ret = be->hash_begin(&d->dev, v->plan.ntensors, e);
 	if (ret)
 		return ret == -ENOTSUP ? ret : wc_errf(err, -ret, "%s", e);
-	for (uint32_t p = 0; p < v->npools; p++) {
-		ret = hash_pool_steps(d, v, p, 0, err);
-		if (ret) {
-			be->hash_end(&d->dev, NULL, NULL);
-			return ret;
-		}
+	ret = hash_pool_steps(d, v, UINT32_MAX, 0, err);
+	if (ret) {
+		be->hash_end(&d->dev, NULL, NULL);
+		return ret;
 	}
 	return hash_finish(d, v, out, err);
 }
