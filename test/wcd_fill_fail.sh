@@ -13,6 +13,10 @@
 #    the file's hashes and says so; with none, a failure still fails it;
 #  - the event loop cannot watch the workers (WCD_TEST_FILL_POLL_FAIL=1):
 #    the load completes with the file's hashes, said in a warning;
+#  - no eventfd (WCD_TEST_FILL_EVENTFD_FAIL=1, EMFILE): the load completes,
+#    the loop waits for the workers, said once;
+#  - a worker whose pipe cannot be made (WCD_TEST_FILL_PIPE_FAIL=K): it
+#    preads, said once naming it; the load completes with the hashes;
 #  - a refusal (EINVAL) on the memfd side mid-fill, after other pieces were
 #    spliced and with bytes in the pipe: pread takes over, said once, and
 #    every hash equals the file's;
@@ -129,6 +133,20 @@ expect_has "no threads: the loop fills" "$(cat "$W/th0.log")" "worker threads ma
 serves poll WCD_TEST_FILL_POLL_FAIL=1
 expect_has "poll: said" "$(cat "$W/poll.log")" "fill: cannot watch its workers from the event loop (Device or resource busy): waiting for them"
 expect_has "poll: every byte" "$(cat "$W/poll.log")" "(9998848 bytes read for 9998848,"
+
+# no eventfd for the loop to watch the workers (EMFILE): the load does
+# not fail for it; the workers fill, the loop waits for them, said once
+serves efd WCD_TEST_FILL_EVENTFD_FAIL=1
+expect_has "eventfd: said" "$(cat "$W/efd.log")" "fill: cannot watch its workers from the event loop (no eventfd: Too many open files): waiting for them"
+expect_eq "eventfd: said once" "$(grep -c 'cannot watch its workers' "$W/efd.log")" 1
+expect_has "eventfd: every byte" "$(cat "$W/efd.log")" "(9998848 bytes read for 9998848,"
+
+# a worker without a pipe (pipe2 fails: EMFILE): it preads instead, said
+# once, naming the worker; the others splice; every hash the file's
+serves nopipe WCD_TEST_FILL_PIPE_FAIL=1
+expect_has "no pipe: said" "$(cat "$W/nopipe.log")" "fill: worker 1 has no pipe (Too many open files): it reads its pieces with pread"
+expect_eq "no pipe: said once" "$(grep -c 'has no pipe' "$W/nopipe.log")" 1
+expect_has "no pipe: every byte" "$(cat "$W/nopipe.log")" "(9998848 bytes read for 9998848,"
 
 # an UPDATE whose fill fails: version 1 serves on, nothing leaks
 "$BIN/wcgen" tiny --out "$W/next" --shard-size 3MB --seed 3 >/dev/null 2>&1 || fail "wcgen next"

@@ -7,6 +7,9 @@
 #    POSIX_FADV_WILLNEED: the bytes are the workers'), on a model of 4
 #    shards and on qwen2-tiny cut into 7 (odd offsets and sizes), and the fallback is logged
 #    exactly once, naming why (and for drain, the shard and offset);
+#  - thread: the thread cannot be made (as if pthread_create failed): the
+#    load completes with the file's hashes on the kernel's read-ahead,
+#    logged once;
 #  - --read-ahead 0 turns the thread off: with the hook set nothing is
 #    logged about it, and the hashes are the file's; --read-ahead 64K
 #    (less than a piece) still completes;
@@ -62,6 +65,10 @@ for m in "$W/model" "$W/q2"; do
 	re="read-ahead: reading ($m/[^ ]+) at offset ([0-9]+) failed \(Input/output error\): POSIX_FADV_WILLNEED for the rest of the load"
 	[[ $line =~ $re ]] || fail "$t drain: not the line: $line"
 	[ -f "${BASH_REMATCH[1]}" ] || fail "$t drain: ${BASH_REMATCH[1]} is not a shard"
+	serve "$t-thread" "$m" WCD_TEST_RA_FAIL=thread --
+	expect_eq "$t thread: logged once" "$(ra_lines "$t-thread")" 1
+	expect_has "$t thread: the line" "$(cat "$W/$t-thread.log")" \
+		"read-ahead: no thread (Resource temporarily unavailable): the kernel's read-ahead only"
 	serve "$t-off" "$m" WCD_TEST_RA_FAIL=open -- --read-ahead 0
 	expect_eq "$t --read-ahead 0: no thread, nothing logged" "$(ra_lines "$t-off")" 0
 	serve "$t-small" "$m" WCD_TEST_RA_FAIL=drain -- --read-ahead 64K

@@ -45,6 +45,7 @@
  *                             WCD_TEST_FILL_FAIL_DIR=DIR limits it to loads
  *                             of model directory DIR (an update's).
  *   WCD_TEST_RA_FAIL=open     the read-ahead reader cannot be set up;
+ *                    thread   its thread cannot be made (pthread_create);
  *                    drain    its splice into /dev/null fails (EIO) after
  *                             the shard side filled the pipe (the workers
  *                             wait for that first chunk, so that it comes
@@ -54,6 +55,10 @@
  *                             loop thread fills alone.
  *   WCD_TEST_FILL_POLL_FAIL=1 the loop cannot watch the workers' eventfd
  *                             (rx_poll_start answers -EBUSY).
+ *   WCD_TEST_FILL_EVENTFD_FAIL=1  there is no eventfd (EMFILE): the loop
+ *                             waits for the workers, as with POLL_FAIL.
+ *   WCD_TEST_FILL_PIPE_FAIL=K worker K's pipe cannot be made (EMFILE): it
+ *                             preads its claims.
  *   WCD_TEST_STALL_AT=fill    see fill_test_stall.
  */
 #include <errno.h>
@@ -98,6 +103,9 @@ struct fill {
 	bool fail_shard;          /* on splice's shard side */
 	unsigned threads_max;     /* WCD_TEST_FILL_THREADS, else n */
 	bool poll_fail;           /* WCD_TEST_FILL_POLL_FAIL=1 */
+	bool efd_fail;            /* WCD_TEST_FILL_EVENTFD_FAIL=1 */
+	int pipe_fail;            /* WCD_TEST_FILL_PIPE_FAIL: worker, or -1 */
+	char nowatch[96];         /* why the loop cannot watch ("": it can) */
 	int ra_fail;              /* WCD_TEST_RA_FAIL: RA_FAIL_* */
 	int ra_gate;              /* atomic: with drain, the workers wait
 				   * for the read-ahead's first chunk */
@@ -487,7 +495,10 @@ static void *fill_worker(void *arg)
 	int sz;
 
 	w->pipe_size = 65536;
-	if (pipe2(w->pipe, O_CLOEXEC)) {
+	if ((int)w->k == f->pipe_fail ? (errno = EMFILE, -1) :
+	    pipe2(w->pipe, O_CLOEXEC)) {
+		log_info("fill: worker %u has no pipe (%s): it reads its pieces with pread",
+			 w->k, strerror(errno));
 		w->pipe[0] = w->pipe[1] = -1;
 		w->use_pread = true;
 	} else {
@@ -520,7 +531,7 @@ static void *fill_worker(void *arg)
 	}
 	worker_pipe_close(w);
 	if (!__atomic_sub_fetch(&f->running, 1, __ATOMIC_ACQ_REL) &&
-	    write(f->efd, &one, sizeof(one)) < 0)
+	    f->efd >= 0 && write(f->efd, &one, sizeof(one)) < 0)
 		fill_fail(f, EIO, "cannot wake the loop after the fill: %s",
 			  strerror(errno));
 	return NULL;
@@ -539,7 +550,7 @@ struct ra {
 	bool fail_drain;          /* WCD_TEST_RA_FAIL=drain */
 };
 
-enum { RA_FAIL_NONE, RA_FAIL_OPEN, RA_FAIL_DRAIN };
+enum { RA_FAIL_NONE, RA_FAIL_OPEN, RA_FAIL_DRAIN, RA_FAIL_THREAD };
 
 static void ra_close(struct ra *ra)
 {
@@ -722,15 +733,15 @@ static bool fill_stopping(void *arg)
 
 /* Turns the loop until every worker is done: polls the eventfd with a
  * deadline, logging progress at each, and asks the workers to stop once
- * the daemon is stopping. Where the eventfd cannot be watched it returns
- * at once, and the workers go on. */
+ * the daemon is stopping. Where the eventfd cannot be watched (or there
+ * is none) it returns at once, and the workers go on. */
 static void fill_wait(struct fill *f)
 {
 	struct ld *L = f->L;
 	int ret, res;
 
 	for (;;) {
-		ret = f->poll_fail ? -EBUSY :
+		ret = f->nowatch[0] ? -EBADF : f->poll_fail ? -EBUSY :
 		      ld_wait_readable(L->d, f->efd, FILL_POLL_NS,
 				       fill_stopping, f, &res);
 		if (ret) {
@@ -738,7 +749,7 @@ static void fill_wait(struct fill *f)
 			 * workers (asking them to stop here would leave the
 			 * rest of the pools unfilled) */
 			log_warn("fill: cannot watch its workers from the event loop (%s): waiting for them, serving no client until the fill is done",
-				 strerror(-ret));
+				 f->nowatch[0] ? f->nowatch : strerror(-ret));
 			return;
 		}
 		if (res > 0 ||
@@ -769,6 +780,8 @@ static void fill_test_hooks(struct fill *f)
 	const char *ra = getenv("WCD_TEST_RA_FAIL");
 	const char *th = getenv("WCD_TEST_FILL_THREADS");
 	const char *pf = getenv("WCD_TEST_FILL_POLL_FAIL");
+	const char *ef = getenv("WCD_TEST_FILL_EVENTFD_FAIL");
+	const char *pp = getenv("WCD_TEST_FILL_PIPE_FAIL");
 	char *end;
 
 	f->fail_piece = -1;
@@ -780,6 +793,8 @@ static void fill_test_hooks(struct fill *f)
 		f->fail_shard = !strcmp(end, ":shard");
 	}
 	f->poll_fail = pf && !strcmp(pf, "1");
+	f->efd_fail = ef && !strcmp(ef, "1");
+	f->pipe_fail = pp && *pp ? (int)strtol(pp, NULL, 10) : -1;
 	f->threads_max = f->n;
 	if (th && *th && strtoul(th, NULL, 10) < f->n)
 		f->threads_max = (unsigned)strtoul(th, NULL, 10);
@@ -787,6 +802,8 @@ static void fill_test_hooks(struct fill *f)
 		f->ra_fail = RA_FAIL_OPEN;
 	else if (ra && !strcmp(ra, "drain"))
 		f->ra_fail = RA_FAIL_DRAIN;
+	else if (ra && !strcmp(ra, "thread"))
+		f->ra_fail = RA_FAIL_THREAD;
 }
 
 int fill_run(struct ld *L, bool *refused, char *err)
@@ -823,19 +840,31 @@ int fill_run(struct ld *L, bool *refused, char *err)
 	}
 	for (uint32_t i = 0; i < p->npieces; i++)
 		f.left[p->pc[i].entry] += p->pc[i].size;
-	f.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (f.efd < 0) {
-		ret = wc_errf(err, errno, "eventfd: %s", strerror(errno));
-		goto out_free;
+	/* without an eventfd the loop cannot be woken by the workers: it
+	 * waits for them (as where it cannot watch one), the load goes on */
+	if (f.efd_fail) {
+		errno = EMFILE;
+	} else {
+		f.efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	}
+	if (f.efd < 0)
+		snprintf(f.nowatch, sizeof(f.nowatch), "no eventfd: %s",
+			 strerror(errno));
 	pthread_mutex_init(&f.mu, NULL);
 	f.running = f.n;
 	pthread_cond_init(&f.cv, NULL);
 	f.ahead = L->d->o.read_ahead;
 	f.ra_gate = !f.ahead || f.ra_fail != RA_FAIL_DRAIN;
-	if (f.ahead && pthread_create(&f.ra, NULL, fill_ahead, &f)) {
-		f.ahead = 0;    /* no thread: the kernel's read-ahead only */
-		f.ra_gate = 1;
+	if (f.ahead) {
+		ret = f.ra_fail == RA_FAIL_THREAD ? EAGAIN :
+		      pthread_create(&f.ra, NULL, fill_ahead, &f);
+		if (ret) {
+			/* no thread: the kernel's read-ahead only */
+			log_info("read-ahead: no thread (%s): the kernel's read-ahead only",
+				 strerror(ret));
+			f.ahead = 0;
+			f.ra_gate = 1;
+		}
 	}
 	for (; started < f.n; started++) {
 		w[started] = (struct worker){ .f = &f, .k = started,
@@ -885,7 +914,8 @@ int fill_run(struct ld *L, bool *refused, char *err)
 	L->done_bytes = L->read_bytes = f.done;
 	L->hash_ns += f.hash_ns;
 	*refused = f.refused;
-	close(f.efd);
+	if (f.efd >= 0)
+		close(f.efd);
 out_free:
 	free(f.left);
 	free(f.vnext);
