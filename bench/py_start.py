@@ -10,13 +10,16 @@ Each round starts two fresh processes, one after the other (same page cache):
           CUDA start-up (torch.cuda.init, set_device, one allocation: what
           an engine does before loading); connect; attach (identity of DIR);
           AutoModelForCausalLM.from_config on the meta device
-          (wcache.torch.init_empty, buffers on cuda); wcache.torch.load_into;
+          (wcache.torch.init_empty, buffers on cuda, skip_init=True: no
+          weight memory, no weight init); wcache.torch.load_into;
           one forward of 8 tokens (synchronized)
   hf      import torch, transformers (and the class); the same CUDA
           start-up; from_pretrained(DIR, dtype=bfloat16, device_map="cuda");
           the same forward
 After the logits (outside every figure above) the wcache process attaches
-and constructs again and calls the class directly, and the hf process
+and constructs again, constructs the old way (init_empty(skip_init=False):
+every constructor and init run on meta, what the wcache path did before:
+the figure "construction, old way"), calls the class directly, and the hf process
 constructs the module the wcache way: from_pretrained builds one too, so
 "construction apart" subtracts that from from_pretrained's time.
 The driver takes the time at fork; each child reports CLOCK_MONOTONIC stamps
@@ -61,13 +64,14 @@ def cuda_start(device):
     torch.cuda.synchronize()
 
 
-def construct(cfg):
+def construct(cfg, skip_init=True):
     """The module on the meta device (buffers on cuda), as both paths'
-    extra construction: the same code the wcache path builds with."""
+    extra construction: the same code the wcache path builds with
+    (skip_init=False: the old way, every init run on meta)."""
     import torch
     import transformers
     import wcache.torch
-    with wcache.torch.init_empty(buffers_device="cuda"):
+    with wcache.torch.init_empty(buffers_device="cuda", skip_init=skip_init):
         return transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
 
 
@@ -110,6 +114,9 @@ def child_wcache(a):
     t0 = time.monotonic()
     construct(cfg)
     t["meta_init_again_s"] = time.monotonic() - t0
+    t0 = time.monotonic()
+    construct(cfg, skip_init=False)
+    t["meta_init_old_s"] = time.monotonic() - t0
     t0 = time.monotonic()
     try:
         with wcache.torch.init_empty(buffers_device="cuda"):
@@ -212,6 +219,7 @@ def main():
             "wcache_interp_start_s": w["start"] - w["fork"],
             "wcache_attach_again_s": w["attach_again_s"],
             "wcache_meta_init_again_s": w["meta_init_again_s"],
+            "wcache_meta_init_old_s": w["meta_init_old_s"],
             "wcache_meta_init_class_s": w["meta_init_class_s"],
             "wcache_meta_init_all_meta_s": w["meta_init_all_meta_s"],
             "no_init_weights": w.get("no_init_weights"),
@@ -256,10 +264,10 @@ def main():
                   row["wcache_meta_init_s"], row["hf_meta_init_same_s"], row["wcache_weights_bind_s"],
                   row["hf_weights_bind_s"], row["ratio_weights_bind"]))
         print("  again in the wcache process after its logits: attach %.4f s (first %.4f s), construction "
-              "%.4f s (first %.4f s), the class called directly %.4f s, everything on meta under %s "
-              "%.4f s" % (
+              "%.4f s (first %.4f s), construction the old way (skip_init=False) %.4f s, the class called "
+              "directly %.4f s, everything on meta under %s %.4f s" % (
                   row["wcache_attach_again_s"], row["wcache_attach_s"], row["wcache_meta_init_again_s"],
-                  row["wcache_meta_init_s"], row["wcache_meta_init_class_s"],
+                  row["wcache_meta_init_s"], row["wcache_meta_init_old_s"], row["wcache_meta_init_class_s"],
                   row["no_init_weights"] and row["no_init_weights"] + ".no_init_weights",
                   row["wcache_meta_init_all_meta_s"]), flush=True)
     med = lambda k: sorted(r[k] for r in rows)[len(rows) // 2]  # noqa: E731

@@ -70,6 +70,7 @@ def check(model_dir, tmp_path, arch, tied):
         with torch.no_grad():
             want = ref(torch.tensor(IDS, device="cuda")).logits
         weights = sum(p.numel() * p.element_size() for p in ref.parameters())
+        ref_buffers = {n: b.clone() for n, b in ref.named_buffers()}
         del ref
         torch.cuda.empty_cache()
         base = torch.cuda.memory_allocated()
@@ -81,9 +82,19 @@ def check(model_dir, tmp_path, arch, tied):
         assert x.is_cuda and x.dtype == torch.bfloat16
         assert served.verify()
         cfg = transformers.AutoConfig.from_pretrained(model_dir)
-        with wcache.torch.init_empty(buffers_device="cuda"):
+        with wcache.torch.init_empty(buffers_device="cuda") as how:
             model = transformers.AutoModelForCausalLM.from_config(
                 cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
+        # transformers' init ran only for the modules holding buffers (the rotary)
+        assert how.transformers and 0 < how.hf_ran < how.hf_skipped, how
+        assert all(p.is_meta for p in model.parameters())
+        # the buffers (rotary inv_freq, non-persistent) are from_pretrained's, bitwise
+        got_buffers = dict(model.named_buffers())
+        assert sorted(got_buffers) == sorted(ref_buffers)
+        for n, b in ref_buffers.items():
+            g = got_buffers[n]
+            assert (g.device, g.dtype) == (b.device, b.dtype) and torch.equal(g, b), \
+                "%s: init_empty's %s %s, from_pretrained's %s %s" % (n, g.device, g.dtype, b.device, b.dtype)
         bound = wcache.torch.load_into(model, served)
         after_bind = torch.cuda.memory_allocated()
         if tied:
@@ -103,6 +114,13 @@ def check(model_dir, tmp_path, arch, tied):
         # the README example gives the same logits
         again, _, s2, _ = served_logits(model_dir, d.rundir, arch)
         assert torch.equal(again, want)
+        # and so does the construction with every init run (skip_init=False)
+        with wcache.torch.init_empty(buffers_device="cuda", skip_init=False):
+            slow = transformers.AutoModelForCausalLM.from_config(
+                cfg, dtype=torch.bfloat16, attn_implementation="sdpa")
+        wcache.torch.load_into(slow, served)
+        with torch.no_grad():
+            assert torch.equal(slow.eval()(torch.tensor(IDS, device="cuda")).logits, want)
         served.detach()
         s2.detach()
     finally:

@@ -3,8 +3,8 @@
 
     import torch, transformers, wcache, wcache.torch
     cfg = transformers.AutoConfig.from_pretrained(DIR)
-    with wcache.torch.init_empty():                 # parameters on meta
-        model = transformers.AutoModelForCausalLM.from_config(cfg, torch_dtype=torch.bfloat16)
+    with wcache.torch.init_empty(buffers_device="cuda"):  # parameters on meta, buffers real
+        model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
     conn = wcache.connect(device="0")
     served = conn.attach(model_dir=DIR)
     wcache.torch.load_into(model, served)           # every parameter is served memory
@@ -15,11 +15,16 @@ then share the daemon's pages (and keep the lease while they live). Tied
 parameters (one Parameter under two names, e.g. lm_head.weight and
 model.embed_tokens.weight with tie_word_embeddings) are bound once, from
 whichever of their names is served.
+
+init_empty (wcache/_empty.py) builds the module with no weight memory and
+no weight initialisation (skip_init=True, the default), keeping the
+buffers that constructors compute (rotary inv_freq) real.
 """
 import collections
-import contextlib
 
 import torch
+
+from ._empty import PARTS, Empty, init_empty  # noqa: F401 (the API)
 
 Bound = collections.namedtuple("Bound", "bound missing unexpected tied")
 Bound.__doc__ = """What load_into did: bound (module names bound), missing
@@ -31,36 +36,6 @@ name used, other than views and aliases of bound memory), tied (module name
 class LoadError(RuntimeError):
     """load_into(strict=True) found missing or unexpected names, or a
     served tensor whose shape, dtype or device does not fit."""
-
-
-@contextlib.contextmanager
-def init_empty(buffers_device=None):
-    """Inside, nn.Module constructors put parameters on the meta device
-    (no memory, no init cost) and buffers on buffers_device (None: where
-    the constructor put them), so that non-persistent buffers (rotary
-    inv_freq) are real while the weights wait for load_into."""
-    orig = torch.nn.Module.register_parameter
-
-    def register(module, name, param):
-        orig(module, name, param)
-        if param is not None and param.device.type != "meta":
-            p = module._parameters[name]
-            module._parameters[name] = type(p)(p.to("meta"), requires_grad=p.requires_grad)
-
-    orig_buf = torch.nn.Module.register_buffer
-
-    def register_buffer(module, name, tensor, persistent=True):
-        if tensor is not None and buffers_device is not None:
-            tensor = tensor.to(buffers_device)
-        orig_buf(module, name, tensor, persistent)
-
-    torch.nn.Module.register_parameter = register
-    torch.nn.Module.register_buffer = register_buffer
-    try:
-        yield
-    finally:
-        torch.nn.Module.register_parameter = orig
-        torch.nn.Module.register_buffer = orig_buf
 
 
 def _slots(module):
