@@ -23,10 +23,15 @@
  *   old -> new   DONE     reply id N+1: the old daemon has let go of
  *                         everything; it touches no client from now on
  *   new -> old   SERVING  request id N+2 (no reply): the new daemon has
- *                         taken everything and serves from now on; the
- *                         old one exits at once. If the new one dies
- *                         before SERVING, the old one sees its connection
- *                         end and resumes
+ *                         taken everything, set itself up to serve (the
+ *                         lock under its pid, the clients told its pid,
+ *                         the ready file) and serves from now on; the
+ *                         old one exits at once; or:
+ *   new -> old   ABORT    request id N+1 (no reply but an ERROR and the
+ *                         connection's end): that set-up failed. On it, or
+ *                         when the new one dies before SERVING, the old one
+ *                         resumes and takes the lock's pid, the ready file
+ *                         and the clients (a HANDOVER notice) back
  *
  * Every reply part carries WIRE_F_REPLY; the state's frames but the last
  * also WIRE_F_MORE. Counts are checked against the bytes left before anything

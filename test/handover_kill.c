@@ -2,30 +2,49 @@
 /*
  * Hot handover killed at every step (WCD_HANDOVER_KILL=new:K|old:K stops
  * that side with SIGKILL at step K), an engine attached throughout:
- *   new:1..5  (after ASK, BEGIN, the checks, COMMIT, DONE): the old daemon
- *             serves on: the engine's next request on the same connection
- *             is answered by it, its lease is intact, and once it has seen
- *             the dead daemon's connection end it holds exactly the
- *             descriptors it held before;
- *   new:6     (after SERVING, before serving): none serves (the known gap:
- *             a crash right after the takeover); the mapping stays valid;
+ *   new:1..5  (after ASK, BEGIN, the checks, COMMIT, DONE) and
+ *   new:6     (set up to serve: the lock taken under its pid, the clients
+ *             told its pid, the ready file written; SERVING not sent):
+ *             the old daemon serves on: the engine's next request on the
+ *             same connection is answered by it, its lease is intact, the
+ *             ready file, /proc/locks and the lock file name the old pid,
+ *             the engine's daemon fd watches the old daemon again (at
+ *             new:6 it had followed the new one's notice first), and once
+ *             the old daemon has seen the dead one's connection end it
+ *             holds exactly the descriptors it held before (the engine
+ *             too);
+ *   the same when the new daemon's set-up fails before SERVING
+ *             (WCD_TEST_HO_READY_FAIL=1: its ready file cannot be
+ *             written): it aborts and exits 1;
+ *   then the old daemon is killed: the engine's daemon fd reports it;
+ *   new:7     (SERVING sent: not a handover step but a crash of the daemon
+ *             that serves, before its loop turns): the old daemon has
+ *             exited 0 by itself, none serves, the lock is free and the
+ *             ready file names the dead new pid (the leftovers of any
+ *             crash), the engine's daemon fd reports the death and the
+ *             mapping stays valid;
  *   old:1,2   (after the pause; after BEGIN: not everything handed over):
  *             the new daemon loads from disk (it was given --model) and
  *             serves; the engine's mapping stays valid;
  *   old:3..6  (everything handed over; after COMMIT; after DONE; after
  *             SERVING): the new daemon serves the same connection.
  * Also: a new daemon of another handover protocol is refused, naming both
- * ranges, and the old daemon serves on.
+ * ranges, and the old daemon serves on. Every wait is on an event (a
+ * pidfd, a notice, a reply), bounded.
  */
 #include <dirent.h>
 #include <poll.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
 
 #include "client_util.h"
 #include "err.h"
 #include "ready.h"
 
-static pid_t spawn_takeover(struct e2e *x, const char *kill_at,
-			    const char *proto, bool with_model)
+static pid_t spawn_takeover_env(struct e2e *x, const char *kill_at,
+				const char *proto, bool with_model,
+				const char *env)
 {
 	char wcd[600];
 	char *argv[] = { wcd, "--takeover", "--device", x->device,
@@ -48,10 +67,143 @@ static pid_t spawn_takeover(struct e2e *x, const char *kill_at,
 			setenv("WCD_HANDOVER_KILL", kill_at, 1);
 		if (proto)
 			setenv("WCD_TEST_HO_PROTO", proto, 1);
+		if (env)
+			putenv((char *)env);
 		execv(argv[0], argv);
 		_exit(127);
 	}
 	return p;
+}
+
+static pid_t spawn_takeover(struct e2e *x, const char *kill_at,
+			    const char *proto, bool with_model)
+{
+	return spawn_takeover_env(x, kill_at, proto, with_model, NULL);
+}
+
+static bool fd_readable(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, ms) > 0;
+}
+
+/* Waits up to ms for pid (our child) to end, without reaping it: a zombie
+ * keeps its pid, so an engine can still follow a notice that names it. */
+static siginfo_t wait_dead(struct e2e *x, pid_t pid, int ms, const char *what)
+{
+	siginfo_t si = { 0 };
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	T_ASSERT(fd >= 0);
+	if (!fd_readable(fd, ms)) {
+		e2e_show_log(x->log);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		T_FAIL("%s: pid %d has not ended after %d ms", what, (int)pid, ms);
+	}
+	close(fd);
+	T_OK(waitid(P_PID, pid, &si, WEXITED | WNOWAIT) ? -errno : 0);
+	return si;
+}
+
+static int self_fds(void)
+{
+	return e2e_fd_count(getpid());
+}
+
+/* The lock file's path: the ready file's, ending in .lock. */
+static void lock_path(const struct e2e *x, char *buf, size_t cap)
+{
+	size_t n = strlen(x->ready) - strlen(".ready");
+
+	T_ASSERT(n + sizeof(".lock") <= cap);
+	memcpy(buf, x->ready, n);
+	strcpy(buf + n, ".lock");
+}
+
+/* The pid /proc/locks names for the lock file's flock, 0 when free. */
+static pid_t lock_holder_pid(const struct e2e *x)
+{
+	char path[300], line[256];
+	struct stat st;
+	pid_t pid = 0;
+	FILE *f;
+
+	lock_path(x, path, sizeof(path));
+	T_OK(stat(path, &st) ? -errno : 0);
+	f = fopen("/proc/locks", "re");
+	T_ASSERT(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned maj, min;
+		unsigned long long ino;
+		long long p;
+
+		if (strstr(line, "->") ||
+		    sscanf(line, "%*d: FLOCK %*s %*s %lld %x:%x:%llu", &p, &maj,
+			   &min, &ino) != 4)
+			continue;
+		if (ino == (unsigned long long)st.st_ino &&
+		    maj == major(st.st_dev) && min == minor(st.st_dev))
+			pid = (pid_t)p;
+	}
+	fclose(f);
+	return pid;
+}
+
+/* The pid written in the lock file. */
+static pid_t lock_text_pid(const struct e2e *x)
+{
+	char path[300], buf[32] = "";
+	int fd;
+	ssize_t n;
+
+	lock_path(x, path, sizeof(path));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	T_ASSERT(fd >= 0);
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	T_ASSERT(n > 0);
+	buf[n] = 0;
+	return (pid_t)atoi(buf);
+}
+
+static pid_t ready_pid(const struct e2e *x, char *state, size_t cap)
+{
+	struct ready_info ri;
+	char rerr[WC_ERR_LEN];
+
+	if (ready_read_file(&ri, x->ready, rerr))
+		T_FAIL("ready file %s: %s", x->ready, rerr);
+	if (state)
+		snprintf(state, cap, "%s", ri.state);
+	return ri.pid;
+}
+
+/* The next HANDOVER notice on the engine's connection, within ms. */
+static void next_handover_notice(struct e2e *x, struct wc_conn *c, int ms,
+				 const char *what, struct wc_notice *n)
+{
+	uint64_t end = e2e_now_ms() + (uint64_t)ms;
+	struct wc_error e;
+	int r;
+
+	for (;;) {
+		r = wc_notice_read(c, n, &e);
+		if (r < 0) {
+			e2e_show_log(x->log);
+			T_FAIL("%s: reading notices: %s", what, e.msg);
+		}
+		if (r == 1 && n->kind == WC_NOTICE_HANDOVER)
+			return;
+		if (r == 1)
+			continue;
+		if (e2e_now_ms() >= end ||
+		    !fd_readable(wc_notice_fd(c), (int)(end - e2e_now_ms()))) {
+			e2e_show_log(x->log);
+			T_FAIL("%s: no HANDOVER notice within %d ms", what, ms);
+		}
+	}
 }
 
 static void start_old(struct e2e *x, const char *kill_at)
@@ -124,25 +276,20 @@ static int wait_status(pid_t p)
 	return st;
 }
 
-/* The new daemon is killed at step k: the old one serves on, same
- * connection, same lease, no descriptor more. */
-static void new_killed(struct e2e *x, struct engine *g, int k)
+/* After a handover that did not happen (the new daemon nw is dead): the
+ * old one serves on, same connection, same lease; the ready file, the
+ * flock and the lock file name it; the engine's daemon fd watches it; no
+ * descriptor more in the old daemon (fds before) or the engine (mine). */
+static void old_serves_on(struct e2e *x, struct engine *g, pid_t nw,
+			  int fds, int mine, const char *at)
 {
-	char at[16];
-	int fds = e2e_fd_count(x->wcd), st, leases;
-	bool listed = true;
 	uint64_t end = e2e_now_ms() + 10000;
+	char state[32];
 	struct wc_error e;
-	pid_t nw;
+	struct wc_notice n;
+	bool listed = true;
+	int st, leases;
 
-	snprintf(at, sizeof(at), "new:%d", k);
-	nw = spawn_takeover(x, at, NULL, false);
-	st = wait_status(nw);
-	if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) {
-		e2e_show_log(x->log);
-		T_FAIL("%s: the new daemon ended with status 0x%x, not SIGKILL",
-		       at, st);
-	}
 	if (wc_ping(g->c, 1, &e)) {
 		e2e_show_log(x->log);
 		T_FAIL("%s: the old daemon does not answer the engine: %s", at,
@@ -157,12 +304,87 @@ static void new_killed(struct e2e *x, struct engine *g, int k)
 		if (listed && e2e_now_ms() > end)
 			T_FAIL("%s: the old daemon still lists the dead new one", at);
 	}
+	T_EQ_INT(ready_pid(x, state, sizeof(state)), x->wcd);
+	T_EQ_STR(state, "ready");
+	T_EQ_INT(lock_holder_pid(x), x->wcd);
+	T_EQ_INT(lock_text_pid(x), x->wcd);
+	T_EQ_INT(wc_daemon_pid(g->c), x->wcd);
+	if (fd_readable(wc_daemon_fd(g->c), 0))
+		T_FAIL("%s: the engine's daemon fd reports a death; the old daemon pid %d lives",
+		       at, (int)x->wcd);
 	if (e2e_fd_count_settled(x->wcd, fds, 2000) != fds) {
 		e2e_show_log(x->log);
 		T_FAIL("%s: the old daemon holds %d descriptors for 2 s, %d before",
 		       at, e2e_fd_count(x->wcd), fds);
 	}
+	while (wc_notice_read(g->c, &n, &e) == 1)
+		;
+	T_EQ_INT(self_fds(), mine);
 	T_EQ_U64(e2e_compare_all(x, g->m), x->m.ntensors);
+}
+
+/* The new daemon is killed at step k (1..5, nothing of the old daemon's
+ * touched; 6, set up to serve): the old one serves on. */
+static void new_killed(struct e2e *x, struct engine *g, int k)
+{
+	char at[16];
+	int fds = e2e_fd_count(x->wcd), mine = self_fds();
+	struct wc_notice n;
+	siginfo_t si;
+	pid_t nw;
+
+	snprintf(at, sizeof(at), "new:%d", k);
+	nw = spawn_takeover(x, at, NULL, false);
+	si = wait_dead(x, nw, 10000, at);
+	if (si.si_code != CLD_KILLED || si.si_status != SIGKILL) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the new daemon ended with code %d status %d, not SIGKILL",
+		       at, si.si_code, si.si_status);
+	}
+	if (k == 6) {
+		/* it told the engine its pid before it died (a zombie now, not
+		 * reaped: the notice can be followed), then the old daemon
+		 * resumed and pointed the engine back at itself */
+		next_handover_notice(x, g->c, 10000, at, &n);
+		T_EQ_INT(wc_daemon_pid(g->c), nw);
+		T_ASSERT(fd_readable(wc_daemon_fd(g->c), 0));
+		next_handover_notice(x, g->c, 10000, at, &n);
+		T_EQ_INT(wc_daemon_pid(g->c), x->wcd);
+		T_ASSERT(strstr(n.msg, "did not happen"));
+	}
+	T_EQ_INT(waitpid(nw, NULL, 0), nw);
+	old_serves_on(x, g, nw, fds, mine, at);
+}
+
+/* The new daemon's set-up before SERVING fails (its ready file cannot be
+ * written): it aborts, exits 1, and the old one serves on. */
+static void new_setup_fails(struct e2e *x, struct engine *g)
+{
+	static const char at[] = "WCD_TEST_HO_READY_FAIL";
+	int fds = e2e_fd_count(x->wcd), mine = self_fds();
+	char cmd[800];
+	siginfo_t si;
+	pid_t nw;
+
+	nw = spawn_takeover_env(x, NULL, NULL, false,
+				"WCD_TEST_HO_READY_FAIL=1");
+	si = wait_dead(x, nw, 10000, at);
+	T_EQ_INT(waitpid(nw, NULL, 0), nw);
+	if (si.si_code != CLD_EXITED || si.si_status != 1) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the new daemon ended with code %d status %d, not exit 1",
+		       at, si.si_code, si.si_status);
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "grep -q 'the ready file .* cannot be written; aborted before serving: wcd pid %d serves on' '%s' && "
+		 "grep -q 'the new daemon aborted after the commit' '%s'",
+		 (int)x->wcd, x->log, x->log);
+	if (system(cmd)) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the logs do not say why the handover was aborted",
+		       at);
+	}
+	old_serves_on(x, g, nw, fds, mine, at);
 }
 
 /* The old daemon is killed at step k. */
@@ -257,30 +479,64 @@ int main(void)
 	}
 	T_OK(wc_ping(g.c, 1, &e));
 
-	for (int k = 1; k <= 5; k++)
+	for (int k = 1; k <= 6; k++)
 		new_killed(&x, &g, k);
 
-	/* new:6: SERVING sent, then killed. The old daemon either read
-	 * SERVING first and exited (none serves: the known gap), or saw the
-	 * new one die first and resumed; never both serve */
-	nw = spawn_takeover(&x, "new:6", NULL, false);
-	st = wait_status(nw);
-	T_ASSERT(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
-	if (wc_ping(g.c, 1, &e) == 0) {
-		T_EQ_INT(waitpid(x.wcd, &st, WNOHANG), 0);
-		printf("new:6: the old daemon saw the new one die and resumed\n");
-		kill(x.wcd, SIGTERM);
-	} else {
-		printf("new:6: the old daemon had read SERVING and exited: none serves\n");
-	}
-	st = wait_status(x.wcd);
+	new_setup_fails(&x, &g);
+
+	/* the engine watches the old daemon: its death is reported */
+	kill(x.wcd, SIGKILL);
+	if (!fd_readable(wc_daemon_fd(g.c), 10000))
+		T_FAIL("the old daemon pid %d was killed and the engine's daemon fd does not say so",
+		       (int)x.wcd);
+	T_EQ_INT(waitpid(x.wcd, &st, 0), x.wcd);
 	x.wcd = 0;
-	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	T_EQ_U64(e2e_compare_all(&x, g.m), x.m.ntensors);
+	engine_close(&g);
+
+	/* new:7: a crash of the daemon that serves (SERVING sent). The old
+	 * daemon has read SERVING and exits; or it saw the new one's pidfd
+	 * fire before it had read the whole frame, and resumed: either way
+	 * one daemon or none (a crash), never two; the engine's reply says
+	 * which */
+	start_old(&x, NULL);
+	engine_attach(&x, &g);
+	{
+		int fds = e2e_fd_count(x.wcd), mine = self_fds();
+		siginfo_t si;
+
+		nw = spawn_takeover(&x, "new:7", NULL, false);
+		si = wait_dead(&x, nw, 10000, "new:7");
+		T_EQ_INT(waitpid(nw, NULL, 0), nw);
+		T_ASSERT(si.si_code == CLD_KILLED && si.si_status == SIGKILL);
+		if (wc_ping(g.c, 1, &e) == 0) {
+			printf("new:7: the old daemon saw the new one die before it read SERVING, and resumed\n");
+			old_serves_on(&x, &g, nw, fds, mine, "new:7");
+			kill(x.wcd, SIGTERM);
+			T_EQ_INT(wait_status(x.wcd), 0);
+		} else {
+			struct wc_notice n;
+
+			printf("new:7: the old daemon read SERVING and exited; the new one crashed: none serves\n");
+			si = wait_dead(&x, x.wcd, 10000, "new:7: the old daemon");
+			T_EQ_INT(waitpid(x.wcd, NULL, 0), x.wcd);
+			if (si.si_code != CLD_EXITED || si.si_status != 0)
+				T_FAIL("new:7: the old daemon ended with code %d status %d, not exit 0 after SERVING",
+				       si.si_code, si.si_status);
+			/* the leftovers of a crash: a stale ready file */
+			T_EQ_INT(ready_pid(&x, NULL, 0), nw);
+			T_EQ_INT(lock_holder_pid(&x), 0);
+			while (wc_notice_read(g.c, &n, &e) == 1)
+				;
+			T_ASSERT(fd_readable(wc_daemon_fd(g.c), 0));
+		}
+	}
+	x.wcd = 0;
 	T_EQ_U64(e2e_compare_all(&x, g.m), x.m.ntensors);
 	engine_close(&g);
 
 	for (int k = 1; k <= 6; k++)
 		old_killed(&x, k);
-	printf("killed at every step of either side: one daemon served each time (but new:6, the known gap)\n");
+	printf("killed at every step of either side: one daemon served each time (new:7, after SERVING, is a crash of the serving daemon)\n");
 	return 0;
 }

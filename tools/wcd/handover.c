@@ -20,7 +20,9 @@
  *   end: resume). On COMMIT answer DONE and touch no client any more; on
  *   SERVING _exit(0) at once: no unlink, no flock(LOCK_UN), no shutdown()
  *   of a shared socket, no unmapping (the kernel closes this process's
- *   copies); if the connection ends before SERVING, resume.
+ *   copies); if ABORT comes or the connection ends before SERVING,
+ *   resume, taking back what the new daemon may have taken meanwhile (the
+ *   lock's pid, the ready file, the clients' daemon fd: ho_take_back).
  *
  * The new daemon (handover_take), before it owns anything:
  *   connect, ASK, receive everything (closing it all on any failure),
@@ -29,25 +31,37 @@
  *   the backend's checks of each fd: a memfd's size and seals; with
  *   --takeover-verify hash every tensor hashed again on the host backend),
  *   COMMIT, and once DONE arrives (or the connection ends and the old
- *   daemon's pidfd says it exited: it had handed everything over) take
- *   the lock, the socket and the clients, tell each client its new pid
- *   (a NOTICE: libwcache moves its daemon fd), send SERVING, and serve
- *   the same listening socket and connections: engines keep their
- *   mappings and see no error; requests sent meanwhile wait in the
- *   sockets and are answered by the new daemon.
+ *   daemon's pidfd says it exited: it had handed everything over) set
+ *   itself up to serve, all that can fail and nothing that receives
+ *   (ho_setup): take the lock under its pid, the socket and the clients
+ *   (a pidfd watch each), tell each client its new pid (a NOTICE:
+ *   libwcache moves its daemon fd), write the ready file. A failure there
+ *   sends ABORT and exits (the old daemon resumes and takes all that back;
+ *   if the old daemon is gone, it serves all the same). Then send SERVING,
+ *   and only then start receiving on the same listening socket and
+ *   connections (ho_serve_start): engines keep their mappings and see no
+ *   error; requests sent meanwhile wait in the sockets and are answered by
+ *   the new daemon.
  *
  * Exactly one daemon serves at every step: the old one until it reads
  * SERVING, the new one after. Killed at any step (WCD_HANDOVER_KILL=old:K
  * or new:K stops that side with SIGKILL at step K, for the tests):
  *   new 1..5 (after ASK, BEGIN, the checks, COMMIT, DONE): the old one
  *            resumes (its connection ends);
+ *   new 6    (set up to serve, SERVING not sent; or the set-up failed: it
+ *            sends ABORT and exits 1): the old one resumes and takes back
+ *            the lock's pid, the ready file and each client's daemon fd
+ *            (a HANDOVER notice with its own pid; ho_take_back);
  *   old 1,2  (after the pause, after BEGIN: not everything was sent): the
  *            new one closes what it got and loads from disk if it was
  *            given --model (-ECONNRESET to main), else exits;
  *   old 3..6 (everything sent; after COMMIT, DONE, SERVING): the new one
  *            serves what it got.
- * Known gap: new 6 (SERVING sent, not yet serving) leaves none serving,
- * as any crash right after a takeover would; mappings stay valid.
+ * Not a handover step: new 7 (SERVING sent, the receives not yet started)
+ * is a crash of the daemon that serves: the old one has read SERVING and
+ * exited, the new one holds the lock, the socket and the clients and the
+ * ready file names it; none serves after it, as after any crash; the
+ * engines' daemon fds report its death and their mappings stay valid.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -128,6 +142,34 @@ static void ho_step(const char *side, int k)
 	log_warn("WCD_HANDOVER_KILL: stopping the %s daemon at step %d", side,
 		 k);
 	raise(SIGKILL);
+}
+
+/* Makes /proc/locks and the lock file name this process as the lock's
+ * owner, for wcctl (it checks them against the ready file): the new daemon
+ * when it takes the lock over, the old one when it takes it back from a
+ * new one that died before it served. The flock belongs to the open file
+ * description both share; /proc/locks names the pid that last set it, so
+ * convert EX -> SH -> EX. Each conversion removes, then adds (flock(2):
+ * not atomic); a contender needs LOCK_EX, which the SH in between
+ * refuses, so only the two instants in the kernel between remove and add
+ * are open. */
+static int ho_claim_lock(struct wcd *d, char *err)
+{
+	char pidtxt[32];
+	int n;
+
+	if (flock(d->lock_fd, LOCK_SH | LOCK_NB) ||
+	    flock(d->lock_fd, LOCK_EX | LOCK_NB))
+		return wc_errf(err, errno,
+			       "cannot take the lock %s under pid %d: %s (wcctl would not recognise this daemon as its owner)",
+			       d->paths.lock, (int)getpid(), strerror(errno));
+	n = snprintf(pidtxt, sizeof(pidtxt), "%d\n", (int)getpid());
+	errno = EIO;   /* a short write sets none */
+	if (ftruncate(d->lock_fd, 0) ||
+	    pwrite(d->lock_fd, pidtxt, (size_t)n, 0) != n)
+		return wc_errf(err, errno, "cannot write pid %d into %s: %s",
+			       (int)getpid(), d->paths.lock, strerror(errno));
+	return 0;
 }
 
 static int pidfd_open_(pid_t pid)
@@ -292,12 +334,60 @@ static int ho_recv(int fd, struct ho_frame *f, char *err)
 
 static void ho_timer_cb(struct rx_timer *t, int res);
 
+/* After DONE the new daemon sets itself up to serve before it sends
+ * SERVING (handover_take): it takes the lock over under its pid, tells
+ * every client its pid (libwcache moves its daemon fd there) and writes
+ * the ready file. When it dies or aborts before SERVING, each is taken
+ * back: the lock's pid, the ready file, and a HANDOVER notice naming this
+ * pid, which points each engine's daemon fd back here (libwcache follows
+ * the pid of the last HANDOVER notice it read). Each is idempotent: a new
+ * daemon that died before it touched them costs each client one notice.
+ * The clients rest, with nothing queued, so the notice comes before any
+ * reply to a request that waited in the socket. */
+static void ho_take_back(struct wcd *d)
+{
+	struct wcd_ho *ho = d->ho;
+	struct wire_notice nt = { .kind = WIRE_NOTICE_HANDOVER,
+				  .version = wcd_current(d)->number,
+				  .pid = (uint32_t)getpid() };
+	char err[WC_ERR_LEN];
+	unsigned n = 0;
+
+	if (ho_claim_lock(d, err))
+		log_error("handover: %s", err);
+	if (status_write_ready(d, err))
+		log_error("handover: cannot rewrite the ready file under pid %d: %s",
+			  (int)getpid(), err);
+	snprintf(nt.msg, sizeof(nt.msg),
+		 "the handover of device %s to wcd pid %d did not happen; wcd pid %d serves on: same connection, same mappings",
+		 d->dev.name, (int)ho->peer_pid, (int)getpid());
+	for (struct wcd_client *c = client_first(d), *next; c; c = next) {
+		struct wire_put w;
+
+		next = client_next(c);   /* client_queue may close and free c */
+		if (c == ho->peer)
+			continue;
+		wire_put_init(&w);
+		wire_frame_begin(&w, WIRE_NOTICE, 0, 0);
+		wire_notice_put(&w, &nt);
+		if (wire_frame_end(&w, NULL)) {
+			wire_put_free(&w);
+			continue;
+		}
+		client_queue(c, &w, NULL, 0, false);
+		n++;
+	}
+	log_info("handover: the lock, the ready file and %u client(s) taken back from pid %d",
+		 n, (int)ho->peer_pid);
+}
+
 /* Ends a handover that did not happen: the daemon serves on. */
 static void ho_old_abort(struct wcd *d, uint32_t code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 static void ho_old_abort(struct wcd *d, uint32_t code, const char *fmt, ...)
 {
 	struct wcd_ho *ho = d->ho;
+	bool take_back = ho->st == HO_DONE && !wcd_stopping(d);
 	char msg[WIRE_MSG_MAX + 1];
 	va_list ap;
 
@@ -311,6 +401,8 @@ static void ho_old_abort(struct wcd *d, uint32_t code, const char *fmt, ...)
 		rx_cancel(&ho->drain_timer.op);
 	if (rx_op_busy(&ho->commit_timer.op))
 		rx_cancel(&ho->commit_timer.op);
+	if (take_back)
+		ho_take_back(d);
 	if (ho->peer) {
 		struct wcd_client *c = ho->peer;
 
@@ -666,6 +758,15 @@ void handover_request(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	    part == WIRE_HO_SERVING &&
 	    !wire_ho_empty_get(p, n, WIRE_HO_SERVING, err)) {
 		ho_serving(d);
+		return;
+	}
+	if (ho && ho->st == HO_DONE && ho->peer == c &&
+	    part == WIRE_HO_ABORT) {
+		/* it could not set itself up to serve (handover_take) */
+		if (wire_ho_abort_get(p, n, why, err))
+			snprintf(why, sizeof(why), "%s", err);
+		ho_old_abort(d, WIRE_E_STATE,
+			     "the new daemon aborted after the commit: %s", why);
 		return;
 	}
 	if (!ho || ho->st != HO_SENT || ho->peer != c ||
@@ -1103,28 +1204,18 @@ static void ho_tell_clients(struct wcd *d, pid_t old_pid)
 			 missed);
 }
 
-/* Takes what was handed over: the lock, the socket, the clients (not yet
- * received from: serve_now starts that). */
-static void adopt(struct wcd *d, struct ho_got *g)
+/* Takes what was handed over: the lock (under this pid), the socket, the
+ * clients with their leases and a pidfd watch each (not yet received
+ * from: ho_serve_start starts that). Returns the first failure, having
+ * done all it could (the caller serves all the same when the old daemon
+ * is gone). */
+static int adopt(struct wcd *d, struct ho_got *g, char *err)
 {
-	char pidtxt[32];
-	int n;
+	int ret;
 
 	d->lock_fd = g->lock_fd;
 	g->lock_fd = -1;
-	/* /proc/locks names the pid that took a flock, which wcctl checks
-	 * against the ready file: convert EX -> SH -> EX so that it names us.
-	 * Each conversion removes, then adds (flock(2): not atomic); a
-	 * contender needs LOCK_EX, which the SH in between refuses, so only
-	 * the two instants in the kernel between remove and add are open. */
-	if (flock(d->lock_fd, LOCK_SH | LOCK_NB) ||
-	    flock(d->lock_fd, LOCK_EX | LOCK_NB))
-		log_warn("cannot take the lock %s over under this pid: %s (wcctl may not recognise this daemon as its owner)",
-			 d->paths.lock, strerror(errno));
-	n = snprintf(pidtxt, sizeof(pidtxt), "%d\n", (int)getpid());
-	if (ftruncate(d->lock_fd, 0) || pwrite(d->lock_fd, pidtxt, (size_t)n, 0) != n)
-		log_warn("cannot write the pid into %s: %s", d->paths.lock,
-			 strerror(errno));
+	ret = ho_claim_lock(d, err);
 	d->listen_fd = g->listen_fd;
 	g->listen_fd = -1;
 	d->next_lease = g->b.next_lease;
@@ -1139,9 +1230,11 @@ static void adopt(struct wcd *d, struct ho_got *g)
 					(uid_t)x->uid, x->flags & WIRE_HO_C_HELLO,
 					x->requests);
 		if (!c) {
-			log_error("out of memory adopting client pid %u; its connection closes",
-				  x->pid);
-			continue;   /* fd stays in g->cl: closed below */
+			if (!ret)
+				ret = wc_errf(err, ENOMEM,
+					      "out of memory adopting client pid %u",
+					      x->pid);
+			continue;   /* fd stays in g->cl: closed by got_close */
 		}
 		g->cl[i].fd = -1;
 		for (uint32_t k = 0; k < x->nleases; k++) {
@@ -1165,6 +1258,66 @@ static void adopt(struct wcd *d, struct ho_got *g)
 				d->next_lease = x->leases[k].id;
 		}
 	}
+	return ret;
+}
+
+/* Everything that can fail before SERVING, and nothing that receives:
+ * the lock and the socket taken, the clients adopted and told this pid,
+ * the ready file written (WCD_TEST_HO_READY_FAIL=1: it cannot be, for
+ * the tests). Not a byte of a client and no connection is taken before
+ * SERVING: a request this daemon received and then died with is one the
+ * old daemon never sees. So the receives and the accept start after
+ * SERVING (ho_serve_start), not here: starting one queues SQEs, but the
+ * reactor submits the queue at once when it is full (256 entries; one or
+ * two per client, and a pidfd watch each), so with a hundred clients or
+ * more the first receives would reach the kernel before SERVING. Each
+ * step runs even after one failed (the caller may serve all the same);
+ * the first failure is returned. */
+static int ho_setup(struct wcd *d, struct ho_got *g,
+		    const struct server_hooks *hooks, char *err)
+{
+	char e2[WC_ERR_LEN];
+	int ret, r2;
+
+	d->hooks = hooks;
+	ret = adopt(d, g, err);
+	ho_tell_clients(d, g->old_pid);
+	if (getenv("WCD_TEST_HO_READY_FAIL"))
+		r2 = wc_errf(e2, EIO,
+			     "WCD_TEST_HO_READY_FAIL: the ready file %s cannot be written",
+			     d->paths.ready);
+	else
+		r2 = status_write_ready(d, e2);
+	if (r2 && !ret) {
+		ret = r2;
+		snprintf(err, WC_ERR_LEN, "%s", e2);
+	}
+	return ret;
+}
+
+/* The set-up failed while the old daemon waits in DONE: it resumes on
+ * ABORT (or on this connection's end) and takes back what this process
+ * touched (ho_take_back), then answers with an ERROR and closes the
+ * connection. That end is awaited (HO_IO_TIMEOUT_S at most), so that the
+ * old daemon reads the ABORT before it sees this process die, and serves
+ * again before this one has exited. Then exits at once, as the old daemon
+ * does after SERVING: main's clean-up would unlink the ready file and the
+ * socket, unlock the flock and shut the shared connections down, all of
+ * which the old daemon goes on using. */
+static void __attribute__((noreturn)) ho_give_up(struct ho_got *g,
+						 const char *why)
+{
+	char buf[256];
+	ssize_t k;
+
+	log_error("handover: %s; aborted before serving: wcd pid %d serves on",
+		  why, (int)g->old_pid);
+	send_abort(g, why);
+	do
+		k = recv(g->sock, buf, sizeof(buf), 0);
+	while (k > 0 || (k < 0 && errno == EINTR));
+	fflush(stderr);
+	_exit(1);
 }
 
 /* The context this process made at start-up (CUDA) is released as after
@@ -1180,10 +1333,13 @@ static void idle_timer_cb(struct rx_timer *t, int res)
 		life_device_idle(ho->d);
 }
 
-static int serve_now(struct wcd *d, const struct server_hooks *hooks,
-		     char *err)
+/* After SERVING: the loop's receives, the accept and the idle timer. A
+ * receive that cannot start closes that client (client_recv_next), an
+ * accept that cannot start ends the daemon (server_start): the reactor
+ * refuses them only when the kernel refuses a submission. */
+static void ho_serve_start(struct wcd *d)
 {
-	server_start(d, hooks);
+	server_start(d, d->hooks);
 	for (struct wcd_client *c = d->clients, *n; c; c = n) {
 		n = c->next;
 		server_client_start(c);
@@ -1191,7 +1347,6 @@ static int serve_now(struct wcd *d, const struct server_hooks *hooks,
 	if (rx_timer_start(&d->loop, &d->ho->idle_timer, HO_IDLE_NS,
 			   idle_timer_cb))
 		life_device_idle(d);
-	return status_write_ready(d, err);
 }
 
 int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
@@ -1255,19 +1410,23 @@ int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 		return ret;
 	}
 	ho_step("new", 5);
-	adopt(d, &g);
-	ho_tell_clients(d, g.old_pid);
+	ret = ho_setup(d, &g, hooks, err);
+	if (ret) {
+		if (!pidfd_exited(g.old_pidfd, 0))
+			ho_give_up(&g, err);
+		log_error("handover: %s; the old daemon pid %d is gone: serving all the same",
+			  err, (int)g.old_pid);
+	}
+	ho_step("new", 6);
 	wire_put_init(&w);
 	wire_frame_begin(&w, WIRE_HANDOVER, 0, 3);
 	wire_ho_empty_put(&w, WIRE_HO_SERVING);
 	if (ho_send(g.sock, &w, NULL, 0, err))
 		log_debug("SERVING not sent (the old daemon is gone): %s", err);
 	wire_put_free(&w);
-	ho_step("new", 6);
+	ho_step("new", 7);
 	got_close(d, &g, false);
-	ret = serve_now(d, hooks, err);
-	if (ret)
-		log_error("%s", err);   /* serving already: the ready file lags */
+	ho_serve_start(d);
 	log_info("handover: took device %s over from pid %d in %.3f ms (state received and checked in %.3f ms): %u client(s), %u version(s)",
 		 d->dev.name, (int)g.old_pid, (double)(rx_now_ns() - t0) / 1e6,
 		 (double)(t1 - t0) / 1e6, d->nclients, g.b.nversions);
