@@ -183,6 +183,8 @@ def _patch_transformers(patches, state):
         return True
 
     def initialize_if_buffers(self, module, *args, **kwargs):
+        if getattr(module, "_is_hf_initialized", False):
+            return None  # done already (by a sub-model's post_init)
         if any(b is not None for b in module._buffers.values()):
             state.hf_ran += 1
             return orig(self, module, *args, **kwargs)
