@@ -11,8 +11,12 @@
  *   engine attaches and reads the files' bytes meanwhile; once the gate
  *   opens, the bytes go (STATUS 0, RssAnon back) and so does every
  *   descriptor the free took;
- * - a SLEEP that arrives while the free is pending waits for it (wcd logs
- *   it), then sleeps: one host copy held, not two;
+ * - a SLEEP that arrives while the free is pending stops it and takes back
+ *   the buffers it has not freed (still pinned on CUDA): it waits for
+ *   nothing, one host copy is held, not two, and the next wake serves the
+ *   files' bytes; with the free stopped after its first two buffers
+ *   (WCD_TEST_WAKE_FREE_GATE_AT=2) the rest come back and those two are
+ *   mapped again;
  * - an UPDATE likewise waits, then publishes version 2;
  * - SIGTERM while it is pending: wcd finishes the free and exits 0;
  * - no thread for the free (WCD_TEST_WAKE_FREE_NO_THREAD): freed before
@@ -195,33 +199,72 @@ static void pending_free(long *held_kb)
 	       (long long)x.m.total_bytes, rss, fds0);
 }
 
-/* A SLEEP right after the wake waits for the free, then holds one copy. */
+/* A SLEEP right after the wake takes back what the free has not reached
+ * (all of it here: the free waits at its gate before the first buffer),
+ * without waiting for the gate: one copy held; the next wake's bytes are
+ * the files'; then the same sleep again, for the tests that follow. */
 static void sleep_while_freeing(void)
 {
-	const char *waiting = "waiting for the host copy of the last wake";
+	const char *back = "host buffers (";
 	struct wc_life_result r;
 	long rss0 = rss_anon_kb(), rss;
-	int had = log_count(waiting);
+	int had = log_count(back);
 	char st[32];
-	pid_t p;
 
-	do_wake(&r);                       /* from the sleep before */
-	T_EQ_U64(status_int("host_freeing_bytes"), x.m.total_bytes);
-	p = request_child(false);
-	log_wait(waiting, had);
-	/* the sleep waits: the daemon has not slept yet */
-	T_EQ_INT(waitpid(p, NULL, WNOHANG), 0);
-	open_gate();
-	child_ok(p);
-	T_EQ_STR(status_state(st, sizeof(st)), "sleeping");
+	for (int round = 0; round < 2; round++) {
+		struct wc_conn *c;
+		struct wc_error e;
+
+		do_wake(&r);               /* from the sleep before */
+		if (round)
+			e2e_attach_verify(&x, "after a sleep into taken-back buffers");
+		T_EQ_U64(status_int("host_freeing_bytes"), x.m.total_bytes);
+		c = e2e_connect(&x);
+		if (wc_sleep(c, 1, &r, &e))
+			T_FAIL("sleep: %s", e.msg);
+		wc_close(c);
+		T_HAS(r.msg, "into the last wake's host memory, taken back from its free");
+		T_EQ_INT(log_count(back), had + round + 1);
+		T_EQ_STR(status_state(st, sizeof(st)), "sleeping");
+		T_EQ_U64(status_int("host_copy_bytes"), x.m.total_bytes);
+		T_EQ_INT(status_int("host_freeing_bytes"), 0);
+		rss = rss_anon_kb() - rss0;
+		/* one copy held: the wake's, taken back */
+		T_CMP_INT(rss, <, (long)(x.m.total_bytes >> 10) / 4);
+		T_ASSERT(access(gate, F_OK));   /* never opened */
+	}
+	printf("ok  sleep during the pending free took its buffers back, waiting for nothing: one copy held (RssAnon %+ld kB against the copy before), the next wake's bytes the files': %.140s\n",
+	       rss, r.msg);
+}
+
+/* The free stopped half-way (its gate before buffer 2): the sleep takes
+ * back the rest and maps the two freed ones again; the wake after it
+ * serves the files' bytes. */
+static void sleep_after_part_freed(void)
+{
+	struct wc_life_result r;
+	struct wc_conn *c;
+	struct wc_error e;
+
+	setenv("WCD_TEST_WAKE_FREE_GATE_AT", "2", 1);
+	e2e_start_wcd(&x, pools_args);
+	unsetenv("WCD_TEST_WAKE_FREE_GATE_AT");
+	do_sleep();
+	do_wake(&r);
+	usleep(200000);            /* the free's first two buffers: microseconds */
+	c = e2e_connect(&x);
+	if (wc_sleep(c, 1, &r, &e))
+		T_FAIL("sleep: %s", e.msg);
+	wc_close(c);
+	T_HAS(r.msg, "taken back from its free");
+	T_EQ_INT(log_count("taken back from their free, still pinned; 2 had been freed"), 1);
 	T_EQ_U64(status_int("host_copy_bytes"), x.m.total_bytes);
-	T_EQ_INT(status_int("host_freeing_bytes"), 0);
-	rss = rss_anon_kb() - rss0;
-	/* one copy held: the wake's was freed before the sleep's was made */
-	T_CMP_INT(rss, <, (long)(x.m.total_bytes >> 10) / 4);
-	T_ASSERT(access(gate, F_OK));
-	printf("ok  sleep during the pending free waited for it, then slept: one copy held (RssAnon %+ld kB against the copy before)\n",
-	       rss);
+	do_wake(&r);
+	e2e_attach_verify(&x, "after a sleep into part taken-back buffers");
+	open_gate();
+	wait_freed();
+	e2e_kill_wcd(&x);
+	printf("ok  sleep after the free's first two buffers: the rest taken back, those two mapped again; the wake after it serves the files' bytes\n");
 }
 
 /* SIGTERM while the free is pending: the free ends, wcd exits 0. */
@@ -379,6 +422,7 @@ int main(void)
 	sleep_while_freeing();
 	shutdown_while_freeing();
 	update_while_freeing();
+	sleep_after_part_freed();
 	failed_wake();
 	arena_keep();
 	unsetenv("WCD_TEST_WAKE_FREE_GATE");

@@ -95,6 +95,7 @@ struct host_mapper {
 	bool thread;              /* on a thread (else ran when started) */
 	pthread_t th;
 	void *p[GPU_POOLS_MAX];   /* until the sleep takes it */
+	bool have[GPU_POOLS_MAX]; /* held already (taken back): not mapped */
 	int ret[GPU_POOLS_MAX];
 	uint64_t ns[GPU_POOLS_MAX];
 	char err[WC_ERR_LEN];     /* of the failed pool */
@@ -123,7 +124,7 @@ static void *host_mapper_fn(void *arg)
 			ret = wc_errf(err, ENOMEM,
 				      "WCD_TEST_SLEEP_ALLOC_FAIL: no host buffer for pool %u",
 				      i);
-		else if (len)
+		else if (len && !M->have[i])
 			ret = M->dev->be->host_map(M->dev, len, &p, err);
 		pthread_mutex_lock(&M->mu);
 		M->p[i] = p;
@@ -141,11 +142,13 @@ static void *host_mapper_fn(void *arg)
 }
 
 static void host_mapper_start(struct host_mapper *M, struct gpu_dev *dev,
-			      const struct wcd_version *v)
+			      const struct wcd_version *v, void *const *have)
 {
 	memset(M, 0, sizeof(*M));
 	M->dev = dev;
 	M->v = v;
+	for (uint32_t i = 0; i < v->npools; i++)
+		M->have[i] = have[i] != NULL;
 	pthread_mutex_init(&M->mu, NULL);
 	pthread_cond_init(&M->cv, NULL);
 	M->thread = !pthread_create(&M->th, NULL, host_mapper_fn, M);
@@ -207,6 +210,9 @@ static void host_mapper_end(struct host_mapper *M)
 	pthread_cond_destroy(&M->cv);
 }
 
+static uint32_t life_host_reclaim(struct wcd *d, const struct wcd_version *v,
+				  uint64_t *bytes);
+
 /* Whether the kept arena (--sleep-arena keep) fits v's pools as they are. */
 static bool arena_fits(const struct wcd_life *L, const struct wcd_version *v)
 {
@@ -223,10 +229,12 @@ static bool arena_fits(const struct wcd_life *L, const struct wcd_version *v)
  * staging memory (pinned on CUDA, so that WAKE copies at full speed): into
  * the kept arena when there is one that fits, else into buffers mapped
  * ahead by a thread and pinned here (host_mapper). *reused says which.
- * Every queued copy is waited for before anything is freed, failure or
- * not. */
+ * A sleep right after a wake takes back the buffers of that wake's host
+ * copy that its free has not reached yet (still mapped and pinned: *took
+ * of them), and maps and pins only the others. Every queued copy is
+ * waited for before anything is freed, failure or not. */
 static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
-		      char *err)
+		      uint32_t *took, char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
 	struct wcd_life *L = &d->life;
@@ -235,23 +243,26 @@ static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
 	uint64_t tw, tp;
 	char werr[WC_ERR_LEN];
 	bool queued = false;
+	uint64_t back = 0;
 	int ret = 0, wret;
 
-	life_host_settle(d);    /* the last wake's copy is freed first */
+	/* the last wake's copy: what is not freed yet comes back */
+	*took = life_host_reclaim(d, v, &back);
 	*reused = arena_fits(L, v);
-	if (!*reused)
+	if (!*reused && !*took)
 		life_host_free(d);
 	L->arena_bytes = 0;
 	L->host_bytes = 0;
 	for (uint32_t i = 0; i < v->npools; i++)
 		need += v->pools[i].size;
+	need -= back;
 	if (!*reused && version_host_available(&have) == 0 && need > have)
 		return wc_errf(err, ENOMEM,
 			       "the host copy needs %" PRIu64 " bytes but only %" PRIu64 " bytes of host memory are available (MemAvailable)",
 			       need, have);
 	L->nhost = v->npools;
 	if (!*reused)
-		host_mapper_start(&M, &d->dev, v);
+		host_mapper_start(&M, &d->dev, v, L->host);
 	for (uint32_t i = 0; i < v->npools; i++) {
 		uint64_t len = v->pools[i].size, map_ns = 0;
 		void *p;
@@ -259,7 +270,7 @@ static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
 		if (!len)
 			continue;
 		tw = tp = rx_now_ns();
-		if (!*reused) {
+		if (!*reused && !L->host[i]) {
 			ret = host_mapper_take(&M, i, &p, &map_ns, err);
 			if (ret)
 				break;
@@ -311,9 +322,10 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 	struct wcd_version *v = wcd_current(d);
 	struct wcd_life *L = &d->life;
 	struct wire_life_reply r = { .level = level };
-	char err[WC_ERR_LEN], busy[WIRE_MSG_MAX + 1], list[512];
+	char err[WC_ERR_LEN], busy[WIRE_MSG_MAX + 1], list[512], how[160];
 	uint64_t released = 0, t0 = rx_now_ns();
 	bool reused = false;
+	uint32_t took = 0;
 	pid_t *pids;
 	unsigned n;
 	int ret;
@@ -353,7 +365,7 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 	}
 	free(pids);
 	if (level == 1) {
-		ret = sleep_copy(d, v, &reused, err);
+		ret = sleep_copy(d, v, &reused, &took, err);
 		if (ret) {
 			life_host_free(d);
 			snprintf(busy, sizeof(busy),
@@ -381,12 +393,18 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 	r.bytes = level == 1 ? L->host_bytes : released;
 	r.ns = rx_now_ns() - t0;
 	metrics_life(&d->m, METRICS_SLEEP, true, r.ns, r.bytes);
+	if (reused)
+		snprintf(how, sizeof(how), "into the arena kept since the last sleep");
+	else if (took)
+		snprintf(how, sizeof(how),
+			 "%u of %u buffers into the last wake's host memory, taken back from its free",
+			 took, v->npools);
+	else
+		snprintf(how, sizeof(how), "into host memory allocated for it");
 	if (level == 1)
 		snprintf(r.msg, sizeof(r.msg),
 			 "sleeping (level 1): %" PRIu64 " bytes copied to host memory in %.3f s (%s), %" PRIu64 " bytes of device %s released; wake with wcctl wake",
-			 L->host_bytes, (double)r.ns / 1e9,
-			 reused ? "into the arena kept since the last sleep" :
-			 "into host memory allocated for it",
+			 L->host_bytes, (double)r.ns / 1e9, how,
 			 released, d->dev.name);
 	else
 		snprintf(r.msg, sizeof(r.msg),
@@ -557,6 +575,7 @@ struct host_freer {
 	uint32_t n;
 	uint64_t bytes;
 	uint64_t t0, ns;              /* ns: the thread's, read after join */
+	int stop;                     /* atomic: a sleep takes the rest back */
 	pthread_t th;
 	bool closing;
 	struct rx_wake wake;
@@ -564,15 +583,18 @@ struct host_freer {
 };
 
 /* The tests' hook (WCD_TEST_WAKE_FREE_GATE=PATH): the free waits, up to
- * 60 s, for PATH to exist and removes it, so that a test can act while a
- * free is pending. */
-static void test_free_gate(void)
+ * 60 s, for PATH to exist (and removes it) or for a sleep to stop it, so
+ * that a test can act while a free is pending; before the first buffer, or
+ * before buffer K with WCD_TEST_WAKE_FREE_GATE_AT=K. */
+static void test_free_gate(struct host_freer *F, uint32_t i)
 {
 	const char *gate = getenv("WCD_TEST_WAKE_FREE_GATE");
+	const char *at = getenv("WCD_TEST_WAKE_FREE_GATE_AT");
 
-	if (!gate || !*gate)
+	if (!gate || !*gate || (at && *at ? strtoul(at, NULL, 10) : 0) != i)
 		return;
-	for (int i = 0; i < 6000 && access(gate, F_OK); i++)
+	for (int k = 0; k < 6000 && access(gate, F_OK) &&
+	     !__atomic_load_n(&F->stop, __ATOMIC_ACQUIRE); k++)
 		usleep(10000);
 	unlink(gate);
 }
@@ -582,10 +604,14 @@ static void *freer_fn(void *arg)
 	struct host_freer *F = arg;
 	struct gpu_dev *dev = &F->d->dev;
 
-	test_free_gate();
-	for (uint32_t i = 0; i < F->n; i++)
+	for (uint32_t i = 0; i < F->n; i++) {
+		test_free_gate(F, i);
+		if (__atomic_load_n(&F->stop, __ATOMIC_ACQUIRE))
+			break;
 		if (F->p[i])
 			dev->be->staging_free(dev, F->p[i], F->len[i]);
+		F->p[i] = NULL;
+	}
 	F->ns = rx_now_ns() - F->t0;
 	/* the last thing this thread does with F: the loop joins it next */
 	rx_wake_post(&F->wake, &F->node);
@@ -624,6 +650,50 @@ static void freer_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
 		F->closing = true;
 		rx_wake_close(w);
 	}
+}
+
+/* A level-1 sleep while the last wake's host copy is being freed: the
+ * free stops at its next buffer (on the H200 it unpins 16 GiB in 0.3 s,
+ * and the sleep would pin as much again in 0.37 s) and the buffers it has
+ * not freed come back into d->life.host[] for v's pools they fit (those of
+ * the version that woke, unless an update came between: then none fit
+ * and they are freed here). Returns how many came back, their bytes in
+ * *bytes. */
+static uint32_t life_host_reclaim(struct wcd *d, const struct wcd_version *v,
+				  uint64_t *bytes)
+{
+	struct host_freer *F = d->life.freeing;
+	struct wcd_life *L = &d->life;
+	uint32_t took = 0, freed = 0;
+
+	*bytes = 0;
+	if (!F)
+		return 0;
+	__atomic_store_n(&F->stop, 1, __ATOMIC_RELEASE);
+	pthread_join(F->th, NULL);
+	d->life.freeing = NULL;
+	d->life.freeing_bytes = 0;
+	for (uint32_t i = 0; i < F->n; i++) {
+		if (!F->p[i]) {
+			freed += F->len[i] != 0;
+			continue;
+		}
+		if (F->n == v->npools && F->len[i] == v->pools[i].size &&
+		    !L->host[i]) {
+			L->host[i] = F->p[i];
+			L->host_len[i] = F->len[i];
+			*bytes += F->len[i];
+			took++;
+		} else {
+			d->dev.be->staging_free(&d->dev, F->p[i], F->len[i]);
+		}
+		F->p[i] = NULL;
+	}
+	if (took)
+		L->nhost = v->npools;
+	log_info("sleep: %u of the last wake's host buffers (%" PRIu64 " bytes) taken back from their free, still pinned; %u had been freed",
+		 took, *bytes, freed);
+	return took;
 }
 
 void life_host_settle(struct wcd *d)
