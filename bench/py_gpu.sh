@@ -11,6 +11,8 @@
 #                            per-tensor CUDA IPC rebuild; engine start
 #                            (bench/py_start.py) against from_pretrained
 #   bench/py_gpu.sh all      both
+#   bench/py_gpu.sh packab   the pools' packing before ($WCD_BASE) and after,
+#                            alternated: the Python and the C attach x100
 #
 # PY_TESTS: the CPU test files of `tests` (default test/py/test_py_*.py);
 # PY_RUNS, AB_RUNS, SPAN_RUNS: how many times the Python attach runs, the
@@ -118,9 +120,45 @@ bench() {
 	kill $pid 2>/dev/null && wait $pid
 }
 
+# The pools' packing, before ($WCD_BASE: a wcd that cuts pools in the middle
+# of layers) and after (this build's: whole layers on 2 MiB, so that a kind
+# of tensor is one run across every pool), alternated, PACK_ROUNDS times
+# (default 2): the same client (this tree's libwcache and package), the
+# Python attach x100 with the C phases of the same cycles, and the C attach.
+packab() {
+	local m=/root/m8b rd=/tmp/wcrun-pack uuid pid w r
+	export PATH=$PWD/$BUILD/bin:$PATH
+	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	[ -f $m/config.json ] || wcgen llama-8b --out $m >/dev/null || return 1
+	cat $m/*.safetensors >/dev/null
+	{
+		for r in $(seq ${PACK_ROUNDS:-2}); do
+			for w in "$WCD_BASE" $BUILD/bin/wcd; do
+				echo "== round $r: $w"
+				rm -rf $rd; mkdir -p $rd
+				setsid $w --model $m --device 0 --runtime-dir $rd >$rd/wcd.log 2>&1 </dev/null &
+				pid=$!
+				for _ in $(seq 600); do
+					ls $rd/*.ready >/dev/null 2>&1 && break
+					kill -0 $pid 2>/dev/null || break
+					sleep 0.2
+				done
+				grep -E '^(bytes|tensors|pools|load_seconds)=' $rd/*.ready
+				grep -oE '[0-9]+ pools' $rd/wcd.log | head -1
+				wcbench attach --runtime-dir $rd --device $uuid --model $m -n 100 -q
+				timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
+				timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100
+				kill $pid
+				while kill -0 $pid 2>/dev/null; do sleep 0.1; done
+			done
+		done
+	} 2>&1 | tee "$OUT/packab.log"
+}
+
 case ${1:-all} in
 tests) tests ;;
 bench) bench ;;
+packab) packab ;;
 all) tests; bench ;;
-*) echo "usage: bench/py_gpu.sh tests|bench|all" >&2; exit 2 ;;
+*) echo "usage: bench/py_gpu.sh tests|bench|packab|all" >&2; exit 2 ;;
 esac
