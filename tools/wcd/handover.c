@@ -1349,6 +1349,21 @@ static void ho_serve_start(struct wcd *d)
 		life_device_idle(d);
 }
 
+/* The tests' hook (WCD_TEST_HO_SERVE_GATE=PATH): after the set-up and
+ * before SERVING (or the ABORT of a set-up that failed), wait up to 60 s
+ * for PATH to exist (and remove it), so that a test can act on the old
+ * daemon while it waits in DONE. */
+static void test_serve_gate(void)
+{
+	const char *gate = getenv("WCD_TEST_HO_SERVE_GATE");
+
+	if (!gate || !*gate)
+		return;
+	for (int k = 0; k < 6000 && access(gate, F_OK); k++)
+		usleep(10000);
+	unlink(gate);
+}
+
 int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 {
 	struct ho_got g = { .sock = -1, .old_pidfd = -1, .lock_fd = -1,
@@ -1411,6 +1426,7 @@ int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 	}
 	ho_step("new", 5);
 	ret = ho_setup(d, &g, hooks, err);
+	test_serve_gate();
 	if (ret) {
 		if (!pidfd_exited(g.old_pidfd, 0))
 			ho_give_up(&g, err);
