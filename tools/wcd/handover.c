@@ -23,6 +23,13 @@
  *   copies); if ABORT comes or the connection ends before SERVING,
  *   resume, taking back what the new daemon may have taken meanwhile (the
  *   lock's pid, the ready file, the clients' daemon fd: ho_take_back).
+ *   After DONE the clients are lent (d->lent): their sockets are shared
+ *   with the new daemon, so nothing here shuts one down, and a stop
+ *   (SIGTERM, SHUTDOWN) is held (handover_stop_hold): on SERVING the
+ *   daemon exits 0 as above (the stop is done: it is gone, the new one
+ *   serves); on ABORT or the connection's end it takes back, then stops
+ *   as it was asked; a new daemon that does neither within HO_SERVING_NS
+ *   is killed, which is the second case.
  *
  * The new daemon (handover_take), before it owns anything:
  *   connect, ASK, receive everything (closing it all on any failure),
@@ -90,6 +97,7 @@
 #define HO_DRAIN_NS (5ull * 1000000000)     /* clients to reach rest */
 #define HO_DRAIN_NS_MIN (10ull * 1000000)
 #define HO_COMMIT_NS (120ull * 1000000000)  /* the new daemon to verify */
+#define HO_SERVING_NS (10ull * 1000000000)  /* to serve, once a stop waits */
 #define HO_IO_TIMEOUT_S 30                  /* one blocking frame */
 #define HO_EXIT_WAIT_MS 5000                /* old daemon gone after EOF */
 #define HO_FRAME_MAX (64u << 20)            /* a state frame we accept */
@@ -104,10 +112,11 @@ struct wcd_ho {
 	uint64_t id;                  /* the ASK's request id */
 	pid_t peer_pid;
 	uint16_t proto;
-	struct rx_timer drain_timer, commit_timer;
+	struct rx_timer drain_timer, commit_timer, serving_timer;
+	bool stop_held;               /* a stop came after DONE */
 	struct rx_timer idle_timer;   /* new side: release the context */
 	uint64_t t0;
-	uint64_t drain_ns;
+	uint64_t drain_ns, serving_ns;
 	/* new side: what d->o points into */
 	char model[WCD_VERSIONS][WIRE_PATH_MAX + 1];
 	char rules[WIRE_PATH_MAX + 1];
@@ -387,20 +396,26 @@ static void ho_old_abort(struct wcd *d, uint32_t code, const char *fmt, ...)
 static void ho_old_abort(struct wcd *d, uint32_t code, const char *fmt, ...)
 {
 	struct wcd_ho *ho = d->ho;
-	bool take_back = ho->st == HO_DONE && !wcd_stopping(d);
+	bool take_back = ho->st == HO_DONE, stop = ho->stop_held;
 	char msg[WIRE_MSG_MAX + 1];
 	va_list ap;
 
+	WC_ASSERT(!wcd_stopping(d) || !take_back);   /* a stop is held */
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
-	log_warn("handover to pid %d not done: %s; serving on", (int)ho->peer_pid,
-		 msg);
+	log_warn("handover to pid %d not done: %s; %s", (int)ho->peer_pid, msg,
+		 stop ? "taking the clients back to stop as asked" :
+		 "serving on");
 	ho->st = HO_IDLE;
+	ho->stop_held = false;
+	d->lent = false;
 	if (rx_op_busy(&ho->drain_timer.op))
 		rx_cancel(&ho->drain_timer.op);
 	if (rx_op_busy(&ho->commit_timer.op))
 		rx_cancel(&ho->commit_timer.op);
+	if (rx_op_busy(&ho->serving_timer.op))
+		rx_cancel(&ho->serving_timer.op);
 	if (take_back)
 		ho_take_back(d);
 	if (ho->peer) {
@@ -408,10 +423,14 @@ static void ho_old_abort(struct wcd *d, uint32_t code, const char *fmt, ...)
 
 		ho->peer = NULL;
 		reply_error(c, ho->id, code, true,
-			    "handover refused: %s; wcd pid %d serves on", msg,
-			    (int)getpid());
+			    "handover refused: %s; wcd pid %d %s", msg,
+			    (int)getpid(), stop ? "stops" : "serves on");
 	}
 	server_resume(d);
+	if (stop) {
+		log_info("handover: the clients are back; carrying out the stop asked for after the commit");
+		server_stop(d);
+	}
 }
 
 static void put_begin(struct wcd *d, struct wire_put *w)
@@ -564,6 +583,36 @@ void handover_poke(struct wcd *d)
 	ho_arm(d, &ho->commit_timer, HO_COMMIT_NS);
 }
 
+/* A stop waits after DONE (handover_stop_hold) and the new daemon has
+ * neither served nor ended within the bound: it is killed through its
+ * pidfd, and its end (its connection's, or its pidfd's) makes this
+ * daemon take the clients back and stop (ho_old_abort). A stop wins over
+ * a handover that does not finish, as at COMMIT. Should the kill be
+ * refused, the new daemon holds everything and this one exits as after
+ * SERVING: one daemon or none, never two. */
+static void ho_stop_overdue(struct wcd *d)
+{
+	struct wcd_ho *ho = d->ho;
+	struct wcd_client *c = ho->peer;
+	int pidfd = c && c->watching ? c->watch.pidfd : -1, own = -1, e = 0;
+
+	log_error("handover: the new daemon pid %d has not served within %.3g s of the stop asked for after its commit; killing it (SIGKILL) to take the clients back and stop",
+		  (int)ho->peer_pid, (double)ho->serving_ns / 1e9);
+	if (pidfd < 0)
+		pidfd = own = pidfd_open_(ho->peer_pid);
+	if (pidfd < 0 ||
+	    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0))
+		e = errno;
+	if (own >= 0)
+		close(own);
+	if (!e || e == ESRCH)
+		return;   /* its end is on the way */
+	log_error("handover: cannot kill pid %d: %s; exiting without touching the clients: it holds them",
+		  (int)ho->peer_pid, strerror(e));
+	fflush(stderr);
+	_exit(0);
+}
+
 static void ho_timer_cb(struct rx_timer *t, int res)
 {
 	struct wcd_ho *ho = t->op.data;
@@ -581,14 +630,18 @@ static void ho_timer_cb(struct rx_timer *t, int res)
 		ho_old_abort(d, WIRE_E_STATE,
 			     "the new daemon did not commit within %llu s",
 			     HO_COMMIT_NS / 1000000000);
+	} else if (ho->st == HO_DONE && t == &ho->serving_timer) {
+		ho_stop_overdue(d);
 	}
 }
 
-/* HO_DRAIN_NS, or WCD_HANDOVER_DRAIN_MS (the tests' shorter bound). */
-static uint64_t drain_bound(void)
+/* def_ns, or the milliseconds in environment variable env (the tests'
+ * shorter bounds: WCD_HANDOVER_DRAIN_MS, WCD_HANDOVER_SERVING_MS); at
+ * least HO_DRAIN_NS_MIN. */
+static uint64_t env_bound(const char *env, uint64_t def_ns)
 {
-	const char *e = getenv("WCD_HANDOVER_DRAIN_MS");
-	uint64_t ns = e && *e ? strtoull(e, NULL, 10) * 1000000 : HO_DRAIN_NS;
+	const char *e = getenv(env);
+	uint64_t ns = e && *e ? strtoull(e, NULL, 10) * 1000000 : def_ns;
 
 	return ns < HO_DRAIN_NS_MIN ? HO_DRAIN_NS_MIN : ns;
 }
@@ -602,7 +655,8 @@ static const char *ho_refusal(struct wcd *d, uint32_t *code, char *buf,
 		return "the daemon is stopping";
 	if (d->ho && (d->ho->st != HO_IDLE ||
 		      rx_op_busy(&d->ho->drain_timer.op) ||
-		      rx_op_busy(&d->ho->commit_timer.op))) {
+		      rx_op_busy(&d->ho->commit_timer.op) ||
+		      rx_op_busy(&d->ho->serving_timer.op))) {
 		*code = WIRE_E_BUSY;
 		snprintf(buf, cap, "a handover to pid %d is in progress or ending",
 			 (int)d->ho->peer_pid);
@@ -684,17 +738,20 @@ static void ho_ask(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	ho->t0 = rx_now_ns();
 	ho->drain_timer.op.data = ho;
 	ho->commit_timer.op.data = ho;
+	ho->serving_timer.op.data = ho;
+	ho->stop_held = false;
 	log_info("handover: pid %d asks for the device (protocol %u); pausing %u client(s)",
 		 (int)c->pid, hi, d->nclients - 1);
 	server_pause(d, c);
 	ho_step("old", 1);
-	ho->drain_ns = drain_bound();
+	ho->drain_ns = env_bound("WCD_HANDOVER_DRAIN_MS", HO_DRAIN_NS);
 	ho_arm(d, &ho->drain_timer, ho->drain_ns);
 	handover_poke(d);
 }
 
 /* COMMIT: let go (DONE), then wait for SERVING, or for the new daemon's
- * end (it died before it served: resume). Nothing here touches a client. */
+ * end (it died before it served: resume). Nothing here touches a client,
+ * and from DONE on the clients are lent (d->lent). */
 static void ho_commit(struct wcd_client *c, const uint8_t *p, uint32_t n)
 {
 	struct wcd *d = c->d;
@@ -723,7 +780,31 @@ static void ho_commit(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	}
 	wire_put_free(&w);
 	ho->st = HO_DONE;
+	d->lent = true;
 	ho_step("old", 5);
+}
+
+/* SIGTERM or SHUTDOWN after DONE (server_stop while d->lent): the
+ * clients, the lock and the socket are the new daemon's now (it is
+ * setting itself up to serve), and this daemon's normal stop (a notice
+ * to every client, shutdown() of each connection, the socket and the
+ * ready file unlinked) would cut them under it. The stop waits for the
+ * handover's end instead, HO_SERVING_NS at most (ho_stop_overdue): on
+ * SERVING this daemon exits 0 (ho_serving: the stop is done, it is gone
+ * and the new one serves); on ABORT or the connection's end it takes the
+ * clients back and stops (ho_old_abort). */
+void handover_stop_hold(struct wcd *d)
+{
+	struct wcd_ho *ho = d->ho;
+
+	WC_ASSERT(ho && ho->st == HO_DONE);
+	if (ho->stop_held)
+		return;
+	ho->stop_held = true;
+	ho->serving_ns = env_bound("WCD_HANDOVER_SERVING_MS", HO_SERVING_NS);
+	log_info("handover: a stop after the commit: the clients are pid %d's now; waiting up to %.3g s for it to serve (then exiting) or to fail (then taking them back and stopping)",
+		 (int)ho->peer_pid, (double)ho->serving_ns / 1e9);
+	ho_arm(d, &ho->serving_timer, ho->serving_ns);
 }
 
 /* SERVING: the new daemon has taken everything; exit at once. */
@@ -732,9 +813,10 @@ static void ho_serving(struct wcd *d)
 	struct wcd_ho *ho = d->ho;
 
 	ho_step("old", 6);
-	log_info("handover: done in %.3f ms; pid %d serves device %s now; exiting without touching the pools or the clients",
+	log_info("handover: done in %.3f ms; pid %d serves device %s now; exiting without touching the pools or the clients%s",
 		 (double)(rx_now_ns() - ho->t0) / 1e6, (int)ho->peer_pid,
-		 d->dev.name);
+		 d->dev.name, ho->stop_held ?
+		 " (the stop asked for after the commit is thereby done)" : "");
 	fflush(stderr);
 	_exit(0);
 }

@@ -249,6 +249,10 @@ struct server_hooks {
 	 * changed; and client c is being freed (handover.c) */
 	void (*pause_poke)(struct wcd *d);
 	void (*client_gone)(struct wcd *d, struct wcd_client *c);
+	/* server_stop while d->lent: the stop waits for the handover's end
+	 * (handover.c calls server_stop again if this daemon still owns
+	 * the clients then) */
+	void (*stop_hold)(struct wcd *d);
 };
 
 struct wcd {
@@ -287,6 +291,9 @@ struct wcd {
 	bool pausing;                 /* no accept, no new receive */
 	struct wcd_client *pause_except;  /* the new daemon's connection */
 	bool accept_again;            /* resume: restart a stopping accept */
+	/* after DONE: the clients' connections are the new daemon's (shared
+	 * sockets): no shutdown() of one, and a stop waits (stop_hold) */
+	bool lent;
 	struct wcd_metrics m;         /* counters (metrics.h) */
 	struct mhttp *mhttp;          /* --metrics-listen (metrics_http.c) */
 	char metrics_addr[256];       /* where it listens: port 0 resolved */
@@ -345,6 +352,8 @@ void handover_poke(struct wcd *d);
 void handover_request(struct wcd_client *c, const uint8_t *p, uint32_t n);
 /* server_hooks.client_gone: a handover c asked for ends (resume). */
 void handover_client_gone(struct wcd *d, struct wcd_client *c);
+/* server_hooks.stop_hold: SIGTERM or SHUTDOWN after DONE (d->lent). */
+void handover_stop_hold(struct wcd *d);
 /* The new daemon's side (--takeover), before anything is loaded: 0 when it
  * serves the old daemon's pools and clients (the loop set up, the server
  * started, the ready file written); -ECONNRESET when the old daemon died
