@@ -25,7 +25,9 @@ so that drift between processes does not decide the comparison.
 --ab-span alternates the batched views over pools mapped back to back
 (one DLPack tensor for all, the default) with the same over pools mapped
 apart (WCACHE_TEST_SPREAD=1: one DLPack tensor per pool, as before
-wc_model_span). --micro
+wc_model_span; runs then end at each pool). Each result names the pool
+count and the torch view calls of its last cycle (as_strided, unbind:
+one of each per run of same-shaped tensors at one stride). --micro
 also times torch's view calls on the served memory.
 """
 import argparse
@@ -93,6 +95,7 @@ def main():
     st = {w: {"att": [], "cyc": [], "c": [], "py": [], "conn": [], "attach": [], "tensors": []} for w in ways}
     n_tensors = 0
     dev = None
+    calls = {}
     for i in range(a.warmup * len(ways) + a.n * len(ways)):
         w = ways[i % len(ways)]
         _core.Model._torch_tensors = each if w == "each" else batched
@@ -109,6 +112,12 @@ def main():
         t1 = time.perf_counter()
         n_tensors = len(d)
         dev = next(iter(d.values())).device
+        # torch view calls this cycle made: one as_strided per op, one
+        # unbind per run (one as_strided a tensor for "each" or a first
+        # attach); the runs are cut where the offsets' step breaks
+        ops = m._ops if w != "each" and m._ops else None
+        calls[w] = (_core.lib.wc_pool_count(m._lease.m),
+                    len(ops) if ops else n_tensors, sum(1 for op in ops if op[4]) if ops else 0)
         tm = m.times
         c_ns = tm["connect_ns"] + tm["hello_ns"] + tm["manifest_ns"] + tm["attach_ns"] + tm["map_ns"]
         # The whole teardown inside the cycle: a lease that outlived it
@@ -156,6 +165,7 @@ def main():
             "connect_p50_ms": pct(s_["conn"], 0.5) * 1e3,
             "attach_call_p50_ms": pct(s_["attach"], 0.5) * 1e3,
             "tensors_call_p50_ms": pct(s_["tensors"], 0.5) * 1e3,
+            "pools": calls[w][0], "as_strided": calls[w][1], "unbind": calls[w][2],
         }
         report(a, res)
 
@@ -172,8 +182,10 @@ def report(a, res):
               res["attach_p50_ms"], res["attach_p99_ms"], res["cycle_p50_ms"], res["cycle_p99_ms"],
               res["c_phases_p50_ms"], res["python_part_p50_ms"], res["python_part_per_tensor_us"],
               res["import_s"]))
-    print("  p50 of its calls: connect %.3f ms, attach() %.3f ms, tensors() %.3f ms"
-          % (res["connect_p50_ms"], res["attach_call_p50_ms"], res["tensors_call_p50_ms"]))
+    print("  p50 of its calls: connect %.3f ms, attach() %.3f ms, tensors() %.3f ms; "
+          "%d pools, torch views of the last cycle: %d as_strided, %d unbind"
+          % (res["connect_p50_ms"], res["attach_call_p50_ms"], res["tensors_call_p50_ms"],
+             res["pools"], res["as_strided"], res["unbind"]))
 
 
 if __name__ == "__main__":

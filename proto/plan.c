@@ -811,27 +811,101 @@ static bool place(struct plan *p, int *pool, uint64_t *off, uint64_t bytes,
 	return true;
 }
 
-int plan_pack(struct plan *p, uint64_t pool_max, char *err)
+static uint64_t align_up(uint64_t x, uint64_t a)
 {
-	uint64_t off = 0, at;
-	bool *placed;
+	return (x + a - 1) / a * a;
+}
+
+/* Bytes of a group's members. */
+static uint64_t group_bytes(const struct plan *p, const struct plan_group *g)
+{
+	uint64_t bytes = 0;
+
+	for (uint32_t k = 0; k < g->n; k++)
+		bytes += p->t[p->members[g->member0 + k]].alloc;
+	return bytes;
+}
+
+/* The end of layer block [i, e) of the plan's entries (non-views of one
+ * layer, consecutive) and, in *bytes, what it takes placed from offset 0
+ * as place() would place it: each entry and each group not placed yet
+ * (seen marks the groups counted here) at PLAN_POOL_ALIGN. O(block). */
+static uint32_t layer_block(const struct plan *p, uint32_t i, const bool *placed,
+			    uint32_t *seen, uint64_t *bytes)
+{
+	long layer = layer_of(p->t[i].name);
+	uint64_t off = 0;
+	uint32_t e;
+
+	for (e = i; e < p->ntensors; e++) {
+		const struct plan_tensor *t = &p->t[e];
+		uint64_t b = t->alloc;
+
+		if ((t->flags & PLAN_T_VIEW) || layer_of(t->name) != layer)
+			break;
+		if (t->group >= 0) {
+			if (placed[t->group] || seen[t->group] == i + 1)
+				continue;
+			seen[t->group] = i + 1;
+			b = group_bytes(p, &p->g[t->group]);
+		}
+		off = align_up(off, PLAN_POOL_ALIGN) + b;
+	}
+	*bytes = off;
+	return e;
+}
+
+static int pack(struct plan *p, uint64_t pool_max, bool layers, char *err)
+{
+	uint64_t off = 0, at, block_end = 0;
+	uint32_t *seen, end = 0;
+	bool *placed, whole = false;
 	int pool = -1;
 
 	if (pool_max < PLAN_POOL_ALIGN)
 		return wc_errf(err, EINVAL, "pool size %" PRIu64 " is below the %d-byte alignment; give a larger pool size",
 			       pool_max, PLAN_POOL_ALIGN);
 	placed = calloc(p->ngroups ? p->ngroups : 1, sizeof(*placed));
-	if (!placed)
+	seen = calloc(p->ngroups ? p->ngroups : 1, sizeof(*seen));
+	if (!placed || !seen) {
+		free(placed);
+		free(seen);
 		return wc_errf(err, ENOMEM, "out of memory");
+	}
 	p->npools = 0;
 	memset(p->pool_size, 0, sizeof(p->pool_size));
 	for (uint32_t i = 0; i < p->ntensors; i++) {
 		struct plan_tensor *t = &p->t[i];
 		const struct plan_group *g;
-		uint64_t bytes = 0;
+		uint64_t bytes;
 
+		if (whole && i >= end) {
+			/* a whole layer ends: pad it (and its pool) */
+			off = block_end;
+			p->pool_size[pool] = off;
+			whole = false;
+		}
 		if (t->flags & PLAN_T_VIEW)
 			continue;
+		if (layers && i >= end && layer_of(t->name) >= 0) {
+			uint64_t padded;
+
+			end = layer_block(p, i, placed, seen, &bytes);
+			padded = align_up(bytes, PLAN_LAYER_ALIGN);
+			whole = bytes >= PLAN_LAYER_MIN && padded <= pool_max;
+			if (whole) {
+				at = align_up(off, PLAN_LAYER_ALIGN);
+				if (pool < 0 || at > pool_max ||
+				    padded > pool_max - at) {
+					if (pool + 1 >= PLAN_POOLS_MAX)
+						goto out_e2big;
+					pool++;
+					at = 0;
+				}
+				off = at;
+				block_end = at + padded;
+			}
+		}
 		if (t->group < 0) {
 			if (!place(p, &pool, &off, t->alloc, pool_max, &at))
 				goto out_e2big;
@@ -843,9 +917,7 @@ int plan_pack(struct plan *p, uint64_t pool_max, char *err)
 			continue;
 		placed[t->group] = true;
 		g = &p->g[t->group];
-		for (uint32_t k = 0; k < g->n; k++)
-			bytes += p->t[p->members[g->member0 + k]].alloc;
-		if (!place(p, &pool, &off, bytes, pool_max, &at))
+		if (!place(p, &pool, &off, group_bytes(p, g), pool_max, &at))
 			goto out_e2big;
 		for (uint32_t k = 0; k < g->n; k++) {
 			struct plan_tensor *x = &p->t[p->members[g->member0 + k]];
@@ -855,6 +927,8 @@ int plan_pack(struct plan *p, uint64_t pool_max, char *err)
 			at += x->alloc;
 		}
 	}
+	if (whole)
+		p->pool_size[pool] = block_end;
 	for (uint32_t i = 0; i < p->ntensors; i++) {
 		struct plan_tensor *t = &p->t[i];
 
@@ -864,11 +938,23 @@ int plan_pack(struct plan *p, uint64_t pool_max, char *err)
 		}
 	}
 	free(placed);
+	free(seen);
 	p->npools = (uint32_t)(pool + 1);
 	return 0;
 out_e2big:
 	free(placed);
+	free(seen);
 	return wc_errf(err, E2BIG,
 		       "the plan needs more than %d pools of at most %" PRIu64 " bytes for %" PRIu64 " bytes of tensors; give a larger pool size",
 		       PLAN_POOLS_MAX, pool_max, p->total_bytes);
+}
+
+int plan_pack(struct plan *p, uint64_t pool_max, char *err)
+{
+	return pack(p, pool_max, true, err);
+}
+
+int plan_pack_flat(struct plan *p, uint64_t pool_max, char *err)
+{
+	return pack(p, pool_max, false, err);
 }

@@ -96,6 +96,15 @@
 #define PLAN_VOCAB_PAD_MAX (1u << 20)
 #define PLAN_POOLS_MAX 64                /* == GPU_POOLS_MAX */
 #define PLAN_POOL_ALIGN 256              /* == GPU_POOL_ALIGN */
+/* A big layer starts and ends on this (bytes): the CUDA VMM granularity,
+ * at which libwcache maps a lease's pools back to back (wc_model_span), so
+ * that pools cut between layers keep one layer stride across the span. */
+#define PLAN_LAYER_ALIGN (2u << 20)
+/* Layers of at least this many bytes are packed whole and aligned: the
+ * padding (under PLAN_LAYER_ALIGN a layer) then costs under 1/64 of the
+ * bytes; smaller layers (test models, tp 8 of an 8B model) pack as
+ * before, tensor by tensor. */
+#define PLAN_LAYER_MIN (64ull * PLAN_LAYER_ALIGN)
 #define PLAN_VIEWS_MAX 65536             /* views and aliases per rank */
 
 enum plan_split {
@@ -263,9 +272,22 @@ int plan_build(struct plan *p, const struct model *m,
  * at PLAN_POOL_ALIGN; a group's members go back to back (the group at the
  * place of its first member in plan order); views and aliases get their
  * parts' place. An entry or group larger than pool_max gets a pool of its
- * own. -E2BIG naming the count and pool_max when more than PLAN_POOLS_MAX
- * pools would be needed. */
+ * own. A layer (the entries of one "model.layers.N.", consecutive in plan
+ * order) of PLAN_LAYER_MIN bytes or more that fits in pool_max once
+ * padded is placed whole: it starts on PLAN_LAYER_ALIGN, its end (and so
+ * its pool's size, when it ends one) is padded to PLAN_LAYER_ALIGN, and
+ * it opens a new pool when it does not fit in the current one; other
+ * layers are placed tensor by tensor as above. Equal layers thus lie at
+ * one stride S over the pools mapped back to back: layer j of the run at
+ * base + j * S, whatever pool it is in (what one strided view per kind of
+ * tensor needs, _core.py's tensors("torch")). -E2BIG naming the count and
+ * pool_max when more than PLAN_POOLS_MAX pools would be needed. */
 int plan_pack(struct plan *p, uint64_t pool_max, char *err);
+/* plan_pack with every layer placed tensor by tensor: the packing of the
+ * builds before layers were packed whole (handover protocol 1), kept for
+ * the test that a handover between the two is refused (wcd's
+ * WCD_TEST_PACK=flat). */
+int plan_pack_flat(struct plan *p, uint64_t pool_max, char *err);
 
 /* The entry named name, or -1 (binary search over the checkpoint entries,
  * then a scan of the views). */

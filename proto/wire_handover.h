@@ -68,9 +68,15 @@
 #include "wire.h"
 
 /* The handover versions this build speaks. Bump WIRE_HO_PROTO whenever
- * what a part carries or what the daemon state means changes. */
-#define WIRE_HO_PROTO 1
-#define WIRE_HO_PROTO_MIN 1
+ * what a part carries or what the daemon state means changes.
+ *   1  the first
+ *   2  plan_pack places layers of PLAN_LAYER_MIN bytes or more whole, on
+ *      PLAN_LAYER_ALIGN: a model of big layers lies in other pools than
+ *      under 1, so a daemon of 1 and one of 2 refuse each other at ASK
+ *      (the pool check of VERSION would refuse most such models later;
+ *      this names the reason, and up front) */
+#define WIRE_HO_PROTO 2
+#define WIRE_HO_PROTO_MIN 2
 
 #define WIRE_HO_VERSIONS_MAX 2        /* = WCD_VERSIONS */
 #define WIRE_HO_POOLS_MAX 64          /* = GPU_POOLS_MAX */

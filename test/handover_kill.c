@@ -29,7 +29,8 @@
  *   old:3..6  (everything handed over; after COMMIT; after DONE; after
  *             SERVING): the new daemon serves the same connection.
  * Also: a new daemon of another handover protocol is refused, naming both
- * ranges, and the old daemon serves on. Every wait is on an event (a
+ * ranges (protocol 1, a build before big layers were packed whole, with
+ * that reason), and the old daemon serves on. Every wait is on an event (a
  * pidfd, a notice, a reply), bounded.
  */
 #include <dirent.h>
@@ -41,6 +42,7 @@
 #include "client_util.h"
 #include "err.h"
 #include "ready.h"
+#include "wire_handover.h"
 
 static pid_t spawn_takeover_env(struct e2e *x, const char *kill_at,
 				const char *proto, bool with_model,
@@ -470,11 +472,27 @@ int main(void)
 		char cmd[300];
 
 		snprintf(cmd, sizeof(cmd),
-			 "grep -q 'protocol versions 1 to 1 and the new one takes 9 to 9' '%s'",
-			 x.log);
+			 "grep -q 'protocol versions %d to %d and the new one takes 9 to 9;' '%s'",
+			 WIRE_HO_PROTO_MIN, WIRE_HO_PROTO, x.log);
 		if (system(cmd)) {
 			e2e_show_log(x.log);
 			T_FAIL("the refusal does not name both protocol ranges");
+		}
+	}
+	T_OK(wc_ping(g.c, 1, &e));
+	/* a build of protocol 1 (before big layers were packed whole) */
+	nw = spawn_takeover(&x, NULL, "1:1", false);
+	st = wait_status(nw);
+	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	{
+		char cmd[400];
+
+		snprintf(cmd, sizeof(cmd),
+			 "grep -q 'protocol versions %d to %d and the new one takes 1 to 1 (protocol 2 packs big layers whole: the pools differ)' '%s'",
+			 WIRE_HO_PROTO_MIN, WIRE_HO_PROTO, x.log);
+		if (system(cmd)) {
+			e2e_show_log(x.log);
+			T_FAIL("the refusal of protocol 1 does not say why");
 		}
 	}
 	T_OK(wc_ping(g.c, 1, &e));

@@ -209,7 +209,8 @@ def test_batched_views_equal_one_view_each(daemons, tiny, tmp_path):
     of same-shaped tensors, then unbind); every tensor must be the view
     one as_strided of its own gives: the same pointer, shape, strides,
     offset and dtype, and the file's bytes. A small --pool-size spreads
-    the layers over many pools (runs end at pool boundaries); the second
+    the layers over many pools (runs go on across pools in the span where
+    the step holds: test_py_runs.py); the second
     attach makes the plan (the first makes one view each), the third
     reuses it, and a changed layout makes a new one."""
     from wcache import _core
@@ -225,12 +226,13 @@ def test_batched_views_equal_one_view_each(daemons, tiny, tmp_path):
                 got = m.tensors()
                 assert sum(map(len, _core._TABLES.values())) == layouts   # one entry per layout
                 plan = m._plan_box[0]
+                ops = m._ops
                 ref = m._torch_tensors_each()
                 assert list(got) == list(ref) == list(m)
                 if n_attach == 1:
                     assert plan is None, "a plan made at the first attach"
                 else:
-                    runs = [op for op in plan[1] if op[4]]
+                    runs = [op for op in ops if op[4]]
                     assert runs, "no batched run: the test would not test the batches"
                 for n, x in got.items():
                     y = ref[n]
@@ -245,7 +247,7 @@ def test_batched_views_equal_one_view_each(daemons, tiny, tmp_path):
             m = c.attach(model_dir=tiny, framework="torch")
             assert m._plan_box[0] is None
             got = m.tensors()
-            assert m._plan_box[0] and m._plan_box[0][1]
+            assert m._plan_box[0] and m._ops
             for n, (dtype, shape, data) in files.items():
                 assert as_bytes(got[n]) == data, n
             del got

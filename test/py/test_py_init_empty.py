@@ -191,7 +191,7 @@ def test_one_block_at_a_time():
             with wt.init_empty():
                 pass
         assert Net().proj.weight.is_meta  # the first block is intact
-    inside, leave, errors = threading.Event(), threading.Event(), []
+    inside, leave = threading.Event(), threading.Event()
 
     def holder():
         with wt.init_empty():

@@ -60,6 +60,10 @@ static void show(const struct model *m, const struct plan *p, uint32_t rank)
 	       rank, p->pp.tp_rank, p->pp.tp_size, p->pp.ep_rank, p->pp.ep_size,
 	       p->expert_begin, p->expert_end, p->pp.pp_rank, p->pp.pp_size,
 	       p->pp.vocab_pad, p->ntensors, nviews, p->total_bytes, p->npools);
+	printf("# pool sizes:");
+	for (uint32_t k = 0; k < p->npools; k++)
+		printf(" %" PRIu64, p->pool_size[k]);
+	putchar('\n');
 	for (uint32_t i = 0; i < p->ntensors; i++) {
 		const struct plan_tensor *t = &p->t[i];
 

@@ -713,9 +713,11 @@ static void ho_ask(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	hi = a.ho_max < WIRE_HO_PROTO ? a.ho_max : WIRE_HO_PROTO;
 	if (lo > hi) {
 		reply_error(c, c->h.id, WIRE_E_VERSION, false,
-			    "handover refused: this wcd (pid %d) hands over with protocol versions %d to %d and the new one takes %u to %u; restart with a reload instead (wcctl stop --device %s, then wcctl start); wcd pid %d serves on",
+			    "handover refused: this wcd (pid %d) hands over with protocol versions %d to %d and the new one takes %u to %u%s; restart with a reload instead (wcctl stop --device %s, then wcctl start); wcd pid %d serves on",
 			    (int)getpid(), WIRE_HO_PROTO_MIN, WIRE_HO_PROTO,
-			    a.ho_min, a.ho_max, d->dev.name, (int)getpid());
+			    a.ho_min, a.ho_max,
+			    a.ho_max < 2 ? " (protocol 2 packs big layers whole: the pools differ)" : "",
+			    d->dev.name, (int)getpid());
 		return;
 	}
 	why = ho_refusal(d, &code, buf, sizeof(buf));
@@ -1071,7 +1073,7 @@ static int verify_version(struct wcd *d, struct ho_frame *f,
 	}
 	if (v->plan.npools != x->npools)
 		return wc_errf(err, EINVAL,
-			       "handover: version %" PRIu64 " comes in %u pools, this build plans %u (another --pool-size or packing?)",
+			       "handover: version %" PRIu64 " comes in %u pools, this build plans %u: the old daemon packs the model otherwise (another build); restart with a reload instead (wcctl stop, then wcctl start)",
 			       v->number, x->npools, v->plan.npools);
 	for (uint32_t i = 0; i < x->npools; i++) {
 		const struct wire_ho_pool *p = &x->pools[i];
@@ -1079,7 +1081,7 @@ static int verify_version(struct wcd *d, struct ho_frame *f,
 
 		if (p->size != v->plan.pool_size[i])
 			return wc_errf(err, EINVAL,
-				       "handover: pool %u of version %" PRIu64 " is %" PRIu64 " bytes, this build plans %" PRIu64,
+				       "handover: pool %u of version %" PRIu64 " is %" PRIu64 " bytes, this build plans %" PRIu64 ": the old daemon packs the model otherwise (another build); restart with a reload instead (wcctl stop, then wcctl start)",
 				       i, v->number, p->size,
 				       v->plan.pool_size[i]);
 		fd = take_fd(f, p->fd_index);
@@ -1481,8 +1483,13 @@ int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 		bool died = pidfd_exited(g.old_pidfd,
 					 ret == -ECONNRESET ? HO_EXIT_WAIT_MS : 0);
 
-		if (!died && g.b.pid)   /* BEGIN came: it waits for us */
+		if (!died && g.b.pid) { /* BEGIN came: it waits for us */
+			size_t n = strlen(err);
+
 			send_abort(&g, err);
+			snprintf(err + n, WC_ERR_LEN - n, "; wcd pid %u serves on",
+				 g.b.pid);
+		}
 		got_close(d, &g, true);
 		return died ? -ECONNRESET : ret;
 	}

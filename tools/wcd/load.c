@@ -201,6 +201,16 @@ static int model_open_bounded(struct wcd *d, struct model *m,
 		       path, (double)ms / 1000);
 }
 
+/* A test hook (WCD_TEST_PACK=flat): pack as the builds before layers
+ * were packed whole did (plan_pack_flat), to test that a handover between
+ * the two packings is refused. */
+static bool pack_flat(void)
+{
+	const char *e = getenv("WCD_TEST_PACK");
+
+	return e && !strcmp(e, "flat");
+}
+
 int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 {
 	uint64_t t0 = rx_now_ns();
@@ -254,7 +264,8 @@ int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 			  }, err);
 	if (ret)
 		return ret;
-	ret = plan_pack(&v->plan, d->o.pool_size, err);
+	ret = pack_flat() ? plan_pack_flat(&v->plan, d->o.pool_size, err) :
+			    plan_pack(&v->plan, d->o.pool_size, err);
 	if (ret)
 		return ret;
 	if (v->plan.npools > GPU_POOLS_MAX)

@@ -371,6 +371,7 @@ class Model(collections.abc.Mapping):
         self._plan_box = [0]
         self._pools_off = None    # _span_of: () pools apart, else offsets
         self._span = None
+        self._ops = ()            # the ops of the last tensors("torch") (_plan)
         if n:
             first = lib.wc_tensor_at(m, 0)
             self._addr = ctypes.addressof(first.contents)
@@ -565,37 +566,41 @@ class Model(collections.abc.Mapping):
         most of an attach, so views are made in batches (_plan): one
         as_strided [k, *shape] view split by one unbind (about 0.5 us a
         tensor) for each run of same-shaped tensors at evenly stepped
-        offsets. Every result has the shape, strides and offset that its
-        own as_strided would give. The plan depends only on the table's
-        dtypes, shapes, pools and offsets and is kept with the table (_table).
-        Making it costs more than the batches save in one attach (on the
-        H200, torch 2.11: 1.13 ms against 0.83 for one as_strided each and
-        0.71 batched, bench/RESULTS.md), so the first attach of a layout in
-        a process makes one view each, the second makes the plan, and the
-        later ones (a re-attach, the next version after an update) use it."""
+        offsets. With the pools in one span (_span_of) a run goes on across
+        pools wherever the step holds (wcd packs big layers so that it
+        does over the whole model: plan_pack in proto/plan.h); with the
+        pools apart runs end at pool boundaries. Every result has the
+        shape, strides and offset that its own as_strided would give. The
+        plans depend only on the table's dtypes, shapes, pools and offsets
+        (and the pools' places in the span) and are kept with the table
+        (_table), one per placement. Making one costs more than the
+        batches save in one attach (on the H200, torch 2.11: 1.13 ms
+        against 0.83 for one as_strided each and 0.71 batched,
+        bench/RESULTS.md), so the first attach of a layout in a process
+        makes one view each, the second makes the plan, and the later ones
+        (a re-attach, the next version after an update) use it."""
         import torch
         box = self._plan_box    # shared by the Models of one table (_table)
-        plan = box[0]
-        if plan == 0:   # a layout first seen: no plan yet (it costs more than it saves once)
+        plans = box[0]
+        if plans == 0:   # a layout first seen: no plan yet (it costs more than it saves once)
             box[0] = None
             return self._torch_tensors_each()
+        if plans is None:
+            plans = box[0] = {}
+        where = self._pools_off if self._span_of() else None
+        plan = plans.get(where)
         if plan is None:
-            plan = box[0] = _plan(self._fields, self._dts, self._names)
-        pools, ops, names, template, spans = plan
-        if self._span_of():
-            # one view of the span per dtype, the ops' offsets made
-            # absolute once per pool placement (the same for every attach
-            # of the layout: the pools' offsets in the reserved range)
-            prog = spans.get(self._pools_off)
-            if prog is None:
-                prog = spans[self._pools_off] = _span_program(pools, ops, self._pools_off, torch)
-            dtypes, ops = prog
+            plan = plans[where] = _plan(self._fields, self._dts, self._names, where)
+        pools, ops, names, template = plan
+        if where is not None:   # one view of the span per dtype
             span = self._span
-            bases = [span if d is None else span.view(d) for d in dtypes]
+            bases = [span if dt in _dtypes.SUB_BYTE else span.view(_dtypes.torch_dtype(dt, torch))
+                     for dt, _ in pools]
         else:
             bases = [self._pool(pool, "torch") if dt in _dtypes.SUB_BYTE else
                      self._pool(pool, "torch", _dtypes.torch_dtype(dt, torch))
                      for dt, pool in pools]
+        self._ops = ops
         vals = []
         put, put_all = vals.append, vals.extend
         for b, shape, st, off, k in ops:
@@ -788,25 +793,27 @@ def _forget_plans():
                 box[0] = None
 
 
-def _plan(fields, dts, names):
-    """How _torch_tensors makes every tensor: (pools, ops, names, template,
-    spans). pools: the (dtype, pool) of each 1-D base view; ops: (base,
-    shape, strides, offset, k) in elements of the dtype, k == 0 one
-    as_strided, else a run of k tensors at offset + j * step as one
-    as_strided (shape and strides with the run's dimension in front: k,
-    step) and unbind; names: the tensors' names in the order the ops make
-    them; template: every name in table order (the dict's order); spans:
-    _span_program's results by pool placement, filled by _torch_tensors.
-    Runs are found among entries of one dtype, pool, shape and
-    next-to-last name part ("q_proj" of
+def _plan(fields, dts, names, pools_off=None):
+    """How _torch_tensors makes every tensor: (pools, ops, names,
+    template). pools: the (dtype, pool) of each 1-D base view, pool None
+    for the span (pools_off: pool i at byte pools_off[i] of it; None: the
+    pools apart, one base per pool); ops: (base, shape, strides, offset, k)
+    in elements of the dtype, k == 0 one as_strided, else a run of k
+    tensors at offset + j * step as one as_strided (shape and strides with
+    the run's dimension in front: k, step) and unbind; names: the tensors'
+    names in the order the ops make them; template: every name in table
+    order (the dict's order). Runs are found among entries of one dtype,
+    shape, next-to-last name part ("q_proj" of
     "model.layers.7.self_attn.q_proj.weight": the same weight of
-    consecutive layers, or experts); the grouping only decides how many
-    views one call makes, never where a view points. Sub-byte dtypes are
-    byte views of their nbytes."""
+    consecutive layers, or experts) and base (pools apart: their pool),
+    sorted by offset, cut where the step changes; the grouping only
+    decides how many views one call makes, never where a view points.
+    Sub-byte dtypes are byte views of their nbytes."""
     import torch
     groups = {}
+    span = pools_off is not None
     for i, r, dt, nm in zip(range(len(fields)), fields, dts, names):
-        k = (dt, r[13], r[3:3 + r[2]], nm.rpartition(".")[0].rpartition(".")[2])
+        k = (dt, None if span else r[13], r[3:3 + r[2]], nm.rpartition(".")[0].rpartition(".")[2])
         g = groups.get(k)
         if g is None:
             groups[k] = [i]
@@ -820,7 +827,8 @@ def _plan(fields, dts, names):
             es = _esize(_dtypes.torch_dtype(dt, torch))
         b = pools.setdefault((dt, pool), len(pools))
         st = _contiguous(shape)
-        offs = [fields[i][14] for i in idx]
+        offs = [fields[i][14] + pools_off[fields[i][13]] for i in idx] if span else \
+            [fields[i][14] for i in idx]
         if len(idx) > 1 and offs != sorted(offs):
             by = sorted(range(len(idx)), key=offs.__getitem__)
             idx = [idx[j] for j in by]
@@ -840,22 +848,7 @@ def _plan(fields, dts, names):
                 ops.append((b, (k - j,) + shape, (step // es,) + st, offs[j] // es, k - j))
                 order.extend(idx[j:k])
                 j = k
-    return list(pools), ops, [names[i] for i in order], dict.fromkeys(names), {}
-
-
-def _span_program(pools, ops, pools_off, torch):
-    """A plan's ops over the span (every pool in one tensor, pool i at byte
-    pools_off[i]): (dtypes, ops) with one base per dtype (None: the bytes
-    themselves, for sub-byte dtypes) and each op's offset absolute in it."""
-    dtypes, where, of_base = [], {}, []
-    for dt, pool in pools:
-        d = None if dt in _dtypes.SUB_BYTE else _dtypes.torch_dtype(dt, torch)
-        if d not in where:
-            where[d] = len(dtypes)
-            dtypes.append(d)
-        of_base.append((where[d], pools_off[pool] // (1 if d is None else _esize(d))))
-    return dtypes, [(of_base[b][0], shape, st, off + of_base[b][1], k)
-                    for b, shape, st, off, k in ops]
+    return list(pools), ops, [names[i] for i in order], dict.fromkeys(names)
 
 
 _ESIZE = {}
