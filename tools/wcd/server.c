@@ -39,7 +39,7 @@
 static void client_recv_hdr(struct wcd_client *c);
 
 /* While a handover pauses the server: tell it that a client may have come
- * to rest (hooks->pause_poke, handover.c). */
+ * to rest (hooks->pause_poke, handover_old.c). */
 static void pause_poke(struct wcd *d)
 {
 	if (d->pausing && d->hooks && d->hooks->pause_poke)
@@ -893,7 +893,7 @@ unsigned server_clients(struct wcd *d, pid_t *pids, unsigned *leases,
 	return n;
 }
 
-/* --- hot handover (handover.c) ----------------------------------------------- */
+/* --- hot handover (handover_old.c, handover_new.c) ------------------------------ */
 
 void server_pause(struct wcd *d, struct wcd_client *except)
 {

@@ -6,8 +6,12 @@
  *
  *   main.c      options, start-up order, signals, shutdown; wires the hooks
  *   requests.c  what each request does (client_dispatch)
- *   handover.c  hot handover (wcd --takeover): the old daemon's side
- *               (HANDOVER requests) and the new one's (handover_take)
+ *   handover_old.c  hot handover, the running daemon's side (HANDOVER
+ *               requests; the design in handover.h)
+ *   handover_new.c  hot handover, the new daemon's side (wcd --takeover:
+ *               handover_take)
+ *   handover.c  what both sides share (handover.h): state, kill hook,
+ *               lock owner, pidfds, blocking frames with descriptors
  *   lifecycle.c SLEEP, WAKE, UPDATE: the checks, the job queue, device idle
  *               (lifecycle.h, shared with life_job.c)
  *   life_job.c  the WAKE and UPDATE jobs and their replies
@@ -246,11 +250,11 @@ struct server_hooks {
 	/* a lease on version index vi ended (versions.c counts and retires) */
 	void (*lease_ended)(struct wcd *d, int vi);
 	/* while paused (server_pause): something a pause waits for may have
-	 * changed; and client c is being freed (handover.c) */
+	 * changed; and client c is being freed (handover_old.c) */
 	void (*pause_poke)(struct wcd *d);
 	void (*client_gone)(struct wcd *d, struct wcd_client *c);
 	/* server_stop while d->lent: the stop waits for the handover's end
-	 * (handover.c calls server_stop again if this daemon still owns
+	 * (handover_old.c calls server_stop again if this daemon still owns
 	 * the clients then) */
 	void (*stop_hold)(struct wcd *d);
 };
@@ -286,7 +290,7 @@ struct wcd {
 
 	struct wcd_life life;         /* lifecycle.c: sleep, wake, update */
 
-	/* hot handover (handover.c) */
+	/* hot handover (handover*.c) */
 	struct wcd_ho *ho;
 	bool pausing;                 /* no accept, no new receive */
 	struct wcd_client *pause_except;  /* the new daemon's connection */
@@ -344,7 +348,7 @@ void server_pause(struct wcd *d, struct wcd_client *except);
 bool server_at_rest(struct wcd *d, pid_t *busy_pid);
 void server_resume(struct wcd *d);
 
-/* handover.c */
+/* handover_old.c, handover_new.c (handover.c: handover_free) */
 struct wcd_ho;
 /* server_hooks.pause_poke: something a pause waits for may have changed. */
 void handover_poke(struct wcd *d);
