@@ -951,7 +951,11 @@ out_e2big:
 
 int plan_pack(struct plan *p, uint64_t pool_max, char *err)
 {
-	return pack(p, pool_max, true, err);
+	/* whole layers can take up to twice the pools (layers a little over
+	 * half a pool): past PLAN_POOLS_MAX, tensor by tensor */
+	int ret = pack(p, pool_max, true, err);
+
+	return ret == -E2BIG ? pack(p, pool_max, false, err) : ret;
 }
 
 int plan_pack_flat(struct plan *p, uint64_t pool_max, char *err)

@@ -280,8 +280,11 @@ int plan_build(struct plan *p, const struct model *m,
  * layers are placed tensor by tensor as above. Equal layers thus lie at
  * one stride S over the pools mapped back to back: layer j of the run at
  * base + j * S, whatever pool it is in (what one strided view per kind of
- * tensor needs, _core.py's tensors("torch")). -E2BIG naming the count and
- * pool_max when more than PLAN_POOLS_MAX pools would be needed. */
+ * tensor needs, _core.py's tensors("torch")). Where whole layers would
+ * need more than PLAN_POOLS_MAX pools (up to twice as many: layers a
+ * little over half a pool), every layer is placed tensor by tensor.
+ * -E2BIG naming the count and pool_max when more than PLAN_POOLS_MAX
+ * pools would be needed even so. */
 int plan_pack(struct plan *p, uint64_t pool_max, char *err);
 /* plan_pack with every layer placed tensor by tensor: the packing of the
  * builds before layers were packed whole (handover protocol 1), kept for

@@ -23,6 +23,7 @@
 #include "err.h"
 #include "model.h"
 #include "plan.h"
+#include "synth_model.h"
 #include "t.h"
 
 static char err[WC_ERR_LEN];
@@ -355,6 +356,44 @@ static void small(const char *dir)
 	model_close(&m);
 }
 
+/* 70 layers of two 65 MiB tensors (headers only): in pools of 200 MiB
+ * whole layers would take 70 pools, over PLAN_POOLS_MAX, so every layer is
+ * placed tensor by tensor (3 tensors a pool: 47 pools); in pools of 270
+ * MiB two whole layers go in each (35 pools, one stride). */
+static void many(const char *dir)
+{
+	static struct synth syn;
+	struct plan_rules r;
+	struct model m;
+	struct plan p;
+
+	syn.n = 0;
+	synth_add(&syn, "BF16", 2, 2, 64, 64, 0, "model.embed_tokens.weight");
+	for (int l = 0; l < 70; l++) {
+		synth_add(&syn, "BF16", 2, 2, 65, 1u << 19, 0, "model.layers.%d.mlp.down_proj.weight", l);
+		synth_add(&syn, "BF16", 2, 2, 65, 1u << 19, 0, "model.layers.%d.mlp.up_proj.weight", l);
+	}
+	synth_write_as(&syn, dir,
+		       "{\"architectures\": [\"WcTestForCausalLM\"], \"num_hidden_layers\": 70}",
+		       true);
+	if (model_open(&m, dir, err))
+		T_FAIL("%s", err);
+	memset(&r, 0, sizeof(r));
+	r.vocab_pad = -1;
+	build(&p, &m, &r, 1, 1, 0);
+	check_flat(&p, 200ull << 20, "70 layers of 130 MiB");
+	T_EQ_INT(p.npools, 47);
+	plan_free(&p);
+	build(&p, &m, &r, 1, 1, 0);
+	T_OK(plan_pack(&p, 270ull << 20, err));
+	check_sound(&p, 270ull << 20);
+	T_EQ_INT(p.npools, 35);
+	check_layers(&p, 270ull << 20, 70);
+	plan_free(&p);
+	printf("70 layers of 130 MiB: tensor by tensor in pools of 200 MiB (whole layers would need 70 pools), whole in pools of 270 MiB\n");
+	model_close(&m);
+}
+
 int main(void)
 {
 	static const char *data[] = {
@@ -381,6 +420,12 @@ int main(void)
 	snprintf(path, sizeof(path), "%s/llama-8b", dir);
 	gen("llama-8b", path);
 	big(path);
+	{
+		char mdir[128];
+
+		snprintf(mdir, sizeof(mdir), "%s/many", dir);
+		many(mdir);
+	}
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	T_EQ_INT(system(cmd), 0);
 	return 0;

@@ -8,11 +8,13 @@
 #define WC_TEST_SYNTH_MODEL_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "t.h"
 
@@ -53,9 +55,11 @@ static inline void synth_add(struct synth *s, const char *dtype,
 	t->shape[2] = d2;
 }
 
-/* Writes dir/config.json (config is its text) and dir/model.safetensors. */
-static inline void synth_write(const struct synth *s, const char *dir,
-			       const char *config)
+/* Writes dir/config.json (config is its text) and dir/model.safetensors;
+ * sparse: the header only, the data a hole (reads as zeros; for tests of
+ * the plan, which read headers only). */
+static inline void synth_write_as(const struct synth *s, const char *dir,
+				  const char *config, bool sparse)
 {
 	char path[512], *hdr;
 	size_t cap = 1u << 20, n = 0;
@@ -97,10 +101,18 @@ static inline void synth_write(const struct synth *s, const char *dir,
 	hl = n;
 	fwrite(&hl, 8, 1, f);     /* little-endian hosts only */
 	fwrite(hdr, 1, n, f);
-	for (uint64_t i = 0; i < off; i++)
+	if (sparse)
+		T_ASSERT(ftruncate(fileno(f), (off_t)(8 + n + off)) == 0);
+	for (uint64_t i = 0; !sparse && i < off; i++)
 		fputc((int)((i * 131 + (i >> 8) * 7 + 1) & 0xff), f);
 	fclose(f);
 	free(hdr);
+}
+
+static inline void synth_write(const struct synth *s, const char *dir,
+			       const char *config)
+{
+	synth_write_as(s, dir, config, false);
 }
 
 #endif

@@ -66,7 +66,7 @@ struct wcd_client {
 	unsigned nleases;
 	struct lease leases[WCD_LEASES_PER_CLIENT];
 	uint64_t requests;
-	/* hot handover (handover.c): receiving stopped at a frame boundary
+	/* hot handover (handover_old.c): receiving stopped at a frame boundary
 	 * while the server is paused */
 	bool ho_held;
 	/* a held request being answered now (waiter_take): its id and type,
@@ -117,7 +117,7 @@ void client_lease_drop(struct wcd_client *c, unsigned i);
  * version), at most max. */
 unsigned server_lease_pids(struct wcd *d, int vi, pid_t *pids, unsigned max);
 
-/* Hot handover (handover.c) over the clients: a client made from a
+/* Hot handover (handover_new.c) over the clients: a client made from a
  * connection another daemon handed over (its pidfd watch started, nothing
  * received yet); NULL, with the fd left to the caller, when out of memory.
  * server_client_start starts receiving (or closes it when its process is
@@ -133,7 +133,7 @@ struct sockaddr_un;
  * it does not fit) and returns a new stream socket for it (close-on-exec),
  * not yet bound or connected; -errno with err set on failure. Used to
  * listen (server_listen) and to reach the daemon being taken over
- * (handover.c). */
+ * (handover_new.c). */
 int server_sock_open(const struct wcd *d, struct sockaddr_un *sa, char *err);
 
 #endif

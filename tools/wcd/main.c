@@ -505,6 +505,7 @@ static const struct server_hooks hooks = {
 	.lease_ended = version_lease_ended,
 	.pause_poke = handover_poke,
 	.client_gone = handover_client_gone,
+	.stop_hold = handover_stop_hold,
 };
 
 static int start(struct wcd *d)

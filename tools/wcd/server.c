@@ -39,7 +39,7 @@
 static void client_recv_hdr(struct wcd_client *c);
 
 /* While a handover pauses the server: tell it that a client may have come
- * to rest (hooks->pause_poke, handover.c). */
+ * to rest (hooks->pause_poke, handover_old.c). */
 static void pause_poke(struct wcd *d)
 {
 	if (d->pausing && d->hooks && d->hooks->pause_poke)
@@ -162,7 +162,10 @@ void client_close(struct wcd_client *c, const char *why)
 	c->closing = true;
 	c->why = why;
 	leases_end(c, why);
-	shutdown(c->fd, SHUT_RDWR);
+	/* a lent connection is shared with the new daemon: shutdown() would
+	 * cut it there too; close() drops only this process's copy */
+	if (!c->d->lent)
+		shutdown(c->fd, SHUT_RDWR);
 	if (rx_op_busy(&c->rx.op))
 		rx_cancel(&c->rx.op);
 	if (rx_op_busy(&c->tx.op))
@@ -782,13 +785,20 @@ static void stop_timer_cb(struct rx_timer *t, int res)
 }
 
 /* Stops accepting, unpublishes, tells every client, and lets the loop end
- * once they are gone (or after STOP_FLUSH_NS). */
+ * once they are gone (or after STOP_FLUSH_NS). While the clients are lent
+ * (a committed handover) none of that is this daemon's to do: the stop is
+ * held (hooks->stop_hold) until the handover ends. */
 void server_stop(struct wcd *d)
 {
 	struct wire_notice nt = { .kind = WIRE_NOTICE_SHUTDOWN };
 
 	if (wcd_stopping(d))
 		return;
+	if (d->lent) {
+		WC_ASSERT(d->hooks && d->hooks->stop_hold);
+		d->hooks->stop_hold(d);
+		return;
+	}
 	wcd_enter(d, WCD_STOPPING);
 	log_info("stopping: no new connections; telling %u client(s)",
 		 d->nclients);
@@ -883,7 +893,7 @@ unsigned server_clients(struct wcd *d, pid_t *pids, unsigned *leases,
 	return n;
 }
 
-/* --- hot handover (handover.c) ----------------------------------------------- */
+/* --- hot handover (handover_old.c, handover_new.c) ------------------------------ */
 
 void server_pause(struct wcd *d, struct wcd_client *except)
 {

@@ -6,8 +6,12 @@
  *
  *   main.c      options, start-up order, signals, shutdown; wires the hooks
  *   requests.c  what each request does (client_dispatch)
- *   handover.c  hot handover (wcd --takeover): the old daemon's side
- *               (HANDOVER requests) and the new one's (handover_take)
+ *   handover_old.c  hot handover, the running daemon's side (HANDOVER
+ *               requests; the design in handover.h)
+ *   handover_new.c  hot handover, the new daemon's side (wcd --takeover:
+ *               handover_take)
+ *   handover.c  what both sides share (handover.h): state, kill hook,
+ *               lock owner, pidfds, blocking frames with descriptors
  *   lifecycle.c SLEEP, WAKE, UPDATE: the checks, the job queue, device idle
  *               (lifecycle.h, shared with life_job.c)
  *   life_job.c  the WAKE and UPDATE jobs and their replies
@@ -246,9 +250,13 @@ struct server_hooks {
 	/* a lease on version index vi ended (versions.c counts and retires) */
 	void (*lease_ended)(struct wcd *d, int vi);
 	/* while paused (server_pause): something a pause waits for may have
-	 * changed; and client c is being freed (handover.c) */
+	 * changed; and client c is being freed (handover_old.c) */
 	void (*pause_poke)(struct wcd *d);
 	void (*client_gone)(struct wcd *d, struct wcd_client *c);
+	/* server_stop while d->lent: the stop waits for the handover's end
+	 * (handover_old.c calls server_stop again if this daemon still owns
+	 * the clients then) */
+	void (*stop_hold)(struct wcd *d);
 };
 
 struct wcd {
@@ -282,11 +290,14 @@ struct wcd {
 
 	struct wcd_life life;         /* lifecycle.c: sleep, wake, update */
 
-	/* hot handover (handover.c) */
+	/* hot handover (handover*.c) */
 	struct wcd_ho *ho;
 	bool pausing;                 /* no accept, no new receive */
 	struct wcd_client *pause_except;  /* the new daemon's connection */
 	bool accept_again;            /* resume: restart a stopping accept */
+	/* after DONE: the clients' connections are the new daemon's (shared
+	 * sockets): no shutdown() of one, and a stop waits (stop_hold) */
+	bool lent;
 	struct wcd_metrics m;         /* counters (metrics.h) */
 	struct mhttp *mhttp;          /* --metrics-listen (metrics_http.c) */
 	char metrics_addr[256];       /* where it listens: port 0 resolved */
@@ -337,7 +348,7 @@ void server_pause(struct wcd *d, struct wcd_client *except);
 bool server_at_rest(struct wcd *d, pid_t *busy_pid);
 void server_resume(struct wcd *d);
 
-/* handover.c */
+/* handover_old.c, handover_new.c (handover.c: handover_free) */
 struct wcd_ho;
 /* server_hooks.pause_poke: something a pause waits for may have changed. */
 void handover_poke(struct wcd *d);
@@ -345,6 +356,8 @@ void handover_poke(struct wcd *d);
 void handover_request(struct wcd_client *c, const uint8_t *p, uint32_t n);
 /* server_hooks.client_gone: a handover c asked for ends (resume). */
 void handover_client_gone(struct wcd *d, struct wcd_client *c);
+/* server_hooks.stop_hold: SIGTERM or SHUTDOWN after DONE (d->lent). */
+void handover_stop_hold(struct wcd *d);
 /* The new daemon's side (--takeover), before anything is loaded: 0 when it
  * serves the old daemon's pools and clients (the loop set up, the server
  * started, the ready file written); -ECONNRESET when the old daemon died

@@ -1,0 +1,374 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A stop (SIGTERM) that reaches the old daemon of a hot handover after it
+ * answered DONE and before it read SERVING, an engine attached throughout.
+ * The new daemon is held there, set up to serve (the lock, the clients
+ * told its pid, the ready file), by WCD_TEST_HO_SERVE_GATE; the test waits
+ * until the old daemon has taken the signal (it leaves /proc/PID/status's
+ * pending set), then:
+ *   serve    lets the new daemon go on (SERVING): the old one exits 0
+ *            without touching the clients; the engine's next request on
+ *            the same connection is answered by the new daemon, its lease
+ *            intact, its bytes right, no end of file; the ready file and
+ *            the flock name the new pid; the new daemon holds as many
+ *            descriptors as the old one did, the engine as many as before;
+ *   abort    the new daemon's set-up failed (WCD_TEST_HO_READY_FAIL=1) and
+ *            it sends ABORT once let go: the old one takes the clients back
+ *            (a HANDOVER notice naming it), then stops as it was asked: a
+ *            SHUTDOWN notice, the connection closed, exit 0, socket and
+ *            ready file removed, the lock free; the new daemon exits 1;
+ *   killed   the new daemon is killed at the gate: the same, the new one
+ *            dead by SIGKILL;
+ *   timeout  the new daemon is never let go: after its bound
+ *            (WCD_HANDOVER_SERVING_MS) the old daemon kills it, takes the
+ *            clients back and stops the same way.
+ * Every wait is on an event (a pidfd, a notice, a reply, the signal taken),
+ * bounded.
+ */
+#include <poll.h>
+#include <stdio.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+
+#include "client_util.h"
+#include "err.h"
+#include "ready.h"
+
+enum ending { END_SERVE, END_ABORT, END_KILLED, END_TIMEOUT };
+
+static const char *const ending_name[] = { "serve", "abort", "killed",
+					   "timeout" };
+
+static pid_t spawn_new(struct e2e *x, const char *gate, bool ready_fail)
+{
+	char wcd[600];
+	char *argv[] = { wcd, "--takeover", "--device", x->device,
+			 "--runtime-dir", x->rundir, NULL };
+	pid_t p;
+
+	snprintf(wcd, sizeof(wcd), "%s/wcd", x->bin);
+	p = fork();
+	T_ASSERT(p >= 0);
+	if (!p) {
+		int fd = open(x->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
+			      0600);
+
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		setenv("WCD_TEST_HO_SERVE_GATE", gate, 1);
+		if (ready_fail)
+			setenv("WCD_TEST_HO_READY_FAIL", "1", 1);
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	return p;
+}
+
+static bool fd_readable(int fd, int ms)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+
+	return poll(&p, 1, ms) > 0;
+}
+
+/* Waits up to ms for our child pid to end; reaps it; its siginfo. */
+static siginfo_t reap(struct e2e *x, pid_t pid, int ms, const char *what)
+{
+	siginfo_t si = { 0 };
+	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+
+	T_ASSERT(fd >= 0);
+	if (!fd_readable(fd, ms)) {
+		e2e_show_log(x->log);
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+		T_FAIL("%s: pid %d has not ended after %d ms", what, (int)pid, ms);
+	}
+	close(fd);
+	T_OK(waitid(P_PID, pid, &si, WEXITED) ? -errno : 0);
+	return si;
+}
+
+/* Whether signal sig is pending for process pid (/proc/PID/status). */
+static bool sig_pending(pid_t pid, int sig)
+{
+	char path[64], line[256];
+	unsigned long long mask, bit = 1ull << (sig - 1);
+	bool pending = false;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "re");
+	T_ASSERT(f);
+	while (fgets(line, sizeof(line), f))
+		if ((sscanf(line, "ShdPnd: %llx", &mask) == 1 ||
+		     sscanf(line, "SigPnd: %llx", &mask) == 1) && (mask & bit))
+			pending = true;
+	fclose(f);
+	return pending;
+}
+
+/* Sends sig to pid and waits (10 s at most) until its loop has read it
+ * from its signalfd: the signal leaves the pending set. */
+static void signal_taken(struct e2e *x, pid_t pid, int sig, const char *what)
+{
+	uint64_t end = e2e_now_ms() + 10000;
+
+	T_OK(kill(pid, sig) ? -errno : 0);
+	while (sig_pending(pid, sig)) {
+		if (e2e_now_ms() > end) {
+			e2e_show_log(x->log);
+			T_FAIL("%s: pid %d has not taken signal %d in 10 s", what,
+			       (int)pid, sig);
+		}
+		usleep(1000);
+	}
+}
+
+/* The pid /proc/locks names for the lock file's flock; 0 when free (or
+ * when the file is gone). */
+static pid_t lock_holder_pid(const struct e2e *x)
+{
+	char path[300], line[256];
+	size_t n = strlen(x->ready) - strlen(".ready");
+	struct stat st;
+	pid_t pid = 0;
+	FILE *f;
+
+	T_ASSERT(n + sizeof(".lock") <= sizeof(path));
+	memcpy(path, x->ready, n);
+	strcpy(path + n, ".lock");
+	if (stat(path, &st))
+		return 0;
+	f = fopen("/proc/locks", "re");
+	T_ASSERT(f);
+	while (fgets(line, sizeof(line), f)) {
+		unsigned maj, min;
+		unsigned long long ino;
+		long long p;
+
+		if (strstr(line, "->") ||
+		    sscanf(line, "%*d: FLOCK %*s %*s %lld %x:%x:%llu", &p, &maj,
+			   &min, &ino) != 4)
+			continue;
+		if (ino == (unsigned long long)st.st_ino &&
+		    maj == major(st.st_dev) && min == minor(st.st_dev))
+			pid = (pid_t)p;
+	}
+	fclose(f);
+	return pid;
+}
+
+/* The next notice of kind `kind` on the engine's connection, within ms;
+ * the HANDOVER notices on the way are followed (libwcache moves its daemon
+ * fd) and, with saw_pid, the pid of the last one is kept there. */
+static void next_notice(struct e2e *x, struct wc_conn *c, int kind, int ms,
+			const char *what, struct wc_notice *n, pid_t *saw_pid)
+{
+	uint64_t end = e2e_now_ms() + (uint64_t)ms;
+	struct wc_error e;
+	int r;
+
+	for (;;) {
+		r = wc_notice_read(c, n, &e);
+		if (r < 0) {
+			e2e_show_log(x->log);
+			T_FAIL("%s: reading notices: %s", what, e.msg);
+		}
+		if (r == 1 && n->kind == WC_NOTICE_HANDOVER && saw_pid)
+			*saw_pid = (pid_t)wc_daemon_pid(c);
+		if (r == 1 && (int)n->kind == kind)
+			return;
+		if (r == 1)
+			continue;
+		if (e2e_now_ms() >= end ||
+		    !fd_readable(wc_notice_fd(c), (int)(end - e2e_now_ms()))) {
+			e2e_show_log(x->log);
+			T_FAIL("%s: no notice of kind %d within %d ms", what, kind,
+			       ms);
+		}
+	}
+}
+
+/* STATUS on the engine's own connection: the answering pid and our
+ * leases. */
+static pid_t status_on(struct e2e *x, struct wc_conn *c, int *leases,
+		       const char *what)
+{
+	json_t *j, *cl, *v;
+	json_error_t je;
+	struct wc_error e;
+	char *txt;
+	pid_t pid;
+	size_t i;
+
+	if (wc_status(c, &txt, &e)) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: STATUS on the engine's connection: %s", what, e.msg);
+	}
+	j = json_loads(txt, 0, &je);
+	free(txt);
+	T_ASSERT(j);
+	pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
+	cl = json_object_get(j, "clients");
+	*leases = -1;
+	json_array_foreach(cl, i, v)
+		if ((pid_t)json_integer_value(json_object_get(v, "pid")) ==
+		    getpid())
+			*leases = (int)json_integer_value(json_object_get(v, "leases"));
+	json_decref(j);
+	return pid;
+}
+
+static void stop_in_done(struct e2e *x, enum ending how)
+{
+	const char *what = ending_name[how];
+	struct wc_expect ex = { .model_dir = x->model, .tp_size = 1 };
+	int mine0 = e2e_fd_count(getpid()), mine, fds_old, leases;
+	char gate[600], rerr[WC_ERR_LEN];
+	struct ready_info ri;
+	struct wc_notice n;
+	struct wc_model *m;
+	struct wc_conn *c;
+	struct wc_error e;
+	pid_t old, nw, told = 0;
+	siginfo_t si;
+
+	if (how == END_TIMEOUT)
+		setenv("WCD_HANDOVER_SERVING_MS", "300", 1);
+	e2e_start_wcd(x, NULL);
+	unsetenv("WCD_HANDOVER_SERVING_MS");
+	old = x->wcd;
+	c = e2e_connect(x);
+	if (wc_hello(c, &ex, NULL, &e) || wc_attach(c, 0, &m, NULL, &e))
+		T_FAIL("%s: engine: %s", what, e.msg);
+	mine = e2e_fd_count(getpid());
+	fds_old = e2e_fd_count(old);
+	snprintf(gate, sizeof(gate), "%s.gate", x->ready);
+	unlink(gate);
+
+	nw = spawn_new(x, gate, how == END_ABORT);
+	/* its notice: the new daemon has its DONE and is set up (held at the
+	 * gate); the old one waits in DONE */
+	next_notice(x, c, WC_NOTICE_HANDOVER, 10000, what, &n, NULL);
+	T_EQ_INT(wc_daemon_pid(c), nw);
+	signal_taken(x, old, SIGTERM, what);
+
+	if (how == END_SERVE) {
+		int fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+
+		T_ASSERT(fd >= 0);
+		close(fd);
+		si = reap(x, old, 10000, "serve: the old daemon");
+		x->wcd = nw;
+		if (si.si_code != CLD_EXITED || si.si_status != 0) {
+			e2e_show_log(x->log);
+			T_FAIL("serve: the old daemon ended with code %d status %d, not exit 0",
+			       si.si_code, si.si_status);
+		}
+		if (wc_ping(c, 1, &e)) {
+			e2e_show_log(x->log);
+			T_FAIL("serve: the engine's connection did not survive the old daemon's stop: %s",
+			       e.msg);
+		}
+		T_EQ_INT(status_on(x, c, &leases, what), nw);
+		T_EQ_INT(leases, 1);
+		T_EQ_INT(wc_daemon_pid(c), nw);
+		if (fd_readable(wc_daemon_fd(c), 0))
+			T_FAIL("serve: the engine's daemon fd reports a death; pid %d serves",
+			       (int)nw);
+		while (wc_notice_read(c, &n, &e) == 1)
+			if (n.kind == WC_NOTICE_SHUTDOWN)
+				T_FAIL("serve: the engine was told of a shutdown: %s",
+				       n.msg);
+		if (ready_read_file(&ri, x->ready, rerr))
+			T_FAIL("serve: ready file %s: %s", x->ready, rerr);
+		T_EQ_INT(ri.pid, nw);
+		T_EQ_INT(lock_holder_pid(x), nw);
+		if (e2e_fd_count_settled(nw, fds_old, 2000) != fds_old) {
+			e2e_show_log(x->log);
+			T_FAIL("serve: the new daemon holds %d descriptors, the old one %d",
+			       e2e_fd_count(nw), fds_old);
+		}
+		T_EQ_INT(e2e_fd_count(getpid()), mine);
+		T_EQ_U64(e2e_compare_all(x, m), x->m.ntensors);
+		wc_detach(m, NULL);
+		wc_close(c);
+		T_OK(kill(nw, SIGTERM) ? -errno : 0);
+		si = reap(x, nw, 10000, "serve: the new daemon's stop");
+		x->wcd = 0;
+		T_ASSERT(si.si_code == CLD_EXITED && si.si_status == 0);
+		T_EQ_INT(e2e_fd_count(getpid()), mine0);
+		return;
+	}
+
+	if (how == END_ABORT) {
+		int fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+
+		T_ASSERT(fd >= 0);
+		close(fd);
+	} else if (how == END_KILLED) {
+		T_OK(kill(nw, SIGKILL) ? -errno : 0);
+	}
+	/* the old daemon takes the clients back (a HANDOVER notice naming
+	 * it), then stops as it was asked */
+	next_notice(x, c, WC_NOTICE_SHUTDOWN, 10000, what, &n, &told);
+	if (told != old) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the engine was not pointed back at the old daemon pid %d before its stop (last HANDOVER notice: pid %d)",
+		       what, (int)old, (int)told);
+	}
+	si = reap(x, nw, 10000, "the new daemon");
+	if (how == END_ABORT ?
+	    si.si_code != CLD_EXITED || si.si_status != 1 :
+	    si.si_code != CLD_KILLED || si.si_status != SIGKILL) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the new daemon ended with code %d status %d", what,
+		       si.si_code, si.si_status);
+	}
+	si = reap(x, old, 10000, "the old daemon");
+	x->wcd = 0;
+	if (si.si_code != CLD_EXITED || si.si_status != 0) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the old daemon ended with code %d status %d, not exit 0",
+		       what, si.si_code, si.si_status);
+	}
+	T_EQ_INT(wc_ping(c, 1, &e), -EPIPE);
+	T_ASSERT(access(x->sock, F_OK) && errno == ENOENT);
+	T_ASSERT(access(x->ready, F_OK) && errno == ENOENT);
+	T_EQ_INT(lock_holder_pid(x), 0);
+	T_EQ_U64(e2e_compare_all(x, m), x->m.ntensors);
+	if (how == END_TIMEOUT) {
+		char cmd[800];
+
+		snprintf(cmd, sizeof(cmd),
+			 "grep -q 'has not served within 0.3 s of the stop' '%s'",
+			 x->log);
+		if (system(cmd)) {
+			e2e_show_log(x->log);
+			T_FAIL("timeout: the old daemon's log does not say why it killed pid %d",
+			       (int)nw);
+		}
+	}
+	unlink(gate);
+	T_EQ_INT(e2e_fd_count(getpid()), mine);
+	wc_detach(m, NULL);
+	wc_close(c);
+	T_EQ_INT(e2e_fd_count(getpid()), mine0);
+}
+
+int main(void)
+{
+	static struct e2e x;
+
+	e2e_init(&x, "hostop");
+	for (int k = END_SERVE; k <= END_TIMEOUT; k++) {
+		stop_in_done(&x, (enum ending)k);
+		printf("%s: a stop after DONE: exactly one daemon served, the engine kept its connection%s\n",
+		       ending_name[k], k == END_SERVE ? "" :
+		       " until the old daemon took it back and stopped as asked");
+	}
+	return 0;
+}

@@ -1,0 +1,576 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Hot handover, the running daemon's side: the HANDOVER requests of the
+ * new daemon (handover_request), the pause and the state sent, COMMIT,
+ * DONE, then SERVING (exit) or the take-back; a stop held after DONE
+ * (handover_stop_hold). The conversation and its failure at each step are
+ * in handover.h.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "base.h"
+#include "err.h"
+#include "log.h"
+#include "wcd.h"
+#include "conn.h"
+#include "handover.h"
+#include "wire_handover.h"
+
+#define HO_DRAIN_NS (5ull * 1000000000)     /* clients to reach rest */
+#define HO_DRAIN_NS_MIN (10ull * 1000000)
+#define HO_COMMIT_NS (120ull * 1000000000)  /* the new daemon to verify */
+#define HO_SERVING_NS (10ull * 1000000000)  /* to serve, once a stop waits */
+
+static void ho_timer_cb(struct rx_timer *t, int res);
+
+/* After DONE the new daemon sets itself up to serve before it sends
+ * SERVING (handover_take): it takes the lock over under its pid, tells
+ * every client its pid (libwcache moves its daemon fd there) and writes
+ * the ready file. When it dies or aborts before SERVING, each is taken
+ * back: the lock's pid, the ready file, and a HANDOVER notice naming this
+ * pid, which points each engine's daemon fd back here (libwcache follows
+ * the pid of the last HANDOVER notice it read). Each is idempotent: a new
+ * daemon that died before it touched them costs each client one notice.
+ * The clients rest, with nothing queued, so the notice comes before any
+ * reply to a request that waited in the socket. */
+static void ho_take_back(struct wcd *d)
+{
+	struct wcd_ho *ho = d->ho;
+	struct wire_notice nt = { .kind = WIRE_NOTICE_HANDOVER,
+				  .version = wcd_current(d)->number,
+				  .pid = (uint32_t)getpid() };
+	char err[WC_ERR_LEN];
+	unsigned n = 0;
+
+	if (ho_claim_lock(d, err))
+		log_error("handover: %s", err);
+	if (status_write_ready(d, err))
+		log_error("handover: cannot rewrite the ready file under pid %d: %s",
+			  (int)getpid(), err);
+	snprintf(nt.msg, sizeof(nt.msg),
+		 "the handover of device %s to wcd pid %d did not happen; wcd pid %d serves on: same connection, same mappings",
+		 d->dev.name, (int)ho->peer_pid, (int)getpid());
+	for (struct wcd_client *c = client_first(d), *next; c; c = next) {
+		struct wire_put w;
+
+		next = client_next(c);   /* client_queue may close and free c */
+		if (c == ho->peer)
+			continue;
+		wire_put_init(&w);
+		wire_frame_begin(&w, WIRE_NOTICE, 0, 0);
+		wire_notice_put(&w, &nt);
+		if (wire_frame_end(&w, NULL)) {
+			wire_put_free(&w);
+			continue;
+		}
+		client_queue(c, &w, NULL, 0, false);
+		n++;
+	}
+	log_info("handover: the lock, the ready file and %u client(s) taken back from pid %d",
+		 n, (int)ho->peer_pid);
+}
+
+/* Ends a handover that did not happen: the daemon serves on. */
+static void ho_old_abort(struct wcd *d, uint32_t code, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void ho_old_abort(struct wcd *d, uint32_t code, const char *fmt, ...)
+{
+	struct wcd_ho *ho = d->ho;
+	bool take_back = ho->st == HO_DONE, stop = ho->stop_held;
+	char msg[WIRE_MSG_MAX + 1];
+	va_list ap;
+
+	WC_ASSERT(!wcd_stopping(d) || !take_back);   /* a stop is held */
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	log_warn("handover to pid %d not done: %s; %s", (int)ho->peer_pid, msg,
+		 stop ? "taking the clients back to stop as asked" :
+		 "serving on");
+	ho->st = HO_IDLE;
+	ho->stop_held = false;
+	d->lent = false;
+	if (rx_op_busy(&ho->drain_timer.op))
+		rx_cancel(&ho->drain_timer.op);
+	if (rx_op_busy(&ho->commit_timer.op))
+		rx_cancel(&ho->commit_timer.op);
+	if (rx_op_busy(&ho->serving_timer.op))
+		rx_cancel(&ho->serving_timer.op);
+	if (take_back)
+		ho_take_back(d);
+	if (ho->peer) {
+		struct wcd_client *c = ho->peer;
+
+		ho->peer = NULL;
+		reply_error(c, ho->id, code, true,
+			    "handover refused: %s; wcd pid %d %s", msg,
+			    (int)getpid(), stop ? "stops" : "serves on");
+	}
+	server_resume(d);
+	if (stop) {
+		log_info("handover: the clients are back; carrying out the stop asked for after the commit");
+		server_stop(d);
+	}
+}
+
+static void put_begin(struct wcd *d, struct wire_put *w)
+{
+	struct wcd_ho *ho = d->ho;
+	struct wire_ho_begin b = {
+		.ho_version = ho->proto, .pid = (uint32_t)getpid(),
+		.cur = (uint32_t)d->cur, .next_lease = d->next_lease,
+		.requests = d->requests, .mismatches = d->mismatches,
+		.lock_fd = 0, .listen_fd = 1, .hash = d->o.hash,
+		.pool_size = d->o.pool_size, .nallow_uid = d->o.nallow_uid,
+	};
+
+	for (int i = 0; i < WCD_VERSIONS; i++)
+		b.nversions += d->ver[i].used;
+	for (struct wcd_client *c = d->clients; c; c = c->next)
+		b.nclients += c != ho->peer;
+	snprintf(b.rules, sizeof(b.rules), "%s", d->o.rules ? d->o.rules : "");
+	snprintf(b.allow_quant, sizeof(b.allow_quant), "%s",
+		 d->o.allow_quant ? d->o.allow_quant : "");
+	memcpy(b.allow_uid, d->o.allow_uid, sizeof(uid_t) * d->o.nallow_uid);
+	wire_frame_begin(w, WIRE_HANDOVER, WIRE_F_REPLY | WIRE_F_MORE, ho->id);
+	wire_ho_begin_put(w, &b);
+}
+
+static void put_version(struct wcd *d, int slot, struct wire_put *w,
+			int *fds, unsigned *nfds, bool last)
+{
+	struct wcd_version *v = &d->ver[slot];
+	static struct wire_ho_version x;
+
+	memset(&x, 0, sizeof(x));
+	x.slot = (uint32_t)slot;
+	x.number = v->number;
+	snprintf(x.model, sizeof(x.model), "%s", v->model.path);
+	x.tp_size = d->o.tp_size;
+	x.tp_rank = d->o.tp_rank;
+	x.pp_size = d->o.pp_size;
+	x.pp_rank = d->o.pp_rank;
+	x.identity = v->ident_enc;
+	x.identity_len = v->ident_len;
+	memcpy(x.digest, v->digest, sizeof(x.digest));
+	x.flags = (slot == d->cur ? WIRE_HO_V_CURRENT : 0) |
+		  (v->hashed ? WIRE_HO_V_HASHED : 0);
+	x.ntensors = v->plan.ntensors;
+	x.hashes = v->hashed ? &v->hash[0][0] : NULL;
+	x.npools = v->npools;
+	*nfds = 0;
+	for (uint32_t i = 0; i < v->npools; i++) {
+		x.pools[i] = (struct wire_ho_pool){
+			.size = v->pools[i].size,
+			.alloc_size = v->pools[i].alloc_size,
+			.flags = v->pools[i].sealed ? WIRE_POOL_SEALED : 0,
+			.fd_index = *nfds,
+		};
+		fds[(*nfds)++] = v->pools[i].fd;
+	}
+	wire_frame_begin(w, WIRE_HANDOVER,
+			 WIRE_F_REPLY | (last ? 0 : WIRE_F_MORE), d->ho->id);
+	wire_ho_version_put(w, &x);
+}
+
+/* Sends BEGIN, every VERSION, every CLIENTS frame. */
+static int ho_send_state(struct wcd *d, char *err)
+{
+	static struct wire_ho_client cl[WIRE_HO_CLIENTS_PER_FRAME];
+	struct wcd_ho *ho = d->ho;
+	int fd = ho->peer->fd, fds[WIRE_FDS_PER_FRAME];
+	struct timeval tv = { .tv_sec = HO_IO_TIMEOUT_S };
+	struct wcd_client *c = d->clients;
+	unsigned nfds, nv = 0, sent_v = 0, left = 0;
+	struct wire_put w;
+	int ret;
+
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	for (int i = 0; i < WCD_VERSIONS; i++)
+		nv += d->ver[i].used;
+	for (struct wcd_client *x = d->clients; x; x = x->next)
+		left += x != ho->peer;
+	wire_put_init(&w);
+	put_begin(d, &w);
+	fds[0] = d->lock_fd;
+	fds[1] = d->listen_fd;
+	ret = ho_send(fd, &w, fds, 2, err);
+	ho_step("old", 2);
+	for (int i = 0; !ret && i < WCD_VERSIONS; i++) {
+		if (!d->ver[i].used)
+			continue;
+		sent_v++;
+		put_version(d, i, &w, fds, &nfds, sent_v == nv && !left);
+		ret = ho_send(fd, &w, fds, nfds, err);
+	}
+	while (!ret && left) {
+		uint32_t n = 0;
+
+		for (; c && n < WIRE_HO_CLIENTS_PER_FRAME; c = c->next) {
+			struct wire_ho_client *x = &cl[n];
+
+			if (c == ho->peer)
+				continue;
+			memset(x, 0, sizeof(*x));
+			x->fd_index = n;
+			x->pid = (uint32_t)c->pid;
+			x->uid = (uint32_t)c->uid;
+			x->flags = c->hello_ok ? WIRE_HO_C_HELLO : 0;
+			x->requests = c->requests;
+			x->nleases = c->nleases;
+			for (unsigned k = 0; k < c->nleases; k++) {
+				x->leases[k].id = c->leases[k].id;
+				x->leases[k].version =
+					d->ver[c->leases[k].ver].number;
+			}
+			fds[n++] = c->fd;
+		}
+		left -= n;
+		wire_frame_begin(&w, WIRE_HANDOVER,
+				 WIRE_F_REPLY | (left ? WIRE_F_MORE : 0), ho->id);
+		wire_ho_clients_put(&w, cl, n);
+		ret = ho_send(fd, &w, fds, n, err);
+	}
+	wire_put_free(&w);
+	return ret;
+}
+
+static void ho_arm(struct wcd *d, struct rx_timer *t, uint64_t ns)
+{
+	if (rx_timer_start(&d->loop, t, ns, ho_timer_cb))
+		log_warn("handover: cannot arm its timer; it waits without a bound");
+}
+
+void handover_poke(struct wcd *d)
+{
+	struct wcd_ho *ho = d->ho;
+	char err[WC_ERR_LEN];
+	pid_t busy;
+
+	if (!ho || ho->st != HO_DRAINING || !server_at_rest(d, &busy))
+		return;
+	ho->st = HO_SENT;
+	if (ho_send_state(d, err)) {
+		ho_old_abort(d, WIRE_E_INTERNAL, "%s", err);
+		return;
+	}
+	ho_step("old", 3);
+	log_info("handover: state sent to pid %d (%u client(s)) in %.3f ms; waiting for its commit",
+		 (int)ho->peer_pid, d->nclients - 1,
+		 (double)(rx_now_ns() - ho->t0) / 1e6);
+	if (rx_op_busy(&ho->drain_timer.op))
+		rx_cancel(&ho->drain_timer.op);
+	ho_arm(d, &ho->commit_timer, HO_COMMIT_NS);
+}
+
+/* A stop waits after DONE (handover_stop_hold) and the new daemon has
+ * neither served nor ended within the bound: it is killed through its
+ * pidfd, and its end (its connection's, or its pidfd's) makes this
+ * daemon take the clients back and stop (ho_old_abort). A stop wins over
+ * a handover that does not finish, as at COMMIT. Should the kill be
+ * refused, the new daemon holds everything and this one exits as after
+ * SERVING: one daemon or none, never two. */
+static void ho_stop_overdue(struct wcd *d)
+{
+	struct wcd_ho *ho = d->ho;
+	struct wcd_client *c = ho->peer;
+	int pidfd = c && c->watching ? c->watch.pidfd : -1, own = -1, e = 0;
+
+	log_error("handover: the new daemon pid %d has not served within %.3g s of the stop asked for after its commit; killing it (SIGKILL) to take the clients back and stop",
+		  (int)ho->peer_pid, (double)ho->serving_ns / 1e9);
+	if (pidfd < 0)
+		pidfd = own = ho_pidfd_open(ho->peer_pid);
+	if (pidfd < 0 ||
+	    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0))
+		e = errno;
+	if (own >= 0)
+		close(own);
+	if (!e || e == ESRCH)
+		return;   /* its end is on the way */
+	log_error("handover: cannot kill pid %d: %s; exiting without touching the clients: it holds them",
+		  (int)ho->peer_pid, strerror(e));
+	fflush(stderr);
+	_exit(0);
+}
+
+static void ho_timer_cb(struct rx_timer *t, int res)
+{
+	struct wcd_ho *ho = t->op.data;
+	struct wcd *d = ho->d;
+	pid_t busy;
+
+	if (res == -ECANCELED)
+		return;
+	if (ho->st == HO_DRAINING && t == &ho->drain_timer) {
+		server_at_rest(d, &busy);
+		ho_old_abort(d, WIRE_E_BUSY,
+			     "client pid %d did not come to rest (it is in the middle of a frame, or not reading its replies) within %.3g s; try again",
+			     (int)busy, (double)ho->drain_ns / 1e9);
+	} else if (ho->st == HO_SENT && t == &ho->commit_timer) {
+		ho_old_abort(d, WIRE_E_STATE,
+			     "the new daemon did not commit within %llu s",
+			     HO_COMMIT_NS / 1000000000);
+	} else if (ho->st == HO_DONE && t == &ho->serving_timer) {
+		ho_stop_overdue(d);
+	}
+}
+
+/* def_ns, or the milliseconds in environment variable env (the tests'
+ * shorter bounds: WCD_HANDOVER_DRAIN_MS, WCD_HANDOVER_SERVING_MS); at
+ * least HO_DRAIN_NS_MIN. */
+static uint64_t env_bound(const char *env, uint64_t def_ns)
+{
+	const char *e = getenv(env);
+	uint64_t ns = e && *e ? strtoull(e, NULL, 10) * 1000000 : def_ns;
+
+	return ns < HO_DRAIN_NS_MIN ? HO_DRAIN_NS_MIN : ns;
+}
+
+/* Why a handover cannot start now, or NULL; code gets the ERROR code. */
+static const char *ho_refusal(struct wcd *d, uint32_t *code, char *buf,
+			      size_t cap)
+{
+	*code = WIRE_E_STATE;
+	if (wcd_stopping(d))
+		return "the daemon is stopping";
+	if (d->ho && (d->ho->st != HO_IDLE ||
+		      rx_op_busy(&d->ho->drain_timer.op) ||
+		      rx_op_busy(&d->ho->commit_timer.op) ||
+		      rx_op_busy(&d->ho->serving_timer.op))) {
+		*code = WIRE_E_BUSY;
+		snprintf(buf, cap, "a handover to pid %d is in progress or ending",
+			 (int)d->ho->peer_pid);
+		return buf;
+	}
+	if (d->state == WCD_SLEEPING) {
+		*code = WIRE_E_SLEEPING;
+		snprintf(buf, cap,
+			 "the daemon sleeps (level %u): wake it first (wcctl wake), then restart",
+			 d->life.level);
+		return buf;
+	}
+	if (d->state == WCD_WAKING || d->state == WCD_UPDATING ||
+	    d->life.job) {
+		*code = WIRE_E_BUSY;
+		return "a wake or an update is running: wait for it to finish (wcctl status), then restart";
+	}
+	if (d->dev.export_kind == GPU_EXPORT_IPC_HANDLE) {
+		*code = WIRE_E_NOT_IMPLEMENTED;
+		return "legacy CUDA IPC pools (--ipc legacy) cannot be handed over: they live in this daemon's CUDA context and die with it; stop and start instead (wcctl stop, wcctl start), or serve with --ipc vmm";
+	}
+	if (!d->dev.be->pool_adopt) {
+		*code = WIRE_E_NOT_IMPLEMENTED;
+		snprintf(buf, cap, "the %s backend cannot hand its pools over",
+			 d->dev.be->name);
+		return buf;
+	}
+	if (d->state != WCD_READY)
+		return "the daemon is not serving yet";
+	return NULL;
+}
+
+static void ho_ask(struct wcd_client *c, const uint8_t *p, uint32_t n)
+{
+	struct wcd *d = c->d;
+	struct wire_ho_ask a;
+	struct wcd_ho *ho;
+	char err[WC_ERR_LEN], buf[WIRE_MSG_MAX + 1];
+	const char *why;
+	uint32_t code;
+	unsigned lo, hi;
+
+	if (wire_ho_ask_get(p, n, &a, err)) {
+		reply_error(c, c->h.id, WIRE_E_MALFORMED, true, "%s", err);
+		return;
+	}
+	if (c->uid != geteuid()) {
+		reply_error(c, c->h.id, WIRE_E_PERM, false,
+			    "a handover is only accepted from the daemon's own uid %u (you are uid %u)",
+			    (unsigned)geteuid(), (unsigned)c->uid);
+		return;
+	}
+	lo = a.ho_min > WIRE_HO_PROTO_MIN ? a.ho_min : WIRE_HO_PROTO_MIN;
+	hi = a.ho_max < WIRE_HO_PROTO ? a.ho_max : WIRE_HO_PROTO;
+	if (lo > hi) {
+		reply_error(c, c->h.id, WIRE_E_VERSION, false,
+			    "handover refused: this wcd (pid %d) hands over with protocol versions %d to %d and the new one takes %u to %u%s; restart with a reload instead (wcctl stop --device %s, then wcctl start); wcd pid %d serves on",
+			    (int)getpid(), WIRE_HO_PROTO_MIN, WIRE_HO_PROTO,
+			    a.ho_min, a.ho_max,
+			    a.ho_max < 2 ? " (protocol 2 packs big layers whole: the pools differ)" : "",
+			    d->dev.name, (int)getpid());
+		return;
+	}
+	why = ho_refusal(d, &code, buf, sizeof(buf));
+	if (why) {
+		reply_error(c, c->h.id, code, false,
+			    "handover refused: %s; wcd pid %d serves on", why,
+			    (int)getpid());
+		return;
+	}
+	ho = ho_get(d);
+	if (!ho) {
+		reply_error(c, c->h.id, WIRE_E_INTERNAL, false, "out of memory");
+		return;
+	}
+	ho->st = HO_DRAINING;
+	ho->peer = c;
+	ho->peer_pid = c->pid;
+	ho->id = c->h.id;
+	ho->proto = (uint16_t)hi;
+	ho->t0 = rx_now_ns();
+	ho->drain_timer.op.data = ho;
+	ho->commit_timer.op.data = ho;
+	ho->serving_timer.op.data = ho;
+	ho->stop_held = false;
+	log_info("handover: pid %d asks for the device (protocol %u); pausing %u client(s)",
+		 (int)c->pid, hi, d->nclients - 1);
+	server_pause(d, c);
+	ho_step("old", 1);
+	ho->drain_ns = env_bound("WCD_HANDOVER_DRAIN_MS", HO_DRAIN_NS);
+	ho_arm(d, &ho->drain_timer, ho->drain_ns);
+	handover_poke(d);
+}
+
+/* COMMIT: let go (DONE), then wait for SERVING, or for the new daemon's
+ * end (it died before it served: resume). Nothing here touches a client,
+ * and from DONE on the clients are lent (d->lent). */
+static void ho_commit(struct wcd_client *c, const uint8_t *p, uint32_t n)
+{
+	struct wcd *d = c->d;
+	struct wcd_ho *ho = d->ho;
+	char err[WC_ERR_LEN];
+	struct wire_put w;
+
+	if (wire_ho_empty_get(p, n, WIRE_HO_COMMIT, err)) {
+		ho_old_abort(d, WIRE_E_MALFORMED, "%s", err);
+		return;
+	}
+	if (wcd_stopping(d)) {
+		/* SIGTERM or SHUTDOWN came while paused: the clients are being
+		 * told and closed; a stop wins over a handover */
+		ho_old_abort(d, WIRE_E_STATE, "the daemon is stopping");
+		return;
+	}
+	ho_step("old", 4);
+	wire_put_init(&w);
+	wire_frame_begin(&w, WIRE_HANDOVER, WIRE_F_REPLY, c->h.id);
+	wire_ho_empty_put(&w, WIRE_HO_DONE);
+	if (ho_send(c->fd, &w, NULL, 0, err)) {
+		wire_put_free(&w);
+		ho_old_abort(d, WIRE_E_INTERNAL, "%s", err);
+		return;
+	}
+	wire_put_free(&w);
+	ho->st = HO_DONE;
+	d->lent = true;
+	ho_step("old", 5);
+}
+
+/* SIGTERM or SHUTDOWN after DONE (server_stop while d->lent): the
+ * clients, the lock and the socket are the new daemon's now (it is
+ * setting itself up to serve), and this daemon's normal stop (a notice
+ * to every client, shutdown() of each connection, the socket and the
+ * ready file unlinked) would cut them under it. The stop waits for the
+ * handover's end instead, HO_SERVING_NS at most (ho_stop_overdue): on
+ * SERVING this daemon exits 0 (ho_serving: the stop is done, it is gone
+ * and the new one serves); on ABORT or the connection's end it takes the
+ * clients back and stops (ho_old_abort). */
+void handover_stop_hold(struct wcd *d)
+{
+	struct wcd_ho *ho = d->ho;
+
+	WC_ASSERT(ho && ho->st == HO_DONE);
+	if (ho->stop_held)
+		return;
+	ho->stop_held = true;
+	ho->serving_ns = env_bound("WCD_HANDOVER_SERVING_MS", HO_SERVING_NS);
+	log_info("handover: a stop after the commit: the clients are pid %d's now; waiting up to %.3g s for it to serve (then exiting) or to fail (then taking them back and stopping)",
+		 (int)ho->peer_pid, (double)ho->serving_ns / 1e9);
+	ho_arm(d, &ho->serving_timer, ho->serving_ns);
+}
+
+/* SERVING: the new daemon has taken everything; exit at once. */
+static void ho_serving(struct wcd *d)
+{
+	struct wcd_ho *ho = d->ho;
+
+	ho_step("old", 6);
+	log_info("handover: done in %.3f ms; pid %d serves device %s now; exiting without touching the pools or the clients%s",
+		 (double)(rx_now_ns() - ho->t0) / 1e6, (int)ho->peer_pid,
+		 d->dev.name, ho->stop_held ?
+		 " (the stop asked for after the commit is thereby done)" : "");
+	fflush(stderr);
+	_exit(0);
+}
+
+void handover_request(struct wcd_client *c, const uint8_t *p, uint32_t n)
+{
+	struct wcd *d = c->d;
+	struct wcd_ho *ho = d->ho;
+	char err[WC_ERR_LEN], why[WIRE_MSG_MAX + 1];
+	uint32_t part;
+
+	if (wire_ho_part_get(p, n, &part, err)) {
+		reply_error(c, c->h.id, WIRE_E_MALFORMED, true, "%s", err);
+		return;
+	}
+	if (part == WIRE_HO_ASK) {
+		ho_ask(c, p, n);
+		return;
+	}
+	if (ho && ho->st == HO_DONE && ho->peer == c &&
+	    part == WIRE_HO_SERVING &&
+	    !wire_ho_empty_get(p, n, WIRE_HO_SERVING, err)) {
+		ho_serving(d);
+		return;
+	}
+	if (ho && ho->st == HO_DONE && ho->peer == c &&
+	    part == WIRE_HO_ABORT) {
+		/* it could not set itself up to serve (handover_take) */
+		if (wire_ho_abort_get(p, n, why, err))
+			snprintf(why, sizeof(why), "%s", err);
+		ho_old_abort(d, WIRE_E_STATE,
+			     "the new daemon aborted after the commit: %s", why);
+		return;
+	}
+	if (!ho || ho->st != HO_SENT || ho->peer != c ||
+	    (part != WIRE_HO_COMMIT && part != WIRE_HO_ABORT)) {
+		if (ho && ho->st == HO_DONE && ho->peer == c) {
+			ho_old_abort(d, WIRE_E_STATE,
+				     "the new daemon sent %s where SERVING was due",
+				     wire_ho_part_name(part));
+			return;
+		}
+		reply_error(c, c->h.id, WIRE_E_STATE, false,
+			    "HANDOVER %s out of turn: send ASK first, then COMMIT or ABORT once the state arrived",
+			    wire_ho_part_name(part));
+		return;
+	}
+	if (part == WIRE_HO_COMMIT) {
+		ho_commit(c, p, n);
+		return;
+	}
+	if (wire_ho_abort_get(p, n, why, err))
+		snprintf(why, sizeof(why), "%s", err);
+	ho_old_abort(d, WIRE_E_STATE, "the new daemon aborted: %s", why);
+}
+
+void handover_client_gone(struct wcd *d, struct wcd_client *c)
+{
+	if (!d->ho || d->ho->peer != c)
+		return;
+	d->ho->peer = NULL;
+	if (d->ho->st != HO_IDLE)
+		ho_old_abort(d, WIRE_E_STATE,
+			     d->ho->st == HO_DONE ?
+			     "the new daemon's connection ended before it served (it died?)" :
+			     "the new daemon's connection ended");
+}
