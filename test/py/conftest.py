@@ -5,6 +5,7 @@ runtime dir of its own), wcgen models, the reference checkpoint.
 test/run.sh exports BUILD, WC_TOP, PYTHONPATH and WCACHE_LIB; run by hand,
 `pytest test/py` finds them from this file's place.
 """
+import gc
 import json
 import os
 import signal
@@ -154,6 +155,19 @@ def pool_mappings():
     """Lines of /proc/self/maps that map a wcache host pool (memfd)."""
     with open("/proc/self/maps") as f:
         return [l for l in f if "wcache-pool" in l]
+
+
+@pytest.fixture(autouse=True)
+def _earlier_tests_garbage_collected():
+    """Tests that assert no pool is mapped in this process (pool_mappings)
+    must not see an earlier test's garbage: pytest.raises keeps the
+    exception, whose traceback's frames hold that test's tensors in a
+    reference cycle until the cyclic collector runs (test_py_torch's
+    LoadError, then test_py_attach in one process on the H200). Collected
+    before each test, so a test's own objects are still freed (or not) by
+    their references alone."""
+    gc.collect()
+    yield
 
 
 def pytest_configure(config):
