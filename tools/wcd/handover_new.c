@@ -125,11 +125,21 @@ static int recv_part(struct ho_got *g, struct ho_frame *f, uint64_t id,
 		     uint32_t *part, char *err)
 {
 	struct wire_error e;
+	struct wire_notice nt;
 	char derr[WC_ERR_LEN];
 	int ret = ho_recv(g->sock, f, err);
 
 	if (ret)
 		return ret;
+	if (f->h.type == WIRE_NOTICE &&
+	    !wire_notice_get(f->p, f->h.len, &nt, NULL) &&
+	    nt.kind == WIRE_NOTICE_SHUTDOWN) {
+		/* its stop told every client, this connection too */
+		ho_frame_free(f);
+		return wc_errf(err, ECANCELED,
+			       "wcd pid %d was stopped (SIGTERM or SHUTDOWN) before the commit: a stop wins over a handover; nothing taken over (wcctl start serves the device afresh)",
+			       (int)g->old_pid);
+	}
 	if (f->h.type == WIRE_ERROR && f->h.id == id) {
 		ret = wire_error_get(f->p, f->h.len, &e, derr);
 		ho_frame_free(f);
@@ -647,7 +657,11 @@ int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 	ret = ho_send(g.sock, &w, NULL, 0, err);
 	wire_put_free(&w);
 	ho_step("new", 4);
-	if (!ret)
+	/* DONE; or, when the old daemon closed the connection, what it sent
+	 * before: a SHUTDOWN notice (it stopped: its stop shut the clients
+	 * down and unlinked the socket) fails the handover, nothing at all
+	 * (it died with everything handed over) is taken over below */
+	if (!ret || ret == -EPIPE || ret == -ECONNRESET)
 		ret = wait_done(&g, err);
 	if ((ret == -ECONNRESET || ret == -EPIPE) &&
 	    ho_pidfd_exited(g.old_pidfd, HO_EXIT_WAIT_MS)) {
