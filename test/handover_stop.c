@@ -21,7 +21,11 @@
  *            dead by SIGKILL;
  *   timeout  the new daemon is never let go: after its bound
  *            (WCD_HANDOVER_SERVING_MS) the old daemon kills it, takes the
- *            clients back and stops the same way.
+ *            clients back and stops the same way;
+ *   sent     the stop comes earlier, before the commit (the new daemon
+ *            held before COMMIT by WCD_TEST_HO_COMMIT_GATE): it wins, the
+ *            old daemon stops as usual; the new one, let go, takes nothing
+ *            over and exits 1 (stop_in_sent).
  * Every wait is on an event (a pidfd, a notice, a reply, the signal taken),
  * bounded.
  */
@@ -39,7 +43,8 @@ enum ending { END_SERVE, END_ABORT, END_KILLED, END_TIMEOUT };
 static const char *const ending_name[] = { "serve", "abort", "killed",
 					   "timeout" };
 
-static pid_t spawn_new(struct e2e *x, const char *gate, bool ready_fail)
+static pid_t spawn_new(struct e2e *x, const char *gate_env, const char *gate,
+		       bool ready_fail)
 {
 	char wcd[600];
 	char *argv[] = { wcd, "--takeover", "--device", x->device,
@@ -57,7 +62,7 @@ static pid_t spawn_new(struct e2e *x, const char *gate, bool ready_fail)
 			dup2(fd, 1);
 			dup2(fd, 2);
 		}
-		setenv("WCD_TEST_HO_SERVE_GATE", gate, 1);
+		setenv(gate_env, gate, 1);
 		if (ready_fail)
 			setenv("WCD_TEST_HO_READY_FAIL", "1", 1);
 		execv(argv[0], argv);
@@ -249,7 +254,7 @@ static void stop_in_done(struct e2e *x, enum ending how)
 	snprintf(gate, sizeof(gate), "%s.gate", x->ready);
 	unlink(gate);
 
-	nw = spawn_new(x, gate, how == END_ABORT);
+	nw = spawn_new(x, "WCD_TEST_HO_SERVE_GATE", gate, how == END_ABORT);
 	/* its notice: the new daemon has its DONE and is set up (held at the
 	 * gate); the old one waits in DONE */
 	next_notice(x, c, WC_NOTICE_HANDOVER, 10000, what, &n, NULL);
@@ -359,6 +364,73 @@ static void stop_in_done(struct e2e *x, enum ending how)
 	T_EQ_INT(e2e_fd_count(getpid()), mine0);
 }
 
+/* The stop comes before the commit (the new daemon held before COMMIT,
+ * the old one in SENT): it wins, the old daemon stops as usual, and the
+ * new one, let go, must see that it stopped (its SHUTDOWN notice on the
+ * handover connection) and take nothing over: not the clients the stop
+ * shut down, nor the lock it released, nor a socket whose path is gone;
+ * it exits 1 and none serves, as asked. */
+static void stop_in_sent(struct e2e *x)
+{
+	struct wc_expect ex = { .model_dir = x->model, .tp_size = 1 };
+	char gate[600], held[700], cmd[1600];
+	uint64_t end = e2e_now_ms() + 10000;
+	struct wc_notice n;
+	struct wc_model *m;
+	struct wc_conn *c;
+	struct wc_error e;
+	siginfo_t si;
+	pid_t old, nw;
+	int fd;
+
+	e2e_start_wcd(x, NULL);
+	old = x->wcd;
+	c = e2e_connect(x);
+	if (wc_hello(c, &ex, NULL, &e) || wc_attach(c, 0, &m, NULL, &e))
+		T_FAIL("sent: engine: %s", e.msg);
+	snprintf(gate, sizeof(gate), "%s.gate", x->ready);
+	snprintf(held, sizeof(held), "%s.held", gate);
+	unlink(gate);
+	unlink(held);
+	nw = spawn_new(x, "WCD_TEST_HO_COMMIT_GATE", gate, false);
+	while (access(held, F_OK)) {
+		if (e2e_now_ms() > end) {
+			e2e_show_log(x->log);
+			T_FAIL("sent: the new daemon did not reach its COMMIT in 10 s");
+		}
+		usleep(1000);
+	}
+	signal_taken(x, old, SIGTERM, "sent");
+	next_notice(x, c, WC_NOTICE_SHUTDOWN, 10000, "sent", &n, NULL);
+	si = reap(x, old, 10000, "sent: the old daemon");
+	x->wcd = 0;
+	T_ASSERT(si.si_code == CLD_EXITED && si.si_status == 0);
+	fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	T_ASSERT(fd >= 0);
+	close(fd);
+	si = reap(x, nw, 10000, "sent: the new daemon let go after the old one stopped");
+	if (si.si_code != CLD_EXITED || si.si_status != 1) {
+		e2e_show_log(x->log);
+		T_FAIL("sent: the new daemon ended with code %d status %d, not exit 1",
+		       si.si_code, si.si_status);
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "grep -q 'wcd pid %d was stopped (SIGTERM or SHUTDOWN) before the commit' '%s'",
+		 (int)old, x->log);
+	if (system(cmd)) {
+		e2e_show_log(x->log);
+		T_FAIL("sent: the new daemon's log does not say that the old one stopped");
+	}
+	T_EQ_INT(wc_ping(c, 1, &e), -EPIPE);
+	T_ASSERT(access(x->sock, F_OK) && errno == ENOENT);
+	T_ASSERT(access(x->ready, F_OK) && errno == ENOENT);
+	T_EQ_INT(lock_holder_pid(x), 0);
+	T_EQ_U64(e2e_compare_all(x, m), x->m.ntensors);
+	unlink(held);
+	wc_detach(m, NULL);
+	wc_close(c);
+}
+
 int main(void)
 {
 	static struct e2e x;
@@ -370,5 +442,7 @@ int main(void)
 		       ending_name[k], k == END_SERVE ? "" :
 		       " until the old daemon took it back and stopped as asked");
 	}
+	stop_in_sent(&x);
+	printf("sent: a stop before the commit won; the new daemon took nothing over and exited 1\n");
 	return 0;
 }

@@ -69,6 +69,11 @@
  *            given --model (-ECONNRESET to main), else exits;
  *   old 3..6 (everything sent; after COMMIT, DONE, SERVING): the new one
  *            serves what it got.
+ * Not a death: a stop (SIGTERM, SHUTDOWN) of the old daemon before it
+ * answered COMMIT wins; its SHUTDOWN notice reaches the new daemon on the
+ * handover connection too, so the new one takes nothing over (the stop
+ * shut the clients down, unlinked the socket, released the lock) and
+ * exits 1 even when it finds the old pid gone.
  * Not a handover step: new 7 (SERVING sent, the receives not yet started)
  * is a crash of the daemon that serves: the old one has read SERVING and
  * exited, the new one holds the lock, the socket and the clients and the

@@ -6,6 +6,7 @@
  * conversation and its failure at each step are in handover.h.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,11 +125,21 @@ static int recv_part(struct ho_got *g, struct ho_frame *f, uint64_t id,
 		     uint32_t *part, char *err)
 {
 	struct wire_error e;
+	struct wire_notice nt;
 	char derr[WC_ERR_LEN];
 	int ret = ho_recv(g->sock, f, err);
 
 	if (ret)
 		return ret;
+	if (f->h.type == WIRE_NOTICE &&
+	    !wire_notice_get(f->p, f->h.len, &nt, NULL) &&
+	    nt.kind == WIRE_NOTICE_SHUTDOWN) {
+		/* its stop told every client, this connection too */
+		ho_frame_free(f);
+		return wc_errf(err, ECANCELED,
+			       "wcd pid %d was stopped (SIGTERM or SHUTDOWN) before the commit: a stop wins over a handover; nothing taken over (wcctl start serves the device afresh)",
+			       (int)g->old_pid);
+	}
 	if (f->h.type == WIRE_ERROR && f->h.id == id) {
 		ret = wire_error_get(f->p, f->h.len, &e, derr);
 		ho_frame_free(f);
@@ -570,16 +581,24 @@ static void ho_serve_start(struct wcd *d)
 		life_device_idle(d);
 }
 
-/* The tests' hook (WCD_TEST_HO_SERVE_GATE=PATH): after the set-up and
- * before SERVING (or the ABORT of a set-up that failed), wait up to 60 s
- * for PATH to exist (and remove it), so that a test can act on the old
- * daemon while it waits in DONE. */
-static void test_serve_gate(void)
+/* The tests' hooks: wait up to 60 s for the path in environment variable
+ * env to exist (and remove it), so that a test can act on the old daemon
+ * while it waits: WCD_TEST_HO_COMMIT_GATE before COMMIT (the old daemon
+ * in SENT), WCD_TEST_HO_SERVE_GATE after the set-up and before SERVING
+ * (or the ABORT of a set-up that failed; the old daemon in DONE). PATH.held
+ * is made first: the test's sign that this daemon waits there. */
+static void test_gate(const char *env)
 {
-	const char *gate = getenv("WCD_TEST_HO_SERVE_GATE");
+	const char *gate = getenv(env);
+	char held[WIRE_PATH_MAX + 8];
+	int fd;
 
 	if (!gate || !*gate)
 		return;
+	snprintf(held, sizeof(held), "%s.held", gate);
+	fd = open(held, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
 	for (int k = 0; k < 6000 && access(gate, F_OK); k++)
 		usleep(10000);
 	unlink(gate);
@@ -631,13 +650,18 @@ int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 		return died ? -ECONNRESET : ret;
 	}
 	ho_step("new", 3);
+	test_gate("WCD_TEST_HO_COMMIT_GATE");
 	wire_put_init(&w);
 	wire_frame_begin(&w, WIRE_HANDOVER, 0, 2);
 	wire_ho_empty_put(&w, WIRE_HO_COMMIT);
 	ret = ho_send(g.sock, &w, NULL, 0, err);
 	wire_put_free(&w);
 	ho_step("new", 4);
-	if (!ret)
+	/* DONE; or, when the old daemon closed the connection, what it sent
+	 * before: a SHUTDOWN notice (it stopped: its stop shut the clients
+	 * down and unlinked the socket) fails the handover, nothing at all
+	 * (it died with everything handed over) is taken over below */
+	if (!ret || ret == -EPIPE || ret == -ECONNRESET)
 		ret = wait_done(&g, err);
 	if ((ret == -ECONNRESET || ret == -EPIPE) &&
 	    ho_pidfd_exited(g.old_pidfd, HO_EXIT_WAIT_MS)) {
@@ -652,7 +676,7 @@ int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 	}
 	ho_step("new", 5);
 	ret = ho_setup(d, &g, hooks, err);
-	test_serve_gate();
+	test_gate("WCD_TEST_HO_SERVE_GATE");
 	if (ret) {
 		if (!ho_pidfd_exited(g.old_pidfd, 0))
 			ho_give_up(&g, err);
