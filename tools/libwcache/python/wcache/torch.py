@@ -16,6 +16,11 @@ parameters (one Parameter under two names, e.g. lm_head.weight and
 model.embed_tokens.weight with tie_word_embeddings) are bound once, from
 whichever of their names is served.
 
+conn.attach(model_dir=DIR, wait=False) before the construction returns a
+wcache.PendingModel at once (the attach runs on a thread, mostly in
+libwcache without the GIL): load_into takes it and waits, so the attach
+hides behind the construction.
+
 init_empty (wcache/_empty.py) builds the module with no weight memory and
 no weight initialisation (skip_init=True, the default), keeping the
 buffers that constructors compute (rotary inv_freq) real.
@@ -24,6 +29,7 @@ import collections
 
 import torch
 
+from ._core import PendingModel
 from ._empty import PARTS, Empty, init_empty  # noqa: F401 (the API)
 
 Bound = collections.namedtuple("Bound", "bound missing unexpected tied")
@@ -94,8 +100,9 @@ def _covered(unused, used_ranges):
 
 def load_into(module, model, strict=True, name_map=None, requires_grad=False):
     """Points module's parameters and persistent buffers at the served
-    tensors of model (a wcache.Model, or any mapping name -> torch.Tensor)
-    without copying; returns Bound(bound, missing, unexpected, tied).
+    tensors of model (a wcache.Model, a wcache.PendingModel: waited for,
+    its error raised, or any mapping name -> torch.Tensor) without
+    copying; returns Bound(bound, missing, unexpected, tied).
 
     name_map: {module name: served name} for engines whose names differ.
     strict: raise LoadError when a module name has no served tensor or a
@@ -105,6 +112,8 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
     Parameters become nn.Parameter(requires_grad=requires_grad) over the
     served memory (read-only: leave requires_grad False to train adapters,
     never the served weights)."""
+    if isinstance(model, PendingModel):
+        model = model.result()
     served = model.tensors("torch") if hasattr(model, "tensors") else dict(model)
     name_map = dict(name_map or {})
     # tied: one tensor object under several names; a group per object, in
