@@ -210,6 +210,8 @@ static void sleep_while_freeing(void)
 	long rss0 = rss_anon_kb(), rss;
 	int had = log_count(back);
 	char st[32];
+	const char *q;
+	unsigned got, of;
 
 	for (int round = 0; round < 2; round++) {
 		struct wc_conn *c;
@@ -224,6 +226,12 @@ static void sleep_while_freeing(void)
 			T_FAIL("sleep: %s", e.msg);
 		wc_close(c);
 		T_HAS(r.msg, "into the last wake's host memory, taken back from its free");
+		/* all of them: the free waited at its gate before the first */
+		T_ASSERT((q = strstr(r.msg, " s (")) != NULL);
+		q += 3;
+		T_EQ_INT(sscanf(q, "(%u of %u buffers", &got, &of), 2);
+		T_CMP_INT(of, >, 1);
+		T_EQ_INT(got, of);
 		T_EQ_INT(log_count(back), had + round + 1);
 		T_EQ_STR(status_state(st, sizeof(st)), "sleeping");
 		T_EQ_U64(status_int("host_copy_bytes"), x.m.total_bytes);

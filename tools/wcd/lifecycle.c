@@ -325,7 +325,7 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 	char err[WC_ERR_LEN], busy[WIRE_MSG_MAX + 1], list[512], how[160];
 	uint64_t released = 0, t0 = rx_now_ns();
 	bool reused = false;
-	uint32_t took = 0;
+	uint32_t took = 0, npools = v->npools;
 	pid_t *pids;
 	unsigned n;
 	int ret;
@@ -398,7 +398,7 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 	else if (took)
 		snprintf(how, sizeof(how),
 			 "%u of %u buffers into the last wake's host memory, taken back from its free",
-			 took, v->npools);
+			 took, npools);
 	else
 		snprintf(how, sizeof(how), "into host memory allocated for it");
 	if (level == 1)
