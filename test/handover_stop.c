@@ -26,6 +26,13 @@
  *            held before COMMIT by WCD_TEST_HO_COMMIT_GATE): it wins, the
  *            old daemon stops as usual; the new one, let go, takes nothing
  *            over and exits 1 (stop_in_sent).
+ * And with no stop at all (hang_in_done), the new daemon hangs between
+ * DONE and SERVING: held at the gate (gate), or stopped there with
+ * SIGSTOP (sigstop). After its bound (WCD_HANDOVER_SERVING_MS) the old
+ * daemon kills it, takes the clients back and serves on: the engine's
+ * next request on the same connection is answered by the old pid, its
+ * lease intact, its daemon fd back on the old pid (a HANDOVER notice),
+ * the ready file and the flock name the old pid, no descriptor leaked.
  * Every wait is on an event (a pidfd, a notice, a reply, the signal taken),
  * bounded.
  */
@@ -349,7 +356,7 @@ static void stop_in_done(struct e2e *x, enum ending how)
 		char cmd[800];
 
 		snprintf(cmd, sizeof(cmd),
-			 "grep -q 'has not served within 0.3 s of the stop' '%s'",
+			 "grep -q 'has not served within 0.3 s of its commit.*stop as asked' '%s'",
 			 x->log);
 		if (system(cmd)) {
 			e2e_show_log(x->log);
@@ -431,6 +438,89 @@ static void stop_in_sent(struct e2e *x)
 	wc_close(c);
 }
 
+/* No stop: the new daemon hangs after DONE (held at the gate, or with
+ * sigstop stopped there by SIGSTOP); the old one must kill it after the
+ * bound and serve on. */
+static void hang_in_done(struct e2e *x, bool sigstop)
+{
+	const char *what = sigstop ? "sigstop" : "gate";
+	struct wc_expect ex = { .model_dir = x->model, .tp_size = 1 };
+	int mine, fds_old, leases;
+	char gate[600], rerr[WC_ERR_LEN], cmd[1600];
+	struct ready_info ri;
+	struct wc_notice n;
+	struct wc_model *m;
+	struct wc_conn *c;
+	struct wc_error e;
+	pid_t old, nw, told = 0;
+	siginfo_t si;
+
+	setenv("WCD_HANDOVER_SERVING_MS", "300", 1);
+	e2e_start_wcd(x, NULL);
+	unsetenv("WCD_HANDOVER_SERVING_MS");
+	old = x->wcd;
+	c = e2e_connect(x);
+	if (wc_hello(c, &ex, NULL, &e) || wc_attach(c, 0, &m, NULL, &e))
+		T_FAIL("%s: engine: %s", what, e.msg);
+	mine = e2e_fd_count(getpid());
+	fds_old = e2e_fd_count(old);
+	snprintf(gate, sizeof(gate), "%s.gate", x->ready);
+	unlink(gate);
+	nw = spawn_new(x, "WCD_TEST_HO_SERVE_GATE", gate, false);
+	/* its notice: the new daemon is set up and held; the old one in DONE */
+	next_notice(x, c, WC_NOTICE_HANDOVER, 10000, what, &n, NULL);
+	T_EQ_INT(wc_daemon_pid(c), nw);
+	if (sigstop)
+		T_OK(kill(nw, SIGSTOP) ? -errno : 0);
+	/* no stop is sent: the old daemon kills the new one on its own */
+	si = reap(x, nw, 10000, "the hung new daemon");
+	if (si.si_code != CLD_KILLED || si.si_status != SIGKILL) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the hung new daemon ended with code %d status %d, not SIGKILL",
+		       what, si.si_code, si.si_status);
+	}
+	/* the old daemon's take-back notice points the engine back at it */
+	next_notice(x, c, WC_NOTICE_HANDOVER, 10000, what, &n, &told);
+	T_EQ_INT(told, old);
+	T_EQ_INT(wc_daemon_pid(c), old);
+	if (wc_ping(c, 1, &e)) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the engine's request after the take-back: %s", what,
+		       e.msg);
+	}
+	T_EQ_INT(status_on(x, c, &leases, what), old);
+	T_EQ_INT(leases, 1);
+	if (fd_readable(wc_daemon_fd(c), 0))
+		T_FAIL("%s: the engine's daemon fd reports a death; pid %d serves",
+		       what, (int)old);
+	if (ready_read_file(&ri, x->ready, rerr))
+		T_FAIL("%s: ready file %s: %s", what, x->ready, rerr);
+	T_EQ_INT(ri.pid, old);
+	T_EQ_INT(lock_holder_pid(x), old);
+	if (e2e_fd_count_settled(old, fds_old, 2000) != fds_old) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the old daemon holds %d descriptors after the take-back, %d before",
+		       what, e2e_fd_count(old), fds_old);
+	}
+	T_EQ_INT(e2e_fd_count(getpid()), mine);
+	T_EQ_U64(e2e_compare_all(x, m), x->m.ntensors);
+	snprintf(cmd, sizeof(cmd),
+		 "grep -q 'new daemon pid %d has not served within 0.3 s of its commit.*serve on' '%s'",
+		 (int)nw, x->log);
+	if (system(cmd)) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the old daemon's log does not say why it killed pid %d",
+		       what, (int)nw);
+	}
+	unlink(gate);
+	wc_detach(m, NULL);
+	wc_close(c);
+	T_OK(kill(old, SIGTERM) ? -errno : 0);
+	si = reap(x, old, 10000, "the old daemon's stop");
+	x->wcd = 0;
+	T_ASSERT(si.si_code == CLD_EXITED && si.si_status == 0);
+}
+
 int main(void)
 {
 	static struct e2e x;
@@ -444,5 +534,10 @@ int main(void)
 	}
 	stop_in_sent(&x);
 	printf("sent: a stop before the commit won; the new daemon took nothing over and exited 1\n");
+	for (int k = 0; k < 2; k++) {
+		hang_in_done(&x, k);
+		printf("%s: a new daemon hung after DONE was killed after its bound; the old one served on, same connection, same lease\n",
+		       k ? "sigstop" : "gate");
+	}
 	return 0;
 }

@@ -105,8 +105,9 @@ struct wcd_ho {
 	uint16_t proto;
 	struct rx_timer drain_timer, commit_timer, serving_timer;
 	bool stop_held;               /* a stop came after DONE */
+	bool serving_late;            /* HO_SERVING_NS passed: grace */
 	struct rx_timer idle_timer;   /* new side: release the context */
-	uint64_t t0;
+	uint64_t t0, t_done;
 	uint64_t drain_ns, serving_ns;
 	/* new side: what d->o points into */
 	char model[WCD_VERSIONS][WIRE_PATH_MAX + 1];
