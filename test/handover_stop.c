@@ -33,6 +33,10 @@
  * next request on the same connection is answered by the old pid, its
  * lease intact, its daemon fd back on the old pid (a HANDOVER notice),
  * the ready file and the flock name the old pid, no descriptor leaked.
+ * The other side (old_hangs_at_commit): the old daemon is stopped with
+ * SIGSTOP before the new one sends COMMIT; the new one waits for DONE
+ * its bound at most (WCD_HANDOVER_IO_MS), takes nothing over and exits
+ * 1; the old one, continued, serves on: the same checks.
  * Every wait is on an event (a pidfd, a notice, a reply, the signal taken),
  * bounded.
  */
@@ -521,6 +525,116 @@ static void hang_in_done(struct e2e *x, bool sigstop)
 	T_ASSERT(si.si_code == CLD_EXITED && si.si_status == 0);
 }
 
+/* Whether pid is stopped (state T in /proc/PID/stat). */
+static bool proc_stopped(pid_t pid)
+{
+	char path[64], st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	T_ASSERT(f);
+	if (fscanf(f, "%*d (%*[^)]) %c", &st) != 1)
+		st = 0;
+	fclose(f);
+	return st == 'T';
+}
+
+/* The old daemon hangs (SIGSTOP) while the new one is about to COMMIT:
+ * the new one must give up within its bound and leave the old one, once
+ * continued, serving. */
+static void old_hangs_at_commit(struct e2e *x)
+{
+	struct wc_expect ex = { .model_dir = x->model, .tp_size = 1 };
+	char gate[600], held[700], rerr[WC_ERR_LEN], cmd[1600];
+	uint64_t end = e2e_now_ms() + 10000;
+	int mine, fds_old, leases, fd;
+	struct ready_info ri;
+	struct wc_model *m;
+	struct wc_conn *c;
+	struct wc_error e;
+	siginfo_t si;
+	pid_t old, nw;
+
+	e2e_start_wcd(x, NULL);
+	old = x->wcd;
+	c = e2e_connect(x);
+	if (wc_hello(c, &ex, NULL, &e) || wc_attach(c, 0, &m, NULL, &e))
+		T_FAIL("old-hangs: engine: %s", e.msg);
+	mine = e2e_fd_count(getpid());
+	fds_old = e2e_fd_count(old);
+	snprintf(gate, sizeof(gate), "%s.gate", x->ready);
+	snprintf(held, sizeof(held), "%s.held", gate);
+	unlink(gate);
+	unlink(held);
+	setenv("WCD_HANDOVER_IO_MS", "300", 1);
+	nw = spawn_new(x, "WCD_TEST_HO_COMMIT_GATE", gate, false);
+	unsetenv("WCD_HANDOVER_IO_MS");
+	while (access(held, F_OK)) {
+		if (e2e_now_ms() > end) {
+			e2e_show_log(x->log);
+			T_FAIL("old-hangs: the new daemon did not reach its COMMIT in 10 s");
+		}
+		usleep(1000);
+	}
+	T_OK(kill(old, SIGSTOP) ? -errno : 0);
+	while (!proc_stopped(old)) {
+		if (e2e_now_ms() > end)
+			T_FAIL("old-hangs: pid %d did not stop in 10 s", (int)old);
+		usleep(1000);
+	}
+	fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	T_ASSERT(fd >= 0);
+	close(fd);
+	si = reap(x, nw, 10000, "old-hangs: the new daemon waiting for DONE");
+	if (si.si_code != CLD_EXITED || si.si_status != 1) {
+		e2e_show_log(x->log);
+		T_FAIL("old-hangs: the new daemon ended with code %d status %d, not exit 1",
+		       si.si_code, si.si_status);
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "grep -q 'wcd pid %d did not answer COMMIT within 0.3 s' '%s'",
+		 (int)old, x->log);
+	if (system(cmd)) {
+		e2e_show_log(x->log);
+		T_FAIL("old-hangs: the new daemon's log does not say why it gave up");
+	}
+	/* it took nothing over, while the old one was stopped */
+	T_EQ_INT(lock_holder_pid(x), old);
+	if (ready_read_file(&ri, x->ready, rerr))
+		T_FAIL("old-hangs: ready file %s: %s", x->ready, rerr);
+	T_EQ_INT(ri.pid, old);
+	T_ASSERT(access(x->sock, F_OK) == 0);
+	T_OK(kill(old, SIGCONT) ? -errno : 0);
+	if (wc_ping(c, 1, &e)) {
+		e2e_show_log(x->log);
+		T_FAIL("old-hangs: the engine's request once the old daemon resumed: %s",
+		       e.msg);
+	}
+	T_EQ_INT(status_on(x, c, &leases, "old-hangs"), old);
+	T_EQ_INT(leases, 1);
+	T_EQ_INT(wc_daemon_pid(c), old);
+	if (fd_readable(wc_daemon_fd(c), 0))
+		T_FAIL("old-hangs: the engine's daemon fd reports a death; pid %d serves",
+		       (int)old);
+	T_EQ_INT(lock_holder_pid(x), old);
+	if (e2e_fd_count_settled(old, fds_old, 2000) != fds_old) {
+		e2e_show_log(x->log);
+		T_FAIL("old-hangs: the old daemon holds %d descriptors after the handover failed, %d before",
+		       e2e_fd_count(old), fds_old);
+	}
+	T_EQ_INT(e2e_fd_count(getpid()), mine);
+	T_EQ_U64(e2e_compare_all(x, m), x->m.ntensors);
+	unlink(held);
+	unlink(gate);
+	wc_detach(m, NULL);
+	wc_close(c);
+	T_OK(kill(old, SIGTERM) ? -errno : 0);
+	si = reap(x, old, 10000, "old-hangs: the old daemon's stop");
+	x->wcd = 0;
+	T_ASSERT(si.si_code == CLD_EXITED && si.si_status == 0);
+}
+
 int main(void)
 {
 	static struct e2e x;
@@ -539,5 +653,7 @@ int main(void)
 		printf("%s: a new daemon hung after DONE was killed after its bound; the old one served on, same connection, same lease\n",
 		       k ? "sigstop" : "gate");
 	}
+	old_hangs_at_commit(&x);
+	printf("old-hangs: a new daemon whose old one hung at COMMIT gave up within its bound, took nothing; the old one, continued, served on\n");
 	return 0;
 }
