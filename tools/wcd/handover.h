@@ -119,7 +119,7 @@ struct wcd_ho {
 	uint16_t proto;
 	struct rx_timer drain_timer, commit_timer, serving_timer;
 	bool stop_held;               /* a stop came after DONE */
-	bool serving_late;            /* HO_SERVING_NS passed: grace */
+	enum { HO_OVERDUE_NO, HO_OVERDUE_GRACE, HO_OVERDUE_KILLED } overdue;
 	struct rx_timer idle_timer;   /* new side: release the context */
 	uint64_t t0, t_done;
 	uint64_t drain_ns, serving_ns;

@@ -29,6 +29,7 @@
 #define HO_COMMIT_NS (120ull * 1000000000)  /* the new daemon to verify */
 #define HO_SERVING_NS (10ull * 1000000000)  /* DONE to SERVING */
 #define HO_SERVING_GRACE_NS (1ull * 1000000)  /* a SERVING already in */
+#define HO_KILL_WAIT_NS (1000ull * 1000000)   /* SIGKILL to its end */
 
 static void ho_timer_cb(struct rx_timer *t, int res);
 
@@ -105,7 +106,7 @@ static void ho_old_abort(struct wcd *d, uint32_t code, const char *fmt, ...)
 		rx_cancel(&ho->commit_timer.op);
 	if (rx_op_busy(&ho->serving_timer.op))
 		rx_cancel(&ho->serving_timer.op);
-	ho->serving_late = false;
+	ho->overdue = HO_OVERDUE_NO;
 	if (take_back)
 		ho_take_back(d);
 	if (ho->peer) {
@@ -273,30 +274,54 @@ void handover_poke(struct wcd *d)
 	ho_arm(d, &ho->commit_timer, HO_COMMIT_NS);
 }
 
+/* The signal that kills an overdue new daemon: SIGKILL, or for the tests
+ * WCD_TEST_HO_KILL_SIG (SIGSTOP: a kill that does not end it, as in a
+ * driver call; 0x7f: one the kernel refuses). */
+static int kill_sig(void)
+{
+	const char *e = getenv("WCD_TEST_HO_KILL_SIG");
+
+	return e && *e ? (int)strtol(e, NULL, 0) : SIGKILL;
+}
+
 /* The new daemon has neither served nor ended within HO_SERVING_NS of
  * DONE (WCD_HANDOVER_SERVING_MS): it hangs (deadlocked, stopped, stuck in
  * a driver call) where its set-up takes milliseconds (ho_setup: the lock,
  * a pidfd and a notice per client, the ready file; the re-hash of
  * --takeover-verify hash runs before COMMIT), and every engine's requests
- * wait in the sockets that nobody receives from. The first expiry waits
- * HO_SERVING_GRACE_NS more, so that a SERVING already in this loop's
- * completions (this daemon was itself stopped past the bound, say) is read
- * first; then the new daemon is killed through its pidfd, and its end
- * (its connection's, or its pidfd's) makes this daemon take the clients
- * back (ho_old_abort): it serves on, or stops if a stop was held. Should
- * the kill be refused, the new daemon holds everything and this one exits
- * as after SERVING: one daemon or none, never two. Known cost: a new
- * daemon that sends SERVING at the very moment of the kill dies with the
- * requests it received since; the bound is a thousand times its set-up. */
+ * wait in the sockets that nobody receives from. In three steps:
+ *   grace   wait HO_SERVING_GRACE_NS more, so that a SERVING already in
+ *           this loop's completions (this daemon was itself stopped past
+ *           the bound, say) is read first;
+ *   kill    SIGKILL through its pidfd; its end (its connection's, or its
+ *           pidfd's) makes this daemon take the clients back
+ *           (ho_old_abort): it serves on, or stops if a stop was held.
+ *           Should the kill be refused, the new daemon holds everything
+ *           and this one exits as after SERVING: one daemon or none,
+ *           never two;
+ *   killed  no end within HO_KILL_WAIT_NS of the kill: it is stuck in the
+ *           kernel (uninterruptible) and, with SIGKILL pending, runs no
+ *           code of its own any more, and before SERVING it has no
+ *           receive queued: the clients are taken back without its end.
+ * Known cost: a new daemon that sends SERVING at the very moment of the
+ * kill dies with the requests it received since; the bound is a thousand
+ * times its set-up. */
 static void ho_serving_overdue(struct wcd *d)
 {
 	struct wcd_ho *ho = d->ho;
 	struct wcd_client *c = ho->peer;
 	int pidfd = c && c->watching ? c->watch.pidfd : -1, own = -1, e = 0;
+	int sig = kill_sig();
 
-	if (!ho->serving_late) {
-		ho->serving_late = true;
+	if (ho->overdue == HO_OVERDUE_NO) {
+		ho->overdue = HO_OVERDUE_GRACE;
 		ho_arm(d, &ho->serving_timer, HO_SERVING_GRACE_NS);
+		return;
+	}
+	if (ho->overdue == HO_OVERDUE_KILLED) {
+		ho_old_abort(d, WIRE_E_STATE,
+			     "the new daemon pid %d has not ended within %llu ms of its SIGKILL (stuck in the kernel: it runs no code of its own any more); taking the clients back without waiting for its end",
+			     (int)ho->peer_pid, HO_KILL_WAIT_NS / 1000000);
 		return;
 	}
 	log_error("handover: the new daemon pid %d has not served within %.3g s of its commit (waited %.3f s since DONE); killing it (SIGKILL) to take the clients back and %s",
@@ -305,13 +330,16 @@ static void ho_serving_overdue(struct wcd *d)
 		  ho->stop_held ? "stop as asked" : "serve on");
 	if (pidfd < 0)
 		pidfd = own = ho_pidfd_open(ho->peer_pid);
-	if (pidfd < 0 ||
-	    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0))
+	if (pidfd < 0 || syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0))
 		e = errno;
 	if (own >= 0)
 		close(own);
-	if (!e || e == ESRCH)
-		return;   /* its end is on the way */
+	if (!e || e == ESRCH) {
+		/* its end is on the way */
+		ho->overdue = HO_OVERDUE_KILLED;
+		ho_arm(d, &ho->serving_timer, HO_KILL_WAIT_NS);
+		return;
+	}
 	log_error("handover: cannot kill pid %d: %s; exiting without touching the clients: it holds them (one daemon or none, never two)",
 		  (int)ho->peer_pid, strerror(e));
 	fflush(stderr);
@@ -447,7 +475,7 @@ static void ho_ask(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	ho->commit_timer.op.data = ho;
 	ho->serving_timer.op.data = ho;
 	ho->stop_held = false;
-	ho->serving_late = false;
+	ho->overdue = HO_OVERDUE_NO;
 	log_info("handover: pid %d asks for the device (protocol %u); pausing %u client(s)",
 		 (int)c->pid, hi, d->nclients - 1);
 	server_pause(d, c);
