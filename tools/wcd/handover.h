@@ -41,9 +41,11 @@
  *   ended by then (deadlocked, SIGSTOPped, stuck in a driver call) is
  *   killed through its pidfd after HO_SERVING_GRACE_NS more (a SERVING
  *   already received is read first), and its end is the ABORT case: take
- *   back, then serve on or stop as asked. A kill refused: this daemon
+ *   back, then serve on or stop as asked; one that does not end within
+ *   HO_KILL_WAIT_NS of the SIGKILL (stuck in the kernel, it runs no code
+ *   of its own any more) is not waited for. A kill refused: this daemon
  *   exits as after SERVING (the new one holds everything): one or none,
- *   never two.
+ *   never two (WCD_TEST_HO_KILL_SIG replaces SIGKILL for the tests).
  *
  * The new daemon (handover_take), before it owns anything:
  *   connect, ASK, receive everything (closing it all on any failure),
