@@ -44,6 +44,21 @@ tests() {
 	timeout 200 $PY -m pytest -q -rs ${PY_TESTS:-test/py/test_py_*.py} 2>&1 | tee "$OUT/py_tests.log" | tail -15
 }
 
+# Starts WCD (a wcd binary) on $1 in runtime dir $2 (extra options after)
+# and waits for its ready file (up to 2 min); pid in $pid.
+start_wcd() {
+	local w=$1 m=$2 rd=$3; shift 3
+	rm -rf $rd; mkdir -p $rd
+	setsid $w --model $m --device 0 --runtime-dir $rd "$@" >$rd/wcd.log 2>&1 </dev/null &
+	pid=$!
+	for _ in $(seq 600); do
+		ls $rd/*.ready >/dev/null 2>&1 && break
+		kill -0 $pid 2>/dev/null || break
+		sleep 0.2
+	done
+	ls $rd/*.ready >/dev/null 2>&1 || { tail -20 $rd/wcd.log; return 1; }
+}
+
 bench() {
 	local m=/root/m8b rd=/tmp/wcrun-py t0 uuid pid
 	export PATH=$PWD/$BUILD/bin:$PATH
@@ -52,15 +67,7 @@ bench() {
 	[ -f $m/config.json ] || wcgen llama-8b --out $m >/dev/null || return 1
 	echo "wcgen llama-8b: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s, $(du -sb $m | cut -f1) bytes"
 	cat $m/*.safetensors >/dev/null
-	rm -rf $rd; mkdir -p $rd
-	setsid wcd --model $m --device 0 --runtime-dir $rd >$rd/wcd.log 2>&1 </dev/null &
-	pid=$!
-	for _ in $(seq 600); do
-		ls $rd/*.ready >/dev/null 2>&1 && break
-		kill -0 $pid 2>/dev/null || break
-		sleep 0.2
-	done
-	ls $rd/*.ready >/dev/null 2>&1 || { tail -20 $rd/wcd.log; return 1; }
+	start_wcd wcd $m $rd || return 1
 	grep -E '^(bytes|tensors|load_seconds)=' $rd/*.ready
 	{
 		echo "== attach x100: C (wcbench attach), identity checked, then without"
@@ -97,24 +104,17 @@ bench() {
 			kill $pid
 			while kill -0 $pid 2>/dev/null; do sleep 0.1; done
 			echo "== wcd without the layouts (the checkpoint's 291 tensors, no fused views): C, then Python"
-			rm -rf $rd; mkdir -p $rd
 			# both sides: the engine's identity counts the layout too
 			export WCACHE_LAYOUT_DIR=/nonexistent
-			setsid wcd --model $m --device 0 --runtime-dir $rd >$rd/wcd.log 2>&1 </dev/null &
-			local plain=$!
-			for _ in $(seq 600); do
-				ls $rd/*.ready >/dev/null 2>&1 && break
-				kill -0 $plain 2>/dev/null || break
-				sleep 0.2
-			done
+			start_wcd wcd $m $rd || exit 1
 			grep -E '^(bytes|tensors|load_seconds)=' $rd/*.ready
 			for _ in $(seq $PLAIN_RUNS); do
 				wcbench attach --runtime-dir $rd --device $uuid -n 100 -q
 				timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100
 				timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
 			done
-			kill $plain
-			while kill -0 $plain 2>/dev/null; do sleep 0.1; done
+			kill $pid
+			while kill -0 $pid 2>/dev/null; do sleep 0.1; done
 		fi
 	} 2>&1 | tee "$OUT/bench.log"
 	kill $pid 2>/dev/null && wait $pid
@@ -135,14 +135,7 @@ packab() {
 		for r in $(seq ${PACK_ROUNDS:-2}); do
 			for w in "$WCD_BASE" $BUILD/bin/wcd; do
 				echo "== round $r: $w"
-				rm -rf $rd; mkdir -p $rd
-				setsid $w --model $m --device 0 --runtime-dir $rd >$rd/wcd.log 2>&1 </dev/null &
-				pid=$!
-				for _ in $(seq 600); do
-					ls $rd/*.ready >/dev/null 2>&1 && break
-					kill -0 $pid 2>/dev/null || break
-					sleep 0.2
-				done
+				start_wcd $w $m $rd || return 1
 				grep -E '^(bytes|tensors|pools|load_seconds)=' $rd/*.ready
 				grep -oE '[0-9]+ pools' $rd/wcd.log | head -1
 				wcbench attach --runtime-dir $rd --device $uuid --model $m -n 100 -q

@@ -106,6 +106,32 @@ static void wait_copies(int n)
 	T_EQ_INT(atomic_load(&ncopied), n);
 }
 
+/* Ends the hash (hash_end into out), waits for the copies, and checks
+ * every tensor's device hash against the host's. */
+static void end_and_check(const struct gpu_backend *be, struct gpu_dev *dev,
+			  const uint8_t *stage, const struct tens *t,
+			  unsigned nt, uint8_t (*out)[16], int copies)
+{
+	char err[WC_ERR_LEN];
+
+	if (be->hash_end(dev, out, err))
+		T_FAIL("hash_end: %s", err);
+	wait_copies(copies);
+	for (unsigned i = 0; i < nt; i++) {
+		uint8_t want[16];
+		char w[WC_HASH_HEX_LEN], g[WC_HASH_HEX_LEN];
+
+		wc_hash128(stage + t[i].off, t[i].len, want);
+		if (memcmp(want, out[i], 16)) {
+			wc_hash_hex(want, w);
+			wc_hash_hex(out[i], g);
+			T_FAIL("tensor %u (%llu bytes at %llu): device %s, host %s",
+			       i, (unsigned long long)t[i].len,
+			       (unsigned long long)t[i].off, g, w);
+		}
+	}
+}
+
 static void check_all(const struct gpu_backend *be, struct gpu_dev *dev,
 		      struct gpu_pool *pool, const uint8_t *stage)
 {
@@ -133,22 +159,7 @@ static void check_all(const struct gpu_backend *be, struct gpu_dev *dev,
 	atomic_store(&ncopied, 0);
 	T_OK(be->hash_begin(dev, nt, err));
 	copies = copy_and_step(be, dev, pool, stage, t, nt, 5);
-	if (be->hash_end(dev, out, err))
-		T_FAIL("hash_end: %s", err);
-	wait_copies(copies);
-	for (unsigned i = 0; i < nt; i++) {
-		uint8_t want[16];
-		char w[WC_HASH_HEX_LEN], g[WC_HASH_HEX_LEN];
-
-		wc_hash128(stage + t[i].off, t[i].len, want);
-		if (memcmp(want, out[i], 16)) {
-			wc_hash_hex(want, w);
-			wc_hash_hex(out[i], g);
-			T_FAIL("tensor %u (%llu bytes at %llu): device %s, host %s",
-			       i, (unsigned long long)t[i].len,
-			       (unsigned long long)t[i].off, g, w);
-		}
-	}
+	end_and_check(be, dev, stage, t, nt, out, copies);
 	printf("%u tensors, %d pieces: the device's hashes equal the host's\n",
 	       nt, copies);
 }
@@ -163,7 +174,8 @@ static void check_batch(const struct gpu_backend *be, struct gpu_dev *dev,
 	struct gpu_hash_job jobs[NT_MAX];
 	char err[WC_ERR_LEN];
 	unsigned nt = 0, nj[2] = { 0, 0 };
-	uint64_t off = 0, len[NT_MAX], offs[NT_MAX];
+	struct tens t[NT_MAX];
+	uint64_t off = 0, len[NT_MAX];
 	int copies = 0;
 
 	T_ASSERT(be->hash_batch);
@@ -188,28 +200,14 @@ static void check_batch(const struct gpu_backend *be, struct gpu_dev *dev,
 		jobs[cs * NT_MAX / 2] = (struct gpu_hash_job){
 			.pool = pool, .off = off, .len = len[i], .i = i };
 		nj[cs]++;
-		offs[i] = off;
+		t[i] = (struct tens){ .off = off, .len = len[i] };
 		off = gpu_align_up(off + len[i], GPU_POOL_ALIGN);
 		T_ASSERT(off <= POOL_BYTES);
 	}
 	for (unsigned cs = 0; cs < 2; cs++)
 		if (be->hash_batch(dev, jobs + cs * NT_MAX / 2, nj[cs], cs, err))
 			T_FAIL("hash_batch: %s", err);
-	if (be->hash_end(dev, out, err))
-		T_FAIL("hash_end: %s", err);
-	wait_copies(copies);
-	for (unsigned i = 0; i < nt; i++) {
-		uint8_t want[16];
-		char w[WC_HASH_HEX_LEN], g[WC_HASH_HEX_LEN];
-
-		wc_hash128(stage + offs[i], len[i], want);
-		if (memcmp(want, out[i], 16)) {
-			wc_hash_hex(want, w);
-			wc_hash_hex(out[i], g);
-			T_FAIL("batch: tensor %u (%llu bytes): device %s, host %s",
-			       i, (unsigned long long)len[i], g, w);
-		}
-	}
+	end_and_check(be, dev, stage, t, nt, out, copies);
 	printf("%u tensors in 2 batches: the device's hashes equal the host's\n",
 	       nt);
 	/* refusals: nothing is queued by a refused batch */

@@ -28,19 +28,6 @@
 
 static char err[WC_ERR_LEN];
 
-static void gen(const char *preset, const char *dir)
-{
-	const char *top = getenv("WC_TOP"), *build = getenv("BUILD");
-	char bin[1024], cmd[4096];
-
-	snprintf(bin, sizeof(bin), "%s/%s/bin/wcgen", top ? top : ".",
-		 build ? build : "build");
-	T_SKIP_IF(access(bin, X_OK), "%s not built", bin);
-	snprintf(cmd, sizeof(cmd), "'%s' %s --out '%s' --headers-only >/dev/null",
-		 bin, preset, dir);
-	T_EQ_INT(system(cmd), 0);
-}
-
 static long layer(const char *name)
 {
 	static const char pre[] = "model.layers.";
@@ -412,13 +399,13 @@ int main(void)
 		small(path);
 	}
 	snprintf(path, sizeof(path), "%s/tiny", dir);
-	gen("tiny", path);
+	synth_wcgen_headers("tiny", path);
 	small(path);
 	snprintf(path, sizeof(path), "%s/llama-1b", dir);   /* 116 MiB layers */
-	gen("llama-1b", path);
+	synth_wcgen_headers("llama-1b", path);
 	small(path);
 	snprintf(path, sizeof(path), "%s/llama-8b", dir);
-	gen("llama-8b", path);
+	synth_wcgen_headers("llama-8b", path);
 	big(path);
 	{
 		char mdir[128];

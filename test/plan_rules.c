@@ -14,20 +14,8 @@
 #include "err.h"
 #include "model.h"
 #include "plan.h"
+#include "synth_model.h"
 #include "t.h"
-
-static void gen(const char *preset, const char *dir)
-{
-	const char *top = getenv("WC_TOP"), *build = getenv("BUILD");
-	char bin[1024], cmd[4096];
-
-	snprintf(bin, sizeof(bin), "%s/%s/bin/wcgen", top ? top : ".",
-		 build ? build : "build");
-	T_SKIP_IF(access(bin, X_OK), "%s not built", bin);
-	snprintf(cmd, sizeof(cmd), "'%s' %s --out '%s' --headers-only >/dev/null",
-		 bin, preset, dir);
-	T_EQ_INT(system(cmd), 0);
-}
 
 static const struct plan_tensor *find(const struct plan *p, const char *name)
 {
@@ -233,8 +221,8 @@ int main(void)
 	T_ASSERT(mkdtemp(dir));
 	snprintf(tiny, sizeof(tiny), "%s/tiny", dir);
 	snprintf(l1b, sizeof(l1b), "%s/l1b", dir);
-	gen("tiny", tiny);
-	gen("llama-1b", l1b);
+	synth_wcgen_headers("tiny", tiny);
+	synth_wcgen_headers("llama-1b", l1b);
 	if (model_open(&m, tiny, err))
 		T_FAIL("%s", err);
 

@@ -18,6 +18,21 @@
 
 #include "t.h"
 
+/* Writes wcgen's PRESET into dir with --headers-only (the shapes, no
+ * data: any size costs nothing); skips (77) where wcgen is not built. */
+static inline void synth_wcgen_headers(const char *preset, const char *dir)
+{
+	const char *top = getenv("WC_TOP"), *build = getenv("BUILD");
+	char bin[1024], cmd[4096];
+
+	snprintf(bin, sizeof(bin), "%s/%s/bin/wcgen", top ? top : ".",
+		 build ? build : "build");
+	T_SKIP_IF(access(bin, X_OK), "%s not built", bin);
+	snprintf(cmd, sizeof(cmd), "'%s' %s --out '%s' --headers-only >/dev/null",
+		 bin, preset, dir);
+	T_EQ_INT(system(cmd), 0);
+}
+
 struct synth_t {
 	char name[200];
 	const char *dtype;        /* "BF16", "F32", "F8_E4M3" */
