@@ -4,8 +4,25 @@
 transformers' from_pretrained, in the same run.
 
   py_start.py --model DIR --runtime-dir RD [--device 0] [-r 3]
+              [--variants seq,ov] [--ab 5] [--load-into new|old]
 
-Each round starts two fresh processes, one after the other (same page cache):
+Each round starts fresh processes, one after the other (same page cache):
+one wcache process per --variants entry, then the hf one. Variants:
+  seq     the steps below in order (attach, then construct)
+  ov      connect, attach(wait=False) (a PendingModel: the attach on a
+          thread), AutoConfig and the construction meanwhile, load_into
+          waits for the attach and binds: the same steps, overlapped
+  seq-old, ov-old  the same with bench/load_into_old.py (load_into before
+          its per-parameter cut), for the before/after in one run
+Every variant is timed from connect to load_into's return (CUDA start-up
+apart), each step inside; each line also shows the first attach's phases
+in C (Model.times: connect, hello with the identity of DIR, manifest,
+attach, map, device), the same again later in the process, and after the
+logits the old and the new load_into alternated --ab times on fresh
+modules and fresh attaches (warm). The first variant's process also gives
+the figures below (as before). --device host: a host-backend wcd, no CUDA
+(a smoke run without a GPU; the steps' shape only).
+The first variant's process, the steps:
   wcache  import torch, transformers (and the model's class), wcache;
           CUDA start-up (torch.cuda.init, set_device, one allocation: what
           an engine does before loading); connect; attach (identity of DIR);
@@ -53,11 +70,30 @@ def model_class(model_dir):
     return cls
 
 
+# "cuda", or "cpu" for --device host (a host-backend wcd: a smoke run of
+# this script on a machine without a GPU; no CUDA start-up, numbers only
+# for the steps' shape)
+DEV = "cuda"
+
+
+def sync():
+    if DEV == "cuda":
+        import torch
+        torch.cuda.synchronize()
+
+
+def mem_allocated():
+    import torch
+    return torch.cuda.memory_allocated() if DEV == "cuda" else 0
+
+
 def cuda_start(device):
     """What an engine does before it loads weights (vLLM and SGLang set
     their device and allocate first): the CUDA runtime, the device, its
     primary context (one allocation). Both paths do it, timed apart."""
     import torch
+    if DEV != "cuda":
+        return
     torch.cuda.init()
     torch.cuda.set_device(int(device))
     torch.empty(1, device="cuda")
@@ -71,36 +107,56 @@ def construct(cfg, skip_init=True):
     import torch
     import transformers
     import wcache.torch
-    with wcache.torch.init_empty(buffers_device="cuda", skip_init=skip_init):
+    with wcache.torch.init_empty(buffers_device=DEV, skip_init=skip_init):
         return transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
 
 
 def child_wcache(a):
+    """a.child "wcache": attach, then construct (sequential); "wcache_ov":
+    attach(wait=False), construct meanwhile, load_into waits (overlapped).
+    a.load_into "old": bench/load_into_old.py (before its per-parameter
+    cut) instead of wcache.torch.load_into. Both timed from connect to
+    load_into's return, every step in the window."""
     t = {"start": time.monotonic()}
     import torch
     import transformers
     t["import_torch_tf"] = time.monotonic()
     import wcache
     import wcache.torch
+    load_into = wcache.torch.load_into
+    if a.load_into == "old":
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import load_into_old
+        load_into = load_into_old.load_into
     arch = model_class(a.model)
     t["import"] = time.monotonic()
     cuda_start(a.device)
     t["cuda"] = time.monotonic()
+    overlap = a.child == "wcache_ov"
     conn = wcache.connect(device=a.device, runtime_dir=a.runtime_dir)
-    served = conn.attach(model_dir=a.model)
+    t["connect"] = time.monotonic()
+    served = conn.attach(model_dir=a.model, wait=not overlap)
     t["attach"] = time.monotonic()
     cfg = transformers.AutoConfig.from_pretrained(a.model)
     t["config"] = time.monotonic()
     model = construct(cfg)
     t["meta_init"] = time.monotonic()
-    r = wcache.torch.load_into(model, served)
+    if overlap:
+        t["pending_done_before_load_into"] = served.done()
+        pending = served
+    r = load_into(model, served)
     t["load_into"] = time.monotonic()
+    if overlap:
+        served = pending.result()
+        t["pending_thread_s"] = pending.finished - pending.started
+        t["pending_finished"] = pending.finished
+    t["attach_c_ns"] = served.times
     with torch.no_grad():
-        logits = model.eval()(torch.tensor(IDS, device="cuda")).logits
-    torch.cuda.synchronize()
+        logits = model.eval()(torch.tensor(IDS, device=DEV)).logits
+    sync()
     t["logits"] = time.monotonic()
     t["tensors"] = len(r.bound)
-    t["mem_allocated"] = torch.cuda.memory_allocated()
+    t["mem_allocated"] = mem_allocated()
     t["logits_shape"] = list(logits.shape)
     # after the first logits, not in them: the same steps again in this
     # process (what the first ones paid once: libwcache's own CUDA start,
@@ -109,17 +165,33 @@ def child_wcache(a):
     c2 = wcache.connect(device=a.device, runtime_dir=a.runtime_dir)
     m2 = c2.attach(model_dir=a.model)
     t["attach_again_s"] = time.monotonic() - t0
-    m2.detach()
-    c2.close()
+    t["attach_again_c_ns"] = m2.times
     t0 = time.monotonic()
     construct(cfg)
     t["meta_init_again_s"] = time.monotonic() - t0
+    # load_into old and new in this process, alternated on fresh modules
+    # and fresh re-attaches (warm: the plan of tensors() is made by now)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import load_into_old
+    ab = {"old": [], "new": []}
+    for _ in range(a.ab):
+        for k, fn in (("old", load_into_old.load_into), ("new", wcache.torch.load_into)):
+            mod = construct(cfg)
+            m3 = c2.attach(model_dir=a.model)
+            t0 = time.monotonic()
+            fn(mod, m3)
+            ab[k].append(time.monotonic() - t0)
+            del mod
+            m3.detach()
+    t["load_into_ab_s"] = ab
+    m2.detach()
+    c2.close()
     t0 = time.monotonic()
     construct(cfg, skip_init=False)
     t["meta_init_old_s"] = time.monotonic() - t0
     t0 = time.monotonic()
     try:
-        with wcache.torch.init_empty(buffers_device="cuda"):
+        with wcache.torch.init_empty(buffers_device=DEV):
             arch(cfg)
         t["meta_init_class_s"] = time.monotonic() - t0
     except Exception as e:  # informational only: report, do not fail
@@ -155,14 +227,14 @@ def child_hf(a):
     cuda_start(a.device)
     t["cuda"] = time.monotonic()
     model = arch.from_pretrained(
-        a.model, dtype=torch.bfloat16, device_map="cuda")
-    torch.cuda.synchronize()
+        a.model, dtype=torch.bfloat16, device_map=DEV)
+    sync()
     t["load"] = time.monotonic()
     with torch.no_grad():
-        logits = model.eval()(torch.tensor(IDS, device="cuda")).logits
-    torch.cuda.synchronize()
+        logits = model.eval()(torch.tensor(IDS, device=DEV)).logits
+    sync()
     t["logits"] = time.monotonic()
-    t["mem_allocated"] = torch.cuda.memory_allocated()
+    t["mem_allocated"] = mem_allocated()
     t["logits_shape"] = list(logits.shape)
     # from_pretrained builds the module too: the wcache path's construction
     # (same code), timed here after it, is subtracted in the "construction
@@ -176,8 +248,10 @@ def child_hf(a):
 
 
 def run_child(kind, a):
+    kind, _, old = kind.partition("-")
     cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--model", a.model,
-           "--runtime-dir", a.runtime_dir, "--device", a.device]
+           "--runtime-dir", a.runtime_dir, "--device", a.device, "--ab", str(a.ab),
+           "--load-into", "old" if old else a.load_into]
     t0 = time.monotonic()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     if p.returncode:
@@ -195,19 +269,36 @@ def main():
     ap.add_argument("--device", default="0")
     ap.add_argument("-r", type=int, default=3)
     ap.add_argument("--child")
+    ap.add_argument("--load-into", default="new", choices=("new", "old"),
+                    help="the wcache children's load_into (old: bench/load_into_old.py)")
+    ap.add_argument("--variants", default="seq,ov",
+                    help="wcache processes per round, in order: seq (attach, then construct), "
+                         "ov (attach(wait=False) while constructing), seq-old / ov-old (the same "
+                         "with the old load_into); default seq,ov")
+    ap.add_argument("--ab", type=int, default=5,
+                    help="after the logits, old and new load_into alternated this many times")
     a = ap.parse_args()
+    global DEV
+    DEV = "cpu" if a.device.startswith("host") else "cuda"
     if a.child:
         import warnings
         warnings.simplefilter("ignore")
-        t = child_wcache(a) if a.child == "wcache" else child_hf(a)
+        t = child_wcache(a) if a.child.startswith("wcache") else child_hf(a)
         print(json.dumps(t))
         return
+    kinds = {"seq": "wcache", "ov": "wcache_ov", "seq-old": "wcache-old", "ov-old": "wcache_ov-old"}
+    variants = a.variants.split(",")
+    for v in variants:
+        if v not in kinds:
+            raise SystemExit("--variants: unknown %r (seq, ov, seq-old, ov-old)" % v)
     rows = []
     for i in range(a.r):
-        w = run_child("wcache", a)
+        ws = {v: run_child(kinds[v], a) for v in variants}
         h = run_child("hf", a)
+        w = ws[variants[0]]
         row = {
             "round": i,
+            "variant": variants[0],
             "wcache_total_s": w["logits"] - w["fork"],
             "wcache_import_s": w["import"] - w["start"],
             "wcache_cuda_s": w["cuda"] - w["import"],
@@ -244,6 +335,33 @@ def main():
         row["hf_weights_bind_s"] = row["hf_load_s"] - row["hf_meta_init_same_s"]
         for k in ("weights", "weights_nocuda", "weights_bind"):
             row["ratio_" + k] = row["hf_%s_s" % k] / row["wcache_%s_s" % k]
+        # every variant (fresh processes of their own, this round): its
+        # steps and the weights part with CUDA start-up apart (connect to
+        # load_into's return)
+        row["variants"] = {}
+        for v, x in ws.items():
+            d = {
+                "weights_nocuda_s": x["load_into"] - x["cuda"],
+                "connect_s": x["connect"] - x["cuda"],
+                "attach_s": x["attach"] - x["connect"],
+                "config_s": x["config"] - x["attach"],
+                "meta_init_s": x["meta_init"] - x["config"],
+                "load_into_s": x["load_into"] - x["meta_init"],
+                "forward_s": x["logits"] - x["load_into"],
+                "attach_c_us": {k: round(n / 1e3) for k, n in x["attach_c_ns"].items()},
+                "attach_again_s": x["attach_again_s"],
+                "attach_again_c_us": {k: round(n / 1e3) for k, n in x["attach_again_c_ns"].items()},
+                "meta_init_again_s": x["meta_init_again_s"],
+                "load_into_ab_s": x["load_into_ab_s"],
+                "mem_allocated": x["mem_allocated"],
+            }
+            if "pending_thread_s" in x:
+                d["pending_thread_s"] = x["pending_thread_s"]
+                d["pending_done_before_load_into"] = x["pending_done_before_load_into"]
+                # how far into load_into the attach thread ended (<= 0: before)
+                d["pending_end_after_meta_init_s"] = x["pending_finished"] - x["meta_init"]
+            d["ratio_weights_nocuda"] = row["hf_weights_nocuda_s"] / d["weights_nocuda_s"]
+            row["variants"][v] = d
         rows.append(row)
         print("round %d: fresh process to first logits: wcache %.3f s (import %.3f s, CUDA start %.4f s, "
               "attach %.4f, config %.4f, meta init %.4f, load_into %.4f, forward %.3f s; memory_allocated %d) | "
@@ -270,11 +388,34 @@ def main():
                   row["wcache_meta_init_s"], row["wcache_meta_init_old_s"], row["wcache_meta_init_class_s"],
                   row["no_init_weights"] and row["no_init_weights"] + ".no_init_weights",
                   row["wcache_meta_init_all_meta_s"]), flush=True)
+        for v, d in row["variants"].items():
+            ab = d["load_into_ab_s"]
+            med_ab = lambda k: sorted(ab[k])[len(ab[k]) // 2] if ab[k] else float("nan")  # noqa: E731
+            print("  %-7s weights part (connect to load_into done, CUDA start-up apart) %.4f s: %.1fx "
+                  "(connect %.4f, attach%s %.4f, config %.4f, meta init %.4f, load_into %.4f%s); "
+                  "attach in C, us: %s; again %.4f s, C: %s; after the logits, load_into old/new "
+                  "x%d, median %.4f / %.4f s" % (
+                      v, d["weights_nocuda_s"], d["ratio_weights_nocuda"], d["connect_s"],
+                      "(wait=False)" if "pending_thread_s" in d else "", d["attach_s"], d["config_s"],
+                      d["meta_init_s"], d["load_into_s"],
+                      ", attach thread %.4f s, %s" % (
+                          d["pending_thread_s"],
+                          "done before load_into" if d["pending_done_before_load_into"] else
+                          "ended %.4f s into load_into" % d["pending_end_after_meta_init_s"])
+                      if "pending_thread_s" in d else "",
+                      d["attach_c_us"], d["attach_again_s"], d["attach_again_c_us"],
+                      len(ab["new"]), med_ab("old"), med_ab("new")), flush=True)
     med = lambda k: sorted(r[k] for r in rows)[len(rows) // 2]  # noqa: E731
     print("median of %d: wcache %.3f s to first logits, from_pretrained %.3f s (whole start %.2fx); "
           "weights part %.1fx as before, %.1fx with CUDA start-up apart, %.1fx with construction apart too"
           % (len(rows), med("wcache_total_s"), med("hf_total_s"), med("hf_total_s") / med("wcache_total_s"),
              med("ratio_weights"), med("ratio_weights_nocuda"), med("ratio_weights_bind")))
+    for v in variants:
+        vm = lambda k: sorted(r["variants"][v][k] for r in rows)[len(rows) // 2]  # noqa: E731
+        print("median of %d, %s: weights part (CUDA start-up apart) %.4f s against from_pretrained's "
+              "%.3f s: %.1fx (attach %.4f, meta init %.4f, load_into %.4f)" % (
+                  len(rows), v, vm("weights_nocuda_s"), med("hf_weights_nocuda_s"),
+                  vm("ratio_weights_nocuda"), vm("attach_s"), vm("meta_init_s"), vm("load_into_s")))
     print("json: " + json.dumps(rows))
 
 

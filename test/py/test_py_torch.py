@@ -219,6 +219,44 @@ def test_load_into_names_and_errors(daemons):
         served.detach()
 
 
+def test_slots_walk_is_named_modules():
+    """load_into's one-pass walk (_slots) finds what named_modules
+    (remove_duplicate=False) and state_dict's rules find, in the same
+    order: a submodule shared under two names (its slots once, under the
+    first), a None child, a None parameter and buffer, a non-persistent
+    buffer, tied parameters under each name."""
+    def reference(module):
+        out, seen = [], set()
+        for prefix, mod in module.named_modules(remove_duplicate=False):
+            pre = prefix + "." if prefix else ""
+            skip = getattr(mod, "_non_persistent_buffers_set", set())
+            for name, p in mod._parameters.items():
+                if p is not None and (id(mod), name) not in seen:
+                    seen.add((id(mod), name))
+                    out.append((id(mod), name, id(p), True, pre + name))
+            for name, b in mod._buffers.items():
+                if b is not None and name not in skip and (id(mod), name) not in seen:
+                    seen.add((id(mod), name))
+                    out.append((id(mod), name, id(b), False, pre + name))
+        return out
+    m = meta_llama(tie=True)
+    shared = torch.nn.Linear(2, 3)
+    m.a = torch.nn.Module()
+    m.a.shared = shared
+    m.a.none = None
+    m.b = torch.nn.Sequential(torch.nn.Linear(3, 3), shared)
+    m.b[0].register_parameter("gone", None)
+    m.b[0].register_buffer("nothing", None)
+    m.b[0].register_buffer("kept", torch.zeros(2))
+    m.b[0].register_buffer("scratch", torch.zeros(2), persistent=False)
+    got = [(id(s[0]), s[1], id(s[2]), s[3], s[4]) for s in wt._slots(m)]
+    assert got == reference(m)
+    names = [s[4] for s in got]
+    assert "a.shared.weight" in names and "b.1.weight" not in names
+    assert "b.0.kept" in names and "b.0.scratch" not in names
+    assert "lm_head.weight" in names and "model.embed_tokens.weight" in names
+
+
 def test_python_m_wcache_status(daemons, tiny):
     """python -m wcache status prints wcctl status's table."""
     d = daemons(tiny, "status")

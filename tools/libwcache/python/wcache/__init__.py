@@ -12,7 +12,8 @@ wcache.torch.load_into for binding a meta-initialised nn.Module, and the
 top-level README ("From Python / PyTorch") for the lifetime and read-only
 rules.
 """
-from ._core import (Connection, LifeResult, Model, Notice, ReadOnlyWarning,
+from ._core import (Connection, LifeResult, Model, Notice,
+                    PendingModel, ReadOnlyWarning,
                     TensorInfo, connect, live_leases, live_tensors)
 from ._lib import lib_path
 from .errors import (BadReply, Busy, DaemonGone, DaemonSleeping, Error,
@@ -22,7 +23,7 @@ from .errors import (BadReply, Busy, DaemonGone, DaemonSleeping, Error,
 
 __version__ = "0.1.0"
 __all__ = [
-    "connect", "Connection", "Model", "TensorInfo", "LifeResult", "Notice",
+    "connect", "Connection", "Model", "TensorInfo", "LifeResult", "Notice", "PendingModel",
     "live_tensors", "live_leases", "lib_path", "ReadOnlyWarning",
     "Error", "NoDaemon", "Refused", "IdentityMismatch", "TryAgain",
     "DaemonSleeping", "Busy", "DaemonGone", "ReadOnly", "Timeout",

@@ -25,6 +25,7 @@ import struct
 import os
 import atexit
 import threading
+import time
 import warnings
 
 from . import _dtypes, _lib, errors
@@ -223,10 +224,21 @@ class Connection:
     def attach(self, model_dir=None, tp_size=1, tp_rank=0, pp_size=1,
                pp_rank=0, rules_file=None, writable=False, framework=None,
                same_path=False, layout_file=None, ep_size=0, ep_rank=0,
-               vocab_pad=0):
+               vocab_pad=0, wait=True):
         """HELLO (with the identity these arguments describe) and ATTACH:
         returns a Model, a mapping from tensor name to a tensor of
-        framework ("torch", "numpy"; None: torch when importable)."""
+        framework ("torch", "numpy"; None: torch when importable).
+
+        wait=False: returns at once a PendingModel whose thread does the
+        same (see PendingModel): an engine builds its module meanwhile and
+        hands the PendingModel to wcache.torch.load_into, which waits."""
+        if not wait:
+            self._ptr()   # a closed connection fails here, not in the thread
+            return PendingModel(self, dict(
+                model_dir=model_dir, tp_size=tp_size, tp_rank=tp_rank, pp_size=pp_size,
+                pp_rank=pp_rank, rules_file=rules_file, writable=writable,
+                framework=framework, same_path=same_path, layout_file=layout_file,
+                ep_size=ep_size, ep_rank=ep_rank, vocab_pad=vocab_pad))
         self.hello(model_dir, tp_size, tp_rank, pp_size, pp_rank, rules_file, same_path,
                    layout_file, ep_size, ep_rank, vocab_pad)
         m = ctypes.c_void_p()
@@ -308,6 +320,61 @@ class Connection:
         with self._h.lock:
             lib.wc_times(self._ptr(), ctypes.byref(t))
         return {n: getattr(t, n) for n, _ in t._fields_}
+
+
+class PendingModel:
+    """An attach on a thread of its own (Connection.attach(wait=False)).
+
+    Most of an attach is libwcache's (the identity of the model directory,
+    the manifest, the mappings), during which ctypes lets go of the GIL:
+    an engine that builds its module meanwhile (Python) hides the attach
+    behind the construction. result() waits and returns the Model, or
+    raises what attach raised (the same exception each time it is asked).
+    The thread holds the connection's lock from HELLO to the Model, so
+    other calls on the connection wait for it. Lifetime is the Model's:
+    a PendingModel dropped before it is done keeps the thread's Model
+    until it ends, and the Model detaches when it is collected. The
+    thread is not a daemon thread: an interpreter that exits waits for
+    the attach (bounded by the connection's timeout_ms)."""
+
+    def __init__(self, conn, kwargs):
+        self._conn = conn
+        self._model = None
+        self._error = None
+        self.started = time.monotonic()
+        self.finished = None    # time.monotonic() when the thread ended
+        self._thread = threading.Thread(target=self._run, args=(kwargs,),
+                                        name="wcache attach")
+        self._thread.start()
+
+    def _run(self, kwargs):
+        try:
+            with self._conn._h.lock:
+                self._model = self._conn.attach(**kwargs)
+        except BaseException as e:  # noqa: handed to result()
+            self._error = e
+        self.finished = time.monotonic()
+
+    def done(self):
+        """True once the attach has finished (result() will not wait)."""
+        return not self._thread.is_alive()
+
+    def result(self, timeout=None):
+        """The Model (waits for it; timeout in seconds, None: as long as
+        the attach takes). Raises what the attach raised, or Timeout when
+        timeout passed first (call again to wait longer)."""
+        self._thread.join(timeout)
+        if self._thread.is_alive():
+            raise errors.Timeout(errno.ETIMEDOUT, "wcache: the attach did not finish within %s s; "
+                                 "call result() again to wait longer" % (timeout,))
+        if self._error is not None:
+            raise self._error
+        return self._model
+
+    def __repr__(self):
+        return "<wcache.PendingModel %s>" % (
+            "running" if self._thread.is_alive() else
+            "failed: %s" % (self._error,) if self._error is not None else "done")
 
 
 def connect(device=None, runtime_dir=None, socket=None, timeout_ms=0,

@@ -16,6 +16,11 @@ parameters (one Parameter under two names, e.g. lm_head.weight and
 model.embed_tokens.weight with tie_word_embeddings) are bound once, from
 whichever of their names is served.
 
+conn.attach(model_dir=DIR, wait=False) before the construction returns a
+wcache.PendingModel at once (the attach runs on a thread, mostly in
+libwcache without the GIL): load_into takes it and waits, so the attach
+hides behind the construction.
+
 init_empty (wcache/_empty.py) builds the module with no weight memory and
 no weight initialisation (skip_init=True, the default), keeping the
 buffers that constructors compute (rotary inv_freq) real.
@@ -24,6 +29,7 @@ import collections
 
 import torch
 
+from ._core import PendingModel
 from ._empty import PARTS, Empty, init_empty  # noqa: F401 (the API)
 
 Bound = collections.namedtuple("Bound", "bound missing unexpected tied")
@@ -41,25 +47,35 @@ class LoadError(RuntimeError):
 def _slots(module):
     """Every (owner module, attribute, tensor, is_param, full name) that
     state_dict covers: parameters (tied ones under each name) and
-    persistent buffers."""
+    persistent buffers, in named_modules(remove_duplicate=False) order,
+    each (owner, attribute) once (its first name). One walk of _modules
+    with a stack (named_modules' nested generators cost more than the
+    rest together); a module met again is skipped with its subtree, whose
+    slots were all taken the first time."""
     out = []
-    for prefix, mod in module.named_modules(remove_duplicate=False):
-        pre = prefix + "." if prefix else ""
+    put = out.append
+    seen = set()
+    stack = [("", module)]
+    pop, push = stack.pop, stack.extend
+    empty = frozenset()
+    while stack:
+        pre, mod = pop()
+        if id(mod) in seen:
+            continue
+        seen.add(id(mod))
         for name, p in mod._parameters.items():
             if p is not None:
-                out.append((mod, name, p, True, pre + name))
-        skip = getattr(mod, "_non_persistent_buffers_set", set())
-        for name, b in mod._buffers.items():
-            if b is not None and name not in skip:
-                out.append((mod, name, b, False, pre + name))
-    seen = set()
-    uniq = []
-    for s in out:
-        key = (id(s[0]), s[1])
-        if key not in seen:
-            seen.add(key)
-            uniq.append(s)
-    return uniq
+                put((mod, name, p, True, pre + name))
+        bufs = mod._buffers
+        if bufs:
+            skip = getattr(mod, "_non_persistent_buffers_set", empty)
+            for name, b in bufs.items():
+                if b is not None and name not in skip:
+                    put((mod, name, b, False, pre + name))
+        kids = mod._modules
+        if kids:
+            push([(pre + k + ".", m) for k, m in reversed(kids.items()) if m is not None])
+    return out
 
 
 def _covered(unused, used_ranges):
@@ -84,8 +100,9 @@ def _covered(unused, used_ranges):
 
 def load_into(module, model, strict=True, name_map=None, requires_grad=False):
     """Points module's parameters and persistent buffers at the served
-    tensors of model (a wcache.Model, or any mapping name -> torch.Tensor)
-    without copying; returns Bound(bound, missing, unexpected, tied).
+    tensors of model (a wcache.Model, a wcache.PendingModel: waited for,
+    its error raised, or any mapping name -> torch.Tensor) without
+    copying; returns Bound(bound, missing, unexpected, tied).
 
     name_map: {module name: served name} for engines whose names differ.
     strict: raise LoadError when a module name has no served tensor or a
@@ -95,51 +112,60 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
     Parameters become nn.Parameter(requires_grad=requires_grad) over the
     served memory (read-only: leave requires_grad False to train adapters,
     never the served weights)."""
+    if isinstance(model, PendingModel):
+        model = model.result()
     served = model.tensors("torch") if hasattr(model, "tensors") else dict(model)
     name_map = dict(name_map or {})
-    slots = _slots(module)
-    # tied: one tensor object under several names
-    groups = collections.OrderedDict()
-    for s in slots:
-        groups.setdefault(id(s[2]), []).append(s)
+    # tied: one tensor object under several names; a group per object, in
+    # slot order (most groups are one slot)
+    groups = {}
+    for s in _slots(module):
+        g = groups.get(id(s[2]))
+        if g is None:
+            groups[id(s[2])] = [s]
+        else:
+            g.append(s)
     bound, missing, tied, bad = [], [], {}, []
     used = set()
+    lookup = name_map.get if name_map else None
+    param_of = torch.nn.Parameter
     for group in groups.values():
-        src = None
+        t = None
         for s in group:
-            want = name_map.get(s[4], s[4])
-            if want in served:
-                src = (s[4], want)
+            want = lookup(s[4], s[4]) if lookup else s[4]
+            t = served.get(want)
+            if t is not None:
+                src = s[4]
                 break
-        if src is None:
+        if t is None:
             missing.extend(s[4] for s in group)
             continue
-        t = served[src[1]]
         ref = group[0][2]
-        if tuple(t.shape) != tuple(ref.shape) or t.dtype != ref.dtype:
+        if t.shape != ref.shape or t.dtype != ref.dtype:
             bad.append("%s: the module has %s %s, the daemon serves %s as %s %s"
-                       % (src[0], ref.dtype, tuple(ref.shape), src[1], t.dtype, tuple(t.shape)))
+                       % (src, ref.dtype, tuple(ref.shape), want, t.dtype, tuple(t.shape)))
             continue
-        used.add(src[1])
-        param = torch.nn.Parameter(t, requires_grad=requires_grad)  # one, for every tied name
+        used.add(want)
+        param = param_of(t, requires_grad=requires_grad)  # one, for every tied name
         for s in group:
-            mod, attr = s[0], s[1]
             if s[3]:
-                mod._parameters[attr] = param
+                s[0]._parameters[s[1]] = param
             else:
-                mod._buffers[attr] = t
+                s[0]._buffers[s[1]] = t
             bound.append(s[4])
-            if s[4] != src[0]:
-                tied[s[4]] = src[0]
-    unused = {}
-    for n, t in served.items():
-        if n not in used:
-            nb = t.numel() * t.element_size()
-            unused[n] = (t.data_ptr(), t.data_ptr() + nb)
-    ranges = []
-    for n in used:
-        t = served[n]
-        ranges.append((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size()))
+            if s[4] != src:
+                tied[s[4]] = src
+    # served names left over, less those inside bound bytes (one pass,
+    # none when every served name was bound)
+    unused, ranges = {}, []
+    if len(used) < len(served):
+        for n, t in served.items():
+            a = t.data_ptr()
+            r = (a, a + t.numel() * t.element_size())
+            if n in used:
+                ranges.append(r)
+            else:
+                unused[n] = r
     unexpected = sorted(set(unused) - _covered(unused, ranges))
     if bad:
         raise LoadError("wcache.torch.load_into: %d tensor(s) do not fit (no conversion: it would copy): %s"
