@@ -26,6 +26,20 @@
  *            held before COMMIT by WCD_TEST_HO_COMMIT_GATE): it wins, the
  *            old daemon stops as usual; the new one, let go, takes nothing
  *            over and exits 1 (stop_in_sent).
+ * And with no stop at all (hang_in_done), the new daemon hangs between
+ * DONE and SERVING: held at the gate (gate), or stopped there with
+ * SIGSTOP (sigstop). After its bound (WCD_HANDOVER_SERVING_MS) the old
+ * daemon kills it, takes the clients back and serves on: the engine's
+ * next request on the same connection is answered by the old pid, its
+ * lease intact, its daemon fd back on the old pid (a HANDOVER notice),
+ * the ready file and the flock name the old pid, no descriptor leaked;
+ * the same when the kill does not end it (unkillable: the old daemon
+ * takes the clients back a second later); a kill refused (refused) makes
+ * the old daemon exit untouched, and the new one serves: never two.
+ * The other side (old_hangs_at_commit): the old daemon is stopped with
+ * SIGSTOP before the new one sends COMMIT; the new one waits for DONE
+ * its bound at most (WCD_HANDOVER_IO_MS), takes nothing over and exits
+ * 1; the old one, continued, serves on: the same checks.
  * Every wait is on an event (a pidfd, a notice, a reply, the signal taken),
  * bounded.
  */
@@ -349,7 +363,7 @@ static void stop_in_done(struct e2e *x, enum ending how)
 		char cmd[800];
 
 		snprintf(cmd, sizeof(cmd),
-			 "grep -q 'has not served within 0.3 s of the stop' '%s'",
+			 "grep -q 'has not served within 0.3 s of its commit' '%s'",
 			 x->log);
 		if (system(cmd)) {
 			e2e_show_log(x->log);
@@ -431,6 +445,250 @@ static void stop_in_sent(struct e2e *x)
 	wc_close(c);
 }
 
+/* Whether pid is stopped (state T in /proc/PID/stat). */
+static bool proc_stopped(pid_t pid)
+{
+	char path[64], st = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	f = fopen(path, "re");
+	T_ASSERT(f);
+	if (fscanf(f, "%*d (%*[^)]) %c", &st) != 1)
+		st = 0;
+	fclose(f);
+	return st == 'T';
+}
+
+/* Whether the daemons' log has a line matching re (grep's). */
+static bool log_has(const struct e2e *x, const char *re)
+{
+	char cmd[1600];
+
+	snprintf(cmd, sizeof(cmd), "grep -q '%s' '%s'", re, x->log);
+	return system(cmd) == 0;
+}
+
+enum hang { HANG_GATE, HANG_SIGSTOP, HANG_UNKILLABLE, HANG_REFUSED };
+
+static const char *const hang_name[] = { "gate", "sigstop", "unkillable",
+					 "refused" };
+
+/* No stop: the new daemon hangs after DONE (held at the gate; sigstop:
+ * stopped there by SIGSTOP); the old one must kill it after the bound and
+ * serve on. unkillable: the old daemon's kill does not end it (it sends
+ * SIGSTOP instead, WCD_TEST_HO_KILL_SIG, as a process stuck in a driver
+ * call does not end): the old one takes the clients back all the same,
+ * HO_KILL_WAIT_NS later. refused: the kill is refused (an invalid
+ * signal): the old daemon exits 0 untouched, and the new one, let go,
+ * serves: never two. */
+static void hang_in_done(struct e2e *x, enum hang how)
+{
+	const char *what = hang_name[how];
+	struct wc_expect ex = { .model_dir = x->model, .tp_size = 1 };
+	int mine, fds_old, leases;
+	char gate[600], rerr[WC_ERR_LEN], re[200];
+	struct ready_info ri;
+	struct wc_notice n;
+	struct wc_model *m;
+	struct wc_conn *c;
+	struct wc_error e;
+	pid_t old, nw, told = 0, serves;
+	siginfo_t si;
+
+	setenv("WCD_HANDOVER_SERVING_MS", "300", 1);
+	if (how == HANG_UNKILLABLE)
+		setenv("WCD_TEST_HO_KILL_SIG", "19", 1);   /* SIGSTOP */
+	if (how == HANG_REFUSED)
+		setenv("WCD_TEST_HO_KILL_SIG", "127", 1);  /* EINVAL */
+	e2e_start_wcd(x, NULL);
+	unsetenv("WCD_HANDOVER_SERVING_MS");
+	unsetenv("WCD_TEST_HO_KILL_SIG");
+	old = x->wcd;
+	c = e2e_connect(x);
+	if (wc_hello(c, &ex, NULL, &e) || wc_attach(c, 0, &m, NULL, &e))
+		T_FAIL("%s: engine: %s", what, e.msg);
+	mine = e2e_fd_count(getpid());
+	fds_old = e2e_fd_count(old);
+	snprintf(gate, sizeof(gate), "%s.gate", x->ready);
+	unlink(gate);
+	nw = spawn_new(x, "WCD_TEST_HO_SERVE_GATE", gate, false);
+	/* its notice: the new daemon is set up and held; the old one in DONE */
+	next_notice(x, c, WC_NOTICE_HANDOVER, 10000, what, &n, NULL);
+	T_EQ_INT(wc_daemon_pid(c), nw);
+	if (how == HANG_SIGSTOP)
+		T_OK(kill(nw, SIGSTOP) ? -errno : 0);
+	/* no stop is sent: the old daemon acts on its own */
+	if (how == HANG_REFUSED) {
+		int fd;
+
+		si = reap(x, old, 10000, "refused: the old daemon");
+		x->wcd = nw;
+		T_ASSERT(si.si_code == CLD_EXITED && si.si_status == 0);
+		T_EQ_INT(lock_holder_pid(x), nw);
+		fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+		T_ASSERT(fd >= 0);
+		close(fd);
+		serves = nw;
+		fds_old = -1;   /* another process: not compared */
+	} else {
+		if (how == HANG_UNKILLABLE) {
+			/* taken back while the new daemon still lives */
+			next_notice(x, c, WC_NOTICE_HANDOVER, 10000, what, &n,
+				    &told);
+			T_ASSERT(proc_stopped(nw));
+			T_OK(kill(nw, SIGKILL) ? -errno : 0);
+		}
+		si = reap(x, nw, 10000, "the hung new daemon");
+		if (si.si_code != CLD_KILLED || si.si_status != SIGKILL) {
+			e2e_show_log(x->log);
+			T_FAIL("%s: the hung new daemon ended with code %d status %d, not SIGKILL",
+			       what, si.si_code, si.si_status);
+		}
+		/* the take-back notice points the engine back at the old one */
+		if (how != HANG_UNKILLABLE)
+			next_notice(x, c, WC_NOTICE_HANDOVER, 10000, what, &n,
+				    &told);
+		T_EQ_INT(told, old);
+		serves = old;
+	}
+	if (wc_ping(c, 1, &e)) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the engine's next request: %s", what, e.msg);
+	}
+	T_EQ_INT(status_on(x, c, &leases, what), serves);
+	T_EQ_INT(leases, 1);
+	T_EQ_INT(wc_daemon_pid(c), serves);
+	if (fd_readable(wc_daemon_fd(c), 0))
+		T_FAIL("%s: the engine's daemon fd reports a death; pid %d serves",
+		       what, (int)serves);
+	if (ready_read_file(&ri, x->ready, rerr))
+		T_FAIL("%s: ready file %s: %s", what, x->ready, rerr);
+	T_EQ_INT(ri.pid, serves);
+	T_EQ_INT(lock_holder_pid(x), serves);
+	if (fds_old >= 0 &&
+	    e2e_fd_count_settled(old, fds_old, 2000) != fds_old) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the old daemon holds %d descriptors after the take-back, %d before",
+		       what, e2e_fd_count(old), fds_old);
+	}
+	T_EQ_INT(e2e_fd_count(getpid()), mine);
+	T_EQ_U64(e2e_compare_all(x, m), x->m.ntensors);
+	snprintf(re, sizeof(re),
+		 "new daemon pid %d has not served within 0.3 s of its commit.*serve on",
+		 (int)nw);
+	if (!log_has(x, re) ||
+	    (how == HANG_UNKILLABLE &&
+	     !log_has(x, "has not ended within 1000 ms of its SIGKILL")) ||
+	    (how == HANG_REFUSED && !log_has(x, "cannot kill pid .*never two"))) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the old daemon's log does not say what it did to pid %d",
+		       what, (int)nw);
+	}
+	unlink(gate);
+	wc_detach(m, NULL);
+	wc_close(c);
+	T_OK(kill(serves, SIGTERM) ? -errno : 0);
+	si = reap(x, serves, 10000, "the serving daemon's stop");
+	x->wcd = 0;
+	T_ASSERT(si.si_code == CLD_EXITED && si.si_status == 0);
+}
+
+/* The old daemon hangs (SIGSTOP) while the new one is about to COMMIT:
+ * the new one must give up within its bound and leave the old one, once
+ * continued, serving. */
+static void old_hangs_at_commit(struct e2e *x)
+{
+	struct wc_expect ex = { .model_dir = x->model, .tp_size = 1 };
+	char gate[600], held[700], rerr[WC_ERR_LEN], cmd[1600];
+	uint64_t end = e2e_now_ms() + 10000;
+	int mine, fds_old, leases, fd;
+	struct ready_info ri;
+	struct wc_model *m;
+	struct wc_conn *c;
+	struct wc_error e;
+	siginfo_t si;
+	pid_t old, nw;
+
+	e2e_start_wcd(x, NULL);
+	old = x->wcd;
+	c = e2e_connect(x);
+	if (wc_hello(c, &ex, NULL, &e) || wc_attach(c, 0, &m, NULL, &e))
+		T_FAIL("old-hangs: engine: %s", e.msg);
+	mine = e2e_fd_count(getpid());
+	fds_old = e2e_fd_count(old);
+	snprintf(gate, sizeof(gate), "%s.gate", x->ready);
+	snprintf(held, sizeof(held), "%s.held", gate);
+	unlink(gate);
+	unlink(held);
+	setenv("WCD_HANDOVER_IO_MS", "300", 1);
+	nw = spawn_new(x, "WCD_TEST_HO_COMMIT_GATE", gate, false);
+	unsetenv("WCD_HANDOVER_IO_MS");
+	while (access(held, F_OK)) {
+		if (e2e_now_ms() > end) {
+			e2e_show_log(x->log);
+			T_FAIL("old-hangs: the new daemon did not reach its COMMIT in 10 s");
+		}
+		usleep(1000);
+	}
+	T_OK(kill(old, SIGSTOP) ? -errno : 0);
+	while (!proc_stopped(old)) {
+		if (e2e_now_ms() > end)
+			T_FAIL("old-hangs: pid %d did not stop in 10 s", (int)old);
+		usleep(1000);
+	}
+	fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	T_ASSERT(fd >= 0);
+	close(fd);
+	si = reap(x, nw, 10000, "old-hangs: the new daemon waiting for DONE");
+	if (si.si_code != CLD_EXITED || si.si_status != 1) {
+		e2e_show_log(x->log);
+		T_FAIL("old-hangs: the new daemon ended with code %d status %d, not exit 1",
+		       si.si_code, si.si_status);
+	}
+	snprintf(cmd, sizeof(cmd),
+		 "grep -q 'wcd pid %d did not answer COMMIT within 0.3 s' '%s'",
+		 (int)old, x->log);
+	if (system(cmd)) {
+		e2e_show_log(x->log);
+		T_FAIL("old-hangs: the new daemon's log does not say why it gave up");
+	}
+	/* it took nothing over, while the old one was stopped */
+	T_EQ_INT(lock_holder_pid(x), old);
+	if (ready_read_file(&ri, x->ready, rerr))
+		T_FAIL("old-hangs: ready file %s: %s", x->ready, rerr);
+	T_EQ_INT(ri.pid, old);
+	T_ASSERT(access(x->sock, F_OK) == 0);
+	T_OK(kill(old, SIGCONT) ? -errno : 0);
+	if (wc_ping(c, 1, &e)) {
+		e2e_show_log(x->log);
+		T_FAIL("old-hangs: the engine's request once the old daemon resumed: %s",
+		       e.msg);
+	}
+	T_EQ_INT(status_on(x, c, &leases, "old-hangs"), old);
+	T_EQ_INT(leases, 1);
+	T_EQ_INT(wc_daemon_pid(c), old);
+	if (fd_readable(wc_daemon_fd(c), 0))
+		T_FAIL("old-hangs: the engine's daemon fd reports a death; pid %d serves",
+		       (int)old);
+	T_EQ_INT(lock_holder_pid(x), old);
+	if (e2e_fd_count_settled(old, fds_old, 2000) != fds_old) {
+		e2e_show_log(x->log);
+		T_FAIL("old-hangs: the old daemon holds %d descriptors after the handover failed, %d before",
+		       e2e_fd_count(old), fds_old);
+	}
+	T_EQ_INT(e2e_fd_count(getpid()), mine);
+	T_EQ_U64(e2e_compare_all(x, m), x->m.ntensors);
+	unlink(held);
+	unlink(gate);
+	wc_detach(m, NULL);
+	wc_close(c);
+	T_OK(kill(old, SIGTERM) ? -errno : 0);
+	si = reap(x, old, 10000, "old-hangs: the old daemon's stop");
+	x->wcd = 0;
+	T_ASSERT(si.si_code == CLD_EXITED && si.si_status == 0);
+}
+
 int main(void)
 {
 	static struct e2e x;
@@ -444,5 +702,13 @@ int main(void)
 	}
 	stop_in_sent(&x);
 	printf("sent: a stop before the commit won; the new daemon took nothing over and exited 1\n");
+	for (int k = HANG_GATE; k <= HANG_REFUSED; k++) {
+		hang_in_done(&x, (enum hang)k);
+		printf("%s: %s\n", hang_name[k], k == HANG_REFUSED ?
+		       "a new daemon hung after DONE that could not be killed: the old one exited untouched, the new one served once let go, never two" :
+		       "a new daemon hung after DONE was killed after its bound; the old one served on, same connection, same lease");
+	}
+	old_hangs_at_commit(&x);
+	printf("old-hangs: a new daemon whose old one hung at COMMIT gave up within its bound, took nothing; the old one, continued, served on\n");
 	return 0;
 }

@@ -33,8 +33,19 @@
  *   (SIGTERM, SHUTDOWN) is held (handover_stop_hold): on SERVING the
  *   daemon exits 0 as above (the stop is done: it is gone, the new one
  *   serves); on ABORT or the connection's end it takes back, then stops
- *   as it was asked; a new daemon that does neither within HO_SERVING_NS
- *   is killed, which is the second case.
+ *   as it was asked.
+ *   The wait for SERVING is bounded, stop or no stop: HO_SERVING_NS (10 s;
+ *   WCD_HANDOVER_SERVING_MS for the tests) from DONE, where the new
+ *   daemon's set-up takes milliseconds (the re-hash of --takeover-verify
+ *   hash runs before COMMIT). A new daemon that has neither served nor
+ *   ended by then (deadlocked, SIGSTOPped, stuck in a driver call) is
+ *   killed through its pidfd after HO_SERVING_GRACE_NS more (a SERVING
+ *   already received is read first), and its end is the ABORT case: take
+ *   back, then serve on or stop as asked; one that does not end within
+ *   HO_KILL_WAIT_NS of the SIGKILL (stuck in the kernel, it runs no code
+ *   of its own any more) is not waited for. A kill refused: this daemon
+ *   exits as after SERVING (the new one holds everything): one or none,
+ *   never two (WCD_TEST_HO_KILL_SIG replaces SIGKILL for the tests).
  *
  * The new daemon (handover_take), before it owns anything:
  *   connect, ASK, receive everything (closing it all on any failure),
@@ -43,7 +54,10 @@
  *   the backend's checks of each fd: a memfd's size and seals; with
  *   --takeover-verify hash every tensor hashed again on the host backend),
  *   COMMIT, and once DONE arrives (or the connection ends and the old
- *   daemon's pidfd says it exited: it had handed everything over) set
+ *   daemon's pidfd says it exited within HO_EXIT_WAIT_MS: it had handed
+ *   everything over; no DONE within the frames' bound, HO_IO_TIMEOUT_S or
+ *   WCD_HANDOVER_IO_MS: the old daemon hangs, this one takes nothing and
+ *   exits 1, and the old one serves on if it wakes) set
  *   itself up to serve, all that can fail and nothing that receives
  *   (ho_setup): take the lock under its pid, the socket and the clients
  *   (a pidfd watch each), tell each client its new pid (a NOTICE:
@@ -59,7 +73,8 @@
  * SERVING, the new one after. Killed at any step (WCD_HANDOVER_KILL=old:K
  * or new:K stops that side with SIGKILL at step K, for the tests):
  *   new 1..5 (after ASK, BEGIN, the checks, COMMIT, DONE): the old one
- *            resumes (its connection ends);
+ *            resumes (its connection ends); a new daemon that hangs
+ *            after DONE instead is killed after HO_SERVING_NS: the same;
  *   new 6    (set up to serve, SERVING not sent; or the set-up failed: it
  *            sends ABORT and exits 1): the old one resumes and takes back
  *            the lock's pid, the ready file and each client's daemon fd
@@ -91,6 +106,7 @@
 #include "wire.h"
 
 #define HO_IO_TIMEOUT_S 30                  /* one blocking frame */
+/* (new side: WCD_HANDOVER_IO_MS overrides it, for the tests) */
 #define HO_FRAME_MAX (64u << 20)            /* a state frame we accept */
 
 enum ho_state { HO_IDLE, HO_DRAINING, HO_SENT, HO_DONE };
@@ -105,8 +121,9 @@ struct wcd_ho {
 	uint16_t proto;
 	struct rx_timer drain_timer, commit_timer, serving_timer;
 	bool stop_held;               /* a stop came after DONE */
+	enum { HO_OVERDUE_NO, HO_OVERDUE_GRACE, HO_OVERDUE_KILLED } overdue;
 	struct rx_timer idle_timer;   /* new side: release the context */
-	uint64_t t0;
+	uint64_t t0, t_done;
 	uint64_t drain_ns, serving_ns;
 	/* new side: what d->o points into */
 	char model[WCD_VERSIONS][WIRE_PATH_MAX + 1];

@@ -71,10 +71,27 @@ static void got_close(struct wcd *d, struct ho_got *g, bool versions)
 	g->old_pidfd = -1;
 }
 
+/* The bound on each blocking frame of this side, HO_IO_TIMEOUT_S or the
+ * milliseconds in WCD_HANDOVER_IO_MS (the tests' shorter bound; 10 ms at
+ * least): the old daemon answers each step at once (its drain is bounded
+ * by HO_DRAIN_NS, well below), so a wait past it means the old daemon
+ * hangs, and this one gives up, having taken nothing over. */
+static struct timeval io_timeout(void)
+{
+	const char *e = getenv("WCD_HANDOVER_IO_MS");
+	unsigned long long ms = e && *e ? strtoull(e, NULL, 10) :
+				HO_IO_TIMEOUT_S * 1000ull;
+
+	if (ms < 10)
+		ms = 10;
+	return (struct timeval){ .tv_sec = (time_t)(ms / 1000),
+				 .tv_usec = (suseconds_t)(ms % 1000) * 1000 };
+}
+
 static int ho_connect(struct wcd *d, struct ho_got *g, char *err)
 {
 	struct sockaddr_un sa;
-	struct timeval tv = { .tv_sec = HO_IO_TIMEOUT_S };
+	struct timeval tv = io_timeout();
 	struct ready_info ri;
 	char rerr[WC_ERR_LEN];
 	struct ucred cr;
@@ -84,6 +101,9 @@ static int ho_connect(struct wcd *d, struct ho_got *g, char *err)
 	fd = server_sock_open(d, &sa, err);
 	if (fd < 0)
 		return fd;
+	/* before connect(): a full backlog blocks it for SO_SNDTIMEO */
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		e = errno;
 		close(fd);
@@ -91,8 +111,6 @@ static int ho_connect(struct wcd *d, struct ho_got *g, char *err)
 			       "--takeover: no wcd serves device %s (%s: %s); start one with wcctl start, or wcd without --takeover",
 			       d->dev.name, d->paths.sock, strerror(e));
 	}
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	/* SO_PEERCRED names whoever called listen(), which after an earlier
 	 * handover is long gone: the ready file names the daemon that serves
 	 * (BEGIN confirms it) */
@@ -371,12 +389,25 @@ static int recv_state(struct wcd *d, struct ho_got *g, char *err)
 	return 0;
 }
 
-/* The old daemon has let go: DONE, or its end and exit. */
+/* The old daemon has let go: DONE, or its end and exit. Bounded by the
+ * socket's timeout (io_timeout): an old daemon that does not answer
+ * COMMIT hangs; this one takes nothing over and exits (the old one serves
+ * on if it wakes: its DONE then meets a closed connection, or the
+ * connection's end after it, and it resumes or takes back). */
 static int wait_done(struct ho_got *g, char *err)
 {
 	struct ho_frame f;
 	uint32_t part;
 	int ret = recv_part(g, &f, 2, &part, err);
+
+	if (ret == -ETIMEDOUT) {
+		struct timeval tv = io_timeout();
+
+		return wc_errf(err, ETIMEDOUT,
+			       "handover: wcd pid %d did not answer COMMIT within %.3g s (hung?); nothing taken over, exiting: it serves on if it resumes (else stop it and start afresh: wcctl stop, wcctl start)",
+			       (int)g->old_pid,
+			       (double)tv.tv_sec + tv.tv_usec / 1e6);
+	}
 
 	if (ret == 0) {
 		ret = part == WIRE_HO_DONE ?

@@ -27,7 +27,9 @@
 #define HO_DRAIN_NS (5ull * 1000000000)     /* clients to reach rest */
 #define HO_DRAIN_NS_MIN (10ull * 1000000)
 #define HO_COMMIT_NS (120ull * 1000000000)  /* the new daemon to verify */
-#define HO_SERVING_NS (10ull * 1000000000)  /* to serve, once a stop waits */
+#define HO_SERVING_NS (10ull * 1000000000)  /* DONE to SERVING */
+#define HO_SERVING_GRACE_NS (1ull * 1000000)  /* a SERVING already in */
+#define HO_KILL_WAIT_NS (1000ull * 1000000)   /* SIGKILL to its end */
 
 static void ho_timer_cb(struct rx_timer *t, int res);
 
@@ -104,6 +106,7 @@ static void ho_old_abort(struct wcd *d, uint32_t code, const char *fmt, ...)
 		rx_cancel(&ho->commit_timer.op);
 	if (rx_op_busy(&ho->serving_timer.op))
 		rx_cancel(&ho->serving_timer.op);
+	ho->overdue = HO_OVERDUE_NO;
 	if (take_back)
 		ho_take_back(d);
 	if (ho->peer) {
@@ -271,31 +274,73 @@ void handover_poke(struct wcd *d)
 	ho_arm(d, &ho->commit_timer, HO_COMMIT_NS);
 }
 
-/* A stop waits after DONE (handover_stop_hold) and the new daemon has
- * neither served nor ended within the bound: it is killed through its
- * pidfd, and its end (its connection's, or its pidfd's) makes this
- * daemon take the clients back and stop (ho_old_abort). A stop wins over
- * a handover that does not finish, as at COMMIT. Should the kill be
- * refused, the new daemon holds everything and this one exits as after
- * SERVING: one daemon or none, never two. */
-static void ho_stop_overdue(struct wcd *d)
+/* The signal that kills an overdue new daemon: SIGKILL, or for the tests
+ * WCD_TEST_HO_KILL_SIG (SIGSTOP: a kill that does not end it, as in a
+ * driver call; 0x7f: one the kernel refuses). */
+static int kill_sig(void)
+{
+	const char *e = getenv("WCD_TEST_HO_KILL_SIG");
+
+	return e && *e ? (int)strtol(e, NULL, 0) : SIGKILL;
+}
+
+/* The new daemon has neither served nor ended within HO_SERVING_NS of
+ * DONE (WCD_HANDOVER_SERVING_MS): it hangs (deadlocked, stopped, stuck in
+ * a driver call) where its set-up takes milliseconds (ho_setup: the lock,
+ * a pidfd and a notice per client, the ready file; the re-hash of
+ * --takeover-verify hash runs before COMMIT), and every engine's requests
+ * wait in the sockets that nobody receives from. In three steps:
+ *   grace   wait HO_SERVING_GRACE_NS more, so that a SERVING already in
+ *           this loop's completions (this daemon was itself stopped past
+ *           the bound, say) is read first;
+ *   kill    SIGKILL through its pidfd; its end (its connection's, or its
+ *           pidfd's) makes this daemon take the clients back
+ *           (ho_old_abort): it serves on, or stops if a stop was held.
+ *           Should the kill be refused, the new daemon holds everything
+ *           and this one exits as after SERVING: one daemon or none,
+ *           never two;
+ *   killed  no end within HO_KILL_WAIT_NS of the kill: it is stuck in the
+ *           kernel (uninterruptible) and, with SIGKILL pending, runs no
+ *           code of its own any more, and before SERVING it has no
+ *           receive queued: the clients are taken back without its end.
+ * Known cost: a new daemon that sends SERVING at the very moment of the
+ * kill dies with the requests it received since; the bound is a thousand
+ * times its set-up. */
+static void ho_serving_overdue(struct wcd *d)
 {
 	struct wcd_ho *ho = d->ho;
 	struct wcd_client *c = ho->peer;
 	int pidfd = c && c->watching ? c->watch.pidfd : -1, own = -1, e = 0;
+	int sig = kill_sig();
 
-	log_error("handover: the new daemon pid %d has not served within %.3g s of the stop asked for after its commit; killing it (SIGKILL) to take the clients back and stop",
-		  (int)ho->peer_pid, (double)ho->serving_ns / 1e9);
+	if (ho->overdue == HO_OVERDUE_NO) {
+		ho->overdue = HO_OVERDUE_GRACE;
+		ho_arm(d, &ho->serving_timer, HO_SERVING_GRACE_NS);
+		return;
+	}
+	if (ho->overdue == HO_OVERDUE_KILLED) {
+		ho_old_abort(d, WIRE_E_STATE,
+			     "the new daemon pid %d has not ended within %llu ms of its SIGKILL (stuck in the kernel: it runs no code of its own any more); taking the clients back without waiting for its end",
+			     (int)ho->peer_pid, HO_KILL_WAIT_NS / 1000000);
+		return;
+	}
+	log_error("handover: the new daemon pid %d has not served within %.3g s of its commit (waited %.3f s since DONE); killing it (SIGKILL) to take the clients back and %s",
+		  (int)ho->peer_pid, (double)ho->serving_ns / 1e9,
+		  (double)(rx_now_ns() - ho->t_done) / 1e9,
+		  ho->stop_held ? "stop as asked" : "serve on");
 	if (pidfd < 0)
 		pidfd = own = ho_pidfd_open(ho->peer_pid);
-	if (pidfd < 0 ||
-	    syscall(SYS_pidfd_send_signal, pidfd, SIGKILL, NULL, 0))
+	if (pidfd < 0 || syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0))
 		e = errno;
 	if (own >= 0)
 		close(own);
-	if (!e || e == ESRCH)
-		return;   /* its end is on the way */
-	log_error("handover: cannot kill pid %d: %s; exiting without touching the clients: it holds them",
+	if (!e || e == ESRCH) {
+		/* its end is on the way */
+		ho->overdue = HO_OVERDUE_KILLED;
+		ho_arm(d, &ho->serving_timer, HO_KILL_WAIT_NS);
+		return;
+	}
+	log_error("handover: cannot kill pid %d: %s; exiting without touching the clients: it holds them (one daemon or none, never two)",
 		  (int)ho->peer_pid, strerror(e));
 	fflush(stderr);
 	_exit(0);
@@ -319,7 +364,7 @@ static void ho_timer_cb(struct rx_timer *t, int res)
 			     "the new daemon did not commit within %llu s",
 			     HO_COMMIT_NS / 1000000000);
 	} else if (ho->st == HO_DONE && t == &ho->serving_timer) {
-		ho_stop_overdue(d);
+		ho_serving_overdue(d);
 	}
 }
 
@@ -430,6 +475,7 @@ static void ho_ask(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	ho->commit_timer.op.data = ho;
 	ho->serving_timer.op.data = ho;
 	ho->stop_held = false;
+	ho->overdue = HO_OVERDUE_NO;
 	log_info("handover: pid %d asks for the device (protocol %u); pausing %u client(s)",
 		 (int)c->pid, hi, d->nclients - 1);
 	server_pause(d, c);
@@ -440,7 +486,8 @@ static void ho_ask(struct wcd_client *c, const uint8_t *p, uint32_t n)
 }
 
 /* COMMIT: let go (DONE), then wait for SERVING, or for the new daemon's
- * end (it died before it served: resume). Nothing here touches a client,
+ * end (it died before it served: resume), HO_SERVING_NS at most
+ * (ho_serving_overdue: then it is killed). Nothing here touches a client,
  * and from DONE on the clients are lent (d->lent). */
 static void ho_commit(struct wcd_client *c, const uint8_t *p, uint32_t n)
 {
@@ -471,6 +518,9 @@ static void ho_commit(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	wire_put_free(&w);
 	ho->st = HO_DONE;
 	d->lent = true;
+	ho->t_done = rx_now_ns();
+	ho->serving_ns = env_bound("WCD_HANDOVER_SERVING_MS", HO_SERVING_NS);
+	ho_arm(d, &ho->serving_timer, ho->serving_ns);
 	ho_step("old", 5);
 }
 
@@ -479,7 +529,8 @@ static void ho_commit(struct wcd_client *c, const uint8_t *p, uint32_t n)
  * setting itself up to serve), and this daemon's normal stop (a notice
  * to every client, shutdown() of each connection, the socket and the
  * ready file unlinked) would cut them under it. The stop waits for the
- * handover's end instead, HO_SERVING_NS at most (ho_stop_overdue): on
+ * handover's end instead, what is left of HO_SERVING_NS from DONE
+ * (ho_serving_overdue, armed at the commit): on
  * SERVING this daemon exits 0 (ho_serving: the stop is done, it is gone
  * and the new one serves); on ABORT or the connection's end it takes the
  * clients back and stops (ho_old_abort). */
@@ -491,10 +542,8 @@ void handover_stop_hold(struct wcd *d)
 	if (ho->stop_held)
 		return;
 	ho->stop_held = true;
-	ho->serving_ns = env_bound("WCD_HANDOVER_SERVING_MS", HO_SERVING_NS);
-	log_info("handover: a stop after the commit: the clients are pid %d's now; waiting up to %.3g s for it to serve (then exiting) or to fail (then taking them back and stopping)",
+	log_info("handover: a stop after the commit: the clients are pid %d's now; waiting up to %.3g s from its commit for it to serve (then exiting) or to fail (then taking them back and stopping)",
 		 (int)ho->peer_pid, (double)ho->serving_ns / 1e9);
-	ho_arm(d, &ho->serving_timer, ho->serving_ns);
 }
 
 /* SERVING: the new daemon has taken everything; exit at once. */
