@@ -12,8 +12,11 @@ one wcache process per --variants entry, then the hf one. Variants:
   ov      connect, attach(wait=False) (a PendingModel: the attach on a
           thread), AutoConfig and the construction meanwhile, load_into
           waits for the attach and binds: the same steps, overlapped
-  seq-old, ov-old  the same with bench/load_into_old.py (load_into before
-          its per-parameter cut), for the before/after in one run
+  -old    (seq-old, ov-old) the same with bench/load_into_old.py
+          (load_into before its per-parameter cut)
+  -each   (seq-each, ...) the first attach makes one view each instead of
+          the plan of batched views (wcache._core._PLAN_FIRST = False, what
+          it did before); both for the before/after in one run
 Every variant is timed from connect to load_into's return (CUDA start-up
 apart), each step inside; each line also shows the first attach's phases
 in C (Model.times: connect, hello with the identity of DIR, manifest,
@@ -126,6 +129,7 @@ def child_wcache(a):
     import wcache
     import wcache.torch
     load_into = wcache.torch.load_into
+    wcache._core._PLAN_FIRST = a.first_views == "plan"
     if a.load_into == "old":
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import load_into_old
@@ -264,8 +268,10 @@ def child_hf(a):
 
 
 def run_child(kind, a, profile=False):
-    kind, _, old = kind.partition("-")
+    kind, *flags = kind.split("-")
+    old = "old" in flags
     cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--model", a.model,
+           "--first-views", "each" if "each" in flags else "plan",
            "--runtime-dir", a.runtime_dir, "--device", a.device, "--ab", str(a.ab),
            "--profile-child", "1" if profile else "0",
            "--load-into", "old" if old else a.load_into]
@@ -290,8 +296,11 @@ def main():
                     help="the wcache children's load_into (old: bench/load_into_old.py)")
     ap.add_argument("--variants", default="seq,ov",
                     help="wcache processes per round, in order: seq (attach, then construct), "
-                         "ov (attach(wait=False) while constructing), seq-old / ov-old (the same "
-                         "with the old load_into); default seq,ov")
+                         "ov (attach(wait=False) while constructing), each with -old (the old "
+                         "load_into) and/or -each (the first attach makes one view each, not "
+                         "the plan: wcache._core._PLAN_FIRST False); default seq,ov")
+    ap.add_argument("--first-views", default="plan", choices=("plan", "each"),
+                    help=argparse.SUPPRESS)
     ap.add_argument("--profile", metavar="FILE",
                     help="after the rounds, one more seq process under cProfile from connect to "
                          "load_into (its times not used): the top functions to FILE")
@@ -307,11 +316,13 @@ def main():
         t = child_wcache(a) if a.child.startswith("wcache") else child_hf(a)
         print(json.dumps(t))
         return
-    kinds = {"seq": "wcache", "ov": "wcache_ov", "seq-old": "wcache-old", "ov-old": "wcache_ov-old"}
     variants = a.variants.split(",")
+    kinds = {}
     for v in variants:
-        if v not in kinds:
-            raise SystemExit("--variants: unknown %r (seq, ov, seq-old, ov-old)" % v)
+        base, *flags = v.split("-")
+        if base not in ("seq", "ov") or not set(flags) <= {"old", "each"}:
+            raise SystemExit("--variants: unknown %r (seq or ov, then -old, -each or both)" % v)
+        kinds[v] = "-".join(["wcache" if base == "seq" else "wcache_ov"] + flags)
     rows = []
     for i in range(a.r):
         ws = {v: run_child(kinds[v], a) for v in variants}
