@@ -13,6 +13,8 @@
 #   bench/py_gpu.sh all      both
 #   bench/py_gpu.sh packab   the pools' packing before ($WCD_BASE) and after,
 #                            alternated: the Python and the C attach x100
+#   bench/py_gpu.sh startab  engine start, the steps before and after in one
+#                            run (bench/py_start.py --variants, --profile)
 #
 # PY_TESTS: the CPU test files of `tests` (default test/py/test_py_*.py);
 # PY_RUNS, AB_RUNS, SPAN_RUNS: how many times the Python attach runs, the
@@ -120,6 +122,34 @@ bench() {
 	kill $pid 2>/dev/null && wait $pid
 }
 
+# Engine start, the steps before and after in one run: one wcd on wcgen
+# llama-8b, then bench/py_start.py -r $ROUNDS (default 2) over $VARIANTS
+# (default seq,ov,seq-old-each,ov-old-each: now sequential, now overlapped
+# (attach(wait=False)), and both with the old load_into and one view each
+# at the first attach), and one more process under cProfile
+# ($OUT/start_profile.txt).
+startab() {
+	local m=/root/m8b rd=/tmp/wcrun-start pid
+	export PATH=$PWD/$BUILD/bin:$PATH
+	[ -f $m/config.json ] || wcgen llama-8b --out $m >/dev/null || return 1
+	cat $m/*.safetensors >/dev/null
+	rm -rf $rd; mkdir -p $rd
+	setsid wcd --model $m --device 0 --runtime-dir $rd >$rd/wcd.log 2>&1 </dev/null &
+	pid=$!
+	for _ in $(seq 600); do
+		ls $rd/*.ready >/dev/null 2>&1 && break
+		kill -0 $pid 2>/dev/null || break
+		sleep 0.2
+	done
+	ls $rd/*.ready >/dev/null 2>&1 || { tail -20 $rd/wcd.log; return 1; }
+	grep -E '^(bytes|tensors|pools|load_seconds)=' $rd/*.ready
+	cat $m/*.safetensors >/dev/null
+	timeout 540 $PY bench/py_start.py --model $m --runtime-dir $rd --device 0 \
+		-r ${ROUNDS:-2} --variants ${VARIANTS:-seq,ov,seq-old-each,ov-old-each} \
+		--profile "$OUT/start_profile.txt" 2>&1 | tee "$OUT/startab.log"
+	kill $pid 2>/dev/null && wait $pid
+}
+
 # The pools' packing, before ($WCD_BASE: a wcd that cuts pools in the middle
 # of layers) and after (this build's: whole layers on 2 MiB, so that a kind
 # of tensor is one run across every pool), alternated, PACK_ROUNDS times
@@ -152,6 +182,7 @@ case ${1:-all} in
 tests) tests ;;
 bench) bench ;;
 packab) packab ;;
+startab) startab ;;
 all) tests; bench ;;
-*) echo "usage: bench/py_gpu.sh tests|bench|packab|all" >&2; exit 2 ;;
+*) echo "usage: bench/py_gpu.sh tests|bench|packab|startab|all" >&2; exit 2 ;;
 esac
