@@ -252,80 +252,105 @@ static void new_gives_up(struct e2e *x, const char *gate, pid_t nw,
 	}
 }
 
+/* A handover held after DONE: the old daemon, the engine attached to it
+ * (the descriptors both held then), the new daemon held at its SERVING
+ * gate, the engine told its pid. */
+struct held_in_done {
+	pid_t old, nw;
+	struct wc_conn *c;
+	struct wc_model *m;
+	int mine, fds_old;
+	char gate[600];
+};
+
+/* Starts the old daemon (serving_ms, kill_sig: its WCD_HANDOVER_SERVING_MS
+ * and WCD_TEST_HO_KILL_SIG where not NULL), attaches the engine, and
+ * starts the new daemon held at its SERVING gate (ready_fail: its set-up
+ * fails, WCD_TEST_HO_READY_FAIL) until its notice reaches the engine. */
+static void hold_in_done(struct e2e *x, struct held_in_done *h,
+			 const char *serving_ms, const char *kill_sig,
+			 bool ready_fail, const char *what)
+{
+	struct wc_notice n;
+
+	if (serving_ms)
+		setenv("WCD_HANDOVER_SERVING_MS", serving_ms, 1);
+	if (kill_sig)
+		setenv("WCD_TEST_HO_KILL_SIG", kill_sig, 1);
+	e2e_start_wcd(x, NULL);
+	unsetenv("WCD_HANDOVER_SERVING_MS");
+	unsetenv("WCD_TEST_HO_KILL_SIG");
+	h->old = x->wcd;
+	h->c = engine_attach(x, &h->m, what);
+	h->mine = e2e_fd_count(getpid());
+	h->fds_old = e2e_fd_count(h->old);
+	snprintf(h->gate, sizeof(h->gate), "%s.gate", x->ready);
+	unlink(h->gate);
+	h->nw = spawn_new(x, "WCD_TEST_HO_SERVE_GATE", h->gate, ready_fail);
+	next_notice(x, h->c, WC_NOTICE_HANDOVER, 10000, what, &n, NULL);
+	T_EQ_INT(wc_daemon_pid(h->c), h->nw);
+}
+
 static void stop_in_done(struct e2e *x, enum ending how)
 {
 	const char *what = ending_name[how];
-	int mine0 = e2e_fd_count(getpid()), mine, fds_old;
-	char gate[600];
+	int mine0 = e2e_fd_count(getpid());
+	struct held_in_done h;
 	struct wc_notice n;
-	struct wc_model *m;
-	struct wc_conn *c;
 	struct wc_error e;
-	pid_t old, nw, told = 0;
+	pid_t told = 0;
 	siginfo_t si;
 
-	if (how == END_TIMEOUT)
-		setenv("WCD_HANDOVER_SERVING_MS", "300", 1);
-	e2e_start_wcd(x, NULL);
-	unsetenv("WCD_HANDOVER_SERVING_MS");
-	old = x->wcd;
-	c = engine_attach(x, &m, what);
-	mine = e2e_fd_count(getpid());
-	fds_old = e2e_fd_count(old);
-	snprintf(gate, sizeof(gate), "%s.gate", x->ready);
-	unlink(gate);
-
-	nw = spawn_new(x, "WCD_TEST_HO_SERVE_GATE", gate, how == END_ABORT);
-	/* its notice: the new daemon has its DONE and is set up (held at the
-	 * gate); the old one waits in DONE */
-	next_notice(x, c, WC_NOTICE_HANDOVER, 10000, what, &n, NULL);
-	T_EQ_INT(wc_daemon_pid(c), nw);
-	signal_taken(x, old, SIGTERM, what);
+	/* the new daemon has its DONE and is set up (held at the gate); the
+	 * old one waits in DONE */
+	hold_in_done(x, &h, how == END_TIMEOUT ? "300" : NULL, NULL,
+		     how == END_ABORT, what);
+	signal_taken(x, h.old, SIGTERM, what);
 
 	if (how == END_SERVE) {
-		open_gate(gate);
-		si = reap(x, old, 10000, "serve: the old daemon");
-		x->wcd = nw;
+		open_gate(h.gate);
+		si = reap(x, h.old, 10000, "serve: the old daemon");
+		x->wcd = h.nw;
 		if (si.si_code != CLD_EXITED || si.si_status != 0) {
 			e2e_show_log(x->log);
 			T_FAIL("serve: the old daemon ended with code %d status %d, not exit 0",
 			       si.si_code, si.si_status);
 		}
-		served_by(x, c, nw, what,
+		served_by(x, h.c, h.nw, what,
 			  "the engine's connection did not survive the old daemon's stop");
-		while (wc_notice_read(c, &n, &e) == 1)
+		while (wc_notice_read(h.c, &n, &e) == 1)
 			if (n.kind == WC_NOTICE_SHUTDOWN)
 				T_FAIL("serve: the engine was told of a shutdown: %s",
 				       n.msg);
-		names_pid(x, nw, what);
-		if (e2e_fd_count_settled(nw, fds_old, 2000) != fds_old) {
+		names_pid(x, h.nw, what);
+		if (e2e_fd_count_settled(h.nw, h.fds_old, 2000) != h.fds_old) {
 			e2e_show_log(x->log);
 			T_FAIL("serve: the new daemon holds %d descriptors, the old one %d",
-			       e2e_fd_count(nw), fds_old);
+			       e2e_fd_count(h.nw), h.fds_old);
 		}
-		T_EQ_INT(e2e_fd_count(getpid()), mine);
-		T_EQ_U64(e2e_compare_all(x, m), x->m.ntensors);
-		wc_detach(m, NULL);
-		wc_close(c);
-		stop_serving(x, nw, "serve: the new daemon's stop");
+		T_EQ_INT(e2e_fd_count(getpid()), h.mine);
+		T_EQ_U64(e2e_compare_all(x, h.m), x->m.ntensors);
+		wc_detach(h.m, NULL);
+		wc_close(h.c);
+		stop_serving(x, h.nw, "serve: the new daemon's stop");
 		T_EQ_INT(e2e_fd_count(getpid()), mine0);
 		return;
 	}
 
 	if (how == END_ABORT) {
-		open_gate(gate);
+		open_gate(h.gate);
 	} else if (how == END_KILLED) {
-		T_OK(kill(nw, SIGKILL) ? -errno : 0);
+		T_OK(kill(h.nw, SIGKILL) ? -errno : 0);
 	}
 	/* the old daemon takes the clients back (a HANDOVER notice naming
 	 * it), then stops as it was asked */
-	next_notice(x, c, WC_NOTICE_SHUTDOWN, 10000, what, &n, &told);
-	if (told != old) {
+	next_notice(x, h.c, WC_NOTICE_SHUTDOWN, 10000, what, &n, &told);
+	if (told != h.old) {
 		e2e_show_log(x->log);
 		T_FAIL("%s: the engine was not pointed back at the old daemon pid %d before its stop (last HANDOVER notice: pid %d)",
-		       what, (int)old, (int)told);
+		       what, (int)h.old, (int)told);
 	}
-	si = reap(x, nw, 10000, "the new daemon");
+	si = reap(x, h.nw, 10000, "the new daemon");
 	if (how == END_ABORT ?
 	    si.si_code != CLD_EXITED || si.si_status != 1 :
 	    si.si_code != CLD_KILLED || si.si_status != SIGKILL) {
@@ -333,29 +358,29 @@ static void stop_in_done(struct e2e *x, enum ending how)
 		T_FAIL("%s: the new daemon ended with code %d status %d", what,
 		       si.si_code, si.si_status);
 	}
-	si = reap(x, old, 10000, "the old daemon");
+	si = reap(x, h.old, 10000, "the old daemon");
 	x->wcd = 0;
 	if (si.si_code != CLD_EXITED || si.si_status != 0) {
 		e2e_show_log(x->log);
 		T_FAIL("%s: the old daemon ended with code %d status %d, not exit 0",
 		       what, si.si_code, si.si_status);
 	}
-	T_EQ_INT(wc_ping(c, 1, &e), -EPIPE);
+	T_EQ_INT(wc_ping(h.c, 1, &e), -EPIPE);
 	T_ASSERT(access(x->sock, F_OK) && errno == ENOENT);
 	T_ASSERT(access(x->ready, F_OK) && errno == ENOENT);
 	T_EQ_INT(lock_holder_pid(x, true), 0);
-	T_EQ_U64(e2e_compare_all(x, m), x->m.ntensors);
+	T_EQ_U64(e2e_compare_all(x, h.m), x->m.ntensors);
 	if (how == END_TIMEOUT) {
 		if (!log_has(x, "has not served within 0.3 s of its commit")) {
 			e2e_show_log(x->log);
 			T_FAIL("timeout: the old daemon's log does not say why it killed pid %d",
-			       (int)nw);
+			       (int)h.nw);
 		}
 	}
-	unlink(gate);
-	T_EQ_INT(e2e_fd_count(getpid()), mine);
-	wc_detach(m, NULL);
-	wc_close(c);
+	unlink(h.gate);
+	T_EQ_INT(e2e_fd_count(getpid()), h.mine);
+	wc_detach(h.m, NULL);
+	wc_close(h.c);
 	T_EQ_INT(e2e_fd_count(getpid()), mine0);
 }
 
@@ -416,52 +441,37 @@ static const char *const hang_name[] = { "gate", "sigstop", "unkillable",
 static void hang_in_done(struct e2e *x, enum hang how)
 {
 	const char *what = hang_name[how];
-	int mine, fds_old;
-	char gate[600], re[200];
+	struct held_in_done h;
+	pid_t told = 0, serves;
 	struct wc_notice n;
-	struct wc_model *m;
-	struct wc_conn *c;
-	pid_t old, nw, told = 0, serves;
+	char re[200];
 	siginfo_t si;
 
-	setenv("WCD_HANDOVER_SERVING_MS", "300", 1);
-	if (how == HANG_UNKILLABLE)
-		setenv("WCD_TEST_HO_KILL_SIG", "19", 1);   /* SIGSTOP */
-	if (how == HANG_REFUSED)
-		setenv("WCD_TEST_HO_KILL_SIG", "127", 1);  /* EINVAL */
-	e2e_start_wcd(x, NULL);
-	unsetenv("WCD_HANDOVER_SERVING_MS");
-	unsetenv("WCD_TEST_HO_KILL_SIG");
-	old = x->wcd;
-	c = engine_attach(x, &m, what);
-	mine = e2e_fd_count(getpid());
-	fds_old = e2e_fd_count(old);
-	snprintf(gate, sizeof(gate), "%s.gate", x->ready);
-	unlink(gate);
-	nw = spawn_new(x, "WCD_TEST_HO_SERVE_GATE", gate, false);
-	/* its notice: the new daemon is set up and held; the old one in DONE */
-	next_notice(x, c, WC_NOTICE_HANDOVER, 10000, what, &n, NULL);
-	T_EQ_INT(wc_daemon_pid(c), nw);
+	/* the new daemon is set up and held; the old one in DONE */
+	hold_in_done(x, &h, "300",
+		     how == HANG_UNKILLABLE ? "19" :          /* SIGSTOP */
+		     how == HANG_REFUSED ? "127" : NULL,      /* EINVAL */
+		     false, what);
 	if (how == HANG_SIGSTOP)
-		T_OK(kill(nw, SIGSTOP) ? -errno : 0);
+		T_OK(kill(h.nw, SIGSTOP) ? -errno : 0);
 	/* no stop is sent: the old daemon acts on its own */
 	if (how == HANG_REFUSED) {
-		si = reap(x, old, 10000, "refused: the old daemon");
-		x->wcd = nw;
+		si = reap(x, h.old, 10000, "refused: the old daemon");
+		x->wcd = h.nw;
 		T_ASSERT(si.si_code == CLD_EXITED && si.si_status == 0);
-		T_EQ_INT(lock_holder_pid(x, true), nw);
-		open_gate(gate);
-		serves = nw;
-		fds_old = -1;   /* another process: not compared */
+		T_EQ_INT(lock_holder_pid(x, true), h.nw);
+		open_gate(h.gate);
+		serves = h.nw;
+		h.fds_old = -1;   /* another process: not compared */
 	} else {
 		if (how == HANG_UNKILLABLE) {
 			/* taken back while the new daemon still lives */
-			next_notice(x, c, WC_NOTICE_HANDOVER, 10000, what, &n,
+			next_notice(x, h.c, WC_NOTICE_HANDOVER, 10000, what, &n,
 				    &told);
-			T_ASSERT(proc_stopped(nw));
-			T_OK(kill(nw, SIGKILL) ? -errno : 0);
+			T_ASSERT(proc_stopped(h.nw));
+			T_OK(kill(h.nw, SIGKILL) ? -errno : 0);
 		}
-		si = reap(x, nw, 10000, "the hung new daemon");
+		si = reap(x, h.nw, 10000, "the hung new daemon");
 		if (si.si_code != CLD_KILLED || si.si_status != SIGKILL) {
 			e2e_show_log(x->log);
 			T_FAIL("%s: the hung new daemon ended with code %d status %d, not SIGKILL",
@@ -469,35 +479,35 @@ static void hang_in_done(struct e2e *x, enum hang how)
 		}
 		/* the take-back notice points the engine back at the old one */
 		if (how != HANG_UNKILLABLE)
-			next_notice(x, c, WC_NOTICE_HANDOVER, 10000, what, &n,
+			next_notice(x, h.c, WC_NOTICE_HANDOVER, 10000, what, &n,
 				    &told);
-		T_EQ_INT(told, old);
-		serves = old;
+		T_EQ_INT(told, h.old);
+		serves = h.old;
 	}
-	served_by(x, c, serves, what, "the engine's next request");
+	served_by(x, h.c, serves, what, "the engine's next request");
 	names_pid(x, serves, what);
-	if (fds_old >= 0 &&
-	    e2e_fd_count_settled(old, fds_old, 2000) != fds_old) {
+	if (h.fds_old >= 0 &&
+	    e2e_fd_count_settled(h.old, h.fds_old, 2000) != h.fds_old) {
 		e2e_show_log(x->log);
 		T_FAIL("%s: the old daemon holds %d descriptors after the take-back, %d before",
-		       what, e2e_fd_count(old), fds_old);
+		       what, e2e_fd_count(h.old), h.fds_old);
 	}
-	T_EQ_INT(e2e_fd_count(getpid()), mine);
-	T_EQ_U64(e2e_compare_all(x, m), x->m.ntensors);
+	T_EQ_INT(e2e_fd_count(getpid()), h.mine);
+	T_EQ_U64(e2e_compare_all(x, h.m), x->m.ntensors);
 	snprintf(re, sizeof(re),
 		 "new daemon pid %d has not served within 0.3 s of its commit.*serve on",
-		 (int)nw);
+		 (int)h.nw);
 	if (!log_has(x, re) ||
 	    (how == HANG_UNKILLABLE &&
 	     !log_has(x, "has not ended within 1000 ms of its SIGKILL")) ||
 	    (how == HANG_REFUSED && !log_has(x, "cannot kill pid .*never two"))) {
 		e2e_show_log(x->log);
 		T_FAIL("%s: the old daemon's log does not say what it did to pid %d",
-		       what, (int)nw);
+		       what, (int)h.nw);
 	}
-	unlink(gate);
-	wc_detach(m, NULL);
-	wc_close(c);
+	unlink(h.gate);
+	wc_detach(h.m, NULL);
+	wc_close(h.c);
 	stop_serving(x, serves, "the serving daemon's stop");
 }
 
