@@ -465,6 +465,7 @@ int plan_rules_parse(struct plan_rules *r, const void *buf, size_t len,
 	const char *p = buf, *end = p + len;
 	struct pctx c = { .file = name, .err = err };
 	struct acc a = { 0 };
+	size_t lines;
 	int ret = 0;
 
 	if (!r->r && !r->s && !r->n && !r->nstmts && !r->narchs &&
@@ -473,8 +474,19 @@ int plan_rules_parse(struct plan_rules *r, const void *buf, size_t len,
 	if (len > PLAN_RULES_FILE_MAX)
 		return wc_errf(err, EFBIG, "%s: %zu bytes, over the %u-byte limit for a layout file",
 			       name, len, PLAN_RULES_FILE_MAX);
-	a.r = calloc(PLAN_RULES_MAX, sizeof(*a.r));
-	a.s = calloc(PLAN_STMTS_MAX, sizeof(*a.s));
+	/*
+	 * A line adds at most one rule or one statement: room for this
+	 * text's lines (at most the limits) and what r holds, not for the
+	 * limits (1024 statements are 1.3 MB, zeroed: most of an engine's
+	 * first HELLO, which parses the presets up to its architecture's).
+	 */
+	lines = 1;
+	for (const char *q = p; (q = memchr(q, '\n', (size_t)(end - q))); q++)
+		lines++;
+	a.r = calloc((lines < PLAN_RULES_MAX ? lines : PLAN_RULES_MAX) + r->n,
+		     sizeof(*a.r));
+	a.s = calloc((lines < PLAN_STMTS_MAX ? lines : PLAN_STMTS_MAX) +
+		     r->nstmts, sizeof(*a.s));
 	if (!a.r || !a.s) {
 		ret = wc_errf(err, ENOMEM, "%s: out of memory", name);
 		goto out;

@@ -211,6 +211,73 @@ static void check_tied(const char *dir)
 	model_close(&m);
 }
 
+/*
+ * The limits of one text and of texts merged (plan_rules_parse sizes its
+ * arrays by the text's lines plus what r holds, not by the limits):
+ * PLAN_RULES_MAX rules, PLAN_STMTS_MAX statements, without and with a
+ * last newline, onto an r that holds some already (this text's first);
+ * one more of either is refused. ASan checks every write.
+ */
+static char *lines_of(const char *fmt, unsigned from, unsigned n, bool last_nl)
+{
+	size_t cap = (size_t)n * 160 + 1, len = 0;
+	char *buf = malloc(cap);
+
+	T_ASSERT(buf);
+	buf[0] = '\0';
+	for (unsigned i = from; i < from + n; i++)
+		len += (size_t)snprintf(buf + len, cap - len, fmt, i, i, i);
+	if (!last_nl && len)
+		buf[--len] = '\0';
+	return buf;
+}
+
+static void check_limits(void)
+{
+	const char *rule = "a%u.b%u.w%u dim0\n";
+	const char *stmt = "view v%u.x = p%u.a p%u.b\n";
+	char err[WC_ERR_LEN], *t;
+	struct plan_rules r;
+
+	for (int nl = 0; nl < 2; nl++) {
+		memset(&r, 0, sizeof(r));
+		t = lines_of(rule, 0, PLAN_RULES_MAX, nl);
+		T_OK(plan_rules_parse(&r, t, strlen(t), "max.rules", err));
+		T_EQ_INT(r.n, PLAN_RULES_MAX);
+		T_EQ_INT(plan_rules_match(&r, "a1023.b1023.w1023"), PLAN_DIM0);
+		free(t);
+		T_EQ_INT(plan_rules_parse(&r, "x dim1\n", 7, "one.rules", err), -E2BIG);
+		T_HAS(err, "more than 1024 rules");
+		plan_rules_free(&r);
+	}
+	/* merged: 1000 then 24 more, the new text's first */
+	memset(&r, 0, sizeof(r));
+	t = lines_of(rule, 0, 1000, true);
+	T_OK(plan_rules_parse(&r, t, strlen(t), "a.rules", err));
+	free(t);
+	t = lines_of(rule, 1000, 24, false);
+	T_OK(plan_rules_parse(&r, t, strlen(t), "b.rules", err));
+	free(t);
+	T_EQ_INT(r.n, PLAN_RULES_MAX);
+	T_HAS(r.r[0].pattern, "a1000.b1000.w1000");
+	T_HAS(r.r[PLAN_RULES_MAX - 1].pattern, "a999.b999.w999");
+	plan_rules_free(&r);
+	/* statements: 1024 over two texts, then one more refused */
+	memset(&r, 0, sizeof(r));
+	t = lines_of(stmt, 0, 1000, false);
+	T_OK(plan_rules_parse(&r, t, strlen(t), "a.layout", err));
+	free(t);
+	t = lines_of(stmt, 1000, 24, true);
+	T_OK(plan_rules_parse(&r, t, strlen(t), "b.layout", err));
+	free(t);
+	T_EQ_INT(r.nstmts, PLAN_STMTS_MAX);
+	T_HAS(r.s[0].name, "v1000.x");
+	T_HAS(r.s[PLAN_STMTS_MAX - 1].name, "v999.x");
+	T_EQ_INT(plan_rules_parse(&r, "view z = a b\n", 13, "c.layout", err), -EINVAL);
+	T_HAS(err, "more than 1024 statements");
+	plan_rules_free(&r);
+}
+
 int main(void)
 {
 	char dir[] = "/tmp/wct_plr.XXXXXX", tiny[256], l1b[256], cmd[300];
@@ -250,6 +317,7 @@ int main(void)
 	plan_rules_free(&r);
 	model_close(&m);
 	check_tied(l1b);
+	check_limits();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	T_EQ_INT(system(cmd), 0);
 	return 0;

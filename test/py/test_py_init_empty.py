@@ -320,3 +320,54 @@ def test_never_imports_transformers(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                        env=env, timeout=120)
     assert p.returncode == 0 and p.stdout.decode().strip().splitlines()[-1] == "False", p.stdout.decode()
+
+
+def test_param_names_as_inspect_says():
+    """_param_names (a plain function's code object, not inspect.signature:
+    the first block's entry) gives inspect.signature's names in its order,
+    for every torch layer it patches and the shapes a signature takes;
+    wrapped functions and builtins go through inspect itself."""
+    import functools
+    import inspect
+
+    def pos(self, a, b=1, device=None, dtype=None):
+        pass
+
+    def kwonly(self, a, *, device=None, dtype=None):
+        pass
+
+    def varargs(self, a, *rest, device=None, **kw):
+        pass
+
+    def posonly(self, a, /, b, device=None):
+        pass
+
+    def nodev(self, *args, **kwargs):
+        pass
+
+    @functools.wraps(pos)
+    def wrapped(*args, **kwargs):
+        pass
+
+    fns = [pos, kwonly, varargs, posonly, nodev, wrapped, object.__init__]
+    fns += [getattr(nn, n).__init__ for n in _empty._LAYERS if hasattr(nn, n)]
+    for fn in fns:
+        assert _empty._param_names(fn) == list(inspect.signature(fn).parameters), fn
+    assert _empty._param_names(wrapped)[3] == "device"   # through __wrapped__
+    # the position given to _on_meta: device among the arguments after self
+    assert _empty._layer_wrapper(nodev) is None
+    assert _empty._layer_wrapper(getattr(nn.Linear, "__init__")) is not None
+    assert "device" in _empty._param_names(nn.Linear.__init__)
+
+
+def test_missing_layer_is_skipped(monkeypatch):
+    """A layer this torch lacks (RMSNorm before 2.4) is skipped, not looked
+    up as None.__init__ (a builtin's signature: the slowest of the lot)."""
+    seen = []
+    real = _empty._param_names
+    monkeypatch.setattr(_empty, "_param_names", lambda f: seen.append(f) or real(f))
+    monkeypatch.setattr(_empty, "_wrappers", {})
+    monkeypatch.setattr(_empty, "_LAYERS", ("Linear", "NoSuchLayer"))
+    with wt.init_empty():
+        pass
+    assert seen == [nn.Linear.__init__], seen
