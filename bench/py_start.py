@@ -4,7 +4,7 @@
 transformers' from_pretrained, in the same run.
 
   py_start.py --model DIR --runtime-dir RD [--device 0] [-r 3]
-              [--variants seq,ov] [--ab 5] [--load-into new|old]
+              [--variants seq,ov] [--ab 5] [--load-into new|old] [--profile FILE]
 
 Each round starts fresh processes, one after the other (same page cache):
 one wcache process per --variants entry, then the hf one. Variants:
@@ -12,8 +12,11 @@ one wcache process per --variants entry, then the hf one. Variants:
   ov      connect, attach(wait=False) (a PendingModel: the attach on a
           thread), AutoConfig and the construction meanwhile, load_into
           waits for the attach and binds: the same steps, overlapped
-  seq-old, ov-old  the same with bench/load_into_old.py (load_into before
-          its per-parameter cut), for the before/after in one run
+  -old    (seq-old, ov-old) the same with bench/load_into_old.py
+          (load_into before its per-parameter cut)
+  -each   (seq-each, ...) the first attach makes one view each instead of
+          the plan of batched views (wcache._core._PLAN_FIRST = False, what
+          it did before); both for the before/after in one run
 Every variant is timed from connect to load_into's return (CUDA start-up
 apart), each step inside; each line also shows the first attach's phases
 in C (Model.times: connect, hello with the identity of DIR, manifest,
@@ -21,7 +24,9 @@ attach, map, device), the same again later in the process, and after the
 logits the old and the new load_into alternated --ab times on fresh
 modules and fresh attaches (warm). The first variant's process also gives
 the figures below (as before). --device host: a host-backend wcd, no CUDA
-(a smoke run without a GPU; the steps' shape only).
+(a smoke run without a GPU; the steps' shape only). --profile FILE: after
+the rounds, one more seq process under cProfile (connect to load_into),
+its top functions to FILE (its times are not used).
 The first variant's process, the steps:
   wcache  import torch, transformers (and the model's class), wcache;
           CUDA start-up (torch.cuda.init, set_device, one allocation: what
@@ -124,6 +129,7 @@ def child_wcache(a):
     import wcache
     import wcache.torch
     load_into = wcache.torch.load_into
+    wcache._core._PLAN_FIRST = a.first_views == "plan"
     if a.load_into == "old":
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import load_into_old
@@ -133,6 +139,11 @@ def child_wcache(a):
     cuda_start(a.device)
     t["cuda"] = time.monotonic()
     overlap = a.child == "wcache_ov"
+    prof = None
+    if a.profile_child:    # not timed: a process of its own (--profile)
+        import cProfile
+        prof = cProfile.Profile(time.perf_counter_ns, 1.0)   # in ns (pstats prints 3 decimals)
+        prof.enable()
     conn = wcache.connect(device=a.device, runtime_dir=a.runtime_dir)
     t["connect"] = time.monotonic()
     served = conn.attach(model_dir=a.model, wait=not overlap)
@@ -144,8 +155,17 @@ def child_wcache(a):
     if overlap:
         t["pending_done_before_load_into"] = served.done()
         pending = served
-    r = load_into(model, served)
+    # the old load_into takes no PendingModel: the wait, in the same step
+    r = load_into(model, served.result() if overlap and a.load_into == "old" else served)
     t["load_into"] = time.monotonic()
+    if prof is not None:
+        prof.disable()
+        import io
+        import pstats
+        for key in ("tottime", "cumulative"):
+            f = io.StringIO()
+            pstats.Stats(prof, stream=f).sort_stats(key).print_stats(45)
+            t["profile_" + key] = f.getvalue()
     if overlap:
         served = pending.result()
         t["pending_thread_s"] = pending.finished - pending.started
@@ -247,10 +267,13 @@ def child_hf(a):
     return t
 
 
-def run_child(kind, a):
-    kind, _, old = kind.partition("-")
+def run_child(kind, a, profile=False):
+    kind, *flags = kind.split("-")
+    old = "old" in flags
     cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--model", a.model,
+           "--first-views", "each" if "each" in flags else "plan",
            "--runtime-dir", a.runtime_dir, "--device", a.device, "--ab", str(a.ab),
+           "--profile-child", "1" if profile else "0",
            "--load-into", "old" if old else a.load_into]
     t0 = time.monotonic()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -273,8 +296,15 @@ def main():
                     help="the wcache children's load_into (old: bench/load_into_old.py)")
     ap.add_argument("--variants", default="seq,ov",
                     help="wcache processes per round, in order: seq (attach, then construct), "
-                         "ov (attach(wait=False) while constructing), seq-old / ov-old (the same "
-                         "with the old load_into); default seq,ov")
+                         "ov (attach(wait=False) while constructing), each with -old (the old "
+                         "load_into) and/or -each (the first attach makes one view each, not "
+                         "the plan: wcache._core._PLAN_FIRST False); default seq,ov")
+    ap.add_argument("--first-views", default="plan", choices=("plan", "each"),
+                    help=argparse.SUPPRESS)
+    ap.add_argument("--profile", metavar="FILE",
+                    help="after the rounds, one more seq process under cProfile from connect to "
+                         "load_into (its times not used): the top functions to FILE")
+    ap.add_argument("--profile-child", type=int, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--ab", type=int, default=5,
                     help="after the logits, old and new load_into alternated this many times")
     a = ap.parse_args()
@@ -286,11 +316,13 @@ def main():
         t = child_wcache(a) if a.child.startswith("wcache") else child_hf(a)
         print(json.dumps(t))
         return
-    kinds = {"seq": "wcache", "ov": "wcache_ov", "seq-old": "wcache-old", "ov-old": "wcache_ov-old"}
     variants = a.variants.split(",")
+    kinds = {}
     for v in variants:
-        if v not in kinds:
-            raise SystemExit("--variants: unknown %r (seq, ov, seq-old, ov-old)" % v)
+        base, *flags = v.split("-")
+        if base not in ("seq", "ov") or not set(flags) <= {"old", "each"}:
+            raise SystemExit("--variants: unknown %r (seq or ov, then -old, -each or both)" % v)
+        kinds[v] = "-".join(["wcache" if base == "seq" else "wcache_ov"] + flags)
     rows = []
     for i in range(a.r):
         ws = {v: run_child(kinds[v], a) for v in variants}
@@ -416,6 +448,13 @@ def main():
               "%.3f s: %.1fx (attach %.4f, meta init %.4f, load_into %.4f)" % (
                   len(rows), v, vm("weights_nocuda_s"), med("hf_weights_nocuda_s"),
                   vm("ratio_weights_nocuda"), vm("attach_s"), vm("meta_init_s"), vm("load_into_s")))
+    if a.profile:
+        x = run_child("wcache", a, profile=True)
+        with open(a.profile, "w") as f:
+            f.write("cProfile of a fresh wcache process (seq), connect to load_into's return "
+                    "(%.4f s under the profiler); times in ns, not s\n\n%s\n%s" % (
+                        x["load_into"] - x["cuda"], x["profile_tottime"], x["profile_cumulative"]))
+        print("profile of one more seq process: %s" % a.profile)
     print("json: " + json.dumps(rows))
 
 

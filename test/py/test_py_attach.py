@@ -204,19 +204,21 @@ def test_manifest_views_and_padded(daemons, tiny):
         m.detach()
 
 
-def test_batched_views_equal_one_view_each(daemons, tiny, tmp_path):
+def test_batched_views_equal_one_view_each(daemons, tiny, tmp_path, monkeypatch):
     """tensors("torch") makes its views in batches (an as_strided of a run
     of same-shaped tensors, then unbind); every tensor must be the view
     one as_strided of its own gives: the same pointer, shape, strides,
     offset and dtype, and the file's bytes. A small --pool-size spreads
     the layers over many pools (runs go on across pools in the span where
-    the step holds: test_py_runs.py); the second
-    attach makes the plan (the first makes one view each), the third
-    reuses it, and a changed layout makes a new one."""
+    the step holds: test_py_runs.py); the first attach makes the plan
+    (with _PLAN_FIRST False, as before: one view each, the second makes
+    it), the next ones reuse it, and a changed layout makes a new one."""
     from wcache import _core
     files = safetensors_files(tiny)
     _core._TABLES.clear()
-    for layouts, (name, extra) in enumerate((("views1", ()), ("views2", ("--pool-size", "3M"))), 1):
+    for layouts, (name, extra, first) in enumerate((("views1", (), True), ("views2", ("--pool-size", "3M"), True),
+                                                    ("views3", ("--pool-size", "5M"), False)), 1):
+        monkeypatch.setattr(_core, "_PLAN_FIRST", first)
         d = daemons(tiny, name, *extra)
         with d.connect() as c:
             for n_attach in (1, 2, 3):
@@ -229,9 +231,10 @@ def test_batched_views_equal_one_view_each(daemons, tiny, tmp_path):
                 ops = m._ops
                 ref = m._torch_tensors_each()
                 assert list(got) == list(ref) == list(m)
-                if n_attach == 1:
+                if n_attach == 1 and not first:
                     assert plan is None, "a plan made at the first attach"
                 else:
+                    assert plan, "no plan made at attach %d" % n_attach
                     runs = [op for op in ops if op[4]]
                     assert runs, "no batched run: the test would not test the batches"
                 for n, x in got.items():

@@ -158,7 +158,7 @@ def test_batched_view_lives(daemons, tiny):
     from wcache import _core
     d = daemons(tiny, "lifeb")
     c = d.connect()
-    for _ in range(2):  # the first attach of a layout makes no batches
+    for _ in range(2):  # the plan made (by the first attach, or the second without _PLAN_FIRST)
         with c.attach(model_dir=tiny) as m:
             m.tensors("torch")
     m = c.attach(model_dir=tiny)

@@ -640,19 +640,24 @@ class Model(collections.abc.Mapping):
         shape, strides and offset that its own as_strided would give. The
         plans depend only on the table's dtypes, shapes, pools and offsets
         (and the pools' places in the span) and are kept with the table
-        (_table), one per placement. Making one costs more than the
-        batches save in one attach (on the H200, torch 2.11: 1.13 ms
-        against 0.83 for one as_strided each and 0.71 batched,
-        bench/RESULTS.md), so the first attach of a layout in a process
-        makes one view each, the second makes the plan, and the later ones
-        (a re-attach, the next version after an update) use it."""
+        (_table), one per placement. Warm, in a loop of attaches, making
+        one costs more than the batches save once (on the H200, torch
+        2.11: 1.13 ms against 0.83 for one as_strided each and 0.71
+        batched, bench/RESULTS.md); in a fresh process, where the first
+        attach of a layout is, the views cost more and the plan less than
+        that (here, torch 1.13, llama-1b's 179 tensors: 1.4-1.6 ms made
+        and used against 1.9-2.1 one each), so the first attach makes the
+        plan (_PLAN_FIRST; False: one view each at the first, the plan at
+        the second, as before: bench/py_start.py's -each variants), and
+        the later ones (a re-attach, the next version after an update)
+        use it."""
         import torch
         box = self._plan_box    # shared by the Models of one table (_table)
         plans = box[0]
-        if plans == 0:   # a layout first seen: no plan yet (it costs more than it saves once)
+        if plans == 0 and not _PLAN_FIRST:   # a layout first seen: no plan yet
             box[0] = None
             return self._torch_tensors_each()
-        if plans is None:
+        if not plans:
             plans = box[0] = {}
         where = self._pools_off if self._span_of() else None
         plan = plans.get(where)
@@ -782,6 +787,11 @@ def _read_table(addr, n):
     at = ctypes.string_at
     return fields, [at(p).decode() for p in cols[0]], [at(p).decode() for p in cols[1]], cols
 
+
+# Whether the first attach of a layout in a process makes its plan of
+# views (True) or one view each (False, the plan at the second attach):
+# see Model._torch_tensors.
+_PLAN_FIRST = True
 
 # Tables read before (_table): a re-attach of the same layout in a process
 # (the next engine start, the next version after an update) reuses the
