@@ -33,14 +33,10 @@
  * that reason), and the old daemon serves on. Every wait is on an event (a
  * pidfd, a notice, a reply), bounded.
  */
-#include <dirent.h>
-#include <poll.h>
 #include <stdio.h>
-#include <sys/syscall.h>
-#include <sys/sysmacros.h>
 
-#include "client_util.h"
 #include "err.h"
+#include "handover_util.h"
 #include "ready.h"
 #include "wire_handover.h"
 
@@ -83,74 +79,16 @@ static pid_t spawn_takeover(struct e2e *x, const char *kill_at,
 	return spawn_takeover_env(x, kill_at, proto, with_model, NULL);
 }
 
-static bool fd_readable(int fd, int ms)
-{
-	struct pollfd p = { .fd = fd, .events = POLLIN };
-
-	return poll(&p, 1, ms) > 0;
-}
-
 /* Waits up to ms for pid (our child) to end, without reaping it: a zombie
  * keeps its pid, so an engine can still follow a notice that names it. */
 static siginfo_t wait_dead(struct e2e *x, pid_t pid, int ms, const char *what)
 {
-	siginfo_t si = { 0 };
-	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-
-	T_ASSERT(fd >= 0);
-	if (!fd_readable(fd, ms)) {
-		e2e_show_log(x->log);
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		T_FAIL("%s: pid %d has not ended after %d ms", what, (int)pid, ms);
-	}
-	close(fd);
-	T_OK(waitid(P_PID, pid, &si, WEXITED | WNOWAIT) ? -errno : 0);
-	return si;
+	return wait_end(x, pid, ms, what, true);
 }
 
 static int self_fds(void)
 {
 	return e2e_fd_count(getpid());
-}
-
-/* The lock file's path: the ready file's, ending in .lock. */
-static void lock_path(const struct e2e *x, char *buf, size_t cap)
-{
-	size_t n = strlen(x->ready) - strlen(".ready");
-
-	T_ASSERT(n + sizeof(".lock") <= cap);
-	memcpy(buf, x->ready, n);
-	strcpy(buf + n, ".lock");
-}
-
-/* The pid /proc/locks names for the lock file's flock, 0 when free. */
-static pid_t lock_holder_pid(const struct e2e *x)
-{
-	char path[300], line[256];
-	struct stat st;
-	pid_t pid = 0;
-	FILE *f;
-
-	lock_path(x, path, sizeof(path));
-	T_OK(stat(path, &st) ? -errno : 0);
-	f = fopen("/proc/locks", "re");
-	T_ASSERT(f);
-	while (fgets(line, sizeof(line), f)) {
-		unsigned maj, min;
-		unsigned long long ino;
-		long long p;
-
-		if (strstr(line, "->") ||
-		    sscanf(line, "%*d: FLOCK %*s %*s %lld %x:%x:%llu", &p, &maj,
-			   &min, &ino) != 4)
-			continue;
-		if (ino == (unsigned long long)st.st_ino &&
-		    maj == major(st.st_dev) && min == minor(st.st_dev))
-			pid = (pid_t)p;
-	}
-	fclose(f);
-	return pid;
 }
 
 /* The pid written in the lock file. */
@@ -182,32 +120,6 @@ static pid_t ready_pid(const struct e2e *x, char *state, size_t cap)
 	return ri.pid;
 }
 
-/* The next HANDOVER notice on the engine's connection, within ms. */
-static void next_handover_notice(struct e2e *x, struct wc_conn *c, int ms,
-				 const char *what, struct wc_notice *n)
-{
-	uint64_t end = e2e_now_ms() + (uint64_t)ms;
-	struct wc_error e;
-	int r;
-
-	for (;;) {
-		r = wc_notice_read(c, n, &e);
-		if (r < 0) {
-			e2e_show_log(x->log);
-			T_FAIL("%s: reading notices: %s", what, e.msg);
-		}
-		if (r == 1 && n->kind == WC_NOTICE_HANDOVER)
-			return;
-		if (r == 1)
-			continue;
-		if (e2e_now_ms() >= end ||
-		    !fd_readable(wc_notice_fd(c), (int)(end - e2e_now_ms()))) {
-			e2e_show_log(x->log);
-			T_FAIL("%s: no HANDOVER notice within %d ms", what, ms);
-		}
-	}
-}
-
 static void start_old(struct e2e *x, const char *kill_at)
 {
 	if (kill_at)
@@ -235,39 +147,6 @@ static void engine_close(struct engine *g)
 {
 	wc_detach(g->m, NULL);
 	wc_close(g->c);
-}
-
-/* STATUS on the engine's own connection: the answering pid, our leases,
- * and whether pid `other` is still listed as a client. */
-static pid_t status_on(struct wc_conn *c, int *leases, pid_t other,
-		       bool *other_listed)
-{
-	json_t *j, *cl, *v;
-	json_error_t je;
-	struct wc_error e;
-	char *txt;
-	pid_t pid;
-	size_t i;
-
-	if (wc_status(c, &txt, &e))
-		{ e2e_show_log(e2e_g->log); T_FAIL("STATUS: %s", e.msg); }
-	j = json_loads(txt, 0, &je);
-	free(txt);
-	T_ASSERT(j);
-	pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
-	cl = json_object_get(j, "clients");
-	*leases = -1;
-	*other_listed = false;
-	json_array_foreach(cl, i, v) {
-		pid_t p = (pid_t)json_integer_value(json_object_get(v, "pid"));
-
-		if (p == getpid())
-			*leases = (int)json_integer_value(json_object_get(v, "leases"));
-		if (p == other)
-			*other_listed = true;
-	}
-	json_decref(j);
-	return pid;
 }
 
 static int wait_status(pid_t p)
@@ -301,14 +180,14 @@ static void old_serves_on(struct e2e *x, struct engine *g, pid_t nw,
 	/* the old daemon has closed the dead one's connection once STATUS
 	 * stops listing it (an event seen through replies; bounded) */
 	while (listed) {
-		T_EQ_INT(status_on(g->c, &leases, nw, &listed), x->wcd);
+		T_EQ_INT(status_on(x, g->c, &leases, at, nw, &listed), x->wcd);
 		T_EQ_INT(leases, 1);
 		if (listed && e2e_now_ms() > end)
 			T_FAIL("%s: the old daemon still lists the dead new one", at);
 	}
 	T_EQ_INT(ready_pid(x, state, sizeof(state)), x->wcd);
 	T_EQ_STR(state, "ready");
-	T_EQ_INT(lock_holder_pid(x), x->wcd);
+	T_EQ_INT(lock_holder_pid(x, false), x->wcd);
 	T_EQ_INT(lock_text_pid(x), x->wcd);
 	T_EQ_INT(wc_daemon_pid(g->c), x->wcd);
 	if (fd_readable(wc_daemon_fd(g->c), 0))
@@ -347,10 +226,10 @@ static void new_killed(struct e2e *x, struct engine *g, int k)
 		/* it told the engine its pid before it died (a zombie now, not
 		 * reaped: the notice can be followed), then the old daemon
 		 * resumed and pointed the engine back at itself */
-		next_handover_notice(x, g->c, 10000, at, &n);
+		next_notice(x, g->c, WC_NOTICE_HANDOVER, 10000, at, &n, NULL);
 		T_EQ_INT(wc_daemon_pid(g->c), nw);
 		T_ASSERT(fd_readable(wc_daemon_fd(g->c), 0));
-		next_handover_notice(x, g->c, 10000, at, &n);
+		next_notice(x, g->c, WC_NOTICE_HANDOVER, 10000, at, &n, NULL);
 		T_EQ_INT(wc_daemon_pid(g->c), x->wcd);
 		T_ASSERT(strstr(n.msg, "did not happen"));
 	}
@@ -419,7 +298,7 @@ static void old_killed(struct e2e *x, int k)
 		if (wc_ping(g.c, 2, &e))
 			T_FAIL("%s: the new daemon does not answer the engine: %s",
 			       at, e.msg);
-		T_EQ_INT(status_on(g.c, &leases, 0, &listed), nw);
+		T_EQ_INT(status_on(x, g.c, &leases, at, 0, &listed), nw);
 		T_EQ_INT(leases, 1);
 	} else {
 		/* loaded from disk: ready once its ready file names it */
@@ -440,7 +319,7 @@ static void old_killed(struct e2e *x, int k)
 			struct engine h;
 
 			engine_attach(x, &h);
-			T_EQ_INT(status_on(h.c, &leases, 0, &listed), nw);
+			T_EQ_INT(status_on(x, h.c, &leases, at, 0, &listed), nw);
 			engine_close(&h);
 		}
 	}
@@ -450,6 +329,31 @@ static void old_killed(struct e2e *x, int k)
 	st = wait_status(nw);
 	x->wcd = 0;
 	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* A new daemon that speaks handover protocol `proto` (WCD_TEST_HO_PROTO)
+ * is refused: it exits 1, the old daemon's log names both ranges (ending
+ * in `takes`; else the test fails saying `why`), and the old daemon still
+ * answers the engine g. */
+static void proto_refused(struct e2e *x, struct engine *g, const char *proto,
+			  const char *takes, const char *why)
+{
+	struct wc_error e;
+	char cmd[400];
+	pid_t nw;
+	int st;
+
+	nw = spawn_takeover(x, NULL, proto, false);
+	st = wait_status(nw);
+	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+	snprintf(cmd, sizeof(cmd),
+		 "grep -q 'protocol versions %d to %d and the new one takes %s' '%s'",
+		 WIRE_HO_PROTO_MIN, WIRE_HO_PROTO, takes, x->log);
+	if (system(cmd)) {
+		e2e_show_log(x->log);
+		T_FAIL("%s", why);
+	}
+	T_OK(wc_ping(g->c, 1, &e));
 }
 
 int main(void)
@@ -465,37 +369,12 @@ int main(void)
 	engine_attach(&x, &g);
 
 	/* another protocol: refused, the old daemon untouched */
-	nw = spawn_takeover(&x, NULL, "9:9", false);
-	st = wait_status(nw);
-	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 1);
-	{
-		char cmd[300];
-
-		snprintf(cmd, sizeof(cmd),
-			 "grep -q 'protocol versions %d to %d and the new one takes 9 to 9;' '%s'",
-			 WIRE_HO_PROTO_MIN, WIRE_HO_PROTO, x.log);
-		if (system(cmd)) {
-			e2e_show_log(x.log);
-			T_FAIL("the refusal does not name both protocol ranges");
-		}
-	}
-	T_OK(wc_ping(g.c, 1, &e));
+	proto_refused(&x, &g, "9:9", "9 to 9;",
+		      "the refusal does not name both protocol ranges");
 	/* a build of protocol 1 (before big layers were packed whole) */
-	nw = spawn_takeover(&x, NULL, "1:1", false);
-	st = wait_status(nw);
-	T_ASSERT(WIFEXITED(st) && WEXITSTATUS(st) == 1);
-	{
-		char cmd[400];
-
-		snprintf(cmd, sizeof(cmd),
-			 "grep -q 'protocol versions %d to %d and the new one takes 1 to 1 (protocol 2 packs big layers whole: the pools differ)' '%s'",
-			 WIRE_HO_PROTO_MIN, WIRE_HO_PROTO, x.log);
-		if (system(cmd)) {
-			e2e_show_log(x.log);
-			T_FAIL("the refusal of protocol 1 does not say why");
-		}
-	}
-	T_OK(wc_ping(g.c, 1, &e));
+	proto_refused(&x, &g, "1:1",
+		      "1 to 1 (protocol 2 packs big layers whole: the pools differ)",
+		      "the refusal of protocol 1 does not say why");
 
 	for (int k = 1; k <= 6; k++)
 		new_killed(&x, &g, k);
@@ -543,7 +422,7 @@ int main(void)
 				       si.si_code, si.si_status);
 			/* the leftovers of a crash: a stale ready file */
 			T_EQ_INT(ready_pid(&x, NULL, 0), nw);
-			T_EQ_INT(lock_holder_pid(&x), 0);
+			T_EQ_INT(lock_holder_pid(&x, false), 0);
 			while (wc_notice_read(g.c, &n, &e) == 1)
 				;
 			T_ASSERT(fd_readable(wc_daemon_fd(g.c), 0));

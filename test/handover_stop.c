@@ -43,13 +43,10 @@
  * Every wait is on an event (a pidfd, a notice, a reply, the signal taken),
  * bounded.
  */
-#include <poll.h>
 #include <stdio.h>
-#include <sys/syscall.h>
-#include <sys/sysmacros.h>
 
-#include "client_util.h"
 #include "err.h"
+#include "handover_util.h"
 #include "ready.h"
 
 enum ending { END_SERVE, END_ABORT, END_KILLED, END_TIMEOUT };
@@ -57,57 +54,36 @@ enum ending { END_SERVE, END_ABORT, END_KILLED, END_TIMEOUT };
 static const char *const ending_name[] = { "serve", "abort", "killed",
 					   "timeout" };
 
+/* Starts `wcd --takeover` held at its gate (gate_env=gate) and, with
+ * ready_fail, WCD_TEST_HO_READY_FAIL=1: set while it forks, for it alone. */
 static pid_t spawn_new(struct e2e *x, const char *gate_env, const char *gate,
 		       bool ready_fail)
 {
-	char wcd[600];
-	char *argv[] = { wcd, "--takeover", "--device", x->device,
-			 "--runtime-dir", x->rundir, NULL };
 	pid_t p;
 
-	snprintf(wcd, sizeof(wcd), "%s/wcd", x->bin);
-	p = fork();
-	T_ASSERT(p >= 0);
-	if (!p) {
-		int fd = open(x->log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC,
-			      0600);
-
-		if (fd >= 0) {
-			dup2(fd, 1);
-			dup2(fd, 2);
-		}
-		setenv(gate_env, gate, 1);
-		if (ready_fail)
-			setenv("WCD_TEST_HO_READY_FAIL", "1", 1);
-		execv(argv[0], argv);
-		_exit(127);
-	}
+	setenv(gate_env, gate, 1);
+	if (ready_fail)
+		setenv("WCD_TEST_HO_READY_FAIL", "1", 1);
+	p = e2e_spawn_takeover(x);
+	unsetenv(gate_env);
+	if (ready_fail)
+		unsetenv("WCD_TEST_HO_READY_FAIL");
 	return p;
 }
 
-static bool fd_readable(int fd, int ms)
+/* Lets a new daemon held at its gate go on: creates the gate file. */
+static void open_gate(const char *gate)
 {
-	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
 
-	return poll(&p, 1, ms) > 0;
+	T_ASSERT(fd >= 0);
+	close(fd);
 }
 
 /* Waits up to ms for our child pid to end; reaps it; its siginfo. */
 static siginfo_t reap(struct e2e *x, pid_t pid, int ms, const char *what)
 {
-	siginfo_t si = { 0 };
-	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
-
-	T_ASSERT(fd >= 0);
-	if (!fd_readable(fd, ms)) {
-		e2e_show_log(x->log);
-		kill(pid, SIGKILL);
-		waitpid(pid, NULL, 0);
-		T_FAIL("%s: pid %d has not ended after %d ms", what, (int)pid, ms);
-	}
-	close(fd);
-	T_OK(waitid(P_PID, pid, &si, WEXITED) ? -errno : 0);
-	return si;
+	return wait_end(x, pid, ms, what, false);
 }
 
 /* Whether signal sig is pending for process pid (/proc/PID/status). */
@@ -146,305 +122,6 @@ static void signal_taken(struct e2e *x, pid_t pid, int sig, const char *what)
 	}
 }
 
-/* The pid /proc/locks names for the lock file's flock; 0 when free (or
- * when the file is gone). */
-static pid_t lock_holder_pid(const struct e2e *x)
-{
-	char path[300], line[256];
-	size_t n = strlen(x->ready) - strlen(".ready");
-	struct stat st;
-	pid_t pid = 0;
-	FILE *f;
-
-	T_ASSERT(n + sizeof(".lock") <= sizeof(path));
-	memcpy(path, x->ready, n);
-	strcpy(path + n, ".lock");
-	if (stat(path, &st))
-		return 0;
-	f = fopen("/proc/locks", "re");
-	T_ASSERT(f);
-	while (fgets(line, sizeof(line), f)) {
-		unsigned maj, min;
-		unsigned long long ino;
-		long long p;
-
-		if (strstr(line, "->") ||
-		    sscanf(line, "%*d: FLOCK %*s %*s %lld %x:%x:%llu", &p, &maj,
-			   &min, &ino) != 4)
-			continue;
-		if (ino == (unsigned long long)st.st_ino &&
-		    maj == major(st.st_dev) && min == minor(st.st_dev))
-			pid = (pid_t)p;
-	}
-	fclose(f);
-	return pid;
-}
-
-/* The next notice of kind `kind` on the engine's connection, within ms;
- * the HANDOVER notices on the way are followed (libwcache moves its daemon
- * fd) and, with saw_pid, the pid of the last one is kept there. */
-static void next_notice(struct e2e *x, struct wc_conn *c, int kind, int ms,
-			const char *what, struct wc_notice *n, pid_t *saw_pid)
-{
-	uint64_t end = e2e_now_ms() + (uint64_t)ms;
-	struct wc_error e;
-	int r;
-
-	for (;;) {
-		r = wc_notice_read(c, n, &e);
-		if (r < 0) {
-			e2e_show_log(x->log);
-			T_FAIL("%s: reading notices: %s", what, e.msg);
-		}
-		if (r == 1 && n->kind == WC_NOTICE_HANDOVER && saw_pid)
-			*saw_pid = (pid_t)wc_daemon_pid(c);
-		if (r == 1 && (int)n->kind == kind)
-			return;
-		if (r == 1)
-			continue;
-		if (e2e_now_ms() >= end ||
-		    !fd_readable(wc_notice_fd(c), (int)(end - e2e_now_ms()))) {
-			e2e_show_log(x->log);
-			T_FAIL("%s: no notice of kind %d within %d ms", what, kind,
-			       ms);
-		}
-	}
-}
-
-/* STATUS on the engine's own connection: the answering pid and our
- * leases. */
-static pid_t status_on(struct e2e *x, struct wc_conn *c, int *leases,
-		       const char *what)
-{
-	json_t *j, *cl, *v;
-	json_error_t je;
-	struct wc_error e;
-	char *txt;
-	pid_t pid;
-	size_t i;
-
-	if (wc_status(c, &txt, &e)) {
-		e2e_show_log(x->log);
-		T_FAIL("%s: STATUS on the engine's connection: %s", what, e.msg);
-	}
-	j = json_loads(txt, 0, &je);
-	free(txt);
-	T_ASSERT(j);
-	pid = (pid_t)json_integer_value(json_object_get(j, "pid"));
-	cl = json_object_get(j, "clients");
-	*leases = -1;
-	json_array_foreach(cl, i, v)
-		if ((pid_t)json_integer_value(json_object_get(v, "pid")) ==
-		    getpid())
-			*leases = (int)json_integer_value(json_object_get(v, "leases"));
-	json_decref(j);
-	return pid;
-}
-
-static void stop_in_done(struct e2e *x, enum ending how)
-{
-	const char *what = ending_name[how];
-	struct wc_expect ex = { .model_dir = x->model, .tp_size = 1 };
-	int mine0 = e2e_fd_count(getpid()), mine, fds_old, leases;
-	char gate[600], rerr[WC_ERR_LEN];
-	struct ready_info ri;
-	struct wc_notice n;
-	struct wc_model *m;
-	struct wc_conn *c;
-	struct wc_error e;
-	pid_t old, nw, told = 0;
-	siginfo_t si;
-
-	if (how == END_TIMEOUT)
-		setenv("WCD_HANDOVER_SERVING_MS", "300", 1);
-	e2e_start_wcd(x, NULL);
-	unsetenv("WCD_HANDOVER_SERVING_MS");
-	old = x->wcd;
-	c = e2e_connect(x);
-	if (wc_hello(c, &ex, NULL, &e) || wc_attach(c, 0, &m, NULL, &e))
-		T_FAIL("%s: engine: %s", what, e.msg);
-	mine = e2e_fd_count(getpid());
-	fds_old = e2e_fd_count(old);
-	snprintf(gate, sizeof(gate), "%s.gate", x->ready);
-	unlink(gate);
-
-	nw = spawn_new(x, "WCD_TEST_HO_SERVE_GATE", gate, how == END_ABORT);
-	/* its notice: the new daemon has its DONE and is set up (held at the
-	 * gate); the old one waits in DONE */
-	next_notice(x, c, WC_NOTICE_HANDOVER, 10000, what, &n, NULL);
-	T_EQ_INT(wc_daemon_pid(c), nw);
-	signal_taken(x, old, SIGTERM, what);
-
-	if (how == END_SERVE) {
-		int fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-
-		T_ASSERT(fd >= 0);
-		close(fd);
-		si = reap(x, old, 10000, "serve: the old daemon");
-		x->wcd = nw;
-		if (si.si_code != CLD_EXITED || si.si_status != 0) {
-			e2e_show_log(x->log);
-			T_FAIL("serve: the old daemon ended with code %d status %d, not exit 0",
-			       si.si_code, si.si_status);
-		}
-		if (wc_ping(c, 1, &e)) {
-			e2e_show_log(x->log);
-			T_FAIL("serve: the engine's connection did not survive the old daemon's stop: %s",
-			       e.msg);
-		}
-		T_EQ_INT(status_on(x, c, &leases, what), nw);
-		T_EQ_INT(leases, 1);
-		T_EQ_INT(wc_daemon_pid(c), nw);
-		if (fd_readable(wc_daemon_fd(c), 0))
-			T_FAIL("serve: the engine's daemon fd reports a death; pid %d serves",
-			       (int)nw);
-		while (wc_notice_read(c, &n, &e) == 1)
-			if (n.kind == WC_NOTICE_SHUTDOWN)
-				T_FAIL("serve: the engine was told of a shutdown: %s",
-				       n.msg);
-		if (ready_read_file(&ri, x->ready, rerr))
-			T_FAIL("serve: ready file %s: %s", x->ready, rerr);
-		T_EQ_INT(ri.pid, nw);
-		T_EQ_INT(lock_holder_pid(x), nw);
-		if (e2e_fd_count_settled(nw, fds_old, 2000) != fds_old) {
-			e2e_show_log(x->log);
-			T_FAIL("serve: the new daemon holds %d descriptors, the old one %d",
-			       e2e_fd_count(nw), fds_old);
-		}
-		T_EQ_INT(e2e_fd_count(getpid()), mine);
-		T_EQ_U64(e2e_compare_all(x, m), x->m.ntensors);
-		wc_detach(m, NULL);
-		wc_close(c);
-		T_OK(kill(nw, SIGTERM) ? -errno : 0);
-		si = reap(x, nw, 10000, "serve: the new daemon's stop");
-		x->wcd = 0;
-		T_ASSERT(si.si_code == CLD_EXITED && si.si_status == 0);
-		T_EQ_INT(e2e_fd_count(getpid()), mine0);
-		return;
-	}
-
-	if (how == END_ABORT) {
-		int fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-
-		T_ASSERT(fd >= 0);
-		close(fd);
-	} else if (how == END_KILLED) {
-		T_OK(kill(nw, SIGKILL) ? -errno : 0);
-	}
-	/* the old daemon takes the clients back (a HANDOVER notice naming
-	 * it), then stops as it was asked */
-	next_notice(x, c, WC_NOTICE_SHUTDOWN, 10000, what, &n, &told);
-	if (told != old) {
-		e2e_show_log(x->log);
-		T_FAIL("%s: the engine was not pointed back at the old daemon pid %d before its stop (last HANDOVER notice: pid %d)",
-		       what, (int)old, (int)told);
-	}
-	si = reap(x, nw, 10000, "the new daemon");
-	if (how == END_ABORT ?
-	    si.si_code != CLD_EXITED || si.si_status != 1 :
-	    si.si_code != CLD_KILLED || si.si_status != SIGKILL) {
-		e2e_show_log(x->log);
-		T_FAIL("%s: the new daemon ended with code %d status %d", what,
-		       si.si_code, si.si_status);
-	}
-	si = reap(x, old, 10000, "the old daemon");
-	x->wcd = 0;
-	if (si.si_code != CLD_EXITED || si.si_status != 0) {
-		e2e_show_log(x->log);
-		T_FAIL("%s: the old daemon ended with code %d status %d, not exit 0",
-		       what, si.si_code, si.si_status);
-	}
-	T_EQ_INT(wc_ping(c, 1, &e), -EPIPE);
-	T_ASSERT(access(x->sock, F_OK) && errno == ENOENT);
-	T_ASSERT(access(x->ready, F_OK) && errno == ENOENT);
-	T_EQ_INT(lock_holder_pid(x), 0);
-	T_EQ_U64(e2e_compare_all(x, m), x->m.ntensors);
-	if (how == END_TIMEOUT) {
-		char cmd[800];
-
-		snprintf(cmd, sizeof(cmd),
-			 "grep -q 'has not served within 0.3 s of its commit' '%s'",
-			 x->log);
-		if (system(cmd)) {
-			e2e_show_log(x->log);
-			T_FAIL("timeout: the old daemon's log does not say why it killed pid %d",
-			       (int)nw);
-		}
-	}
-	unlink(gate);
-	T_EQ_INT(e2e_fd_count(getpid()), mine);
-	wc_detach(m, NULL);
-	wc_close(c);
-	T_EQ_INT(e2e_fd_count(getpid()), mine0);
-}
-
-/* The stop comes before the commit (the new daemon held before COMMIT,
- * the old one in SENT): it wins, the old daemon stops as usual, and the
- * new one, let go, must see that it stopped (its SHUTDOWN notice on the
- * handover connection) and take nothing over: not the clients the stop
- * shut down, nor the lock it released, nor a socket whose path is gone;
- * it exits 1 and none serves, as asked. */
-static void stop_in_sent(struct e2e *x)
-{
-	struct wc_expect ex = { .model_dir = x->model, .tp_size = 1 };
-	char gate[600], held[700], cmd[1600];
-	uint64_t end = e2e_now_ms() + 10000;
-	struct wc_notice n;
-	struct wc_model *m;
-	struct wc_conn *c;
-	struct wc_error e;
-	siginfo_t si;
-	pid_t old, nw;
-	int fd;
-
-	e2e_start_wcd(x, NULL);
-	old = x->wcd;
-	c = e2e_connect(x);
-	if (wc_hello(c, &ex, NULL, &e) || wc_attach(c, 0, &m, NULL, &e))
-		T_FAIL("sent: engine: %s", e.msg);
-	snprintf(gate, sizeof(gate), "%s.gate", x->ready);
-	snprintf(held, sizeof(held), "%s.held", gate);
-	unlink(gate);
-	unlink(held);
-	nw = spawn_new(x, "WCD_TEST_HO_COMMIT_GATE", gate, false);
-	while (access(held, F_OK)) {
-		if (e2e_now_ms() > end) {
-			e2e_show_log(x->log);
-			T_FAIL("sent: the new daemon did not reach its COMMIT in 10 s");
-		}
-		usleep(1000);
-	}
-	signal_taken(x, old, SIGTERM, "sent");
-	next_notice(x, c, WC_NOTICE_SHUTDOWN, 10000, "sent", &n, NULL);
-	si = reap(x, old, 10000, "sent: the old daemon");
-	x->wcd = 0;
-	T_ASSERT(si.si_code == CLD_EXITED && si.si_status == 0);
-	fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-	T_ASSERT(fd >= 0);
-	close(fd);
-	si = reap(x, nw, 10000, "sent: the new daemon let go after the old one stopped");
-	if (si.si_code != CLD_EXITED || si.si_status != 1) {
-		e2e_show_log(x->log);
-		T_FAIL("sent: the new daemon ended with code %d status %d, not exit 1",
-		       si.si_code, si.si_status);
-	}
-	snprintf(cmd, sizeof(cmd),
-		 "grep -q 'wcd pid %d was stopped (SIGTERM or SHUTDOWN) before the commit' '%s'",
-		 (int)old, x->log);
-	if (system(cmd)) {
-		e2e_show_log(x->log);
-		T_FAIL("sent: the new daemon's log does not say that the old one stopped");
-	}
-	T_EQ_INT(wc_ping(c, 1, &e), -EPIPE);
-	T_ASSERT(access(x->sock, F_OK) && errno == ENOENT);
-	T_ASSERT(access(x->ready, F_OK) && errno == ENOENT);
-	T_EQ_INT(lock_holder_pid(x), 0);
-	T_EQ_U64(e2e_compare_all(x, m), x->m.ntensors);
-	unlink(held);
-	wc_detach(m, NULL);
-	wc_close(c);
-}
-
 /* Whether pid is stopped (state T in /proc/PID/stat). */
 static bool proc_stopped(pid_t pid)
 {
@@ -469,6 +146,285 @@ static bool log_has(const struct e2e *x, const char *re)
 	return system(cmd) == 0;
 }
 
+/* The engine: a connection to x's daemon, HELLO with the model's
+ * identity, ATTACH (its mapping in *m). */
+static struct wc_conn *engine_attach(struct e2e *x, struct wc_model **m,
+				     const char *what)
+{
+	struct wc_expect ex = { .model_dir = x->model, .tp_size = 1 };
+	struct wc_conn *c = e2e_connect(x);
+	struct wc_error e;
+
+	if (wc_hello(c, &ex, NULL, &e) || wc_attach(c, 0, m, NULL, &e))
+		T_FAIL("%s: engine: %s", what, e.msg);
+	return c;
+}
+
+/* The engine's connection c is served by pid: its next request is
+ * answered (else the test fails saying `req`), STATUS comes from pid with
+ * our one lease, and its daemon fd watches pid and reports no death. */
+static void served_by(struct e2e *x, struct wc_conn *c, pid_t pid,
+		      const char *what, const char *req)
+{
+	struct wc_error e;
+	int leases;
+
+	if (wc_ping(c, 1, &e)) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: %s: %s", what, req, e.msg);
+	}
+	T_EQ_INT(status_on(x, c, &leases, what, 0, NULL), pid);
+	T_EQ_INT(leases, 1);
+	T_EQ_INT(wc_daemon_pid(c), pid);
+	if (fd_readable(wc_daemon_fd(c), 0))
+		T_FAIL("%s: the engine's daemon fd reports a death; pid %d serves",
+		       what, (int)pid);
+}
+
+/* The ready file and the lock file's flock name pid. */
+static void names_pid(struct e2e *x, pid_t pid, const char *what)
+{
+	char rerr[WC_ERR_LEN];
+	struct ready_info ri;
+
+	if (ready_read_file(&ri, x->ready, rerr))
+		T_FAIL("%s: ready file %s: %s", what, x->ready, rerr);
+	T_EQ_INT(ri.pid, pid);
+	T_EQ_INT(lock_holder_pid(x, true), pid);
+}
+
+/* Stops the daemon that serves, pid (SIGTERM): it exits 0 (reaped naming
+ * what). */
+static void stop_serving(struct e2e *x, pid_t pid, const char *what)
+{
+	siginfo_t si;
+
+	T_OK(kill(pid, SIGTERM) ? -errno : 0);
+	si = reap(x, pid, 10000, what);
+	x->wcd = 0;
+	T_ASSERT(si.si_code == CLD_EXITED && si.si_status == 0);
+}
+
+/* Starts a new daemon held before its COMMIT (WCD_TEST_HO_COMMIT_GATE at
+ * gate, x's ready file's path with .gate) and waits, 10 s at most, until
+ * it is there (its file gate.held). */
+static pid_t spawn_held_at_commit(struct e2e *x, char gate[600],
+				  char held[700], const char *what)
+{
+	uint64_t end = e2e_now_ms() + 10000;
+	pid_t nw;
+
+	snprintf(gate, 600, "%s.gate", x->ready);
+	snprintf(held, 700, "%s.held", gate);
+	unlink(gate);
+	unlink(held);
+	nw = spawn_new(x, "WCD_TEST_HO_COMMIT_GATE", gate, false);
+	while (access(held, F_OK)) {
+		if (e2e_now_ms() > end) {
+			e2e_show_log(x->log);
+			T_FAIL("%s: the new daemon did not reach its COMMIT in 10 s",
+			       what);
+		}
+		usleep(1000);
+	}
+	return nw;
+}
+
+/* Lets the new daemon nw go from its COMMIT gate: it must give up, exit 1
+ * (reaped naming `waiting`) and say why in the log (a line matching re;
+ * else the test fails: "its log does not say `why`"). */
+static void new_gives_up(struct e2e *x, const char *gate, pid_t nw,
+			 const char *what, const char *waiting, const char *re,
+			 const char *why)
+{
+	siginfo_t si;
+
+	open_gate(gate);
+	si = reap(x, nw, 10000, waiting);
+	if (si.si_code != CLD_EXITED || si.si_status != 1) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the new daemon ended with code %d status %d, not exit 1",
+		       what, si.si_code, si.si_status);
+	}
+	if (!log_has(x, re)) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the new daemon's log does not say %s", what, why);
+	}
+}
+
+/* A handover held after DONE: the old daemon, the engine attached to it
+ * (the descriptors both held then), the new daemon held at its SERVING
+ * gate, the engine told its pid. */
+struct held_in_done {
+	pid_t old, nw;
+	struct wc_conn *c;
+	struct wc_model *m;
+	int mine, fds_old;
+	char gate[600];
+};
+
+/* Starts the old daemon (serving_ms, kill_sig: its WCD_HANDOVER_SERVING_MS
+ * and WCD_TEST_HO_KILL_SIG where not NULL), attaches the engine, and
+ * starts the new daemon held at its SERVING gate (ready_fail: its set-up
+ * fails, WCD_TEST_HO_READY_FAIL) until its notice reaches the engine. */
+static void hold_in_done(struct e2e *x, struct held_in_done *h,
+			 const char *serving_ms, const char *kill_sig,
+			 bool ready_fail, const char *what)
+{
+	struct wc_notice n;
+
+	if (serving_ms)
+		setenv("WCD_HANDOVER_SERVING_MS", serving_ms, 1);
+	if (kill_sig)
+		setenv("WCD_TEST_HO_KILL_SIG", kill_sig, 1);
+	e2e_start_wcd(x, NULL);
+	unsetenv("WCD_HANDOVER_SERVING_MS");
+	unsetenv("WCD_TEST_HO_KILL_SIG");
+	h->old = x->wcd;
+	h->c = engine_attach(x, &h->m, what);
+	h->mine = e2e_fd_count(getpid());
+	h->fds_old = e2e_fd_count(h->old);
+	snprintf(h->gate, sizeof(h->gate), "%s.gate", x->ready);
+	unlink(h->gate);
+	h->nw = spawn_new(x, "WCD_TEST_HO_SERVE_GATE", h->gate, ready_fail);
+	next_notice(x, h->c, WC_NOTICE_HANDOVER, 10000, what, &n, NULL);
+	T_EQ_INT(wc_daemon_pid(h->c), h->nw);
+}
+
+static void stop_in_done(struct e2e *x, enum ending how)
+{
+	const char *what = ending_name[how];
+	int mine0 = e2e_fd_count(getpid());
+	struct held_in_done h;
+	struct wc_notice n;
+	struct wc_error e;
+	pid_t told = 0;
+	siginfo_t si;
+
+	/* the new daemon has its DONE and is set up (held at the gate); the
+	 * old one waits in DONE */
+	hold_in_done(x, &h, how == END_TIMEOUT ? "300" : NULL, NULL,
+		     how == END_ABORT, what);
+	signal_taken(x, h.old, SIGTERM, what);
+
+	if (how == END_SERVE) {
+		open_gate(h.gate);
+		si = reap(x, h.old, 10000, "serve: the old daemon");
+		x->wcd = h.nw;
+		if (si.si_code != CLD_EXITED || si.si_status != 0) {
+			e2e_show_log(x->log);
+			T_FAIL("serve: the old daemon ended with code %d status %d, not exit 0",
+			       si.si_code, si.si_status);
+		}
+		served_by(x, h.c, h.nw, what,
+			  "the engine's connection did not survive the old daemon's stop");
+		while (wc_notice_read(h.c, &n, &e) == 1)
+			if (n.kind == WC_NOTICE_SHUTDOWN)
+				T_FAIL("serve: the engine was told of a shutdown: %s",
+				       n.msg);
+		names_pid(x, h.nw, what);
+		if (e2e_fd_count_settled(h.nw, h.fds_old, 2000) != h.fds_old) {
+			e2e_show_log(x->log);
+			T_FAIL("serve: the new daemon holds %d descriptors, the old one %d",
+			       e2e_fd_count(h.nw), h.fds_old);
+		}
+		T_EQ_INT(e2e_fd_count(getpid()), h.mine);
+		T_EQ_U64(e2e_compare_all(x, h.m), x->m.ntensors);
+		wc_detach(h.m, NULL);
+		wc_close(h.c);
+		stop_serving(x, h.nw, "serve: the new daemon's stop");
+		T_EQ_INT(e2e_fd_count(getpid()), mine0);
+		return;
+	}
+
+	if (how == END_ABORT) {
+		open_gate(h.gate);
+	} else if (how == END_KILLED) {
+		T_OK(kill(h.nw, SIGKILL) ? -errno : 0);
+	}
+	/* the old daemon takes the clients back (a HANDOVER notice naming
+	 * it), then stops as it was asked */
+	next_notice(x, h.c, WC_NOTICE_SHUTDOWN, 10000, what, &n, &told);
+	if (told != h.old) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the engine was not pointed back at the old daemon pid %d before its stop (last HANDOVER notice: pid %d)",
+		       what, (int)h.old, (int)told);
+	}
+	si = reap(x, h.nw, 10000, "the new daemon");
+	if (how == END_ABORT ?
+	    si.si_code != CLD_EXITED || si.si_status != 1 :
+	    si.si_code != CLD_KILLED || si.si_status != SIGKILL) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the new daemon ended with code %d status %d", what,
+		       si.si_code, si.si_status);
+	}
+	si = reap(x, h.old, 10000, "the old daemon");
+	x->wcd = 0;
+	if (si.si_code != CLD_EXITED || si.si_status != 0) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the old daemon ended with code %d status %d, not exit 0",
+		       what, si.si_code, si.si_status);
+	}
+	T_EQ_INT(wc_ping(h.c, 1, &e), -EPIPE);
+	T_ASSERT(access(x->sock, F_OK) && errno == ENOENT);
+	T_ASSERT(access(x->ready, F_OK) && errno == ENOENT);
+	T_EQ_INT(lock_holder_pid(x, true), 0);
+	T_EQ_U64(e2e_compare_all(x, h.m), x->m.ntensors);
+	if (how == END_TIMEOUT) {
+		if (!log_has(x, "has not served within 0.3 s of its commit")) {
+			e2e_show_log(x->log);
+			T_FAIL("timeout: the old daemon's log does not say why it killed pid %d",
+			       (int)h.nw);
+		}
+	}
+	unlink(h.gate);
+	T_EQ_INT(e2e_fd_count(getpid()), h.mine);
+	wc_detach(h.m, NULL);
+	wc_close(h.c);
+	T_EQ_INT(e2e_fd_count(getpid()), mine0);
+}
+
+/* The stop comes before the commit (the new daemon held before COMMIT,
+ * the old one in SENT): it wins, the old daemon stops as usual, and the
+ * new one, let go, must see that it stopped (its SHUTDOWN notice on the
+ * handover connection) and take nothing over: not the clients the stop
+ * shut down, nor the lock it released, nor a socket whose path is gone;
+ * it exits 1 and none serves, as asked. */
+static void stop_in_sent(struct e2e *x)
+{
+	char gate[600], held[700], re[200];
+	struct wc_notice n;
+	struct wc_model *m;
+	struct wc_conn *c;
+	struct wc_error e;
+	siginfo_t si;
+	pid_t old, nw;
+
+	e2e_start_wcd(x, NULL);
+	old = x->wcd;
+	c = engine_attach(x, &m, "sent");
+	nw = spawn_held_at_commit(x, gate, held, "sent");
+	signal_taken(x, old, SIGTERM, "sent");
+	next_notice(x, c, WC_NOTICE_SHUTDOWN, 10000, "sent", &n, NULL);
+	si = reap(x, old, 10000, "sent: the old daemon");
+	x->wcd = 0;
+	T_ASSERT(si.si_code == CLD_EXITED && si.si_status == 0);
+	snprintf(re, sizeof(re),
+		 "wcd pid %d was stopped (SIGTERM or SHUTDOWN) before the commit",
+		 (int)old);
+	new_gives_up(x, gate, nw, "sent",
+		     "sent: the new daemon let go after the old one stopped", re,
+		     "that the old one stopped");
+	T_EQ_INT(wc_ping(c, 1, &e), -EPIPE);
+	T_ASSERT(access(x->sock, F_OK) && errno == ENOENT);
+	T_ASSERT(access(x->ready, F_OK) && errno == ENOENT);
+	T_EQ_INT(lock_holder_pid(x, true), 0);
+	T_EQ_U64(e2e_compare_all(x, m), x->m.ntensors);
+	unlink(held);
+	wc_detach(m, NULL);
+	wc_close(c);
+}
+
 enum hang { HANG_GATE, HANG_SIGSTOP, HANG_UNKILLABLE, HANG_REFUSED };
 
 static const char *const hang_name[] = { "gate", "sigstop", "unkillable",
@@ -485,61 +441,37 @@ static const char *const hang_name[] = { "gate", "sigstop", "unkillable",
 static void hang_in_done(struct e2e *x, enum hang how)
 {
 	const char *what = hang_name[how];
-	struct wc_expect ex = { .model_dir = x->model, .tp_size = 1 };
-	int mine, fds_old, leases;
-	char gate[600], rerr[WC_ERR_LEN], re[200];
-	struct ready_info ri;
+	struct held_in_done h;
+	pid_t told = 0, serves;
 	struct wc_notice n;
-	struct wc_model *m;
-	struct wc_conn *c;
-	struct wc_error e;
-	pid_t old, nw, told = 0, serves;
+	char re[200];
 	siginfo_t si;
 
-	setenv("WCD_HANDOVER_SERVING_MS", "300", 1);
-	if (how == HANG_UNKILLABLE)
-		setenv("WCD_TEST_HO_KILL_SIG", "19", 1);   /* SIGSTOP */
-	if (how == HANG_REFUSED)
-		setenv("WCD_TEST_HO_KILL_SIG", "127", 1);  /* EINVAL */
-	e2e_start_wcd(x, NULL);
-	unsetenv("WCD_HANDOVER_SERVING_MS");
-	unsetenv("WCD_TEST_HO_KILL_SIG");
-	old = x->wcd;
-	c = e2e_connect(x);
-	if (wc_hello(c, &ex, NULL, &e) || wc_attach(c, 0, &m, NULL, &e))
-		T_FAIL("%s: engine: %s", what, e.msg);
-	mine = e2e_fd_count(getpid());
-	fds_old = e2e_fd_count(old);
-	snprintf(gate, sizeof(gate), "%s.gate", x->ready);
-	unlink(gate);
-	nw = spawn_new(x, "WCD_TEST_HO_SERVE_GATE", gate, false);
-	/* its notice: the new daemon is set up and held; the old one in DONE */
-	next_notice(x, c, WC_NOTICE_HANDOVER, 10000, what, &n, NULL);
-	T_EQ_INT(wc_daemon_pid(c), nw);
+	/* the new daemon is set up and held; the old one in DONE */
+	hold_in_done(x, &h, "300",
+		     how == HANG_UNKILLABLE ? "19" :          /* SIGSTOP */
+		     how == HANG_REFUSED ? "127" : NULL,      /* EINVAL */
+		     false, what);
 	if (how == HANG_SIGSTOP)
-		T_OK(kill(nw, SIGSTOP) ? -errno : 0);
+		T_OK(kill(h.nw, SIGSTOP) ? -errno : 0);
 	/* no stop is sent: the old daemon acts on its own */
 	if (how == HANG_REFUSED) {
-		int fd;
-
-		si = reap(x, old, 10000, "refused: the old daemon");
-		x->wcd = nw;
+		si = reap(x, h.old, 10000, "refused: the old daemon");
+		x->wcd = h.nw;
 		T_ASSERT(si.si_code == CLD_EXITED && si.si_status == 0);
-		T_EQ_INT(lock_holder_pid(x), nw);
-		fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-		T_ASSERT(fd >= 0);
-		close(fd);
-		serves = nw;
-		fds_old = -1;   /* another process: not compared */
+		T_EQ_INT(lock_holder_pid(x, true), h.nw);
+		open_gate(h.gate);
+		serves = h.nw;
+		h.fds_old = -1;   /* another process: not compared */
 	} else {
 		if (how == HANG_UNKILLABLE) {
 			/* taken back while the new daemon still lives */
-			next_notice(x, c, WC_NOTICE_HANDOVER, 10000, what, &n,
+			next_notice(x, h.c, WC_NOTICE_HANDOVER, 10000, what, &n,
 				    &told);
-			T_ASSERT(proc_stopped(nw));
-			T_OK(kill(nw, SIGKILL) ? -errno : 0);
+			T_ASSERT(proc_stopped(h.nw));
+			T_OK(kill(h.nw, SIGKILL) ? -errno : 0);
 		}
-		si = reap(x, nw, 10000, "the hung new daemon");
+		si = reap(x, h.nw, 10000, "the hung new daemon");
 		if (si.si_code != CLD_KILLED || si.si_status != SIGKILL) {
 			e2e_show_log(x->log);
 			T_FAIL("%s: the hung new daemon ended with code %d status %d, not SIGKILL",
@@ -547,51 +479,36 @@ static void hang_in_done(struct e2e *x, enum hang how)
 		}
 		/* the take-back notice points the engine back at the old one */
 		if (how != HANG_UNKILLABLE)
-			next_notice(x, c, WC_NOTICE_HANDOVER, 10000, what, &n,
+			next_notice(x, h.c, WC_NOTICE_HANDOVER, 10000, what, &n,
 				    &told);
-		T_EQ_INT(told, old);
-		serves = old;
+		T_EQ_INT(told, h.old);
+		serves = h.old;
 	}
-	if (wc_ping(c, 1, &e)) {
-		e2e_show_log(x->log);
-		T_FAIL("%s: the engine's next request: %s", what, e.msg);
-	}
-	T_EQ_INT(status_on(x, c, &leases, what), serves);
-	T_EQ_INT(leases, 1);
-	T_EQ_INT(wc_daemon_pid(c), serves);
-	if (fd_readable(wc_daemon_fd(c), 0))
-		T_FAIL("%s: the engine's daemon fd reports a death; pid %d serves",
-		       what, (int)serves);
-	if (ready_read_file(&ri, x->ready, rerr))
-		T_FAIL("%s: ready file %s: %s", what, x->ready, rerr);
-	T_EQ_INT(ri.pid, serves);
-	T_EQ_INT(lock_holder_pid(x), serves);
-	if (fds_old >= 0 &&
-	    e2e_fd_count_settled(old, fds_old, 2000) != fds_old) {
+	served_by(x, h.c, serves, what, "the engine's next request");
+	names_pid(x, serves, what);
+	if (h.fds_old >= 0 &&
+	    e2e_fd_count_settled(h.old, h.fds_old, 2000) != h.fds_old) {
 		e2e_show_log(x->log);
 		T_FAIL("%s: the old daemon holds %d descriptors after the take-back, %d before",
-		       what, e2e_fd_count(old), fds_old);
+		       what, e2e_fd_count(h.old), h.fds_old);
 	}
-	T_EQ_INT(e2e_fd_count(getpid()), mine);
-	T_EQ_U64(e2e_compare_all(x, m), x->m.ntensors);
+	T_EQ_INT(e2e_fd_count(getpid()), h.mine);
+	T_EQ_U64(e2e_compare_all(x, h.m), x->m.ntensors);
 	snprintf(re, sizeof(re),
 		 "new daemon pid %d has not served within 0.3 s of its commit.*serve on",
-		 (int)nw);
+		 (int)h.nw);
 	if (!log_has(x, re) ||
 	    (how == HANG_UNKILLABLE &&
 	     !log_has(x, "has not ended within 1000 ms of its SIGKILL")) ||
 	    (how == HANG_REFUSED && !log_has(x, "cannot kill pid .*never two"))) {
 		e2e_show_log(x->log);
 		T_FAIL("%s: the old daemon's log does not say what it did to pid %d",
-		       what, (int)nw);
+		       what, (int)h.nw);
 	}
-	unlink(gate);
-	wc_detach(m, NULL);
-	wc_close(c);
-	T_OK(kill(serves, SIGTERM) ? -errno : 0);
-	si = reap(x, serves, 10000, "the serving daemon's stop");
-	x->wcd = 0;
-	T_ASSERT(si.si_code == CLD_EXITED && si.si_status == 0);
+	unlink(h.gate);
+	wc_detach(h.m, NULL);
+	wc_close(h.c);
+	stop_serving(x, serves, "the serving daemon's stop");
 }
 
 /* The old daemon hangs (SIGSTOP) while the new one is about to COMMIT:
@@ -599,79 +516,40 @@ static void hang_in_done(struct e2e *x, enum hang how)
  * continued, serving. */
 static void old_hangs_at_commit(struct e2e *x)
 {
-	struct wc_expect ex = { .model_dir = x->model, .tp_size = 1 };
-	char gate[600], held[700], rerr[WC_ERR_LEN], cmd[1600];
-	uint64_t end = e2e_now_ms() + 10000;
-	int mine, fds_old, leases, fd;
-	struct ready_info ri;
+	char gate[600], held[700], re[200];
+	uint64_t end;
+	int mine, fds_old;
 	struct wc_model *m;
 	struct wc_conn *c;
-	struct wc_error e;
-	siginfo_t si;
 	pid_t old, nw;
 
 	e2e_start_wcd(x, NULL);
 	old = x->wcd;
-	c = e2e_connect(x);
-	if (wc_hello(c, &ex, NULL, &e) || wc_attach(c, 0, &m, NULL, &e))
-		T_FAIL("old-hangs: engine: %s", e.msg);
+	c = engine_attach(x, &m, "old-hangs");
 	mine = e2e_fd_count(getpid());
 	fds_old = e2e_fd_count(old);
-	snprintf(gate, sizeof(gate), "%s.gate", x->ready);
-	snprintf(held, sizeof(held), "%s.held", gate);
-	unlink(gate);
-	unlink(held);
 	setenv("WCD_HANDOVER_IO_MS", "300", 1);
-	nw = spawn_new(x, "WCD_TEST_HO_COMMIT_GATE", gate, false);
+	nw = spawn_held_at_commit(x, gate, held, "old-hangs");
 	unsetenv("WCD_HANDOVER_IO_MS");
-	while (access(held, F_OK)) {
-		if (e2e_now_ms() > end) {
-			e2e_show_log(x->log);
-			T_FAIL("old-hangs: the new daemon did not reach its COMMIT in 10 s");
-		}
-		usleep(1000);
-	}
+	end = e2e_now_ms() + 10000;
 	T_OK(kill(old, SIGSTOP) ? -errno : 0);
 	while (!proc_stopped(old)) {
 		if (e2e_now_ms() > end)
 			T_FAIL("old-hangs: pid %d did not stop in 10 s", (int)old);
 		usleep(1000);
 	}
-	fd = open(gate, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-	T_ASSERT(fd >= 0);
-	close(fd);
-	si = reap(x, nw, 10000, "old-hangs: the new daemon waiting for DONE");
-	if (si.si_code != CLD_EXITED || si.si_status != 1) {
-		e2e_show_log(x->log);
-		T_FAIL("old-hangs: the new daemon ended with code %d status %d, not exit 1",
-		       si.si_code, si.si_status);
-	}
-	snprintf(cmd, sizeof(cmd),
-		 "grep -q 'wcd pid %d did not answer COMMIT within 0.3 s' '%s'",
-		 (int)old, x->log);
-	if (system(cmd)) {
-		e2e_show_log(x->log);
-		T_FAIL("old-hangs: the new daemon's log does not say why it gave up");
-	}
+	snprintf(re, sizeof(re), "wcd pid %d did not answer COMMIT within 0.3 s",
+		 (int)old);
+	new_gives_up(x, gate, nw, "old-hangs",
+		     "old-hangs: the new daemon waiting for DONE", re,
+		     "why it gave up");
 	/* it took nothing over, while the old one was stopped */
-	T_EQ_INT(lock_holder_pid(x), old);
-	if (ready_read_file(&ri, x->ready, rerr))
-		T_FAIL("old-hangs: ready file %s: %s", x->ready, rerr);
-	T_EQ_INT(ri.pid, old);
+	names_pid(x, old, "old-hangs");
 	T_ASSERT(access(x->sock, F_OK) == 0);
 	T_OK(kill(old, SIGCONT) ? -errno : 0);
-	if (wc_ping(c, 1, &e)) {
-		e2e_show_log(x->log);
-		T_FAIL("old-hangs: the engine's request once the old daemon resumed: %s",
-		       e.msg);
-	}
-	T_EQ_INT(status_on(x, c, &leases, "old-hangs"), old);
-	T_EQ_INT(leases, 1);
-	T_EQ_INT(wc_daemon_pid(c), old);
-	if (fd_readable(wc_daemon_fd(c), 0))
-		T_FAIL("old-hangs: the engine's daemon fd reports a death; pid %d serves",
-		       (int)old);
-	T_EQ_INT(lock_holder_pid(x), old);
+	served_by(x, c, old, "old-hangs",
+		  "the engine's request once the old daemon resumed");
+	T_EQ_INT(lock_holder_pid(x, true), old);
 	if (e2e_fd_count_settled(old, fds_old, 2000) != fds_old) {
 		e2e_show_log(x->log);
 		T_FAIL("old-hangs: the old daemon holds %d descriptors after the handover failed, %d before",
@@ -683,10 +561,7 @@ static void old_hangs_at_commit(struct e2e *x)
 	unlink(gate);
 	wc_detach(m, NULL);
 	wc_close(c);
-	T_OK(kill(old, SIGTERM) ? -errno : 0);
-	si = reap(x, old, 10000, "old-hangs: the old daemon's stop");
-	x->wcd = 0;
-	T_ASSERT(si.si_code == CLD_EXITED && si.si_status == 0);
+	stop_serving(x, old, "old-hangs: the old daemon's stop");
 }
 
 int main(void)
