@@ -56,6 +56,7 @@ import argparse
 import contextlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import time
@@ -422,7 +423,7 @@ def main():
                   row["wcache_meta_init_all_meta_s"]), flush=True)
         for v, d in row["variants"].items():
             ab = d["load_into_ab_s"]
-            med_ab = lambda k: sorted(ab[k])[len(ab[k]) // 2] if ab[k] else float("nan")  # noqa: E731
+            med_ab = lambda k: statistics.median(ab[k]) if ab[k] else float("nan")  # noqa: E731
             print("  %-7s weights part (connect to load_into done, CUDA start-up apart) %.4f s: %.1fx "
                   "(connect %.4f, attach%s %.4f, config %.4f, meta init %.4f, load_into %.4f%s); "
                   "attach in C, us: %s; again %.4f s, C: %s; after the logits, load_into old/new "
@@ -437,13 +438,15 @@ def main():
                       if "pending_thread_s" in d else "",
                       d["attach_c_us"], d["attach_again_s"], d["attach_again_c_us"],
                       len(ab["new"]), med_ab("old"), med_ab("new")), flush=True)
-    med = lambda k: sorted(r[k] for r in rows)[len(rows) // 2]  # noqa: E731
+    # the median of each column (of an even count: the mean of the middle
+    # two, not the upper one, which favoured the ratios)
+    med = lambda k: statistics.median(r[k] for r in rows)  # noqa: E731
     print("median of %d: wcache %.3f s to first logits, from_pretrained %.3f s (whole start %.2fx); "
           "weights part %.1fx as before, %.1fx with CUDA start-up apart, %.1fx with construction apart too"
           % (len(rows), med("wcache_total_s"), med("hf_total_s"), med("hf_total_s") / med("wcache_total_s"),
              med("ratio_weights"), med("ratio_weights_nocuda"), med("ratio_weights_bind")))
     for v in variants:
-        vm = lambda k: sorted(r["variants"][v][k] for r in rows)[len(rows) // 2]  # noqa: E731
+        vm = lambda k: statistics.median(r["variants"][v][k] for r in rows)  # noqa: E731
         print("median of %d, %s: weights part (CUDA start-up apart) %.4f s against from_pretrained's "
               "%.3f s: %.1fx (attach %.4f, meta init %.4f, load_into %.4f)" % (
                   len(rows), v, vm("weights_nocuda_s"), med("hf_weights_nocuda_s"),

@@ -275,6 +275,10 @@ def test_transformers_init_only_for_buffers(monkeypatch, late):
     from_config does in a fresh process), not before it."""
     mu, Model, calls = fake_transformers(inv_freq)
     orig = mu.PreTrainedModel._initialize_weights
+    # a process where the real transformers was imported before (the GPU
+    # machine runs test_gpu_models first in one pytest process): "late"
+    # means not imported yet when the block begins, as in a fresh process
+    monkeypatch.delitem(sys.modules, "transformers.modeling_utils", raising=False)
     with torch.no_grad():
         if not late:
             monkeypatch.setitem(sys.modules, "transformers.modeling_utils", mu)
