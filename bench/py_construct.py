@@ -48,6 +48,8 @@ import pstats
 import sys
 import time
 
+from py_start import find_no_init_weights   # bench/ is the script's directory
+
 
 def env_lines(torch, transformers):
     thp = "?"
@@ -82,13 +84,7 @@ def main():
     cfg0 = transformers.AutoConfig.from_pretrained(a.model)
     cls = getattr(transformers, cfg0.architectures[0])
     cls.__init__  # noqa: B018 (imports the lazy modeling module: not a construction cost)
-    noinit = None
-    for where in ("transformers.initialization", "transformers.modeling_utils"):
-        try:
-            noinit = getattr(__import__(where, fromlist=["x"]), "no_init_weights")
-            break
-        except (ImportError, AttributeError):
-            pass
+    where, noinit = find_no_init_weights()
     bd = a.device
     dt = torch.bfloat16
 

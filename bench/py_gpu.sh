@@ -134,15 +134,7 @@ startab() {
 	export PATH=$PWD/$BUILD/bin:$PATH
 	[ -f $m/config.json ] || wcgen llama-8b --out $m >/dev/null || return 1
 	cat $m/*.safetensors >/dev/null
-	rm -rf $rd; mkdir -p $rd
-	setsid wcd --model $m --device 0 --runtime-dir $rd >$rd/wcd.log 2>&1 </dev/null &
-	pid=$!
-	for _ in $(seq 600); do
-		ls $rd/*.ready >/dev/null 2>&1 && break
-		kill -0 $pid 2>/dev/null || break
-		sleep 0.2
-	done
-	ls $rd/*.ready >/dev/null 2>&1 || { tail -20 $rd/wcd.log; return 1; }
+	start_wcd wcd $m $rd || return 1
 	grep -E '^(bytes|tensors|pools|load_seconds)=' $rd/*.ready
 	cat $m/*.safetensors >/dev/null
 	timeout 540 $PY bench/py_start.py --model $m --runtime-dir $rd --device 0 \

@@ -64,6 +64,18 @@ import time
 IDS = [[1, 306, 4658, 278, 6593, 310, 2834, 338]]
 
 
+def find_no_init_weights():
+    """(module name, transformers' no_init_weights) where this transformers
+    has it (5.x: transformers.initialization; 4.x: modeling_utils), else
+    (None, None)."""
+    for where in ("transformers.initialization", "transformers.modeling_utils"):
+        try:
+            return where, getattr(__import__(where, fromlist=["x"]), "no_init_weights")
+        except (ImportError, AttributeError):
+            pass
+    return None, None
+
+
 def model_class(model_dir):
     """The transformers class of model_dir, imported (transformers imports
     its modeling code lazily, seconds of it: an import cost of both paths,
@@ -222,14 +234,8 @@ def child_wcache(a):
     # transformers' no-init-weights: what constructing the modules costs
     t0 = time.monotonic()
     try:
-        noinit = None
-        for where in ("transformers.initialization", "transformers.modeling_utils"):
-            try:
-                noinit = getattr(__import__(where, fromlist=["x"]), "no_init_weights")
-                break
-            except (ImportError, AttributeError):
-                pass
-        t["no_init_weights"] = where if noinit else None
+        where, noinit = find_no_init_weights()
+        t["no_init_weights"] = where
         with torch.device("meta"), (noinit() if noinit else contextlib.nullcontext()):
             arch(cfg)
         t["meta_init_all_meta_s"] = time.monotonic() - t0
