@@ -4,8 +4,10 @@
 # --verify hash) is told of each (a HANDOVER notice), never sees its daemon
 # exit and still verifies; the ready file and the lock name the new pid, so
 # status and stop recognise the new daemon; a new wcd of another handover
-# protocol is refused (exit 1) and the old one serves on; a restart with
-# nothing running exits 3; --json reports both pids.
+# protocol is refused (exit 1) and the old one serves on; a new one killed
+# before SERVING exits 1 with the old one serving on, killed right after
+# SERVING exits 1 saying that none serves (the old one had exited); a
+# restart with nothing running exits 3; --json reports both pids.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/wcctl_lib.bash"
 [ -x "$BIN/wcd" ] && [ -x "$BIN/wcgen" ] || skip "wcd or wcgen not built"
@@ -60,10 +62,42 @@ expect_has "engine told" "$a" "handed device host-0 over to wcd pid $p1"
 expect_has "engine told" "$a" "handed device host-0 over to wcd pid $p2"
 expect_no "engine saw no exit" "$a" "exited"
 
+# (after the engine's checks: it follows the new pid, then back) the new
+# daemon killed after its set-up, before SERVING: the old one takes
+# everything back and serves on, and wcctl says so
+out=$(WCD_HANDOVER_KILL=new:6 ctl restart --device host-0 2>&1); rc=$?
+expect_eq "restart, new killed before SERVING" "$rc" 1
+expect_has "restart, new killed before SERVING" "$out" "before serving; the old daemon serves on"
+expect_eq "still served by" "$(ready_pid "$RUN" host-0)" "$p2"
+alive "$p2" || fail "the old daemon $p2 died"
+
 out=$(ctl stop --device host-0 2>&1); rc=$?
 expect_eq "stop the handed-over daemon" "$rc" 0
 expect_has "stop the handed-over daemon" "$out" "stopped wcd pid $p2"
 out=$(ctl restart --device host-0 2>&1); rc=$?
 expect_eq "restart with nothing running" "$rc" 3
 expect_has "restart with nothing running" "$out" "no daemon serves device host-0"
+
+# the new daemon killed right after SERVING (the old one has exited on it):
+# a crash of the daemon that serves; wcctl must not say the old one serves
+"$WCCTL" start --model "$T/model" --tp-size 1 --backend host --runtime-dir "$RUN" \
+	--timeout 60 >"$T/start2.out" 2>&1 || fail "wcctl start again: $(cat "$T/start2.out")"
+remember_pids "$T/start2.out"
+p3=$(ready_pid "$RUN" host-0)
+# (the old one exits on SERVING; if it saw the new one's end first, it
+# resumes: either way what wcctl says must be what happened)
+out=$(WCD_HANDOVER_KILL=new:7 ctl restart --device host-0 2>&1); rc=$?
+expect_eq "restart, new killed after SERVING" "$rc" 1
+st=$(ctl status 2>&1)
+if alive "$p3"; then
+	expect_has "restart, new killed after SERVING (old resumed)" "$out" "the old daemon serves on"
+	expect_eq "still served by" "$(ready_pid "$RUN" host-0)" "$p3"
+	expect_has "status: the old one serves" "$st" "ready"
+	echo "new:7: the old daemon had not read SERVING; it resumed"
+else
+	expect_no "restart, new killed after SERVING" "$out" "the old daemon serves on"
+	expect_has "restart, new killed after SERVING" "$out" "the old daemon pid $p3 had handed over and exited: none serves"
+	expect_has "status: none serves" "$st" "UNREACHABLE"
+	echo "new:7: the old daemon had exited on SERVING; none serves"
+fi
 echo "ok"

@@ -113,6 +113,28 @@ static pid_t status_pid(const char *sock)
 	return pid;
 }
 
+/* After the new daemon's death: what became of the old one. It resumes
+ * (takes the clients back, rewrites the ready file, answers STATUS under
+ * its own pid) when the new one died before SERVING, and exits when SERVING
+ * had reached it. 1: it serves on (it answered STATUS); 0: it exited;
+ * -1: neither within RESTART_FATE_MS. */
+#define RESTART_FATE_MS 5000
+
+static int old_fate(int old_fd, const char *sock, pid_t old)
+{
+	for (int i = 0; i < RESTART_FATE_MS / 10; i++) {
+		struct pollfd pf = { old_fd, POLLIN, 0 };
+
+		if (poll(&pf, 1, 0) > 0)
+			return 0;
+		if (status_pid(sock) == old)
+			return 1;
+		if (poll(&pf, 1, 10) > 0)
+			return 0;
+	}
+	return -1;
+}
+
 static pid_t spawn_new(const char *wcd, char *const argv[], const char *log)
 {
 	posix_spawn_file_actions_t fa;
@@ -320,13 +342,26 @@ int wcctl_restart(int argc, char **argv)
 		if (k < 0 && errno != EINTR)
 			goto out;
 		if (pf[1].revents) {
+			int fate;
+
 			waitpid(nw, &st, 0);
-			log_error("device %s: the new wcd pid %d exited (%s %d) before serving; %s",
-				  name, (int)nw,
-				  WIFSIGNALED(st) ? "signal" : "code",
-				  WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
-				  t_exit ? "the old daemon had exited: none serves (start one with wcctl start)" :
-				  "the old daemon serves on");
+			/* the old one may have read SERVING and be exiting, or be
+			 * taking the clients back: wait for which (an old daemon
+			 * seen alive here is not yet one that serves) */
+			fate = t_exit ? 0 : old_fate(old_fd, p.sock, ri.pid);
+			if (fate == 0)
+				log_error("device %s: the new wcd pid %d exited (%s %d) after the old daemon pid %d had handed over and exited: none serves (start one with wcctl start)",
+					  name, (int)nw,
+					  WIFSIGNALED(st) ? "signal" : "code",
+					  WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
+					  ri.pid);
+			else
+				log_error("device %s: the new wcd pid %d exited (%s %d) before serving; %s",
+					  name, (int)nw,
+					  WIFSIGNALED(st) ? "signal" : "code",
+					  WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
+					  fate == 1 ? "the old daemon serves on" :
+					  "the old daemon neither exited nor answered within 5 s (see wcctl status)");
 			tail_log(p.log);
 			goto out;
 		}
