@@ -124,9 +124,10 @@ bench() {
 
 # Engine start, the steps before and after in one run: one wcd on wcgen
 # llama-8b, then bench/py_start.py -r $ROUNDS (default 2) over $VARIANTS
-# (default seq,ov,seq-each,seq-old-each: now sequential, now overlapped
-# (attach(wait=False)), sequential with one view each at the first attach,
-# and with that and the old load_into too: the before), and one more
+# (default seq,ov,seq-cache,ov-cache: now sequential, now overlapped
+# (attach(wait=False)), each again with the construction read from the
+# module cache (a restart: wcache.torch.empty_pretrained); seq-each and
+# seq-old-each give the first views and load_into of before), and one more
 # process under cProfile
 # ($OUT/start_profile.txt).
 startab() {
@@ -138,7 +139,7 @@ startab() {
 	grep -E '^(bytes|tensors|pools|load_seconds)=' $rd/*.ready
 	cat $m/*.safetensors >/dev/null
 	timeout 540 $PY bench/py_start.py --model $m --runtime-dir $rd --device 0 \
-		-r ${ROUNDS:-2} --variants ${VARIANTS:-seq,ov,seq-each,seq-old-each} \
+		-r ${ROUNDS:-2} --variants ${VARIANTS:-seq,ov,seq-cache,ov-cache} \
 		--profile "$OUT/start_profile.txt" 2>&1 | tee "$OUT/startab.log"
 	kill $pid 2>/dev/null && wait $pid
 }

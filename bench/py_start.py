@@ -17,6 +17,11 @@ one wcache process per --variants entry, then the hf one. Variants:
   -each   (seq-each, ...) the first attach makes one view each instead of
           the plan of batched views (wcache._core._PLAN_FIRST = False, what
           it did before); both for the before/after in one run
+  -cache  (seq-cache, ov-cache) the config and the construction replaced
+          by wcache.torch.empty_pretrained from the module cache (a
+          restart: the file is written by a warm-up process before the
+          rounds, in a directory of the driver's; every timed process must
+          hit it, or the run stops)
 Every variant is timed from connect to load_into's return (CUDA start-up
 apart), each step inside; each line also shows the first attach's phases
 in C (Model.times: connect, hello with the identity of DIR, manifest,
@@ -161,9 +166,18 @@ def child_wcache(a):
     t["connect"] = time.monotonic()
     served = conn.attach(model_dir=a.model, wait=not overlap)
     t["attach"] = time.monotonic()
-    cfg = transformers.AutoConfig.from_pretrained(a.model)
-    t["config"] = time.monotonic()
-    model = construct(cfg)
+    if a.module_cache:
+        how = {}
+        model = wcache.torch.empty_pretrained(a.model, dtype=torch.bfloat16, buffers_device=DEV,
+                                              cache=a.module_cache, how=how)
+        t["config"] = t["attach"]    # inside the next step
+        t["module_cache"] = how["cache"]
+        t["module_cache_why"] = how["why"] if how["cache"] != "hit" and not how["saved"] else None
+        cfg = model.config
+    else:
+        cfg = transformers.AutoConfig.from_pretrained(a.model)
+        t["config"] = time.monotonic()
+        model = construct(cfg)
     t["meta_init"] = time.monotonic()
     if overlap:
         t["pending_done_before_load_into"] = served.done()
@@ -281,6 +295,7 @@ def run_child(kind, a, profile=False):
            "--first-views", "each" if "each" in flags else "plan",
            "--runtime-dir", a.runtime_dir, "--device", a.device, "--ab", str(a.ab),
            "--profile-child", "1" if profile else "0",
+           "--module-cache", a.module_cache if "cache" in flags else "",
            "--load-into", "old" if old else a.load_into]
     t0 = time.monotonic()
     p = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -312,6 +327,8 @@ def main():
                     help="after the rounds, one more seq process under cProfile from connect to "
                          "load_into (its times not used): the top functions to FILE")
     ap.add_argument("--profile-child", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--module-cache", default="",
+                    help="the -cache variants' module cache directory (default: a new one, removed after)")
     ap.add_argument("--ab", type=int, default=5,
                     help="after the logits, old and new load_into alternated this many times")
     a = ap.parse_args()
@@ -327,12 +344,32 @@ def main():
     kinds = {}
     for v in variants:
         base, *flags = v.split("-")
-        if base not in ("seq", "ov") or not set(flags) <= {"old", "each"}:
-            raise SystemExit("--variants: unknown %r (seq or ov, then -old, -each or both)" % v)
+        if base not in ("seq", "ov") or not set(flags) <= {"old", "each", "cache"}:
+            raise SystemExit("--variants: unknown %r (seq or ov, then any of -old, -each, -cache)" % v)
         kinds[v] = "-".join(["wcache" if base == "seq" else "wcache_ov"] + flags)
+    made_cache = None
+    if any("cache" in v.split("-") for v in variants):
+        if not a.module_cache:
+            import tempfile
+            a.module_cache = made_cache = tempfile.mkdtemp(prefix="wcache-modcache-")
+        # the restart's file, written by a process of its own (not timed)
+        w = run_child(next(k for k in kinds.values() if "cache" in k.split("-")), a)
+        if w["module_cache_why"]:   # not kept: say why, run the other variants
+            print("module cache %s: not written (%s): the -cache variants are left out"
+                  % (a.module_cache, w["module_cache_why"]), flush=True)
+            variants = [v for v in variants if "cache" not in v.split("-")]
+            if not variants:
+                raise SystemExit("no variant left")
+        else:
+            print("module cache %s: the warm-up process %s it (construction %.4f s)" % (
+                a.module_cache, "wrote" if w["module_cache"] == "miss" else "found",
+                w["meta_init"] - w["config"]), flush=True)
     rows = []
     for i in range(a.r):
         ws = {v: run_child(kinds[v], a) for v in variants}
+        for v, x in ws.items():
+            if "cache" in v.split("-") and x["module_cache"] != "hit":
+                raise SystemExit("%s: the module cache was a %s, not a hit" % (v, x["module_cache"]))
         h = run_child("hf", a)
         w = ws[variants[0]]
         row = {
@@ -464,6 +501,9 @@ def main():
                     "(%.4f s under the profiler); times in ns, not s\n\n%s\n%s" % (
                         x["load_into"] - x["cuda"], x["profile_tottime"], x["profile_cumulative"]))
         print("profile of one more seq process: %s" % a.profile)
+    if made_cache:
+        import shutil
+        shutil.rmtree(made_cache, ignore_errors=True)
     print("json: " + json.dumps(rows))
 
 

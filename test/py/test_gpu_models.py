@@ -8,6 +8,7 @@ Qwen3 made here with transformers. Skipped without a GPU or transformers."""
 import glob
 import os
 import subprocess
+import sys
 import time
 
 import pytest
@@ -121,10 +122,52 @@ def check(model_dir, tmp_path, arch, tied):
         wcache.torch.load_into(slow, served)
         with torch.no_grad():
             assert torch.equal(slow.eval()(torch.tensor(IDS, device="cuda")).logits, want)
+        check_module_cache(model_dir, d.rundir, tmp_path, served, ref_buffers, want)
         served.detach()
         s2.detach()
     finally:
         d.stop()
+
+
+RESTART = """
+import sys, torch, wcache, wcache.torch
+model_dir, rundir, cache, out = sys.argv[1:]
+how = {}
+model = wcache.torch.empty_pretrained(model_dir, dtype=torch.bfloat16, buffers_device="cuda",
+                                      cache=cache, how=how, attn_implementation="sdpa")
+assert how["cache"] == "hit", how
+served = wcache.connect(device="0", runtime_dir=rundir).attach(model_dir=model_dir)
+wcache.torch.load_into(model, served)
+with torch.no_grad():
+    torch.save(model.eval()(torch.tensor(%r, device="cuda")).logits.cpu(), out)
+""" % (IDS,)
+
+
+def check_module_cache(model_dir, rundir, tmp_path, served, ref_buffers, want):
+    """empty_pretrained's module cache: written by the first call, read by
+    the second and by a fresh process (a restart); each module the same:
+    parameters on meta, from_pretrained's buffers bitwise, its logits."""
+    cache = str(tmp_path / "modcache")
+    for expect in ("miss", "hit"):
+        how = {}
+        m = wcache.torch.empty_pretrained(model_dir, dtype=torch.bfloat16, buffers_device="cuda",
+                                          cache=cache, how=how, attn_implementation="sdpa")
+        assert how["cache"] == expect and (expect == "hit" or how["saved"]), how
+        assert all(p.is_meta for p in m.parameters())
+        got = dict(m.named_buffers())
+        assert sorted(got) == sorted(ref_buffers)
+        for n, b in ref_buffers.items():
+            assert got[n].device == b.device and torch.equal(got[n], b), n
+        wcache.torch.load_into(m, served)
+        with torch.no_grad():
+            assert torch.equal(m.eval()(torch.tensor(IDS, device="cuda")).logits, want), expect
+    out = str(tmp_path / "restart-logits.pt")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(wcache.__path__[0])] + [os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, "-c", RESTART, model_dir, rundir, cache, out],
+                       env=env, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert torch.equal(torch.load(out).cuda(), want)
 
 
 def test_reference_llama(tmp_path):

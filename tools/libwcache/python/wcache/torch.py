@@ -24,13 +24,22 @@ hides behind the construction.
 init_empty (wcache/_empty.py) builds the module with no weight memory and
 no weight initialisation (skip_init=True, the default), keeping the
 buffers that constructors compute (rotary inv_freq) real.
+
+empty_model(build, key) / empty_pretrained(DIR) (wcache/_modcache.py)
+keep that empty module in a file of this user's cache directory: a restart
+unpickles it (a few milliseconds) instead of running the constructors
+again (tens of milliseconds for a transformers model):
+
+    model = wcache.torch.empty_pretrained(DIR, dtype=torch.bfloat16, buffers_device="cuda")
 """
 import collections
 
 import torch
 
 from ._core import PendingModel
-from ._empty import PARTS, Empty, init_empty  # noqa: F401 (the API)
+from ._empty import PARTS, Empty, init_empty, no_gc  # noqa: F401 (the API)
+from ._modcache import empty_model, empty_pretrained  # noqa: F401 (the API)
+from ._modcache import default_dir as module_cache_dir  # noqa: F401
 
 Bound = collections.namedtuple("Bound", "bound missing unexpected tied")
 Bound.__doc__ = """What load_into did: bound (module names bound), missing

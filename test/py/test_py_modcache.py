@@ -1,0 +1,342 @@
+# SPDX-License-Identifier: MIT
+"""wcache.torch.empty_model's module cache on the CPU (torch 1.13 in CI):
+a module kept by one call comes back from the next (in this process and in
+a fresh one) as the same module: the same tree of classes, every parameter
+on meta with its shape, dtype and requires_grad, tied parameters still one
+object, buffers bitwise equal on their device, the non-persistent ones
+still non-persistent, other attributes equal; load_into binds it and its
+forward equals a normally built module's. The file is not used when its
+key, its sources (an edited class) or its bytes (torn) differ, nor when
+another user could have written it (directory or file of another uid, or
+writable by group or others, symbolic links): the module is then built,
+with the reason said. The transformers path (empty_pretrained) runs in
+test_gpu_models.py."""
+import gc
+import hashlib
+import importlib
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import pytest
+
+from conftest import PKG
+
+torch = pytest.importorskip("torch")
+import wcache.torch as wt  # noqa: E402
+
+MODEL_SRC = textwrap.dedent('''
+    import torch
+    nn = torch.nn
+
+
+    def rope(dim, theta):
+        return 1.0 / (theta ** (torch.arange(0, dim, 2).float() / dim))
+
+
+    class Cfg:
+        def __init__(self, **kw):
+            self.__dict__.update(kw)
+
+        def __eq__(self, other):
+            return type(other) is Cfg and vars(self) == vars(other)
+
+
+    class Rotary(nn.Module):
+        def __init__(self, cfg):
+            super().__init__()
+            self.init_fn = rope                      # a function, by name
+            self.register_buffer("inv_freq", rope(cfg.head, cfg.theta), persistent=False)
+            self.original_inv_freq = self.inv_freq   # the same tensor under two names
+            self.scaling = 1.0
+
+
+    class Block(nn.Module):
+        def __init__(self, cfg, idx):
+            super().__init__()
+            self.layer_idx = idx
+            self.cfg = cfg                           # one object shared by every block
+            self.attn = nn.Linear(cfg.hidden, cfg.hidden, bias=False)
+            self.mlp = nn.Sequential(nn.Linear(cfg.hidden, 2 * cfg.hidden), nn.SiLU(),
+                                     nn.Linear(2 * cfg.hidden, cfg.hidden))
+            self.norm = nn.LayerNorm(cfg.hidden)
+
+        def forward(self, x):
+            return x + self.mlp(self.norm(self.attn(x)))
+
+
+    class Net(nn.Module):
+        def __init__(self, cfg):
+            super().__init__()
+            self.cfg = cfg
+            self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
+            self.blocks = nn.ModuleList([Block(cfg, i) for i in range(cfg.layers)])
+            self.rotary = Rotary(cfg)
+            self.head = nn.Linear(cfg.hidden, cfg.vocab, bias=False)
+            self.head.weight = self.embed.weight     # tied
+            self.gate = nn.Parameter(torch.ones(cfg.hidden, dtype=torch.bfloat16))
+            self.frozen = nn.Parameter(torch.zeros(3), requires_grad=False)
+            self.register_buffer("counts", torch.arange(6).float())   # persistent
+            self.dtype_seen = torch.bfloat16
+
+        def forward(self, ids):
+            x = self.embed(ids)
+            for b in self.blocks:
+                x = b(x)
+            x = x * self.gate.float() + self.counts.sum() + self.frozen.sum()
+            return self.head(x) * self.rotary.inv_freq.sum()
+
+
+    def make():
+        return Net(Cfg(vocab=40, hidden=8, layers=3, head=8, theta=10000.0))
+''')
+
+
+@pytest.fixture
+def mod(tmp_path, monkeypatch):
+    """The model's code as a module of its own file (its source checked)."""
+    src = tmp_path / "src"
+    src.mkdir()
+    name = "mc_model_%s" % hashlib.sha1(str(tmp_path).encode()).hexdigest()[:8]
+    (src / (name + ".py")).write_text(MODEL_SRC)
+    monkeypatch.syspath_prepend(str(src))
+    m = importlib.import_module(name)
+    yield m
+    sys.modules.pop(name, None)
+
+
+def cached(mod, d, key="net", **kw):
+    how = {}
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        m = wt.empty_model(mod.make, key, cache=str(d), how=how, **kw)
+    how["warnings"] = [str(x.message) for x in w]
+    return m, how
+
+
+def all_params(m):
+    """(name, parameter) of every name, tied ones under each (torch 1.13's
+    named_parameters has no remove_duplicate)."""
+    return [(mn + ("." if mn else "") + n, p) for mn, x in m.named_modules()
+            for n, p in x._parameters.items() if p is not None]
+
+
+def shape_of(m):
+    """Everything empty_model must keep, in comparable form."""
+    out = {"modules": [(n, type(x).__qualname__, x.training) for n, x in m.named_modules()],
+           "params": [(n, tuple(p.shape), p.dtype, p.device.type, p.requires_grad, type(p).__name__)
+                      for n, p in all_params(m)],
+           "buffers": [(n, b.dtype, str(b.device), b.cpu().tolist()) for n, b in m.named_buffers()],
+           "state": sorted(m.state_dict(keep_vars=True)),
+           "nonpersistent": sorted(m.rotary._non_persistent_buffers_set)}
+    return out
+
+
+def weights(m):
+    g = torch.Generator().manual_seed(7)
+    return {n: torch.randn(tuple(t.shape), generator=g).to(t.dtype)
+            for n, t in m.state_dict(keep_vars=True).items() if n != "head.weight"}
+
+
+def test_hit_is_the_same_module(mod, tmp_path):
+    d = tmp_path / "cache"
+    first, how = cached(mod, d)
+    assert how["cache"] == "miss" and how["saved"], how
+    assert os.path.exists(how["path"]) and how["path"].startswith(str(d))
+    assert oct(os.stat(how["path"]).st_mode & 0o777) == oct(0o600)
+    assert oct(os.stat(str(d)).st_mode & 0o777) == oct(0o700)
+    again, how2 = cached(mod, d)
+    assert how2["cache"] == "hit" and how2["path"] == how["path"], how2
+    assert again is not first
+    assert shape_of(again) == shape_of(first)
+    assert all(p.is_meta for p in again.parameters())
+    assert again.head.weight is again.embed.weight
+    assert again.rotary.original_inv_freq is again.rotary.inv_freq
+    assert again.rotary.init_fn is mod.rope
+    assert all(b.cfg is again.cfg for b in again.blocks) and again.cfg == first.cfg
+    assert [b.layer_idx for b in again.blocks] == [0, 1, 2]
+    assert again.dtype_seen is torch.bfloat16 and again.rotary.scaling == 1.0
+    # bound and run: the same output as a module built normally
+    w = weights(first)
+    ref = mod.make()
+    ref.load_state_dict(dict(w, **{"head.weight": w["embed.weight"]}))
+    bound = wt.load_into(again, w)
+    assert bound.missing == [] and bound.tied == {"head.weight": "embed.weight"}
+    ids = torch.tensor([[1, 5, 9, 30]])
+    with torch.no_grad():
+        assert torch.equal(again(ids), ref(ids))
+
+
+def test_fresh_process_hit(mod, tmp_path):
+    """What a restart sees: a fresh interpreter unpickles the module."""
+    d = tmp_path / "cache"
+    first, how = cached(mod, d)
+    assert how["cache"] == "miss"
+    code = textwrap.dedent('''
+        import json, sys, torch
+        import wcache.torch as wt
+        import %s as mod
+        how = {}
+        m = wt.empty_model(mod.make, "net", cache=sys.argv[1], how=how)
+        print(json.dumps([how["cache"], [(n, list(p.shape), str(p.dtype), p.device.type)
+                          for n, p in m.named_parameters()],
+                          m.rotary.inv_freq.tolist(), m.head.weight is m.embed.weight]))
+    ''' % mod.__name__)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PKG, os.path.dirname(mod.__file__)]))
+    p = subprocess.run([sys.executable, "-c", code, str(d)], env=env, capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    import json
+    hit, params, inv, tied = json.loads(p.stdout.strip().splitlines()[-1])
+    assert hit == "hit"
+    assert params == [[n, list(x.shape), str(x.dtype), "meta"]
+                      for n, x in first.named_parameters()]
+    assert inv == first.rotary.inv_freq.tolist() and tied
+
+
+def test_misses(mod, tmp_path):
+    d = tmp_path / "cache"
+    _, how = cached(mod, d)
+    assert how["cache"] == "miss" and how["why"] == "no cache file"
+    # another key, another file
+    _, other = cached(mod, d, key={"config": 2})
+    assert other["cache"] == "miss" and other["path"] != how["path"]
+    # another buffers device or init_empty's parts: another file
+    _, bd = cached(mod, d, buffers_device="cpu")
+    assert bd["path"] not in (how["path"], other["path"])
+    _, slow = cached(mod, d, skip_init=False)
+    assert slow["cache"] == "miss" and slow["path"] != how["path"]
+    assert cached(mod, d)[1]["cache"] == "hit"
+    # the model's source edited (or upgraded): a miss, then the new file
+    st = os.stat(mod.__file__)
+    os.utime(mod.__file__, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    _, edited = cached(mod, d)
+    assert edited["cache"] == "miss" and "source file" in edited["why"] and edited["saved"], edited
+    assert cached(mod, d)[1]["cache"] == "hit"
+    # a torn file: a miss that writes it anew
+    with open(how["path"], "r+b") as f:
+        f.truncate(os.path.getsize(how["path"]) // 2)
+    _, torn = cached(mod, d)
+    assert torn["cache"] == "miss" and "unpickled" in torn["why"] and torn["saved"], torn
+    assert cached(mod, d)[1]["cache"] == "hit"
+    with open(how["path"], "wb") as f:
+        f.write(b"not a cache file")
+    _, junk = cached(mod, d)
+    assert junk["cache"] == "miss" and "header" in junk["why"], junk
+    assert cached(mod, d)[1]["cache"] == "hit"
+
+
+def test_off(mod, tmp_path, monkeypatch):
+    monkeypatch.setenv("WCACHE_MODULE_CACHE", str(tmp_path / "env"))
+    how = {}
+    m = wt.empty_model(mod.make, "net", cache=False, how=how)
+    assert how["cache"] == "off" and how["path"] is None
+    assert all(p.is_meta for p in m.parameters())
+    assert not (tmp_path / "env").exists()
+    # cache=True: the default directory, from the environment
+    assert wt.module_cache_dir() == str(tmp_path / "env")
+    how = {}
+    wt.empty_model(mod.make, "net", how=how)
+    assert how["cache"] == "miss" and how["path"].startswith(str(tmp_path / "env") + os.sep)
+    monkeypatch.delenv("WCACHE_MODULE_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert wt.module_cache_dir() == os.path.join(str(tmp_path / "xdg"), "wcache", "modules")
+
+
+def refused(mod, d, what):
+    m, how = cached(mod, d)
+    assert how["cache"] == "refused", (what, how)
+    assert any("not used" in w for w in how["warnings"]), how
+    assert all(p.is_meta for p in m.parameters()) and m.head.weight is m.embed.weight
+    return how
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+def test_refuses_what_another_user_could_write(mod, tmp_path):
+    d = tmp_path / "cache"
+    _, how = cached(mod, d)
+    path = how["path"]
+    # a file of another user
+    os.chown(path, 65534, 65534)
+    why = refused(mod, d, "file of uid 65534")["why"]
+    assert "belongs to uid 65534" in why and path in why
+    assert os.stat(path).st_uid == 65534   # not written over
+    os.chown(path, 0, 0)
+    # a file others may write
+    os.chmod(path, 0o622)
+    assert "writable by its group or others" in refused(mod, d, "file 0622")["why"]
+    os.chmod(path, 0o600)
+    assert cached(mod, d)[1]["cache"] == "hit"
+    # a symbolic link in place of the file
+    real = str(tmp_path / "elsewhere.wcm")
+    os.rename(path, real)
+    os.symlink(real, path)
+    assert "symbolic link" in refused(mod, d, "file symlink")["why"]
+    assert os.path.islink(path)
+    os.unlink(path)
+    os.rename(real, path)
+    # the directory: another user's, writable by others, a symbolic link
+    os.chown(str(d), 65534, 65534)
+    assert "belongs to uid 65534" in refused(mod, d, "dir of uid 65534")["why"]
+    os.chown(str(d), 0, 0)
+    os.chmod(str(d), 0o777)
+    assert "writable by its group or others" in refused(mod, d, "dir 0777")["why"]
+    os.chmod(str(d), 0o700)
+    link = tmp_path / "link"
+    os.symlink(str(d), str(link))
+    assert "symbolic link" in refused(mod, link, "dir symlink")["why"]
+    assert cached(mod, d)[1]["cache"] == "hit"
+    before = sorted(os.listdir(str(d)))
+    os.chmod(str(d), 0o777)
+    refused(mod, d, "dir 0777 again")
+    assert sorted(os.listdir(str(d))) == before   # nothing written in a refused directory
+    os.chmod(str(d), 0o700)
+
+
+def test_uncacheable_is_built_and_said(mod, tmp_path):
+    d = tmp_path / "cache"
+
+    def with_lambda():
+        m = mod.make()
+        m.hook = lambda x: x            # cannot be pickled by name
+        return m
+
+    how = {}
+    with pytest.warns(RuntimeWarning, match="not cached"):
+        m = wt.empty_model(with_lambda, "lambda", cache=str(d), how=how)
+    assert how["cache"] == "miss" and not how["saved"] and "cannot be kept" in how["why"]
+    assert callable(m.hook) and not os.path.exists(how["path"])
+
+    def with_view():
+        m = mod.make()
+        m.half_freq = m.rotary.inv_freq[:2]   # a view of a buffer: not kept exactly
+        return m
+
+    how = {}
+    with pytest.warns(RuntimeWarning, match="view or shares its memory"):
+        wt.empty_model(with_view, "view", cache=str(d), how=how)
+    assert not how["saved"] and not os.path.exists(how["path"])
+    assert [f for f in os.listdir(str(d)) if f.startswith(".tmp")] == []
+    with pytest.raises(TypeError, match="key must be"):
+        wt.empty_model(mod.make, object(), cache=str(d))
+
+
+def test_init_empty_pauses_gc(mod):
+    assert gc.isenabled()
+    with wt.init_empty():
+        assert not gc.isenabled()
+        mod.make()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with wt.init_empty():
+            mod.make()
+        assert not gc.isenabled()   # left as it was
+    finally:
+        gc.enable()
+    with pytest.raises(ZeroDivisionError):
+        with wt.init_empty():
+            1 / 0
+    assert gc.isenabled()

@@ -1,0 +1,402 @@
+# SPDX-License-Identifier: MIT
+"""The module cache of wcache.torch.empty_model: an engine's empty module
+(parameters on meta, buffers real: what init_empty builds), kept as a
+file, so that a restart unpickles it in a few milliseconds instead of
+running the model's constructors (transformers' from_config of an 8B
+Llama: 15-28 ms of Python on the H200 host, most of an engine start's
+weights part once the weights are served).
+
+The file (one per key, NAME.wcm in the cache directory):
+  line 1     JSON: format, the key's digest, the sources (below)
+  the rest   a pickle of (tensors, module): every tensor through a
+             persistent id (meta tensors as shape, stride, dtype; real
+             ones, the buffers, as their bytes and device), the module
+             tree pickled as torch pickles modules (its __dict__).
+A hit needs the same digest and the same sources: every Python file that
+defines a class or function the pickle names (the model's modeling code,
+transformers', torch's) with the same size and mtime as when it was
+written, so an upgrade or an edit of that code is a miss, never a stale
+module. What the build reads besides its code (environment, installed
+optional packages) is the caller's key to give.
+
+A pickle runs code when loaded, so a cache file is only read where nobody
+else could have written it: the directory and the file belong to this
+process's user and are writable by nobody else, and the file is not a
+symbolic link; otherwise the cache is refused (built fresh, not written,
+the reason said). Writes go to a temporary file renamed into place.
+"""
+import hashlib
+import io
+import json
+import os
+import pickle
+import stat
+import sys
+import types
+import warnings
+
+import torch
+
+FORMAT = "wcache-module-cache/1"
+SUFFIX = ".wcm"
+
+
+class Uncacheable(Exception):
+    """The module holds something this cache cannot keep exactly."""
+
+
+def default_dir():
+    """$WCACHE_MODULE_CACHE, else $XDG_CACHE_HOME/wcache/modules, else
+    ~/.cache/wcache/modules."""
+    d = os.environ.get("WCACHE_MODULE_CACHE")
+    if d:
+        return d
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "wcache", "modules")
+
+
+def _owned_private(st, what, path):
+    """None when st (an lstat/fstat) is this user's and writable by nobody
+    else; else the sentence saying why not."""
+    uid = os.geteuid()
+    if st.st_uid != uid:
+        return "%s %s belongs to uid %d, not to this process's uid %d" % (what, path, st.st_uid, uid)
+    if st.st_mode & 0o022:
+        return "%s %s is writable by its group or others (mode %o): chmod go-w it" % (
+            what, path, st.st_mode & 0o7777)
+    return None
+
+
+def open_dir(path, create):
+    """(fd, None): the cache directory opened (made 0700 when create and
+    missing), a directory of this user writable by nobody else, not a
+    symbolic link; (-1, why) otherwise. Files are then opened relative to
+    fd, so the directory checked is the one used."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+    try:
+        fd = os.open(path, flags)
+    except FileNotFoundError:
+        if not create:
+            return -1, "the cache directory %s does not exist" % path
+        try:
+            os.makedirs(path, mode=0o700, exist_ok=True)
+            fd = os.open(path, flags)
+        except OSError as e:
+            return -1, "cannot make the cache directory %s: %s" % (path, e.strerror or e)
+    except OSError as e:   # ELOOP: a symbolic link; ENOTDIR: a file
+        return -1, "cannot open the cache directory %s: %s (it must be a directory, "\
+            "not a symbolic link)" % (path, e.strerror or e)
+    why = _owned_private(os.fstat(fd), "the cache directory", path)
+    if why:
+        os.close(fd)
+        return -1, why
+    return fd, None
+
+
+def _resolve_device(dev):
+    if dev is None:
+        return None
+    d = torch.device(dev)
+    if d.type == "cuda" and d.index is None and torch.cuda.is_available():
+        d = torch.device("cuda", torch.cuda.current_device())
+    return str(d)
+
+
+def digest(key, buffers_device, parts):
+    """The file's name: what is built (the caller's key), where its buffers
+    go, how init_empty built it, and the interpreter and torch it is for."""
+    if isinstance(key, bytes):
+        key = {"bytes": hashlib.sha256(key).hexdigest()}
+    try:
+        user = json.dumps(key, sort_keys=True)
+    except (TypeError, ValueError) as e:
+        raise TypeError("wcache.torch.empty_model: key must be bytes, str or JSON-able "
+                        "(lists, dicts, numbers, strings): %s" % e)
+    get_dd = getattr(torch, "get_default_device", None)
+    whole = json.dumps([FORMAT, user, _resolve_device(buffers_device), sorted(parts),
+                        sys.version, torch.__version__, str(torch.get_default_dtype()),
+                        str(get_dd()) if get_dd else None])
+    return hashlib.sha256(whole.encode()).hexdigest()[:40]
+
+
+def _source(modname):
+    """(module name, file, size, mtime_ns) of a loaded module with a file;
+    None for builtins and modules without one."""
+    mod = sys.modules.get(modname)
+    f = getattr(mod, "__file__", None)
+    if not f:
+        return None
+    try:
+        st = os.stat(f)
+    except OSError:
+        return None
+    return [modname, f, st.st_size, st.st_mtime_ns]
+
+
+def sources_match(sources):
+    for _, f, size, mtime in sources:
+        try:
+            st = os.stat(f)
+        except OSError:
+            return False
+        if st.st_size != size or st.st_mtime_ns != mtime:
+            return False
+    return True
+
+
+def _dtype_name(dt):
+    return str(dt).split(".", 1)[1]
+
+
+class _Pickler(pickle.Pickler):
+    """Pickles a module with every tensor out of line (its table) and the
+    modules of the classes and functions it names recorded."""
+
+    def __init__(self, f):
+        super().__init__(f, protocol=4)
+        self.table = []
+        self.ids = {}
+        self.keep = []        # the tensors met: their ids stay unique meanwhile
+        self.storages = set()
+        self.modnames = set()
+
+    def persistent_id(self, obj):
+        if isinstance(obj, torch.Tensor):
+            i = self.ids.get(id(obj))
+            if i is None:
+                i = self.ids[id(obj)] = len(self.table)
+                self.table.append(self._tensor(obj))
+                self.keep.append(obj)
+            return ("t", i)
+        # classes and functions are pickled by name: their module's file
+        # is a source of the cache file; of an instance, its class's
+        if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
+            m = getattr(obj, "__module__", None)
+        else:
+            m = type(obj).__module__
+        if m:
+            self.modnames.add(m)
+        return None
+
+    def _tensor(self, t):
+        param = type(t) is torch.nn.Parameter
+        if not param and type(t) is not torch.Tensor:
+            raise Uncacheable("a tensor of type %s.%s (only torch.Tensor and nn.Parameter are kept)"
+                              % (type(t).__module__, type(t).__qualname__))
+        if t.grad_fn is not None or (getattr(t, "_backward_hooks", None)):
+            raise Uncacheable("a tensor with autograd history or hooks")
+        dtype = _dtype_name(t.dtype)
+        if t.is_meta:
+            return ("meta", param, t.requires_grad, dtype, tuple(t.shape), tuple(t.stride()),
+                    t.storage_offset())
+        storage = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
+        nbytes = storage.nbytes() if hasattr(storage, "nbytes") else storage.size() * t.element_size()
+        key = (str(t.device), storage.data_ptr())
+        if key in self.storages or not t.is_contiguous() or t.storage_offset() != 0 or \
+                nbytes != t.numel() * t.element_size():
+            raise Uncacheable("a real tensor (%s %s on %s) that is a view or shares its memory"
+                              % (t.dtype, tuple(t.shape), t.device))
+        self.storages.add(key)
+        data = t.detach().to("cpu").reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        return ("data", param, t.requires_grad, dtype, tuple(t.shape), str(t.device), data)
+
+
+class _Unpickler(pickle.Unpickler):
+    def __init__(self, f, table):
+        super().__init__(f)
+        self.table = table
+        self.made = {}
+
+    def persistent_load(self, pid):
+        i = pid[1]
+        t = self.made.get(i)
+        if t is None:
+            t = self.made[i] = _rebuild(self.table[i])
+        return t
+
+
+def _rebuild(e):
+    kind, param, grad, dtype, shape = e[:5]
+    dt = getattr(torch, dtype)
+    if kind == "meta":
+        t = torch.empty_strided(shape, e[5], dtype=dt, device="meta")
+    else:
+        dev, data = e[5], e[6]
+        if data:
+            t = torch.frombuffer(bytearray(data), dtype=torch.uint8).view(dt).reshape(shape)
+        else:
+            t = torch.empty(shape, dtype=dt)
+        if dev != "cpu":
+            t = t.to(dev)
+    if param:
+        return torch.nn.Parameter(t, requires_grad=grad)
+    return t.requires_grad_(grad) if grad else t
+
+
+def dump(module, digest_hex):
+    """The cache file's bytes for module; raises Uncacheable, or whatever
+    pickling raised (a lambda, a lock... in the module)."""
+    buf = io.BytesIO()
+    p = _Pickler(buf)
+    p.dump(module)
+    srcs = [s for s in (_source(m) for m in sorted(p.modnames)) if s]
+    table = pickle.dumps(p.table, protocol=4)
+    head = json.dumps({"format": FORMAT, "digest": digest_hex, "sources": srcs}).encode()
+    return head + b"\n" + len(table).to_bytes(8, "little") + table + buf.getvalue()
+
+
+def load_bytes(blob, digest_hex):
+    """The module in blob, or (None, why) when it is not for this digest
+    or its sources changed."""
+    nl = blob.find(b"\n")
+    try:
+        head = json.loads(blob[:nl])
+    except ValueError:
+        return None, "its header is not JSON"
+    if head.get("format") != FORMAT or head.get("digest") != digest_hex:
+        return None, "it is of another format or key"
+    if not sources_match(head.get("sources", [])):
+        return None, "a source file it names changed (an upgrade or an edit)"
+    n = int.from_bytes(blob[nl + 1:nl + 9], "little")
+    table = pickle.loads(blob[nl + 9:nl + 9 + n])
+    u = _Unpickler(io.BytesIO(blob[nl + 9 + n:]), table)
+    return u.load(), None
+
+
+def read(dfd, name, path):
+    """(bytes, None): the cache file name in the directory dfd (path: its
+    name in messages); (None, None) when there is none; (None, why) when it
+    is not fit to be trusted (see the module's comment)."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0), dir_fd=dfd)
+    except FileNotFoundError:
+        return None, None
+    except OSError as e:
+        return None, "cannot open %s: %s (it must be a regular file, not a symbolic link)" % (
+            path, e.strerror or e)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            return None, "%s is not a regular file" % path
+        why = _owned_private(st, "the cache file", path)
+        if why:
+            return None, why
+        return f.read(), None
+
+
+def write(dfd, name, path, blob):
+    """Writes blob as name in the directory dfd, through a temporary file
+    renamed into place (a reader sees the old file or the new one); None,
+    or why it could not."""
+    tmp = ".tmp-%d-%s" % (os.getpid(), name)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
+                     getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=dfd)
+    except OSError as e:
+        return "cannot write in the directory of %s: %s" % (path, e.strerror or e)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(blob)
+        os.replace(tmp, name, src_dir_fd=dfd, dst_dir_fd=dfd)
+        return None
+    except OSError as e:
+        try:
+            os.unlink(tmp, dir_fd=dfd)
+        except OSError:
+            pass
+        return "cannot write %s: %s" % (path, e.strerror or e)
+
+
+def empty_model(build, key, buffers_device=None, cache=True, skip_init=True, how=None):
+    """build() under wcache.torch.init_empty(buffers_device, skip_init), or
+    the same module from the cache when it holds one for key.
+
+    key: what build makes, as bytes, a string or JSON-able data (for a
+    transformers model, the config.json's bytes and the class and dtype:
+    see wcache.torch.empty_pretrained); the interpreter, torch, the
+    buffers' device and the init_empty parts are added to it, and the
+    source files of the module's classes are checked on each hit.
+    cache: True (the default directory: $WCACHE_MODULE_CACHE, else
+    $XDG_CACHE_HOME/wcache/modules, else ~/.cache/wcache/modules), a
+    directory path, or False (build every time). A cache that cannot be
+    used (a directory or file of another user, or writable by others; a
+    module holding something that cannot be pickled) never fails the
+    call: the module is built and the reason is in how and in a
+    RuntimeWarning.
+    how: a dict to fill: "cache" ("hit", "miss", "off" or "refused"),
+    "path" (the cache file), "why" (a miss's or refusal's reason),
+    "saved" (a miss: whether the file was written)."""
+    from ._empty import PARTS, init_empty, no_gc
+    how = how if how is not None else {}
+    how.update(cache="off", path=None, why=None, saved=False)
+    if cache is False or cache is None:
+        with init_empty(buffers_device=buffers_device, skip_init=skip_init):
+            return build()
+    d = default_dir() if cache is True else os.fspath(cache)
+    hexd = digest(key, buffers_device, PARTS if skip_init else ())
+    name = hexd + SUFFIX
+    how["path"] = path = os.path.join(d, name)
+    dfd, why = open_dir(d, create=True)
+    try:
+        if why is None:
+            blob, why = read(dfd, name, path)
+            if blob is not None:
+                try:
+                    with no_gc():
+                        module, miss = load_bytes(blob, hexd)
+                except Exception as e:   # noqa: BLE001 (a torn or foreign file: build anew)
+                    module, miss = None, "it cannot be unpickled (%s: %s)" % (type(e).__name__, e)
+                if module is not None:
+                    how["cache"] = "hit"
+                    return module
+                how["why"] = miss
+        if why is not None:   # refused: build, never write there
+            how.update(cache="refused", why=why)
+            warnings.warn("wcache.torch.empty_model: module cache not used: %s" % why, RuntimeWarning, 2)
+            with init_empty(buffers_device=buffers_device, skip_init=skip_init):
+                return build()
+        how["cache"] = "miss"
+        how["why"] = how["why"] or "no cache file"
+        with init_empty(buffers_device=buffers_device, skip_init=skip_init):
+            module = build()
+        try:
+            blob = dump(module, hexd)
+            err = write(dfd, name, path, blob)
+        except Exception as e:   # noqa: BLE001 (anything pickle raises: a lambda, a lock)
+            err = "the module cannot be kept: %s: %s" % (type(e).__name__, e)
+        if err:
+            how["why"] = err
+            warnings.warn("wcache.torch.empty_model: module not cached: %s" % err, RuntimeWarning, 2)
+        else:
+            how["saved"] = True
+        return module
+    finally:
+        if dfd >= 0:
+            os.close(dfd)
+
+
+def empty_pretrained(model_dir, cls=None, dtype=None, buffers_device=None, cache=True,
+                     skip_init=True, how=None, **kwargs):
+    """A transformers model of model_dir built empty (as empty_model):
+    cls.from_config(AutoConfig.from_pretrained(model_dir), dtype=dtype,
+    **kwargs) under init_empty, cls defaulting to AutoModelForCausalLM;
+    the key is config.json's bytes, cls, dtype and kwargs (so a hit skips
+    the AutoConfig too), with transformers' version."""
+    import transformers
+    if cls is None:
+        cls = transformers.AutoModelForCausalLM
+    with open(os.path.join(model_dir, "config.json"), "rb") as f:
+        cfg_bytes = f.read()
+    key = {"transformers": transformers.__version__,
+           "config.json": hashlib.sha256(cfg_bytes).hexdigest(),
+           "class": "%s.%s" % (cls.__module__, cls.__qualname__),
+           "dtype": str(dtype), "kwargs": repr(sorted(kwargs.items()))}
+
+    def build():
+        cfg = transformers.AutoConfig.from_pretrained(model_dir)
+        if dtype is not None:
+            kwargs["dtype"] = dtype
+        make = getattr(cls, "from_config", None) or getattr(cls, "_from_config")
+        return make(cfg, **kwargs)
+    return empty_model(build, key, buffers_device=buffers_device, cache=cache,
+                       skip_init=skip_init, how=how)
