@@ -8,6 +8,8 @@
  * cache holds evict the least recently used. The layout counts as the
  * shards do: a preset rewritten, changed (a new rules hash) or added to the
  * preset directory, and a --layout file rewritten, each compute again.
+ * An entry evicted from memory comes back from the disk's copy
+ * (identdisk.c; client_identdisk.c tests that one).
  */
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -104,40 +106,40 @@ static void layouts(struct wc_expect *w)
 	w->tp_size = 2;
 	w->tp_rank = 1;
 	la = get(w, a, sizeof(a));
-	expect_counts(16, 4);
+	expect_counts(15, 4);
 	get(w, b, sizeof(b));
-	expect_counts(16, 5);
+	expect_counts(15, 5);
 
 	/* the preset rewritten with the same bytes: computed again, equal */
 	rewrite(preset);
 	lb = get(w, b, sizeof(b));
-	expect_counts(17, 5);
+	expect_counts(16, 5);
 	T_ASSERT(la == lb && !memcmp(a, b, la));
 	/* the preset changed: computed again, another rules hash */
 	append(preset, "vocab_pad 128\n");
 	lb = get(w, b, sizeof(b));
-	expect_counts(18, 5);
+	expect_counts(17, 5);
 	T_ASSERT(la != lb || memcmp(a, b, la));
 	/* a preset added to the directory */
 	snprintf(file, sizeof(file), "%s/other.layout", dir);
 	usleep(20000);
 	T_OK(close(open(file, O_WRONLY | O_CREAT, 0600)));
 	get(w, b, sizeof(b));
-	expect_counts(19, 5);
+	expect_counts(18, 5);
 	get(w, b, sizeof(b));
-	expect_counts(19, 6);
+	expect_counts(18, 6);
 
 	/* a layout file instead of the preset: rewritten, computed again */
 	snprintf(file, sizeof(file), "%s/mine.layout", x.dir);
 	copy_file(src, file);
 	w->layout_file = file;
 	la = get(w, a, sizeof(a));
-	expect_counts(20, 6);
+	expect_counts(19, 6);
 	get(w, b, sizeof(b));
-	expect_counts(20, 7);
+	expect_counts(19, 7);
 	append(file, "vocab_pad 128\n");
 	lb = get(w, b, sizeof(b));
-	expect_counts(21, 7);
+	expect_counts(20, 7);
 	T_ASSERT(la != lb || memcmp(a, b, la));
 	w->layout_file = NULL;
 }
@@ -147,9 +149,14 @@ int main(void)
 	static uint8_t a[IDENT_ENC_MAX], b[IDENT_ENC_MAX];
 	struct wc_expect w = { 0 };
 	char err[WC_ERR_LEN], path[700];
+	struct wc__idc_counts c;
 	size_t la, lb;
 
 	e2e_init(&x, "identcache");
+	/* the disk's copy in a directory of this run's own */
+	snprintf(path, sizeof(path), "%s/ident", x.dir);
+	T_OK(setenv("WCACHE_IDENT_CACHE", path, 1));
+	wc__ident_cache_settle_ns(0);   /* files changed just now: write */
 	T_OK(gpu_dev_open(&dev, "host", err));
 	w.model_dir = x.model;
 
@@ -201,11 +208,16 @@ int main(void)
 	w.tp_rank = 8;
 	get(&w, b, sizeof(b));
 	expect_counts(14, 4);
+	/* evicted from memory, still on disk (identdisk.c): read, not built */
 	w.tp_rank = 0;
 	get(&w, b, sizeof(b));
-	expect_counts(15, 4);
+	expect_counts(14, 4);
+	wc__ident_cache_counts(&c);
+	T_EQ_U64(c.disk_hits, 1);
 	layouts(&w);
 	gpu_dev_close(&dev);
-	printf("identity cache: 21 computed, 7 served from the cache\n");
+	wc__ident_cache_counts(&c);
+	T_EQ_U64(c.disk_hits, 1);
+	printf("identity cache: 20 computed, 7 served from memory, 1 from disk\n");
 	return 0;
 }

@@ -19,6 +19,7 @@
 # (seconds, default 120) bounds each test; a pytest file as a whole.
 # WC_PYTEST_PRELOAD (the Makefile's, in an ASan build): the sanitizer
 # runtime that pytest's interpreter preloads, with leak checks off.
+# WCACHE_IDENT_CACHE is set to a fresh directory of the run (removed after).
 #
 # Tests run in parallel (-j, default 1), so each must keep its files in its
 # own temporary directory and never wait on another test.
@@ -49,6 +50,9 @@ export PYTHON
 export WC_TOP=$(cd "$(dirname "$0")/.." && pwd)
 logdir=$(mktemp -d /tmp/wctest.XXXXXX)
 trap 'rm -rf "$logdir"' EXIT
+# libwcache's identity cache on disk (identdisk.c) in a directory of this
+# run's own: no test reads what an earlier run (or the user) left there.
+export WCACHE_IDENT_CACHE=$logdir/ident
 pass=0 fail=0 skip=0
 failed=()
 

@@ -21,6 +21,13 @@ BUILD = os.environ.get("BUILD", "build")
 BIN = os.path.join(WC_TOP, BUILD, "bin")
 PKG = os.path.join(WC_TOP, "tools", "libwcache", "python")
 os.environ.setdefault("WCACHE_LIB", os.path.join(WC_TOP, BUILD, "lib", "libwcache.so"))
+# libwcache's identity cache on disk: test/run.sh gives each run a fresh
+# directory; run by hand, one of this session's own (never ~/.cache's).
+if not os.environ.get("WCACHE_IDENT_CACHE"):
+    import atexit, shutil, tempfile
+    _ident = tempfile.mkdtemp(prefix="wctest-ident.")
+    atexit.register(shutil.rmtree, _ident, True)
+    os.environ["WCACHE_IDENT_CACHE"] = os.path.join(_ident, "ident")
 if PKG not in sys.path:
     sys.path.insert(0, PKG)
 REFERENCE = os.path.join(WC_TOP, "test", "data", "reference")

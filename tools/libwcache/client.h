@@ -93,6 +93,18 @@ int wc__ident_get(struct ident *id, const struct wc_expect *x,
 void wc__shards_note(struct wc__shard_seen *s, const struct model *m);
 /* For tests: identities computed and served from the cache so far. */
 void wc__ident_cache_stats(uint64_t *built, uint64_t *hits);
+/* For tests: the same and the disk's part (identdisk.c): entries read,
+ * entries written, and why the last lookup did not use it ("" if it did). */
+struct wc__idc_counts {
+	uint64_t built, hits, disk_hits, disk_writes;
+	char disk_why[192];
+};
+void wc__ident_cache_counts(struct wc__idc_counts *c);
+/* For tests: empties this process's cache (the disk's stays). */
+void wc__ident_cache_drop(void);
+/* For tests: how old every file must be for an entry to be written
+ * (default 2 s; identdisk.c says why). */
+void wc__ident_cache_settle_ns(int64_t ns);
 
 int wc__fail(struct wc_error *err, int code, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

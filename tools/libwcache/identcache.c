@@ -15,6 +15,9 @@
  * statted before they are read and the shards after, compared with what
  * was read, so a file that changes meanwhile is never cached as the old
  * one. A lookup costs one stat per file (about 1 us each; 8 presets).
+ * On a miss the entry is looked for on disk (identdisk.c: a restarted
+ * engine reads it instead of the headers, checked by the same stats), and
+ * an identity built is written there too.
  *
  * Bounds: WC_IDC_ENTRIES models (the least recently used is replaced),
  * WC_IDC_FILES_MAX files each (a larger model is not cached),
@@ -31,60 +34,18 @@
 #include <sys/stat.h>
 
 #include "client.h"
+#include "identcache.h"
 #include "identity.h"
 #include "model.h"
 #include "plan.h"
 
 #define WC_IDC_ENTRIES 8
-#define WC_IDC_FILES_MAX 4096
 #define WC_IDC_PRESETS_MAX 256    /* plan_rules_preset reads at most this */
-
-struct idc_stat {
-	bool exists;
-	dev_t dev;
-	ino_t ino;
-	off_t size;
-	int64_t mtime_ns, ctime_ns;
-};
-
-struct idc_file {
-	char *path;
-	struct idc_stat st;
-};
-
-struct idc_entry {
-	char *key;
-	struct ident id;
-	struct idc_file *f;
-	unsigned n;
-	uint64_t tick;
-};
 
 static pthread_mutex_t idc_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct idc_entry idc[WC_IDC_ENTRIES];
-static uint64_t idc_tick, idc_built, idc_hits;
-
-static void stat_of(const char *path, struct idc_stat *st)
-{
-	struct stat sb;
-
-	memset(st, 0, sizeof(*st));
-	if (stat(path, &sb))
-		return;
-	st->exists = true;
-	st->dev = sb.st_dev;
-	st->ino = sb.st_ino;
-	st->size = sb.st_size;
-	st->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec;
-	st->ctime_ns = (int64_t)sb.st_ctim.tv_sec * 1000000000 + sb.st_ctim.tv_nsec;
-}
-
-static bool same_stat(const struct idc_stat *a, const struct idc_stat *b)
-{
-	return a->exists == b->exists && a->dev == b->dev && a->ino == b->ino &&
-	       a->size == b->size && a->mtime_ns == b->mtime_ns &&
-	       a->ctime_ns == b->ctime_ns;
-}
+static uint64_t idc_tick, idc_built, idc_hits, idc_disk_hits, idc_disk_writes;
+static char idc_disk_why[WC_IDD_WHY_LEN];
 
 static void entry_free(struct idc_entry *e)
 {
@@ -152,7 +113,7 @@ static bool pre_add(struct idc_entry *pre, const char *fmt, ...)
 		free(f->path);
 		return false;
 	}
-	stat_of(f->path, &f->st);
+	idc_stat_of(f->path, &f->st);
 	pre->n++;
 	return true;
 }
@@ -223,8 +184,8 @@ static struct idc_entry *lookup(const char *key)
 		for (k = 0; k < e->n; k++) {
 			struct idc_stat now;
 
-			stat_of(e->f[k].path, &now);
-			if (!same_stat(&now, &e->f[k].st))
+			idc_stat_of(e->f[k].path, &now);
+			if (!idc_same_stat(&now, &e->f[k].st))
 				break;
 		}
 		if (k == e->n)
@@ -253,7 +214,7 @@ static bool note_files(struct idc_entry *e, struct idc_entry *pre,
 	for (unsigned i = 0; i < s->n; i++) {
 		struct idc_stat st;
 
-		stat_of(s->path[i], &st);
+		idc_stat_of(s->path[i], &st);
 		if (!st.exists || (uint64_t)st.size != s->size[i] ||
 		    st.mtime_ns != s->mtime_ns[i])
 			return false;  /* changed since it was read */
@@ -265,19 +226,51 @@ static bool note_files(struct idc_entry *e, struct idc_entry *pre,
 	return true;
 }
 
+/* Under idc_mu: puts ne (moved; zeroed) in the cache, over the entry of
+ * the same key (another thread built it too) or the least recently used. */
+static void insert(struct idc_entry *ne)
+{
+	unsigned victim = 0;
+
+	for (unsigned i = 0; i < WC_IDC_ENTRIES; i++) {
+		if (idc[i].key && !strcmp(idc[i].key, ne->key)) {
+			victim = i;
+			break;
+		}
+		if (!idc[i].key || idc[i].tick < idc[victim].tick)
+			victim = i;
+	}
+	entry_free(&idc[victim]);
+	ne->tick = ++idc_tick;
+	idc[victim] = *ne;
+	memset(ne, 0, sizeof(*ne));
+}
+
+/* Under idc_mu: keeps the disk's reason for the tests. */
+static void disk_note(const struct idd *d)
+{
+	wc__strlcpy(idc_disk_why, d->why, sizeof(idc_disk_why));
+}
+
+/* The lookup order: this process's cache, the entry on disk (identdisk.c),
+ * then wc__ident_build, whose result goes to both when cacheable. */
 int wc__ident_get(struct ident *id, const struct wc_expect *x,
 		  const struct gpu_dev *dev, struct wc_error *err)
 {
 	struct wc__shard_seen seen = { 0 };
 	struct idc_entry ne = { 0 }, pre = { 0 }, *e;
 	char *key, *preset_dir;
+	struct idd *d;
 	bool cacheable;
 	int ret;
 
 	if (!x->model_dir || !(preset_dir = strdup(plan_layout_dir())))
 		return wc__ident_build(id, x, dev, NULL, err);
 	key = make_key(x, dev, preset_dir);
-	if (!key) {
+	d = malloc(sizeof(*d));
+	if (!key || !d) {
+		free(d);
+		free(key);
 		free(preset_dir);
 		return wc__ident_build(id, x, dev, NULL, err);
 	}
@@ -288,42 +281,54 @@ int wc__ident_get(struct ident *id, const struct wc_expect *x,
 		e->tick = ++idc_tick;
 		idc_hits++;
 		pthread_mutex_unlock(&idc_mu);
-		free(preset_dir);
-		free(key);
-		return 0;
+		ret = 0;
+		goto out_free;
 	}
 	pthread_mutex_unlock(&idc_mu);
 
+	/* a relative path names other files in a process of another cwd */
+	if (x->model_dir[0] != '/' || preset_dir[0] != '/' ||
+	    (x->rules_file && x->rules_file[0] != '/') ||
+	    (x->layout_file && x->layout_file[0] != '/'))
+		wc__idd_off(d, "a relative path: the model, rules, layout or preset directory");
+	else
+		wc__idd_begin(d, key);
+	if (!wc__idd_load(d, key, &ne)) {
+		*id = ne.id;
+		pthread_mutex_lock(&idc_mu);
+		idc_disk_hits++;
+		disk_note(d);
+		insert(&ne);
+		pthread_mutex_unlock(&idc_mu);
+		wc__idd_end(d);
+		ret = 0;
+		goto out_free;
+	}
 	cacheable = pre_files(&pre, x, preset_dir);
 	ret = wc__ident_build(id, x, dev, &seen, err);
 	if (!ret && cacheable && note_files(&ne, &pre, &seen)) {
-		unsigned victim = 0;
+		bool wrote;
 
 		ne.key = key;
 		key = NULL;
 		ne.id = *id;
+		wrote = !wc__idd_store(d, &ne);
 		pthread_mutex_lock(&idc_mu);
-		for (unsigned i = 0; i < WC_IDC_ENTRIES; i++) {
-			if (idc[i].key && !strcmp(idc[i].key, ne.key)) {
-				victim = i;     /* another thread built it too */
-				break;
-			}
-			if (!idc[i].key || idc[i].tick < idc[victim].tick)
-				victim = i;
-		}
-		entry_free(&idc[victim]);
-		ne.tick = ++idc_tick;
-		idc[victim] = ne;
-		ne = (struct idc_entry){ 0 };
+		idc_disk_writes += wrote;
+		insert(&ne);
 		pthread_mutex_unlock(&idc_mu);
 	}
+	wc__idd_end(d);
 	pthread_mutex_lock(&idc_mu);
 	if (!ret)
 		idc_built++;
+	disk_note(d);
 	pthread_mutex_unlock(&idc_mu);
+out_free:
 	entry_free(&pre);
 	entry_free(&ne);
 	seen_free(&seen);
+	free(d);
 	free(preset_dir);
 	free(key);
 	return ret;
@@ -334,5 +339,24 @@ void wc__ident_cache_stats(uint64_t *built, uint64_t *hits)
 	pthread_mutex_lock(&idc_mu);
 	*built = idc_built;
 	*hits = idc_hits;
+	pthread_mutex_unlock(&idc_mu);
+}
+
+void wc__ident_cache_counts(struct wc__idc_counts *c)
+{
+	pthread_mutex_lock(&idc_mu);
+	c->built = idc_built;
+	c->hits = idc_hits;
+	c->disk_hits = idc_disk_hits;
+	c->disk_writes = idc_disk_writes;
+	wc__strlcpy(c->disk_why, idc_disk_why, sizeof(c->disk_why));
+	pthread_mutex_unlock(&idc_mu);
+}
+
+void wc__ident_cache_drop(void)
+{
+	pthread_mutex_lock(&idc_mu);
+	for (unsigned i = 0; i < WC_IDC_ENTRIES; i++)
+		entry_free(&idc[i]);
 	pthread_mutex_unlock(&idc_mu);
 }
