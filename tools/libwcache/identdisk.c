@@ -602,8 +602,6 @@ int wc__idd_store(struct idd *d, const struct idc_entry *e)
 		why(d, "cannot write %s/%s: %s", d->dir, d->name,
 		    strerror(-ret));
 		unlinkat(d->dfd, tmp, 0);
-	} else {
-		d->why[0] = '\0';
 	}
 	free(w.p);
 	return ret;
