@@ -167,7 +167,7 @@ class _Pickler(pickle.Pickler):
                 i = self.ids[id(obj)] = len(self.table)
                 self.table.append(self._tensor(obj))
                 self.keep.append(obj)
-            return ("t", i)
+            return i
         # classes and functions are pickled by name: their module's file
         # is a source of the cache file; of an instance, its class's
         if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
@@ -199,20 +199,6 @@ class _Pickler(pickle.Pickler):
         self.storages.add(key)
         data = t.detach().to("cpu").reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
         return ("data", param, t.requires_grad, dtype, tuple(t.shape), str(t.device), data)
-
-
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, f, table):
-        super().__init__(f)
-        self.table = table
-        self.made = {}
-
-    def persistent_load(self, pid):
-        i = pid[1]
-        t = self.made.get(i)
-        if t is None:
-            t = self.made[i] = _rebuild(self.table[i])
-        return t
 
 
 def _rebuild(e):
@@ -258,8 +244,9 @@ def load_bytes(blob, digest_hex):
     if not sources_match(head.get("sources", [])):
         return None, "a source file it names changed (an upgrade or an edit)"
     n = int.from_bytes(blob[nl + 1:nl + 9], "little")
-    table = pickle.loads(blob[nl + 9:nl + 9 + n])
-    u = _Unpickler(io.BytesIO(blob[nl + 9 + n:]), table)
+    made = [_rebuild(e) for e in pickle.loads(blob[nl + 9:nl + 9 + n])]
+    u = pickle.Unpickler(io.BytesIO(blob[nl + 9 + n:]))
+    u.persistent_load = made.__getitem__   # a persistent id is the tensor's index
     return u.load(), None
 
 
