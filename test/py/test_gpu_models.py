@@ -148,12 +148,22 @@ def check_module_cache(model_dir, rundir, tmp_path, served, ref_buffers, want):
     the second and by a fresh process (a restart); each module the same:
     parameters on meta, from_pretrained's buffers bitwise, its logits."""
     cache = str(tmp_path / "modcache")
+    with wcache.torch.init_empty(buffers_device="cuda"):
+        plain = transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.from_pretrained(model_dir), dtype=torch.bfloat16,
+            attn_implementation="sdpa")
     for expect in ("miss", "hit"):
         how = {}
         m = wcache.torch.empty_pretrained(model_dir, dtype=torch.bfloat16, buffers_device="cuda",
                                           cache=cache, how=how, attn_implementation="sdpa")
         assert how["cache"] == expect and (expect == "hit" or how["saved"]), how
         assert all(p.is_meta for p in m.parameters())
+        assert [(n, type(x)) for n, x in m.named_modules()] == \
+            [(n, type(x)) for n, x in plain.named_modules()]
+        assert m.config.to_dict() == plain.config.to_dict()
+        gen = getattr(plain, "generation_config", None)
+        assert (gen is None) == (getattr(m, "generation_config", None) is None)
+        assert gen is None or m.generation_config.to_dict() == gen.to_dict()
         got = dict(m.named_buffers())
         assert sorted(got) == sorted(ref_buffers)
         for n, b in ref_buffers.items():
