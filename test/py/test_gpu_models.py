@@ -139,7 +139,13 @@ assert how["cache"] == "hit", how
 served = wcache.connect(device="0", runtime_dir=rundir).attach(model_dir=model_dir)
 wcache.torch.load_into(model, served)
 with torch.no_grad():
-    torch.save(model.eval()(torch.tensor(%r, device="cuda")).logits.cpu(), out)
+    got = model.eval()(torch.tensor(%r, device="cuda"), output_hidden_states=True)
+torch.save(got.logits.cpu(), out)
+# what the constructors did outside the module, redone after the hit
+hs = got.hidden_states
+assert hs is not None and len(hs) == model.config.num_hidden_layers + 1, hs
+g = model.generation_config
+assert g is None or g._original_object_hash == hash(g)
 """ % (IDS,)
 
 
