@@ -376,12 +376,15 @@ def empty_model(build, key, buffers_device=None, cache=True, skip_init=True, how
 
 
 def empty_pretrained(model_dir, cls=None, dtype=None, buffers_device=None, cache=True,
-                     skip_init=True, how=None, **kwargs):
+                     skip_init=True, how=None, config_kwargs=None, **kwargs):
     """A transformers model of model_dir built empty (as empty_model):
-    cls.from_config(AutoConfig.from_pretrained(model_dir), dtype=dtype,
-    **kwargs) under init_empty, cls defaulting to AutoModelForCausalLM;
-    the key is config.json's bytes, cls, dtype and kwargs (so a hit skips
-    the AutoConfig too), with transformers' version."""
+    cls.from_config(AutoConfig.from_pretrained(model_dir, **config_kwargs),
+    dtype=dtype, **kwargs) under init_empty, cls defaulting to
+    AutoModelForCausalLM (config_kwargs: trust_remote_code=True, say); the
+    key is config.json's bytes, cls, dtype and both kwargs, with
+    transformers' version and environment (a hit skips the AutoConfig
+    too), and a hit redoes what transformers' constructors do outside the
+    module (_hf_restore)."""
     import transformers
     if cls is None:
         cls = transformers.AutoModelForCausalLM
@@ -391,6 +394,7 @@ def empty_pretrained(model_dir, cls=None, dtype=None, buffers_device=None, cache
            "config.json": hashlib.sha256(cfg_bytes).hexdigest(),
            "class": "%s.%s" % (cls.__module__, cls.__qualname__),
            "dtype": str(dtype), "kwargs": repr(sorted(kwargs.items())),
+           "config_kwargs": repr(sorted((config_kwargs or {}).items())),
            # what transformers' construction reads besides its code: its
            # environment, and optional packages that change the modules
            # (hub kernels, flash attention)
@@ -398,7 +402,7 @@ def empty_pretrained(model_dir, cls=None, dtype=None, buffers_device=None, cache
            "optional": [m for m in _HF_OPTIONAL if importlib.util.find_spec(m) is not None]}
 
     def build():
-        cfg = transformers.AutoConfig.from_pretrained(model_dir)
+        cfg = transformers.AutoConfig.from_pretrained(model_dir, **(config_kwargs or {}))
         if dtype is not None:
             kwargs["dtype"] = dtype
         make = getattr(cls, "from_config", None) or getattr(cls, "_from_config")
