@@ -139,7 +139,13 @@ assert how["cache"] == "hit", how
 served = wcache.connect(device="0", runtime_dir=rundir).attach(model_dir=model_dir)
 wcache.torch.load_into(model, served)
 with torch.no_grad():
-    torch.save(model.eval()(torch.tensor(%r, device="cuda")).logits.cpu(), out)
+    got = model.eval()(torch.tensor(%r, device="cuda"), output_hidden_states=True)
+torch.save(got.logits.cpu(), out)
+# what the constructors did outside the module, redone after the hit
+hs = got.hidden_states
+assert hs is not None and len(hs) == model.config.num_hidden_layers + 1, hs
+g = model.generation_config
+assert g is None or getattr(g, "_original_object_hash", hash(g)) == hash(g)
 """ % (IDS,)
 
 
@@ -148,12 +154,22 @@ def check_module_cache(model_dir, rundir, tmp_path, served, ref_buffers, want):
     the second and by a fresh process (a restart); each module the same:
     parameters on meta, from_pretrained's buffers bitwise, its logits."""
     cache = str(tmp_path / "modcache")
+    with wcache.torch.init_empty(buffers_device="cuda"):
+        plain = transformers.AutoModelForCausalLM.from_config(
+            transformers.AutoConfig.from_pretrained(model_dir), dtype=torch.bfloat16,
+            attn_implementation="sdpa")
     for expect in ("miss", "hit"):
         how = {}
         m = wcache.torch.empty_pretrained(model_dir, dtype=torch.bfloat16, buffers_device="cuda",
                                           cache=cache, how=how, attn_implementation="sdpa")
         assert how["cache"] == expect and (expect == "hit" or how["saved"]), how
         assert all(p.is_meta for p in m.parameters())
+        assert [(n, type(x)) for n, x in m.named_modules()] == \
+            [(n, type(x)) for n, x in plain.named_modules()]
+        assert m.config.to_dict() == plain.config.to_dict()
+        gen = getattr(plain, "generation_config", None)
+        assert (gen is None) == (getattr(m, "generation_config", None) is None)
+        assert gen is None or m.generation_config.to_dict() == gen.to_dict()
         got = dict(m.named_buffers())
         assert sorted(got) == sorted(ref_buffers)
         for n, b in ref_buffers.items():

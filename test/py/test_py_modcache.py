@@ -340,3 +340,142 @@ def test_init_empty_pauses_gc(mod):
         with wt.init_empty():
             1 / 0
     assert gc.isenabled()
+
+
+STANDIN = {
+    "__init__.py": '''
+__version__ = "0.0-standin"
+from .modeling_utils import PreTrainedModel, _CAN_RECORD_REGISTRY  # noqa: F401
+from .standin import AutoConfig, AutoModelForCausalLM, StandinForCausalLM  # noqa: F401
+''',
+    "modeling_utils.py": '''
+import json
+import torch
+
+_CAN_RECORD_REGISTRY = {}   # filled by constructors, as transformers 5's
+
+
+class GenerationConfig:
+    def __init__(self, cfg):
+        self.max_length = 20
+        self.bos_token_id = cfg.bos_token_id
+        self._from_model_config = True
+        self._original_object_hash = hash(self)
+
+    def to_json_string(self, ignore_metadata=False):
+        return json.dumps({k: v for k, v in vars(self).items()
+                           if not (ignore_metadata and k.startswith("_"))}, sort_keys=True)
+
+    def __hash__(self):
+        return hash(self.to_json_string(ignore_metadata=True))
+
+
+class PreTrainedModel(torch.nn.Module):
+    _can_record_outputs = None
+
+    def __init__(self, config):
+        super().__init__()
+        self.config = config
+        self.generation_config = GenerationConfig(config)
+        _CAN_RECORD_REGISTRY[str(self.__class__)] = self._can_record_outputs
+''',
+    "standin.py": '''
+import json
+import os
+import torch
+from .modeling_utils import PreTrainedModel
+
+
+class AutoConfig:
+    def __init__(self, d):
+        self.__dict__.update(d)
+
+    @classmethod
+    def from_pretrained(cls, path):
+        with open(os.path.join(path, "config.json")) as f:
+            return cls(json.load(f))
+
+
+class StandinForCausalLM(PreTrainedModel):
+    _can_record_outputs = {"hidden_states": "Block"}
+
+    def __init__(self, config):
+        super().__init__(config)
+        self.embed = torch.nn.Embedding(config.vocab_size, config.hidden_size)
+        self.proj = torch.nn.Linear(config.hidden_size, config.hidden_size, bias=False)
+        self.register_buffer("inv_freq", torch.arange(4).float(), persistent=False)
+
+    @classmethod
+    def from_config(cls, config, dtype=None, **kw):
+        m = cls(config)
+        return m.to(dtype) if dtype is not None else m
+
+
+AutoModelForCausalLM = StandinForCausalLM
+''',
+}
+
+STANDIN_CHILD = '''
+import json, sys, torch, transformers
+import wcache.torch as wt
+how = {}
+m = wt.empty_pretrained(sys.argv[1], dtype=torch.bfloat16, cache=sys.argv[2], how=how)
+g = m.generation_config
+print(json.dumps({"cache": how["cache"], "saved": how["saved"], "why": how["why"],
+                  "registry": transformers._CAN_RECORD_REGISTRY.get(str(type(m))),
+                  "hash_ok": g._original_object_hash == hash(g),
+                  "meta": all(p.is_meta for p in m.parameters()),
+                  "dtype": str(m.proj.weight.dtype), "vocab": m.config.vocab_size,
+                  "inv_freq": m.inv_freq.tolist()}))
+'''
+
+
+def test_pretrained_with_a_standin(tmp_path):
+    """empty_pretrained against a stand-in of transformers (fresh processes
+    each, with different string hashes): the key is config.json, the class,
+    the dtype and transformers' environment; a hit redoes what the
+    constructors did outside the module (the output-capture registry, the
+    generation config's per-process hash)."""
+    tf = tmp_path / "standin" / "transformers"
+    tf.mkdir(parents=True)
+    for name, text in STANDIN.items():
+        (tf / name).write_text(textwrap.dedent(text))
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"vocab_size": 16, "hidden_size": 8, "bos_token_id": 1}')
+    cache = tmp_path / "cache"
+
+    def child(seed, **env):
+        e = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tf.parent), PKG]),
+                 PYTHONHASHSEED=str(seed), **env)
+        p = subprocess.run([sys.executable, "-c", STANDIN_CHILD, str(model), str(cache)],
+                           env=e, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        import json
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    first = child(1)
+    assert first["cache"] == "miss" and first["saved"], first
+    hit = child(2)
+    assert hit["cache"] == "hit", hit
+    assert hit["registry"] == {"hidden_states": "Block"}      # no constructor ran here
+    assert hit["hash_ok"], "the generation config's hash is another process's"
+    assert hit["meta"] and hit["dtype"] == "torch.bfloat16" and hit["vocab"] == 16
+    assert hit["inv_freq"] == [0.0, 1.0, 2.0, 3.0]
+    # transformers' environment is part of the key
+    assert child(3, TRANSFORMERS_STANDIN_FLAG="1")["cache"] == "miss"
+    assert child(4, TRANSFORMERS_STANDIN_FLAG="1")["cache"] == "hit"
+    # another config.json: another module
+    (model / "config.json").write_text('{"vocab_size": 32, "hidden_size": 8, "bos_token_id": 1}')
+    other = child(5)
+    assert other["cache"] == "miss" and other["vocab"] == 32
+    assert child(6)["vocab"] == 32
+
+
+def test_on_hit(mod, tmp_path):
+    seen = []
+    how = {}
+    m = wt.empty_model(mod.make, "net", cache=str(tmp_path / "c"), how=how, on_hit=seen.append)
+    assert how["cache"] == "miss" and seen == []
+    m2 = wt.empty_model(mod.make, "net", cache=str(tmp_path / "c"), how=how, on_hit=seen.append)
+    assert how["cache"] == "hit" and seen == [m2] and m2 is not m

@@ -26,6 +26,7 @@ symbolic link; otherwise the cache is refused (built fresh, not written,
 the reason said). Writes go to a temporary file renamed into place.
 """
 import hashlib
+import importlib.util
 import io
 import json
 import os
@@ -167,7 +168,7 @@ class _Pickler(pickle.Pickler):
                 i = self.ids[id(obj)] = len(self.table)
                 self.table.append(self._tensor(obj))
                 self.keep.append(obj)
-            return ("t", i)
+            return i
         # classes and functions are pickled by name: their module's file
         # is a source of the cache file; of an instance, its class's
         if isinstance(obj, (type, types.FunctionType, types.BuiltinFunctionType)):
@@ -201,20 +202,6 @@ class _Pickler(pickle.Pickler):
         return ("data", param, t.requires_grad, dtype, tuple(t.shape), str(t.device), data)
 
 
-class _Unpickler(pickle.Unpickler):
-    def __init__(self, f, table):
-        super().__init__(f)
-        self.table = table
-        self.made = {}
-
-    def persistent_load(self, pid):
-        i = pid[1]
-        t = self.made.get(i)
-        if t is None:
-            t = self.made[i] = _rebuild(self.table[i])
-        return t
-
-
 def _rebuild(e):
     kind, param, grad, dtype, shape = e[:5]
     dt = getattr(torch, dtype)
@@ -233,12 +220,13 @@ def _rebuild(e):
     return t.requires_grad_(grad) if grad else t
 
 
-def dump(module, digest_hex):
-    """The cache file's bytes for module; raises Uncacheable, or whatever
-    pickling raised (a lambda, a lock... in the module)."""
+def dump(module, digest_hex, extra=None):
+    """The cache file's bytes for module (and extra, handed back with it
+    on a hit); raises Uncacheable, or whatever pickling raised (a lambda,
+    a lock... in the module)."""
     buf = io.BytesIO()
     p = _Pickler(buf)
-    p.dump(module)
+    p.dump((module, extra))
     srcs = [s for s in (_source(m) for m in sorted(p.modnames)) if s]
     table = pickle.dumps(p.table, protocol=4)
     head = json.dumps({"format": FORMAT, "digest": digest_hex, "sources": srcs}).encode()
@@ -246,8 +234,8 @@ def dump(module, digest_hex):
 
 
 def load_bytes(blob, digest_hex):
-    """The module in blob, or (None, why) when it is not for this digest
-    or its sources changed."""
+    """((module, extra), None) from blob, or (None, why) when it is not for
+    this digest or its sources changed."""
     nl = blob.find(b"\n")
     try:
         head = json.loads(blob[:nl])
@@ -258,8 +246,9 @@ def load_bytes(blob, digest_hex):
     if not sources_match(head.get("sources", [])):
         return None, "a source file it names changed (an upgrade or an edit)"
     n = int.from_bytes(blob[nl + 1:nl + 9], "little")
-    table = pickle.loads(blob[nl + 9:nl + 9 + n])
-    u = _Unpickler(io.BytesIO(blob[nl + 9 + n:]), table)
+    made = [_rebuild(e) for e in pickle.loads(blob[nl + 9:nl + 9 + n])]
+    u = pickle.Unpickler(io.BytesIO(blob[nl + 9 + n:]))
+    u.persistent_load = made.__getitem__   # a persistent id is the tensor's index
     return u.load(), None
 
 
@@ -307,7 +296,8 @@ def write(dfd, name, path, blob):
         return "cannot write %s: %s" % (path, e.strerror or e)
 
 
-def empty_model(build, key, buffers_device=None, cache=True, skip_init=True, how=None):
+def empty_model(build, key, buffers_device=None, cache=True, skip_init=True, how=None,
+                on_hit=None, _extra=None):
     """build() under wcache.torch.init_empty(buffers_device, skip_init), or
     the same module from the cache when it holds one for key.
 
@@ -325,7 +315,12 @@ def empty_model(build, key, buffers_device=None, cache=True, skip_init=True, how
     RuntimeWarning.
     how: a dict to fill: "cache" ("hit", "miss", "off" or "refused"),
     "path" (the cache file), "why" (a miss's or refusal's reason),
-    "saved" (a miss: whether the file was written)."""
+    "saved" (a miss: whether the file was written).
+    on_hit: called with the module after a hit, to redo what build does
+    outside the module (a constructor that fills a registry of its own:
+    a hit runs no constructor). _extra: (save, restore) for
+    empty_pretrained: save(module) -> data kept in the file, restore(module,
+    data) after a hit."""
     from ._empty import PARTS, init_empty, no_gc
     how = how if how is not None else {}
     how.update(cache="off", path=None, why=None, saved=False)
@@ -347,6 +342,11 @@ def empty_model(build, key, buffers_device=None, cache=True, skip_init=True, how
                 except Exception as e:   # noqa: BLE001 (a torn or foreign file: build anew)
                     module, miss = None, "it cannot be unpickled (%s: %s)" % (type(e).__name__, e)
                 if module is not None:
+                    module, data = module
+                    if _extra:
+                        _extra[1](module, data)
+                    if on_hit:
+                        on_hit(module)
                     how["cache"] = "hit"
                     return module
                 how["why"] = miss
@@ -360,7 +360,7 @@ def empty_model(build, key, buffers_device=None, cache=True, skip_init=True, how
         with init_empty(buffers_device=buffers_device, skip_init=skip_init):
             module = build()
         try:
-            blob = dump(module, hexd)
+            blob = dump(module, hexd, _extra[0](module) if _extra else None)
             err = write(dfd, name, path, blob)
         except Exception as e:   # noqa: BLE001 (anything pickle raises: a lambda, a lock)
             err = "the module cannot be kept: %s: %s" % (type(e).__name__, e)
@@ -376,12 +376,15 @@ def empty_model(build, key, buffers_device=None, cache=True, skip_init=True, how
 
 
 def empty_pretrained(model_dir, cls=None, dtype=None, buffers_device=None, cache=True,
-                     skip_init=True, how=None, **kwargs):
+                     skip_init=True, how=None, config_kwargs=None, **kwargs):
     """A transformers model of model_dir built empty (as empty_model):
-    cls.from_config(AutoConfig.from_pretrained(model_dir), dtype=dtype,
-    **kwargs) under init_empty, cls defaulting to AutoModelForCausalLM;
-    the key is config.json's bytes, cls, dtype and kwargs (so a hit skips
-    the AutoConfig too), with transformers' version."""
+    cls.from_config(AutoConfig.from_pretrained(model_dir, **config_kwargs),
+    dtype=dtype, **kwargs) under init_empty, cls defaulting to
+    AutoModelForCausalLM (config_kwargs: trust_remote_code=True, say); the
+    key is config.json's bytes, cls, dtype and both kwargs, with
+    transformers' version and environment (a hit skips the AutoConfig
+    too), and a hit redoes what transformers' constructors do outside the
+    module (_hf_restore)."""
     import transformers
     if cls is None:
         cls = transformers.AutoModelForCausalLM
@@ -390,13 +393,63 @@ def empty_pretrained(model_dir, cls=None, dtype=None, buffers_device=None, cache
     key = {"transformers": transformers.__version__,
            "config.json": hashlib.sha256(cfg_bytes).hexdigest(),
            "class": "%s.%s" % (cls.__module__, cls.__qualname__),
-           "dtype": str(dtype), "kwargs": repr(sorted(kwargs.items()))}
+           "dtype": str(dtype), "kwargs": repr(sorted(kwargs.items())),
+           "config_kwargs": repr(sorted((config_kwargs or {}).items())),
+           # what transformers' construction reads besides its code: its
+           # environment, and optional packages that change the modules
+           # (hub kernels, flash attention)
+           "env": sorted((k, v) for k, v in os.environ.items() if k.startswith(_HF_ENV)),
+           "optional": [m for m in _HF_OPTIONAL if importlib.util.find_spec(m) is not None]}
 
     def build():
-        cfg = transformers.AutoConfig.from_pretrained(model_dir)
+        cfg = transformers.AutoConfig.from_pretrained(model_dir, **(config_kwargs or {}))
         if dtype is not None:
             kwargs["dtype"] = dtype
         make = getattr(cls, "from_config", None) or getattr(cls, "_from_config")
         return make(cfg, **kwargs)
     return empty_model(build, key, buffers_device=buffers_device, cache=cache,
-                       skip_init=skip_init, how=how)
+                       skip_init=skip_init, how=how, _extra=(_hf_save, _hf_restore))
+
+
+_HF_ENV = ("TRANSFORMERS_", "HF_", "USE_HUB_KERNELS", "USE_TORCH", "USE_TF", "USE_FLAX")
+_HF_OPTIONAL = ("kernels", "flash_attn", "flash_attn_interface")
+
+
+def _hf_save(model):
+    """What transformers' constructors leave outside the module, or keep
+    valid for this process only, to redo after a hit: the generation
+    configs' _original_object_hash (hash() of a JSON string: per process),
+    kept as the string it hashed where the config was unmodified."""
+    out = []
+    for i, m in enumerate(model.modules()):
+        g = getattr(m, "generation_config", None)
+        h = getattr(g, "_original_object_hash", None)
+        if h is None:
+            continue
+        try:
+            text = g.to_json_string(ignore_metadata=True)
+        except Exception:   # noqa: BLE001 (another transformers: hash() it after the hit)
+            text = None
+        if text is not None and hash(text) == hash(g) == h:
+            out.append((i, text))
+        elif h == hash(g):
+            out.append((i, None))
+    return out
+
+
+def _hf_restore(model, data):
+    """After a hit: each PreTrainedModel's _can_record_outputs in
+    transformers' registry (PreTrainedModel.__init__ puts it there; the
+    output capture of hidden states and attentions reads it), and the
+    generation configs' hashes for this process."""
+    mu = sys.modules.get("transformers.modeling_utils")
+    reg = getattr(mu, "_CAN_RECORD_REGISTRY", None)
+    base = getattr(mu, "PreTrainedModel", None)
+    mods = list(model.modules())
+    if isinstance(reg, dict) and base is not None:
+        for m in mods:
+            if isinstance(m, base):
+                reg[str(type(m))] = getattr(m, "_can_record_outputs", None)
+    for i, text in data or ():
+        g = mods[i].generation_config
+        g._original_object_hash = hash(text) if text is not None else hash(g)
