@@ -11,11 +11,14 @@
  * HOME: no file made; XDG_CACHE_HOME and HOME name the default places, made
  * 0700 with their parents; a relative model path is not kept. End to end: two processes HELLO a real wcd with
  * the engine's identity; the second reads the first's entry. An identity
- * whose files changed less than 2 s ago is not written. Runs as root (the
+ * whose files changed less than 2 s ago is not written. A directory keeps
+ * 256 entries (the oldest written goes) and drops a dead writer's
+ * temporary file after a minute. Runs as root (the
  * chown); skips otherwise.
  */
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "client_util.h"
@@ -352,6 +355,68 @@ static void places(const struct wc_expect *w, const struct got *good)
 	T_OK(setenv("WCACHE_IDENT_CACHE", cache, 1));
 }
 
+/* The number of *.ident files in dir; whether name is there. */
+static unsigned entries(const char *dir, const char *name, bool *has)
+{
+	struct dirent *de;
+	DIR *dp = opendir(dir);
+	unsigned n = 0;
+
+	T_ASSERT(dp);
+	*has = false;
+	while ((de = readdir(dp))) {
+		size_t l = strlen(de->d_name);
+
+		n += l > 6 && !strcmp(de->d_name + l - 6, ".ident");
+		*has |= !strcmp(de->d_name, name);
+	}
+	closedir(dp);
+	return n;
+}
+
+/* The directory keeps 256 entries: the one written longest ago goes; a
+ * dead writer's temporary file goes at a write a minute after it. */
+static void bounded(void)
+{
+	struct timespec old[2] = { { .tv_sec = time(NULL) - 3600 },
+				   { .tv_sec = time(NULL) - 3600 } };
+	struct wc_expect w = { .model_dir = x.model, .tp_size = 300 };
+	char dir[300], first[700], stale[400], fresh[400], name[64];
+	struct wc__idc_counts c;
+	struct got g;
+	bool has;
+
+	snprintf(dir, sizeof(dir), "%s/many", x.dir);
+	T_OK(setenv("WCACHE_IDENT_CACHE", dir, 1));
+	get_fresh(&w, &g);
+	T_ASSERT(entry_path(dir, first, sizeof(first)));
+	T_OK(utimensat(AT_FDCWD, first, old, 0));
+	snprintf(stale, sizeof(stale), "%s/.dead.1.tmp", dir);
+	snprintf(fresh, sizeof(fresh), "%s/.alive.2.tmp", dir);
+	T_OK(close(open(stale, O_WRONLY | O_CREAT, 0600)));
+	T_OK(close(open(fresh, O_WRONLY | O_CREAT, 0600)));
+	T_OK(utimensat(AT_FDCWD, stale, old, 0));
+	snprintf(name, sizeof(name), "%s", strrchr(first, '/') + 1);
+	for (w.tp_rank = 1; w.tp_rank < 256; w.tp_rank++)
+		get_fresh(&w, &g);
+	T_EQ_INT(entries(dir, name, &has), 256);
+	T_ASSERT(has);
+	T_ASSERT(access(stale, F_OK) && errno == ENOENT);
+	T_OK(access(fresh, F_OK) ? -errno : 0);
+	c = counts();
+	get_fresh(&w, &g);              /* the 257th */
+	expect_delta(&c, 1, 0, 1);
+	T_EQ_INT(entries(dir, name, &has), 256);
+	T_ASSERT(!has);
+	/* rank 0 again: built (its entry went), another goes */
+	w.tp_rank = 0;
+	get_fresh(&w, &g);
+	expect_delta(&c, 1, 0, 1);
+	T_EQ_INT(entries(dir, name, &has), 256);
+	T_ASSERT(has);
+	T_OK(setenv("WCACHE_IDENT_CACHE", cache, 1));
+}
+
 /* child get MODEL OUT: one wc__ident_get; OUT gets the counters and the
  * encoding. */
 static int child_get(const char *model, const char *out)
@@ -542,6 +607,7 @@ int main(int argc, char **argv)
 		T_ASSERT(same(&g, &good));
 	}
 	hello_e2e();
+	bounded();
 	gpu_dev_close(&dev);
 	printf("identity cache on disk: %llu built, %llu read, %llu written\n",
 	       (unsigned long long)counts().built,

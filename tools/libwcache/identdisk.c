@@ -46,9 +46,12 @@
  *
  * Costs: a hit is two opens, two fstats, one read of a few KB and one stat
  * per listed file (about 20 for a 4-shard model and the presets); a write
- * adds a create, a write and a rename. Bounds: IDD_FILE_MAX bytes a file,
- * WC_IDC_FILES_MAX files an entry, paths below WC_PATH_LEN.
+ * adds a create, a write, a rename and a readdir (prune). Bounds:
+ * IDD_FILE_MAX bytes a file, WC_IDC_FILES_MAX files an entry, paths below
+ * WC_PATH_LEN, IDD_ENTRIES_MAX entries a directory (the least recently
+ * written is removed).
  */
+#include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -70,6 +73,8 @@
 #define IDD_MAGIC_LEN (sizeof(IDD_MAGIC) - 1)
 #define IDD_FILE_MAX (1u << 20)
 #define IDD_CODE_LEN (WC_PATH_LEN + 128)
+#define IDD_ENTRIES_MAX 256        /* files a directory keeps */
+#define IDD_TMP_AGE_S 60           /* a writer's temporary file, at most */
 /* 2 s: above any file system's clock tick (FAT's 2 s, ext4's 1 s with
  * small inodes); tests shorten it (wc__ident_cache_settle_ns) */
 static int64_t idd_racy_ns = 2000000000;
@@ -516,6 +521,78 @@ static const char *racy(const struct idc_entry *e)
 	return NULL;
 }
 
+static bool is_entry(const char *name)
+{
+	return strlen(name) == 32 + 6 && !strcmp(name + 32, ".ident");
+}
+
+static bool is_tmp(const char *name)
+{
+	size_t l = strlen(name);
+
+	return name[0] == '.' && l > 4 && !strcmp(name + l - 4, ".tmp");
+}
+
+/* Walks the directory: counts the entries, removes the temporary files
+ * older than IDD_TMP_AGE_S, and with victim names the entry written
+ * longest ago. */
+static unsigned walk(struct idd *d, char *victim, size_t cap)
+{
+	struct timespec oldest = { 0 };
+	struct dirent *de;
+	struct stat st;
+	unsigned n = 0;
+	DIR *dp;
+	int fd;
+
+	fd = openat(d->dfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	dp = fdopendir(fd);
+	if (!dp) {
+		close(fd);
+		return 0;
+	}
+	while ((de = readdir(dp))) {
+		bool ent = is_entry(de->d_name);
+
+		if (ent && !victim) {
+			n++;
+			continue;
+		}
+		if ((!ent && (victim || !is_tmp(de->d_name))) ||
+		    fstatat(d->dfd, de->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    !S_ISREG(st.st_mode))
+			continue;
+		if (!ent) {
+			if (st.st_mtim.tv_sec + IDD_TMP_AGE_S < time(NULL))
+				unlinkat(d->dfd, de->d_name, 0);
+		} else if (!victim[0] || st.st_mtim.tv_sec < oldest.tv_sec ||
+			   (st.st_mtim.tv_sec == oldest.tv_sec &&
+			    st.st_mtim.tv_nsec < oldest.tv_nsec)) {
+			oldest = st.st_mtim;
+			wc__strlcpy(victim, de->d_name, cap);
+		}
+	}
+	closedir(dp);
+	return n;
+}
+
+/* After a write: keeps at most IDD_ENTRIES_MAX entries (the least
+ * recently written goes: a hit does not touch its file) and removes the
+ * temporary files of writers that died. Costs one readdir, and one more
+ * with an fstatat per entry when over the bound. */
+static void prune(struct idd *d)
+{
+	char victim[sizeof(d->name)] = "";
+
+	if (walk(d, NULL, 0) <= IDD_ENTRIES_MAX)
+		return;
+	walk(d, victim, sizeof(victim));
+	if (victim[0])
+		unlinkat(d->dfd, victim, 0);
+}
+
 void wc__ident_cache_settle_ns(int64_t ns)
 {
 	__atomic_store_n(&idd_racy_ns, ns, __ATOMIC_RELAXED);
@@ -602,6 +679,8 @@ int wc__idd_store(struct idd *d, const struct idc_entry *e)
 		why(d, "cannot write %s/%s: %s", d->dir, d->name,
 		    strerror(-ret));
 		unlinkat(d->dfd, tmp, 0);
+	} else {
+		prune(d);
 	}
 	free(w.p);
 	return ret;
