@@ -97,7 +97,7 @@ void wc__ident_cache_stats(uint64_t *built, uint64_t *hits);
  * entries written, and why the last lookup did not use it ("" if it did). */
 struct wc__idc_counts {
 	uint64_t built, hits, disk_hits, disk_writes;
-	char disk_why[192];
+	char disk_why[320];         /* identcache.h WC_IDD_WHY_LEN */
 };
 void wc__ident_cache_counts(struct wc__idc_counts *c);
 /* For tests: empties this process's cache (the disk's stays). */

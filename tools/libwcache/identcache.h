@@ -67,7 +67,7 @@ static inline bool idc_same_stat(const struct idc_stat *a,
  * and opens it (nothing is created), idd_load reads the key's file,
  * idd_store writes it (creating the directory if missing), idd_end closes.
  * why says, after each, why the disk was not used ("" when it was). */
-#define WC_IDD_WHY_LEN 192
+#define WC_IDD_WHY_LEN 320
 struct idd {
 	int dfd;                     /* the trusted directory, or -1 */
 	bool off;                    /* disabled, or the directory untrusted */

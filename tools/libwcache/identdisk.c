@@ -166,7 +166,7 @@ static void dir_open(struct idd *d)
 		return;
 	}
 	if (fstat(fd, &st) || !S_ISDIR(st.st_mode) || !trusted(&st)) {
-		why(d, "%s is not a directory of uid %u that only it may write",
+		why(d, "%s is not a directory of uid %u that only it may write: chmod go-w it, or set WCACHE_IDENT_CACHE to a directory of your own",
 		    d->dir, (unsigned)geteuid());
 		close(fd);
 		d->off = true;
@@ -284,7 +284,7 @@ static int file_read(struct idd *d, uint8_t **buf, size_t *len)
 		return ret;
 	}
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) || !trusted(&st)) {
-		why(d, "%s/%s is not a regular file of uid %u that only it may write",
+		why(d, "%s/%s is not a regular file of uid %u that only it may write: remove it (the next HELLO writes a new one)",
 		    d->dir, d->name, (unsigned)geteuid());
 		ret = -EPERM;
 		goto out_close;
