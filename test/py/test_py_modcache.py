@@ -215,6 +215,16 @@ def test_misses(mod, tmp_path):
     _, edited = cached(mod, d)
     assert edited["cache"] == "miss" and "source file" in edited["why"] and edited["saved"], edited
     assert cached(mod, d)[1]["cache"] == "hit"
+    # rewritten with the same size and mtime (a reinstall): its ctime and inode say so
+    st = os.stat(mod.__file__)
+    text = open(mod.__file__, "rb").read()
+    os.unlink(mod.__file__)
+    with open(mod.__file__, "wb") as f:
+        f.write(text)
+    os.utime(mod.__file__, ns=(st.st_atime_ns, st.st_mtime_ns))
+    _, same = cached(mod, d)
+    assert same["cache"] == "miss" and "source file" in same["why"], same
+    assert cached(mod, d)[1]["cache"] == "hit"
     # a torn file: a miss that writes it anew
     with open(how["path"], "r+b") as f:
         f.truncate(os.path.getsize(how["path"]) // 2)

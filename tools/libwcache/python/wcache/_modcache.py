@@ -14,7 +14,7 @@ The file (one per key, NAME.wcm in the cache directory):
              tree pickled as torch pickles modules (its __dict__).
 A hit needs the same digest and the same sources: every Python file that
 defines a class or function the pickle names (the model's modeling code,
-transformers', torch's) with the same size and mtime as when it was
+transformers', torch's) with the same size, mtime, ctime and inode as when it was
 written, so an upgrade or an edit of that code is a miss, never a stale
 module. What the build reads besides its code (environment, installed
 optional packages) is the caller's key to give.
@@ -38,7 +38,7 @@ import warnings
 
 import torch
 
-FORMAT = "wcache-module-cache/1"
+FORMAT = "wcache-module-cache/2"
 SUFFIX = ".wcm"
 
 
@@ -121,7 +121,8 @@ def digest(key, buffers_device, parts):
 
 
 def _source(modname):
-    """(module name, file, size, mtime_ns) of a loaded module with a file;
+    """(module name, file, size, mtime_ns, ctime_ns, inode) of a loaded
+    module with a file;
     None for builtins and modules without one."""
     mod = sys.modules.get(modname)
     f = getattr(mod, "__file__", None)
@@ -131,16 +132,18 @@ def _source(modname):
         st = os.stat(f)
     except OSError:
         return None
-    return [modname, f, st.st_size, st.st_mtime_ns]
+    return [modname, f, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
 def sources_match(sources):
-    for _, f, size, mtime in sources:
+    """Every source file stats as it did (size, mtime, ctime, inode: an
+    edit, an upgrade or a reinstall changes one of them)."""
+    for _, f, size, mtime, ctime, ino in sources:
         try:
             st = os.stat(f)
         except OSError:
             return False
-        if st.st_size != size or st.st_mtime_ns != mtime:
+        if st.st_size != size or st.st_mtime_ns != mtime or st.st_ctime_ns != ctime or st.st_ino != ino:
             return False
     return True
 
