@@ -218,9 +218,12 @@ def _rebuild(e):
             t = torch.empty(shape, dtype=dt)
         if dev != "cpu":
             t = t.to(dev)
-    if param:
-        return torch.nn.Parameter(t, requires_grad=grad)
+    if param:   # what nn.Parameter(t, grad) does for a plain tensor, without its frame
+        return _make_subclass(torch.nn.Parameter, t, grad)
     return t.requires_grad_(grad) if grad else t
+
+
+_make_subclass = torch.Tensor._make_subclass
 
 
 def dump(module, digest_hex, extra=None):
