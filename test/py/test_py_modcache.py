@@ -481,6 +481,27 @@ def test_pretrained_with_a_standin(tmp_path):
     assert other["cache"] == "miss" and other["vocab"] == 32
     assert child(6)["vocab"] == 32
 
+    # python -m wcache prepare writes it ahead of the engine's first start
+    def prepare(*args, path=tf.parent):
+        e = dict(os.environ, PYTHONPATH=os.pathsep.join([str(path), PKG]))
+        return subprocess.run([sys.executable, "-m", "wcache", "prepare", str(model), "--cache", str(cache)]
+                              + list(args), env=e, capture_output=True, text=True, timeout=120)
+
+    (model / "config.json").write_text('{"vocab_size": 24, "hidden_size": 8, "bos_token_id": 1}')
+    p = prepare()
+    assert p.returncode == 0 and p.stdout.startswith("written: " + str(cache)), (p.stdout, p.stderr)
+    first = child(7)
+    assert first["cache"] == "hit" and first["vocab"] == 24, first
+    p = prepare()
+    assert p.returncode == 0 and p.stdout.startswith("hit: "), p.stdout
+    p = prepare("--dtype", "bogus")
+    assert p.returncode == 2 and "not a torch dtype" in p.stderr, p.stderr
+    broken = tmp_path / "broken" / "transformers"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text('raise ImportError("no transformers here")\n')
+    p = prepare(path=broken.parent)
+    assert p.returncode == 2 and "no transformers here" in p.stderr, p.stderr
+
 
 def test_on_hit(mod, tmp_path):
     seen = []

@@ -1,5 +1,7 @@
 # SPDX-License-Identifier: MIT
 """python -m wcache status [--json] [--runtime-dir DIR] [--timeout-ms MS]
+python -m wcache prepare MODEL_DIR [--dtype bfloat16] [--buffers-device cuda]
+                         [--attn-implementation sdpa] [--cache DIR]
 
 Prints what `wcctl status` prints: one row per daemon with a ready file
 (DEVICE RANK STATE MODEL VERSION GB TENSORS CLIENTS UPTIME), from each
@@ -7,6 +9,13 @@ daemon's STATUS; one that does not answer is UNREACHABLE with what its ready
 file says. (Devices still loading, which wcctl finds through their lock,
 are not listed.) Exit 0 when any answered, 3 when none was found, 4 when
 none answered, 2 on usage.
+
+prepare writes the module cache that wcache.torch.empty_pretrained reads
+(transformers needed), so that an engine's first start is a hit too: run
+it with what the engine passes (the same dtype, buffers device and
+attention implementation; another one is another key). Prints hit or
+written and the file; exit 0, 1 when the module could not be kept (the
+reason printed), 2 on usage or without transformers.
 """
 import argparse
 import glob
@@ -97,6 +106,38 @@ def print_table(rs):
                 rd.get("socket", "?"), rd.get("state", "?")))
 
 
+def prepare(a):
+    try:
+        import torch
+        import transformers  # noqa: F401 (empty_pretrained's, said here first)
+    except ImportError as e:
+        print("python -m wcache prepare: %s (it builds the model with transformers and torch)" % e,
+              file=sys.stderr)
+        return 2
+    from . import torch as wt
+    dtype = None if a.dtype == "none" else getattr(torch, a.dtype, None)
+    if a.dtype != "none" and not isinstance(dtype, torch.dtype):
+        print("python -m wcache prepare: --dtype %s is not a torch dtype (bfloat16, float16, float32, "
+              "none)" % a.dtype, file=sys.stderr)
+        return 2
+    kw = {"attn_implementation": a.attn_implementation} if a.attn_implementation else {}
+    how = {}
+    import warnings
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        wt.empty_pretrained(a.model_dir, dtype=dtype, buffers_device=a.buffers_device,
+                            cache=a.cache if a.cache else True, how=how, **kw)
+    if how["cache"] == "hit":
+        print("hit: %s (already kept)" % how["path"])
+        return 0
+    if how["saved"]:
+        print("written: %s" % how["path"])
+        return 0
+    print("python -m wcache prepare: not kept: %s" % (how["why"] or "; ".join(str(x.message) for x in w)),
+          file=sys.stderr)
+    return 1
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m wcache", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -105,7 +146,17 @@ def main(argv=None):
     st.add_argument("--json", action="store_true")
     st.add_argument("--runtime-dir")
     st.add_argument("--timeout-ms", type=int, default=2000)
+    pr = sub.add_parser("prepare", help="write the module cache of a transformers checkpoint")
+    pr.add_argument("model_dir")
+    pr.add_argument("--dtype", default="bfloat16", help="torch dtype name (default bfloat16; none: the config's)")
+    pr.add_argument("--buffers-device", default=None,
+                    help="where the buffers go, as the engine's init_empty (e.g. cuda, cuda:1; default: "
+                         "where the constructors put them)")
+    pr.add_argument("--attn-implementation", default=None, help="passed to from_config (e.g. sdpa)")
+    pr.add_argument("--cache", default=None, help="the cache directory (default: the module cache's)")
     a = ap.parse_args(argv)
+    if a.cmd == "prepare":
+        return prepare(a)
     if a.cmd != "status":
         ap.print_usage(sys.stderr)
         return 2
