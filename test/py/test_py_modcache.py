@@ -510,3 +510,33 @@ def test_on_hit(mod, tmp_path):
     assert how["cache"] == "miss" and seen == []
     m2 = wt.empty_model(mod.make, "net", cache=str(tmp_path / "c"), how=how, on_hit=seen.append)
     assert how["cache"] == "hit" and seen == [m2] and m2 is not m
+
+
+def test_directory_is_bounded(mod, tmp_path):
+    """A miss's write keeps at most ENTRIES_MAX cache files (the oldest
+    written go) and removes temporary files of writers dead for a minute."""
+    from wcache import _modcache
+    d = tmp_path / "cache"
+    d.mkdir(mode=0o700)
+    n = _modcache.ENTRIES_MAX + 5
+    for i in range(n):
+        f = d / ("%040x.wcm" % i)
+        f.write_bytes(b"x")
+        os.utime(str(f), (1000 + i, 1000 + i))       # i = 0 is the oldest
+    old_tmp, new_tmp = d / ".tmp-1-a.wcm", d / ".tmp-2-b.wcm"
+    old_tmp.write_bytes(b"t")
+    os.utime(str(old_tmp), (1000, 1000))
+    new_tmp.write_bytes(b"t")
+    _, how = cached(mod, d)
+    assert how["saved"], how
+    names = sorted(os.listdir(str(d)))
+    kept = [x for x in names if not x.startswith(".")]
+    assert len(kept) == _modcache.ENTRIES_MAX and os.path.basename(how["path"]) in kept
+    # the oldest went, the newest stayed
+    assert "%040x.wcm" % 0 not in kept and "%040x.wcm" % (n - 1) in kept
+    assert "%040x.wcm" % (n - _modcache.ENTRIES_MAX + 1) in kept
+    assert "%040x.wcm" % (n - _modcache.ENTRIES_MAX) not in kept
+    assert old_tmp.name not in names and new_tmp.name in names
+    # a hit writes nothing and removes nothing
+    assert cached(mod, d)[1]["cache"] == "hit"
+    assert sorted(os.listdir(str(d))) == names

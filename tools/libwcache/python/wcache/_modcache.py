@@ -279,6 +279,37 @@ def read(dfd, name, path):
         return f.read(), None
 
 
+ENTRIES_MAX = 64     # cache files a directory keeps (the oldest written go)
+TMP_AGE_S = 60       # a writer's temporary file, at most (older: a dead writer's)
+
+
+def prune(dfd, name, keep=ENTRIES_MAX, now=None):
+    """Before name is written into the directory dfd: removes temporary
+    files of writers dead for TMP_AGE_S, and the oldest-written other cache
+    files beyond keep - 1 (room for name). Returns the names removed."""
+    import time
+    now = time.time() if now is None else now
+    entries, gone = [], []
+    for de in os.scandir(dfd):
+        try:
+            st = de.stat(follow_symlinks=False)
+        except OSError:
+            continue
+        if de.name.startswith(".tmp-") and de.name.endswith(SUFFIX):
+            if now - st.st_mtime > TMP_AGE_S:
+                gone.append(de.name)
+        elif de.name.endswith(SUFFIX) and de.name != name and stat.S_ISREG(st.st_mode):
+            entries.append((st.st_mtime_ns, de.name))
+    entries.sort()
+    gone += [n for _, n in entries[:max(0, len(entries) - (keep - 1))]]
+    for n in gone:
+        try:
+            os.unlink(n, dir_fd=dfd)
+        except OSError:
+            pass
+    return gone
+
+
 def write(dfd, name, path, blob):
     """Writes blob as name in the directory dfd, through a temporary file
     renamed into place (a reader sees the old file or the new one); None,
@@ -367,6 +398,7 @@ def empty_model(build, key, buffers_device=None, cache=True, skip_init=True, how
             module = build()
         try:
             blob = dump(module, hexd, _extra[0](module) if _extra else None)
+            prune(dfd, name)
             err = write(dfd, name, path, blob)
         except Exception as e:   # noqa: BLE001 (anything pickle raises: a lambda, a lock)
             err = "the module cannot be kept: %s: %s" % (type(e).__name__, e)
