@@ -28,6 +28,10 @@ if not os.environ.get("WCACHE_IDENT_CACHE"):
     _ident = tempfile.mkdtemp(prefix="wctest-ident.")
     atexit.register(shutil.rmtree, _ident, True)
     os.environ["WCACHE_IDENT_CACHE"] = os.path.join(_ident, "ident")
+# the module cache's settling time (a source changed within 2 s is not
+# kept): the tests write their model code just before they cache it;
+# test_py_modcache's settling test sets it back
+os.environ.setdefault("WCACHE_TEST_MODCACHE_SETTLE_MS", "0")
 if PKG not in sys.path:
     sys.path.insert(0, PKG)
 REFERENCE = os.path.join(WC_TOP, "test", "data", "reference")

@@ -211,7 +211,7 @@ def test_misses(mod, tmp_path):
     assert cached(mod, d)[1]["cache"] == "hit"
     # the model's source edited (or upgraded): a miss, then the new file
     st = os.stat(mod.__file__)
-    os.utime(mod.__file__, ns=(st.st_atime_ns, st.st_mtime_ns + 10**9))
+    os.utime(mod.__file__, ns=(st.st_atime_ns, st.st_mtime_ns - 10**9))
     _, edited = cached(mod, d)
     assert edited["cache"] == "miss" and "source file" in edited["why"] and edited["saved"], edited
     assert cached(mod, d)[1]["cache"] == "hit"
@@ -540,3 +540,19 @@ def test_directory_is_bounded(mod, tmp_path):
     # a hit writes nothing and removes nothing
     assert cached(mod, d)[1]["cache"] == "hit"
     assert sorted(os.listdir(str(d))) == names
+
+
+def test_young_sources_are_kept_later(mod, tmp_path, monkeypatch):
+    """A source changed less than 2 s ago: built, not kept (two writes of
+    one size within a clock tick would stat the same), kept once settled."""
+    from wcache import _modcache
+    monkeypatch.setattr(_modcache, "_SETTLE_NS", 2 * 10**9)
+    d = tmp_path / "cache"
+    m, how = cached(mod, d)          # the fixture wrote the model's code just now
+    assert how["cache"] == "miss" and not how["saved"], how
+    assert "changed less than 2 s ago" in how["why"] and mod.__file__ in how["why"], how
+    assert how["warnings"] == [] and not os.path.exists(how["path"])
+    assert all(p.is_meta for p in m.parameters())
+    monkeypatch.setattr(_modcache, "_SETTLE_NS", 0)
+    assert cached(mod, d)[1]["saved"]
+    assert cached(mod, d)[1]["cache"] == "hit"

@@ -16,7 +16,9 @@ A hit needs the same digest and the same sources: every Python file that
 defines a class or function the pickle names (the model's modeling code,
 transformers', torch's) with the same size, mtime, ctime and inode as when it was
 written, so an upgrade or an edit of that code is a miss, never a stale
-module. What the build reads besides its code (environment, installed
+module; a file is not written while a source is younger than 2 s (a
+second change within a clock tick could stat the same), the next miss
+writes it. What the build reads besides its code (environment, installed
 optional packages) is the caller's key to give.
 
 A pickle runs code when loaded, so a cache file is only read where nobody
@@ -44,6 +46,10 @@ SUFFIX = ".wcm"
 
 class Uncacheable(Exception):
     """The module holds something this cache cannot keep exactly."""
+
+
+class Unsettled(Exception):
+    """A source file changed too recently to be kept now (no warning)."""
 
 
 def default_dir():
@@ -133,6 +139,23 @@ def _source(modname):
     except OSError:
         return None
     return [modname, f, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+# A source changed less than this long ago is not trusted to stat
+# differently after its next change (two writes of one size within a tick
+# of the file system's clock stat the same: git's "racily clean"), so its
+# cache file is written at a later start. Tests shorten it.
+_SETTLE_NS = int(float(os.environ.get("WCACHE_TEST_MODCACHE_SETTLE_MS", "2000")) * 1e6)
+
+
+def unsettled(sources, now_ns=None):
+    """The first source changed within _SETTLE_NS of now, or None."""
+    import time
+    now_ns = time.time_ns() if now_ns is None else now_ns
+    for s in sources:
+        if now_ns - max(s[3], s[4]) < _SETTLE_NS:
+            return s[1]
+    return None
 
 
 def sources_match(sources):
@@ -234,6 +257,10 @@ def dump(module, digest_hex, extra=None):
     p = _Pickler(buf)
     p.dump((module, extra))
     srcs = [s for s in (_source(m) for m in sorted(p.modnames)) if s]
+    young = unsettled(srcs)
+    if young:
+        raise Unsettled("its source %s changed less than %.0f s ago: it is kept at a later start"
+                        % (young, _SETTLE_NS / 1e9))
     table = pickle.dumps(p.table, protocol=4)
     head = json.dumps({"format": FORMAT, "digest": digest_hex, "sources": srcs}).encode()
     return head + b"\n" + len(table).to_bytes(8, "little") + table + buf.getvalue()
@@ -400,6 +427,9 @@ def empty_model(build, key, buffers_device=None, cache=True, skip_init=True, how
             blob = dump(module, hexd, _extra[0](module) if _extra else None)
             prune(dfd, name)
             err = write(dfd, name, path, blob)
+        except Unsettled as e:
+            how["why"] = str(e)
+            return module
         except Exception as e:   # noqa: BLE001 (anything pickle raises: a lambda, a lock)
             err = "the module cannot be kept: %s: %s" % (type(e).__name__, e)
         if err:
