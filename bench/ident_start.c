@@ -150,7 +150,7 @@ static int cmp_u64(const void *a, const void *b)
 int main(int argc, char **argv)
 {
 	static uint64_t t[M_N][IS_N_MAX];
-	const char *model = NULL, *spec = "host";
+	const char *model = NULL, *spec = "host", *n_arg = "10";
 	char self[4096], tmp[] = "/tmp/ident_start.XXXXXX", cache[128],
 	     fresh[160], cmd[400];
 	uint64_t med[M_N];
@@ -164,14 +164,23 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--model") && i + 1 < argc)
 			model = argv[++i];
 		else if (!strcmp(argv[i], "-n") && i + 1 < argc)
-			n = strtol(argv[++i], NULL, 10);
+			n = strtol(n_arg = argv[++i], NULL, 10);
 		else if (!strcmp(argv[i], "--device") && i + 1 < argc)
 			spec = argv[++i];
 		else if (!strcmp(argv[i], "--runtime-dir") && i + 1 < argc)
 			rundir = argv[++i];
 		else if (!strcmp(argv[i], "--json"))
 			json = true;
-		else
+		else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			printf("usage: ident_start --model DIR [-n N] [--device SPEC] [--runtime-dir DIR] [--json]\n\n"
+			       "The first HELLO's identity of fresh processes, alternated: built from the\n"
+			       "model's files (WCACHE_IDENT_CACHE=off), built and written to an empty cache\n"
+			       "directory, and read from the disk entry. N rounds (default 10, at most\n"
+			       "1000); DIR absolute, its files older than 2 s. --runtime-dir: a whole\n"
+			       "wc_hello to the daemon of --device there instead. Prints the median, min\n"
+			       "and max of each and the build/disk ratio (--json: one JSON object).\n");
+			return 0;
+		} else
 			die("usage: ident_start --model DIR [-n N] [--device SPEC] [--runtime-dir DIR] [--json] (%s%s?)",
 			    argv[i], "");
 	}
@@ -179,7 +188,7 @@ int main(int argc, char **argv)
 		die("--model %s: give the model directory as an absolute path%s",
 		    model ? model : "(none)", "");
 	if (n < 1 || n > IS_N_MAX)
-		die("-n %s: use 1..1000%s", argv[0], "");
+		die("-n %s: use 1..1000%s", n_arg, "");
 	l = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	if (l <= 0)
 		die("cannot read /proc/self/exe%s%s", "", "");

@@ -13,6 +13,11 @@
 #   bench/py_gpu.sh all      both
 #   bench/py_gpu.sh packab   the pools' packing before ($WCD_BASE) and after,
 #                            alternated: the Python and the C attach x100
+#   bench/py_gpu.sh restart  what a restart reads instead of computing: the
+#                            module cache's hit against transformers'
+#                            construction (bench/py_modcache.py) and the
+#                            identity on disk against its build
+#                            (bench/ident_start), fresh processes each
 #   bench/py_gpu.sh startab  engine start, the steps before and after in one
 #                            run (bench/py_start.py --variants, --profile)
 #
@@ -172,11 +177,26 @@ packab() {
 	} 2>&1 | tee "$OUT/packab.log"
 }
 
+restart() {
+	local m=/root/m8b
+	export PATH=$PWD/$BUILD/bin:$PATH
+	[ -f $m/config.json ] || wcgen llama-8b --out $m >/dev/null || return 1
+	{
+		echo "== module cache: empty_pretrained's hit against AutoConfig + from_config"
+		timeout 300 $PY bench/py_modcache.py --model $m --device cuda -n ${RESTART_RUNS:-10}
+		echo "== the same for a plain-torch module of Llama-3-8B's shapes"
+		timeout 200 $PY bench/py_modcache.py --device cuda -n ${RESTART_RUNS:-10}
+		echo "== the first HELLO's identity: built, written, read from disk"
+		timeout 120 $BUILD/bench/ident_start --model $m -n ${RESTART_RUNS:-10}
+	} 2>&1 | tee "$OUT/restart.log"
+}
+
 case ${1:-all} in
 tests) tests ;;
 bench) bench ;;
 packab) packab ;;
 startab) startab ;;
+restart) restart ;;
 all) tests; bench ;;
-*) echo "usage: bench/py_gpu.sh tests|bench|packab|startab|all" >&2; exit 2 ;;
+*) echo "usage: bench/py_gpu.sh tests|bench|packab|startab|restart|all" >&2; exit 2 ;;
 esac
