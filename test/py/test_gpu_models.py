@@ -132,12 +132,15 @@ def check(model_dir, tmp_path, arch, tied):
 RESTART = """
 import sys, torch, wcache, wcache.torch
 model_dir, rundir, cache, out = sys.argv[1:]
+torch.empty(1, device="cuda")
+conn = wcache.connect(device="0", runtime_dir=rundir)
+# README's quickest start: the attach on its thread while the module is read
+served = conn.attach(model_dir=model_dir, wait=False)  # a PendingModel
 how = {}
 model = wcache.torch.empty_pretrained(model_dir, dtype=torch.bfloat16, buffers_device="cuda",
                                       cache=cache, how=how, attn_implementation="sdpa")
 assert how["cache"] == "hit", how
-served = wcache.connect(device="0", runtime_dir=rundir).attach(model_dir=model_dir)
-wcache.torch.load_into(model, served)
+wcache.torch.load_into(model, served)                  # waits for the attach
 with torch.no_grad():
     got = model.eval()(torch.tensor(%r, device="cuda"), output_hidden_states=True)
 torch.save(got.logits.cpu(), out)
