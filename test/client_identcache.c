@@ -80,16 +80,6 @@ static void copy_file(const char *from, const char *to)
 	close(out);
 }
 
-static void append(const char *path, const char *text)
-{
-	int fd = open(path, O_WRONLY | O_APPEND);
-
-	usleep(20000);
-	T_CMP_INT(fd, >=, 0);
-	T_EQ_INT(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-	close(fd);
-}
-
 /* tp 2 reads the llama preset: from a layout directory of our own. */
 static void layouts(struct wc_expect *w)
 {
@@ -116,7 +106,7 @@ static void layouts(struct wc_expect *w)
 	expect_counts(16, 5);
 	T_ASSERT(la == lb && !memcmp(a, b, la));
 	/* the preset changed: computed again, another rules hash */
-	append(preset, "vocab_pad 128\n");
+	e2e_append(preset, "vocab_pad 128\n");
 	lb = get(w, b, sizeof(b));
 	expect_counts(17, 5);
 	T_ASSERT(la != lb || memcmp(a, b, la));
@@ -137,7 +127,7 @@ static void layouts(struct wc_expect *w)
 	expect_counts(19, 6);
 	get(w, b, sizeof(b));
 	expect_counts(19, 7);
-	append(file, "vocab_pad 128\n");
+	e2e_append(file, "vocab_pad 128\n");
 	lb = get(w, b, sizeof(b));
 	expect_counts(20, 7);
 	T_ASSERT(la != lb || memcmp(a, b, la));

@@ -148,12 +148,7 @@ static void rewrite(const char *path)
 
 static void append(const char *path, const char *text)
 {
-	int fd = open(path, O_WRONLY | O_APPEND);
-
-	usleep(20000);
-	T_CMP_INT(fd, >=, 0);
-	T_EQ_INT(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-	close(fd);
+	e2e_append(path, text);
 	settle();
 }
 

@@ -238,6 +238,18 @@ static inline int e2e_raw_connect(const char *path)
 
 /* A "Key: N kB" line of /proc/PID/status (VmRSS, RssAnon), -1 without
  * one: the memory checks of the reliability and lifecycle tests. */
+/* Appends text to path, 20 ms after the last change (so that its mtime
+ * moves on file systems of coarse clocks). */
+static inline void e2e_append(const char *path, const char *text)
+{
+	int fd = open(path, O_WRONLY | O_APPEND);
+
+	usleep(20000);
+	T_CMP_INT(fd, >=, 0);
+	T_EQ_INT(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+	close(fd);
+}
+
 static inline long e2e_status_kb(pid_t pid, const char *key)
 {
 	char path[64], line[256];
