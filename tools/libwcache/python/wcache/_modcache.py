@@ -40,7 +40,7 @@ import warnings
 
 import torch
 
-FORMAT = "wcache-module-cache/2"
+FORMAT = "wcache-module-cache/3"
 SUFFIX = ".wcm"
 
 
@@ -403,12 +403,13 @@ def empty_model(build, key, buffers_device=None, cache=True, skip_init=True, how
                 try:
                     with no_gc():
                         module, miss = load_bytes(blob, hexd)
+                    if module is not None:
+                        module, data = module
+                        if _extra:
+                            _extra[1](module, data)
                 except Exception as e:   # noqa: BLE001 (a torn or foreign file: build anew)
                     module, miss = None, "it cannot be unpickled (%s: %s)" % (type(e).__name__, e)
                 if module is not None:
-                    module, data = module
-                    if _extra:
-                        _extra[1](module, data)
                     if on_hit:
                         on_hit(module)
                     how["cache"] = "hit"
@@ -485,39 +486,40 @@ _HF_OPTIONAL = ("kernels", "flash_attn", "flash_attn_interface")
 
 def _hf_save(model):
     """What transformers' constructors leave outside the module, or keep
-    valid for this process only, to redo after a hit: the generation
-    configs' _original_object_hash (hash() of a JSON string: per process),
-    kept as the string it hashed where the config was unmodified."""
-    out = []
-    for i, m in enumerate(model.modules()):
+    valid for this process only, to redo after a hit, kept with it (the
+    objects themselves: the pickle shares them with the module):
+    "pretrained", the PreTrainedModels of the tree (each __init__ puts its
+    _can_record_outputs into transformers' registry), and "hashes", each
+    generation config with the JSON string its _original_object_hash is
+    the hash() of (per process: Python's string hashes are salted), None
+    where that string is not known (hash() it after the hit), where it
+    was unmodified."""
+    mu = sys.modules.get("transformers.modeling_utils")
+    base = getattr(mu, "PreTrainedModel", None)
+    out = {"pretrained": [], "hashes": []}
+    for m in model.modules():
+        if base is not None and isinstance(m, base):
+            out["pretrained"].append(m)
         g = getattr(m, "generation_config", None)
         h = getattr(g, "_original_object_hash", None)
-        if h is None:
+        if h is None or h != hash(g):
             continue
         try:
             text = g.to_json_string(ignore_metadata=True)
         except Exception:   # noqa: BLE001 (another transformers: hash() it after the hit)
             text = None
-        if text is not None and hash(text) == hash(g) == h:
-            out.append((i, text))
-        elif h == hash(g):
-            out.append((i, None))
+        out["hashes"].append((g, text if text is not None and hash(text) == h else None))
     return out
 
 
 def _hf_restore(model, data):
-    """After a hit: each PreTrainedModel's _can_record_outputs in
-    transformers' registry (PreTrainedModel.__init__ puts it there; the
-    output capture of hidden states and attentions reads it), and the
-    generation configs' hashes for this process."""
-    mu = sys.modules.get("transformers.modeling_utils")
-    reg = getattr(mu, "_CAN_RECORD_REGISTRY", None)
-    base = getattr(mu, "PreTrainedModel", None)
-    mods = list(model.modules())
-    if isinstance(reg, dict) and base is not None:
-        for m in mods:
-            if isinstance(m, base):
-                reg[str(type(m))] = getattr(m, "_can_record_outputs", None)
-    for i, text in data or ():
-        g = mods[i].generation_config
+    """After a hit, what _hf_save kept: each PreTrainedModel's
+    _can_record_outputs back in transformers' registry (the output capture
+    of hidden states and attentions reads it), each generation config's
+    hash made in this process. No walk of the module."""
+    reg = getattr(sys.modules.get("transformers.modeling_utils"), "_CAN_RECORD_REGISTRY", None)
+    if isinstance(reg, dict):
+        for m in data["pretrained"]:
+            reg[str(type(m))] = getattr(m, "_can_record_outputs", None)
+    for g, text in data["hashes"]:
         g._original_object_hash = hash(text) if text is not None else hash(g)
