@@ -22,6 +22,10 @@ one wcache process per --variants entry, then the hf one. Variants:
           restart: the file is written by a warm-up process before the
           rounds, in a directory of the driver's; every timed process must
           hit it, or the run stops)
+  -swi    (ov-cache-swi, ...) the process's GIL switch interval 0.2 ms
+          instead of 5 ms (sys.setswitchinterval, before connect): whether
+          the attach thread of ov waits for the GIL behind the main
+          thread's Python (an experiment; the library does not set it)
 Every variant is timed from connect to load_into's return (CUDA start-up
 apart), each step inside; each line also shows the first attach's phases
 in C (Model.times: connect, hello with the identity of DIR, manifest,
@@ -148,6 +152,8 @@ def child_wcache(a):
     import wcache.torch
     load_into = wcache.torch.load_into
     wcache._core._PLAN_FIRST = a.first_views == "plan"
+    if a.switch_interval:
+        sys.setswitchinterval(a.switch_interval)
     if a.load_into == "old":
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         import load_into_old
@@ -293,6 +299,7 @@ def run_child(kind, a, profile=False):
     old = "old" in flags
     cmd = [sys.executable, os.path.abspath(__file__), "--child", kind, "--model", a.model,
            "--first-views", "each" if "each" in flags else "plan",
+           "--switch-interval", "0.0002" if "swi" in flags else "0",
            "--runtime-dir", a.runtime_dir, "--device", a.device, "--ab", str(a.ab),
            "--profile-child", "1" if profile else "0",
            "--module-cache", a.module_cache if "cache" in flags else "",
@@ -327,6 +334,7 @@ def main():
                     help="after the rounds, one more seq process under cProfile from connect to "
                          "load_into (its times not used): the top functions to FILE")
     ap.add_argument("--profile-child", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--switch-interval", type=float, default=0, help=argparse.SUPPRESS)
     ap.add_argument("--module-cache", default="",
                     help="the -cache variants' module cache directory (default: a new one, removed after)")
     ap.add_argument("--ab", type=int, default=5,
@@ -344,8 +352,8 @@ def main():
     kinds = {}
     for v in variants:
         base, *flags = v.split("-")
-        if base not in ("seq", "ov") or not set(flags) <= {"old", "each", "cache"}:
-            raise SystemExit("--variants: unknown %r (seq or ov, then any of -old, -each, -cache)" % v)
+        if base not in ("seq", "ov") or not set(flags) <= {"old", "each", "cache", "swi"}:
+            raise SystemExit("--variants: unknown %r (seq or ov, then any of -old, -each, -cache, -swi)" % v)
         kinds[v] = "-".join(["wcache" if base == "seq" else "wcache_ov"] + flags)
     made_cache = None
     if any("cache" in v.split("-") for v in variants):
