@@ -110,7 +110,7 @@ MANS     := $(MAN8:%=$(BUILD)/man/%.8) $(MAN1:%=$(BUILD)/man/%.1)
 TESTS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all run test bench fuzz install python-install uninstall man clean deps deps-bench deps-fuzz
+.PHONY: all run test bench fuzz install python-install uninstall man clean deps deps-bench deps-fuzz deps-python
 .SECONDARY:
 # A recipe that fails leaves no output behind to look up to date.
 .DELETE_ON_ERROR:
@@ -209,6 +209,12 @@ deps:
 
 deps-bench:
 	@$(MAKE) --no-print-directory deps EXTRA_DEBS="$(DEB_BENCH)"
+
+# python-install needs pip and setuptools in $(PYTHON), nothing else: a
+# Python of its own (a venv, a GPU machine's) that has them needs no apt.
+deps-python:
+	@$(PYTHON) -c "import pip, setuptools" 2>/dev/null || \
+		$(MAKE) --no-print-directory deps DEB_BUILD= DEB_TEST="python3 python3-pip python3-setuptools" DEB_CMDS=
 
 run: deps
 	@$(MAKE) --no-print-directory all
@@ -359,7 +365,7 @@ uninstall:
 # (PEP 668) unless told --break-system-packages: /usr/local is the place apt
 # leaves to us. The package finds libwcache.so.0 through the loader (make
 # install, then ldconfig) or $WCACHE_LIB.
-python-install: deps
+python-install: deps-python
 	$(PYTHON) -m pip install --no-deps --no-index --no-build-isolation \
 		--break-system-packages $(if $(DESTDIR),--root $(DESTDIR)) tools/libwcache/python
 
