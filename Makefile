@@ -213,7 +213,7 @@ deps-bench:
 # python-install needs pip and setuptools in $(PYTHON), nothing else: a
 # Python of its own (a venv, a GPU machine's) that has them needs no apt.
 deps-python:
-	@$(PYTHON) -c "import pip, setuptools" 2>/dev/null || \
+	@$(PYTHON) -c "import setuptools, pip" 2>/dev/null || \
 		$(MAKE) --no-print-directory deps DEB_BUILD= DEB_TEST="python3 python3-pip python3-setuptools" DEB_CMDS=
 
 run: deps
