@@ -148,7 +148,7 @@ def main(argv=None):
     st.add_argument("--timeout-ms", type=int, default=2000)
     pr = sub.add_parser("prepare", help="write the module cache of a transformers checkpoint")
     pr.add_argument("model_dir")
-    pr.add_argument("--dtype", default="bfloat16", help="torch dtype name (default bfloat16; none: the config's)")
+    pr.add_argument("--dtype", default="bfloat16", help="torch dtype name (default bfloat16; none: no dtype passed, from_config's default)")
     pr.add_argument("--buffers-device", default=None,
                     help="where the buffers go, as the engine's init_empty (e.g. cuda, cuda:1; default: "
                          "where the constructors put them)")
