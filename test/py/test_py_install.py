@@ -13,10 +13,15 @@ import pytest
 from conftest import WC_TOP
 
 
-def test_make_python_install(tmp_path):
+def python_install(tmp_path, path_first=None):
+    """make python-install into tmp_path/root with this python (path_first:
+    a directory put first on PATH); (the installed __init__.py files, env,
+    the output)."""
     if not shutil.which("make"):
         pytest.skip("no make")
     env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTHONPATH")}
+    if path_first:
+        env["PATH"] = "%s:%s" % (path_first, env.get("PATH", ""))
     dest = tmp_path / "root"
     p = subprocess.run(["make", "-C", WC_TOP, "--no-print-directory", "python-install",
                         "DESTDIR=%s" % dest, "PYTHON=%s" % sys.executable],
@@ -25,6 +30,11 @@ def test_make_python_install(tmp_path):
     assert p.returncode == 0, out
     pkgs = glob.glob(str(dest / "usr" / "local" / "lib" / "python3*" / "dist-packages" / "wcache" / "__init__.py"))
     assert len(pkgs) == 1, out
+    return pkgs, env, out
+
+
+def test_make_python_install(tmp_path):
+    pkgs, env, out = python_install(tmp_path)
     site = os.path.dirname(os.path.dirname(pkgs[0]))
     code = ("import wcache\n"
             "print(wcache.__file__)\n"
@@ -44,21 +54,11 @@ def test_python_install_without_apt(tmp_path):
     and whose apt cannot install any (the GPU machine: its own python3,
     no Debian sources), make python-install still works when that python
     has pip and setuptools: it needs nothing else."""
-    if not shutil.which("make"):
-        pytest.skip("no make")
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "dpkg-query").write_text("#!/bin/sh\nexit 1\n")
     (fake / "apt-get").write_text("#!/bin/sh\necho 'E: Unable to locate package' \"$@\" >&2\nexit 100\n")
     for f in fake.iterdir():
         f.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "PYTHONPATH")}
-    env["PATH"] = "%s:%s" % (fake, env.get("PATH", ""))
-    dest = tmp_path / "root"
-    p = subprocess.run(["make", "-C", WC_TOP, "--no-print-directory", "python-install",
-                        "DESTDIR=%s" % dest, "PYTHON=%s" % sys.executable],
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=110)
-    out = p.stdout.decode()
-    assert p.returncode == 0, out
+    _, _, out = python_install(tmp_path, path_first=fake)
     assert "Unable to locate" not in out and "installing:" not in out, out
-    assert glob.glob(str(dest / "usr" / "local" / "lib" / "python3*" / "dist-packages" / "wcache" / "__init__.py")), out
