@@ -7,13 +7,16 @@
  * bytes with the safetensors file (read here, through proto/model) by byte
  * compare and by hash, and runs wc_verify. After they exit, their leases
  * are gone from STATUS. wcctl manifest lists the same tensors and hashes.
+ * Half the clients attach through wc_hello_attach (HELLO and ATTACH in one
+ * call), and one whose identity differs gets HELLO's error from it.
  */
 #include "client_util.h"
 
 #define NCLIENTS 16
 
 /* One client: attach, report, wait for the go, compare, detach. */
-static int client_main(const struct e2e *x, int ready_fd, int go_fd)
+static int client_main(const struct e2e *x, int ready_fd, int go_fd,
+		       bool use_both)
 {
 	struct wc_expect ex = { .model_dir = x->model, .tp_size = 1 };
 	struct wc_conn *c = e2e_connect(x);
@@ -22,10 +25,15 @@ static int client_main(const struct e2e *x, int ready_fd, int go_fd)
 	uint64_t bad = 1;
 	char b;
 
-	if (wc_hello(c, &ex, NULL, &e))
-		T_FAIL("client %d: hello: %s", (int)getpid(), e.msg);
-	if (wc_attach(c, 0, &m, NULL, &e))
-		T_FAIL("client %d: attach: %s", (int)getpid(), e.msg);
+	if (use_both) {         /* HELLO and ATTACH in one call */
+		if (wc_hello_attach(c, &ex, NULL, 0, &m, NULL, &e))
+			T_FAIL("client %d: hello_attach: %s", (int)getpid(), e.msg);
+	} else {
+		if (wc_hello(c, &ex, NULL, &e))
+			T_FAIL("client %d: hello: %s", (int)getpid(), e.msg);
+		if (wc_attach(c, 0, &m, NULL, &e))
+			T_FAIL("client %d: attach: %s", (int)getpid(), e.msg);
+	}
 	T_EQ_INT(write(ready_fd, "a", 1), 1);
 	T_EQ_INT(read(go_fd, &b, 1), 1);
 	e2e_compare_all(x, m);
@@ -90,7 +98,7 @@ int main(void)
 		if (!kids[i]) {
 			close(ready[0]);
 			close(go[1]);
-			_exit(client_main(&x, ready[1], go[0]));
+			_exit(client_main(&x, ready[1], go[0], i % 2));
 		}
 	}
 	close(ready[1]);
@@ -127,6 +135,17 @@ int main(void)
 	T_EQ_STR(json_string_value(json_object_get(j, "state")), "ready");
 	T_EQ_U64(json_integer_value(json_object_get(j, "tensors")), x.m.ntensors + 8); /* + qkv, gate_up views */
 	json_decref(j);
+	/* wc_hello_attach: a HELLO refused is its error, and no model */
+	{
+		struct wc_expect other = { .model_dir = x.model, .tp_size = 2, .tp_rank = 1 };
+
+		c = e2e_connect(&x);
+		m = NULL;
+		T_EQ_INT(wc_hello_attach(c, &other, NULL, 0, &m, NULL, &e), -ESTALE);
+		T_ASSERT(m == NULL);
+		T_ASSERT(strstr(e.msg, "tp_size"));
+		wc_close(c);
+	}
 	/* the admin listing agrees with what a client sees */
 	c = e2e_connect(&x);
 	T_OK(wc_hello(c, NULL, NULL, &e));

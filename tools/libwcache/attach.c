@@ -478,3 +478,12 @@ int wc_detach(struct wc_model *m, struct wc_error *err)
 		wc__ok(err);
 	return ret;
 }
+
+int wc_hello_attach(struct wc_conn *c, const struct wc_expect *expect,
+		    struct wc_info *info, unsigned flags, struct wc_model **out,
+		    struct wc_attach_times *times, struct wc_error *err)
+{
+	int ret = wc_hello(c, expect, info, err);
+
+	return ret ? ret : wc_attach(c, flags, out, times, err);
+}

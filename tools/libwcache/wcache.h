@@ -191,6 +191,15 @@ struct wc_attach_times {
 int wc_attach(struct wc_conn *c, unsigned flags, struct wc_model **out,
 	      struct wc_attach_times *times, struct wc_error *err);
 
+/* wc_hello(c, expect, info) then, when it succeeds, wc_attach(c, flags,
+ * out, times): one call for a binding whose thread must not come back to
+ * its interpreter between the two (a Python thread waits up to the GIL's
+ * switch interval, 5 ms, for each return while another thread runs
+ * Python). Returns wc_hello's error (out untouched) or wc_attach's. */
+int wc_hello_attach(struct wc_conn *c, const struct wc_expect *expect,
+		    struct wc_info *info, unsigned flags, struct wc_model **out,
+		    struct wc_attach_times *times, struct wc_error *err);
+
 /* Fetches the manifest only (tools that list tensors): no lease, no pools,
  * every tensor's ptr is NULL. Free it with wc_detach. */
 int wc_manifest(struct wc_conn *c, struct wc_model **out,

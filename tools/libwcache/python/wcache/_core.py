@@ -76,6 +76,8 @@ class _Handle:
 # argument): kept here, not by the Model, so that they outlive it.
 _LEASES = {}
 _keys = itertools.count(1)
+# PendingModels whose thread took a lease that no Model holds yet, by id
+_PENDING = {}
 
 
 class _Lease:
@@ -201,6 +203,16 @@ class Connection:
         return self._h.close_asked
 
     # -- requests ---------------------------------------------------------
+    @staticmethod
+    def _expect(model_dir, tp_size, tp_rank, pp_size, pp_rank, rules_file, same_path,
+                layout_file, ep_size, ep_rank, vocab_pad):
+        if model_dir is None:
+            return None
+        return ctypes.byref(_lib.new(_lib.WcExpect, _lib.b(model_dir), tp_size, tp_rank,
+                                     pp_size, pp_rank, _lib.b(rules_file),
+                                     1 if same_path else 0, _lib.b(layout_file),
+                                     ep_size, ep_rank, vocab_pad))
+
     def hello(self, model_dir=None, tp_size=1, tp_rank=0, pp_size=1,
               pp_rank=0, rules_file=None, same_path=False, layout_file=None,
               ep_size=0, ep_rank=0, vocab_pad=0):
@@ -211,15 +223,58 @@ class Connection:
         layout arguments are wcd's --layout, --ep-size/--ep-rank and
         --vocab-pad (0: the preset's, none, the layout's)."""
         info = _lib.new(_lib.WcInfo)
-        x = None
-        if model_dir is not None:
-            x = ctypes.byref(_lib.new(_lib.WcExpect, _lib.b(model_dir), tp_size, tp_rank,
-                                      pp_size, pp_rank, _lib.b(rules_file),
-                                      1 if same_path else 0, _lib.b(layout_file),
-                                      ep_size, ep_rank, vocab_pad))
+        x = self._expect(model_dir, tp_size, tp_rank, pp_size, pp_rank, rules_file, same_path,
+                         layout_file, ep_size, ep_rank, vocab_pad)
         self._call(lib.wc_hello, x, ctypes.byref(info))
         self.info = _info_dict(info)
         return self.info
+
+    def _attach_call(self, model_dir, tp_size, tp_rank, pp_size, pp_rank, rules_file,
+                     writable, same_path, layout_file, ep_size, ep_rank, vocab_pad):
+        """The HELLO and ATTACH of attach() as a call with every argument
+        made here: call() (under the connection's lock) runs them in C, as
+        one call where the library has wc_hello_attach (a thread that does
+        not come back to the interpreter between the two does not wait for
+        the GIL there), and returns what _attach_end takes."""
+        x = self._expect(model_dir, tp_size, tp_rank, pp_size, pp_rank, rules_file, same_path,
+                         layout_file, ep_size, ep_rank, vocab_pad)
+        info = _lib.new(_lib.WcInfo)
+        m = ctypes.c_void_p()
+        times = _lib.new(_lib.WcAttachTimes)
+        flags = _lib.WC_ATTACH_WRITABLE if writable else 0
+        err = _lib.new(_lib.WcError)
+        ptr = self._ptr()
+        args = (ctypes.byref(info), flags, ctypes.byref(m), ctypes.byref(times), ctypes.byref(err))
+
+        def call():
+            if _lib.HAVE["wc_hello_attach"]:
+                ret = lib.wc_hello_attach(ptr, x, *args)
+            else:
+                ret = lib.wc_hello(ptr, x, args[0], args[4])
+                if ret >= 0:
+                    ret = lib.wc_attach(ptr, *args[1:])
+            # nothing else here: another ctypes call (the lease's owner)
+            # would wait for the GIL once more on a thread
+            return ret, err, info, m.value, times
+        return call
+
+    def _attach_end(self, done, writable, framework):
+        """The Model of a call() of _attach_call, or its error raised."""
+        ret, err, info, mptr, times = done
+        if ret < 0:
+            _raise(ret, err)
+        lease = _Lease(self._h, mptr)
+        self.info = _info_dict(info)
+        try:
+            return Model(lease, writable, framework, times)
+        except BaseException:
+            lease.drop()
+            raise
+
+    def _attach_drop(self, done):
+        """A call()'s lease that no Model will take: ended (detached)."""
+        if done[0] >= 0 and done[3]:
+            _Lease(self._h, done[3]).drop()
 
     def attach(self, model_dir=None, tp_size=1, tp_rank=0, pp_size=1,
                pp_rank=0, rules_file=None, writable=False, framework=None,
@@ -232,26 +287,15 @@ class Connection:
         wait=False: returns at once a PendingModel whose thread does the
         same (see PendingModel): an engine builds its module meanwhile and
         hands the PendingModel to wcache.torch.load_into, which waits."""
-        if not wait:
-            self._ptr()   # a closed connection fails here, not in the thread
-            return PendingModel(self, dict(
-                model_dir=model_dir, tp_size=tp_size, tp_rank=tp_rank, pp_size=pp_size,
-                pp_rank=pp_rank, rules_file=rules_file, writable=writable,
-                framework=framework, same_path=same_path, layout_file=layout_file,
-                ep_size=ep_size, ep_rank=ep_rank, vocab_pad=vocab_pad))
-        self.hello(model_dir, tp_size, tp_rank, pp_size, pp_rank, rules_file, same_path,
-                   layout_file, ep_size, ep_rank, vocab_pad)
-        m = ctypes.c_void_p()
-        times = _lib.new(_lib.WcAttachTimes)
-        flags = _lib.WC_ATTACH_WRITABLE if writable else 0
-        err = _lib.new(_lib.WcError)
+        if not wait:   # a closed connection fails here (_ptr), not in the thread
+            return PendingModel(self, self._attach_call(
+                model_dir, tp_size, tp_rank, pp_size, pp_rank, rules_file, writable, same_path,
+                layout_file, ep_size, ep_rank, vocab_pad), writable, framework)
+        call = self._attach_call(model_dir, tp_size, tp_rank, pp_size, pp_rank, rules_file,
+                                 writable, same_path, layout_file, ep_size, ep_rank, vocab_pad)
         with self._h.lock:
-            ret = lib.wc_attach(self._ptr(), flags, ctypes.byref(m),
-                                ctypes.byref(times), ctypes.byref(err))
-            if ret < 0:
-                _raise(ret, err)
-            lease = _Lease(self._h, m.value)
-        return Model(lease, writable, framework, times)
+            done = call()
+        return self._attach_end(done, writable, framework)
 
     def ping(self, depth=1):
         self._call(lib.wc_ping, depth)
@@ -328,29 +372,38 @@ class PendingModel:
     Most of an attach is libwcache's (the identity of the model directory,
     the manifest, the mappings), during which ctypes lets go of the GIL:
     an engine that builds its module meanwhile (Python) hides the attach
-    behind the construction. result() waits and returns the Model, or
-    raises what attach raised (the same exception each time it is asked).
-    The thread holds the connection's lock from HELLO to the Model, so
-    other calls on the connection wait for it. Lifetime is the Model's:
-    a PendingModel dropped before it is done keeps the thread's Model
-    until it ends, and the Model detaches when it is collected. The
-    thread is not a daemon thread: an interpreter that exits waits for
-    the attach (bounded by the connection's timeout_ms)."""
+    behind the construction. The thread makes one C call (HELLO and ATTACH
+    together, every argument made before it starts) and returns to the
+    interpreter only at its end: each return of a thread to Python waits
+    for the GIL, up to its switch interval (5 ms), while the engine's
+    thread runs Python. The Model is then made by the first result(), on
+    the caller's thread. result() waits and returns the Model, or raises
+    what attach raised (the same exception each time it is asked). The
+    thread holds the connection's lock from HELLO to the lease, so other
+    calls on the connection wait for it. Lifetime is the Model's: a
+    PendingModel dropped before result() ends its lease when collected
+    (after the thread's end). The thread is not a daemon thread: an
+    interpreter that exits waits for the attach (bounded by the
+    connection's timeout_ms)."""
 
-    def __init__(self, conn, kwargs):
+    def __init__(self, conn, call, writable, framework):
         self._conn = conn
+        self._end = (writable, framework)
+        self._done = None        # what call() returned
         self._model = None
         self._error = None
         self.started = time.monotonic()
         self.finished = None    # time.monotonic() when the thread ended
-        self._thread = threading.Thread(target=self._run, args=(kwargs,),
+        self._thread = threading.Thread(target=self._run, args=(call,),
                                         name="wcache attach")
         self._thread.start()
 
-    def _run(self, kwargs):
+    def _run(self, call):
         try:
             with self._conn._h.lock:
-                self._model = self._conn.attach(**kwargs)
+                self._done = call()
+            if self._done[0] >= 0:
+                _PENDING[id(self)] = True   # a lease held, no Model yet (live_leases)
         except BaseException as e:  # noqa: handed to result()
             self._error = e
         self.finished = time.monotonic()
@@ -367,9 +420,25 @@ class PendingModel:
         if self._thread.is_alive():
             raise errors.Timeout(errno.ETIMEDOUT, "wcache: the attach did not finish within %s s; "
                                  "call result() again to wait longer" % (timeout,))
+        if self._error is None and self._model is None:
+            done, self._done = self._done, None
+            try:
+                self._model = self._conn._attach_end(done, *self._end)
+            except BaseException as e:  # noqa: kept, raised each time
+                self._error = e
+            finally:
+                _PENDING.pop(id(self), None)
         if self._error is not None:
             raise self._error
         return self._model
+
+    def __del__(self):
+        # dropped before result(): the lease the thread took ends here
+        done = getattr(self, "_done", None)
+        if done is not None:
+            self._done = None
+            _PENDING.pop(id(self), None)
+            self._conn._attach_drop(done)
 
     def __repr__(self):
         return "<wcache.PendingModel %s>" % (
@@ -988,5 +1057,6 @@ def live_tensors():
 
 
 def live_leases():
-    """Leases still held: by a Model, or by tensors that outlived it."""
-    return len(_LEASES)
+    """Leases still held: by a Model, by tensors that outlived it, or by a
+    PendingModel done but not asked for its Model yet."""
+    return len(_LEASES) + len(_PENDING)

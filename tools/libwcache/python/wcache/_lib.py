@@ -160,7 +160,12 @@ _PROTOS = {
     "wc_dl_capsule_destructor": (None, [c_void_p]),
     "wc_dl_shutdown": (None, []),
 }
-_OPTIONAL = {}
+_OPTIONAL = {
+    # HELLO and ATTACH in one call (libwcache after 0.1.0's first cut; an
+    # older one: the two calls)
+    "wc_hello_attach": (c_int, [c_void_p, P(WcExpect), P(WcInfo), c_uint, P(c_void_p),
+                                P(WcAttachTimes), _E]),
+}
 
 
 def _open():
