@@ -437,8 +437,11 @@ class PendingModel:
         done = getattr(self, "_done", None)
         if done is not None:
             self._done = None
-            _PENDING.pop(id(self), None)
-            self._conn._attach_drop(done)
+            try:
+                _PENDING.pop(id(self), None)
+                self._conn._attach_drop(done)
+            except Exception:   # noqa: BLE001 (interpreter shutdown: the process's end frees it)
+                pass
 
     def __repr__(self):
         return "<wcache.PendingModel %s>" % (
