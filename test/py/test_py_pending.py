@@ -140,3 +140,19 @@ def test_pending_thread_returns_once(daemons, tiny, monkeypatch):
         assert sorted(plain.tensors("torch")) == sorted(m.tensors("torch"))
         plain.detach()
         m.detach()
+
+
+def test_pending_closed_meanwhile(daemons, tiny):
+    """The connection closed while the thread waits for its lock: the
+    thread finds it closed (EBADF from result()), never calls the library
+    with the freed connection."""
+    d = daemons(tiny, "pclose")
+    c = d.connect()
+    with c._h.lock:     # the thread waits here
+        p = c.attach(model_dir=tiny, wait=False)
+        c.close()       # no lease: the connection is freed now
+        assert c._h.ptr is None
+    with pytest.raises(wcache.Error) as e:
+        p.result()
+    assert e.value.errno == errno.EBADF, e.value
+    assert wcache.live_leases() == 0

@@ -243,10 +243,13 @@ class Connection:
         times = _lib.new(_lib.WcAttachTimes)
         flags = _lib.WC_ATTACH_WRITABLE if writable else 0
         err = _lib.new(_lib.WcError)
-        ptr = self._ptr()
+        self._ptr()   # a closed connection fails here, at once
         args = (ctypes.byref(info), flags, ctypes.byref(m), ctypes.byref(times), ctypes.byref(err))
 
         def call():
+            # under the connection's lock: closed meanwhile (while a
+            # PendingModel's thread waited for the lock), EBADF here
+            ptr = self._ptr()
             if _lib.HAVE["wc_hello_attach"]:
                 ret = lib.wc_hello_attach(ptr, x, *args)
             else:
