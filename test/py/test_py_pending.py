@@ -156,3 +156,24 @@ def test_pending_closed_meanwhile(daemons, tiny):
         p.result()
     assert e.value.errno == errno.EBADF, e.value
     assert wcache.live_leases() == 0
+
+
+def test_pending_close_before_result(daemons, tiny):
+    """close() after the thread's attach but before result(): the lease
+    it holds keeps the connection (as a Model's would) until the Model and
+    its tensors are gone; the Model works meanwhile."""
+    d = daemons(tiny, "pcl2")
+    c = d.connect()
+    p = c.attach(model_dir=tiny, wait=False)
+    p._thread.join()
+    c.close()
+    assert c._h.ptr is not None, "closed under a pending lease"
+    m = p.result()
+    ts = m.tensors("torch")
+    assert len(ts) > 0 and all(t.numel() >= 0 for t in ts.values())
+    assert m.verify()
+    m.detach()
+    del m, ts, p
+    gc.collect()
+    assert c._h.ptr is None and wcache.live_leases() == 0
+    assert pool_mappings() == []

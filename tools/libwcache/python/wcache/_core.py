@@ -257,16 +257,26 @@ class Connection:
                 if ret >= 0:
                     ret = lib.wc_attach(ptr, *args[1:])
             # nothing else here: another ctypes call (the lease's owner)
-            # would wait for the GIL once more on a thread
-            return ret, err, info, m.value, times
+            # would wait for the GIL once more on a thread. A token among
+            # the connection's leases until the lease is made, so that a
+            # close() meanwhile waits for it
+            token = None
+            if ret >= 0:
+                token = object()
+                self._h.leases.add(token)
+            return ret, err, info, m.value, times, token
         return call
 
     def _attach_end(self, done, writable, framework):
         """The Model of a call() of _attach_call, or its error raised."""
-        ret, err, info, mptr, times = done
+        ret, err, info, mptr, times, token = done
         if ret < 0:
             _raise(ret, err)
-        lease = _Lease(self._h, mptr)
+        try:
+            lease = _Lease(self._h, mptr)
+        finally:
+            self._h.leases.discard(token)
+            self._h.maybe_close()
         self.info = _info_dict(info)
         try:
             return Model(lease, writable, framework, times)
@@ -277,7 +287,12 @@ class Connection:
     def _attach_drop(self, done):
         """A call()'s lease that no Model will take: ended (detached)."""
         if done[0] >= 0 and done[3]:
-            _Lease(self._h, done[3]).drop()
+            try:
+                lease = _Lease(self._h, done[3])
+            finally:
+                self._h.leases.discard(done[5])
+                self._h.maybe_close()
+            lease.drop()
 
     def attach(self, model_dir=None, tp_size=1, tp_rank=0, pp_size=1,
                pp_rank=0, rules_file=None, writable=False, framework=None,
