@@ -134,13 +134,12 @@ import sys, torch, wcache, wcache.torch
 model_dir, rundir, cache, out = sys.argv[1:]
 torch.empty(1, device="cuda")
 conn = wcache.connect(device="0", runtime_dir=rundir)
-# README's quickest start: the attach on its thread while the module is read
+# README's quickest start (its module cache from $WCACHE_MODULE_CACHE)
 served = conn.attach(model_dir=model_dir, wait=False)  # a PendingModel
-how = {}
-model = wcache.torch.empty_pretrained(model_dir, dtype=torch.bfloat16, buffers_device="cuda",
-                                      cache=cache, how=how, attn_implementation="sdpa")
-assert how["cache"] == "hit", how
+model = wcache.torch.empty_pretrained(model_dir, dtype=torch.bfloat16,
+                                      buffers_device="cuda", attn_implementation="sdpa")
 wcache.torch.load_into(model, served)                  # waits for the attach
+# end of README's
 with torch.no_grad():
     got = model.eval()(torch.tensor(%r, device="cuda"), output_hidden_states=True)
 torch.save(got.logits.cpu(), out)
@@ -181,11 +180,17 @@ def check_module_cache(model_dir, rundir, tmp_path, served, ref_buffers, want):
         with torch.no_grad():
             assert torch.equal(m.eval()(torch.tensor(IDS, device="cuda")).logits, want), expect
     out = str(tmp_path / "restart-logits.pt")
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+    env = dict(os.environ, WCACHE_MODULE_CACHE=cache, PYTHONPATH=os.pathsep.join(
         [os.path.dirname(wcache.__path__[0])] + [os.environ.get("PYTHONPATH", "")]))
-    p = subprocess.run([sys.executable, "-c", RESTART, model_dir, rundir, cache, out],
+    files = {f: os.stat(os.path.join(cache, f)) for f in os.listdir(cache)}
+    # a refusal warns (made an error there); a miss would rewrite the file
+    p = subprocess.run([sys.executable, "-W", "error:wcache.torch.empty_model:RuntimeWarning",
+                        "-c", RESTART, model_dir, rundir, cache, out],
                        env=env, capture_output=True, text=True, timeout=180)
     assert p.returncode == 0, p.stderr[-3000:]
+    after = {f: os.stat(os.path.join(cache, f)) for f in os.listdir(cache)}
+    assert {f: (x.st_ino, x.st_mtime_ns) for f, x in after.items()} == \
+        {f: (x.st_ino, x.st_mtime_ns) for f, x in files.items()}, "the restart was not a hit"
     assert torch.equal(torch.load(out).cuda(), want)
 
 

@@ -319,3 +319,19 @@ def test_readme_example_is_the_gpu_test():
     body = body[body.index("\n") + 1:body.index("    return ")]
     body = "\n".join(l for l in body.splitlines() if not l.strip().startswith('"""'))
     assert textwrap.dedent(body).strip() == block.strip()
+
+
+def test_readme_quickest_start_is_the_gpu_test():
+    """README's quickest engine start (under the module cache) is what
+    test_gpu_models.py's restart process runs, line for line."""
+    from conftest import WC_TOP
+    readme = open(os.path.join(WC_TOP, "README.md")).read()
+    sec = readme[readme.index("- **Module cache (restarts).**"):]
+    block = sec[sec.index("```python\n") + 10:]
+    block = block[:block.index("```")]
+    src = open(os.path.join(WC_TOP, "test", "py", "test_gpu_models.py")).read()
+    body = src[src.index("# README's quickest start"):src.index("# end of README's")]
+    body = body[body.index("\n") + 1:]
+    assert [l.strip() for l in block.strip().splitlines()] == \
+        [l.strip() for l in body.strip().splitlines()]
+
