@@ -9,7 +9,8 @@ of a process).
 --model DIR: a transformers checkpoint directory: AutoConfig +
 AutoModelForCausalLM.from_config under wcache.torch.init_empty ("build")
 against wcache.torch.empty_pretrained's hit ("hit"), bf16, buffers on
---device. Without --model: a plain-torch module of Llama-3-8B's shapes
+--device (CUDA started before the clock, as an engine does). Without
+--model: a plain-torch module of Llama-3-8B's shapes
 (32 layers, 291 parameters; no transformers needed) built under init_empty
 against empty_model's hit. Each process imports what it needs first
 (not timed), then times the one step. The cache file is written by a
@@ -93,6 +94,10 @@ class Llama8B(nn.Module):
 def child(a):
     import torch
     import wcache.torch as wt
+    if a.device.startswith("cuda"):   # CUDA's start-up apart, as an engine's (py_start's cuda_start)
+        torch.cuda.init()
+        torch.empty(1, device=a.device)
+        torch.cuda.synchronize()
     if a.model:
         import transformers
         transformers.AutoModelForCausalLM  # noqa: B018 (the lazy import, untimed)

@@ -28,8 +28,12 @@ def python_install(tmp_path, path_first=None):
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=110)
     out = p.stdout.decode()
     assert p.returncode == 0, out
-    pkgs = glob.glob(str(dest / "usr" / "local" / "lib" / "python3*" / "dist-packages" / "wcache" / "__init__.py"))
+    # Debian's python3: usr/local/lib/python3.X/dist-packages; another
+    # (a venv's): its own site-packages, under dest too
+    pkgs = glob.glob(str(dest / "**" / "wcache" / "__init__.py"), recursive=True)
     assert len(pkgs) == 1, out
+    if sys.prefix == "/usr":
+        assert glob.glob(str(dest / "usr" / "local" / "lib" / "python3*" / "dist-packages" / "wcache")), pkgs
     return pkgs, env, out
 
 
