@@ -76,8 +76,9 @@ class _Handle:
 # argument): kept here, not by the Model, so that they outlive it.
 _LEASES = {}
 _keys = itertools.count(1)
-# PendingModels whose thread took a lease that no Model holds yet, by id
-_PENDING = {}
+# Leases taken by an attach's C call that no _Lease holds yet (tokens,
+# also among their connection's leases: see Connection._attach_call)
+_PENDING = set()
 
 
 class _Lease:
@@ -264,19 +265,25 @@ class Connection:
             if ret >= 0:
                 token = object()
                 self._h.leases.add(token)
+                _PENDING.add(token)
             return ret, err, info, m.value, times, token
         return call
 
+    def _lease_of(self, done):
+        """The _Lease of a successful call()'s model, its token gone."""
+        try:
+            return _Lease(self._h, done[3])
+        finally:
+            self._h.leases.discard(done[5])
+            _PENDING.discard(done[5])
+            self._h.maybe_close()
+
     def _attach_end(self, done, writable, framework):
         """The Model of a call() of _attach_call, or its error raised."""
-        ret, err, info, mptr, times, token = done
+        ret, err, info, _, times, _ = done
         if ret < 0:
             _raise(ret, err)
-        try:
-            lease = _Lease(self._h, mptr)
-        finally:
-            self._h.leases.discard(token)
-            self._h.maybe_close()
+        lease = self._lease_of(done)
         self.info = _info_dict(info)
         try:
             return Model(lease, writable, framework, times)
@@ -287,12 +294,7 @@ class Connection:
     def _attach_drop(self, done):
         """A call()'s lease that no Model will take: ended (detached)."""
         if done[0] >= 0 and done[3]:
-            try:
-                lease = _Lease(self._h, done[3])
-            finally:
-                self._h.leases.discard(done[5])
-                self._h.maybe_close()
-            lease.drop()
+            self._lease_of(done).drop()
 
     def attach(self, model_dir=None, tp_size=1, tp_rank=0, pp_size=1,
                pp_rank=0, rules_file=None, writable=False, framework=None,
@@ -305,12 +307,11 @@ class Connection:
         wait=False: returns at once a PendingModel whose thread does the
         same (see PendingModel): an engine builds its module meanwhile and
         hands the PendingModel to wcache.torch.load_into, which waits."""
-        if not wait:   # a closed connection fails here (_ptr), not in the thread
-            return PendingModel(self, self._attach_call(
-                model_dir, tp_size, tp_rank, pp_size, pp_rank, rules_file, writable, same_path,
-                layout_file, ep_size, ep_rank, vocab_pad), writable, framework)
+        # a closed connection fails here (_ptr), not in a thread
         call = self._attach_call(model_dir, tp_size, tp_rank, pp_size, pp_rank, rules_file,
                                  writable, same_path, layout_file, ep_size, ep_rank, vocab_pad)
+        if not wait:
+            return PendingModel(self, call, writable, framework)
         with self._h.lock:
             done = call()
         return self._attach_end(done, writable, framework)
@@ -420,8 +421,6 @@ class PendingModel:
         try:
             with self._conn._h.lock:
                 self._done = call()
-            if self._done[0] >= 0:
-                _PENDING[id(self)] = True   # a lease held, no Model yet (live_leases)
         except BaseException as e:  # noqa: handed to result()
             self._error = e
         self.finished = time.monotonic()
@@ -444,8 +443,6 @@ class PendingModel:
                 self._model = self._conn._attach_end(done, *self._end)
             except BaseException as e:  # noqa: kept, raised each time
                 self._error = e
-            finally:
-                _PENDING.pop(id(self), None)
         if self._error is not None:
             raise self._error
         return self._model
@@ -456,7 +453,6 @@ class PendingModel:
         if done is not None:
             self._done = None
             try:
-                _PENDING.pop(id(self), None)
                 self._conn._attach_drop(done)
             except Exception:   # noqa: BLE001 (interpreter shutdown: the process's end frees it)
                 pass

@@ -388,9 +388,12 @@ def empty_model(build, key, buffers_device=None, cache=True, skip_init=True, how
     from ._empty import PARTS, init_empty, no_gc
     how = how if how is not None else {}
     how.update(cache="off", path=None, why=None, saved=False)
-    if cache is False or cache is None:
+
+    def fresh():
         with init_empty(buffers_device=buffers_device, skip_init=skip_init):
             return build()
+    if cache is False or cache is None:
+        return fresh()
     d = default_dir() if cache is True else os.fspath(cache)
     hexd = digest(key, buffers_device, PARTS if skip_init else ())
     name = hexd + SUFFIX
@@ -418,12 +421,10 @@ def empty_model(build, key, buffers_device=None, cache=True, skip_init=True, how
         if why is not None:   # refused: build, never write there
             how.update(cache="refused", why=why)
             warnings.warn("wcache.torch.empty_model: module cache not used: %s" % why, RuntimeWarning, 2)
-            with init_empty(buffers_device=buffers_device, skip_init=skip_init):
-                return build()
+            return fresh()
         how["cache"] = "miss"
         how["why"] = how["why"] or "no cache file"
-        with init_empty(buffers_device=buffers_device, skip_init=skip_init):
-            module = build()
+        module = fresh()
         try:
             blob = dump(module, hexd, _extra[0](module) if _extra else None)
             prune(dfd, name)
