@@ -556,3 +556,14 @@ def test_young_sources_are_kept_later(mod, tmp_path, monkeypatch):
     monkeypatch.setattr(_modcache, "_SETTLE_NS", 0)
     assert cached(mod, d)[1]["saved"]
     assert cached(mod, d)[1]["cache"] == "hit"
+
+
+def test_directory_that_cannot_be_made(mod, tmp_path):
+    """cache= under a regular file: refused with the reason (not the
+    symbolic link's), built, and nothing raised."""
+    f = tmp_path / "afile"
+    f.write_bytes(b"x")
+    m, how = cached(mod, f / "cache")
+    assert how["cache"] == "refused" and "a part of its path, is not a directory" in how["why"], how
+    assert any("not used" in w for w in how["warnings"])
+    assert all(p.is_meta for p in m.parameters())

@@ -27,6 +27,7 @@ process's user and are writable by nobody else, and the file is not a
 symbolic link; otherwise the cache is refused (built fresh, not written,
 the reason said). Writes go to a temporary file renamed into place.
 """
+import errno
 import hashlib
 import importlib.util
 import io
@@ -90,9 +91,11 @@ def open_dir(path, create):
             fd = os.open(path, flags)
         except OSError as e:
             return -1, "cannot make the cache directory %s: %s" % (path, e.strerror or e)
-    except OSError as e:   # ELOOP: a symbolic link; ENOTDIR: a file
-        return -1, "cannot open the cache directory %s: %s (it must be a directory, "\
-            "not a symbolic link)" % (path, e.strerror or e)
+    except OSError as e:
+        # a symbolic link fails O_NOFOLLOW with ELOOP, or ENOTDIR under O_DIRECTORY
+        hint = "it is a symbolic link: give the directory itself" if os.path.islink(path) else \
+            {errno.ENOTDIR: "it, or a part of its path, is not a directory"}.get(e.errno)
+        return -1, "cannot open the cache directory %s: %s" % (path, hint or e.strerror or e)
     why = _owned_private(os.fstat(fd), "the cache directory", path)
     if why:
         os.close(fd)
