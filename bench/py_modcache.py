@@ -9,7 +9,8 @@ of a process).
 --model DIR: a transformers checkpoint directory: AutoConfig +
 AutoModelForCausalLM.from_config under wcache.torch.init_empty ("build")
 against wcache.torch.empty_pretrained's hit ("hit"), bf16, buffers on
---device (CUDA started before the clock, as an engine does). Without
+--device (CUDA started and the model's class imported before the clock,
+as in bench/py_start.py). Without
 --model: a plain-torch module of Llama-3-8B's shapes
 (32 layers, 291 parameters; no transformers needed) built under init_empty
 against empty_model's hit. Each process imports what it needs first
@@ -100,7 +101,12 @@ def child(a):
         torch.cuda.synchronize()
     if a.model:
         import transformers
-        transformers.AutoModelForCausalLM  # noqa: B018 (the lazy import, untimed)
+        # transformers imports its modeling code lazily (0.3 s for Llama on
+        # the H200): an import cost of both kinds, not what either times
+        # (py_start's model_class does the same)
+        with open(os.path.join(a.model, "config.json")) as f:
+            getattr(transformers, json.load(f)["architectures"][0]).__init__  # noqa: B018
+        transformers.AutoModelForCausalLM  # noqa: B018
         t0 = time.perf_counter()
         how = {}
         if a.child == "build":
