@@ -567,3 +567,54 @@ def test_directory_that_cannot_be_made(mod, tmp_path):
     assert how["cache"] == "refused" and "a part of its path, is not a directory" in how["why"], how
     assert any("not used" in w for w in how["warnings"])
     assert all(p.is_meta for p in m.parameters())
+
+
+def test_write_that_fails_leaves_nothing(mod, tmp_path):
+    """A write that fails part-way (here the file-size limit, EFBIG, in a
+    fresh process; a full disk is the same path): the module is built and
+    returned, a RuntimeWarning says why, no temporary file or cache file is
+    left and no descriptor leaks; the next process without the limit
+    writes the file and the one after hits."""
+    d = tmp_path / "cache"
+    code = textwrap.dedent('''
+        import json, os, resource, signal, sys, warnings
+        import torch
+        import wcache.torch as wt
+        import %s as mod
+        limit = int(sys.argv[2])
+        if limit:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+        fds = len(os.listdir("/proc/self/fd"))
+        how = {}
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            m = wt.empty_model(mod.make, "net", cache=sys.argv[1], how=how)
+        print(json.dumps({"how": how, "warnings": [str(x.message) for x in w],
+                          "leaked": len(os.listdir("/proc/self/fd")) - fds,
+                          "meta": all(p.is_meta for p in m.parameters()),
+                          "inv": m.rotary.inv_freq.tolist()}))
+    ''' % mod.__name__)
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PKG, os.path.dirname(mod.__file__)]),
+               PYTHONDONTWRITEBYTECODE="1")
+
+    def run(limit):
+        p = subprocess.run([sys.executable, "-c", code, str(d), str(limit)], env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        import json
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    want_inv = mod.make().rotary.inv_freq.tolist()
+    r = run(1024)
+    how = r["how"]
+    assert how["cache"] == "miss" and not how["saved"], how
+    assert how["why"].startswith("cannot write %s: " % how["path"]) and "too large" in how["why"], how
+    assert r["warnings"] == ["wcache.torch.empty_model: module not cached: " + how["why"]], r
+    assert r["leaked"] == 0 and r["meta"] and r["inv"] == want_inv, r
+    assert os.listdir(str(d)) == [], os.listdir(str(d))
+    r = run(0)
+    assert r["how"]["cache"] == "miss" and r["how"]["saved"] and r["warnings"] == [], r
+    assert os.listdir(str(d)) == [os.path.basename(r["how"]["path"])]
+    r = run(0)
+    assert r["how"]["cache"] == "hit" and r["inv"] == want_inv, r

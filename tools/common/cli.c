@@ -33,3 +33,47 @@ int cli_parse_secs(const char *v, double lo, double hi, double *out)
 	*out = x;
 	return 0;
 }
+
+static void cli_usage(FILE *f, const char *prog, const struct cli_cmd *cmds,
+		      const struct cli_help *help)
+{
+	fprintf(f, "usage: %s COMMAND [options]   (%s COMMAND --help for details)\n\n"
+		   "%s\n\ncommands:\n", prog, prog, help->about);
+	for (const struct cli_cmd *c = cmds; c->name; c++)
+		if (c->summary)
+			fprintf(f, "  %-10s %s\n", c->name, c->summary);
+	fprintf(f, "\nExamples:\n%s"
+		   "\nExit status: 0 success, 2 usage (an unknown command); each\n"
+		   "command's --help lists its own.\n", help->examples);
+}
+
+int cli_main(int argc, char **argv, const char *prog,
+	     const struct cli_cmd *cmds, const struct cli_help *help)
+{
+	if (argc < 2) {
+		cli_usage(stderr, prog, cmds, help);
+		return 2;
+	}
+	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
+	    !strcmp(argv[1], "help")) {
+		cli_usage(stdout, prog, cmds, help);
+		return 0;
+	}
+	if (!strcmp(argv[1], "--version")) {
+		cli_version(argc, argv, prog);
+		return 0;
+	}
+	for (const struct cli_cmd *c = cmds; c->name; c++) {
+		char name[64];
+
+		if (strcmp(argv[1], c->name))
+			continue;
+		snprintf(name, sizeof(name), "%s %s", prog, c->name);
+		if (cli_version(argc - 1, argv + 1, name))
+			return 0;
+		return c->run(argc - 1, argv + 1);
+	}
+	fprintf(stderr, "%s: unknown command '%s'; run '%s --help' for the list\n",
+		prog, argv[1], prog);
+	return 2;
+}

@@ -1,13 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* wcctl: launcher and admin tool. `wcctl CMD --help` describes each command. */
-#include <stdio.h>
-#include <string.h>
 
 #include "cli.h"
 #include "log.h"
 #include "wcctl.h"
 
-static const struct wcctl_cmd cmds[] = {
+static const struct cli_cmd cmds[] = {
 	/* Commands are added here as their files land. */
 	{ "start", "start this node's rank daemons and wait until ready", wcctl_start },
 	{ "status", "show every rank daemon's state (table or --json)", wcctl_status },
@@ -24,47 +22,15 @@ static const struct wcctl_cmd cmds[] = {
 	{ NULL, NULL, NULL },
 };
 
-static void usage(FILE *f)
-{
-	fprintf(f, "usage: wcctl COMMAND [options]   (wcctl COMMAND --help for details)\n\n"
-		   "Launches and administers wcache rank daemons (wcd).\n\ncommands:\n");
-	for (const struct wcctl_cmd *c = cmds; c->name; c++)
-		fprintf(f, "  %-10s %s\n", c->name, c->summary);
-	fprintf(f, "\nExamples:\n"
-		   "  wcctl start --model /models/llama --tp-size 8\n"
-		   "  wcctl status\n"
-		   "  wcctl stop --all\n"
-		   "\nExit status: 0 success, 2 usage (an unknown command); each\n"
-		   "command's --help lists its own.\n");
-}
+static const struct cli_help help = {
+	"Launches and administers wcache rank daemons (wcd).",
+	"  wcctl start --model /models/llama --tp-size 8\n"
+	"  wcctl status\n"
+	"  wcctl stop --all\n",
+};
 
 int main(int argc, char **argv)
 {
 	log_init("wcctl", LOG_INFO);
-	if (argc < 2) {
-		usage(stderr);
-		return 2;
-	}
-	if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") ||
-	    !strcmp(argv[1], "help")) {
-		usage(stdout);
-		return 0;
-	}
-	if (!strcmp(argv[1], "--version")) {
-		cli_version(argc, argv, "wcctl");
-		return 0;
-	}
-	for (const struct wcctl_cmd *c = cmds; c->name; c++) {
-		char prog[64];
-
-		if (strcmp(argv[1], c->name))
-			continue;
-		snprintf(prog, sizeof(prog), "wcctl %s", c->name);
-		if (cli_version(argc - 1, argv + 1, prog))
-			return 0;
-		return c->run(argc - 1, argv + 1);
-	}
-	fprintf(stderr, "wcctl: unknown command '%s'; run 'wcctl --help' for the list\n",
-		argv[1]);
-	return 2;
+	return cli_main(argc, argv, "wcctl", cmds, &help);
 }

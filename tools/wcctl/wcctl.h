@@ -5,14 +5,8 @@
 
 #include <stdint.h>
 
-struct wcctl_cmd {
-	const char *name;
-	const char *summary;
-	int (*run)(int argc, char **argv); /* argv[0] is the command name */
-};
-
-/* Defined by each command's file; a command not yet built is absent from
- * the table in main.c. */
+/* Defined by each command's file (argv[0] is the command's name), listed
+ * in main.c's table of struct cli_cmd (cli.h). */
 int wcctl_start(int argc, char **argv);
 int wcctl_status(int argc, char **argv);
 int wcctl_stop(int argc, char **argv);
