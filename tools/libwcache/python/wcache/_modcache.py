@@ -178,6 +178,12 @@ def _dtype_name(dt):
     return str(dt).split(".", 1)[1]
 
 
+# Objects that pickle holds no global for and that are not tensors: their
+# persistent_id is None and their module (builtins) has no file. (An
+# instance of any other class pickles its class, which notes its module.)
+_PLAIN = frozenset((str, int, float, bool, type(None), bytes, tuple, list, dict, set, frozenset))
+
+
 class _Pickler(pickle.Pickler):
     """Pickles a module with every tensor out of line (its table) and the
     modules of the classes and functions it names recorded."""
@@ -191,6 +197,8 @@ class _Pickler(pickle.Pickler):
         self.modnames = set()
 
     def persistent_id(self, obj):
+        if type(obj) in _PLAIN:   # most of a module's objects: nothing to note
+            return None
         if isinstance(obj, torch.Tensor):
             i = self.ids.get(id(obj))
             if i is None:
