@@ -30,6 +30,28 @@ def test_no_daemon(tmp_path):
     assert isinstance(e.value, wcache.Error) and isinstance(e.value, OSError)
 
 
+def test_missing_file_is_not_no_daemon(daemons, tiny, tmp_path):
+    """ENOENT means "no daemon" only from connect: a model directory, rules
+    file or update directory that does not exist, with the daemon there and
+    answering, is a plain wcache.Error (ENOENT, the library's sentence),
+    not NoDaemon, which an engine catches to wait for its daemon."""
+    d = daemons(tiny, "enoent")
+    gone = str(tmp_path / "no-such-model")
+    with d.connect() as c:
+        for call in (lambda: c.attach(model_dir=gone),
+                     lambda: c.attach(model_dir=gone, wait=False).result(),
+                     lambda: c.hello(model_dir=gone),
+                     lambda: c.attach(model_dir=tiny, rules_file=str(tmp_path / "no-rules")),
+                     lambda: c.update(gone)):
+            with pytest.raises(wcache.Error) as e:
+                call()
+            assert e.value.errno == errno.ENOENT, e.value
+            assert not isinstance(e.value, wcache.NoDaemon), (type(e.value), str(e.value))
+            assert "no-such" in str(e.value) or "no-rules" in str(e.value), str(e.value)
+        c.ping()    # the daemon was there all along
+        assert c.status()["state"] == "ready"
+
+
 def test_stale_socket(daemons, tiny):
     d = daemons(tiny, "stale")
     d.kill()  # SIGKILL: the socket file stays, nobody listens

@@ -50,9 +50,9 @@ NOTICE_SHUTDOWN, NOTICE_VERSION, NOTICE_OTHER, NOTICE_HANDOVER = 1, 2, 3, 4
 _NOTICE_NAMES = {1: "shutdown", 2: "version", 3: "other", 4: "handover"}
 
 
-def _raise(ret, err):
+def _raise(ret, err, connecting=False):
     code = err.code or -ret
-    raise errors.from_code(code, _lib.s(err.msg) or os.strerror(code))
+    raise errors.from_code(code, _lib.s(err.msg) or os.strerror(code), connecting)
 
 
 class _Handle:
@@ -160,7 +160,7 @@ class Connection:
         err = _lib.new(_lib.WcError)
         ret = lib.wc_connect(ctypes.byref(o), ctypes.byref(ptr), ctypes.byref(err))
         if ret < 0:
-            _raise(ret, err)
+            _raise(ret, err, connecting=True)
         self._h = _Handle(ptr.value)
         self.info = None
 

@@ -21,7 +21,9 @@ class Error(OSError):
 
 
 class NoDaemon(Error):
-    """No daemon serves the device (ENOENT), or a stale socket (ECONNREFUSED)."""
+    """connect(): no daemon serves the device (ENOENT), or a stale socket
+    (ECONNREFUSED). A later call's ENOENT (a model directory or rules file
+    that does not exist) is a plain Error."""
 
 
 class Refused(Error):
@@ -112,9 +114,14 @@ _BY_CODE = {
 }
 
 
-def from_code(code, msg):
-    """The exception for a libwcache error (code positive, msg its sentence)."""
+def from_code(code, msg, connecting=False):
+    """The exception for a libwcache error (code positive, msg its sentence).
+    NoDaemon only for connect's errors (connecting): ENOENT from a later
+    call is a file the engine named (a model directory, a rules file, an
+    update's directory) that does not exist, with the daemon there."""
     cls = _BY_CODE.get(code, Error)
+    if cls is NoDaemon and not connecting:
+        cls = Error
     low = (msg or "").lower()
     if cls is TryAgain and ("sleep" in low or "waking" in low):
         cls = DaemonSleeping
