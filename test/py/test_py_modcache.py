@@ -618,3 +618,42 @@ def test_write_that_fails_leaves_nothing(mod, tmp_path):
     assert os.listdir(str(d)) == [os.path.basename(r["how"]["path"])]
     r = run(0)
     assert r["how"]["cache"] == "hit" and r["inv"] == want_inv, r
+
+
+def test_code_without_a_source_file_is_not_kept(tmp_path):
+    """A class defined where no file holds it (a script given with -c, an
+    interactive session, a notebook: __main__ without __file__) has no
+    source to stat, so an edit of it could not be seen: such a module is
+    built and not kept (a RuntimeWarning says why), never served stale to
+    the next process whose class builds another module."""
+    code = textwrap.dedent('''
+        import json, sys, warnings
+        import torch
+        import wcache.torch as wt
+        N = %d
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(N)])
+        how = {}
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            m = wt.empty_model(Net, "net", cache=sys.argv[1], how=how)
+        print(json.dumps({"cache": how["cache"], "saved": how["saved"], "why": how["why"],
+                          "layers": len(m.layers), "warnings": [str(x.message) for x in w]}))
+    ''')
+    env = dict(os.environ, PYTHONPATH=PKG)
+
+    def run(n):
+        p = subprocess.run([sys.executable, "-c", code % n, str(tmp_path / "cache")], env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        import json
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    first = run(3)
+    assert first["layers"] == 3 and not first["saved"], first
+    assert "__main__" in first["why"] and "no source file" in first["why"], first
+    assert any("not cached" in w for w in first["warnings"]), first
+    edited = run(4)     # the class edited: 4 layers, never the 3 of before
+    assert edited["layers"] == 4 and edited["cache"] == "miss", edited

@@ -16,7 +16,8 @@ A hit needs the same digest and the same sources: every Python file that
 defines a class or function the pickle names (the model's modeling code,
 transformers', torch's) with the same size, mtime, ctime and inode as when it was
 written, so an upgrade or an edit of that code is a miss, never a stale
-module; a file is not written while a source is younger than 2 s (a
+module (code with no file to stat, a class of a `python -c` script or of
+a notebook, is not kept: Uncacheable); a file is not written while a source is younger than 2 s (a
 second change within a clock tick could stat the same), the next miss
 writes it. What the build reads besides its code (environment, installed
 optional packages) is the caller's key to give.
@@ -41,7 +42,8 @@ import warnings
 
 import torch
 
-FORMAT = "wcache-module-cache/3"
+# 4: a module naming code without a source file is not kept (3 kept it, unchecked)
+FORMAT = "wcache-module-cache/4"
 SUFFIX = ".wcm"
 
 
@@ -142,6 +144,15 @@ def _source(modname):
     except OSError:
         return None
     return [modname, f, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
+
+
+def _builtin(modname):
+    """True for a module compiled into the interpreter (or frozen in it):
+    it changes with the interpreter only, which the digest names."""
+    if modname in sys.builtin_module_names:
+        return True
+    spec = getattr(sys.modules.get(modname), "__spec__", None)
+    return getattr(spec, "origin", None) in ("built-in", "frozen")
 
 
 # A source changed less than this long ago is not trusted to stat
@@ -267,7 +278,15 @@ def dump(module, digest_hex, extra=None):
     buf = io.BytesIO()
     p = _Pickler(buf)
     p.dump((module, extra))
-    srcs = [s for s in (_source(m) for m in sorted(p.modnames)) if s]
+    srcs = []
+    for m in sorted(p.modnames):
+        s = _source(m)
+        if s:
+            srcs.append(s)
+        elif m in sys.modules and not _builtin(m):
+            raise Uncacheable("it names code of the module %s, which has no source file to check "
+                              "(a script given with -c, an interactive session, a notebook?): an "
+                              "edit of it could not be seen; define the classes in a file" % m)
     young = unsettled(srcs)
     if young:
         raise Unsettled("its source %s changed less than %.0f s ago: it is kept at a later start"
