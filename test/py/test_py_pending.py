@@ -10,6 +10,7 @@ import errno
 import gc
 import os
 import threading
+import time
 
 import pytest
 
@@ -177,3 +178,37 @@ def test_pending_close_before_result(daemons, tiny):
     gc.collect()
     assert c._h.ptr is None and wcache.live_leases() == 0
     assert pool_mappings() == []
+
+
+def test_result_from_two_threads(daemons, tiny):
+    """result() asked from two threads at once (two engines' loaders
+    waiting on one attach): both get the one Model, neither an error, and
+    one lease is held. The Model is made once, under a lock (here its
+    making is slowed so that the second asks meanwhile)."""
+    d = daemons(tiny, "p2thr")
+    with d.connect() as c:
+        p = c.attach(model_dir=tiny, wait=False)
+        p._thread.join()
+        make = c._attach_end
+
+        def slow(*a):
+            time.sleep(0.2)
+            return make(*a)
+        c._attach_end = slow
+        got = [None, None]
+
+        def ask(i):
+            try:
+                got[i] = p.result()
+            except BaseException as e:   # noqa: reported below
+                got[i] = e
+        ts = [threading.Thread(target=ask, args=(i,)) for i in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        assert all(isinstance(g, wcache.Model) for g in got), got
+        assert got[0] is got[1]
+        assert wcache.live_leases() == 1
+        got[0].detach()
+        del got

@@ -411,6 +411,7 @@ class PendingModel:
         self._done = None        # what call() returned
         self._model = None
         self._error = None
+        self._making = threading.Lock()
         self.started = time.monotonic()
         self.finished = None    # time.monotonic() when the thread ended
         self._thread = threading.Thread(target=self._run, args=(call,),
@@ -437,12 +438,13 @@ class PendingModel:
         if self._thread.is_alive():
             raise errors.Timeout(errno.ETIMEDOUT, "wcache: the attach did not finish within %s s; "
                                  "call result() again to wait longer" % (timeout,))
-        if self._error is None and self._model is None:
-            done, self._done = self._done, None
-            try:
-                self._model = self._conn._attach_end(done, *self._end)
-            except BaseException as e:  # noqa: kept, raised each time
-                self._error = e
+        with self._making:   # one Model, also when two threads ask at once
+            if self._error is None and self._model is None:
+                done, self._done = self._done, None
+                try:
+                    self._model = self._conn._attach_end(done, *self._end)
+                except BaseException as e:  # noqa: kept, raised each time
+                    self._error = e
         if self._error is not None:
             raise self._error
         return self._model
