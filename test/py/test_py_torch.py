@@ -277,6 +277,31 @@ def test_python_m_wcache_status(daemons, tiny):
     assert empty.returncode == 3, empty.stdout.decode()
 
 
+def test_python_m_wcache_status_odd_runtime_dir(tiny, tmp_path):
+    """A runtime directory whose name has glob's characters ([, ], *, ?)
+    is a directory like any other: python -m wcache status finds its
+    daemon, as wcctl status does (the path is not a pattern)."""
+    from conftest import Daemon
+    odd = tmp_path / "rt[1]*?"
+    odd.mkdir()
+    d = Daemon(odd, tiny, "odd-%d" % os.getpid())
+    try:
+        env = dict(os.environ, PYTHONPATH=PKG)
+        py = subprocess.run([sys.executable, "-m", "wcache", "status", "--json", "--runtime-dir", d.rundir],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=60)
+        out = py.stdout.decode()
+        assert py.returncode == 0, out
+        import json
+        got = json.loads(out)
+        assert [(r["device"], r["reachable"]) for r in got] == [(d.device.replace(":", "-"), True)], got
+        env["WCACHE_SOCKET_TEMPLATE"] = os.path.join(d.rundir, "{device}")
+        py = subprocess.run([sys.executable, "-m", "wcache", "status", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=60)
+        assert py.returncode == 0 and len(json.loads(py.stdout.decode())) == 1, py.stdout.decode()
+    finally:
+        d.kill()
+
+
 def test_ctypes_mirrors_wcache_h(tmp_path):
     """The ctypes structures have wcache.h's offsets and sizes (a C
     program prints them)."""

@@ -27,15 +27,17 @@ from . import Error, connect
 
 
 def runtime_glob(runtime_dir):
-    """The ready files' glob under the runtime-path rules of wcache.h."""
+    """The ready files' glob under the runtime-path rules of wcache.h (the
+    paths escaped: a directory named "run[1]" is no pattern)."""
+    esc = glob.escape
     if runtime_dir:
-        return os.path.join(runtime_dir, "*.ready")
+        return os.path.join(esc(runtime_dir), "*.ready")
     tmpl = os.environ.get("WCACHE_SOCKET_TEMPLATE")
     if tmpl:
-        return tmpl.replace("{device}", "*") + ".ready"
+        return "*".join(esc(p) for p in tmpl.split("{device}")) + ".ready"
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     base = os.path.join(xdg, "wcache") if xdg else "/tmp/wcache-%d" % os.getuid()
-    return os.path.join(base, "*.ready")
+    return os.path.join(esc(base), "*.ready")
 
 
 def read_ready(path):
