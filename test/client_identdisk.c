@@ -210,6 +210,23 @@ static void refused(const struct wc_expect *w, const struct got *good,
 	expect_untouched(entry, &before);
 }
 
+/* The entry replaced by bytes[0..len): the identity is built again, equal
+ * to good, and the entry rewritten as orig[0..n). */
+static void rebuilt(const struct wc_expect *w, const struct got *good,
+		    struct wc__idc_counts *c, const char *entry,
+		    const uint8_t *bytes, size_t len, const uint8_t *orig, size_t n)
+{
+	static uint8_t back[1 << 16];
+	struct got g;
+
+	spit(entry, bytes, len);
+	get_fresh(w, &g);
+	expect_delta(c, 1, 0, 1);
+	T_ASSERT(same(&g, good));
+	T_EQ_U64(slurp(entry, back, sizeof(back)), n);
+	T_ASSERT(!memcmp(back, orig, n));
+}
+
 /* Damage: each built again and rewritten, then read back. */
 static void damaged(const struct wc_expect *w, const struct got *good)
 {
@@ -223,29 +240,17 @@ static void damaged(const struct wc_expect *w, const struct got *good)
 	n = slurp(entry, orig, sizeof(orig));
 	T_CMP_INT(n, >, 100);
 	/* torn: the first half, then nothing */
-	spit(entry, orig, n / 2);
-	get_fresh(w, &g);
-	expect_delta(&c, 1, 0, 1);
-	T_ASSERT(same(&g, good));
-	T_EQ_U64(slurp(entry, buf, sizeof(buf)), n);
-	T_ASSERT(!memcmp(buf, orig, n));
+	rebuilt(w, good, &c, entry, orig, n / 2, orig, n);
 	get_fresh(w, &g);
 	expect_delta(&c, 0, 1, 0);
 	/* empty */
-	spit(entry, orig, 0);
-	get_fresh(w, &g);
-	expect_delta(&c, 1, 0, 1);
+	rebuilt(w, good, &c, entry, orig, 0, orig, n);
 	/* a byte flipped: in the magic, the key, the file list, the
 	 * identity, the checksum */
 	for (size_t at = 3; at < n + n / 7; at += n / 7) {
 		memcpy(buf, orig, n);
 		buf[at < n ? at : n - 1] ^= 0x20;
-		spit(entry, buf, n);
-		get_fresh(w, &g);
-		expect_delta(&c, 1, 0, 1);
-		T_ASSERT(same(&g, good));
-		T_EQ_U64(slurp(entry, buf, sizeof(buf)), n);
-		T_ASSERT(!memcmp(buf, orig, n));
+		rebuilt(w, good, &c, entry, buf, n, orig, n);
 	}
 	get_fresh(w, &g);
 	expect_delta(&c, 0, 1, 0);
