@@ -657,3 +657,27 @@ def test_code_without_a_source_file_is_not_kept(tmp_path):
     assert any("not cached" in w for w in first["warnings"]), first
     edited = run(4)     # the class edited: 4 layers, never the 3 of before
     assert edited["layers"] == 4 and edited["cache"] == "miss", edited
+
+
+def test_tensor_attributes_are_kept(mod, tmp_path):
+    """Attributes an engine sets on its parameters and buffers (vLLM-style
+    weight_loader, output_dim) come back on a hit as the miss built them,
+    what they name shared with the module (the bound method's module is
+    the module's own)."""
+    def build():
+        m = mod.make()
+        w = m.blocks[0].attn.weight
+        w.output_dim = 0
+        w.weight_loader = m.blocks[0].forward          # names the module itself
+        m.counts.tag = {"kind": "counts"}
+        return m
+    d = tmp_path / "cache"
+    how = {}
+    first = wt.empty_model(build, "attrs", cache=str(d), how=how)
+    assert how["saved"], how
+    again = wt.empty_model(build, "attrs", cache=str(d), how=how)
+    assert how["cache"] == "hit", how
+    w = again.blocks[0].attn.weight
+    assert w.output_dim == 0 and again.counts.tag == {"kind": "counts"}
+    assert w.weight_loader.__self__ is again.blocks[0]
+    assert vars(again.blocks[1].attn.weight) == vars(first.blocks[1].attn.weight) == {}

@@ -11,7 +11,9 @@ The file (one per key, NAME.wcm in the cache directory):
   the rest   a pickle of (tensors, module): every tensor through a
              persistent id (meta tensors as shape, stride, dtype; real
              ones, the buffers, as their bytes and device), the module
-             tree pickled as torch pickles modules (its __dict__).
+             tree pickled as torch pickles modules (its __dict__), then
+             the tensors' own attributes (by the same pickler: what they
+             name is shared with the module).
 A hit needs the same digest and the same sources: every Python file that
 defines a class or function the pickle names (the model's modeling code,
 transformers', torch's) with the same size, mtime, ctime and inode as when it was
@@ -278,6 +280,15 @@ def dump(module, digest_hex, extra=None):
     buf = io.BytesIO()
     p = _Pickler(buf)
     p.dump((module, extra))
+    # the tensors' own attributes (an engine's weight_loader, output_dim),
+    # then those of tensors they name: pickled after the module by the same
+    # pickler (its memo), so that what they name is the module's own
+    done = 0
+    while done < len(p.keep):
+        attrs = [(i, t.__dict__) for i, t in enumerate(p.keep[done:], done) if t.__dict__]
+        done = len(p.keep)
+        if attrs:
+            p.dump(attrs)
     srcs = []
     for m in sorted(p.modnames):
         s = _source(m)
@@ -310,9 +321,14 @@ def load_bytes(blob, digest_hex):
         return None, "a source file it names changed (an upgrade or an edit)"
     n = int.from_bytes(blob[nl + 1:nl + 9], "little")
     made = [_rebuild(e) for e in pickle.loads(blob[nl + 9:nl + 9 + n])]
-    u = pickle.Unpickler(io.BytesIO(blob[nl + 9 + n:]))
+    body = io.BytesIO(blob[nl + 9 + n:])
+    u = pickle.Unpickler(body)
     u.persistent_load = made.__getitem__   # a persistent id is the tensor's index
-    return u.load(), None
+    got = u.load()
+    while body.tell() < len(body.getbuffer()):   # the tensors' attributes (dump)
+        for i, attrs in u.load():
+            made[i].__dict__.update(attrs)
+    return got, None
 
 
 def read(dfd, name, path):
