@@ -219,6 +219,25 @@ def test_load_into_names_and_errors(daemons):
         served.detach()
 
 
+def test_load_into_keeps_parameter_attributes():
+    """load_into's new Parameter over the served memory keeps what the
+    engine set on the one it replaces (vLLM-style output_dim,
+    weight_loader), as param.data = served_tensor, which the README
+    offers as the same, would; tied names share the one Parameter."""
+    with wt.init_empty():
+        m = torch.nn.Sequential(torch.nn.Embedding(6, 4), torch.nn.Linear(4, 6, bias=False))
+    m[1].weight = m[0].weight
+    m[0].weight.output_dim = 0
+    m[0].weight.weight_loader = m[0].forward
+    served = {"0.weight": torch.arange(24.0).reshape(6, 4)}
+    r = wt.load_into(m, served)
+    assert r.tied == {"1.weight": "0.weight"}
+    w = m[0].weight
+    assert w.data_ptr() == served["0.weight"].data_ptr() and m[1].weight is w
+    assert w.output_dim == 0 and w.weight_loader == m[0].forward
+    assert vars(served["0.weight"]) == {}, "the served tensor itself is left alone"
+
+
 def test_slots_walk_is_named_modules():
     """load_into's one-pass walk (_slots) finds what named_modules
     (remove_duplicate=False) and state_dict's rules find, in the same

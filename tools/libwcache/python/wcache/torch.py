@@ -120,7 +120,8 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
     dtype must match exactly in any case (converting would copy).
     Parameters become nn.Parameter(requires_grad=requires_grad) over the
     served memory (read-only: leave requires_grad False to train adapters,
-    never the served weights)."""
+    never the served weights), with the attributes of the Parameter they
+    replace (an engine's weight_loader, output_dim)."""
     if isinstance(model, PendingModel):
         model = model.result()
     served = model.tensors("torch") if hasattr(model, "tensors") else dict(model)
@@ -159,6 +160,10 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
         # tensor, without its Python frame: 291 of them in an engine start)
         param = make_param(param_of, t, requires_grad) if type(t) is plain else \
             param_of(t, requires_grad=requires_grad)
+        if group[0][3]:
+            attrs = ref.__dict__   # what the engine set on it (weight_loader, output_dim)
+            if attrs:
+                param.__dict__.update(attrs)
         for s in group:
             if s[3]:
                 s[0]._parameters[s[1]] = param
