@@ -238,6 +238,27 @@ def test_load_into_keeps_parameter_attributes():
     assert vars(served["0.weight"]) == {}, "the served tensor itself is left alone"
 
 
+def test_load_into_error_binds_nothing():
+    """A load_into that raises LoadError (a shape that does not fit, or
+    strict with a missing name) leaves the module as it was: no parameter
+    points at served memory (which would hold the lease, and so refuse
+    the daemon's sleep, while the failed module lives)."""
+    def build():
+        with wt.init_empty():
+            return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    good = {"0.weight": torch.zeros(3, 4), "0.bias": torch.zeros(3),
+            "1.weight": torch.zeros(2, 3), "1.bias": torch.zeros(2)}
+    for served, strict in ((dict(good, **{"1.weight": torch.zeros(3, 3)}), False),
+                           ({k: v for k, v in good.items() if k != "1.bias"}, True)):
+        m = build()
+        with pytest.raises(wt.LoadError):
+            wt.load_into(m, served, strict=strict)
+        assert [n for n, p in m.named_parameters() if not p.is_meta] == [], served.keys()
+    m = build()
+    assert wt.load_into(m, good).missing == []
+    assert not any(p.is_meta for p in m.parameters())
+
+
 def test_slots_walk_is_named_modules():
     """load_into's one-pass walk (_slots) finds what named_modules
     (remove_duplicate=False) and state_dict's rules find, in the same

@@ -117,7 +117,8 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
     strict: raise LoadError when a module name has no served tensor or a
     served tensor is left over (served names whose bytes lie inside bound
     tensors, like fused views or aliases, are not left over). Shape and
-    dtype must match exactly in any case (converting would copy).
+    dtype must match exactly in any case (converting would copy). A
+    LoadError binds nothing: the module is left as it was.
     Parameters become nn.Parameter(requires_grad=requires_grad) over the
     served memory (read-only: leave requires_grad False to train adapters,
     never the served weights), with the attributes of the Parameter they
@@ -135,7 +136,7 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
             groups[id(s[2])] = [s]
         else:
             g.append(s)
-    bound, missing, tied, bad = [], [], {}, []
+    bound, missing, tied, bad, binds = [], [], {}, [], []
     used = set()
     lookup = name_map.get if name_map else None
     param_of, make_param, plain = torch.nn.Parameter, torch.Tensor._make_subclass, torch.Tensor
@@ -156,22 +157,7 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
                        % (src, ref.dtype, tuple(ref.shape), want, t.dtype, tuple(t.shape)))
             continue
         used.add(want)
-        # one, for every tied name (what nn.Parameter does for a plain
-        # tensor, without its Python frame: 291 of them in an engine start)
-        param = make_param(param_of, t, requires_grad) if type(t) is plain else \
-            param_of(t, requires_grad=requires_grad)
-        if group[0][3]:
-            attrs = ref.__dict__   # what the engine set on it (weight_loader, output_dim)
-            if attrs:
-                param.__dict__.update(attrs)
-        for s in group:
-            if s[3]:
-                s[0]._parameters[s[1]] = param
-            else:
-                s[0]._buffers[s[1]] = t
-            bound.append(s[4])
-            if s[4] != src:
-                tied[s[4]] = src
+        binds.append((group, t, src))
     # served names left over, less those inside bound bytes (one pass,
     # none when every served name was bound)
     unused, ranges = {}, []
@@ -195,4 +181,22 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
             parts.append("%d served tensor(s) are not used: %s" % (len(unexpected), ", ".join(unexpected[:8])))
         raise LoadError("wcache.torch.load_into: %s. Pass name_map={module name: served name}, "
                         "or strict=False to bind what matches" % "; ".join(parts))
+    # bound only now: a LoadError leaves the module as it was
+    for group, t, src in binds:
+        # one, for every tied name (what nn.Parameter does for a plain
+        # tensor, without its Python frame: 291 of them in an engine start)
+        param = make_param(param_of, t, requires_grad) if type(t) is plain else \
+            param_of(t, requires_grad=requires_grad)
+        if group[0][3]:
+            attrs = group[0][2].__dict__   # what the engine set on it (weight_loader, output_dim)
+            if attrs:
+                param.__dict__.update(attrs)
+        for s in group:
+            if s[3]:
+                s[0]._parameters[s[1]] = param
+            else:
+                s[0]._buffers[s[1]] = t
+            bound.append(s[4])
+            if s[4] != src:
+                tied[s[4]] = src
     return Bound(bound, missing, unexpected, tied)
