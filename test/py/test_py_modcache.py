@@ -681,3 +681,19 @@ def test_tensor_attributes_are_kept(mod, tmp_path):
     assert w.output_dim == 0 and again.counts.tag == {"kind": "counts"}
     assert w.weight_loader.__self__ is again.blocks[0]
     assert vars(again.blocks[1].attn.weight) == vars(first.blocks[1].attn.weight) == {}
+
+
+def test_leftover_temporary_file_of_this_pid(mod, tmp_path):
+    """A temporary file left by a dead writer that had this process's pid
+    (a container's engine is pid 1 at every start; pids wrap) does not keep
+    this process from writing the cache file: the names of temporary files
+    are not the pid alone."""
+    d = tmp_path / "cache"
+    _, how = cached(mod, d)
+    name = os.path.basename(how["path"])
+    os.unlink(how["path"])
+    left = d / (".tmp-%d-%s" % (os.getpid(), name))
+    left.write_bytes(b"half a file")
+    _, how = cached(mod, d)
+    assert how["cache"] == "miss" and how["saved"] and how["warnings"] == [], how
+    assert cached(mod, d)[1]["cache"] == "hit"

@@ -387,7 +387,9 @@ def write(dfd, name, path, blob):
     """Writes blob as name in the directory dfd, through a temporary file
     renamed into place (a reader sees the old file or the new one); None,
     or why it could not."""
-    tmp = ".tmp-%d-%s" % (os.getpid(), name)
+    # the pid and random bytes: a dead writer of the same pid (a container's
+    # pid 1 at its next start) may have left its file (prune removes it later)
+    tmp = ".tmp-%d-%s-%s" % (os.getpid(), os.urandom(6).hex(), name)
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW |
                      getattr(os, "O_CLOEXEC", 0), 0o600, dir_fd=dfd)
