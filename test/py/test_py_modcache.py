@@ -697,3 +697,23 @@ def test_leftover_temporary_file_of_this_pid(mod, tmp_path):
     _, how = cached(mod, d)
     assert how["cache"] == "miss" and how["saved"] and how["warnings"] == [], how
     assert cached(mod, d)[1]["cache"] == "hit"
+
+
+def test_prepare_without_a_model(tmp_path):
+    """python -m wcache prepare of a path that is no model directory (none
+    there, a file, a directory without config.json) is a usage error
+    (exit 2) that names the path, not a traceback."""
+    tf = tmp_path / "standin" / "transformers"
+    tf.mkdir(parents=True)
+    for name, text in STANDIN.items():
+        (tf / name).write_text(textwrap.dedent(text))
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tf.parent), PKG]))
+    for bad in (tmp_path / "none", afile, empty):
+        p = subprocess.run([sys.executable, "-m", "wcache", "prepare", str(bad), "--cache", str(tmp_path / "c")],
+                           env=env, capture_output=True, text=True, timeout=120)
+        assert p.returncode == 2, (bad, p.returncode, p.stderr)
+        assert "Traceback" not in p.stderr and str(bad) in p.stderr and "config.json" in p.stderr, p.stderr

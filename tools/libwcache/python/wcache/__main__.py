@@ -117,6 +117,13 @@ def prepare(a):
               file=sys.stderr)
         return 2
     from . import torch as wt
+    cfg = os.path.join(a.model_dir, "config.json")
+    if not os.path.isfile(cfg):
+        print("python -m wcache prepare: %s is not a model directory: %s %s (give the "
+              "directory of the checkpoint, where its config.json is)"
+              % (a.model_dir, cfg, "is not a file" if os.path.exists(cfg) else "does not exist"),
+              file=sys.stderr)
+        return 2
     dtype = None if a.dtype == "none" else getattr(torch, a.dtype, None)
     if a.dtype != "none" and not isinstance(dtype, torch.dtype):
         print("python -m wcache prepare: --dtype %s is not a torch dtype (bfloat16, float16, float32, "
