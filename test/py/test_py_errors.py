@@ -52,6 +52,22 @@ def test_missing_file_is_not_no_daemon(daemons, tiny, tmp_path):
         assert c.status()["state"] == "ready"
 
 
+def test_device_as_a_number(tmp_path):
+    """device=0 (what torch.cuda.current_device() returns) is the CUDA
+    ordinal "0", the same connect; a device of another type is a TypeError
+    that names the argument."""
+    rd = str(tmp_path)
+    with pytest.raises(wcache.Error) as want:
+        wcache.connect(device="0", runtime_dir=rd)
+    with pytest.raises(wcache.Error) as got:
+        wcache.connect(device=0, runtime_dir=rd)
+    assert (type(got.value), got.value.errno, str(got.value)) == \
+        (type(want.value), want.value.errno, str(want.value))
+    for bad in (True, 1.5, ["host"]):
+        with pytest.raises(TypeError, match="device"):
+            wcache.connect(device=bad, runtime_dir=rd)
+
+
 def test_stale_socket(daemons, tiny):
     d = daemons(tiny, "stale")
     d.kill()  # SIGKILL: the socket file stays, nobody listens

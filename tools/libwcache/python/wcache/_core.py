@@ -151,6 +151,11 @@ class Connection:
 
     def __init__(self, device=None, runtime_dir=None, socket=None,
                  timeout_ms=0, label=None, trust_uid=0):
+        if isinstance(device, int) and not isinstance(device, bool):
+            device = str(device)   # a CUDA ordinal, as torch.cuda.current_device() gives it
+        elif device is not None and not isinstance(device, (str, bytes)):
+            raise TypeError("wcache.connect: device must be a str (\"0\", \"GPU-<uuid>\", \"host\", "
+                            "\"host:NAME\") or a CUDA ordinal (int), not %s" % type(device).__name__)
         self._device = device
         o = _lib.new(_lib.WcConnectOpts, _lib.b(device), _lib.b(runtime_dir),
                      _lib.b(socket), int(timeout_ms),
@@ -467,7 +472,7 @@ class PendingModel:
 
 def connect(device=None, runtime_dir=None, socket=None, timeout_ms=0,
             label=None, trust_uid=0):
-    """Connects to the rank daemon of device ("0", "GPU-<uuid>", "host",
+    """Connects to the rank daemon of device ("0" or 0, "GPU-<uuid>", "host",
     "host:NAME") under runtime_dir (default: $WCACHE_SOCKET_TEMPLATE, else
     $XDG_RUNTIME_DIR/wcache, else /tmp/wcache-$UID), or to socket. A context
     manager. NoDaemon when none serves; Refused when the daemon runs as
