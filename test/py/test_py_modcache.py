@@ -717,3 +717,14 @@ def test_prepare_without_a_model(tmp_path):
                            env=env, capture_output=True, text=True, timeout=120)
         assert p.returncode == 2, (bad, p.returncode, p.stderr)
         assert "Traceback" not in p.stderr and str(bad) in p.stderr and "config.json" in p.stderr, p.stderr
+
+
+def test_cache_path_as_bytes(mod, tmp_path):
+    """cache= takes what os takes for a path: bytes too (here not UTF-8),
+    the same directory and file as the str that names it."""
+    d = os.fsdecode(os.fsencode(str(tmp_path)) + b"/cache-\xff")
+    how = {}
+    wt.empty_model(mod.make, "net", cache=os.fsencode(d), how=how)
+    assert how["cache"] == "miss" and how["saved"] and how["path"].startswith(d + os.sep), how
+    _, again = cached(mod, d)
+    assert again["cache"] == "hit" and again["path"] == how["path"], again

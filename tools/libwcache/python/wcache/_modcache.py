@@ -442,7 +442,7 @@ def empty_model(build, key, buffers_device=None, cache=True, skip_init=True, how
             return build()
     if cache is False or cache is None:
         return fresh()
-    d = default_dir() if cache is True else os.fspath(cache)
+    d = default_dir() if cache is True else os.fsdecode(cache)   # str, bytes or path-like
     hexd = digest(key, buffers_device, PARTS if skip_init else ())
     name = hexd + SUFFIX
     how["path"] = path = os.path.join(d, name)
