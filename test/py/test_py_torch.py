@@ -342,6 +342,25 @@ def test_python_m_wcache_status_odd_runtime_dir(tiny, tmp_path):
         d.kill()
 
 
+def test_python_m_wcache_status_model_path_not_utf8(daemons, tiny, tmp_path):
+    """A daemon serving a model whose path is not UTF-8 (a Latin-1 name):
+    python -m wcache status lists it, in the table and in --json, and does
+    not die on its ready file (the bytes of a path, not text)."""
+    import json
+    odd = os.fsdecode(os.fsencode(str(tmp_path)) + b"/model-\xe9t\xe9")
+    shutil.copytree(tiny, odd)
+    d = daemons(odd, "latin")
+    env = dict(os.environ, PYTHONPATH=PKG, PYTHONIOENCODING="utf-8")
+    for args in ([], ["--json"]):
+        py = subprocess.run([sys.executable, "-m", "wcache", "status", "--runtime-dir", d.rundir] + args,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=60)
+        out, err = py.stdout.decode(), py.stderr.decode()
+        assert "Traceback" not in err and py.returncode in (0, 4), (py.returncode, err)
+        assert d.device.replace(":", "-") in out, out
+    got = json.loads(out)
+    assert len(got) == 1 and got[0]["device"] == d.device.replace(":", "-"), got
+
+
 def test_ctypes_mirrors_wcache_h(tmp_path):
     """The ctypes structures have wcache.h's offsets and sizes (a C
     program prints them)."""

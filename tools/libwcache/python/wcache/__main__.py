@@ -41,8 +41,10 @@ def runtime_glob(runtime_dir):
 
 
 def read_ready(path):
+    """The ready file's key=value lines; values are the bytes wcd wrote
+    (paths: not always UTF-8), decoded as os decodes paths."""
     out = {}
-    with open(path) as f:
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
         for line in f:
             k, sep, v = line.rstrip("\n").partition("=")
             if sep:
@@ -81,29 +83,36 @@ def base_name(p):
     return os.path.basename(p.rstrip("/")) or p
 
 
+def _shown(line):
+    """line printable on any stdout: a path's bytes that are not UTF-8 as U+FFFD."""
+    return line.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def print_table(rs):
+    def out(line):
+        print(_shown(line))
     w = max([20] + [len(r["device"]) for r in rs])
     fmt = "%-*s %-10s %-12s %-20s %7s %8s %8s %7s %8s"
-    print(fmt % (w, "DEVICE", "RANK", "STATE", "MODEL", "VERSION", "GB", "TENSORS", "CLIENTS", "UPTIME"))
+    out(fmt % (w, "DEVICE", "RANK", "STATE", "MODEL", "VERSION", "GB", "TENSORS", "CLIENTS", "UPTIME"))
     for r in rs:
         s = r["status"]
         if s:
             clients = sum(1 for c in s.get("clients", []) if c.get("pid") != os.getpid())
-            print("%-*s %-10s %-12s %-20s %7.0f %8.3f %8.0f %7d %8s" % (
+            out("%-*s %-10s %-12s %-20s %7.0f %8.3f %8.0f %7d %8s" % (
                 w, r["device"], "pp%d/tp%d" % (s.get("pp_rank", 0), s.get("tp_rank", 0)),
                 s.get("state", "?"), base_name(s.get("model", "?")), s.get("version", 0),
                 s.get("bytes", 0) / 1e9, s.get("tensors", 0), clients,
                 uptime(s.get("uptime_seconds", 0))))
         else:
             rd = r.get("ready", {})
-            print("%-*s %-10s %-12s %-20s %7s %8.3f %8s %7s %8s" % (
+            out("%-*s %-10s %-12s %-20s %7s %8.3f %8s %7s %8s" % (
                 w, r["device"], "pp%s/tp%s" % (rd.get("pp_rank", "0"), rd.get("tp_rank", "0")),
                 "UNREACHABLE", base_name(rd.get("model", "-")), rd.get("version", "-"),
                 int(rd.get("bytes", 0) or 0) / 1e9, rd.get("tensors", "-"), "-", "-"))
     for r in rs:
         if not r["status"]:
             rd = r.get("ready", {})
-            print("%s: UNREACHABLE: %s; its ready file %s says pid %s, socket %s, state %s" % (
+            out("%s: UNREACHABLE: %s; its ready file %s says pid %s, socket %s, state %s" % (
                 r["device"], r["why"], r["ready_path"], rd.get("pid", "?"),
                 rd.get("socket", "?"), rd.get("state", "?")))
 
