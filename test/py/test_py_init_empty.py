@@ -375,3 +375,28 @@ def test_missing_layer_is_skipped(monkeypatch):
     with wt.init_empty():
         pass
     assert seen == [nn.Linear.__init__], seen
+
+
+def test_parameter_attributes_kept():
+    """An engine's layer that sets attributes on its Parameter before and
+    after registering it (vLLM's set_weight_attrs: output_dim, then
+    weight_loader) finds them all on the meta parameter the block puts in
+    its place."""
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            w = nn.Parameter(torch.empty(4, 3), requires_grad=False)
+            w.output_dim = 0
+            self.register_parameter("weight", w)
+            w.weight_loader = self.load     # on the engine's own reference
+            self.bias = nn.Parameter(torch.zeros(4))
+            self.bias.tag = "b"
+
+        def load(self, *a):
+            pass
+    for skip in (True, False):
+        with wt.init_empty(skip_init=skip):
+            m = Layer()
+        assert m.weight.is_meta and not m.weight.requires_grad
+        assert m.weight.output_dim == 0 and m.weight.weight_loader == m.load
+        assert m.bias.is_meta and m.bias.tag == "b"

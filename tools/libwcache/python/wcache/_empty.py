@@ -7,7 +7,8 @@ computes too (a rotary inv_freq: never served, so never bound), and it is
 torch >= 2.0 only. Here, for any torch >= 1.10 (CI: 1.13):
 
   always     Module.register_parameter moves a parameter made elsewhere to
-             meta, Module.register_buffer moves a buffer to buffers_device.
+             meta (a new Parameter sharing the attributes of the old one),
+             Module.register_buffer moves a buffer to buffers_device.
   skip_init  (default) leaves out what only makes values that load_into
              replaces anyway:
    meta_layers      torch's own layers (Linear, Embedding, the norms, the
@@ -283,7 +284,10 @@ def init_empty(buffers_device=None, skip_init=True, parts=None):
         orig_param(module, name, param)
         if param is not None and not param.is_meta:
             p = module._parameters[name]
-            module._parameters[name] = type(p)(p.to("meta"), requires_grad=p.requires_grad)
+            q = module._parameters[name] = type(p)(p.to("meta"), requires_grad=p.requires_grad)
+            # the attributes, one dict: what the engine set on its Parameter
+            # before and sets after (vLLM's weight_loader, output_dim)
+            q.__dict__ = p.__dict__
 
     def register_buffer(module, name, tensor, persistent=True):
         hf_check()
