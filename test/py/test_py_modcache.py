@@ -717,6 +717,13 @@ def test_prepare_without_a_model(tmp_path):
                            env=env, capture_output=True, text=True, timeout=120)
         assert p.returncode == 2, (bad, p.returncode, p.stderr)
         assert "Traceback" not in p.stderr and str(bad) in p.stderr and "config.json" in p.stderr, p.stderr
+    # a buffers device torch cannot parse: usage too, naming it
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text('{"vocab_size": 16, "hidden_size": 8, "bos_token_id": 1}')
+    p = subprocess.run([sys.executable, "-m", "wcache", "prepare", str(model), "--cache", str(tmp_path / "c"),
+                        "--buffers-device", "gpu0"], env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "gpu0" in p.stderr, (p.returncode, p.stderr)
 
 
 def test_cache_path_as_bytes(mod, tmp_path):

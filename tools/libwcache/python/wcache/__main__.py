@@ -138,6 +138,13 @@ def prepare(a):
         print("python -m wcache prepare: --dtype %s is not a torch dtype (bfloat16, float16, float32, "
               "none)" % a.dtype, file=sys.stderr)
         return 2
+    if a.buffers_device is not None:
+        try:
+            torch.device(a.buffers_device)
+        except (RuntimeError, ValueError, TypeError) as e:
+            print("python -m wcache prepare: --buffers-device %s is not a torch device (cpu, cuda, "
+                  "cuda:1): %s" % (a.buffers_device, e), file=sys.stderr)
+            return 2
     kw = {"attn_implementation": a.attn_implementation} if a.attn_implementation else {}
     how = {}
     import warnings
