@@ -207,3 +207,36 @@ def test_attach_cycle_leaves_no_garbage(daemons, tiny):
             if was:
                 gc.enable()
         assert wcache.live_leases() == 0 and wcache.live_tensors() == 0
+
+
+def test_forked_child_leaves_the_parents_lease(daemons, tiny):
+    """A child forked after the attach (a DataLoader worker, a preforking
+    server) shares the connection's socket: when it drops its copy of the
+    Model (and its tensors), the parent's lease must stay, and the parent's
+    connection must still answer. The child ends nothing over the shared
+    socket (wcache.h: after fork, one of the two processes uses it)."""
+    d = daemons(tiny, "fork")
+    c = d.connect()
+    m = c.attach(model_dir=tiny)
+    t = m.tensor(next(iter(m)))
+    assert leases_of(d, os.getpid()) == 1
+    pid = os.fork()
+    if pid == 0:   # the child: drops everything, as a worker that reloads would
+        code = 0
+        try:
+            del t
+            m.detach()
+            c.close()
+            gc.collect()
+        except BaseException:   # noqa: reported through the exit code
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0
+    assert leases_of(d, os.getpid()) == 1, "the child ended the parent's lease"
+    c.ping()
+    assert m.verify() and t.numel() > 0
+    del t
+    m.detach()
+    assert leases_of(d, os.getpid()) == 0
+    c.close()

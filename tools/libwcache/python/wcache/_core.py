@@ -64,11 +64,21 @@ class _Handle:
         self.lock = threading.RLock()
         self.leases = set()
         self.close_asked = False
+        self.pid = os.getpid()
+
+    def forked(self):
+        """True in a child forked after the connect: the socket is the
+        parent's too, and so are the leases (wcache.h: after fork, one of
+        the two processes uses the connection). A child's dropped Model
+        must not DETACH the parent's lease, nor its close wc_close (which
+        detaches every model of the C connection)."""
+        return os.getpid() != self.pid
 
     def maybe_close(self):
         with self.lock:
             if self.close_asked and not self.leases and self.ptr:
-                lib.wc_close(self.ptr)
+                if not self.forked():
+                    lib.wc_close(self.ptr)
                 self.ptr = None
 
 
@@ -104,7 +114,7 @@ class _Lease:
         h = self.handle
         err = _lib.new(_lib.WcError)
         with h.lock:
-            if self.m and h.ptr:
+            if self.m and h.ptr and not h.forked():
                 if lib.wc_detach(self.m, ctypes.byref(err)) < 0:
                     self.detach_error = _lib.s(err.msg)
             self.m = None
