@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 import warnings
 
 import pytest
@@ -657,6 +658,62 @@ def test_code_without_a_source_file_is_not_kept(tmp_path):
     assert any("not cached" in w for w in first["warnings"]), first
     edited = run(4)     # the class edited: 4 layers, never the 3 of before
     assert edited["layers"] == 4 and edited["cache"] == "miss", edited
+
+
+def test_builtin_of_an_extension_submodule_is_kept(tmp_path):
+    """A module keeping one of torch's builtins, which live in submodules
+    the extension makes without a file (torch.nn.functional.gelu is
+    torch._C._nn.gelu; transformers' GELU activation keeps it): kept, with
+    the nearest package's file (torch._C's) as its source, and a hit in a
+    fresh process. (The rule for code without a source file refused it, so
+    no GELU model was ever cached.)"""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "gelu_net.py").write_text(textwrap.dedent('''
+        import torch
+
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(4, 4)
+                self.act = torch.nn.functional.gelu
+    '''))
+    old = time.time() - 60
+    os.utime(str(src / "gelu_net.py"), (old, old))
+    code = textwrap.dedent('''
+        import json, sys, warnings
+        import torch
+        import wcache.torch as wt
+        from wcache import _modcache
+        import gelu_net
+        how = {}
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            m = wt.empty_model(gelu_net.Net, "gelu", cache=sys.argv[1], how=how)
+        srcs = []
+        if how["saved"]:
+            with open(how["path"], "rb") as f:
+                srcs = [s[0] for s in json.loads(f.readline())["sources"]]
+        print(json.dumps({"cache": how["cache"], "saved": how["saved"], "why": how["why"],
+                          "gelu": m.act is torch.nn.functional.gelu, "sources": srcs,
+                          "warnings": [str(x.message) for x in w]}))
+    ''')
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([PKG, str(src)]))
+
+    def run():
+        p = subprocess.run([sys.executable, "-c", code, str(tmp_path / "cache")], env=env,
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        import json
+        return json.loads(p.stdout.strip().splitlines()[-1])
+
+    assert torch.nn.functional.gelu.__module__ == "torch._C._nn"
+    first = run()
+    assert first["saved"] and first["warnings"] == [] and first["gelu"], first
+    assert "torch._C" in first["sources"] and "gelu_net" in first["sources"], first
+    again = run()
+    assert again["cache"] == "hit" and again["gelu"], again
 
 
 def test_tensor_attributes_are_kept(mod, tmp_path):

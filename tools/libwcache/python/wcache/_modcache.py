@@ -148,6 +148,20 @@ def _source(modname):
     return [modname, f, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino]
 
 
+def _source_or_package(modname):
+    """_source of modname, else of the nearest package above it that has a
+    file: a submodule that an extension makes without a file of its own
+    (torch._C._nn, whose builtins torch.nn.functional.gelu is one of, as a
+    GELU activation keeps it) changes with that package's file."""
+    parts = modname.split(".")
+    while parts:
+        s = _source(".".join(parts))
+        if s:
+            return s
+        parts.pop()
+    return None
+
+
 def _builtin(modname):
     """True for a module compiled into the interpreter (or frozen in it):
     it changes with the interpreter only, which the digest names."""
@@ -291,9 +305,10 @@ def dump(module, digest_hex, extra=None):
             p.dump(attrs)
     srcs = []
     for m in sorted(p.modnames):
-        s = _source(m)
+        s = _source_or_package(m)
         if s:
-            srcs.append(s)
+            if s not in srcs:
+                srcs.append(s)
         elif m in sys.modules and not _builtin(m):
             raise Uncacheable("it names code of the module %s, which has no source file to check "
                               "(a script given with -c, an interactive session, a notebook?): an "
