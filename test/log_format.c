@@ -143,6 +143,29 @@ static void test_limit(void)
 	T_EQ_U64(l.suppressed_total, 9995 + 7);
 }
 
+/* A message naming a path that is not UTF-8 (a Latin-1 "\xe9") stays a
+ * JSON line: each such byte as U+FFFD, UTF-8 kept, nothing after lost. */
+static void test_json_not_utf8(void)
+{
+	char path[256], err[256];
+	json_error_t je;
+	json_t *o;
+
+	snprintf(path, sizeof(path), "%s/latin.log", dir);
+	T_OK(log_open_file(path, err, sizeof(err)));
+	log_set_format(LOG_JSON);
+	log_info("model /m/\xe9t\xc3\xa9 \xf0\x9f\x98\x80 \xed\xa0\x80 \xc3 end");
+	T_EQ_INT(read_lines(path, lines, 16), 1);
+	o = json_loads(lines[0], JSON_REJECT_DUPLICATES, &je);
+	if (!o)
+		T_FAIL("not JSON (%s): %s", je.text, lines[0]);
+	T_EQ_STR(json_string_value(json_object_get(o, "msg")),
+		 "model /m/\xef\xbf\xbdt\xc3\xa9 \xf0\x9f\x98\x80 "
+		 "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd end");
+	json_decref(o);
+	log_set_format(LOG_TEXT);
+}
+
 int main(void)
 {
 	enum log_format f;
@@ -153,6 +176,7 @@ int main(void)
 	T_EQ_INT(f, LOG_JSON);
 	T_EQ_INT(log_parse_format("xml", &f), -EINVAL);
 	test_json();
+	test_json_not_utf8();
 	test_reopen();
 	test_limit();
 	{

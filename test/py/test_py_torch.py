@@ -361,6 +361,37 @@ def test_python_m_wcache_status_model_path_not_utf8(daemons, tiny, tmp_path):
     assert len(got) == 1 and got[0]["device"] == d.device.replace(":", "-"), got
 
 
+def test_status_of_a_model_path_not_utf8(daemons, tiny, tmp_path):
+    """The daemon's STATUS for a model whose path is not UTF-8 (a Latin-1
+    name): answered, the path's other bytes shown as U+FFFD (JSON is
+    UTF-8; the daemon refused STATUS with INTERNAL 'cannot build the
+    status', so wcctl and python -m wcache status saw it unreachable), the
+    model attaches as before; wcctl status --json and python -m wcache
+    status both list it ready."""
+    import json
+    odd = os.fsdecode(os.fsencode(str(tmp_path)) + b"/model-\xe9t\xe9")
+    shutil.copytree(tiny, odd)
+    d = daemons(odd, "latin1")
+    with d.connect() as c:
+        st = c.status()
+        assert st["state"] == "ready", st
+        assert st["model"] == str(tmp_path) + "/model-\ufffdt\ufffd", st["model"]
+        m = c.attach(model_dir=odd, framework="numpy")
+        assert len(m) > 0
+        m.detach()
+    ctl = subprocess.run([os.path.join(BIN, "wcctl"), "status", "--json",
+                          "--runtime-dir", d.rundir], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         timeout=60)
+    assert ctl.returncode == 0, ctl.stderr.decode()
+    assert "\ufffdt\ufffd" in ctl.stdout.decode("utf-8"), ctl.stdout
+    env = dict(os.environ, PYTHONPATH=PKG, PYTHONIOENCODING="utf-8")
+    py = subprocess.run([sys.executable, "-m", "wcache", "status", "--runtime-dir", d.rundir, "--json"],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, timeout=60)
+    assert py.returncode == 0, (py.returncode, py.stderr.decode())
+    got = json.loads(py.stdout.decode())
+    assert len(got) == 1 and got[0].get("state") == "ready", got
+
+
 def test_ctypes_mirrors_wcache_h(tmp_path):
     """The ctypes structures have wcache.h's offsets and sizes (a C
     program prints them)."""

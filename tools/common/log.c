@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "utf8.h"
 
 static const char *log_prog = "wcache";
 static enum log_level log_min = LOG_INFO;
@@ -99,13 +100,26 @@ int log_reopen(void)
 	return 0;
 }
 
-/* Appends s as a JSON string body (no quotes) to out at *n. */
+/* Appends s as a JSON string body (no quotes) to out at *n; bytes that
+ * are not UTF-8 (a path's) as \ufffd, a sequence never cut at the end. */
 static void json_escape(char *out, size_t cap, size_t *n, const char *s)
 {
 	for (; *s && *n + 7 < cap; s++) {
 		unsigned char c = (unsigned char)*s;
 
-		if (c == '"' || c == '\\') {
+		if (c >= 0x80) {
+			size_t k = utf8_seq_len((const unsigned char *)s,
+						strnlen(s, 4));
+
+			if (!k) {
+				memcpy(out + *n, "\\ufffd", 6);
+				*n += 6;
+				continue;
+			}
+			memcpy(out + *n, s, k);	/* k <= 4 < 7 */
+			*n += k;
+			s += k - 1;
+		} else if (c == '"' || c == '\\') {
 			out[(*n)++] = '\\';
 			out[(*n)++] = (char)c;
 		} else if (c == '\n') {

@@ -12,6 +12,7 @@
 
 #include "err.h"
 #include "ready.h"
+#include "utf8.h"
 #include "wcd.h"
 #include "conn.h"
 #include "versions.h"
@@ -37,6 +38,7 @@ static json_t *version_pids(struct wcd *d, int vi)
 static void life_status(struct wcd *d, json_t *o)
 {
 	const struct wcd_life *L = &d->life;
+	char *last = utf8_sanitize(L->last);	/* may name a path */
 	json_t *lc;
 
 	json_object_set_new(o, "sleep_level", json_integer(L->level));
@@ -57,7 +59,8 @@ static void life_status(struct wcd *d, json_t *o)
 		       "wake_copy_seconds", L->wake_copy_s,
 		       "wake_copy_gbps", L->wake_copy_gbps,
 		       "wake_verify_seconds", L->wake_verify_s,
-		       "last", L->last);
+		       "last", last ? last : "");
+	free(last);
 	if (lc)
 		json_object_set_new(o, "lifecycle", lc);
 }
@@ -67,12 +70,16 @@ char *status_json(struct wcd *d)
 	struct wcd_version *v = wcd_current(d);
 	pid_t *pids = malloc(STATUS_CLIENTS_MAX * sizeof(pid_t));
 	unsigned *leases = malloc(STATUS_CLIENTS_MAX * sizeof(unsigned));
+	/* paths are bytes, JSON is UTF-8: what is not UTF-8 shows as U+FFFD
+	 * (json_pack refuses it, which failed the whole STATUS) */
+	char *model = utf8_sanitize(v->model.path ? v->model.path : "");
+	char *sock = utf8_sanitize(d->paths.sock);
 	char hex[WC_HASH_HEX_LEN];
 	json_t *o = NULL, *cl, *vs;
 	char *s = NULL;
 	unsigned n;
 
-	if (!pids || !leases)
+	if (!pids || !leases || !model || !sock)
 		goto out_free;
 	wc_hash_hex(v->digest, hex);
 	n = server_clients(d, pids, leases, STATUS_CLIENTS_MAX);
@@ -98,7 +105,7 @@ char *status_json(struct wcd *d)
 	o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:o,"
 		      " s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:s,"
 		      " s:b, s:o}",
-		      "state", wcd_state_name(d->state), "model", v->model.path ? v->model.path : "",
+		      "state", wcd_state_name(d->state), "model", model,
 		      "identity", hex, "version", (json_int_t)v->number,
 		      "tensors", (json_int_t)v->plan.ntensors,
 		      "bytes", (json_int_t)v->plan.total_bytes,
@@ -114,7 +121,7 @@ char *status_json(struct wcd *d)
 		      "pp_size", (int)d->o.pp_size, "pp_rank", (int)d->o.pp_rank,
 		      "pid", (int)getpid(),
 		      "backend", d->dev.be ? d->dev.be->name : "",
-		      "socket", d->paths.sock,
+		      "socket", sock,
 		      "hashed", v->hashed,
 		      "versions", vs);
 	if (o) {
@@ -140,6 +147,8 @@ char *status_json(struct wcd *d)
 	}
 	json_decref(o);
 out_free:
+	free(model);
+	free(sock);
 	free(pids);
 	free(leases);
 	return s;
