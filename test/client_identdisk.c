@@ -210,6 +210,22 @@ static void refused(const struct wc_expect *w, const struct got *good,
 	expect_untouched(entry, &before);
 }
 
+/* After a change of what the identity is made of: built anew, another
+ * identity than *good, written, and read from disk by the next HELLO;
+ * *good becomes the new one. */
+static void expect_new_identity(const struct wc_expect *w,
+				struct wc__idc_counts *c, struct got *good)
+{
+	struct got g;
+
+	get_fresh(w, &g);
+	expect_delta(c, 1, 0, 1);
+	T_ASSERT(!same(&g, good));
+	get_fresh(w, good);
+	expect_delta(c, 0, 1, 0);
+	T_ASSERT(same(&g, good));
+}
+
 /* The entry replaced by bytes[0..len): the identity is built again, equal
  * to good, and the entry rewritten as orig[0..n). */
 static void rebuilt(const struct wc_expect *w, const struct got *good,
@@ -573,23 +589,13 @@ int main(int argc, char **argv)
 
 	/* the preset changed: another rules hash */
 	append(preset, "vocab_pad 128\n");
-	get_fresh(&w, &g);
-	expect_delta(&c, 1, 0, 1);
-	T_ASSERT(!same(&g, &good));
-	get_fresh(&w, &good);
-	expect_delta(&c, 0, 1, 0);
-	T_ASSERT(same(&g, &good));
+	expect_new_identity(&w, &c, &good);
 
 	/* the shard touched: a new mtime, another checkpoint digest */
 	usleep(20000);
 	T_OK(utimensat(AT_FDCWD, x.m.shards[0].path, NULL, 0));
 	settle();
-	get_fresh(&w, &g);
-	expect_delta(&c, 1, 0, 1);
-	T_ASSERT(!same(&g, &good));
-	get_fresh(&w, &good);
-	expect_delta(&c, 0, 1, 0);
-	T_ASSERT(same(&g, &good));
+	expect_new_identity(&w, &c, &good);
 
 	damaged(&w, &good);
 	untrusted(&w, &good);
