@@ -60,3 +60,19 @@ char *utf8_sanitize(const char *s)
 	out[o] = '\0';
 	return out;
 }
+
+json_t *json_text(const char *s)
+{
+	char *t;
+	json_t *j;
+
+	if (!s)
+		return json_null();
+	j = json_string(s);
+	if (j)
+		return j;
+	t = utf8_sanitize(s);
+	j = t ? json_string(t) : NULL;
+	free(t);
+	return j;
+}

@@ -8,6 +8,7 @@
 #ifndef WC_UTF8_H
 #define WC_UTF8_H
 
+#include <jansson.h>
 #include <stddef.h>
 
 /* The length (1-4) of the well-formed UTF-8 sequence at s[0..n), or 0 when
@@ -19,5 +20,10 @@ size_t utf8_seq_len(const unsigned char *s, size_t n);
  * start a well-formed sequence replaced by U+FFFD; NULL when out of
  * memory. */
 char *utf8_sanitize(const char *s);
+
+/* A JSON string of s with utf8_sanitize's replacements (jansson's
+ * json_string refuses bytes that are not UTF-8, and a json_pack holding
+ * such a "s" fails whole); JSON null for a NULL s. */
+json_t *json_text(const char *s);
 
 #endif

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "wcache.h"
 #include "wcctl.h"
+#include "utf8.h"
 
 #define LIFE_TIMEOUT_MS_DEFAULT 600000   /* a reload of a large model */
 
@@ -73,12 +74,12 @@ static void life_usage(FILE *f, enum life_cmd cmd)
 static void life_json(const char *name, const char *target, int ret,
 		      const struct wc_life_result *r, const struct wc_error *e)
 {
-	json_t *o = json_pack("{s:s, s:s, s:b}", "command", name, "device",
-			      target, "ok", ret == 0);
+	json_t *o = json_pack("{s:s, s:o, s:b}", "command", name, "device",
+			      json_text(target), "ok", ret == 0);
 	char *s;
 
 	if (ret < 0) {
-		json_object_set_new(o, "error", json_string(e->msg));
+		json_object_set_new(o, "error", json_text(e->msg));
 		json_object_set_new(o, "errno", json_integer(-ret));
 	} else {
 		json_object_set_new(o, "version", json_integer((json_int_t)r->version));
@@ -86,7 +87,7 @@ static void life_json(const char *name, const char *target, int ret,
 		json_object_set_new(o, "bytes", json_integer((json_int_t)r->bytes));
 		json_object_set_new(o, "seconds", json_real(r->seconds));
 		json_object_set_new(o, "verify_seconds", json_real(r->verify_seconds));
-		json_object_set_new(o, "message", json_string(r->msg));
+		json_object_set_new(o, "message", json_text(r->msg));
 	}
 	s = json_dumps(o, JSON_PRESERVE_ORDER);
 	printf("%s\n", s ? s : "{}");

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "launch.h"
+#include "utf8.h"
 
 /* One argv as a shell would need it quoted (single quotes where needed). */
 static void print_argv(char **argv)
@@ -47,7 +48,7 @@ static json_t *plan_rank_json(const struct launch *l, const struct rank *r,
 	int n = launch_argv(l, r, wcd, argv, num);
 
 	for (int i = 0; i < n; i++)
-		json_array_append_new(a, json_string(argv[i]));
+		json_array_append_new(a, json_text(argv[i]));
 	o = json_pack("{s:i, s:i, s:i, s:i, s:s}", "pp_rank", r->lr.pp_rank,
 		      "tp_rank", r->lr.tp_rank, "global_rank",
 		      r->lr.global_rank, "gpu", r->lr.gpu, "device",
@@ -58,9 +59,9 @@ static json_t *plan_rank_json(const struct launch *l, const struct rank *r,
 	if (r->metrics[0])
 		json_object_set_new(o, "metrics_listen", json_string(r->metrics));
 	if (r->paths.log[0]) {
-		json_object_set_new(o, "log", json_string(r->paths.log));
+		json_object_set_new(o, "log", json_text(r->paths.log));
 		json_object_set_new(o, "ready_file",
-				    json_string(r->paths.ready));
+				    json_text(r->paths.ready));
 	}
 	json_object_set_new(o, "argv", a);
 	return o;
@@ -90,11 +91,11 @@ void launch_print_plan(const struct launch *l)
 		for (int i = 0; i < l->n; i++)
 			json_array_append_new(ranks, plan_rank_json(l,
 					      &l->ranks[i], wcd));
-		print_json(json_pack("{s:s, s:b, s:i, s:i, s:s, s:o}",
+		print_json(json_pack("{s:s, s:b, s:i, s:i, s:o, s:o}",
 				     "command", "start", "dry_run", 1,
 				     "node_rank", l->o->lp.node_rank,
 				     "ranks_on_node", l->n, "runtime_dir",
-				     l->rd.dir, "ranks", ranks));
+				     json_text(l->rd.dir), "ranks", ranks));
 		return;
 	}
 	printf("node %d would start %d weight cache daemon%s (pp_ranks=%d..%d, tp_ranks=%d..%d) in %s:\n",
@@ -130,19 +131,19 @@ void launch_print_outcome(const struct launch *l, int status)
 		const struct rank *r = &l->ranks[i];
 
 		json_array_append_new(ranks, json_pack(
-			"{s:i, s:i, s:i, s:s, s:i, s:b, s:s}",
+			"{s:i, s:i, s:i, s:s, s:i, s:b, s:o}",
 			"pp_rank", r->lr.pp_rank, "tp_rank", r->lr.tp_rank,
 			"gpu", r->lr.gpu, "device", r->device,
 			"pid", r->spawned ? (int)r->child.pid : 0,
-			"ready", r->ready, "log", r->paths.log));
+			"ready", r->ready, "log", json_text(r->paths.log)));
 		if (r->metrics[0])
 			json_object_set_new(json_array_get(ranks, (size_t)i),
 					    "metrics_listen",
 					    json_string(r->metrics));
 	}
-	print_json(json_pack("{s:s, s:b, s:i, s:i, s:i, s:s, s:o, s:i}",
+	print_json(json_pack("{s:s, s:b, s:i, s:i, s:i, s:o, s:o, s:i}",
 			     "command", "start", "ok", status == 0,
 			     "node_rank", l->o->lp.node_rank, "ranks_on_node",
-			     l->n, "ready", l->nready, "runtime_dir", l->rd.dir,
+			     l->n, "ready", l->nready, "runtime_dir", json_text(l->rd.dir),
 			     "ranks", ranks, "exit", status));
 }

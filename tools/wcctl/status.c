@@ -21,6 +21,7 @@
 #include "rundir.h"
 #include "wcache.h"
 #include "wcctl.h"
+#include "utf8.h"
 
 struct row {
 	char device[PATHS_DEVICE_MAX + 1];
@@ -197,29 +198,29 @@ static json_t *row_json(const struct row *r)
 		o = json_deep_copy(r->status);
 		json_object_set_new(o, "reachable", json_true());
 		json_object_set_new(o, "ready_file",
-				    json_string(r->ready_path));
+				    json_text(r->ready_path));
 		return o;
 	}
-	o = json_pack("{s:s, s:b, s:s, s:s}", "device", r->device,
+	o = json_pack("{s:s, s:b, s:s, s:o}", "device", r->device,
 		      "reachable", 0, "state",
 		      !r->have_ready && r->lock_pid ? "STARTING" :
-		      "UNREACHABLE", "error", r->why);
+		      "UNREACHABLE", "error", json_text(r->why));
 	if (!r->have_ready) {
 		if (r->lock_pid)
 			json_object_set_new(o, "pid",
 					    json_integer(r->lock_pid));
 		return o;
 	}
-	json_object_set_new(o, "ready_file", json_string(r->ready_path));
+	json_object_set_new(o, "ready_file", json_text(r->ready_path));
 	json_object_set_new(o, "ready", json_pack(
-		"{s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:f, s:s,"
+		"{s:i, s:o, s:s, s:s, s:I, s:I, s:I, s:f, s:o,"
 		" s:i, s:i, s:i, s:i, s:s}",
-		"pid", r->ri.pid, "socket", r->ri.socket,
+		"pid", r->ri.pid, "socket", json_text(r->ri.socket),
 		"device", r->ri.device, "identity", r->ri.identity,
 		"version", (json_int_t)r->ri.version,
 		"tensors", (json_int_t)r->ri.tensors,
 		"bytes", (json_int_t)r->ri.bytes,
-		"load_seconds", r->ri.load_seconds, "model", r->ri.model,
+		"load_seconds", r->ri.load_seconds, "model", json_text(r->ri.model),
 		"tp_size", r->ri.tp_size, "tp_rank", r->ri.tp_rank,
 		"pp_size", r->ri.pp_size, "pp_rank", r->ri.pp_rank,
 		"state", r->ri.state));
