@@ -38,7 +38,6 @@ static json_t *version_pids(struct wcd *d, int vi)
 static void life_status(struct wcd *d, json_t *o)
 {
 	const struct wcd_life *L = &d->life;
-	char *last = utf8_sanitize(L->last);	/* may name a path */
 	json_t *lc;
 
 	json_object_set_new(o, "sleep_level", json_integer(L->level));
@@ -50,7 +49,7 @@ static void life_status(struct wcd *d, json_t *o)
 			    json_integer((json_int_t)L->arena_bytes));
 	json_object_set_new(o, "host_freeing_bytes",
 			    json_integer((json_int_t)L->freeing_bytes));
-	lc = json_pack("{s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:s}",
+	lc = json_pack("{s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:o}",
 		       "sleeps", (json_int_t)L->sleeps,
 		       "wakes", (json_int_t)L->wakes,
 		       "updates", (json_int_t)L->updates,
@@ -59,8 +58,7 @@ static void life_status(struct wcd *d, json_t *o)
 		       "wake_copy_seconds", L->wake_copy_s,
 		       "wake_copy_gbps", L->wake_copy_gbps,
 		       "wake_verify_seconds", L->wake_verify_s,
-		       "last", last ? last : "");
-	free(last);
+		       "last", json_text(L->last));	/* may name a path */
 	if (lc)
 		json_object_set_new(o, "lifecycle", lc);
 }
@@ -70,16 +68,12 @@ char *status_json(struct wcd *d)
 	struct wcd_version *v = wcd_current(d);
 	pid_t *pids = malloc(STATUS_CLIENTS_MAX * sizeof(pid_t));
 	unsigned *leases = malloc(STATUS_CLIENTS_MAX * sizeof(unsigned));
-	/* paths are bytes, JSON is UTF-8: what is not UTF-8 shows as U+FFFD
-	 * (json_pack refuses it, which failed the whole STATUS) */
-	char *model = utf8_sanitize(v->model.path ? v->model.path : "");
-	char *sock = utf8_sanitize(d->paths.sock);
 	char hex[WC_HASH_HEX_LEN];
 	json_t *o = NULL, *cl, *vs;
 	char *s = NULL;
 	unsigned n;
 
-	if (!pids || !leases || !model || !sock)
+	if (!pids || !leases)
 		goto out_free;
 	wc_hash_hex(v->digest, hex);
 	n = server_clients(d, pids, leases, STATUS_CLIENTS_MAX);
@@ -102,10 +96,13 @@ char *status_json(struct wcd *d)
 			"current", i == d->cur,
 			"pids", version_pids(d, i)));
 	}
-	o = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:o,"
-		      " s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:s,"
+	/* paths are bytes, JSON is UTF-8: json_text shows what is not UTF-8
+	 * as U+FFFD (a "s" of such bytes failed the whole STATUS) */
+	o = json_pack("{s:s, s:o, s:s, s:I, s:I, s:I, s:f, s:f, s:f, s:o,"
+		      " s:I, s:I, s:s, s:i, s:i, s:i, s:i, s:i, s:s, s:o,"
 		      " s:b, s:o}",
-		      "state", wcd_state_name(d->state), "model", model,
+		      "state", wcd_state_name(d->state),
+		      "model", json_text(v->model.path ? v->model.path : ""),
 		      "identity", hex, "version", (json_int_t)v->number,
 		      "tensors", (json_int_t)v->plan.ntensors,
 		      "bytes", (json_int_t)v->plan.total_bytes,
@@ -121,7 +118,7 @@ char *status_json(struct wcd *d)
 		      "pp_size", (int)d->o.pp_size, "pp_rank", (int)d->o.pp_rank,
 		      "pid", (int)getpid(),
 		      "backend", d->dev.be ? d->dev.be->name : "",
-		      "socket", sock,
+		      "socket", json_text(d->paths.sock),
 		      "hashed", v->hashed,
 		      "versions", vs);
 	if (o) {
@@ -147,8 +144,6 @@ char *status_json(struct wcd *d)
 	}
 	json_decref(o);
 out_free:
-	free(model);
-	free(sock);
 	free(pids);
 	free(leases);
 	return s;

@@ -39,12 +39,14 @@ import os
 import pickle
 import stat
 import sys
+import time
 import types
 import warnings
 
 import torch
 
-# 4: a module naming code without a source file is not kept (3 kept it, unchecked)
+# 4: the tensors' attributes follow the module; a module naming code without
+# a source file is not kept (3 kept it, unchecked)
 FORMAT = "wcache-module-cache/4"
 SUFFIX = ".wcm"
 
@@ -180,7 +182,6 @@ _SETTLE_NS = int(float(os.environ.get("WCACHE_TEST_MODCACHE_SETTLE_MS", "2000"))
 
 def unsettled(sources, now_ns=None):
     """The first source changed within _SETTLE_NS of now, or None."""
-    import time
     now_ns = time.time_ns() if now_ns is None else now_ns
     for s in sources:
         if now_ns - max(s[3], s[4]) < _SETTLE_NS:
@@ -337,10 +338,11 @@ def load_bytes(blob, digest_hex):
     n = int.from_bytes(blob[nl + 1:nl + 9], "little")
     made = [_rebuild(e) for e in pickle.loads(blob[nl + 9:nl + 9 + n])]
     body = io.BytesIO(blob[nl + 9 + n:])
+    end = len(blob) - (nl + 9 + n)
     u = pickle.Unpickler(body)
     u.persistent_load = made.__getitem__   # a persistent id is the tensor's index
     got = u.load()
-    while body.tell() < len(body.getbuffer()):   # the tensors' attributes (dump)
+    while body.tell() < end:   # the tensors' attributes (dump)
         for i, attrs in u.load():
             made[i].__dict__.update(attrs)
     return got, None
@@ -375,7 +377,6 @@ def prune(dfd, name, keep=ENTRIES_MAX, now=None):
     """Before name is written into the directory dfd: removes temporary
     files of writers dead for TMP_AGE_S, and the oldest-written other cache
     files beyond keep - 1 (room for name). Returns the names removed."""
-    import time
     now = time.time() if now is None else now
     entries, gone = [], []
     for de in os.scandir(dfd):
