@@ -107,6 +107,25 @@ def _covered(unused, used_ranges):
     return out
 
 
+def _conversions(module, model, served, groups, name_map):
+    """{module name: served name} for the module names that are not
+    served as they are but that transformers' own checkpoint conversions
+    produce (wcache/_hfconv.py: renamed, or MoE experts stacked into one
+    tensor that a served view is, byte for byte); {} for a module that is
+    no transformers model or whose names are all served. A conversion no
+    served tensor satisfies is a LoadError naming it."""
+    want = [s[4] for g in groups.values() for s in g
+            if s[4] not in name_map and s[4] not in served]
+    if not want or getattr(module, "config", None) is None:
+        return {}
+    from . import _hfconv
+    try:
+        return _hfconv.resolve(module, want, _hfconv.places(model, served))
+    except _hfconv.ConversionError as e:
+        raise LoadError("wcache.torch.load_into: %s. Bind it with name_map= to a tensor that is "
+                        "this layout, or serve one (a view or stack in the layout)" % e) from None
+
+
 def load_into(module, model, strict=True, name_map=None, requires_grad=False):
     """Points module's parameters and persistent buffers at the served
     tensors of model (a wcache.Model, a wcache.PendingModel: waited for,
@@ -138,6 +157,9 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
             g.append(s)
     bound, missing, tied, bad, binds = [], [], {}, [], []
     used = set()
+    conv = _conversions(module, model, served, groups, name_map)
+    if conv:
+        name_map.update(conv)
     lookup = name_map.get if name_map else None
     param_of, make_param, plain = torch.nn.Parameter, torch.Tensor._make_subclass, torch.Tensor
     for group in groups.values():
