@@ -25,11 +25,20 @@ transformers = pytest.importorskip("transformers")
 
 import wcache  # noqa: E402
 import wcache.torch  # noqa: E402
-from test_gpu_models import GpuDaemon  # noqa: E402
+from test_gpu_models import GpuDaemon as _GpuDaemon  # noqa: E402
 
 LAYOUTS = os.path.join(WC_TOP, "test", "data", "layouts")
 ARCHS = sorted(d for d in os.listdir(LAYOUTS) if os.path.isdir(os.path.join(LAYOUTS, d)))
 TOKENS = [[3, 17, 250, 299, 42, 7, 128, 64]]
+
+
+def GpuDaemon(tmp, model_dir):
+    """test_gpu_models' daemon in a short directory (a device's UUID
+    socket name under pytest's tmp_path passes the 107-byte limit)."""
+    import pathlib
+    import tempfile
+    short = pathlib.Path(tempfile.mkdtemp(prefix="wa", dir="/tmp"))
+    return _GpuDaemon(short, model_dir)
 
 
 def reference(model_dir):
