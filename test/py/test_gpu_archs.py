@@ -100,10 +100,8 @@ def _spellings():
     """connect() takes torch's device spellings (issue 27's item 3)."""
     try:
         wcache.connect(device="cuda:0", runtime_dir="/nonexistent-wcache-spelling-probe")
-    except ValueError:
-        return False
-    except wcache.Error:
-        return True
+    except Exception as e:
+        return "unknown device" not in str(e)
     return True
 
 
@@ -137,29 +135,30 @@ def _swapped_mapping(model, op=None):
 
 @pytest.mark.parametrize("how", ["swapped", "transposed-op", "transposed-shape"])
 @pytest.mark.parametrize("arch", [a for a in ARCHS if _moe(a)])
-def test_other_fused_layout_is_refused(arch, how, tmp_path):
+def test_other_fused_layout_is_refused(arch, how, tmp_path, monkeypatch):
     """A transformers whose rule for the fused experts differs from the
-    served view (gate and up in the other order, a transpose in the rule,
-    the parameter transposed) gets LoadError, and nothing is bound."""
+    served view (gate and up in the other order, a transpose in the rule:
+    its get_model_conversion_mapping patched to say so; or the parameter
+    transposed) gets LoadError, and nothing is bound."""
     from transformers import conversion_mapping as cm
     from transformers import core_model_loading as cl
     model_dir = os.path.join(LAYOUTS, arch)
     d = GpuDaemon(tmp_path, model_dir)
     try:
         served = wcache.connect(device="0", runtime_dir=d.rundir).attach(model_dir=model_dir)
-        base = type(empty(model_dir))
-        cls = type("Other" + base.__name__ + how.replace("-", ""), (base,), {})
-        model = empty(model_dir, cls)
+        model = empty(model_dir)
         if how == "transposed-shape":
             for mod in model.modules():
                 p = mod._parameters.get("gate_up_proj")
                 if p is not None:
+                    if p.shape[1] == p.shape[2]:
+                        pytest.skip("2I == H in this checkpoint: a transposed parameter has the same shape")
                     mod._parameters["gate_up_proj"] = torch.nn.Parameter(
                         torch.empty(p.shape[0], p.shape[2], p.shape[1], device="meta", dtype=p.dtype),
                         requires_grad=False)
         else:
             mapping = _swapped_mapping(model, None if how == "swapped" else cl.Transpose(1, 2))
-            cm.register_checkpoint_conversion_mapping(cls.__name__, mapping, overwrite=True)
+            monkeypatch.setattr(cm, "get_model_conversion_mapping", lambda m, *a, **kw: list(mapping))
         before = {n: p.device.type for n, p in model.named_parameters()}
         with pytest.raises(wcache.torch.LoadError) as e:
             wcache.torch.load_into(model, served)
