@@ -94,7 +94,7 @@ def test_arch_binds_bitwise(arch, tmp_path):
         ptrs = {t.data_ptr() for t in served.tensors().values()}
         for name, p in model.named_parameters():
             assert p.is_cuda and p.data_ptr() in ptrs, "%s is not served memory" % name
-        assert grew == 0, "load_into allocated %d bytes (weights %d)" % (grew, weights)
+        assert grew <= 0, "load_into allocated %d bytes (weights %d)" % (grew, weights)
         ids = torch.tensor(TOKENS, device="cuda")
         with torch.no_grad():
             got = model.eval()(ids).logits
