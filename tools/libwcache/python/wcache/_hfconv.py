@@ -126,12 +126,21 @@ def _find(target, names, place, by_start):
                           % (target, names[0], names[-1]))
 
 
-def resolve(module, want, place):
+def rules_key(r):
+    """What the rules r say, hashable (for a cache of resolve's results)."""
+    if r is None:
+        return None
+    return tuple((type(t).__name__, tuple(t.source_patterns), tuple(t.target_patterns),
+                  tuple(repr(o) for o in getattr(t, "operations", ())),
+                  getattr(t, "scope_prefix", None))
+                 for t in r[0] + r[1])
+
+
+def resolve(module, want, place, r):
     """{module name: served name} for the names of want (module names no
-    served tensor has) that transformers' conversions produce, checked as
-    above; raises ConversionError for one it produces but that cannot be
-    bound without a copy. place: {served name: Place}."""
-    r = rules(module)
+    served tensor has) that transformers' conversions r (rules(module))
+    produce, checked as above; raises ConversionError for one it produces
+    but that cannot be bound without a copy. place: {served name: Place}."""
     if r is None or not want:
         return {}
     ren, conv, rename, natural = r

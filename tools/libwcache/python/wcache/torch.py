@@ -119,11 +119,29 @@ def _conversions(module, model, served, groups, name_map):
     if not want or getattr(module, "config", None) is None:
         return {}
     from . import _hfconv
+    # the same module class over the same served version resolves the
+    # same (a re-attach after an update, a second engine in the process)
+    r = _hfconv.rules(module)
+    if r is None:
+        return {}
+    key = (_hfconv.rules_key(r), getattr(model, "identity", None), getattr(model, "version", None),
+           frozenset(want)) if hasattr(model, "identity") else None
+    hit = _resolved.get(key) if key else None
+    if hit is not None:
+        return hit
     try:
-        return _hfconv.resolve(module, want, _hfconv.places(model, served))
+        out = _hfconv.resolve(module, want, _hfconv.places(model, served), r)
     except _hfconv.ConversionError as e:
         raise LoadError("wcache.torch.load_into: %s. Bind it with name_map= to a tensor that is "
                         "this layout, or serve one (a view or stack in the layout)" % e) from None
+    if key:
+        if len(_resolved) >= 16:
+            _resolved.clear()
+        _resolved[key] = out
+    return out
+
+
+_resolved = {}   # _conversions' results, at most 16
 
 
 def load_into(module, model, strict=True, name_map=None, requires_grad=False):
