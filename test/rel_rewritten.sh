@@ -19,7 +19,8 @@
 #    header rewritten with the old mtime put back, data rewritten with the
 #    old mtime put back (rsync --inplace does that: only the ctime tells),
 #    a copy renamed over the path, the same before the shards are opened
-#    (WCD_TEST_STALL_AT=parsed: the file read is then another one);
+#    (WCD_TEST_STALL_AT=parsed), data rewritten after the open, before the
+#    fill (WCD_TEST_STALL_AT=opened);
 #  - a start-up load whose shard is only read at the stall is served.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/e2e_lib.bash"
@@ -138,6 +139,10 @@ export WCD_TEST_STALL_AT=parsed WCD_TEST_STALL_DIR=$NEXT
 start_fails "a copy renamed over it before the open" \
 	'cp -p "$SHARD" "$SHARD.new" && mv "$SHARD.new" "$SHARD"' \
 	"the path now names another file (inode "
+# rewritten after the shards' open and size check, before the fill: every
+# byte read is the new one, consistent, but not what the header read saw
+export WCD_TEST_STALL_AT=opened
+start_fails "data rewritten before the fill" "$DATA" "its modification time is "
 export WCD_TEST_STALL_AT=filled
 
 # --- no change: the shard only read at the stall, the load is served ------
