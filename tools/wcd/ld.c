@@ -93,11 +93,17 @@ static int64_t ts_ns(const struct timespec *t)
 	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
 }
 
-/* "SECONDS.NANOSECONDS" of a time in ns since the epoch, into b. */
+/* "SECONDS.NANOSECONDS" of a time in ns since the epoch, into b (as
+ * `stat -c %.9Y` prints it; before 1970 the seconds are the floor). */
 static const char *ts_text(int64_t ns, char b[32])
 {
-	snprintf(b, 32, "%" PRId64 ".%09" PRId64, ns / 1000000000,
-		 ns % 1000000000);
+	int64_t sec = ns / 1000000000, sub = ns % 1000000000;
+
+	if (sub < 0) {
+		sub += 1000000000;
+		sec--;
+	}
+	snprintf(b, 32, "%" PRId64 ".%09" PRId64, sec, sub);
 	return b;
 }
 
