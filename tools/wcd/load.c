@@ -29,6 +29,10 @@
  *           means buffered reads, which then run at memory speed);
  *           --direct-io on|off overrides.
  *
+ * Whichever path filled them, ld_check_shards (ld.c) then checks that no
+ * shard changed since its header was read (a write during the load would
+ * be served torn) and fails the load naming the one that did.
+ *
  * Known costs: a dim-1 split reads whole rows (tp x its bytes) in the staged
  * path and one read per row in the direct path; the page-cache probe maps
  * each shard once (mincore: one byte per page).
