@@ -476,13 +476,19 @@ static int open_shard(struct model_shard *s, int dirfd, const char *dir,
 	if (fd < 0)
 		return wc_errf(err, errno, "%s: cannot open shard: %s", s->path,
 			       strerror(errno));
-	rc = st_read_fd(&s->st, fd, s->path, err);
-	if (!rc && fstat(fd, &sb))
+	/* fstat first: a write after it, even one during the header read,
+	 * shows in the times the loader compares after the fill. */
+	if (fstat(fd, &sb)) {
 		rc = wc_errf(err, errno, "%s: fstat: %s", s->path, strerror(errno));
-	if (!rc) {
+	} else {
 		s->size = (uint64_t)sb.st_size;
 		s->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 +
 			      sb.st_mtim.tv_nsec;
+		s->ctime_ns = (int64_t)sb.st_ctim.tv_sec * 1000000000 +
+			      sb.st_ctim.tv_nsec;
+		s->dev = (uint64_t)sb.st_dev;
+		s->ino = (uint64_t)sb.st_ino;
+		rc = st_read_fd(&s->st, fd, s->path, err);
 	}
 	close(fd);
 	return rc;

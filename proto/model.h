@@ -76,11 +76,17 @@ struct model_index {
 	struct model_index_entry *e;     /* sorted by tensor name */
 };
 
+/* size, the times, dev and ino are the file's fstat taken just before
+ * its header was read: the loader compares them (and the header bytes)
+ * with the file again after the fill, so that a shard written while it
+ * was loaded fails the load instead of being served torn. */
 struct model_shard {
 	char *file;                      /* base name, as in the index */
 	char *path;                      /* dir/file (real dir) */
 	uint64_t size;
 	int64_t mtime_ns;
+	int64_t ctime_ns;
+	uint64_t dev, ino;
 	struct st_file st;               /* st.header_hash is the header hash */
 };
 

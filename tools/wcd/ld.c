@@ -2,17 +2,24 @@
 /*
  * The loader's helpers that both of its paths call (load.c's direct path,
  * staged.c's staged path): the first failure wins, progress lines, shard
- * names. Kept apart so that load.c calls staged.c and not the other way.
+ * names, the check after the fill that no shard changed. Kept apart so
+ * that load.c calls staged.c and not the other way.
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "load.h"
 #include "log.h"
 
 #define PROGRESS_NS 500000000ull
+#define RECHECK_CHUNK (1u << 20)  /* bytes of a header hashed per pread */
 
 struct wait_fd {
 	struct rx_poll poll;
@@ -77,4 +84,140 @@ void ld_progress(struct ld *L)
 	log_info("progress: %" PRIu64 "/%" PRIu64 " bytes, %.2f GB/s",
 		 L->done_bytes, L->total,
 		 ns ? (double)L->done_bytes / (double)ns : 0.0);
+}
+
+/* --- after the fill: did a shard change while it was read? ---------------- */
+
+static int64_t ts_ns(const struct timespec *t)
+{
+	return (int64_t)t->tv_sec * 1000000000 + t->tv_nsec;
+}
+
+/* "SECONDS.NANOSECONDS" of a time in ns since the epoch, into b (as
+ * `stat -c %.9Y` prints it; before 1970 the seconds are the floor). */
+static const char *ts_text(int64_t ns, char b[32])
+{
+	int64_t sec = ns / 1000000000, sub = ns % 1000000000;
+
+	if (sub < 0) {
+		sub += 1000000000;
+		sec--;
+	}
+	snprintf(b, 32, "%" PRId64 ".%09" PRId64, sec, sub);
+	return b;
+}
+
+/* XXH3-128 of the first n bytes of fd, read again; 0 or -errno. */
+static int hash_head(int fd, uint64_t n, uint8_t out[WC_HASH_LEN])
+{
+	struct wc_hasher h;
+	uint64_t done = 0;
+	uint8_t *buf = malloc(RECHECK_CHUNK);
+
+	if (!buf)
+		return -ENOMEM;
+	wc_hasher_init(&h);
+	while (done < n) {
+		size_t want = n - done < RECHECK_CHUNK ? (size_t)(n - done) :
+							 RECHECK_CHUNK;
+		ssize_t r = pread(fd, buf, want, (off_t)done);
+
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0) {
+			free(buf);
+			return r < 0 ? -errno : -EIO;
+		}
+		wc_hasher_update(&h, buf, (size_t)r);
+		done += (uint64_t)r;
+	}
+	free(buf);
+	wc_hasher_final(&h, out);
+	return 0;
+}
+
+/* What changed in the file open as fd since sh was read (into what, ""
+ * when nothing did): another file than the one parsed, its size, its
+ * modification time, its header bytes, its status-change time, in that
+ * order, the most telling first (a write changes both times; a writer
+ * that puts the old mtime back, as rsync --inplace does, still changes
+ * the ctime). Reading a file changes none of these (only its atime).
+ * With only_which, just whether fd is that file (an O_DIRECT descriptor:
+ * its reads would need aligned buffers; the buffered one of the same
+ * file is checked in full). */
+static int fd_changed(int fd, const struct model_shard *sh, bool only_which,
+		      char *what, size_t len)
+{
+	uint8_t hash[WC_HASH_LEN];
+	char a[32], b[32];
+	struct stat sb;
+	int ret;
+
+	if (fstat(fd, &sb))
+		return -errno;
+	if ((uint64_t)sb.st_ino != sh->ino || (uint64_t)sb.st_dev != sh->dev)
+		snprintf(what, len, "the file read is inode %" PRIu64 " on device %" PRIu64 ", not inode %" PRIu64 " on device %" PRIu64 " whose header was read (it was replaced in between)",
+			 (uint64_t)sb.st_ino, (uint64_t)sb.st_dev, sh->ino,
+			 sh->dev);
+	else if (only_which)
+		return 0;
+	else if ((uint64_t)sb.st_size != sh->size)
+		snprintf(what, len, "it is %" PRIu64 " bytes now, was %" PRIu64 " when its header was read",
+			 (uint64_t)sb.st_size, sh->size);
+	else if (ts_ns(&sb.st_mtim) != sh->mtime_ns)
+		snprintf(what, len, "its modification time is %s now, was %s when its header was read",
+			 ts_text(ts_ns(&sb.st_mtim), a),
+			 ts_text(sh->mtime_ns, b));
+	else if ((ret = hash_head(fd, sh->st.data_off, hash)))
+		return ret;
+	else if (memcmp(hash, sh->st.header_hash, WC_HASH_LEN))
+		snprintf(what, len, "its first %" PRIu64 " bytes (the header) differ from those parsed",
+			 sh->st.data_off);
+	else if (ts_ns(&sb.st_ctim) != sh->ctime_ns)
+		snprintf(what, len, "its status-change time (ctime) is %s now, was %s when its header was read",
+			 ts_text(ts_ns(&sb.st_ctim), a),
+			 ts_text(sh->ctime_ns, b));
+	return 0;
+}
+
+/* Shard i against its record from the header read: the path must still
+ * name that file, and the descriptors read (buffered, O_DIRECT) must be
+ * it, unchanged. false after ld_fail when anything differs. */
+static bool shard_unchanged(struct ld *L, uint32_t i)
+{
+	const struct model_shard *sh = &L->v->model.shards[i];
+	char what[384] = "";
+	struct stat sb;
+	int ret = 0;
+
+	if (stat(sh->path, &sb))
+		snprintf(what, sizeof(what), "the path no longer names a file (%s)",
+			 strerror(errno));
+	else if ((uint64_t)sb.st_ino != sh->ino ||
+		 (uint64_t)sb.st_dev != sh->dev)
+		snprintf(what, sizeof(what), "the path now names another file (inode %" PRIu64 " on device %" PRIu64 ", was inode %" PRIu64 " on device %" PRIu64 " when its header was read): it was renamed over or replaced",
+			 (uint64_t)sb.st_ino, (uint64_t)sb.st_dev, sh->ino,
+			 sh->dev);
+	else
+		ret = fd_changed(L->fd[i], sh, false, what, sizeof(what));
+	if (!ret && !what[0] && L->dfd[i] >= 0)
+		ret = fd_changed(L->dfd[i], sh, true, what, sizeof(what));
+	if (ret) {
+		ld_fail(L, ret, "%s: cannot check after the load that it did not change: %s; nothing of this load is served: check the file system and load again",
+			sh->path, strerror(-ret));
+		return false;
+	}
+	if (what[0]) {
+		ld_fail(L, EIO, "%s changed while it was loaded: %s; nothing of this load is served: wait for the writer to finish and load again",
+			sh->path, what);
+		return false;
+	}
+	return true;
+}
+
+void ld_check_shards(struct ld *L)
+{
+	for (uint32_t i = 0; !L->err && i < L->v->model.nshards; i++)
+		if (!shard_unchanged(L, i))
+			break;
 }

@@ -29,6 +29,10 @@
  *           means buffered reads, which then run at memory speed);
  *           --direct-io on|off overrides.
  *
+ * Whichever path filled them, ld_check_shards (ld.c) then checks that no
+ * shard changed since its header was read (a write during the load would
+ * be served torn) and fails the load naming the one that did.
+ *
  * Known costs: a dim-1 split reads whole rows (tp x its bytes) in the staged
  * path and one read per row in the direct path; the page-cache probe maps
  * each shard once (mincore: one byte per page).
@@ -107,8 +111,10 @@ static void hdr_box_put(struct hdr_box *b)
  * WCD_TEST_STALL_AT=parsed the block comes after the header reads instead
  * (test/rel_truncated.sh: a shard changed between its parse and its read),
  * with "opened" after the shards were opened and their sizes checked, on
- * the loop's thread (a shard cut while it is read); point is where the
- * caller is ("open", "parsed" or "opened"). */
+ * the loop's thread (a shard cut while it is read), with "filled" after
+ * the last read and copy, before the check that no shard changed (test/
+ * rel_rewritten.sh: a shard written while it is loaded); point is where
+ * the caller is ("open", "parsed", "opened" or "filled"). */
 static void hdr_test_stall(const char *path, const char *point)
 {
 	const char *fifo = getenv("WCD_TEST_STALL_FIFO");
@@ -793,6 +799,8 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 		}
 	}
 	step_done("reads and copies done", &ts);
+	if (!L->err)
+		hdr_test_stall(v->model.path, "filled");
 	if (staged)
 		staged_finish(L);
 	if (staged && v->hashed && !L->err)
@@ -804,6 +812,9 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 		ld_fail(L, ECANCELED, "stopped by a signal while loading");
 	if (!L->err && !staged && v->hashed)
 		direct_hash(L);
+	/* After the hashes too (they read the pools, not the files): a
+	 * write at any time from the header read until here fails it. */
+	ld_check_shards(L);
 	if (L->err) {
 		ret = wc_errf(err, L->err, "%s", L->errbuf);
 		goto out_staged;

@@ -141,6 +141,14 @@ void ld_progress(struct ld *L);
 int ld_wait_readable(struct wcd *d, int fd, uint64_t ns,
 		     bool (*stopping)(void *arg), void *arg, int *res);
 const char *ld_shard_name(struct ld *L, uint32_t shard);
+/* After the fill: every shard is checked against what model_open saw
+ * before its header read (model.h: inode, size, times) and its header
+ * bytes are read and hashed again; the path must still name that file.
+ * The first one that changed fails the load (ld_fail), naming the file,
+ * what changed and both values. Costs per shard a stat, an fstat per
+ * descriptor and a read of its header (usually in the page cache), on
+ * the calling thread. */
+void ld_check_shards(struct ld *L);
 
 /* fill.c (load.c calls it): the direct path's splice fill. Moves every
  * piece into its pool and hashes (into v->hash, marking L->hashed) each
