@@ -130,7 +130,7 @@ static void parse(int argc, char **argv, struct opts *o)
 	char *end;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "h", lo, "wcattach")) != -1) {
 		switch (c) {
 		case 'd': o->co.device = optarg; break;
 		case 'r': o->co.runtime_dir = optarg; break;

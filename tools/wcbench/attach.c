@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "err.h"
 #include "log.h"
 #include "ready.h"
@@ -200,7 +201,7 @@ int wb_attach(int argc, char **argv)
 	uint64_t t0, tensors = 0;
 	int c, rc, start[2];
 
-	while ((c = getopt_long(argc, argv, "n:p:qh", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "n:p:qh", lo, "wcbench attach")) != -1) {
 		if (wb_out_opt(&out, c, optarg))
 			continue;
 		switch (c) {

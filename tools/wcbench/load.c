@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "err.h"
 #include "log.h"
 #include "paths.h"
@@ -315,7 +316,7 @@ int wb_load(int argc, char **argv)
 	ssize_t n;
 	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "r:qh", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "r:qh", lo, "wcbench load")) != -1) {
 		if (wb_out_opt(&out, c, optarg))
 			continue;
 		switch (c) {

@@ -31,6 +31,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "err.h"
 #include "log.h"
 #include "wcbench.h"
@@ -402,7 +403,7 @@ static void rtt_parse(int argc, char **argv, struct rtt_opts *o,
 	const char *sock = NULL, *rdir = NULL, *dev = NULL, *client = NULL;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "n:c:d:qh", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "n:c:d:qh", lo, "wcbench rtt")) != -1) {
 		if (wb_out_opt(out, c, optarg))
 			continue;
 		switch (c) {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "err.h"
 #include "log.h"
 #include "rundir.h"
@@ -64,7 +65,7 @@ int wcctl_clean(int argc, char **argv)
 	struct rundir rd;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "h", lo, "wcctl clean")) != -1) {
 		switch (c) {
 		case 'r': runtime_dir = optarg; break;
 		case 'k': keep_logs = 1; break;

@@ -18,6 +18,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "err.h"
 #include "hash.h"
 #include "model.h"
@@ -242,7 +243,7 @@ int wcctl_inspect(int argc, char **argv)
 	char *end;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "h", lo, "wcctl inspect")) != -1) {
 		switch (c) {
 		case 'H': want_hashes = true; break;
 		case 'j': json = true; break;

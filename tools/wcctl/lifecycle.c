@@ -123,7 +123,7 @@ static int life_main(enum life_cmd cmd, int argc, char **argv)
 	snprintf(label, sizeof(label), "wcctl %s", name);
 	co.label = label;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((ch = cli_getopt(argc, argv, "h", lo, label)) != -1) {
 		switch (ch) {
 		case 'd': co.device = optarg; break;
 		case 'r': co.runtime_dir = optarg; break;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "wcache.h"
 #include "wcctl.h"
 
@@ -106,7 +107,7 @@ int wcctl_manifest(int argc, char **argv)
 	int ch;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((ch = cli_getopt(argc, argv, "h", lo, "wcctl manifest")) != -1) {
 		switch (ch) {
 		case 'd': co.device = optarg; break;
 		case 'r': co.runtime_dir = optarg; break;

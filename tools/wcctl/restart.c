@@ -204,7 +204,7 @@ int wcctl_restart(int argc, char **argv)
 	int na = 0;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "h", lo, "wcctl restart")) != -1) {
 		switch (c) {
 		case 'd': device = optarg; break;
 		case 'r': runtime_dir = optarg; break;

@@ -140,6 +140,7 @@ static const struct option start_longopts[] = {
 	{ "model-path", required_argument, NULL, OPT_MODEL },
 	{ "tp-size", required_argument, NULL, OPT_TP },
 	{ "tensor-parallel-size", required_argument, NULL, OPT_TP },
+	{ "tp", required_argument, NULL, OPT_TP },
 	{ "pp-size", required_argument, NULL, OPT_PP },
 	{ "pipeline-parallel-size", required_argument, NULL, OPT_PP },
 	{ "ep-size", required_argument, NULL, OPT_EP },
@@ -182,8 +183,8 @@ static int start_parse(int argc, char **argv, struct launch_opts *o)
 		.ep_size = 1, .ep_rank = 0,
 	};
 	optind = 1;
-	while (!bad && (c = getopt_long(argc, argv, "+h", start_longopts,
-					NULL)) != -1) {
+	while (!bad && (c = cli_getopt(argc, argv, "+h", start_longopts,
+				       "wcctl start")) != -1) {
 		switch (c) {
 		case OPT_MODEL: o->model = optarg; break;
 		case OPT_TP: bad = parse_int_opt("--tp-size", optarg, 1, big, &o->lp.tp); break;

@@ -307,7 +307,7 @@ int wcctl_status(int argc, char **argv)
 	struct rundir rd;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "h", lo, "wcctl status")) != -1) {
 		switch (c) {
 		case 'j': json = true; break;
 		case 'r': runtime_dir = optarg; break;

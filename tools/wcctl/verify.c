@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "err.h"
 #include "hash.h"
 #include "model.h"
@@ -186,7 +187,7 @@ int wcctl_verify(int argc, char **argv)
 	int ch, ret = 1;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((ch = cli_getopt(argc, argv, "h", lo, "wcctl verify")) != -1) {
 		switch (ch) {
 		case 'd': co.device = optarg; break;
 		case 'r': co.runtime_dir = optarg; break;

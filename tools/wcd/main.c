@@ -316,7 +316,7 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 		.read_timeout_ms = WCD_READ_TIMEOUT_MS,
 	};
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "h", longopts, "wcd")) != -1) {
 		switch (c) {
 		case OPT_MODEL: o->model = optarg; break;
 		case OPT_TP_SIZE: o->tp_size = parse_u32(optarg, "bad --tp-size '%s'"); break;
@@ -425,6 +425,9 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 		case 'h':
 			fputs(usage_text, stdout);
 			exit(0);
+		case CLI_OPT_ABBREV:   /* said */
+			fprintf(stderr, "Run 'wcd --help' for the options.\n");
+			exit(2);
 		default:
 			usage_fail("unknown or incomplete option '%s'",
 				   argv[optind - 1]);
