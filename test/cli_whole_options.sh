@@ -79,4 +79,9 @@ out=$("$BIN/wcctl" start --model-path /m --tensor-parallel-size 1 --backend host
 expect_eq "start --model-path --tensor-parallel-size (output: $out)" "$rc" 0
 out=$("$BIN/wcd" --model "$T/none" --tp-size 1 --tp-rank 0 2>&1); rc=$?
 expect_no "wcd with whole names" "$out" "is not an option"
+# wcd's --tp (SGLang's, as the README says) was ambiguous (--tp-size or
+# --tp-rank): it is --tp-size; the rank check shows it was taken
+out=$("$BIN/wcd" --model "$T/none" --tp 2 --tp-rank 2 2>&1); rc=$?
+expect_eq "wcd --tp 2 --tp-rank 2 (output: $out)" "$rc" 2
+expect_has "wcd --tp 2 --tp-rank 2" "$out" "--tp-rank must be below --tp-size"
 echo "ok: $checked abbreviations refused"

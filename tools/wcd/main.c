@@ -41,7 +41,7 @@ static const char usage_text[] =
 "  --model DIR            model directory (config.json + *.safetensors);\n"
 "                         SGLang's --model-path is the same option\n"
 "  --tp-size N --tp-rank R  tensor-parallel split (default 1, 0; SGLang's\n"
-"                         --tensor-parallel-size too)\n"
+"                         --tensor-parallel-size and --tp too)\n"
 "  --pp-size N --pp-rank R  pipeline-parallel stage (default 1, 0; SGLang's\n"
 "                         --pipeline-parallel-size too)\n"
 "  --device D             host, host:NAME (memfd pools), a CUDA ordinal or a\n"
@@ -256,6 +256,7 @@ static const struct option longopts[] = {
 	{ "model-path", required_argument, NULL, OPT_MODEL },   /* SGLang's */
 	{ "tp-size", required_argument, NULL, OPT_TP_SIZE },
 	{ "tensor-parallel-size", required_argument, NULL, OPT_TP_SIZE },
+	{ "tp", required_argument, NULL, OPT_TP_SIZE },          /* SGLang's */
 	{ "tp-rank", required_argument, NULL, OPT_TP_RANK },
 	{ "pp-size", required_argument, NULL, OPT_PP_SIZE },
 	{ "pipeline-parallel-size", required_argument, NULL, OPT_PP_SIZE },
