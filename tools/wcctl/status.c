@@ -36,7 +36,8 @@ struct row {
 static void status_usage(FILE *f)
 {
 	fprintf(f,
-"usage: wcctl status [--device D] [--json] [--runtime-dir DIR] [--timeout SEC]\n"
+"usage: wcctl status [--device D | --all] [--backend cuda|host] [--json]\n"
+"                    [--runtime-dir DIR] [--timeout SEC]\n"
 "\n"
 "Asks every daemon that has a ready file for its STATUS and prints a table:\n"
 "device, rank, state, model, version, GB, tensors, clients, uptime. A daemon\n"
@@ -48,6 +49,9 @@ static void status_usage(FILE *f)
 "                    carry \"reachable\": false, \"error\" and their ready file\n"
 "  --device D        only this device: host, host:NAME, host-NAME (as the\n"
 "                    table prints it), a CUDA ordinal or GPU-<uuid>\n"
+"  --all             every daemon (the default)\n"
+"  --backend B       only the daemons of wcctl start --backend B: host\n"
+"                    (devices host, host-NAME) or cuda (GPU-<uuid>, N)\n"
 "  --runtime-dir DIR as given to wcctl start / wcd (default: the environment's)\n"
 "  --timeout SEC     per daemon (default 2; decimals allowed; --timeout-ms MS\n"
 "                    is the old spelling)\n"
@@ -227,8 +231,19 @@ static json_t *row_json(const struct row *r)
 	return o;
 }
 
+/* Whether the device file name is asked for: only (NULL: any) and the
+ * backend (1 host: "host", "host-NAME"; 0 cuda: the others; -1 any). */
+static bool wanted(const char *name, const char *only, int backend)
+{
+	bool host = !strcmp(name, "host") || !strncmp(name, "host-", 5);
+
+	if (only && strcmp(only, name))
+		return false;
+	return backend < 0 || host == (backend == 1);
+}
+
 /* Rows for ready files, then for locked devices without one. */
-static int collect(const struct rundir *rd, const char *only,
+static int collect(const struct rundir *rd, const char *only, int backend,
 		   struct row *rows, int timeout_ms, char *err)
 {
 	static rundir_name names[RUNDIR_DEVICES_MAX];
@@ -238,7 +253,7 @@ static int collect(const struct rundir *rd, const char *only,
 	if (k < 0)
 		return k;
 	for (int i = 0; i < k; i++) {
-		if (only && strcmp(only, names[i]))
+		if (!wanted(names[i], only, backend))
 			continue;
 		struct row *r = &rows[n++];
 		struct paths p;
@@ -270,7 +285,7 @@ static int collect(const struct rundir *rd, const char *only,
 		char e[WC_ERR_LEN];
 		bool dup = false;
 
-		if (only && strcmp(only, names[i]))
+		if (!wanted(names[i], only, backend))
 			continue;
 		for (int j = 0; j < n && !dup; j++)
 			dup = !strcmp(rows[j].device, names[i]);
@@ -295,10 +310,14 @@ int wcctl_status(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "timeout-ms", required_argument, NULL, 't' },
 		{ "device", required_argument, NULL, 'd' },
+		{ "all", no_argument, NULL, 'a' },
+		{ "backend", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct row rows[RUNDIR_DEVICES_MAX];
+	int backend = -1;   /* 0 cuda, 1 host, -1 both */
+	bool all = false;
 	const char *runtime_dir = NULL, *device = NULL;
 	int c, n, answered = 0, starting = 0, timeout_ms = 2000;
 	char err[WC_ERR_LEN], *end, only[PATHS_DEVICE_MAX + 1];
@@ -330,12 +349,25 @@ int wcctl_status(int argc, char **argv)
 				timeout_ms = 1;
 			break;
 		case 'd': device = optarg; break;
+		case 'a': all = true; break;
+		case 'b':
+			if (strcmp(optarg, "cuda") && strcmp(optarg, "host")) {
+				fprintf(stderr, "wcctl status: --backend '%s' is not cuda or host\n",
+					optarg);
+				return 2;
+			}
+			backend = !strcmp(optarg, "host");
+			break;
 		case 'h': status_usage(stdout); return 0;
 		default: status_usage(stderr); return 2;
 		}
 	}
 	if (optind < argc) {
 		status_usage(stderr);
+		return 2;
+	}
+	if (all && device) {
+		fprintf(stderr, "wcctl status: give --device D or --all, not both\n");
 		return 2;
 	}
 	if (rundir_init(&rd, runtime_dir, err)) {
@@ -346,7 +378,8 @@ int wcctl_status(int argc, char **argv)
 		log_error("%s", err);
 		return 2;
 	}
-	n = collect(&rd, device ? only : NULL, rows, timeout_ms, err);
+	n = collect(&rd, device ? only : NULL, backend, rows, timeout_ms,
+		    err);
 	if (n < 0) {
 		log_error("%s", err);
 		return 1;
@@ -371,6 +404,10 @@ int wcctl_status(int argc, char **argv)
 	} else if (device) {
 		printf("no wcache daemon found for device %s in %s (start one with 'wcctl start')\n",
 		       only, rd.dir);
+	} else if (backend >= 0) {
+		printf("no wcache daemon of the %s backend found in %s (start them with 'wcctl start --backend %s')\n",
+		       backend ? "host" : "cuda", rd.dir,
+		       backend ? "host" : "cuda");
 	} else {
 		printf("no wcache daemon found in %s (start one with 'wcctl start')\n",
 		       rd.dir);
