@@ -357,7 +357,7 @@ static void usage(FILE *f)
 "requests per second over all connections.\n\n"
 "  --socket PATH          the daemon's socket (else from --runtime-dir/--device)\n"
 "  --runtime-dir DIR      runtime directory (the socket is DIR/<device>.sock)\n"
-"  --device D             host, host:NAME, GPU-<uuid> (default host)\n"
+"  --device D             host, host:NAME, host-NAME, GPU-<uuid> (default host)\n"
 "  -n, --requests N       timed requests in all (default 100k; k, m suffixes)\n"
 "  -c, --connections N    concurrent connections (default 1, at most %d)\n"
 "  -d, --depth N          requests in flight per connection (default 1)\n"
