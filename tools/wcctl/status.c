@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -28,6 +29,7 @@ struct row {
 	char ready_path[PATHS_MAX];
 	struct ready_info ri;
 	bool have_ready;
+	bool dead;                /* ri is from wcctl clean's .dead record */
 	json_t *status;           /* the daemon's answer, or NULL */
 	char why[WC_ERR_MSG_LEN]; /* why not */
 	pid_t lock_pid;           /* STARTING rows */
@@ -166,7 +168,7 @@ static void print_table(const struct row *rows, int n)
 			snprintf(rank, sizeof(rank), "pp%d/tp%d",
 				 r->ri.pp_rank, r->ri.tp_rank);
 			printf("%-*s %-10s %-12s %-20s %7llu %8.3f %8llu %7s %8s\n",
-			       w, r->device, rank, "UNREACHABLE",
+			       w, r->device, rank, r->dead ? "DEAD" : "UNREACHABLE",
 			       base_name(r->ri.model),
 			       (unsigned long long)r->ri.version,
 			       r->ri.bytes / 1e9,
@@ -185,6 +187,8 @@ static void print_table(const struct row *rows, int n)
 		if (!r->have_ready && r->lock_pid)
 			printf("%s: wcd pid %d holds the device and is still loading (no ready file yet)\n",
 			       r->device, (int)r->lock_pid);
+		else if (r->dead)
+			printf("%s: DEAD: %s\n", r->device, r->why);
 		else if (r->have_ready)
 			printf("%s: UNREACHABLE: %s; its ready file %s says pid %d, socket %s, state %s\n",
 			       r->device, r->why, r->ready_path, r->ri.pid,
@@ -208,14 +212,15 @@ static json_t *row_json(const struct row *r)
 	o = json_pack("{s:s, s:b, s:s, s:o}", "device", r->device,
 		      "reachable", 0, "state",
 		      !r->have_ready && r->lock_pid ? "STARTING" :
-		      "UNREACHABLE", "error", json_text(r->why));
+		      r->dead ? "DEAD" : "UNREACHABLE", "error", json_text(r->why));
 	if (!r->have_ready) {
 		if (r->lock_pid)
 			json_object_set_new(o, "pid",
 					    json_integer(r->lock_pid));
 		return o;
 	}
-	json_object_set_new(o, "ready_file", json_text(r->ready_path));
+	json_object_set_new(o, r->dead ? "dead_file" : "ready_file",
+			    json_text(r->ready_path));
 	json_object_set_new(o, "ready", json_pack(
 		"{s:i, s:o, s:s, s:s, s:I, s:I, s:I, s:f, s:o,"
 		" s:i, s:i, s:i, s:i, s:s}",
@@ -242,7 +247,53 @@ static bool wanted(const char *name, const char *only, int backend)
 	return backend < 0 || host == (backend == 1);
 }
 
-/* Rows for ready files, then for locked devices without one. */
+/* A row for the record wcctl clean left of a daemon that died serving
+ * (<device>.dead), unless the device has a row (it serves again, or is
+ * starting); 1 when added, else 0. */
+static int dead_row(const struct rundir *rd, const char *name,
+		    const char *only, int backend, struct row *rows, int n)
+{
+	struct row *r = &rows[n];
+	char e[WC_ERR_LEN], when[32] = "?", line[256];
+	struct paths p;
+	long at = 0;
+	pid_t pid;
+	FILE *f;
+
+	if (!wanted(name, only, backend))
+		return 0;
+	for (int j = 0; j < n; j++)
+		if (!strcmp(rows[j].device, name))
+			return 0;
+	if (rundir_paths(rd, name, &p, e) ||
+	    lock_holder(p.lock, &pid, e) > 0)
+		return 0;
+	memset(r, 0, sizeof(*r));
+	memcpy(r->device, name, sizeof(r->device));
+	if ((size_t)snprintf(r->ready_path, sizeof(r->ready_path), "%s.dead",
+			     p.prefix) >= sizeof(r->ready_path) ||
+	    ready_read_file(&r->ri, r->ready_path, e))
+		return 0;
+	f = fopen(r->ready_path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "cleaned_at=%ld", &at) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (at > 0)
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ",
+			 gmtime(&(time_t){ at }));
+	r->have_ready = true;
+	r->dead = true;
+	snprintf(r->why, sizeof(r->why),
+		 "its daemon (pid %d, pp%d/tp%d of %.700s) died serving; wcctl clean removed its files at %s and left %.700s; start it again with wcctl start, or run 'wcctl clean --forget' if the rank is gone for good",
+		 r->ri.pid, r->ri.pp_rank, r->ri.tp_rank, r->ri.model, when,
+		 r->ready_path);
+	return 1;
+}
+
+/* Rows for ready files, then for locked devices without one, then for
+ * the records of dead daemons. */
 static int collect(const struct rundir *rd, const char *only, int backend,
 		   struct row *rows, int timeout_ms, char *err)
 {
@@ -299,6 +350,11 @@ static int collect(const struct rundir *rd, const char *only, int backend,
 			 "no ready file yet (still loading)");
 		n++;
 	}
+	k = rundir_scan(rd, ".dead", names, RUNDIR_DEVICES_MAX, err);
+	if (k < 0)
+		return k;
+	for (int i = 0; i < k && n < RUNDIR_DEVICES_MAX; i++)
+		n += dead_row(rd, names[i], only, backend, rows, n);
 	return n;
 }
 
