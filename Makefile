@@ -110,7 +110,7 @@ MANS     := $(MAN8:%=$(BUILD)/man/%.8) $(MAN1:%=$(BUILD)/man/%.1)
 TESTS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRC))
 BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 
-.PHONY: all run test bench fuzz install python-install uninstall man clean deps deps-bench deps-fuzz deps-python
+.PHONY: all run test bench fuzz install python-install uninstall man clean deps deps-bench deps-fuzz deps-python check-deps
 .SECONDARY:
 # A recipe that fails leaves no output behind to look up to date.
 .DELETE_ON_ERROR:
@@ -121,12 +121,12 @@ all: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(TESTS) $(BENCHES)
 # --- compile -------------------------------------------------------------
 
 $(BUILD)/obj/gpu/cuda%.o: WC_CPPFLAGS += $(CUDA_CPPFLAGS)
-$(BUILD)/obj/%.o: %.c
+$(BUILD)/obj/%.o: %.c | check-deps
 	$(call say,CC,$<)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_CFLAGS) -MMD -MP -c -o $@ $<
 
-$(BUILD)/obj/%.cu.o: %.cu
+$(BUILD)/obj/%.cu.o: %.cu | check-deps
 	$(call say,NVCC,$<)
 	@mkdir -p $(@D)
 	$(Q)$(NVCC) $(WC_CPPFLAGS) $(CPPFLAGS) $(WC_NVCC_FLAGS) $(NVCC_FLAGS) $(NVCC_ARCH) -MMD -MP -c -o $@ $<
@@ -185,6 +185,22 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(call obj,$(COMMON_SRC)) $(LIBS)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
 
 # --- the two set-up commands --------------------------------------------
+
+# Before anything is compiled: the headers of the build packages, found as
+# the compiler finds them, else one message naming the Debian packages
+# missing and `make deps` (a fresh machine's plain `make`).
+DEP_HEADERS := liburing.h=liburing-dev xxhash.h=libxxhash-dev jansson.h=libjansson-dev dlpack/dlpack.h=libdlpack-dev
+check-deps:
+	@command -v $(firstword $(CC)) >/dev/null 2>&1 || { \
+		echo "make: the C compiler '$(CC)' is not found: run 'make deps' as root (it installs gcc and the libraries' packages) or apt-get install gcc" >&2; exit 1; }
+	@missing=; for hp in $(DEP_HEADERS); do \
+		echo "#include <$${hp%%=*}>" | $(CC) $(WC_CPPFLAGS) $(CPPFLAGS) -E -x c - >/dev/null 2>&1 || \
+			missing="$$missing $${hp#*=}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "make: missing build packages:$$missing ($(CC) finds no header of theirs); run 'make deps' as root (it installs them and the test tools), or apt-get install$$missing" >&2; \
+		exit 1; \
+	fi
 
 DEB_BUILD := gcc make pkg-config liburing-dev libxxhash-dev libjansson-dev libdlpack-dev
 DEB_TEST  := xxhash python3 python3-numpy python3-xxhash python3-torch python3-pytest python3-setuptools python3-pip util-linux procps bsdutils curl prometheus

@@ -32,6 +32,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "wcache.h"
 
 #define CLIENTS_MAX 1024
@@ -287,7 +288,7 @@ int main(int argc, char **argv)
 	uint64_t t0, next_kill, next_restart, next_sample;
 	int ch;
 
-	while ((ch = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+	while ((ch = cli_getopt(argc, argv, "", lo, "soak")) != -1) {
 		switch (ch) {
 		case 's': sock = optarg; break;
 		case 'D': device = optarg; break;

@@ -104,7 +104,7 @@ int paths_device_name(const char *spec, char *out, size_t len, char *err)
 				       "device '%s' is a CUDA ordinal: open it to learn its UUID",
 				       spec);
 		return wc_errf(err, EINVAL,
-			       "unknown device '%s': use host, host:NAME, a CUDA ordinal (0) or a GPU UUID (GPU-...)",
+			       "unknown device '%s': use host, host:NAME or host-NAME (as wcctl status prints it), a CUDA ordinal (0) or a GPU UUID (GPU-...)",
 			       spec);
 	}
 	if ((size_t)snprintf(out, len, *name ? "host-%s" : "host", name) >= len)

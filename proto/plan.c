@@ -28,6 +28,7 @@ struct cut {
 	uint32_t n;
 	struct range r[RANGES_MAX];
 	uint64_t pad_rows;        /* pad rules: P; else 0 */
+	bool heads_err;           /* the error was heads that do not split */
 };
 
 void plan_free(struct plan *p)
@@ -183,6 +184,7 @@ static int cut_dim(struct cut *c, const struct plan_rule *u, uint64_t D,
 			a = head * unit;
 			b = a + unit;
 		} else {
+			c->heads_err = true;
 			return wc_errf(err, EINVAL,
 				       "%s: tensor '%s' (shape %s): %" PRIu64 " heads (%s) do not split over tp size %" PRIu64 "%s; use a tp size that %s",
 				       m->path, tname, shape, H[k], key[k], tp,
@@ -667,6 +669,7 @@ int plan_build2(struct plan *p, const struct model *m,
 		char *err)
 {
 	struct caps_ cp = { 0 };
+	char first_err[WC_ERR_LEN] = "";
 	long nlayers = 0;
 	uint32_t nck;
 	int rc = 0;
@@ -750,6 +753,16 @@ int plan_build2(struct plan *p, const struct model *m,
 		pt->name = mt->name;
 		pt->dtype = mt->t->dtype;
 		rc = cut_tensor(&c, u, wt, rname, m, p, whole, err);
+		/* heads that do not split are said first: a tp size must
+		 * divide them before anything else (lm_head's vocabulary,
+		 * an MLP's width) matters, and lm_head sorts first; another
+		 * cut that fails is said when no heads failed */
+		if (rc == -EINVAL && !c.heads_err) {
+			if (!first_err[0])
+				snprintf(first_err, sizeof(first_err), "%s", err);
+			rc = 0;
+			continue;
+		}
 		if (!rc && scale) {
 			struct cut w = c;
 
@@ -759,6 +772,8 @@ int plan_build2(struct plan *p, const struct model *m,
 			rc = emit(p, &cp, p->ntensors - 1, mt->t, mt->shard, &c,
 				  m->path, err);
 	}
+	if (!rc && first_err[0])
+		rc = wc_errf(err, EINVAL, "%s", first_err);
 	nck = p->ntensors;
 	for (uint32_t i = 0; r && i < r->nstmts && !rc; i++) {
 		if (r->s[i].kind == PLAN_S_ALIAS)

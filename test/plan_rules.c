@@ -85,19 +85,21 @@ static void check_errors(const struct model *m, struct plan_rules *r)
 	struct plan p;
 	uint8_t before[WC_HASH_LEN];
 
-	/* tp 3: lm_head [4096, 256] comes first by name */
+	/* tp 3 splits neither the heads nor lm_head [4096, 256], which
+	 * comes first by name: the heads are named */
 	T_EQ_INT(plan_build(&p, m, r, 3, 0, 1, 0, err), -EINVAL);
 	printf("%s\n", err);
-	T_HAS(err, "tensor 'lm_head.weight' (shape [4096, 256]): 4096 rows padded to 4096 (a multiple of 64) do not split over tp size 3");
+	T_HAS(err, "tensor 'model.layers.0.self_attn.k_proj.weight' (shape [128, 256]): 2 heads (num_key_value_heads) do not split over tp size 3");
 	T_HAS(err, m->path);
-	/* A rules file that replicates it moves the error on to q_proj. */
+	/* A rules file that replicates lm_head: the heads are still named. */
 	memcpy(before, r->hash, WC_HASH_LEN);
 	T_OK(plan_rules_parse(r, rules, strlen(rules), "rules.txt", err));
 	T_ASSERT(memcmp(before, r->hash, WC_HASH_LEN) != 0);
 	T_EQ_INT(plan_rules_match(r, "lm_head.weight"), PLAN_REPLICATE);
 	T_EQ_INT(plan_build(&p, m, r, 3, 0, 1, 0, err), -EINVAL);
 	printf("%s\n", err);
-	T_HAS(err, "tensor 'model.layers.0.mlp.down_proj.weight' (shape [256, 688]): dim 1 of size 688 does not split evenly over tp size 3");
+	/* ... where the heads are still named before down_proj's 688 */
+	T_HAS(err, "tensor 'model.layers.0.self_attn.k_proj.weight' (shape [128, 256]): 2 heads (num_key_value_heads) do not split over tp size 3");
 	/* tp 2 works with the override: lm_head whole on each rank */
 	T_OK(plan_build(&p, m, r, 2, 1, 1, 0, err));
 	T_EQ_U64(find(&p, "lm_head.weight")->size, 4096 * 256 * 2);

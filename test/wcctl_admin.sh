@@ -105,8 +105,14 @@ for s in lock ready sock log; do
 	[ -e "$RUN/host-0.$s" ] || fail "clean removed the live daemon's .$s"
 done
 expect_has "clean" "$(cat "$T/clean.out")" "kept host-0"
+# ... and leaves a record: status still shows the dead rank (DEAD, 4)
+# until clean --forget
 out=$(ctl status); rc=$?
-expect_eq "status after clean" "$rc" 0
+expect_eq "status after clean" "$rc" 4
+expect_has "status after clean" "$out" "host-1: DEAD: "
+ctl clean --forget >/dev/null 2>&1 || fail "clean --forget"
+out=$(ctl status); rc=$?
+expect_eq "status after clean --forget" "$rc" 0
 # the names clean and status print are accepted back by stop (round trip)
 ctl stop --device host-77 >/dev/null 2>&1; rc=$?
 expect_eq "stop --device host-77 (by file name, none running)" "$rc" 3
@@ -118,9 +124,9 @@ ctl stop --all >/dev/null 2>&1 || fail "stop --all"
 alive "$p0" && fail "stop --all left pid $p0"
 out=$(ctl status); rc=$?
 expect_eq "status with only a dead daemon" "$rc" 4
-ctl clean >/dev/null 2>&1
+ctl clean --forget >/dev/null 2>&1
 out=$(ctl status); rc=$?
-expect_eq "status after the last clean" "$rc" 3
+expect_eq "status after the last clean --forget" "$rc" 3
 
 # stop signals only a pid that holds the lock: a ready file naming a live
 # process that holds no lock, and one whose lock another process holds
@@ -138,7 +144,7 @@ expect_eq "stop when another pid holds the lock" "$rc" 1
 expect_has "stop when another pid holds the lock" "$out" "names pid $s1 but pid"
 alive "$s1" || fail "stop signalled pid $s1, which does not hold the lock"
 kill "$s1" "$s2" $(pgrep -P $s2) 2>/dev/null; wait 2>/dev/null
-ctl clean >/dev/null 2>&1
+ctl clean --forget >/dev/null 2>&1
 
 # a daemon that ignores SIGTERM is SIGKILLed after --timeout, files removed
 FAKE_IGNORE_TERM=1 "$WCCTL" start --model "$T/model" --tp-size 1 --backend host --base-gpu-id 5 \
@@ -152,7 +158,7 @@ expect_has "stop with SIGKILL" "$out" "stopped wcd pid $pf on device host-5 (SIG
 alive "$pf" && fail "pid $pf survived stop"
 [ -e "$RUN/host-5.ready" ] && fail "the killed daemon's ready file is left"
 [ -e "$RUN/host-5.log" ] || fail "stop removed the killed daemon's log"
-ctl clean >/dev/null 2>&1
+ctl clean --forget >/dev/null 2>&1
 
 # a daemon that dies of SIGTERM without cleaning up: stop says so and
 # removes what it left (keeping the log)
@@ -165,7 +171,7 @@ expect_eq "stop of an unclean daemon" "$rc" 0
 expect_has "stop of an unclean daemon" "$out" "wcd pid $pf on host-6 exited without removing its ready file"
 [ -e "$RUN/host-6.ready" ] && fail "the unclean daemon's ready file is left"
 [ -e "$RUN/host-6.sock" ] && fail "the unclean daemon's socket is left"
-ctl clean >/dev/null 2>&1
+ctl clean --forget >/dev/null 2>&1
 
 # --foreground with the real wcd: one rank SIGKILLed after all are ready
 # is reported as signal 9 and the others are stopped, files removed
@@ -191,6 +197,6 @@ expect_eq "start on a missing model" "$rc" 1
 expect_has "start on a missing model" "$(cat "$T/bad.out")" "exited prematurely with code 1"
 expect_has "start on a missing model log" "$(cat "$T/bad.out")" "  | "
 expect_gone "$T/bad.out"
-ctl clean >/dev/null 2>&1
+ctl clean --forget >/dev/null 2>&1
 expect_empty "$RUN"
 echo ok

@@ -21,6 +21,33 @@ bool cli_version(int argc, char **argv, const char *prog)
 	return false;
 }
 
+int cli_getopt(int argc, char **argv, const char *shortopts,
+	       const struct option *longopts, const char *prog)
+{
+	int idx = -1, c = getopt_long(argc, argv, shortopts, longopts, &idx);
+	const struct option *o;
+	const char *text;
+	size_t n;
+
+	/* idx is set for a long option that was taken; the text is the
+	 * element just passed, or the one before when the value was the
+	 * next element (--model DIR) */
+	if (c == -1 || idx < 0 || optind < 2)
+		return c;
+	o = &longopts[idx];
+	text = argv[optind - 1];
+	if (o->has_arg == required_argument && optarg == text && optind >= 3)
+		text = argv[optind - 2];
+	if (strncmp(text, "--", 2))
+		return c;
+	n = strcspn(text + 2, "=");
+	if (n == strlen(o->name) && !strncmp(text + 2, o->name, n))
+		return c;
+	fprintf(stderr, "%s: '%.*s' is not an option (options are given whole, not abbreviated): did you mean --%s?\n",
+		prog, (int)n + 2, text, o->name);
+	return CLI_OPT_ABBREV;
+}
+
 int cli_parse_secs(const char *v, double lo, double hi, double *out)
 {
 	char *end;

@@ -7,12 +7,23 @@
 #ifndef WC_CLI_H
 #define WC_CLI_H
 
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 
 /* True when argv (before a "--") holds --version; prints the version line
  * for prog to stdout then. Call first thing in each command. */
 bool cli_version(int argc, char **argv, const char *prog);
+
+/* getopt_long, except that a long option is taken only by its whole name
+ * (GNU's takes any unique prefix, so "wcctl update --all" became
+ * --allow-layout-change). An abbreviation prints "PROG: '--all' is not an
+ * option (options are given whole): did you mean --allow-layout-change?"
+ * and returns CLI_OPT_ABBREV, a usage error like getopt_long's '?' (a
+ * switch's default: takes both). prog names the tool ("wcctl update"). */
+#define CLI_OPT_ABBREV 0x7fff0000
+int cli_getopt(int argc, char **argv, const char *shortopts,
+	       const struct option *longopts, const char *prog);
 
 /* Parses seconds ("10", "0.5") within [lo, hi]; 0 or -EINVAL. */
 int cli_parse_secs(const char *v, double lo, double hi, double *out);

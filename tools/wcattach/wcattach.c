@@ -50,7 +50,8 @@ static void usage(FILE *f)
 		"prints the tensor count and the attach time, and optionally holds the\n"
 		"mapping while watching the daemon.\n"
 		"\n"
-		"  --device D          host, host:NAME, a GPU index or GPU-<uuid>\n"
+		"  --device D          host, host:NAME, host-NAME (as wcctl status prints\n"
+		"                      it), a CUDA ordinal or GPU-<uuid>\n"
 		"  --runtime-dir DIR   where the daemon's socket is (DIR/<device>.sock)\n"
 		"  --socket PATH       the daemon's socket (instead of device + dir)\n"
 		"  --model DIR         check that the daemon serves this model (HELLO\n"
@@ -130,7 +131,7 @@ static void parse(int argc, char **argv, struct opts *o)
 	char *end;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "h", lo, "wcattach")) != -1) {
 		switch (c) {
 		case 'd': o->co.device = optarg; break;
 		case 'r': o->co.runtime_dir = optarg; break;

@@ -25,6 +25,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "err.h"
 #include "log.h"
 #include "ready.h"
@@ -155,8 +156,9 @@ static void usage(FILE *f)
 "together: p50/p99 of the cycle and of each phase.\n\n"
 "  --socket PATH          the daemon's socket (else from --runtime-dir/--device)\n"
 "  --runtime-dir DIR      runtime directory (the socket is DIR/<device>.sock)\n"
-"  --device D             host, host:NAME, an index or GPU-<uuid> (default: from\n"
-"                         the ready file beside --socket, else host)\n"
+"  --device D             host, host:NAME, host-NAME (as wcctl status prints\n"
+"                         it), an index or GPU-<uuid> (default: from the\n"
+"                         ready file beside --socket, else host)\n"
 "  --model DIR            send the identity of DIR in HELLO (what an engine\n"
 "                         does; costs reading its config and headers); without\n"
 "                         it HELLO accepts whatever the daemon serves\n"
@@ -200,7 +202,7 @@ int wb_attach(int argc, char **argv)
 	uint64_t t0, tensors = 0;
 	int c, rc, start[2];
 
-	while ((c = getopt_long(argc, argv, "n:p:qh", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "n:p:qh", lo, "wcbench attach")) != -1) {
 		if (wb_out_opt(&out, c, optarg))
 			continue;
 		switch (c) {

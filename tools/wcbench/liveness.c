@@ -29,6 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "log.h"
 #include "wcbench.h"
 #include "wcreactor.h"
@@ -432,7 +433,7 @@ int wb_liveness(int argc, char **argv)
 	ssize_t n;
 	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "n:c:qh", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "n:c:qh", lo, "wcbench liveness")) != -1) {
 		if (wb_out_opt(&out, c, optarg))
 			continue;
 		switch (c) {

@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "err.h"
 #include "log.h"
 #include "paths.h"
@@ -276,7 +277,8 @@ static void usage(FILE *f)
 "ready, reports the time to ready, the daemon's load time and GB/s and each\n"
 "load phase it reports, then stops it (SIGTERM).\n\n"
 "  --model DIR            the model directory (required)\n"
-"  --device D             host, host:NAME, an index or GPU-<uuid> (default host)\n"
+"  --device D             host, host:NAME, host-NAME, an index or GPU-<uuid>\n"
+"                         (default host)\n"
 "  --wcd PATH             the daemon (default: wcd next to this wcbench)\n"
 "  --drop-caches          drop the page cache before each run (cold; root)\n"
 "  -r, --repeat N         runs (default 1, at most %d)\n"
@@ -315,7 +317,7 @@ int wb_load(int argc, char **argv)
 	ssize_t n;
 	int c, rc;
 
-	while ((c = getopt_long(argc, argv, "r:qh", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "r:qh", lo, "wcbench load")) != -1) {
 		if (wb_out_opt(&out, c, optarg))
 			continue;
 		switch (c) {

@@ -31,6 +31,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "err.h"
 #include "log.h"
 #include "wcbench.h"
@@ -356,7 +357,7 @@ static void usage(FILE *f)
 "requests per second over all connections.\n\n"
 "  --socket PATH          the daemon's socket (else from --runtime-dir/--device)\n"
 "  --runtime-dir DIR      runtime directory (the socket is DIR/<device>.sock)\n"
-"  --device D             host, host:NAME, GPU-<uuid> (default host)\n"
+"  --device D             host, host:NAME, host-NAME, GPU-<uuid> (default host)\n"
 "  -n, --requests N       timed requests in all (default 100k; k, m suffixes)\n"
 "  -c, --connections N    concurrent connections (default 1, at most %d)\n"
 "  -d, --depth N          requests in flight per connection (default 1)\n"
@@ -402,7 +403,7 @@ static void rtt_parse(int argc, char **argv, struct rtt_opts *o,
 	const char *sock = NULL, *rdir = NULL, *dev = NULL, *client = NULL;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "n:c:d:qh", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "n:c:d:qh", lo, "wcbench rtt")) != -1) {
 		if (wb_out_opt(out, c, optarg))
 			continue;
 		switch (c) {

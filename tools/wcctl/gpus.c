@@ -100,7 +100,7 @@ int gpus_device_name(const char *spec, char *out, size_t len, char *err)
 	idx = strtol(spec, &end, 10);
 	if (*end || idx < 0)
 		return wc_errf(err, EINVAL,
-			       "device '%s' is not host, host:NAME, GPU-<uuid> or a CUDA ordinal",
+			       "device '%s' is not host, host:NAME, host-NAME (as wcctl status prints it), GPU-<uuid> or a CUDA ordinal",
 			       spec);
 	n = gpus_list(uuids, GPUS_MAX, err);
 	if (n < 0)

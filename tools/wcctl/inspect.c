@@ -13,11 +13,14 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "err.h"
 #include "hash.h"
 #include "model.h"
@@ -47,7 +50,17 @@ static void inspect_usage(FILE *f)
 		"  wcctl inspect /models/llama --json | jq .quantization\n"
 		"\n"
 		"Exit status: 0 valid and servable, 1 invalid or its verdict is REFUSED\n"
-		"(wcd would not serve it), or a layout that cannot be cut; 2 usage.\n");
+		"(wcd would not serve it), a directory without config.json, or a layout\n"
+		"that cannot be cut; 2 usage.\n");
+}
+
+/* Whether the model directory dir holds a config.json. */
+static bool have_config(const char *dir)
+{
+	char p[PATH_MAX];
+
+	return (size_t)snprintf(p, sizeof(p), "%s/config.json", dir) < sizeof(p) &&
+	       access(p, F_OK) == 0;
 }
 
 /* XXH3-128 of one tensor's bytes, read READ_CHUNK at a time. */
@@ -242,7 +255,7 @@ int wcctl_inspect(int argc, char **argv)
 	char *end;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "h", lo, "wcctl inspect")) != -1) {
 		switch (c) {
 		case 'H': want_hashes = true; break;
 		case 'j': json = true; break;
@@ -277,6 +290,12 @@ int wcctl_inspect(int argc, char **argv)
 	}
 	if (model_open(&m, argv[optind], err)) {
 		fprintf(stderr, "wcctl inspect: %s\n", err);
+		return 1;
+	}
+	if (!m.is_file && !have_config(m.path)) {
+		fprintf(stderr, "wcctl inspect: %s has no config.json, so its architecture, dtype and quantization cannot be told (a quantized checkpoint would pass as unquantized); put the model's config.json beside its shards, or inspect one .safetensors file\n",
+			m.path);
+		model_close(&m);
 		return 1;
 	}
 	if (plan) {

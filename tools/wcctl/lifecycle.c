@@ -26,17 +26,18 @@ static const char *const life_names[] = { "sleep", "wake", "update" };
 static void life_usage(FILE *f, enum life_cmd cmd)
 {
 	static const char *const what[] = {
-		"usage: wcctl sleep --level 1|2 --device D [--runtime-dir DIR | --socket PATH]\n"
+		"usage: wcctl sleep --level 1|2 (--device D | --all) [--runtime-dir DIR | --socket PATH]\n"
 		"\n"
 		"Releases the daemon's device memory. Level 1 keeps a copy in host memory\n"
 		"(pinned on CUDA) so that wake restores at copy speed; level 2 drops the\n"
 		"weights and wake reloads them from disk. Refused while any engine is\n"
 		"attached (the weights are shared zero-copy).\n",
-		"usage: wcctl wake --device D [--runtime-dir DIR | --socket PATH]\n"
+		"usage: wcctl wake (--device D | --all) [--runtime-dir DIR | --socket PATH]\n"
 		"\n"
 		"Restores the weights of a sleeping daemon and re-checks every tensor's\n"
 		"XXH3-128 against the manifest; on a mismatch the daemon stays asleep.\n",
-		"usage: wcctl update [--model DIR] [--allow-layout-change] --device D [--runtime-dir DIR | --socket PATH]\n"
+		"usage: wcctl update [--model DIR] [--allow-layout-change] (--device D | --all)\n"
+		"                    [--runtime-dir DIR | --socket PATH]\n"
 		"\n"
 		"Loads a new checkpoint of the served model (the same directory re-read, or\n"
 		"DIR) beside the current one and publishes it as the next version; engines\n"
@@ -58,7 +59,11 @@ static void life_usage(FILE *f, enum life_cmd cmd)
 	};
 
 	fprintf(f, "%s\n"
-		"  --device D          host, host:NAME, a GPU index or GPU-<uuid>\n"
+		"  --device D          host, host:NAME, host-NAME (as status prints it), a\n"
+		"                      CUDA ordinal or GPU-<uuid>\n"
+		"  --all               every daemon with a ready file in the runtime\n"
+		"                      directory, one after the other; each line starts\n"
+		"                      with the device (with --json: one object a line)\n"
 		"  --runtime-dir DIR   the daemons' runtime directory\n"
 		"  --socket PATH       the daemon's socket instead\n"
 		"  --timeout SECONDS   how long to wait for the reply (default 600;\n"
@@ -66,7 +71,8 @@ static void life_usage(FILE *f, enum life_cmd cmd)
 		"  --json              the outcome as one JSON object on stdout\n"
 		"\n%s"
 		"\nExit status: 0 done, 1 refused or failed (the reason on stderr, or in\n"
-		"\"error\" with --json), 2 usage.\n",
+		"\"error\" with --json; with --all: for any daemon), 2 usage, 3 no daemon\n"
+		"was found (--all).\n",
 		what[cmd], examples[cmd]);
 }
 
@@ -104,6 +110,7 @@ static int life_main(enum life_cmd cmd, int argc, char **argv)
 		{ "level", required_argument, NULL, 'l' },
 		{ "model", required_argument, NULL, 'm' },
 		{ "allow-layout-change", no_argument, NULL, 'L' },
+		{ "all", no_argument, NULL, 'a' },
 		{ "timeout", required_argument, NULL, 't' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -116,22 +123,25 @@ static int life_main(enum life_cmd cmd, int argc, char **argv)
 	struct wc_conn *c;
 	char label[32], *end;
 	long level = 0;
-	bool json = false, allow_layout = false;
+	bool json = false, allow_layout = false, all = false;
 	double t;
 	int ch, ret;
 
 	snprintf(label, sizeof(label), "wcctl %s", name);
 	co.label = label;
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((ch = cli_getopt(argc, argv, "h", lo, label)) != -1) {
 		switch (ch) {
 		case 'd': co.device = optarg; break;
 		case 'r': co.runtime_dir = optarg; break;
 		case 's': co.socket = optarg; break;
 		case 'l':
+			if (cmd != CMD_SLEEP) {
+				fprintf(stderr, "wcctl %s: --level belongs to wcctl sleep\n", name);
+				return 2;
+			}
 			level = strtol(optarg, &end, 10);
-			if (cmd != CMD_SLEEP || *end ||
-			    (level != 1 && level != 2)) {
+			if (*end || (level != 1 && level != 2)) {
 				fprintf(stderr, "wcctl %s: --level takes 1 or 2 (sleep only), got '%s'\n",
 					name, optarg);
 				return 2;
@@ -160,16 +170,26 @@ static int life_main(enum life_cmd cmd, int argc, char **argv)
 			co.timeout_ms = (int)(t * 1000);
 			break;
 		case 'j': json = true; break;
+		case 'a': all = true; break;
 		case 'h': life_usage(stdout, cmd); return 0;
 		default: life_usage(stderr, cmd); return 2;
 		}
 	}
-	if (wcctl_need_target(&co, optind < argc))
-		return 2;
 	if (cmd == CMD_SLEEP && !level) {
 		fprintf(stderr, "wcctl sleep: give --level 1 (keep a host copy) or --level 2 (reload from disk on wake)\n");
 		return 2;
 	}
+	if (all && (co.device || co.socket)) {
+		fprintf(stderr, "wcctl %s: give --device D, --socket PATH or --all, not two of them\n", name);
+		return 2;
+	}
+	if (all && optind == argc)
+		return wcctl_each_daemon(co.runtime_dir, argc, argv,
+					 cmd == CMD_SLEEP ? wcctl_sleep :
+					 cmd == CMD_WAKE ? wcctl_wake :
+					 wcctl_update);
+	if (wcctl_need_target(&co, optind < argc))
+		return 2;
 	memset(&r, 0, sizeof(r));
 	ret = wc_connect(&co, &c, &e);
 	if (ret == 0) {
@@ -186,9 +206,12 @@ static int life_main(enum life_cmd cmd, int argc, char **argv)
 	if (json)
 		life_json(name, co.device ? co.device : co.socket, ret, &r, &e);
 	else if (ret < 0)
-		fprintf(stderr, "wcctl %s: %s\n", name, e.msg);
+		fprintf(stderr, "wcctl %s: %s%s%s\n", name,
+			wcctl_all_device ? wcctl_all_device : "",
+			wcctl_all_device ? ": " : "", e.msg);
 	else
-		printf("%s\n", r.msg);
+		printf("%s%s%s\n", wcctl_all_device ? wcctl_all_device : "",
+		       wcctl_all_device ? ": " : "", r.msg);
 	if (fflush(stdout))
 		return 1;
 	return ret < 0 ? 1 : 0;

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "wcache.h"
 #include "wcctl.h"
 
@@ -23,7 +24,8 @@ static void manifest_usage(FILE *f)
 		"Prints every tensor a running daemon serves: name, dtype, shape, bytes and\n"
 		"the XXH3-128 of its bytes (canonical hex, as xxhsum -H2 prints it).\n"
 		"\n"
-		"  --device D          host, host:NAME, a GPU index or GPU-<uuid>\n"
+		"  --device D          host, host:NAME, host-NAME (as status prints it), a\n"
+		"                      CUDA ordinal or GPU-<uuid>\n"
 		"  --runtime-dir DIR   the daemons' runtime directory\n"
 		"  --socket PATH       the daemon's socket instead\n"
 		"  --json              one JSON object: {\"device\", \"identity\", \"version\",\n"
@@ -106,7 +108,7 @@ int wcctl_manifest(int argc, char **argv)
 	int ch;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((ch = cli_getopt(argc, argv, "h", lo, "wcctl manifest")) != -1) {
 		switch (ch) {
 		case 'd': co.device = optarg; break;
 		case 'r': co.runtime_dir = optarg; break;

@@ -87,7 +87,7 @@ int wcctl_metrics(int argc, char **argv)
 	int ch, n, rc = 0;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((ch = cli_getopt(argc, argv, "h", lo, "wcctl metrics")) != -1) {
 		switch (ch) {
 		case 'd': co.device = optarg; break;
 		case 'a': all = true; break;

@@ -40,7 +40,7 @@ extern char **environ;
 static void restart_usage(FILE *f)
 {
 	fprintf(f,
-"usage: wcctl restart --device D [--runtime-dir DIR] [--wcd PATH]\n"
+"usage: wcctl restart (--device D | --all) [--runtime-dir DIR] [--wcd PATH]\n"
 "                     [--verify none|hash] [--timeout SEC] [--json]\n"
 "\n"
 "Hands a running rank daemon over to a new wcd (wcd --takeover): the lock,\n"
@@ -51,6 +51,7 @@ static void restart_usage(FILE *f)
 "serving.\n"
 "\n"
 "  --device D        host, host:NAME, host-NAME, a CUDA ordinal or GPU-<uuid>\n"
+"  --all             every daemon with a ready file, one after the other\n"
 "  --runtime-dir DIR as given to wcctl start / wcd (default: the environment's)\n"
 "  --wcd PATH        the new daemon (default: the wcd next to this wcctl)\n"
 "  --verify hash     the new daemon hashes every tensor again first\n"
@@ -62,8 +63,8 @@ static void restart_usage(FILE *f)
 "  wcctl restart --device host-0 --wcd /opt/wcache-new/bin/wcd --verify hash\n"
 "  wcctl restart --device GPU-5a3f0c1e-... --timeout 120 --json\n"
 "\n"
-"Exit status: 0 handed over, 1 failed (the log says which daemon serves),\n"
-"2 usage, 3 no daemon was running.\n");
+"Exit status: 0 handed over, 1 failed (the log says which daemon serves;\n"
+"with --all: any of them), 2 usage, 3 no daemon was running.\n");
 }
 
 static int pidfd_open_(pid_t pid)
@@ -181,6 +182,7 @@ int wcctl_restart(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{ "device", required_argument, NULL, 'd' },
+		{ "all", no_argument, NULL, 'a' },
 		{ "runtime-dir", required_argument, NULL, 'r' },
 		{ "wcd", required_argument, NULL, 'w' },
 		{ "verify", required_argument, NULL, 'v' },
@@ -193,7 +195,7 @@ int wcctl_restart(int argc, char **argv)
 	char name[128], spec[160], err[WC_ERR_LEN], self[4096];
 	char tp_size[16], tp_rank[16], pp_size[16], pp_rank[16];
 	double timeout_s = 60;
-	bool json = false, rehash = false;
+	bool json = false, rehash = false, all = false;
 	struct ready_info ri;
 	struct paths p;
 	struct rundir rd;
@@ -204,7 +206,7 @@ int wcctl_restart(int argc, char **argv)
 	int na = 0;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "h", lo, "wcctl restart")) != -1) {
 		switch (c) {
 		case 'd': device = optarg; break;
 		case 'r': runtime_dir = optarg; break;
@@ -226,12 +228,15 @@ int wcctl_restart(int argc, char **argv)
 			}
 			break;
 		case 'j': json = true; break;
+		case 'a': all = true; break;
 		case 'h': restart_usage(stdout); return 0;
 		default: restart_usage(stderr); return 2;
 		}
 	}
-	if (optind < argc || !device) {
-		fprintf(stderr, "wcctl restart: --device D is required\n");
+	if (optind == argc && all && !device)
+		return wcctl_each_daemon(runtime_dir, argc, argv, wcctl_restart);
+	if (optind < argc || !device == !all) {
+		fprintf(stderr, "wcctl restart: give exactly one of --device D or --all\n");
 		restart_usage(stderr);
 		return 2;
 	}

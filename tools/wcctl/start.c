@@ -59,7 +59,8 @@ static void start_usage(FILE *f)
 "                       CUDA ordinal is g (passed to wcd as its GPU-UUID, from\n"
 "                       nvidia-smi and CUDA_VISIBLE_DEVICES, in PCI bus order);\n"
 "                       host: device host:<prefix><g> in host memory (tests,\n"
-"                       machines without a GPU)\n"
+"                       machines without a GPU), which wcctl status and the\n"
+"                       runtime files name host-<prefix><g>\n"
 "  --device-prefix STR  host backend: the <prefix> above (default: none)\n"
 "  --num-gpus N         GPUs on this node (default: counted with nvidia-smi;\n"
 "                       host backend: no limit)\n"
@@ -140,6 +141,7 @@ static const struct option start_longopts[] = {
 	{ "model-path", required_argument, NULL, OPT_MODEL },
 	{ "tp-size", required_argument, NULL, OPT_TP },
 	{ "tensor-parallel-size", required_argument, NULL, OPT_TP },
+	{ "tp", required_argument, NULL, OPT_TP },
 	{ "pp-size", required_argument, NULL, OPT_PP },
 	{ "pipeline-parallel-size", required_argument, NULL, OPT_PP },
 	{ "ep-size", required_argument, NULL, OPT_EP },
@@ -182,8 +184,8 @@ static int start_parse(int argc, char **argv, struct launch_opts *o)
 		.ep_size = 1, .ep_rank = 0,
 	};
 	optind = 1;
-	while (!bad && (c = getopt_long(argc, argv, "+h", start_longopts,
-					NULL)) != -1) {
+	while (!bad && (c = cli_getopt(argc, argv, "+h", start_longopts,
+				       "wcctl start")) != -1) {
 		switch (c) {
 		case OPT_MODEL: o->model = optarg; break;
 		case OPT_TP: bad = parse_int_opt("--tp-size", optarg, 1, big, &o->lp.tp); break;

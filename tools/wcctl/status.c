@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -28,6 +29,7 @@ struct row {
 	char ready_path[PATHS_MAX];
 	struct ready_info ri;
 	bool have_ready;
+	bool dead;                /* ri is from wcctl clean's .dead record */
 	json_t *status;           /* the daemon's answer, or NULL */
 	char why[WC_ERR_MSG_LEN]; /* why not */
 	pid_t lock_pid;           /* STARTING rows */
@@ -36,7 +38,8 @@ struct row {
 static void status_usage(FILE *f)
 {
 	fprintf(f,
-"usage: wcctl status [--device D] [--json] [--runtime-dir DIR] [--timeout SEC]\n"
+"usage: wcctl status [--device D | --all] [--backend cuda|host] [--json]\n"
+"                    [--runtime-dir DIR] [--timeout SEC]\n"
 "\n"
 "Asks every daemon that has a ready file for its STATUS and prints a table:\n"
 "device, rank, state, model, version, GB, tensors, clients, uptime. A daemon\n"
@@ -48,6 +51,9 @@ static void status_usage(FILE *f)
 "                    carry \"reachable\": false, \"error\" and their ready file\n"
 "  --device D        only this device: host, host:NAME, host-NAME (as the\n"
 "                    table prints it), a CUDA ordinal or GPU-<uuid>\n"
+"  --all             every daemon (the default)\n"
+"  --backend B       only the daemons of wcctl start --backend B: host\n"
+"                    (devices host, host-NAME) or cuda (GPU-<uuid>, N)\n"
 "  --runtime-dir DIR as given to wcctl start / wcd (default: the environment's)\n"
 "  --timeout SEC     per daemon (default 2; decimals allowed; --timeout-ms MS\n"
 "                    is the old spelling)\n"
@@ -162,7 +168,7 @@ static void print_table(const struct row *rows, int n)
 			snprintf(rank, sizeof(rank), "pp%d/tp%d",
 				 r->ri.pp_rank, r->ri.tp_rank);
 			printf("%-*s %-10s %-12s %-20s %7llu %8.3f %8llu %7s %8s\n",
-			       w, r->device, rank, "UNREACHABLE",
+			       w, r->device, rank, r->dead ? "DEAD" : "UNREACHABLE",
 			       base_name(r->ri.model),
 			       (unsigned long long)r->ri.version,
 			       r->ri.bytes / 1e9,
@@ -181,6 +187,8 @@ static void print_table(const struct row *rows, int n)
 		if (!r->have_ready && r->lock_pid)
 			printf("%s: wcd pid %d holds the device and is still loading (no ready file yet)\n",
 			       r->device, (int)r->lock_pid);
+		else if (r->dead)
+			printf("%s: DEAD: %s\n", r->device, r->why);
 		else if (r->have_ready)
 			printf("%s: UNREACHABLE: %s; its ready file %s says pid %d, socket %s, state %s\n",
 			       r->device, r->why, r->ready_path, r->ri.pid,
@@ -204,14 +212,15 @@ static json_t *row_json(const struct row *r)
 	o = json_pack("{s:s, s:b, s:s, s:o}", "device", r->device,
 		      "reachable", 0, "state",
 		      !r->have_ready && r->lock_pid ? "STARTING" :
-		      "UNREACHABLE", "error", json_text(r->why));
+		      r->dead ? "DEAD" : "UNREACHABLE", "error", json_text(r->why));
 	if (!r->have_ready) {
 		if (r->lock_pid)
 			json_object_set_new(o, "pid",
 					    json_integer(r->lock_pid));
 		return o;
 	}
-	json_object_set_new(o, "ready_file", json_text(r->ready_path));
+	json_object_set_new(o, r->dead ? "dead_file" : "ready_file",
+			    json_text(r->ready_path));
 	json_object_set_new(o, "ready", json_pack(
 		"{s:i, s:o, s:s, s:s, s:I, s:I, s:I, s:f, s:o,"
 		" s:i, s:i, s:i, s:i, s:s}",
@@ -227,8 +236,65 @@ static json_t *row_json(const struct row *r)
 	return o;
 }
 
-/* Rows for ready files, then for locked devices without one. */
-static int collect(const struct rundir *rd, const char *only,
+/* Whether the device file name is asked for: only (NULL: any) and the
+ * backend (1 host: "host", "host-NAME"; 0 cuda: the others; -1 any). */
+static bool wanted(const char *name, const char *only, int backend)
+{
+	bool host = !strcmp(name, "host") || !strncmp(name, "host-", 5);
+
+	if (only && strcmp(only, name))
+		return false;
+	return backend < 0 || host == (backend == 1);
+}
+
+/* A row for the record wcctl clean left of a daemon that died serving
+ * (<device>.dead), unless the device has a row (it serves again, or is
+ * starting); 1 when added, else 0. */
+static int dead_row(const struct rundir *rd, const char *name,
+		    const char *only, int backend, struct row *rows, int n)
+{
+	struct row *r = &rows[n];
+	char e[WC_ERR_LEN], when[32] = "?", line[256];
+	struct paths p;
+	long at = 0;
+	pid_t pid;
+	FILE *f;
+
+	if (!wanted(name, only, backend))
+		return 0;
+	for (int j = 0; j < n; j++)
+		if (!strcmp(rows[j].device, name))
+			return 0;
+	if (rundir_paths(rd, name, &p, e) ||
+	    lock_holder(p.lock, &pid, e) > 0)
+		return 0;
+	memset(r, 0, sizeof(*r));
+	memcpy(r->device, name, sizeof(r->device));
+	if ((size_t)snprintf(r->ready_path, sizeof(r->ready_path), "%s.dead",
+			     p.prefix) >= sizeof(r->ready_path) ||
+	    ready_read_file(&r->ri, r->ready_path, e))
+		return 0;
+	f = fopen(r->ready_path, "re");
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "cleaned_at=%ld", &at) == 1)
+			break;
+	if (f)
+		fclose(f);
+	if (at > 0)
+		strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%SZ",
+			 gmtime(&(time_t){ at }));
+	r->have_ready = true;
+	r->dead = true;
+	snprintf(r->why, sizeof(r->why),
+		 "its daemon (pid %d, pp%d/tp%d of %.700s) died serving; wcctl clean removed its files at %s and left %.700s; start it again with wcctl start, or run 'wcctl clean --forget' if the rank is gone for good",
+		 r->ri.pid, r->ri.pp_rank, r->ri.tp_rank, r->ri.model, when,
+		 r->ready_path);
+	return 1;
+}
+
+/* Rows for ready files, then for locked devices without one, then for
+ * the records of dead daemons. */
+static int collect(const struct rundir *rd, const char *only, int backend,
 		   struct row *rows, int timeout_ms, char *err)
 {
 	static rundir_name names[RUNDIR_DEVICES_MAX];
@@ -238,7 +304,7 @@ static int collect(const struct rundir *rd, const char *only,
 	if (k < 0)
 		return k;
 	for (int i = 0; i < k; i++) {
-		if (only && strcmp(only, names[i]))
+		if (!wanted(names[i], only, backend))
 			continue;
 		struct row *r = &rows[n++];
 		struct paths p;
@@ -270,7 +336,7 @@ static int collect(const struct rundir *rd, const char *only,
 		char e[WC_ERR_LEN];
 		bool dup = false;
 
-		if (only && strcmp(only, names[i]))
+		if (!wanted(names[i], only, backend))
 			continue;
 		for (int j = 0; j < n && !dup; j++)
 			dup = !strcmp(rows[j].device, names[i]);
@@ -284,6 +350,11 @@ static int collect(const struct rundir *rd, const char *only,
 			 "no ready file yet (still loading)");
 		n++;
 	}
+	k = rundir_scan(rd, ".dead", names, RUNDIR_DEVICES_MAX, err);
+	if (k < 0)
+		return k;
+	for (int i = 0; i < k && n < RUNDIR_DEVICES_MAX; i++)
+		n += dead_row(rd, names[i], only, backend, rows, n);
 	return n;
 }
 
@@ -295,10 +366,14 @@ int wcctl_status(int argc, char **argv)
 		{ "timeout", required_argument, NULL, 'T' },
 		{ "timeout-ms", required_argument, NULL, 't' },
 		{ "device", required_argument, NULL, 'd' },
+		{ "all", no_argument, NULL, 'a' },
+		{ "backend", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
 	static struct row rows[RUNDIR_DEVICES_MAX];
+	int backend = -1;   /* 0 cuda, 1 host, -1 both */
+	bool all = false;
 	const char *runtime_dir = NULL, *device = NULL;
 	int c, n, answered = 0, starting = 0, timeout_ms = 2000;
 	char err[WC_ERR_LEN], *end, only[PATHS_DEVICE_MAX + 1];
@@ -307,7 +382,7 @@ int wcctl_status(int argc, char **argv)
 	struct rundir rd;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "h", lo, "wcctl status")) != -1) {
 		switch (c) {
 		case 'j': json = true; break;
 		case 'r': runtime_dir = optarg; break;
@@ -330,12 +405,25 @@ int wcctl_status(int argc, char **argv)
 				timeout_ms = 1;
 			break;
 		case 'd': device = optarg; break;
+		case 'a': all = true; break;
+		case 'b':
+			if (strcmp(optarg, "cuda") && strcmp(optarg, "host")) {
+				fprintf(stderr, "wcctl status: --backend '%s' is not cuda or host\n",
+					optarg);
+				return 2;
+			}
+			backend = !strcmp(optarg, "host");
+			break;
 		case 'h': status_usage(stdout); return 0;
 		default: status_usage(stderr); return 2;
 		}
 	}
 	if (optind < argc) {
 		status_usage(stderr);
+		return 2;
+	}
+	if (all && device) {
+		fprintf(stderr, "wcctl status: give --device D or --all, not both\n");
 		return 2;
 	}
 	if (rundir_init(&rd, runtime_dir, err)) {
@@ -346,7 +434,8 @@ int wcctl_status(int argc, char **argv)
 		log_error("%s", err);
 		return 2;
 	}
-	n = collect(&rd, device ? only : NULL, rows, timeout_ms, err);
+	n = collect(&rd, device ? only : NULL, backend, rows, timeout_ms,
+		    err);
 	if (n < 0) {
 		log_error("%s", err);
 		return 1;
@@ -371,6 +460,10 @@ int wcctl_status(int argc, char **argv)
 	} else if (device) {
 		printf("no wcache daemon found for device %s in %s (start one with 'wcctl start')\n",
 		       only, rd.dir);
+	} else if (backend >= 0) {
+		printf("no wcache daemon of the %s backend found in %s (start them with 'wcctl start --backend %s')\n",
+		       backend ? "host" : "cuda", rd.dir,
+		       backend ? "host" : "cuda");
 	} else {
 		printf("no wcache daemon found in %s (start one with 'wcctl start')\n",
 		       rd.dir);

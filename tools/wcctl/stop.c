@@ -194,7 +194,7 @@ int wcctl_stop(int argc, char **argv)
 	json_t *stopped;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "h", lo, "wcctl stop")) != -1) {
 		switch (c) {
 		case 'd': device = optarg; break;
 		case 'a': all = true; break;

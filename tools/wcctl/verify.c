@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "err.h"
 #include "hash.h"
 #include "model.h"
@@ -38,14 +39,19 @@
 static void verify_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: wcctl verify --device D [--runtime-dir DIR | --socket PATH] [--rules FILE] [--json]\n"
+		"usage: wcctl verify (--device D | --all) [--runtime-dir DIR | --socket PATH]\n"
+		"                    [--rules FILE] [--json]\n"
 		"\n"
 		"Re-reads the checkpoint a running daemon serves and compares every tensor's\n"
 		"XXH3-128 with the served one. The identity's checkpoint digest covers each\n"
 		"shard's name, size, mtime and header, not its bytes: a shard rewritten in\n"
 		"place with the same size, header and mtime is only found this way.\n"
 		"\n"
-		"  --device D          host, host:NAME, a GPU index or GPU-<uuid>\n"
+		"  --device D          host, host:NAME, host-NAME (as status prints it), a\n"
+		"                      CUDA ordinal or GPU-<uuid>\n"
+		"  --all               every daemon with a ready file in the runtime\n"
+		"                      directory, one after the other (--json: one object\n"
+		"                      a line)\n"
 		"  --runtime-dir DIR   the daemons' runtime directory\n"
 		"  --socket PATH       the daemon's socket instead\n"
 		"  --rules FILE        the rules file the daemon was started with, if any\n"
@@ -55,7 +61,8 @@ static void verify_usage(FILE *f)
 		"  wcctl verify --device 0\n"
 		"  wcctl verify --device host:demo --runtime-dir /run/wcache --json\n"
 		"\n"
-		"Exit status: 0 every hash matches, 1 a mismatch or an error, 2 usage.\n");
+		"Exit status: 0 every hash matches, 1 a mismatch or an error (with --all:\n"
+		"of any daemon), 2 usage, 3 no daemon was found (--all).\n");
 }
 
 /* Hashes a piece's source bytes into h: height rows of width bytes,
@@ -164,6 +171,7 @@ int wcctl_verify(int argc, char **argv)
 		{ "device", required_argument, NULL, 'd' },
 		{ "runtime-dir", required_argument, NULL, 'r' },
 		{ "socket", required_argument, NULL, 's' },
+		{ "all", no_argument, NULL, 'a' },
 		{ "rules", required_argument, NULL, 'R' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
@@ -182,21 +190,28 @@ int wcctl_verify(int argc, char **argv)
 	uint8_t *buf;
 	int *fds;
 	size_t off = 0;
-	bool json = false;
+	bool json = false, all = false;
 	int ch, ret = 1;
 
 	optind = 1;
-	while ((ch = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((ch = cli_getopt(argc, argv, "h", lo, "wcctl verify")) != -1) {
 		switch (ch) {
 		case 'd': co.device = optarg; break;
 		case 'r': co.runtime_dir = optarg; break;
 		case 's': co.socket = optarg; break;
 		case 'R': rules_path = optarg; break;
 		case 'j': json = true; break;
+		case 'a': all = true; break;
 		case 'h': verify_usage(stdout); return 0;
 		default: verify_usage(stderr); return 2;
 		}
 	}
+	if (all && (co.device || co.socket)) {
+		fprintf(stderr, "wcctl verify: give --device D, --socket PATH or --all, not two of them\n");
+		return 2;
+	}
+	if (all && optind == argc)
+		return wcctl_each_daemon(co.runtime_dir, argc, argv, wcctl_verify);
 	if (wcctl_need_target(&co, optind < argc))
 		return 2;
 	if (wcctl_get_manifest(&co, &c, &wm))

@@ -45,4 +45,14 @@ int wcctl_wake(int argc, char **argv);
 int wcctl_update(int argc, char **argv);
 int wcctl_metrics(int argc, char **argv);
 
+/* --all (each.c): runs run(argc, argv) once per daemon with a ready file
+ * in the runtime directory (runtime_dir, NULL: the environment's), with
+ * "--all" left out and "--device NAME" added; wcctl_all_device is NAME
+ * meanwhile (NULL otherwise), for the command to name the daemon in its
+ * text output. Returns 0 when every run returned 0, 2 at the first usage
+ * error, 3 (said) when no daemon has a ready file, else 1. */
+extern const char *wcctl_all_device;
+int wcctl_each_daemon(const char *runtime_dir, int argc, char **argv,
+		      int (*run)(int argc, char **argv));
+
 #endif

@@ -41,7 +41,7 @@ static const char usage_text[] =
 "  --model DIR            model directory (config.json + *.safetensors);\n"
 "                         SGLang's --model-path is the same option\n"
 "  --tp-size N --tp-rank R  tensor-parallel split (default 1, 0; SGLang's\n"
-"                         --tensor-parallel-size too)\n"
+"                         --tensor-parallel-size and --tp too)\n"
 "  --pp-size N --pp-rank R  pipeline-parallel stage (default 1, 0; SGLang's\n"
 "                         --pipeline-parallel-size too)\n"
 "  --device D             host, host:NAME (memfd pools), a CUDA ordinal or a\n"
@@ -256,6 +256,7 @@ static const struct option longopts[] = {
 	{ "model-path", required_argument, NULL, OPT_MODEL },   /* SGLang's */
 	{ "tp-size", required_argument, NULL, OPT_TP_SIZE },
 	{ "tensor-parallel-size", required_argument, NULL, OPT_TP_SIZE },
+	{ "tp", required_argument, NULL, OPT_TP_SIZE },          /* SGLang's */
 	{ "tp-rank", required_argument, NULL, OPT_TP_RANK },
 	{ "pp-size", required_argument, NULL, OPT_PP_SIZE },
 	{ "pipeline-parallel-size", required_argument, NULL, OPT_PP_SIZE },
@@ -316,7 +317,7 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 		.read_timeout_ms = WCD_READ_TIMEOUT_MS,
 	};
 	opterr = 0;
-	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "h", longopts, "wcd")) != -1) {
 		switch (c) {
 		case OPT_MODEL: o->model = optarg; break;
 		case OPT_TP_SIZE: o->tp_size = parse_u32(optarg, "bad --tp-size '%s'"); break;
@@ -425,6 +426,9 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 		case 'h':
 			fputs(usage_text, stdout);
 			exit(0);
+		case CLI_OPT_ABBREV:   /* said */
+			fprintf(stderr, "Run 'wcd --help' for the options.\n");
+			exit(2);
 		default:
 			usage_fail("unknown or incomplete option '%s'",
 				   argv[optind - 1]);

@@ -647,7 +647,7 @@ static void parse_args(int argc, char **argv, struct opts *o)
 	memset(o, 0, sizeof(*o));
 	o->shard_size = 5000000000ull;
 	o->dtype = ST_BF16;
-	while ((c = getopt_long(argc, argv, "h", lo, NULL)) != -1) {
+	while ((c = cli_getopt(argc, argv, "h", lo, "wcgen")) != -1) {
 		switch (c) {
 		case 'o': o->out = optarg; break;
 		case 's':
