@@ -68,6 +68,8 @@ struct mhttp {
 	uint64_t retry_until_ns;
 	char addr[256];
 	char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	dev_t unix_dev;               /* the socket file we bound */
+	ino_t unix_ino;
 	struct mconn conns[MHTTP_CONNS_MAX];
 };
 
@@ -239,6 +241,77 @@ static void mhttp_accepted(struct rx_accept *a, int fd, bool final)
 	conn_recv(c);
 }
 
+/* Whether a process accepts connections on the unix socket at path: a
+ * connect (non-blocking: a full backlog, EAGAIN, is a live one too).
+ * 0 nobody (a stale file), 1 somebody, -errno when it cannot be told. */
+static int unix_socket_live(const struct sockaddr_un *sa)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ||
+	    errno == EAGAIN || errno == EINPROGRESS)
+		ret = 1;
+	else if (errno != ECONNREFUSED && errno != ENOENT)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* "unix:PATH": a socket file left by a dead process is replaced; one that
+ * a live process (another daemon, or the old one during a handover)
+ * answers on is left alone: -EADDRINUSE. The inode bound is kept so that
+ * metrics_http_stop removes the file only while it is still ours. */
+static int mhttp_bind_unix(struct mhttp *mh, const char *addr, char *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd, ret;
+
+	if (!addr[5] || strlen(addr + 5) >= sizeof(sa.sun_path))
+		return wc_errf(err, EINVAL,
+			       "--metrics-listen '%s': the unix socket path must be 1 to %zu bytes",
+			       addr, sizeof(sa.sun_path) - 1);
+	memcpy(sa.sun_path, addr + 5, strlen(addr + 5) + 1);
+	if (lstat(sa.sun_path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode))
+			return wc_errf(err, EEXIST,
+				       "--metrics-listen '%s': %s exists and is not a socket; remove it or pick another path",
+				       addr, sa.sun_path);
+		ret = unix_socket_live(&sa);
+		if (ret == 1)
+			return wc_errf(err, EADDRINUSE,
+				       "--metrics-listen '%s': another process serves on %s (it accepted a connection); stop it or give this daemon another path",
+				       addr, sa.sun_path);
+		if (ret < 0)
+			return wc_errf(err, -ret,
+				       "--metrics-listen '%s': cannot tell whether %s is in use: %s; remove it if it is stale, or pick another path",
+				       addr, sa.sun_path, strerror(-ret));
+		unlink(sa.sun_path);  /* nobody answers: a stale socket */
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return wc_errf(err, errno, "socket: %s", strerror(errno));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    listen(fd, MHTTP_BACKLOG) || stat(sa.sun_path, &st)) {
+		ret = -errno;
+		close(fd);
+		return wc_errf(err, -ret,
+			       "--metrics-listen '%s': cannot listen: %s",
+			       addr, strerror(-ret));
+	}
+	mh->unix_dev = st.st_dev;
+	mh->unix_ino = st.st_ino;
+	snprintf(mh->unix_path, sizeof(mh->unix_path), "%s", sa.sun_path);
+	snprintf(mh->d->metrics_addr, sizeof(mh->d->metrics_addr),
+		 "unix:%s", sa.sun_path);
+	mh->listen_fd = fd;
+	log_info("metrics: serving GET /metrics on unix:%s", sa.sun_path);
+	return 0;
+}
+
 /* Binds addr: "unix:PATH", "[v6]:port", "host:port" or ":port". */
 static int mhttp_bind(struct mhttp *mh, const char *addr, char *err)
 {
@@ -249,42 +322,8 @@ static int mhttp_bind(struct mhttp *mh, const char *addr, char *err)
 	const char *port;
 	int fd, one = 1, ret;
 
-	if (!strncmp(addr, "unix:", 5)) {
-		struct sockaddr_un sa = { .sun_family = AF_UNIX };
-		struct stat st;
-
-		if (!addr[5] || strlen(addr + 5) >= sizeof(sa.sun_path))
-			return wc_errf(err, EINVAL,
-				       "--metrics-listen '%s': the unix socket path must be 1 to %zu bytes",
-				       addr, sizeof(sa.sun_path) - 1);
-		memcpy(sa.sun_path, addr + 5, strlen(addr + 5) + 1);
-		if (lstat(sa.sun_path, &st) == 0) {
-			if (!S_ISSOCK(st.st_mode))
-				return wc_errf(err, EEXIST,
-					       "--metrics-listen '%s': %s exists and is not a socket; remove it or pick another path",
-					       addr, sa.sun_path);
-			unlink(sa.sun_path);  /* a stale socket */
-		}
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			return wc_errf(err, errno, "socket: %s", strerror(errno));
-		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-		    listen(fd, MHTTP_BACKLOG)) {
-			ret = -errno;
-			close(fd);
-			return wc_errf(err, -ret,
-				       "--metrics-listen '%s': cannot listen: %s",
-				       addr, strerror(-ret));
-		}
-		snprintf(mh->unix_path, sizeof(mh->unix_path), "%s",
-			 sa.sun_path);
-		snprintf(mh->d->metrics_addr, sizeof(mh->d->metrics_addr),
-			 "unix:%s", sa.sun_path);
-		mh->listen_fd = fd;
-		log_info("metrics: serving GET /metrics on unix:%s",
-			 sa.sun_path);
-		return 0;
-	}
+	if (!strncmp(addr, "unix:", 5))
+		return mhttp_bind_unix(mh, addr, err);
 	port = strrchr(addr, ':');
 	if (!port || !port[1] || (size_t)(port - addr) >= sizeof(host))
 		return wc_errf(err, EINVAL,
@@ -430,10 +469,18 @@ void metrics_http_stop(struct wcd *d)
 	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++)
 		if (mh->conns[i].fd >= 0)
 			conn_close(&mh->conns[i]);
+	/* Unlink while still listening, and only our own file: a daemon that
+	 * took the path over (a handover's new one binds once our listener
+	 * stops answering) keeps its socket. */
+	if (mh->unix_path[0]) {
+		struct stat st;
+
+		if (!lstat(mh->unix_path, &st) && st.st_dev == mh->unix_dev &&
+		    st.st_ino == mh->unix_ino)
+			unlink(mh->unix_path);
+	}
 	if (mh->listen_fd >= 0)
 		close(mh->listen_fd);
-	if (mh->unix_path[0])
-		unlink(mh->unix_path);
 	free(mh);
 	d->mhttp = NULL;
 }
