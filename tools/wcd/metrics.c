@@ -250,7 +250,7 @@ static void put_http(struct out *o, struct wcd *d)
 	const struct wcd_metrics *m = &d->m;
 
 	family(o, "wcache_metrics_scrapes_total", "counter",
-	       "Connections to this endpoint, by outcome: served (200), error (4xx/5xx answered), rejected (over the connection limit), timeout (cut off by the deadline).");
+	       "Connections to this endpoint, by outcome: served (200), error (4xx/5xx answered), rejected (over the connection limit, every slot answering), evicted (closed before a whole request came, for a newer connection, at the limit), timeout (cut off by the deadline).");
 	put(o, "wcache_metrics_scrapes_total{result=\"served\"} %llu\n",
 	    (unsigned long long)m->http_served);
 	put(o, "wcache_metrics_scrapes_total{result=\"error\"} %llu\n",
@@ -259,6 +259,8 @@ static void put_http(struct out *o, struct wcd *d)
 	    (unsigned long long)m->http_rejected);
 	put(o, "wcache_metrics_scrapes_total{result=\"timeout\"} %llu\n",
 	    (unsigned long long)m->http_timeouts);
+	put(o, "wcache_metrics_scrapes_total{result=\"evicted\"} %llu\n",
+	    (unsigned long long)m->http_evicted);
 	family(o, "wcache_log_lines_suppressed_total", "counter",
 	       "Log lines about malformed frames left out by the rate limit.");
 	put(o, "wcache_log_lines_suppressed_total %llu\n",

@@ -54,6 +54,7 @@ struct wcd_metrics {
 	struct metrics_life life[METRICS_LIFE_KINDS];
 	/* the HTTP endpoint */
 	uint64_t http_served, http_errors, http_rejected, http_timeouts;
+	uint64_t http_evicted;        /* closed for a newer connection */
 	/* log lines of malformed frames: a burst, then a count */
 	struct log_limit malformed_log;
 };

@@ -5,8 +5,13 @@
  * answer, then closed (Connection: close). The parser is proto/http.c.
  *
  * Bounds, so that scrapers cannot take anything from the engines:
- *   - at most MHTTP_CONNS_MAX connections at once; more are closed at
- *     accept (counted as rejected), the slots are allocated at start-up;
+ *   - at most MHTTP_CONNS_MAX connections at once, the slots allocated
+ *     at start-up. A connection past the limit takes the slot of the
+ *     oldest one that has not sent a whole request yet (that one is
+ *     closed: evicted), so that one peer holding many half-sent requests
+ *     cannot lock a scraper out; it waits in the slot (next_fd) until the
+ *     evicted one's receive has been cancelled. Only when every slot is
+ *     answering is a new connection closed at accept (rejected);
  *   - a request head of at most HTTP_HEAD_MAX bytes, read into the slot;
  *   - one deadline (MHTTP_DEADLINE_NS) for the whole exchange, read and
  *     write: a slow or silent client is cut off when it passes (a linked
@@ -47,6 +52,8 @@ struct mhttp;
 struct mconn {
 	struct mhttp *mh;
 	int fd;                       /* -1: the slot is free */
+	int next_fd;                  /* evicting fd: this one takes the slot */
+	uint64_t next_at_ns;          /* when next_fd was accepted */
 	struct rx_recv rx;
 	struct rx_send tx;
 	struct iovec iov[2];
@@ -73,12 +80,31 @@ struct mhttp {
 	struct mconn conns[MHTTP_CONNS_MAX];
 };
 
+static void conn_recv(struct mconn *c);
+
+/* fd's exchange in slot c, from its accept at at_ns. */
+static void conn_begin(struct mconn *c, int fd, uint64_t at_ns)
+{
+	c->fd = fd;
+	c->n = 0;
+	c->status = 0;
+	c->deadline_at_ns = at_ns + MHTTP_DEADLINE_NS;
+	conn_recv(c);
+}
+
+/* Ends the slot's connection; a connection waiting for the slot (it
+ * evicted this one) starts in it. */
 static void conn_close(struct mconn *c)
 {
+	int next = c->next_fd;
+
 	close(c->fd);
 	c->fd = -1;
 	free(c->body);
 	c->body = NULL;
+	c->next_fd = -1;
+	if (next >= 0)
+		conn_begin(c, next, c->next_at_ns);
 }
 
 /* Time left of the connection's deadline, or 0 when it has passed. */
@@ -166,8 +192,6 @@ static void conn_answer(struct mconn *c, const struct http_request *r,
 		conn_close(c);
 }
 
-static void conn_recv(struct mconn *c);
-
 static void conn_received(struct rx_recv *rr, int res)
 {
 	struct mconn *c = container_of(rr, struct mconn, rx);
@@ -205,6 +229,10 @@ static void conn_recv(struct mconn *c)
 {
 	uint64_t left = time_left(c);
 
+	if (c->next_fd >= 0) {   /* evicted: bytes came before the cancel */
+		conn_close(c);
+		return;
+	}
 	if (!left) {
 		c->mh->d->m.http_timeouts++;
 		conn_close(c);
@@ -214,6 +242,38 @@ static void conn_recv(struct mconn *c)
 	if (rx_recv_start(&c->mh->d->loop, &c->rx, c->fd, c->in + c->n,
 			  sizeof(c->in) - c->n, 1, 0, conn_received))
 		conn_close(c);
+}
+
+/* The slot for a connection accepted when every slot is taken: the one
+ * whose connection is the oldest that has not sent a whole request (its
+ * receive is cancelled; fd waits in next_fd). When every slot's own
+ * connection is already being evicted, the oldest waiting connection is
+ * closed instead and fd waits in its place. NULL when every slot is
+ * answering. O(MHTTP_CONNS_MAX). */
+static struct mconn *evict_oldest(struct mhttp *mh)
+{
+	struct mconn *reading = NULL, *waiting = NULL;
+
+	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++) {
+		struct mconn *c = &mh->conns[i];
+
+		if (c->status)
+			continue;
+		if (c->next_fd < 0 && (!reading ||
+		    c->deadline_at_ns < reading->deadline_at_ns))
+			reading = c;
+		if (c->next_fd >= 0 && (!waiting ||
+		    c->next_at_ns < waiting->next_at_ns))
+			waiting = c;
+	}
+	if (reading && !rx_cancel(&reading->rx.op))
+		return reading;
+	if (waiting) {
+		close(waiting->next_fd);
+		waiting->next_fd = -1;
+		return waiting;
+	}
+	return NULL;
 }
 
 static void mhttp_accepted(struct rx_accept *a, int fd, bool final)
@@ -230,15 +290,19 @@ static void mhttp_accepted(struct rx_accept *a, int fd, bool final)
 	for (unsigned i = 0; i < MHTTP_CONNS_MAX && !c; i++)
 		if (mh->conns[i].fd < 0)
 			c = &mh->conns[i];
+	if (c) {
+		conn_begin(c, fd, rx_now_ns());
+		return;
+	}
+	c = evict_oldest(mh);
 	if (!c) {
 		mh->d->m.http_rejected++;
 		close(fd);
 		return;
 	}
-	c->fd = fd;
-	c->n = 0;
-	c->deadline_at_ns = rx_now_ns() + MHTTP_DEADLINE_NS;
-	conn_recv(c);
+	mh->d->m.http_evicted++;
+	c->next_fd = fd;
+	c->next_at_ns = rx_now_ns();
 }
 
 /* Whether a process accepts connections on the unix socket at path: a
@@ -415,6 +479,7 @@ int metrics_http_start(struct wcd *d, const char *addr, unsigned wait_ms,
 	snprintf(mh->addr, sizeof(mh->addr), "%s", addr);
 	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++) {
 		mh->conns[i].fd = -1;
+		mh->conns[i].next_fd = -1;
 		mh->conns[i].mh = mh;
 	}
 	ret = mhttp_bind(mh, addr, err);
@@ -466,9 +531,15 @@ void metrics_http_stop(struct wcd *d)
 		if (rx_op_busy(&c->rx.op) || rx_op_busy(&c->tx.op))
 			return;
 	}
-	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++)
-		if (mh->conns[i].fd >= 0)
-			conn_close(&mh->conns[i]);
+	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++) {
+		struct mconn *c = &mh->conns[i];
+
+		if (c->next_fd >= 0)
+			close(c->next_fd);
+		c->next_fd = -1;
+		if (c->fd >= 0)
+			conn_close(c);
+	}
 	/* Unlink while still listening, and only our own file: a daemon that
 	 * took the path over (a handover's new one binds once our listener
 	 * stops answering) keeps its socket. */
