@@ -6,12 +6,15 @@
  *
  * Bounds, so that scrapers cannot take anything from the engines:
  *   - at most MHTTP_CONNS_MAX connections at once, the slots allocated
- *     at start-up. A connection past the limit takes the slot of the
- *     oldest one that has not sent a whole request yet (that one is
- *     closed: evicted), so that one peer holding many half-sent requests
- *     cannot lock a scraper out; it waits in the slot (next_fd) until the
- *     evicted one's receive has been cancelled. Only when every slot is
- *     answering is a new connection closed at accept (rejected);
+ *     at start-up, and at most MHTTP_PEER_MAX of them from one peer (an
+ *     IP address; a pid on unix:). A connection past either limit takes
+ *     the slot of the oldest one that has not sent a whole request yet
+ *     (of its own peer at the peer's limit; that one is closed: evicted),
+ *     so that one peer holding many half-sent requests cannot lock a
+ *     scraper out, and its reconnects evict only its own; it waits in the
+ *     slot (next_fd) until the evicted one's receive has been cancelled.
+ *     Only when every candidate is answering is a new connection closed at
+ *     accept (rejected);
  *   - a request head of at most HTTP_HEAD_MAX bytes, read into the slot;
  *   - one deadline (MHTTP_DEADLINE_NS) for the whole exchange, read and
  *     write: a slow or silent client is cut off when it passes (a linked
@@ -43,17 +46,27 @@
 #include "wcd.h"
 
 #define MHTTP_CONNS_MAX 16
+#define MHTTP_PEER_MAX 8              /* connections of one peer */
 #define MHTTP_DEADLINE_NS (2000000000ull)   /* read + write, per request */
 #define MHTTP_BACKLOG 64
 #define MHTTP_CTYPE "text/plain; version=0.0.4; charset=utf-8"
 
 struct mhttp;
 
+/* Who a connection is from: the address family and the IP address, or
+ * the pid (SO_PEERCRED) on a unix socket. */
+struct mpeer {
+	int family;
+	uint8_t addr[16];
+};
+
 struct mconn {
 	struct mhttp *mh;
 	int fd;                       /* -1: the slot is free */
+	struct mpeer peer;
 	int next_fd;                  /* evicting fd: this one takes the slot */
 	uint64_t next_at_ns;          /* when next_fd was accepted */
+	struct mpeer next_peer;
 	struct rx_recv rx;
 	struct rx_send tx;
 	struct iovec iov[2];
@@ -83,9 +96,11 @@ struct mhttp {
 static void conn_recv(struct mconn *c);
 
 /* fd's exchange in slot c, from its accept at at_ns. */
-static void conn_begin(struct mconn *c, int fd, uint64_t at_ns)
+static void conn_begin(struct mconn *c, int fd, uint64_t at_ns,
+		       const struct mpeer *peer)
 {
 	c->fd = fd;
+	c->peer = *peer;
 	c->n = 0;
 	c->status = 0;
 	c->deadline_at_ns = at_ns + MHTTP_DEADLINE_NS;
@@ -104,7 +119,7 @@ static void conn_close(struct mconn *c)
 	c->body = NULL;
 	c->next_fd = -1;
 	if (next >= 0)
-		conn_begin(c, next, c->next_at_ns);
+		conn_begin(c, next, c->next_at_ns, &c->next_peer);
 }
 
 /* Time left of the connection's deadline, or 0 when it has passed. */
@@ -244,26 +259,68 @@ static void conn_recv(struct mconn *c)
 		conn_close(c);
 }
 
-/* The slot for a connection accepted when every slot is taken: the one
- * whose connection is the oldest that has not sent a whole request (its
- * receive is cancelled; fd waits in next_fd). When every slot's own
- * connection is already being evicted, the oldest waiting connection is
- * closed instead and fd waits in its place. NULL when every slot is
- * answering. O(MHTTP_CONNS_MAX). */
-static struct mconn *evict_oldest(struct mhttp *mh)
+static bool peer_eq(const struct mpeer *a, const struct mpeer *b)
+{
+	return a->family == b->family && !memcmp(a->addr, b->addr,
+						 sizeof(a->addr));
+}
+
+/* fd's peer; an address that cannot be read is a peer of its own kind
+ * (family 0), which shares the limit with the others that failed. */
+static void peer_of(int fd, struct mpeer *p)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct ucred cr;
+	socklen_t cl = sizeof(cr);
+
+	memset(p, 0, sizeof(*p));
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl))
+		return;
+	p->family = ss.ss_family;
+	if (ss.ss_family == AF_INET)
+		memcpy(p->addr, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+	else if (ss.ss_family == AF_INET6)
+		memcpy(p->addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+	else if (ss.ss_family == AF_UNIX &&
+		 !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl))
+		memcpy(p->addr, &cr.pid, sizeof(cr.pid));
+}
+
+/* Connections of peer p: in slots (not being evicted) and waiting. */
+static unsigned peer_count(const struct mhttp *mh, const struct mpeer *p)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++) {
+		const struct mconn *c = &mh->conns[i];
+
+		n += c->fd >= 0 && c->next_fd < 0 && peer_eq(&c->peer, p);
+		n += c->next_fd >= 0 && peer_eq(&c->next_peer, p);
+	}
+	return n;
+}
+
+/* The slot for a connection accepted past a limit: the one whose
+ * connection is the oldest that has not sent a whole request (only of
+ * peer `only` when given; its receive is cancelled; the new fd waits in
+ * next_fd). When every such connection is already being evicted, the
+ * oldest waiting one is closed instead and the new fd waits in its place.
+ * NULL when every candidate is answering. O(MHTTP_CONNS_MAX). */
+static struct mconn *evict_oldest(struct mhttp *mh, const struct mpeer *only)
 {
 	struct mconn *reading = NULL, *waiting = NULL;
 
 	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++) {
 		struct mconn *c = &mh->conns[i];
 
-		if (c->status)
+		if (c->fd < 0 || c->status)
 			continue;
-		if (c->next_fd < 0 && (!reading ||
-		    c->deadline_at_ns < reading->deadline_at_ns))
+		if (c->next_fd < 0 && (!only || peer_eq(&c->peer, only)) &&
+		    (!reading || c->deadline_at_ns < reading->deadline_at_ns))
 			reading = c;
-		if (c->next_fd >= 0 && (!waiting ||
-		    c->next_at_ns < waiting->next_at_ns))
+		if (c->next_fd >= 0 && (!only || peer_eq(&c->next_peer, only)) &&
+		    (!waiting || c->next_at_ns < waiting->next_at_ns))
 			waiting = c;
 	}
 	if (reading && !rx_cancel(&reading->rx.op))
@@ -280,6 +337,7 @@ static void mhttp_accepted(struct rx_accept *a, int fd, bool final)
 {
 	struct mhttp *mh = container_of(a, struct mhttp, acc);
 	struct mconn *c = NULL;
+	struct mpeer p;
 
 	if (fd < 0) {
 		if (final && fd != -ECANCELED)
@@ -287,14 +345,19 @@ static void mhttp_accepted(struct rx_accept *a, int fd, bool final)
 				 strerror(-fd));
 		return;
 	}
-	for (unsigned i = 0; i < MHTTP_CONNS_MAX && !c; i++)
-		if (mh->conns[i].fd < 0)
-			c = &mh->conns[i];
-	if (c) {
-		conn_begin(c, fd, rx_now_ns());
-		return;
+	peer_of(fd, &p);
+	if (peer_count(mh, &p) >= MHTTP_PEER_MAX) {
+		c = evict_oldest(mh, &p);
+	} else {
+		for (unsigned i = 0; i < MHTTP_CONNS_MAX && !c; i++)
+			if (mh->conns[i].fd < 0)
+				c = &mh->conns[i];
+		if (c) {
+			conn_begin(c, fd, rx_now_ns(), &p);
+			return;
+		}
+		c = evict_oldest(mh, NULL);
 	}
-	c = evict_oldest(mh);
 	if (!c) {
 		mh->d->m.http_rejected++;
 		close(fd);
@@ -303,6 +366,7 @@ static void mhttp_accepted(struct rx_accept *a, int fd, bool final)
 	mh->d->m.http_evicted++;
 	c->next_fd = fd;
 	c->next_at_ns = rx_now_ns();
+	c->next_peer = p;
 }
 
 /* Whether a process accepts connections on the unix socket at path: a
