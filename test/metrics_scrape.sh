@@ -26,8 +26,10 @@ scrape() {  # scrape FILE: curl, then promtool on what came back
 	promtool check metrics <"$1" >"$1.lint" 2>&1 ||
 		fail "scrape $n: promtool check metrics: $(cat "$1.lint")"
 }
-val() {  # val FILE 'name{labels}': the sample's value
-	awk -v k="$2" '$1 == k { print $2 }' "$1"
+# every sample's rank labels (device, rank, tp/pp/ep), left out by val
+RANKL='device="[^"]*",rank="[^"]*",tp_rank="[^"]*",tp_size="[^"]*",pp_rank="[^"]*",pp_size="[^"]*",ep_rank="[^"]*",ep_size="[^"]*"'
+val() {  # val FILE 'name{labels}': the sample's value (the rank's labels aside)
+	awk -v k="$2" -v rl="$RANKL" '{ n = $1; sub(rl, "", n); sub(/\{,/, "{", n); sub(/\{\}/, "", n) } n == k { print $2 }' "$1"
 }
 
 scrape "$E2E_DIR/m0"
@@ -37,7 +39,7 @@ expect_eq "version" "$(val "$E2E_DIR/m0" wcache_model_version)" 1
 hb=$(val "$E2E_DIR/m0" 'wcache_resident_bytes{memory="host"}')
 [ "$hb" -ge 9998848 ] && [ "$hb" -lt 11000000 ] || fail "host bytes: $hb (the pools hold 9998848 bytes of tensors)"
 expect_eq "device bytes (host backend)" "$(val "$E2E_DIR/m0" 'wcache_resident_bytes{memory="device"}')" 0
-grep -q '^wcache_build_info{version="[0-9.]*",wire_protocol="2",backend="host"} 1$' "$E2E_DIR/m0" ||
+grep -q '^wcache_build_info{device="host-'"$DEVNAME"'",rank="0",tp_rank="0",tp_size="1",pp_rank="0",pp_size="1",ep_rank="0",ep_size="1",version="[0-9.]*",wire_protocol="2",backend="host"} 1$' "$E2E_DIR/m0" ||
 	fail "no build info: $(grep build_info "$E2E_DIR/m0")"
 
 # three engines hold leases; more attach and detach while we scrape

@@ -2,7 +2,7 @@
 /*
  * wcd's metrics in the Prometheus text exposition format 0.0.4: every name
  * has the wcache_ prefix and its unit last (_bytes, _seconds, _total for
- * counters). Rendered on each scrape from the daemon's own state (one pass
+ * counters); every sample carries the rank's labels (rank_labels). Rendered on each scrape from the daemon's own state (one pass
  * over the clients: O(clients)) and the counters of metrics.h; nothing is
  * kept between scrapes. promtool check metrics passes on the output
  * (test/metrics_scrape.sh).
@@ -23,26 +23,88 @@ struct out {
 	char *buf;
 	size_t cap, len;
 	bool full;
+	const char *labels;           /* every sample's: the rank's identity */
 };
+
+static void append(struct out *o, const char *s, size_t n)
+{
+	if (o->full || n >= o->cap - o->len) {
+		o->full = true;
+		return;
+	}
+	memcpy(o->buf + o->len, s, n);
+	o->len += n;
+	o->buf[o->len] = '\0';
+}
 
 static void put(struct out *o, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* One line (a # comment, or a sample "name{labels} value" / "name value"),
+ * a sample with o->labels first in its braces, so that every series says
+ * which rank it is of. A line is at most METRICS_LINE_MAX bytes. */
 static void put(struct out *o, const char *fmt, ...)
 {
+	char line[METRICS_LINE_MAX];
 	va_list ap;
+	size_t k;
 	int n;
 
 	if (o->full)
 		return;
 	va_start(ap, fmt);
-	n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	if (n < 0 || (size_t)n >= o->cap - o->len) {
+	if (n < 0 || (size_t)n >= sizeof(line)) {
 		o->full = true;
 		return;
 	}
-	o->len += (size_t)n;
+	if (line[0] == '#' || !o->labels) {
+		append(o, line, (size_t)n);
+		return;
+	}
+	k = strcspn(line, "{ ");
+	append(o, line, k);
+	append(o, "{", 1);
+	append(o, o->labels, strlen(o->labels));
+	if (line[k] == '{') {
+		append(o, ",", 1);
+		append(o, line + k + 1, (size_t)n - k - 1);
+	} else {
+		append(o, "}", 1);
+		append(o, line + k, (size_t)n - k);
+	}
+}
+
+/* s as a label value (the exposition format's escapes: \\, \", \n). */
+static size_t label_value(char *dst, size_t cap, const char *s)
+{
+	size_t n = 0;
+
+	for (; *s && n + 3 < cap; s++) {
+		if (*s == '\\' || *s == '"' || *s == '\n')
+			dst[n++] = '\\';
+		dst[n++] = *s == '\n' ? 'n' : *s;
+	}
+	dst[n] = '\0';
+	return n;
+}
+
+/* The labels every series of this daemon carries: the device, the global
+ * rank (pp_rank * tp_size + tp_rank, as the engines number them) and the
+ * layout (tp, pp, ep), so that one Prometheus scraping every rank of a
+ * node keeps them apart. */
+static void rank_labels(const struct wcd *d, char *buf, size_t cap)
+{
+	const struct wcd_opts *op = &d->o;
+	char dev[2 * GPU_NAME_LEN];
+
+	label_value(dev, sizeof(dev), d->dev.name);
+	snprintf(buf, cap,
+		 "device=\"%s\",rank=\"%u\",tp_rank=\"%u\",tp_size=\"%u\",pp_rank=\"%u\",pp_size=\"%u\",ep_rank=\"%u\",ep_size=\"%u\"",
+		 dev, op->pp_rank * op->tp_size + op->tp_rank, op->tp_rank,
+		 op->tp_size, op->pp_rank, op->pp_size, op->ep_rank,
+		 op->ep_size);
 }
 
 /* # HELP and # TYPE of one metric family. */
@@ -269,7 +331,10 @@ static void put_http(struct out *o, struct wcd *d)
 
 int metrics_render(struct wcd *d, char *buf, size_t cap)
 {
-	struct out o = { .buf = buf, .cap = cap };
+	char labels[METRICS_LINE_MAX / 2];
+	struct out o = { .buf = buf, .cap = cap, .labels = labels };
+
+	rank_labels(d, labels, sizeof(labels));
 
 	put_info(&o, d);
 	put_versions(&o, d);

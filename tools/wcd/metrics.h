@@ -24,6 +24,7 @@
 #include "wire.h"
 
 #define METRICS_TEXT_MAX (64u << 10)
+#define METRICS_LINE_MAX 1024         /* one sample with its labels */
 #define METRICS_ATTACH_BUCKETS 12
 
 /* Upper bounds (seconds) of the attach histogram's buckets; +Inf after. */
