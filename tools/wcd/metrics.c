@@ -2,16 +2,21 @@
 /*
  * wcd's metrics in the Prometheus text exposition format 0.0.4: every name
  * has the wcache_ prefix and its unit last (_bytes, _seconds, _total for
- * counters); every sample carries the rank's labels (rank_labels). Rendered on each scrape from the daemon's own state (one pass
+ * counters); every sample carries the rank's labels (rank_labels). The
+ * process_* families are the ones Prometheus' client libraries export
+ * (CPU, memory, descriptors, start time), read from /proc/self. Rendered on each scrape from the daemon's own state (one pass
  * over the clients: O(clients)) and the counters of metrics.h; nothing is
  * kept between scrapes. promtool check metrics passes on the output
  * (test/metrics_scrape.sh).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "conn.h"
 #include "metrics.h"
@@ -329,6 +334,109 @@ static void put_http(struct out *o, struct wcd *d)
 	    (unsigned long long)m->malformed_log.suppressed_total);
 }
 
+struct proc_stat {
+	unsigned long utime, stime;   /* clock ticks */
+	unsigned long long start;     /* clock ticks after boot */
+	unsigned long vsize;          /* bytes */
+	long rss;                     /* pages */
+};
+
+/* /proc/self/stat's fields 14, 15 and 22 to 24 (proc(5)); 0 or -errno. */
+static int read_proc_stat(struct proc_stat *ps)
+{
+	char buf[1024], *p;
+	FILE *f = fopen("/proc/self/stat", "re");
+	size_t n;
+
+	if (!f)
+		return -errno;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');   /* the command name may hold spaces */
+	if (!p || sscanf(p + 1,
+			 " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d %*d %llu %lu %ld",
+			 &ps->utime, &ps->stime, &ps->start, &ps->vsize,
+			 &ps->rss) != 5)
+		return -EINVAL;
+	return 0;
+}
+
+/* The boot time, seconds since the epoch (/proc/stat's btime); 0 unknown. */
+static unsigned long long boot_time_s(void)
+{
+	unsigned long long bt = 0;
+	char line[256];
+	FILE *f = fopen("/proc/stat", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "btime %llu", &bt) == 1)
+			break;
+	fclose(f);
+	return bt;
+}
+
+/* Descriptors open in this process (the directory's own left out); -1
+ * when /proc/self/fd cannot be read. O(descriptors). */
+static long open_fds(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *e;
+	long n = 0;
+
+	if (!dir)
+		return -1;
+	while ((e = readdir(dir)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(dir);
+	return n - 1;
+}
+
+/* The process_* families of Prometheus' client libraries. What cannot be
+ * read is left out (no sample rather than a wrong one). */
+static void put_process(struct out *o)
+{
+	long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+	unsigned long long boot = boot_time_s();
+	struct proc_stat ps;
+	struct rlimit rl;
+	long fds = open_fds();
+
+	if (ticks > 0 && page > 0 && !read_proc_stat(&ps)) {
+		family(o, "process_cpu_seconds_total", "counter",
+		       "Total user and system CPU time spent in seconds.");
+		put(o, "process_cpu_seconds_total %.2f\n",
+		    (double)(ps.utime + ps.stime) / (double)ticks);
+		family(o, "process_resident_memory_bytes", "gauge",
+		       "Resident memory size in bytes.");
+		put(o, "process_resident_memory_bytes %lld\n",
+		    (long long)ps.rss * page);
+		family(o, "process_virtual_memory_bytes", "gauge",
+		       "Virtual memory size in bytes.");
+		put(o, "process_virtual_memory_bytes %lu\n", ps.vsize);
+		if (boot) {
+			family(o, "process_start_time_seconds", "gauge",
+			       "Start time of the process since unix epoch in seconds.");
+			put(o, "process_start_time_seconds %.2f\n",
+			    (double)boot + (double)ps.start / (double)ticks);
+		}
+	}
+	if (fds >= 0) {
+		family(o, "process_open_fds", "gauge",
+		       "Number of open file descriptors.");
+		put(o, "process_open_fds %ld\n", fds);
+	}
+	if (!getrlimit(RLIMIT_NOFILE, &rl)) {
+		family(o, "process_max_fds", "gauge",
+		       "Maximum number of open file descriptors.");
+		put(o, "process_max_fds %llu\n",
+		    (unsigned long long)rl.rlim_cur);
+	}
+}
+
 int metrics_render(struct wcd *d, char *buf, size_t cap)
 {
 	char labels[METRICS_LINE_MAX / 2];
@@ -342,5 +450,6 @@ int metrics_render(struct wcd *d, char *buf, size_t cap)
 	put_requests(&o, d);
 	put_life(&o, d);
 	put_http(&o, d);
+	put_process(&o);
 	return o.full ? -ENOSPC : (int)o.len;
 }
