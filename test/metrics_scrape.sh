@@ -81,7 +81,7 @@ expect_eq "mismatch refusal" "$(val "$E2E_DIR/m" 'wcache_refusals_total{reason="
 promtool check metrics <"$E2E_DIR/ctl" >/dev/null 2>&1 || fail "wcctl metrics output fails promtool"
 expect_eq "wcctl metrics" "$(val "$E2E_DIR/ctl" wcache_identity_mismatches_total)" 1
 out=$("$BIN/wcctl" metrics --all --runtime-dir "$RUNDIR") || fail "wcctl metrics --all"
-expect_has "wcctl metrics --all" "$out" "# device host-$DEVNAME"
+expect_has "wcctl metrics --all" "$out" "wcache_state{device=\"host-$DEVNAME\","
 
 # HTTP that is not a scrape: answered and closed; HEAD has no body
 expect_eq "404" "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/")" 404

@@ -11,7 +11,8 @@
  *   a lifecycle job ended     metrics_life() (lifecycle.c, life_job.c)
  *
  * Bounds: fixed arrays by wire type and error code; the text is at most
- * METRICS_TEXT_MAX bytes (about 9 KiB today).
+ * METRICS_TEXT_MAX bytes (about 15 KiB today, the rank's labels on every
+ * sample).
  */
 #ifndef WCD_METRICS_H
 #define WCD_METRICS_H
