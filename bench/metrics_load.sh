@@ -86,7 +86,7 @@ done
 la1=$(cut -d' ' -f1-3 /proc/loadavg)
 curl -s "http://127.0.0.1:$port/metrics" >"$W/final.prom"
 python3 - "$W" "$rounds" "$cycles" "$la0" "$la1" <<'PY'
-import json, sys, statistics
+import json, re, sys, statistics
 w, rounds, cycles = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 def get(kind, r):
     s = json.load(open("%s/%s%d.json" % (w, kind, r)))["series"]["cycle (total)"]
@@ -104,6 +104,6 @@ vals = {}
 for line in open(w + "/final.prom"):
     if line.startswith("wcache_metrics_scrapes_total"):
         k, v = line.split()
-        vals[k[k.index('"') + 1:k.rindex('"')]] = int(float(v))
+        vals[re.search(r'result="([^"]*)"', k).group(1)] = int(float(v))
 print("the daemon counted: %s" % ", ".join("%s %d" % kv for kv in sorted(vals.items())))
 PY

@@ -78,7 +78,7 @@ for r in 0 1; do
 	[ -S "$T/host-$r.metrics.sock" ] || fail "no metrics socket for rank $r"
 done
 if command -v curl >/dev/null; then
-	curl -sS --unix-socket "$T/host-1.metrics.sock" http://x/metrics | grep -q '^wcache_state{state="ready"} 1$' ||
+	curl -sS --unix-socket "$T/host-1.metrics.sock" http://x/metrics | grep -q '^wcache_state{device="host-1",rank="1",tp_rank="1",tp_size="2",.*,state="ready"} 1$' ||
 		fail "rank 1's metrics socket"
 fi
 ctl stop --all >/dev/null 2>&1 || fail "stop --all (metrics)"

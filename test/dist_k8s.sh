@@ -9,8 +9,10 @@
 #   - the fields wcache relies on: hostPID, the /run/wcache hostPath in
 #     every container of the daemon and the engine pods, --runtime-dir and
 #     probes running `wcctl status` on it, GPUs from nvidia.com/gpu (the same
-#     count in both), a prometheus port that a wcd --metrics-listen serves,
-#     one container per tp rank;
+#     count in both), every rank's --metrics-listen port declared as its
+#     container's metrics-<rank> port (the targets Prometheus' pod discovery
+#     makes) and no prometheus.io/port pinning the pod to one of them, one
+#     container per tp rank;
 #   - the command lines are ones the built wcd and wcctl accept;
 #   - a damaged copy fails each of these checks (so they check something);
 #   - the Slurm script runs end to end with a stand-in srun (one node, host
@@ -108,7 +110,9 @@ else:
     ann = ds["spec"]["template"]["metadata"].get("annotations", {})
     if ann.get("prometheus.io/scrape") != "true":
         bad.append("DaemonSet: no prometheus.io/scrape annotation")
-    port, served, ranks = ann.get("prometheus.io/port"), False, []
+    if "prometheus.io/port" in ann:
+        bad.append("DaemonSet: prometheus.io/port %s pins every target to one rank's port; declare each rank's port instead" % ann["prometheus.io/port"])
+    ranks, mports = [], []
     for c in s["containers"]:
         argv = c["command"] + c.get("args", [])
         a = dict(zip(argv, argv[1:]))
@@ -116,10 +120,13 @@ else:
             bad.append("DaemonSet/%s: wcd without --runtime-dir /run/wcache" % c["name"])
         ranks.append(str(a.get("--tp-rank")))
         ml = a.get("--metrics-listen", "")
-        cports = [str(p["containerPort"]) for p in c.get("ports", [])]
-        if ml.rsplit(":", 1)[-1] not in cports:
-            bad.append("DaemonSet/%s: --metrics-listen %r is not one of its ports %s" % (c["name"], ml, cports))
-        served = served or ml == "0.0.0.0:" + str(port)
+        cports = {str(p["containerPort"]): p.get("name") for p in c.get("ports", [])}
+        mport = ml.rsplit(":", 1)[-1]
+        if mport not in cports:
+            bad.append("DaemonSet/%s: --metrics-listen %r is not one of its ports %s" % (c["name"], ml, sorted(cports)))
+        elif cports[mport] != "metrics-%s" % a.get("--tp-rank"):
+            bad.append("DaemonSet/%s: its metrics port %s is named %r, not metrics-%s" % (c["name"], mport, cports[mport], a.get("--tp-rank")))
+        mports.append(mport)
         accepted(argv, "DaemonSet/" + c["name"])
         for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
             cmd = c.get(probe, {}).get("exec", {}).get("command", [])
@@ -128,8 +135,8 @@ else:
                 bad.append("DaemonSet/%s: %s is not wcctl status --runtime-dir /run/wcache: %s" % (c["name"], probe, cmd))
             else:
                 accepted(cmd, "DaemonSet/%s %s" % (c["name"], probe))
-    if not served:
-        bad.append("DaemonSet: the annotated port %s is no wcd's --metrics-listen 0.0.0.0:%s" % (port, port))
+    if len(set(mports)) != len(mports):
+        bad.append("DaemonSet: ranks share a metrics port: %s" % mports)
     tp = {dict(zip(c["args"], c["args"][1:])).get("--tp-size") for c in s["containers"]}
     if len(tp) != 1 or sorted(ranks) != [str(i) for i in range(int(tp.pop() or 0))]:
         bad.append("DaemonSet: want one container per tp rank, got ranks %s" % ranks)
@@ -167,7 +174,9 @@ field|wcache-daemonset.yaml|0,/periodSeconds: 10/s//periodSecondz: 10/|periodSec
 indent|engine-pod.yaml|s/^  hostPID: true/  hostPID: true\n   x: 1/|yamllint:
 hostpid|engine-pod.yaml|s/hostPID: true/hostPID: false/|engine Pod: hostPID is not true
 mount|engine-pod.yaml|s,mountPath: /run/wcache,mountPath: /run/other,|engine Pod/engine: /run/wcache is not mounted
-port|wcache-daemonset.yaml|s/prometheus.io\/port: "9400"/prometheus.io\/port: "9500"/|the annotated port 9500
+pin|wcache-daemonset.yaml|s/prometheus.io\/path: \/metrics/prometheus.io\/port: "9400"\n        prometheus.io\/path: \/metrics/|prometheus.io/port 9400 pins every target
+portname|wcache-daemonset.yaml|s/name: metrics-1/name: metrics-0/|its metrics port 9401 is named 'metrics-0', not metrics-1
+sameport|wcache-daemonset.yaml|s/containerPort: 9401/containerPort: 9400/;s/0.0.0.0:9401/0.0.0.0:9400/|ranks share a metrics port
 option|wcache-daemonset.yaml|0,/- --tp-rank/s//- --tp-rnk/|wcd refuses
 probe|wcache-daemonset.yaml|0,/- status/s//- stats/|startupProbe is not wcctl status
 gpus|engine-pod.yaml|s/nvidia.com\/gpu: 2/nvidia.com\/gpu: 1/|the engine asks for 1 GPUs

@@ -4,13 +4,18 @@
  * hostile message bytes escaped; the text format unchanged; --log-file
  * reopened after a rename (logrotate without copytruncate) so new lines go
  * to the new file and none is lost; a rate limit that lets a burst through
- * and reports the rest as one "suppressed N" line.
+ * and reports the rest as one "suppressed N" line; under systemd
+ * (JOURNAL_STREAM naming stderr) lines to stderr carry the "<N>" syslog
+ * priority, and none when stderr is another file.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "log.h"
@@ -166,6 +171,68 @@ static void test_json_not_utf8(void)
 	log_set_format(LOG_TEXT);
 }
 
+/* In a child (log_init reads the environment; log_fd stays stderr):
+ * stderr to path, JOURNAL_STREAM set to its dev:ino (plus bump, so that a
+ * bump of 1 names another file), then a line of each level and die(). */
+static void journal_child(const char *path, enum log_format fmt,
+			  unsigned long long bump)
+{
+	struct stat st;
+	char v[64];
+	int status, fd;
+	pid_t pid = fork();
+
+	T_ASSERT(pid >= 0);
+	if (pid == 0) {
+		fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+		if (fd < 0 || dup2(fd, STDERR_FILENO) < 0 || fstat(fd, &st))
+			_exit(2);
+		snprintf(v, sizeof(v), "%llu:%llu",
+			 (unsigned long long)st.st_dev,
+			 (unsigned long long)st.st_ino + bump);
+		setenv("JOURNAL_STREAM", v, 1);
+		log_init("journaltest", LOG_DEBUG);
+		log_set_format(fmt);
+		log_debug("a debug line");
+		log_info("an info line");
+		log_warn("a warning");
+		log_error("an error");
+		die("dying");
+	}
+	T_EQ_INT(waitpid(pid, &status, 0), pid);
+	T_ASSERT(WIFEXITED(status));
+	T_EQ_INT(WEXITSTATUS(status), 1);
+}
+
+static void test_journal_stream(void)
+{
+	static const char *const want[] = { "<7>", "<6>", "<4>", "<3>", "<3>" };
+	char path[256];
+	int n;
+
+	snprintf(path, sizeof(path), "%s/journal.log", dir);
+	journal_child(path, LOG_TEXT, 0);
+	n = read_lines(path, lines, 16);
+	T_EQ_INT(n, 5);
+	for (int i = 0; i < 5; i++)
+		if (strncmp(lines[i], want[i], 3))
+			T_FAIL("line %d wants the priority %s: %s", i + 1,
+			       want[i], lines[i]);
+	T_HAS(lines[3], "ERROR journaltest: an error");
+	T_EQ_STR(lines[4], "<3>journaltest: dying\n");
+	/* JSON lines too: journald takes the prefix off, the object stays */
+	journal_child(path, LOG_JSON, 0);
+	T_EQ_INT(read_lines(path, lines, 16), 5);
+	T_ASSERT(!strncmp(lines[3], "<3>{\"ts\":", 9));
+	/* stderr is another file than the journal's stream: no prefix */
+	journal_child(path, LOG_TEXT, 1);
+	T_EQ_INT(read_lines(path, lines, 16), 5);
+	for (int i = 0; i < 5; i++)
+		if (lines[i][0] == '<')
+			T_FAIL("line %d has a priority, stderr is not the journal: %s",
+			       i + 1, lines[i]);
+}
+
 int main(void)
 {
 	enum log_format f;
@@ -175,6 +242,7 @@ int main(void)
 	T_OK(log_parse_format("json", &f));
 	T_EQ_INT(f, LOG_JSON);
 	T_EQ_INT(log_parse_format("xml", &f), -EINVAL);
+	test_journal_stream();
 	test_json();
 	test_json_not_utf8();
 	test_reopen();

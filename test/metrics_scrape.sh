@@ -26,8 +26,10 @@ scrape() {  # scrape FILE: curl, then promtool on what came back
 	promtool check metrics <"$1" >"$1.lint" 2>&1 ||
 		fail "scrape $n: promtool check metrics: $(cat "$1.lint")"
 }
-val() {  # val FILE 'name{labels}': the sample's value
-	awk -v k="$2" '$1 == k { print $2 }' "$1"
+# every sample's rank labels (device, rank, tp/pp/ep), left out by val
+RANKL='device="[^"]*",rank="[^"]*",tp_rank="[^"]*",tp_size="[^"]*",pp_rank="[^"]*",pp_size="[^"]*",ep_rank="[^"]*",ep_size="[^"]*"'
+val() {  # val FILE 'name{labels}': the sample's value (the rank's labels aside)
+	awk -v k="$2" -v rl="$RANKL" '{ n = $1; sub(rl, "", n); sub(/\{,/, "{", n); sub(/\{\}/, "", n) } n == k { print $2 }' "$1"
 }
 
 scrape "$E2E_DIR/m0"
@@ -37,7 +39,7 @@ expect_eq "version" "$(val "$E2E_DIR/m0" wcache_model_version)" 1
 hb=$(val "$E2E_DIR/m0" 'wcache_resident_bytes{memory="host"}')
 [ "$hb" -ge 9998848 ] && [ "$hb" -lt 11000000 ] || fail "host bytes: $hb (the pools hold 9998848 bytes of tensors)"
 expect_eq "device bytes (host backend)" "$(val "$E2E_DIR/m0" 'wcache_resident_bytes{memory="device"}')" 0
-grep -q '^wcache_build_info{version="[0-9.]*",wire_protocol="2",backend="host"} 1$' "$E2E_DIR/m0" ||
+grep -q '^wcache_build_info{device="host-'"$DEVNAME"'",rank="0",tp_rank="0",tp_size="1",pp_rank="0",pp_size="1",ep_rank="0",ep_size="1",version="[0-9.]*",wire_protocol="2",backend="host"} 1$' "$E2E_DIR/m0" ||
 	fail "no build info: $(grep build_info "$E2E_DIR/m0")"
 
 # three engines hold leases; more attach and detach while we scrape
@@ -79,7 +81,7 @@ expect_eq "mismatch refusal" "$(val "$E2E_DIR/m" 'wcache_refusals_total{reason="
 promtool check metrics <"$E2E_DIR/ctl" >/dev/null 2>&1 || fail "wcctl metrics output fails promtool"
 expect_eq "wcctl metrics" "$(val "$E2E_DIR/ctl" wcache_identity_mismatches_total)" 1
 out=$("$BIN/wcctl" metrics --all --runtime-dir "$RUNDIR") || fail "wcctl metrics --all"
-expect_has "wcctl metrics --all" "$out" "# device host-$DEVNAME"
+expect_has "wcctl metrics --all" "$out" "wcache_state{device=\"host-$DEVNAME\","
 
 # HTTP that is not a scrape: answered and closed; HEAD has no body
 expect_eq "404" "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/")" 404
@@ -119,8 +121,9 @@ while True:
     r += b
 assert status(r) == "HTTP/1.1 200 OK" and b"wcache_state" in r, "byte-wise request"
 s.close()
-# 20 silent clients: 16 slots, 4 closed at once; all cut off by the
-# deadline (2 s) without a byte of answer
+# 20 silent clients: 8 slots for one peer, the 12 oldest evicted for the
+# later ones; all cut off (evicted, or by the 2 s deadline) without a byte
+# of answer
 socks = [socket.create_connection(("127.0.0.1", port), timeout=10) for _ in range(20)]
 for s in socks:
     s.send(b"GET /metr")
@@ -129,7 +132,7 @@ closed = 0
 for s in socks:
     try:
         got = s.recv(1)
-    except ConnectionResetError:   # rejected at accept, our bytes unread
+    except ConnectionResetError:   # evicted, our bytes unread
         got = b""
     closed += got == b""
 took = time.monotonic() - t0
@@ -139,13 +142,14 @@ print("raw HTTP ok; silent clients cut off after %.2f s" % took)
 PY
 scrape "$E2E_DIR/m"
 r=$(val "$E2E_DIR/m" 'wcache_metrics_scrapes_total{result="rejected"}')
+v=$(val "$E2E_DIR/m" 'wcache_metrics_scrapes_total{result="evicted"}')
 t=$(val "$E2E_DIR/m" 'wcache_metrics_scrapes_total{result="timeout"}')
 e=$(val "$E2E_DIR/m" 'wcache_metrics_scrapes_total{result="error"}')
-# 16 slots: at least 4 of the 20 were rejected at accept; every one that
-# got a slot was cut off (a slot still draining the byte-wise client's
-# close may make it 5 and 15)
-[ "$r" -ge 4 ] && [ "$r" -le 5 ] || fail "rejected past 16 connections: $r"
-[ $((r + t)) -ge 20 ] || fail "rejected $r + cut off $t < the 20 silent clients"
+# 8 slots for one peer: 12 of the 20 evicted (none rejected: none of the
+# peer's was answering); every other one cut off by the deadline (a slot
+# still draining the byte-wise client's close may make it 13 evicted)
+[ $((v + r)) -ge 12 ] && [ $((v + r)) -le 13 ] || fail "evicted $v + rejected $r past 8 connections of one peer"
+[ $((v + r + t)) -ge 20 ] || fail "evicted $v + rejected $r + cut off $t < the 20 silent clients"
 [ "$e" -ge 6 ] || fail "error answers: $e"
 # the engines kept their leases through all of it
 expect_eq "still attached" "$(val "$E2E_DIR/m" 'wcache_clients{state="attached"}')" 3

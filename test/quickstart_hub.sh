@@ -28,6 +28,6 @@ for r in 0 1; do
 		--tp-size 2 --tp-rank $r --verify) || fail "attach rank $r: $out"
 	expect_has "attach rank $r" "$out" "attached to host-$r"
 done
-"$BIN/wcctl" metrics --device host-1 --runtime-dir "$T/run" | grep -q '^wcache_state{state="ready"} 1$' ||
+"$BIN/wcctl" metrics --device host-1 --runtime-dir "$T/run" | grep -q '^wcache_state{device="host-1",rank="1",.*,state="ready"} 1$' ||
 	fail "metrics of rank 1"
 "$BIN/wcctl" stop --all --runtime-dir "$T/run" >/dev/null 2>&1 || fail "stop"

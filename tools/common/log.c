@@ -4,6 +4,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,11 +17,41 @@ static enum log_format log_fmt = LOG_TEXT;
 static int log_fd = STDERR_FILENO;     /* where lines go */
 static char log_path[4096];            /* --log-file, for log_reopen */
 static char log_device[128];
+static bool log_journal;               /* stderr is journald's stream */
+
+/* sd-daemon(3): systemd sets JOURNAL_STREAM to "DEV:INO" of the stream it
+ * connects a service's stderr to. When our stderr is that very file, lines
+ * written there start with the syslog priority "<N>", which journald takes
+ * off and files as the line's priority (journalctl -p err). A stderr
+ * redirected elsewhere (the variable inherited by a child) gets none. */
+static bool stderr_is_journal(void)
+{
+	const char *v = getenv("JOURNAL_STREAM");
+	unsigned long long dev, ino;
+	struct stat st;
+	char end;
+
+	if (!v || sscanf(v, "%llu:%llu%c", &dev, &ino, &end) != 2)
+		return false;
+	if (fstat(STDERR_FILENO, &st))
+		return false;
+	return (unsigned long long)st.st_dev == dev &&
+	       (unsigned long long)st.st_ino == ino;
+}
 
 void log_init(const char *prog, enum log_level min)
 {
 	log_prog = prog;
 	log_min = min;
+	log_journal = stderr_is_journal();
+}
+
+/* The syslog priority of a level: err, warning, info, debug. */
+static int journal_priority(enum log_level lvl)
+{
+	static const int prio[] = { 7, 6, 4, 3 };
+
+	return prio[lvl];
 }
 
 void log_set_format(enum log_format f)
@@ -163,6 +194,8 @@ static size_t format_line(char *line, size_t cap, enum log_level lvl,
 	clock_gettime(CLOCK_REALTIME, &ts);
 	gmtime_r(&ts.tv_sec, &tm);
 	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+	if (log_journal && log_fd == STDERR_FILENO)
+		add(line, cap, &n, "<%d>", journal_priority(lvl));
 	if (log_fmt == LOG_TEXT) {
 		add(line, cap, &n, "%s.%03ldZ %s %s: %s", stamp,
 		    ts.tv_nsec / 1000000, names[lvl], log_prog, msg);
@@ -238,7 +271,7 @@ void die(const char *fmt, ...)
 	va_list ap;
 
 	va_start(ap, fmt);
-	fprintf(stderr, "%s: ", log_prog);
+	fprintf(stderr, "%s%s: ", log_journal ? "<3>" : "", log_prog);
 	vfprintf(stderr, fmt, ap);
 	fputc('\n', stderr);
 	va_end(ap);

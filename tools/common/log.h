@@ -8,6 +8,10 @@
  *          "pid":4242,"device":"host-0","msg":"message","client_pid":77,
  *          "lease":3,"version":2}
  *
+ * Under systemd (JOURNAL_STREAM names stderr's device and inode, checked
+ * at log_init), lines to stderr start with the syslog priority, <3> error,
+ * <4> warn, <6> info, <7> debug, so that journalctl -p err finds errors.
+ *
  * JSON lines carry the process's pid and the device (log_set_device) on
  * every line, and a message's own fields (struct log_fields) where given.
  * A line is written with one write(2) (at most LOG_LINE_MAX bytes; longer

@@ -2,9 +2,10 @@
 /*
  * wcctl metrics: a daemon's metrics in the Prometheus text format, asked
  * over its socket (METRICS request), the same text its --metrics-listen
- * endpoint serves. --all asks every daemon that has a ready file, one
- * block each after a "# device NAME" comment (for people: a scraper reads
- * each daemon's endpoint).
+ * endpoint serves. --all asks every daemon that has a ready file and
+ * merges their texts (expo.c): one HELP and TYPE per family, every
+ * daemon's samples beneath, told apart by their device and rank labels,
+ * so that the whole is valid exposition a scraper or promtool takes.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -13,6 +14,7 @@
 
 #include "cli.h"
 #include "err.h"
+#include "expo.h"
 #include "log.h"
 #include "rundir.h"
 #include "wcache.h"
@@ -29,8 +31,9 @@ static void metrics_usage(FILE *f)
 "daemon's socket, so no HTTP port is needed.\n"
 "\n"
 "  --device D        host, host:NAME, host-NAME, a CUDA ordinal or GPU-<uuid>\n"
-"  --all             every daemon with a ready file, one block each, after a\n"
-"                    \"# device NAME\" line\n"
+"  --all             every daemon with a ready file, merged into one valid\n"
+"                    text: one HELP and TYPE per family, every daemon's\n"
+"                    samples beneath (their device and rank labels differ)\n"
 "  --socket PATH     the daemon's socket instead\n"
 "  --runtime-dir DIR as given to wcctl start / wcd (default: the environment's)\n"
 "  --timeout SEC     per daemon (default 5; decimals allowed)\n"
@@ -44,25 +47,85 @@ static void metrics_usage(FILE *f)
 "2 usage, 3 no daemon was found (--all).\n");
 }
 
-/* Prints one daemon's metrics; 0 or 1. */
-static int metrics_one(struct wc_connect_opts *co, const char *name)
+/* One daemon's metrics text (the caller frees it), or NULL after saying
+ * why on stderr. */
+static char *metrics_get(struct wc_connect_opts *co, const char *name)
 {
 	struct wc_conn *c = NULL;
 	struct wc_error e;
 	char *text = NULL;
-	int rc = 0;
 
 	if (wc_connect(co, &c, &e) || wc_metrics(c, &text, &e)) {
 		fprintf(stderr, "wcctl metrics: %s%s%s\n", name ? name : "",
 			name ? ": " : "", e.msg);
-		rc = 1;
-	} else {
-		if (name)
-			printf("# device %s\n", name);
-		fputs(text, stdout);
+		free(text);
+		text = NULL;
 	}
-	free(text);
 	wc_close(c);
+	return text;
+}
+
+/* Prints one daemon's metrics; 0 or 1. */
+static int metrics_one(struct wc_connect_opts *co)
+{
+	char *text = metrics_get(co, NULL);
+
+	if (!text)
+		return 1;
+	fputs(text, stdout);
+	free(text);
+	return 0;
+}
+
+/* --all: every daemon of the rundir's names[0..n), merged; 0 or 1 (a
+ * daemon did not answer or a part was left out: the rest is printed). */
+static int metrics_all(struct wc_connect_opts *co, struct rundir *rd,
+		       rundir_name *names, int n)
+{
+	struct expo *e = expo_new();
+	char err[WC_ERR_LEN], *out;
+	int rc = 0, ret;
+
+	if (!e) {
+		fprintf(stderr, "wcctl metrics: out of memory\n");
+		return 1;
+	}
+	for (int i = 0; i < n; i++) {
+		struct wc_connect_opts one = *co;
+		struct ready_info ri;
+		struct paths p;
+		char *text;
+
+		if (rundir_paths(rd, names[i], &p, err) ||
+		    ready_read_file(&ri, p.ready, err)) {
+			fprintf(stderr, "wcctl metrics: %s: %s\n", names[i], err);
+			rc = 1;
+			continue;
+		}
+		one.socket = ri.socket[0] ? ri.socket : p.sock;
+		one.device = NULL;
+		one.runtime_dir = NULL;
+		text = metrics_get(&one, names[i]);
+		if (!text) {
+			rc = 1;
+			continue;
+		}
+		ret = expo_add(e, names[i], text, err, sizeof(err));
+		free(text);
+		if (ret) {
+			fprintf(stderr, "wcctl metrics: %s\n",
+				ret < 0 ? strerror(-ret) : err);
+			rc = 1;
+		}
+	}
+	out = expo_text(e);
+	expo_free(e);
+	if (!out) {
+		fprintf(stderr, "wcctl metrics: out of memory\n");
+		return 1;
+	}
+	fputs(out, stdout);
+	free(out);
 	return rc;
 }
 
@@ -84,7 +147,7 @@ int wcctl_metrics(int argc, char **argv)
 	struct rundir rd;
 	bool all = false;
 	double t;
-	int ch, n, rc = 0;
+	int ch, n;
 
 	optind = 1;
 	while ((ch = cli_getopt(argc, argv, "h", lo, "wcctl metrics")) != -1) {
@@ -110,7 +173,7 @@ int wcctl_metrics(int argc, char **argv)
 		return 2;
 	}
 	if (!all)
-		return metrics_one(&co, NULL);
+		return metrics_one(&co);
 	if (rundir_init(&rd, co.runtime_dir, err)) {
 		log_error("%s", err);
 		return 2;
@@ -124,21 +187,5 @@ int wcctl_metrics(int argc, char **argv)
 		printf("# no wcache daemon found in %s\n", rd.dir);
 		return 3;
 	}
-	for (int i = 0; i < n; i++) {
-		struct wc_connect_opts one = co;
-		struct ready_info ri;
-		struct paths p;
-
-		if (rundir_paths(&rd, names[i], &p, err) ||
-		    ready_read_file(&ri, p.ready, err)) {
-			fprintf(stderr, "wcctl metrics: %s: %s\n", names[i], err);
-			rc = 1;
-			continue;
-		}
-		one.socket = ri.socket[0] ? ri.socket : p.sock;
-		one.device = NULL;
-		one.runtime_dir = NULL;
-		rc |= metrics_one(&one, names[i]);
-	}
-	return rc;
+	return metrics_all(&co, &rd, names, n);
 }

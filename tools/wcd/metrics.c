@@ -2,16 +2,21 @@
 /*
  * wcd's metrics in the Prometheus text exposition format 0.0.4: every name
  * has the wcache_ prefix and its unit last (_bytes, _seconds, _total for
- * counters). Rendered on each scrape from the daemon's own state (one pass
+ * counters); every sample carries the rank's labels (rank_labels). The
+ * process_* families are the ones Prometheus' client libraries export
+ * (CPU, memory, descriptors, start time), read from /proc/self. Rendered on each scrape from the daemon's own state (one pass
  * over the clients: O(clients)) and the counters of metrics.h; nothing is
  * kept between scrapes. promtool check metrics passes on the output
  * (test/metrics_scrape.sh).
  */
+#include <dirent.h>
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "conn.h"
 #include "metrics.h"
@@ -23,26 +28,88 @@ struct out {
 	char *buf;
 	size_t cap, len;
 	bool full;
+	const char *labels;           /* every sample's: the rank's identity */
 };
+
+static void append(struct out *o, const char *s, size_t n)
+{
+	if (o->full || n >= o->cap - o->len) {
+		o->full = true;
+		return;
+	}
+	memcpy(o->buf + o->len, s, n);
+	o->len += n;
+	o->buf[o->len] = '\0';
+}
 
 static void put(struct out *o, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* One line (a # comment, or a sample "name{labels} value" / "name value"),
+ * a sample with o->labels first in its braces, so that every series says
+ * which rank it is of. A line is at most METRICS_LINE_MAX bytes. */
 static void put(struct out *o, const char *fmt, ...)
 {
+	char line[METRICS_LINE_MAX];
 	va_list ap;
+	size_t k;
 	int n;
 
 	if (o->full)
 		return;
 	va_start(ap, fmt);
-	n = vsnprintf(o->buf + o->len, o->cap - o->len, fmt, ap);
+	n = vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
-	if (n < 0 || (size_t)n >= o->cap - o->len) {
+	if (n < 0 || (size_t)n >= sizeof(line)) {
 		o->full = true;
 		return;
 	}
-	o->len += (size_t)n;
+	if (line[0] == '#' || !o->labels) {
+		append(o, line, (size_t)n);
+		return;
+	}
+	k = strcspn(line, "{ ");
+	append(o, line, k);
+	append(o, "{", 1);
+	append(o, o->labels, strlen(o->labels));
+	if (line[k] == '{') {
+		append(o, ",", 1);
+		append(o, line + k + 1, (size_t)n - k - 1);
+	} else {
+		append(o, "}", 1);
+		append(o, line + k, (size_t)n - k);
+	}
+}
+
+/* s as a label value (the exposition format's escapes: \\, \", \n). */
+static size_t label_value(char *dst, size_t cap, const char *s)
+{
+	size_t n = 0;
+
+	for (; *s && n + 3 < cap; s++) {
+		if (*s == '\\' || *s == '"' || *s == '\n')
+			dst[n++] = '\\';
+		dst[n++] = *s == '\n' ? 'n' : *s;
+	}
+	dst[n] = '\0';
+	return n;
+}
+
+/* The labels every series of this daemon carries: the device, the global
+ * rank (pp_rank * tp_size + tp_rank, as the engines number them) and the
+ * layout (tp, pp, ep), so that one Prometheus scraping every rank of a
+ * node keeps them apart. */
+static void rank_labels(const struct wcd *d, char *buf, size_t cap)
+{
+	const struct wcd_opts *op = &d->o;
+	char dev[2 * GPU_NAME_LEN];
+
+	label_value(dev, sizeof(dev), d->dev.name);
+	snprintf(buf, cap,
+		 "device=\"%s\",rank=\"%u\",tp_rank=\"%u\",tp_size=\"%u\",pp_rank=\"%u\",pp_size=\"%u\",ep_rank=\"%u\",ep_size=\"%u\"",
+		 dev, op->pp_rank * op->tp_size + op->tp_rank, op->tp_rank,
+		 op->tp_size, op->pp_rank, op->pp_size, op->ep_rank,
+		 op->ep_size);
 }
 
 /* # HELP and # TYPE of one metric family. */
@@ -250,7 +317,7 @@ static void put_http(struct out *o, struct wcd *d)
 	const struct wcd_metrics *m = &d->m;
 
 	family(o, "wcache_metrics_scrapes_total", "counter",
-	       "Connections to this endpoint, by outcome: served (200), error (4xx/5xx answered), rejected (over the connection limit), timeout (cut off by the deadline).");
+	       "Connections to this endpoint, by outcome: served (200), error (4xx/5xx answered), rejected (over the connection limit, every slot answering), evicted (closed before a whole request came, for a newer connection, at the limit), timeout (cut off by the deadline).");
 	put(o, "wcache_metrics_scrapes_total{result=\"served\"} %llu\n",
 	    (unsigned long long)m->http_served);
 	put(o, "wcache_metrics_scrapes_total{result=\"error\"} %llu\n",
@@ -259,15 +326,123 @@ static void put_http(struct out *o, struct wcd *d)
 	    (unsigned long long)m->http_rejected);
 	put(o, "wcache_metrics_scrapes_total{result=\"timeout\"} %llu\n",
 	    (unsigned long long)m->http_timeouts);
+	put(o, "wcache_metrics_scrapes_total{result=\"evicted\"} %llu\n",
+	    (unsigned long long)m->http_evicted);
 	family(o, "wcache_log_lines_suppressed_total", "counter",
 	       "Log lines about malformed frames left out by the rate limit.");
 	put(o, "wcache_log_lines_suppressed_total %llu\n",
 	    (unsigned long long)m->malformed_log.suppressed_total);
 }
 
+struct proc_stat {
+	unsigned long utime, stime;   /* clock ticks */
+	unsigned long long start;     /* clock ticks after boot */
+	unsigned long vsize;          /* bytes */
+	long rss;                     /* pages */
+};
+
+/* /proc/self/stat's fields 14, 15 and 22 to 24 (proc(5)); 0 or -errno. */
+static int read_proc_stat(struct proc_stat *ps)
+{
+	char buf[1024], *p;
+	FILE *f = fopen("/proc/self/stat", "re");
+	size_t n;
+
+	if (!f)
+		return -errno;
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	p = strrchr(buf, ')');   /* the command name may hold spaces */
+	if (!p || sscanf(p + 1,
+			 " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu %*d %*d %*d %*d %*d %*d %llu %lu %ld",
+			 &ps->utime, &ps->stime, &ps->start, &ps->vsize,
+			 &ps->rss) != 5)
+		return -EINVAL;
+	return 0;
+}
+
+/* The boot time, seconds since the epoch (/proc/stat's btime); 0 unknown. */
+static unsigned long long boot_time_s(void)
+{
+	unsigned long long bt = 0;
+	char line[256];
+	FILE *f = fopen("/proc/stat", "re");
+
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "btime %llu", &bt) == 1)
+			break;
+	fclose(f);
+	return bt;
+}
+
+/* Descriptors open in this process (the directory's own left out); -1
+ * when /proc/self/fd cannot be read. O(descriptors). */
+static long open_fds(void)
+{
+	DIR *dir = opendir("/proc/self/fd");
+	struct dirent *e;
+	long n = 0;
+
+	if (!dir)
+		return -1;
+	while ((e = readdir(dir)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(dir);
+	return n - 1;
+}
+
+/* The process_* families of Prometheus' client libraries. What cannot be
+ * read is left out (no sample rather than a wrong one). */
+static void put_process(struct out *o)
+{
+	long ticks = sysconf(_SC_CLK_TCK), page = sysconf(_SC_PAGESIZE);
+	unsigned long long boot = boot_time_s();
+	struct proc_stat ps;
+	struct rlimit rl;
+	long fds = open_fds();
+
+	if (ticks > 0 && page > 0 && !read_proc_stat(&ps)) {
+		family(o, "process_cpu_seconds_total", "counter",
+		       "Total user and system CPU time spent in seconds.");
+		put(o, "process_cpu_seconds_total %.2f\n",
+		    (double)(ps.utime + ps.stime) / (double)ticks);
+		family(o, "process_resident_memory_bytes", "gauge",
+		       "Resident memory size in bytes.");
+		put(o, "process_resident_memory_bytes %lld\n",
+		    (long long)ps.rss * page);
+		family(o, "process_virtual_memory_bytes", "gauge",
+		       "Virtual memory size in bytes.");
+		put(o, "process_virtual_memory_bytes %lu\n", ps.vsize);
+		if (boot) {
+			family(o, "process_start_time_seconds", "gauge",
+			       "Start time of the process since unix epoch in seconds.");
+			put(o, "process_start_time_seconds %.2f\n",
+			    (double)boot + (double)ps.start / (double)ticks);
+		}
+	}
+	if (fds >= 0) {
+		family(o, "process_open_fds", "gauge",
+		       "Number of open file descriptors.");
+		put(o, "process_open_fds %ld\n", fds);
+	}
+	if (!getrlimit(RLIMIT_NOFILE, &rl)) {
+		family(o, "process_max_fds", "gauge",
+		       "Maximum number of open file descriptors.");
+		put(o, "process_max_fds %llu\n",
+		    (unsigned long long)rl.rlim_cur);
+	}
+}
+
 int metrics_render(struct wcd *d, char *buf, size_t cap)
 {
-	struct out o = { .buf = buf, .cap = cap };
+	char labels[METRICS_LINE_MAX / 2];
+	struct out o = { .buf = buf, .cap = cap, .labels = labels };
+
+	rank_labels(d, labels, sizeof(labels));
 
 	put_info(&o, d);
 	put_versions(&o, d);
@@ -275,5 +450,6 @@ int metrics_render(struct wcd *d, char *buf, size_t cap)
 	put_requests(&o, d);
 	put_life(&o, d);
 	put_http(&o, d);
+	put_process(&o);
 	return o.full ? -ENOSPC : (int)o.len;
 }

@@ -11,7 +11,8 @@
  *   a lifecycle job ended     metrics_life() (lifecycle.c, life_job.c)
  *
  * Bounds: fixed arrays by wire type and error code; the text is at most
- * METRICS_TEXT_MAX bytes (about 9 KiB today).
+ * METRICS_TEXT_MAX bytes (about 15 KiB today, the rank's labels on every
+ * sample).
  */
 #ifndef WCD_METRICS_H
 #define WCD_METRICS_H
@@ -24,6 +25,7 @@
 #include "wire.h"
 
 #define METRICS_TEXT_MAX (64u << 10)
+#define METRICS_LINE_MAX 1024         /* one sample with its labels */
 #define METRICS_ATTACH_BUCKETS 12
 
 /* Upper bounds (seconds) of the attach histogram's buckets; +Inf after. */
@@ -54,6 +56,7 @@ struct wcd_metrics {
 	struct metrics_life life[METRICS_LIFE_KINDS];
 	/* the HTTP endpoint */
 	uint64_t http_served, http_errors, http_rejected, http_timeouts;
+	uint64_t http_evicted;        /* closed for a newer connection */
 	/* log lines of malformed frames: a burst, then a count */
 	struct log_limit malformed_log;
 };

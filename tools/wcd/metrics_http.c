@@ -5,8 +5,16 @@
  * answer, then closed (Connection: close). The parser is proto/http.c.
  *
  * Bounds, so that scrapers cannot take anything from the engines:
- *   - at most MHTTP_CONNS_MAX connections at once; more are closed at
- *     accept (counted as rejected), the slots are allocated at start-up;
+ *   - at most MHTTP_CONNS_MAX connections at once, the slots allocated
+ *     at start-up, and at most MHTTP_PEER_MAX of them from one peer (an
+ *     IP address; a pid on unix:). A connection past either limit takes
+ *     the slot of the oldest one that has not sent a whole request yet
+ *     (of its own peer at the peer's limit; that one is closed: evicted),
+ *     so that one peer holding many half-sent requests cannot lock a
+ *     scraper out, and its reconnects evict only its own; it waits in the
+ *     slot (next_fd) until the evicted one's receive has been cancelled.
+ *     Only when every candidate is answering is a new connection closed at
+ *     accept (rejected);
  *   - a request head of at most HTTP_HEAD_MAX bytes, read into the slot;
  *   - one deadline (MHTTP_DEADLINE_NS) for the whole exchange, read and
  *     write: a slow or silent client is cut off when it passes (a linked
@@ -38,15 +46,27 @@
 #include "wcd.h"
 
 #define MHTTP_CONNS_MAX 16
+#define MHTTP_PEER_MAX 8              /* connections of one peer */
 #define MHTTP_DEADLINE_NS (2000000000ull)   /* read + write, per request */
 #define MHTTP_BACKLOG 64
 #define MHTTP_CTYPE "text/plain; version=0.0.4; charset=utf-8"
 
 struct mhttp;
 
+/* Who a connection is from: the address family and the IP address, or
+ * the pid (SO_PEERCRED) on a unix socket. */
+struct mpeer {
+	int family;
+	uint8_t addr[16];
+};
+
 struct mconn {
 	struct mhttp *mh;
 	int fd;                       /* -1: the slot is free */
+	struct mpeer peer;
+	int next_fd;                  /* evicting fd: this one takes the slot */
+	uint64_t next_at_ns;          /* when next_fd was accepted */
+	struct mpeer next_peer;
 	struct rx_recv rx;
 	struct rx_send tx;
 	struct iovec iov[2];
@@ -68,15 +88,38 @@ struct mhttp {
 	uint64_t retry_until_ns;
 	char addr[256];
 	char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	dev_t unix_dev;               /* the socket file we bound */
+	ino_t unix_ino;
 	struct mconn conns[MHTTP_CONNS_MAX];
 };
 
+static void conn_recv(struct mconn *c);
+
+/* fd's exchange in slot c, from its accept at at_ns. */
+static void conn_begin(struct mconn *c, int fd, uint64_t at_ns,
+		       const struct mpeer *peer)
+{
+	c->fd = fd;
+	c->peer = *peer;
+	c->n = 0;
+	c->status = 0;
+	c->deadline_at_ns = at_ns + MHTTP_DEADLINE_NS;
+	conn_recv(c);
+}
+
+/* Ends the slot's connection; a connection waiting for the slot (it
+ * evicted this one) starts in it. */
 static void conn_close(struct mconn *c)
 {
+	int next = c->next_fd;
+
 	close(c->fd);
 	c->fd = -1;
 	free(c->body);
 	c->body = NULL;
+	c->next_fd = -1;
+	if (next >= 0)
+		conn_begin(c, next, c->next_at_ns, &c->next_peer);
 }
 
 /* Time left of the connection's deadline, or 0 when it has passed. */
@@ -164,8 +207,6 @@ static void conn_answer(struct mconn *c, const struct http_request *r,
 		conn_close(c);
 }
 
-static void conn_recv(struct mconn *c);
-
 static void conn_received(struct rx_recv *rr, int res)
 {
 	struct mconn *c = container_of(rr, struct mconn, rx);
@@ -203,6 +244,10 @@ static void conn_recv(struct mconn *c)
 {
 	uint64_t left = time_left(c);
 
+	if (c->next_fd >= 0) {   /* evicted: bytes came before the cancel */
+		conn_close(c);
+		return;
+	}
 	if (!left) {
 		c->mh->d->m.http_timeouts++;
 		conn_close(c);
@@ -214,10 +259,85 @@ static void conn_recv(struct mconn *c)
 		conn_close(c);
 }
 
+static bool peer_eq(const struct mpeer *a, const struct mpeer *b)
+{
+	return a->family == b->family && !memcmp(a->addr, b->addr,
+						 sizeof(a->addr));
+}
+
+/* fd's peer; an address that cannot be read is a peer of its own kind
+ * (family 0), which shares the limit with the others that failed. */
+static void peer_of(int fd, struct mpeer *p)
+{
+	struct sockaddr_storage ss;
+	socklen_t sl = sizeof(ss);
+	struct ucred cr;
+	socklen_t cl = sizeof(cr);
+
+	memset(p, 0, sizeof(*p));
+	if (getpeername(fd, (struct sockaddr *)&ss, &sl))
+		return;
+	p->family = ss.ss_family;
+	if (ss.ss_family == AF_INET)
+		memcpy(p->addr, &((struct sockaddr_in *)&ss)->sin_addr, 4);
+	else if (ss.ss_family == AF_INET6)
+		memcpy(p->addr, &((struct sockaddr_in6 *)&ss)->sin6_addr, 16);
+	else if (ss.ss_family == AF_UNIX &&
+		 !getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl))
+		memcpy(p->addr, &cr.pid, sizeof(cr.pid));
+}
+
+/* Connections of peer p: in slots (not being evicted) and waiting. */
+static unsigned peer_count(const struct mhttp *mh, const struct mpeer *p)
+{
+	unsigned n = 0;
+
+	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++) {
+		const struct mconn *c = &mh->conns[i];
+
+		n += c->fd >= 0 && c->next_fd < 0 && peer_eq(&c->peer, p);
+		n += c->next_fd >= 0 && peer_eq(&c->next_peer, p);
+	}
+	return n;
+}
+
+/* The slot for a connection accepted past a limit: the one whose
+ * connection is the oldest that has not sent a whole request (only of
+ * peer `only` when given; its receive is cancelled; the new fd waits in
+ * next_fd). When every such connection is already being evicted, the
+ * oldest waiting one is closed instead and the new fd waits in its place.
+ * NULL when every candidate is answering. O(MHTTP_CONNS_MAX). */
+static struct mconn *evict_oldest(struct mhttp *mh, const struct mpeer *only)
+{
+	struct mconn *reading = NULL, *waiting = NULL;
+
+	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++) {
+		struct mconn *c = &mh->conns[i];
+
+		if (c->fd < 0 || c->status)
+			continue;
+		if (c->next_fd < 0 && (!only || peer_eq(&c->peer, only)) &&
+		    (!reading || c->deadline_at_ns < reading->deadline_at_ns))
+			reading = c;
+		if (c->next_fd >= 0 && (!only || peer_eq(&c->next_peer, only)) &&
+		    (!waiting || c->next_at_ns < waiting->next_at_ns))
+			waiting = c;
+	}
+	if (reading && !rx_cancel(&reading->rx.op))
+		return reading;
+	if (waiting) {
+		close(waiting->next_fd);
+		waiting->next_fd = -1;
+		return waiting;
+	}
+	return NULL;
+}
+
 static void mhttp_accepted(struct rx_accept *a, int fd, bool final)
 {
 	struct mhttp *mh = container_of(a, struct mhttp, acc);
 	struct mconn *c = NULL;
+	struct mpeer p;
 
 	if (fd < 0) {
 		if (final && fd != -ECANCELED)
@@ -225,18 +345,99 @@ static void mhttp_accepted(struct rx_accept *a, int fd, bool final)
 				 strerror(-fd));
 		return;
 	}
-	for (unsigned i = 0; i < MHTTP_CONNS_MAX && !c; i++)
-		if (mh->conns[i].fd < 0)
-			c = &mh->conns[i];
+	peer_of(fd, &p);
+	if (peer_count(mh, &p) >= MHTTP_PEER_MAX) {
+		c = evict_oldest(mh, &p);
+	} else {
+		for (unsigned i = 0; i < MHTTP_CONNS_MAX && !c; i++)
+			if (mh->conns[i].fd < 0)
+				c = &mh->conns[i];
+		if (c) {
+			conn_begin(c, fd, rx_now_ns(), &p);
+			return;
+		}
+		c = evict_oldest(mh, NULL);
+	}
 	if (!c) {
 		mh->d->m.http_rejected++;
 		close(fd);
 		return;
 	}
-	c->fd = fd;
-	c->n = 0;
-	c->deadline_at_ns = rx_now_ns() + MHTTP_DEADLINE_NS;
-	conn_recv(c);
+	mh->d->m.http_evicted++;
+	c->next_fd = fd;
+	c->next_at_ns = rx_now_ns();
+	c->next_peer = p;
+}
+
+/* Whether a process accepts connections on the unix socket at path: a
+ * connect (non-blocking: a full backlog, EAGAIN, is a live one too).
+ * 0 nobody (a stale file), 1 somebody, -errno when it cannot be told. */
+static int unix_socket_live(const struct sockaddr_un *sa)
+{
+	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int ret = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (connect(fd, (const struct sockaddr *)sa, sizeof(*sa)) == 0 ||
+	    errno == EAGAIN || errno == EINPROGRESS)
+		ret = 1;
+	else if (errno != ECONNREFUSED && errno != ENOENT)
+		ret = -errno;
+	close(fd);
+	return ret;
+}
+
+/* "unix:PATH": a socket file left by a dead process is replaced; one that
+ * a live process (another daemon, or the old one during a handover)
+ * answers on is left alone: -EADDRINUSE. The inode bound is kept so that
+ * metrics_http_stop removes the file only while it is still ours. */
+static int mhttp_bind_unix(struct mhttp *mh, const char *addr, char *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	int fd, ret;
+
+	if (!addr[5] || strlen(addr + 5) >= sizeof(sa.sun_path))
+		return wc_errf(err, EINVAL,
+			       "--metrics-listen '%s': the unix socket path must be 1 to %zu bytes",
+			       addr, sizeof(sa.sun_path) - 1);
+	memcpy(sa.sun_path, addr + 5, strlen(addr + 5) + 1);
+	if (lstat(sa.sun_path, &st) == 0) {
+		if (!S_ISSOCK(st.st_mode))
+			return wc_errf(err, EEXIST,
+				       "--metrics-listen '%s': %s exists and is not a socket; remove it or pick another path",
+				       addr, sa.sun_path);
+		ret = unix_socket_live(&sa);
+		if (ret == 1)
+			return wc_errf(err, EADDRINUSE,
+				       "--metrics-listen '%s': another process serves on %s (it accepted a connection); stop it or give this daemon another path",
+				       addr, sa.sun_path);
+		if (ret < 0)
+			return wc_errf(err, -ret,
+				       "--metrics-listen '%s': cannot tell whether %s is in use: %s; remove it if it is stale, or pick another path",
+				       addr, sa.sun_path, strerror(-ret));
+		unlink(sa.sun_path);  /* nobody answers: a stale socket */
+	}
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return wc_errf(err, errno, "socket: %s", strerror(errno));
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
+	    listen(fd, MHTTP_BACKLOG) || stat(sa.sun_path, &st)) {
+		ret = -errno;
+		close(fd);
+		return wc_errf(err, -ret,
+			       "--metrics-listen '%s': cannot listen: %s",
+			       addr, strerror(-ret));
+	}
+	mh->unix_dev = st.st_dev;
+	mh->unix_ino = st.st_ino;
+	snprintf(mh->unix_path, sizeof(mh->unix_path), "%s", sa.sun_path);
+	snprintf(mh->d->metrics_addr, sizeof(mh->d->metrics_addr),
+		 "unix:%s", sa.sun_path);
+	mh->listen_fd = fd;
+	log_info("metrics: serving GET /metrics on unix:%s", sa.sun_path);
+	return 0;
 }
 
 /* Binds addr: "unix:PATH", "[v6]:port", "host:port" or ":port". */
@@ -249,42 +450,8 @@ static int mhttp_bind(struct mhttp *mh, const char *addr, char *err)
 	const char *port;
 	int fd, one = 1, ret;
 
-	if (!strncmp(addr, "unix:", 5)) {
-		struct sockaddr_un sa = { .sun_family = AF_UNIX };
-		struct stat st;
-
-		if (!addr[5] || strlen(addr + 5) >= sizeof(sa.sun_path))
-			return wc_errf(err, EINVAL,
-				       "--metrics-listen '%s': the unix socket path must be 1 to %zu bytes",
-				       addr, sizeof(sa.sun_path) - 1);
-		memcpy(sa.sun_path, addr + 5, strlen(addr + 5) + 1);
-		if (lstat(sa.sun_path, &st) == 0) {
-			if (!S_ISSOCK(st.st_mode))
-				return wc_errf(err, EEXIST,
-					       "--metrics-listen '%s': %s exists and is not a socket; remove it or pick another path",
-					       addr, sa.sun_path);
-			unlink(sa.sun_path);  /* a stale socket */
-		}
-		fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-		if (fd < 0)
-			return wc_errf(err, errno, "socket: %s", strerror(errno));
-		if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
-		    listen(fd, MHTTP_BACKLOG)) {
-			ret = -errno;
-			close(fd);
-			return wc_errf(err, -ret,
-				       "--metrics-listen '%s': cannot listen: %s",
-				       addr, strerror(-ret));
-		}
-		snprintf(mh->unix_path, sizeof(mh->unix_path), "%s",
-			 sa.sun_path);
-		snprintf(mh->d->metrics_addr, sizeof(mh->d->metrics_addr),
-			 "unix:%s", sa.sun_path);
-		mh->listen_fd = fd;
-		log_info("metrics: serving GET /metrics on unix:%s",
-			 sa.sun_path);
-		return 0;
-	}
+	if (!strncmp(addr, "unix:", 5))
+		return mhttp_bind_unix(mh, addr, err);
 	port = strrchr(addr, ':');
 	if (!port || !port[1] || (size_t)(port - addr) >= sizeof(host))
 		return wc_errf(err, EINVAL,
@@ -376,6 +543,7 @@ int metrics_http_start(struct wcd *d, const char *addr, unsigned wait_ms,
 	snprintf(mh->addr, sizeof(mh->addr), "%s", addr);
 	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++) {
 		mh->conns[i].fd = -1;
+		mh->conns[i].next_fd = -1;
 		mh->conns[i].mh = mh;
 	}
 	ret = mhttp_bind(mh, addr, err);
@@ -427,13 +595,27 @@ void metrics_http_stop(struct wcd *d)
 		if (rx_op_busy(&c->rx.op) || rx_op_busy(&c->tx.op))
 			return;
 	}
-	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++)
-		if (mh->conns[i].fd >= 0)
-			conn_close(&mh->conns[i]);
+	for (unsigned i = 0; i < MHTTP_CONNS_MAX; i++) {
+		struct mconn *c = &mh->conns[i];
+
+		if (c->next_fd >= 0)
+			close(c->next_fd);
+		c->next_fd = -1;
+		if (c->fd >= 0)
+			conn_close(c);
+	}
+	/* Unlink while still listening, and only our own file: a daemon that
+	 * took the path over (a handover's new one binds once our listener
+	 * stops answering) keeps its socket. */
+	if (mh->unix_path[0]) {
+		struct stat st;
+
+		if (!lstat(mh->unix_path, &st) && st.st_dev == mh->unix_dev &&
+		    st.st_ino == mh->unix_ino)
+			unlink(mh->unix_path);
+	}
 	if (mh->listen_fd >= 0)
 		close(mh->listen_fd);
-	if (mh->unix_path[0])
-		unlink(mh->unix_path);
 	free(mh);
 	d->mhttp = NULL;
 }
