@@ -506,6 +506,7 @@ static const struct server_hooks hooks = {
 	.pause_poke = handover_poke,
 	.client_gone = handover_client_gone,
 	.stop_hold = handover_stop_hold,
+	.read_to_end = handover_read_to_end,
 };
 
 static int start(struct wcd *d)

@@ -257,6 +257,10 @@ struct server_hooks {
 	 * (handover_old.c calls server_stop again if this daemon still owns
 	 * the clients then) */
 	void (*stop_hold)(struct wcd *d);
+	/* client c's process died: true to read its connection on to the
+	 * end of file (what it sent before it died) instead of closing it
+	 * now (handover_old.c: the new daemon after DONE) */
+	bool (*read_to_end)(struct wcd *d, struct wcd_client *c);
 };
 
 struct wcd {
@@ -358,6 +362,9 @@ void handover_request(struct wcd_client *c, const uint8_t *p, uint32_t n);
 void handover_client_gone(struct wcd *d, struct wcd_client *c);
 /* server_hooks.stop_hold: SIGTERM or SHUTDOWN after DONE (d->lent). */
 void handover_stop_hold(struct wcd *d);
+/* server_hooks.read_to_end: c is the new daemon after DONE (its SERVING
+ * may still be in the socket when its pidfd fires). */
+bool handover_read_to_end(struct wcd *d, struct wcd_client *c);
 /* The new daemon's side (--takeover), before anything is loaded: 0 when it
  * serves the old daemon's pools and clients (the loop set up, the server
  * started, the ready file written); -ECONNRESET when the old daemon died
