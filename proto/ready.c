@@ -38,10 +38,88 @@ int ready_format(const struct ready_info *r, char *buf, size_t len,
 	if ((size_t)n < len && r->log_file[0])
 		n += snprintf(buf + n, len - (size_t)n, "log_file=%s\n",
 			      r->log_file);
+	if ((size_t)n < len && r->serve_args[0])
+		n += snprintf(buf + n, len - (size_t)n, "serve_args=%s\n",
+			      r->serve_args);
+	if ((size_t)n < len && r->reloaded[0])
+		n += snprintf(buf + n, len - (size_t)n, "reloaded=%s\n",
+			      r->reloaded);
 	if ((size_t)n >= len)
 		return wc_errf(err, E2BIG, "ready file text over %zu bytes",
 			       len);
 	return n;
+}
+
+static bool plain_byte(unsigned char c)
+{
+	return c > ' ' && c != '%' && c != 0x7f;
+}
+
+int ready_args_put(char *buf, size_t cap, const char *w)
+{
+	size_t n = strlen(buf), need = n ? 1 : 0;
+
+	if (!*w)
+		return -EINVAL;   /* no empty word: give "--opt=" instead */
+	for (const unsigned char *p = (const unsigned char *)w; *p; p++)
+		need += plain_byte(*p) ? 1 : 3;
+	if (n + need >= cap)
+		return -E2BIG;
+	if (n)
+		buf[n++] = ' ';
+	for (const unsigned char *p = (const unsigned char *)w; *p; p++) {
+		if (plain_byte(*p))
+			buf[n++] = (char)*p;
+		else
+			n += (size_t)snprintf(buf + n, cap - n, "%%%02X", *p);
+	}
+	buf[n] = '\0';
+	return 0;
+}
+
+static int hexval(char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	return -1;
+}
+
+int ready_args_split(const char *s, char *store, size_t cap, char **words,
+		     unsigned max)
+{
+	size_t o = 0;
+	unsigned n = 0;
+
+	while (*s) {
+		if (*s == ' ') {
+			s++;
+			continue;
+		}
+		if (n == max)
+			return -E2BIG;
+		words[n++] = store + o;
+		for (; *s && *s != ' '; s++) {
+			int hi, lo, c = (unsigned char)*s;
+
+			if (*s == '%') {
+				hi = hexval(s[1]);
+				lo = hi < 0 ? -1 : hexval(s[2]);
+				if (lo < 0 || (hi | lo) == 0)
+					return -EINVAL;
+				c = hi * 16 + lo;
+				s += 2;
+			}
+			if (o + 2 > cap)
+				return -E2BIG;
+			store[o++] = (char)c;
+		}
+		store[o++] = '\0';
+	}
+	return (int)n;
 }
 
 enum kind { K_INT, K_U64, K_DOUBLE, K_STR };
@@ -72,6 +150,8 @@ static const struct key keys[] = {
 	{ "metrics_listen", K_STR, F(metrics_listen), 256 },
 	{ "log_format", K_STR, F(log_format), 8 },
 	{ "log_file", K_STR, F(log_file), READY_PATH_MAX },
+	{ "serve_args", K_STR, F(serve_args), READY_ARGS_MAX },
+	{ "reloaded", K_STR, F(reloaded), READY_REASON_MAX },
 };
 #undef F
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
@@ -120,7 +200,7 @@ int ready_parse(struct ready_info *r, const char *buf, size_t len,
 		const char *name, char *err)
 {
 	bool seen[NKEYS] = { 0 };
-	char line[READY_PATH_MAX + 64];
+	char line[READY_ARGS_MAX + 64];
 	size_t pos = 0, lineno = 0;
 
 	memset(r, 0, sizeof(*r));

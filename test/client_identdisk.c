@@ -13,7 +13,8 @@
  * the engine's identity; the second reads the first's entry. An identity
  * whose files changed less than 2 s ago is not written. A directory keeps
  * 256 entries (the oldest written goes) and drops a dead writer's
- * temporary file after a minute. Runs as root (the
+ * temporary file after a minute; a dead writer's temporary file of the
+ * next writer's pid and count does not block the entry. Runs as root (the
  * chown); skips otherwise.
  */
 #include <fcntl.h>
@@ -446,10 +447,14 @@ static int child_get(const char *model, const char *out)
 	FILE *f;
 
 	T_OK(gpu_dev_open(&dev, "host", err));
+	if (getenv("IDD_CHILD_SETTLE"))      /* the parent's settle() */
+		wc__ident_cache_settle_ns(SETTLE_NS);
 	if (wc__ident_get(&id, &w, &dev, &e))
 		T_FAIL("wc__ident_get: %s", e.msg);
 	T_OK(ident_encode(&id, g.enc, sizeof(g.enc), &g.len));
 	wc__ident_cache_counts(&c);
+	if (c.disk_why[0])
+		printf("child get: %s\n", c.disk_why);   /* to the child's log */
 	f = fopen(out, "w");
 	T_ASSERT(f);
 	fprintf(f, "%llu %llu %llu\n", (unsigned long long)c.built,
@@ -520,6 +525,78 @@ static void hello_e2e(void)
 	run_child(argv, out, buf, sizeof(buf), &n);
 	T_ASSERT(n == 6 && !memcmp(buf, "0 1 0\n", 6));
 	e2e_kill_wcd(&x);
+	T_OK(setenv("WCACHE_IDENT_CACHE", cache, 1));
+}
+
+/* A dead writer's temporary file under the name a fresh process of the
+ * same pid would give its first write (a container's engine is pid 1 at
+ * every start, and counts its writes from 1): the entry is written all
+ * the same, not blocked by EEXIST. The fresh process is forked first and
+ * waits on a pipe until the leftover is made under its pid. */
+static void leftover_of_this_pid(void)
+{
+	static uint8_t buf[IDENT_ENC_MAX + 100];
+	char self[] = "/proc/self/exe", dir[300], out[300], log[300];
+	char path[700], left[800];
+	char *argv[] = { self, "child", "get", x.model, out, NULL };
+	int go[2], st, fd;
+	size_t n;
+	char c = 1;
+	pid_t p;
+
+	snprintf(dir, sizeof(dir), "%s/ident-left", x.dir);
+	snprintf(out, sizeof(out), "%s/left.out", x.dir);
+	snprintf(log, sizeof(log), "%s/child.log", x.dir);
+	T_OK(setenv("WCACHE_IDENT_CACHE", dir, 1));
+	T_OK(setenv("IDD_CHILD_SETTLE", "1", 1));
+	settle();
+	run_child(argv, out, buf, sizeof(buf), &n);
+	if (n < 6 || memcmp(buf, "1 0 1\n", 6)) {
+		e2e_show_log(log);
+		T_FAIL("the first child get did not write the entry (built, read, written: %.*s)",
+		       (int)(n < 6 ? n : 5), (const char *)buf);
+	}
+	T_ASSERT(entry_path(dir, path, sizeof(path)));
+	T_OK(unlink(path));
+	unlink(out);
+	T_OK(pipe(go));
+	p = fork();
+	T_ASSERT(p >= 0);
+	if (!p) {
+		close(go[1]);
+		if (read(go[0], &c, 1) != 1)
+			_exit(126);
+		fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+		if (fd >= 0) {
+			dup2(fd, 1);
+			dup2(fd, 2);
+		}
+		execv(argv[0], argv);
+		_exit(127);
+	}
+	close(go[0]);
+	snprintf(left, sizeof(left), "%s/.%.32s.%d.1.tmp", dir,
+		 strrchr(path, '/') + 1, (int)p);
+	fd = open(left, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	T_CMP_INT(fd, >=, 0);
+	T_EQ_INT(write(fd, "torn", 4), 4);
+	close(fd);
+	T_EQ_INT(write(go[1], &c, 1), 1);
+	close(go[1]);
+	T_EQ_INT(waitpid(p, &st, 0), p);
+	if (!WIFEXITED(st) || WEXITSTATUS(st)) {
+		e2e_show_log(log);
+		T_FAIL("the child get beside %s failed (status 0x%x)", left, st);
+	}
+	n = slurp(out, buf, sizeof(buf));
+	if (n < 6 || memcmp(buf, "1 0 1\n", 6)) {
+		e2e_show_log(log);
+		T_FAIL("a leftover %s of the writer's pid kept the entry from being written (built, read, written: %.*s)",
+		       left, (int)(n < 6 ? n : 5), (const char *)buf);
+	}
+	T_OK(access(path, F_OK) ? -errno : 0);
+	T_OK(unlink(left));
+	T_OK(unsetenv("IDD_CHILD_SETTLE"));
 	T_OK(setenv("WCACHE_IDENT_CACHE", cache, 1));
 }
 
@@ -613,6 +690,7 @@ int main(int argc, char **argv)
 		T_ASSERT(same(&g, &good));
 	}
 	hello_e2e();
+	leftover_of_this_pid();
 	bounded();
 	gpu_dev_close(&dev);
 	printf("identity cache on disk: %llu built, %llu read, %llu written\n",

@@ -18,8 +18,10 @@
  *             written): it aborts and exits 1;
  *   then the old daemon is killed: the engine's daemon fd reports it;
  *   new:7     (SERVING sent: not a handover step but a crash of the daemon
- *             that serves, before its loop turns): the old daemon has
- *             exited 0 by itself, none serves, the lock is free and the
+ *             that serves, before its loop turns; the old daemon held
+ *             after DONE until the new one ended, WCD_TEST_HO_WAIT_PEER_EXIT,
+ *             so that SERVING and the pidfd's event reach it together):
+ *             the old daemon reads SERVING and exits 0, none serves, the lock is free and the
  *             ready file names the dead new pid (the leftovers of any
  *             crash), the engine's daemon fd reports the death and the
  *             mapping stays valid;
@@ -392,41 +394,45 @@ int main(void)
 	engine_close(&g);
 
 	/* new:7: a crash of the daemon that serves (SERVING sent). The old
-	 * daemon has read SERVING and exits; or it saw the new one's pidfd
-	 * fire before it had read the whole frame, and resumed: either way
-	 * one daemon or none (a crash), never two; the engine's reply says
-	 * which */
+	 * daemon, held after DONE until the new one has ended
+	 * (WCD_TEST_HO_WAIT_PEER_EXIT), meets its SERVING and its pidfd's
+	 * event at once: it must read what was sent before deciding, so it
+	 * exits 0 and never takes the clients back from a daemon that
+	 * served; none serves after (a crash), never two */
+	setenv("WCD_TEST_HO_WAIT_PEER_EXIT", "1", 1);
 	start_old(&x, NULL);
+	unsetenv("WCD_TEST_HO_WAIT_PEER_EXIT");
 	engine_attach(&x, &g);
 	{
-		int fds = e2e_fd_count(x.wcd), mine = self_fds();
+		struct wc_notice n;
 		siginfo_t si;
+		char cmd[700];
 
 		nw = spawn_takeover(&x, "new:7", NULL, false);
 		si = wait_dead(&x, nw, 10000, "new:7");
 		T_EQ_INT(waitpid(nw, NULL, 0), nw);
 		T_ASSERT(si.si_code == CLD_KILLED && si.si_status == SIGKILL);
-		if (wc_ping(g.c, 1, &e) == 0) {
-			printf("new:7: the old daemon saw the new one die before it read SERVING, and resumed\n");
-			old_serves_on(&x, &g, nw, fds, mine, "new:7");
-			kill(x.wcd, SIGTERM);
-			T_EQ_INT(wait_status(x.wcd), 0);
-		} else {
-			struct wc_notice n;
-
-			printf("new:7: the old daemon read SERVING and exited; the new one crashed: none serves\n");
-			si = wait_dead(&x, x.wcd, 10000, "new:7: the old daemon");
-			T_EQ_INT(waitpid(x.wcd, NULL, 0), x.wcd);
-			if (si.si_code != CLD_EXITED || si.si_status != 0)
-				T_FAIL("new:7: the old daemon ended with code %d status %d, not exit 0 after SERVING",
-				       si.si_code, si.si_status);
-			/* the leftovers of a crash: a stale ready file */
-			T_EQ_INT(ready_pid(&x, NULL, 0), nw);
-			T_EQ_INT(lock_holder_pid(&x, false), 0);
-			while (wc_notice_read(g.c, &n, &e) == 1)
-				;
-			T_ASSERT(fd_readable(wc_daemon_fd(g.c), 0));
+		si = wait_dead(&x, x.wcd, 10000, "new:7: the old daemon");
+		T_EQ_INT(waitpid(x.wcd, NULL, 0), x.wcd);
+		if (si.si_code != CLD_EXITED || si.si_status != 0) {
+			e2e_show_log(x.log);
+			T_FAIL("new:7: the old daemon ended with code %d status %d, not exit 0 after SERVING",
+			       si.si_code, si.si_status);
 		}
+		snprintf(cmd, sizeof(cmd),
+			 "grep -q 'handover: done in .* pid %d serves device' '%s' && ! grep -q 'taken back from pid %d' '%s'",
+			 (int)nw, x.log, (int)nw, x.log);
+		if (system(cmd)) {
+			e2e_show_log(x.log);
+			T_FAIL("new:7: the old daemon took the clients back from pid %d, which had sent SERVING",
+			       (int)nw);
+		}
+		/* the leftovers of a crash: a stale ready file */
+		T_EQ_INT(ready_pid(&x, NULL, 0), nw);
+		T_EQ_INT(lock_holder_pid(&x, false), 0);
+		while (wc_notice_read(g.c, &n, &e) == 1)
+			;
+		T_ASSERT(fd_readable(wc_daemon_fd(g.c), 0));
 	}
 	x.wcd = 0;
 	T_EQ_U64(e2e_compare_all(&x, g.m), x.m.ntensors);

@@ -78,8 +78,8 @@ expect_eq "restart --all --device" "$rc" 2
 
 # metrics --all and stop --all (they had it): every rank
 out=$("$BIN/wcctl" metrics --all 2>&1) || fail "metrics --all: $out"
-expect_has "metrics --all" "$out" "# device host-0"
-expect_has "metrics --all" "$out" "# device host-1"
+expect_has "metrics --all" "$out" 'device="host-0"'
+expect_has "metrics --all" "$out" 'device="host-1"'
 out=$("$BIN/wcctl" stop --all 2>&1) || fail "stop --all: $out"
 expect_has "stop --all" "$out" "stopped wcd pid"
 out=$("$BIN/wcctl" wake --all 2>&1); rc=$?

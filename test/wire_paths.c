@@ -93,6 +93,53 @@ static void test_device(void)
 	T_ASSERT(!paths_is_host_spec("hostx"));
 }
 
+/* serve_args: argv words with any bytes (a space, '%', a newline, a byte
+ * that is not UTF-8) go through the ready file and come back exact; a
+ * line longer than a path is read; the bounds are errors. */
+static void test_serve_args(void)
+{
+	static struct ready_info r, d;
+	static char buf[READY_FILE_MAX], store[READY_ARGS_MAX], big[5000];
+	const char *in[] = { "--rules", "/a b/%x\n\xe9.rules", "--allow-uid",
+			     "65534", "--no-hash" };
+	char *w[8], small[16] = "";
+	int n;
+
+	for (unsigned i = 0; i < 5; i++)
+		T_OK(ready_args_put(r.serve_args, sizeof(r.serve_args), in[i]));
+	T_EQ_STR(r.serve_args,
+		 "--rules /a%20b/%25x%0A\xe9.rules --allow-uid 65534 --no-hash");
+	strcpy(r.socket, "/s");
+	strcpy(r.device, "host");
+	r.pid = 7;
+	memset(big, 'p', sizeof(big) - 1);
+	big[0] = '/';
+	T_OK(ready_args_put(r.serve_args, sizeof(r.serve_args), "--layout"));
+	T_OK(ready_args_put(r.serve_args, sizeof(r.serve_args), big));
+	strcpy(r.reloaded, "the old daemon died");
+	n = ready_format(&r, buf, sizeof(buf), err);
+	T_CMP_INT(n, >, 0);
+	T_OK(ready_parse(&d, buf, (size_t)n, "t", err));
+	T_EQ_STR(d.serve_args, r.serve_args);
+	T_EQ_STR(d.reloaded, "the old daemon died");
+	n = ready_args_split(d.serve_args, store, sizeof(store), w, 8);
+	T_EQ_INT(n, 7);
+	for (unsigned i = 0; i < 5; i++)
+		T_EQ_STR(w[i], in[i]);
+	T_EQ_STR(w[6], big);
+	/* the bounds */
+	T_EQ_INT(ready_args_put(small, sizeof(small), "--a-long-option"), 0);
+	T_EQ_INT(ready_args_put(small, sizeof(small), "x"), -E2BIG);
+	T_EQ_STR(small, "--a-long-option");
+	T_EQ_INT(ready_args_put(small, sizeof(small), ""), -EINVAL);
+	T_EQ_INT(ready_args_split("a b c", store, sizeof(store), w, 2), -E2BIG);
+	T_EQ_INT(ready_args_split("a%zz", store, sizeof(store), w, 2), -EINVAL);
+	T_EQ_INT(ready_args_split("a%00", store, sizeof(store), w, 2), -EINVAL);
+	T_EQ_INT(ready_args_split("a%4", store, sizeof(store), w, 2), -EINVAL);
+	T_EQ_INT(ready_args_split("abcdef", store, 4, w, 2), -E2BIG);
+	T_EQ_INT(ready_args_split("", store, sizeof(store), w, 2), 0);
+}
+
 static void test_ready(void)
 {
 	struct ready_info r = {
@@ -184,6 +231,7 @@ int main(void)
 	test_resolve();
 	test_device();
 	test_ready();
+	test_serve_args();
 	printf("paths and ready: ok\n");
 	return 0;
 }

@@ -32,6 +32,10 @@
  * it lists stats as recorded (one recorded missing still missing). It is
  * written to a temporary file of the same directory (O_CREAT|O_EXCL, 0600)
  * and renamed over the old one, so a reader sees the old file or the new.
+ * The temporary name has the pid and 64 random bits (tmp_name): a dead
+ * writer's file of the same pid and count (a container's engine is pid 1 at
+ * every start) would otherwise make every later write fail with EEXIST,
+ * the entry blocked for good (only a write prunes temporary files).
  * An identity is not written while a file it was computed from is younger
  * than 2 s (idd_racy_ns): a second change within the same tick of the file
  * system's clock, of the same size, would stat the same (git's "racily
@@ -62,6 +66,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -593,6 +598,26 @@ static void prune(struct idd *d)
 		unlinkat(d->dfd, victim, 0);
 }
 
+/* The temporary file's name: the entry's, the pid, a count and 64 random
+ * bits (getrandom; where it fails, the clock's nanoseconds and the
+ * counter's address stand in), so that no leftover of an earlier process
+ * with the same pid can take it. */
+static void tmp_name(const struct idd *d, char *buf, size_t cap)
+{
+	static unsigned long seq;
+	unsigned long n = __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED);
+	unsigned long long r;
+	struct timespec ts;
+
+	if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+		clock_gettime(CLOCK_REALTIME, &ts);
+		r = ((unsigned long long)ts.tv_sec << 30) ^
+		    (unsigned long long)ts.tv_nsec ^ (uintptr_t)&seq;
+	}
+	snprintf(buf, cap, ".%.32s.%d.%lu.%016llx.tmp", d->name,
+		 (int)getpid(), n, r);
+}
+
 void wc__ident_cache_settle_ns(int64_t ns)
 {
 	__atomic_store_n(&idd_racy_ns, ns, __ATOMIC_RELAXED);
@@ -601,7 +626,6 @@ void wc__ident_cache_settle_ns(int64_t ns)
 int wc__idd_store(struct idd *d, const struct idc_entry *e)
 {
 	const char *recent;
-	static unsigned long seq;
 	struct wr w = { 0 };
 	uint8_t enc[IDENT_ENC_MAX], sum[WC_HASH_LEN];
 	char tmp[96];
@@ -649,8 +673,7 @@ int wc__idd_store(struct idd *d, const struct idc_entry *e)
 		free(w.p);
 		return -E2BIG;
 	}
-	snprintf(tmp, sizeof(tmp), ".%.32s.%d.%lu.tmp", d->name, (int)getpid(),
-		 __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED));
+	tmp_name(d, tmp, sizeof(tmp));
 	fd = openat(d->dfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
 		    O_CLOEXEC, 0600);
 	if (fd < 0) {

@@ -32,6 +32,7 @@
 #include "log.h"
 #include "ready.h"
 #include "rundir.h"
+#include "utf8.h"
 #include "wcache.h"
 #include "wcctl.h"
 
@@ -48,7 +49,12 @@ static void restart_usage(FILE *f)
 "process; nothing is reloaded, engines keep their mappings and see no\n"
 "error. A new wcd that cannot take over (another handover protocol, a\n"
 "model directory that changed, a sleeping daemon) leaves the old one\n"
-"serving.\n"
+"serving. The new wcd gets the old one's model, rank and every option\n"
+"that shapes what it serves or who may attach (--rules, --layout,\n"
+"--allow-uid, --ep-size/--ep-rank, --vocab-pad, metrics and log options:\n"
+"the ready file's serve_args); if the old daemon dies in the middle of the\n"
+"handover, the new one loads from disk with them, and this says\n"
+"\"reloaded (<why>)\" instead of \"handed over\".\n"
 "\n"
 "  --device D        host, host:NAME, host-NAME, a CUDA ordinal or GPU-<uuid>\n"
 "  --all             every daemon with a ready file, one after the other\n"
@@ -63,8 +69,9 @@ static void restart_usage(FILE *f)
 "  wcctl restart --device host-0 --wcd /opt/wcache-new/bin/wcd --verify hash\n"
 "  wcctl restart --device GPU-5a3f0c1e-... --timeout 120 --json\n"
 "\n"
-"Exit status: 0 handed over, 1 failed (the log says which daemon serves;\n"
-"with --all: any of them), 2 usage, 3 no daemon was running.\n");
+"Exit status: 0 the new daemon serves (handed over, or reloaded), 1 failed\n"
+"(the log says which daemon serves; with --all: any of them), 2 usage, 3 no\n"
+"daemon was running.\n");
 }
 
 static int pidfd_open_(pid_t pid)
@@ -178,6 +185,66 @@ static void tail_log(const char *log)
 	fclose(f);
 }
 
+/* The new daemon's words after the fixed ones: every option of the old
+ * daemon's that a restart keeps (its ready file's serve_args; a daemon of
+ * a build before serve_args: its metrics and log keys). Appends to
+ * argv[*na], at most max words in all; store holds the decoded words. */
+static int kept_args(const struct ready_info *ri, char **argv, int *na,
+		     int max, char *store, size_t cap, const char *name)
+{
+	int n;
+
+	if (!ri->serve_args[0]) {
+		if (ri->metrics_listen[0]) {
+			argv[(*na)++] = "--metrics-listen";
+			argv[(*na)++] = (char *)ri->metrics_listen;
+		}
+		if (ri->log_format[0]) {
+			argv[(*na)++] = "--log-format";
+			argv[(*na)++] = (char *)ri->log_format;
+		}
+		if (ri->log_file[0]) {
+			argv[(*na)++] = "--log-file";
+			argv[(*na)++] = (char *)ri->log_file;
+		}
+		return 0;
+	}
+	n = ready_args_split(ri->serve_args, store, cap, argv + *na,
+			     (unsigned)(max - *na));
+	if (n < 0) {
+		log_error("device %s: the ready file's serve_args cannot be read (%s): it is damaged or from another build; not restarting (restart with a reload: wcctl stop, then wcctl start with the daemon's options)",
+			  name, strerror(-n));
+		return n;
+	}
+	*na += n;
+	return 0;
+}
+
+/* The ready file of the new daemon that serves: a reload (its reloaded
+ * key says why) or a handover; what the log and --json say. */
+static void report_served(const char *name, const struct ready_info *old,
+			  const char *ready, pid_t nw, double serve_ms,
+			  double exit_ms, char *reason, size_t cap)
+{
+	struct ready_info ri;
+	char err[WC_ERR_LEN];
+
+	reason[0] = '\0';
+	if (ready_read_file(&ri, ready, err) == 0 && ri.pid == nw &&
+	    ri.reloaded[0])
+		snprintf(reason, cap, "%s", ri.reloaded);
+	if (!reason[0]) {
+		log_info("device %s: wcd pid %d handed over to pid %d: serving %.1f ms after the restart began (the old daemon exited at %.1f ms)",
+			 name, old->pid, (int)nw, serve_ms, exit_ms);
+		return;
+	}
+	log_warn("device %s: reloaded (%s): wcd pid %d serves what it loaded from disk with the old daemon's options, %.1f ms after the restart began; engines attached to pid %d saw it exit and must attach again",
+		 name, reason, (int)nw, serve_ms, old->pid);
+	if (strcmp(ri.identity, old->identity))
+		log_warn("device %s: the reloaded identity %s differs from the old daemon's %s (the model directory or a rules or layout file changed since it started): engines that expect the old one are refused with a MISMATCH",
+			 name, ri.identity, old->identity);
+}
+
 int wcctl_restart(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -202,7 +269,8 @@ int wcctl_restart(int argc, char **argv)
 	pid_t holder, nw, answered = -1;
 	int c, old_fd, new_fd, st, rc = 1;
 	uint64_t t0, t_exit = 0, t_served = 0, end;
-	char *nargv[32];
+	static char kept[READY_ARGS_MAX];
+	char *nargv[32 + READY_ARGS_WORDS_MAX + 1], reason[READY_REASON_MAX] = "";
 	int na = 0;
 
 	optind = 1;
@@ -307,18 +375,12 @@ int wcctl_restart(int argc, char **argv)
 		nargv[na++] = "--takeover-verify";
 		nargv[na++] = "hash";
 	}
-	/* the old daemon's endpoint and log settings (its ready file) */
-	if (ri.metrics_listen[0]) {
-		nargv[na++] = "--metrics-listen";
-		nargv[na++] = ri.metrics_listen;
-	}
-	if (ri.log_format[0]) {
-		nargv[na++] = "--log-format";
-		nargv[na++] = ri.log_format;
-	}
-	if (ri.log_file[0]) {
-		nargv[na++] = "--log-file";
-		nargv[na++] = ri.log_file;
+	/* every option of the old daemon's that shapes what it serves, to
+	 * whom, how it logs: for the handover's checks and for a reload */
+	if (kept_args(&ri, nargv, &na, (int)(sizeof(nargv) / sizeof(nargv[0])) - 1,
+		      kept, sizeof(kept), name)) {
+		close(old_fd);
+		return 1;
 	}
 	nargv[na] = NULL;
 
@@ -381,17 +443,19 @@ int wcctl_restart(int argc, char **argv)
 		}
 	}
 	rc = 0;
-	log_info("device %s: wcd pid %d handed over to pid %d: serving %.1f ms after the restart began (the old daemon exited at %.1f ms)",
-		 name, ri.pid, (int)nw, (double)(t_served - t0) / 1e6,
-		 (double)(t_exit - t0) / 1e6);
+	report_served(name, &ri, p.ready, nw, (double)(t_served - t0) / 1e6,
+		      (double)(t_exit - t0) / 1e6, reason, sizeof(reason));
 out:
 	if (json) {
-		json_t *o = json_pack("{s:s, s:b, s:s, s:i, s:i, s:f, s:f, s:i}",
+		json_t *o = json_pack("{s:s, s:b, s:s, s:i, s:i, s:f, s:f, s:s, s:o, s:i}",
 				      "command", "restart", "ok", rc == 0,
 				      "device", name, "old_pid", ri.pid,
 				      "new_pid", (int)nw,
 				      "serving_ms", rc ? 0.0 : (double)(t_served - t0) / 1e6,
 				      "old_exit_ms", t_exit ? (double)(t_exit - t0) / 1e6 : 0.0,
+				      "outcome", rc ? "failed" :
+				      reason[0] ? "reloaded" : "handed over",
+				      "reason", json_text(reason),
 				      "exit", rc);
 		char *s = json_dumps(o, JSON_PRESERVE_ORDER);
 

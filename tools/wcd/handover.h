@@ -75,6 +75,9 @@
  *   new 1..5 (after ASK, BEGIN, the checks, COMMIT, DONE): the old one
  *            resumes (its connection ends); a new daemon that hangs
  *            after DONE instead is killed after HO_SERVING_NS: the same;
+ *   (a death after DONE is decided by what the new daemon sent: its
+ *   pidfd's event does not close its connection, which is read on to the
+ *   end of file, SERVING included if it was sent: handover_read_to_end)
  *   new 6    (set up to serve, SERVING not sent; or the set-up failed: it
  *            sends ABORT and exits 1): the old one resumes and takes back
  *            the lock's pid, the ready file and each client's daemon fd

@@ -485,6 +485,23 @@ static void ho_ask(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	handover_poke(d);
 }
 
+/* The tests' hook WCD_TEST_HO_WAIT_PEER_EXIT=1: after DONE, wait (a
+ * blocking poll of its pidfd, 60 s at most) until the new daemon has
+ * ended, so that what it sent before (SERVING, with WCD_HANDOVER_KILL=
+ * new:7) and its pidfd's event reach the loop together. */
+static void test_wait_peer_exit(struct wcd_ho *ho)
+{
+	int fd;
+
+	if (!getenv("WCD_TEST_HO_WAIT_PEER_EXIT"))
+		return;
+	fd = ho_pidfd_open(ho->peer_pid);
+	if (fd >= 0) {
+		ho_pidfd_exited(fd, 60000);
+		close(fd);
+	}
+}
+
 /* COMMIT: let go (DONE), then wait for SERVING, or for the new daemon's
  * end (it died before it served: resume), HO_SERVING_NS at most
  * (ho_serving_overdue: then it is killed). Nothing here touches a client,
@@ -522,6 +539,7 @@ static void ho_commit(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	ho->serving_ns = env_bound("WCD_HANDOVER_SERVING_MS", HO_SERVING_NS);
 	ho_arm(d, &ho->serving_timer, ho->serving_ns);
 	ho_step("old", 5);
+	test_wait_peer_exit(ho);
 }
 
 /* SIGTERM or SHUTDOWN after DONE (server_stop while d->lent): the
@@ -610,6 +628,27 @@ void handover_request(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	if (wire_ho_abort_get(p, n, why, err))
 		snprintf(why, sizeof(why), "%s", err);
 	ho_old_abort(d, WIRE_E_STATE, "the new daemon aborted: %s", why);
+}
+
+/* The new daemon's process ended after DONE: it may have sent SERVING
+ * first, and that frame may still be in the socket, or be read in this
+ * very batch of completions after the pidfd's (the pidfd fired first in 3
+ * of 82 kills right after SERVING, and the old daemon took the clients
+ * back from a daemon that had served). What it sent decides: the
+ * connection is read on to its end of file, which comes after every byte
+ * it sent (its descriptors are closed before its pidfd fires): SERVING
+ * there makes this daemon exit (ho_serving), the end without it takes
+ * the clients back (handover_client_gone). Bounded: the serving timer,
+ * armed at DONE, runs on. */
+bool handover_read_to_end(struct wcd *d, struct wcd_client *c)
+{
+	struct wcd_ho *ho = d->ho;
+
+	if (!ho || ho->st != HO_DONE || ho->peer != c)
+		return false;
+	log_debug("handover: the new daemon pid %d ended after DONE; reading what it sent before deciding",
+		  (int)ho->peer_pid);
+	return true;
 }
 
 void handover_client_gone(struct wcd *d, struct wcd_client *c)

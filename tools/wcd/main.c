@@ -300,8 +300,30 @@ static const struct option longopts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
+/* A path option made absolute against the working directory (into buf,
+ * PATH_MAX bytes): the ready file's serve_args and a handover hand it to
+ * the next daemon, which may start in another directory. */
+static const char *abs_path(const char *p, char *buf, const char *opt)
+{
+	char cwd[PATH_MAX];
+
+	if (p[0] == '/')
+		return p;
+	if (!getcwd(cwd, sizeof(cwd)) ||
+	    snprintf(buf, PATH_MAX, "%s/%s", cwd, p) >= PATH_MAX) {
+		char fmt[128];
+
+		snprintf(fmt, sizeof(fmt),
+			 "%s '%%s': cannot make it an absolute path (give one)",
+			 opt);
+		usage_fail(fmt, p);
+	}
+	return buf;
+}
+
 static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 {
+	static char rules_abs[PATH_MAX], layout_abs[PATH_MAX], log_abs[PATH_MAX];
 	enum log_level lvl = LOG_INFO;
 	int c;
 
@@ -348,8 +370,8 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 				parse_u32(optarg, "bad --allow-uid '%s' (a numeric uid)");
 			break;
 		case OPT_ALLOW_QUANT: o->allow_quant = optarg; break;
-		case OPT_RULES: o->rules = optarg; break;
-		case OPT_LAYOUT: o->layout = optarg; break;
+		case OPT_RULES: o->rules = abs_path(optarg, rules_abs, "--rules"); break;
+		case OPT_LAYOUT: o->layout = abs_path(optarg, layout_abs, "--layout"); break;
 		case OPT_EP_SIZE: o->ep_size = parse_u32(optarg, "bad --ep-size '%s'"); break;
 		case OPT_EP_RANK: o->ep_rank = parse_u32(optarg, "bad --ep-rank '%s'"); break;
 		case OPT_VOCAB_PAD:
@@ -380,6 +402,7 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 			o->hash_threads = parse_u32(optarg, "bad --hash-threads '%s'");
 			if (o->hash_threads > HASHPOOL_MAX)
 				usage_fail("--hash-threads %s is over 16", optarg);
+			o->hash_threads_given = true;
 			break;
 		case OPT_KEEP_CONTEXT: o->keep_context = true; break;
 		case OPT_SLEEP_ARENA:
@@ -412,7 +435,7 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 			o->direct_io = CHOICE(optarg, "--direct-io", "auto", "on", "off");
 			break;
 		case OPT_METRICS_LISTEN: o->metrics_listen = optarg; break;
-		case OPT_LOG_FILE: o->log_file = optarg; break;
+		case OPT_LOG_FILE: o->log_file = abs_path(optarg, log_abs, "--log-file"); break;
 		case OPT_LOG_FORMAT:
 			if (log_parse_format(optarg, &o->log_format))
 				usage_fail("bad --log-format '%s' (text or json)", optarg);
@@ -451,6 +474,7 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 			   o->ep_size ? "too large" : "with size 0");
 	if (o->pool_size < (1u << 20))
 		usage_fail("%s", "--pool-size must be at least 1M");
+	o->log_level = lvl;
 	return lvl;
 }
 
@@ -512,6 +536,7 @@ static const struct server_hooks hooks = {
 	.pause_poke = handover_poke,
 	.client_gone = handover_client_gone,
 	.stop_hold = handover_stop_hold,
+	.read_to_end = handover_read_to_end,
 };
 
 static int start(struct wcd *d)
@@ -589,6 +614,13 @@ static int start(struct wcd *d)
 		log_warn("%s; the old daemon died in the middle of the handover: loading %s from disk",
 			 err, given.model);
 		d->o = given;
+		/* wcctl restart reports it (the ready file's reloaded) */
+		snprintf(d->reloaded, sizeof(d->reloaded), "%s%.*s",
+			 "the old daemon died in the middle of the handover: ",
+			 (int)sizeof(d->reloaded) - 64, err);
+		for (char *c = d->reloaded; *c; c++)
+			if (*c == '\n')
+				*c = ' ';
 	}
 
 	ret = own_acquire(d, err);

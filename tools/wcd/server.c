@@ -583,10 +583,18 @@ static void client_died(struct rx_child *ch, int res)
 {
 	struct wcd_client *c = container_of(ch, struct wcd_client, watch);
 
-	/* client_log_end says how it ended (ch->exited, its status). Closing
+	/* client_log_end says how it ended (ch->exited, its status). A
+	 * client whose last frames decide what this daemon does
+	 * (hooks->read_to_end: the new daemon of a handover, whose SERVING
+	 * may wait in the socket) is read on to its end of file instead: a
+	 * process's descriptors are closed before its pidfd reports the
+	 * exit, so everything it sent comes before that end. Closing
 	 * already (its disconnect came first: the exit in the same batch,
 	 * before our cancel, or awaited by client_close): client_close
 	 * would do nothing, and nothing else would free it. */
+	if (res == 0 && !c->closing && c->d->hooks &&
+	    c->d->hooks->read_to_end && c->d->hooks->read_to_end(c->d, c))
+		return;
 	if (res == 0 && !c->closing)
 		client_close(c, "the client process died");
 	else

@@ -152,8 +152,9 @@ out_free:
 int status_write_ready(struct wcd *d, char *err)
 {
 	struct wcd_version *v = wcd_current(d);
-	struct ready_info r = { 0 };
+	static struct ready_info r;
 
+	memset(&r, 0, sizeof(r));
 	r.pid = (int)getpid();
 	snprintf(r.socket, sizeof(r.socket), "%s", d->paths.sock);
 	snprintf(r.device, sizeof(r.device), "%s", d->dev.name);
@@ -177,5 +178,11 @@ int status_write_ready(struct wcd *d, char *err)
 		snprintf(r.log_format, sizeof(r.log_format), "json");
 	if (d->o.log_file)
 		snprintf(r.log_file, sizeof(r.log_file), "%s", d->o.log_file);
+	/* every option a restart must keep (serve_args.c) */
+	if (serve_args_format(d, r.serve_args, sizeof(r.serve_args)) < 0)
+		return wc_errf(err, E2BIG,
+			       "the daemon's options do not fit in the ready file's serve_args (%d bytes): shorten the paths of --rules, --layout or --log-file",
+			       READY_ARGS_MAX);
+	snprintf(r.reloaded, sizeof(r.reloaded), "%s", d->reloaded);
 	return ready_write_file(&r, d->paths.ready, err);
 }

@@ -16,6 +16,8 @@
  *               (lifecycle.h, shared with life_job.c)
  *   life_job.c  the WAKE and UPDATE jobs and their replies
  *   status.c    STATUS JSON and the ready file
+ *   serve_args.c  the options a restart keeps (the ready file's
+ *               serve_args)
  *   versions.c  resident versions: publish, retire, lease counts, memory
  *               (versions.h)
  *   load.c      the loader: model -> plan -> pools, the direct path (load.h)
@@ -130,6 +132,7 @@ struct wcd_opts {
 	uint64_t slot_size;
 	uint64_t read_part;           /* buffered reads: bytes per part, 0 whole */
 	unsigned hash_threads;        /* 0: hash on the loop thread */
+	bool hash_threads_given;      /* --hash-threads (not the default) */
 	enum wcd_hash_on hash_on;
 	enum wcd_direct_io direct_io;
 	enum wcd_direct_fill direct_fill;
@@ -139,6 +142,7 @@ struct wcd_opts {
 	const char *metrics_listen;   /* --metrics-listen ADDR, or NULL */
 	const char *log_file;         /* --log-file PATH, or NULL: stderr */
 	enum log_format log_format;
+	enum log_level log_level;     /* --log-level */
 };
 
 /* Phase timings of one load, for the log and STATUS. */
@@ -257,6 +261,10 @@ struct server_hooks {
 	 * (handover_old.c calls server_stop again if this daemon still owns
 	 * the clients then) */
 	void (*stop_hold)(struct wcd *d);
+	/* client c's process died: true to read its connection on to the
+	 * end of file (what it sent before it died) instead of closing it
+	 * now (handover_old.c: the new daemon after DONE) */
+	bool (*read_to_end)(struct wcd *d, struct wcd_client *c);
 };
 
 struct wcd {
@@ -301,6 +309,9 @@ struct wcd {
 	struct wcd_metrics m;         /* counters (metrics.h) */
 	struct mhttp *mhttp;          /* --metrics-listen (metrics_http.c) */
 	char metrics_addr[256];       /* where it listens: port 0 resolved */
+	/* why a --takeover loaded from disk instead (the ready file's
+	 * reloaded key), "" after a load or a handover */
+	char reloaded[512];
 };
 
 static inline struct wcd_version *wcd_current(struct wcd *d)
@@ -358,6 +369,9 @@ void handover_request(struct wcd_client *c, const uint8_t *p, uint32_t n);
 void handover_client_gone(struct wcd *d, struct wcd_client *c);
 /* server_hooks.stop_hold: SIGTERM or SHUTDOWN after DONE (d->lent). */
 void handover_stop_hold(struct wcd *d);
+/* server_hooks.read_to_end: c is the new daemon after DONE (its SERVING
+ * may still be in the socket when its pidfd fires). */
+bool handover_read_to_end(struct wcd *d, struct wcd_client *c);
 /* The new daemon's side (--takeover), before anything is loaded: 0 when it
  * serves the old daemon's pools and clients (the loop set up, the server
  * started, the ready file written); -ECONNRESET when the old daemon died
@@ -370,6 +384,9 @@ void handover_free(struct wcd *d);
 /* status.c */
 char *status_json(struct wcd *d);       /* malloc'ed, NUL-terminated */
 int status_write_ready(struct wcd *d, char *err);
+/* serve_args.c: the ready file's serve_args (encoded argv words) into buf;
+ * -E2BIG when they do not fit in cap bytes. */
+int serve_args_format(const struct wcd *d, char *buf, size_t cap);
 
 /* requests.c: one whole, header-checked frame (server_hooks.dispatch) */
 void client_dispatch(struct wcd_client *c, const uint8_t *p, uint32_t n);
