@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "glob.h"
 #include "plan.h"
 
 #ifndef WC_LAYOUT_SRC_DIR
@@ -123,63 +123,6 @@ uint32_t plan_vocab_pad(const struct plan_rules *r, int32_t knob)
 }
 
 /* --- matching ------------------------------------------------------------- */
-
-/* Glob with '*', '?' and {X} (X in A..Z: one or more digits, bound in
- * caps[X - 'A'], which must agree when already bound). */
-static bool tmatch(const char *p, const char *s, long caps[26])
-{
-	while (*p) {
-		if (*p == '*') {
-			while (*p == '*')
-				p++;
-			if (!*p)
-				return true;
-			for (const char *t = s; *t; t++) {
-				long save[26];
-
-				memcpy(save, caps, sizeof(save));
-				if (tmatch(p, t, caps))
-					return true;
-				memcpy(caps, save, sizeof(save));
-			}
-			return tmatch(p, s + strlen(s), caps);
-		}
-		if (*p == '{' && p[1] >= 'A' && p[1] <= 'Z' && p[2] == '}') {
-			int x = p[1] - 'A';
-			char *end;
-			long v;
-
-			if (*s < '0' || *s > '9')
-				return false;
-			v = strtol(s, &end, 10);
-			if (end - s > 9 || (caps[x] >= 0 && caps[x] != v))
-				return false;
-			/* digits are greedy: a number is never split */
-			caps[x] = v;
-			s = end;
-			p += 3;
-			continue;
-		}
-		if (*p == '?' ? !*s : *p != *s)
-			return false;
-		p++;
-		s++;
-	}
-	return !*s;
-}
-
-bool plan__match(const char *pattern, const char *name, long caps[26]);
-
-/* pattern against name: fnmatch where the pattern has a bracket and no
- * capture, else tmatch. caps gets the bound numbers (-1 for unbound). */
-bool plan__match(const char *pattern, const char *name, long caps[26])
-{
-	for (int i = 0; i < 26; i++)
-		caps[i] = -1;
-	if (strchr(pattern, '[') && !strchr(pattern, '{'))
-		return !fnmatch(pattern, name, 0);
-	return tmatch(pattern, name, caps);
-}
 
 enum plan_split plan_rules_match(const struct plan_rules *r, const char *name)
 {
@@ -291,7 +234,7 @@ static int parse_attr(const struct pctx *c, const char *a, struct plan_rule *u)
 
 static bool has_wild(const char *s)
 {
-	return strpbrk(s, "*?[]") != NULL;
+	return strpbrk(s, "*?[]\\") != NULL;
 }
 
 /* A name or part of a statement: literal text and {X} captures only. */
@@ -307,6 +250,7 @@ static int check_tmpl(const struct pctx *c, const char *s)
 static int parse_stmt(const struct pctx *c, char **tok, int n,
 		      struct plan_stmt *s)
 {
+	const char *why;
 	int first = 1, ret;
 
 	memset(s, 0, sizeof(*s));
@@ -351,6 +295,9 @@ static int parse_stmt(const struct pctx *c, char **tok, int n,
 	if (s->kind == PLAN_S_STACK && !strstr(s->part[0], "{E}"))
 		return perr(c, "stack part '%s' has no {E} (the expert index)",
 			    s->part[0]);
+	/* the first part is matched: a capture there binds once */
+	if (s->kind != PLAN_S_ALIAS && plan__glob_check(s->part[0], &why))
+		return perr(c, "first part: %s", why);
 	return 0;
 }
 
@@ -360,9 +307,13 @@ static int parse_rule(const struct pctx *c, char **tok, int n,
 	int ret;
 
 	memset(u, 0, sizeof(*u));
+	const char *why;
+
 	if (n < 2 || strlen(tok[0]) >= PLAN_PATTERN_MAX)
 		return perr(c, "%s", "not 'PATTERN replicate|dim0|dim1 [ATTR...]' (pattern under 256 bytes)");
 	strcpy(u->pattern, tok[0]);
+	if (plan__glob_check(u->pattern, &why))
+		return perr(c, "pattern: %s", why);
 	if (!strcmp(tok[1], "replicate"))
 		u->split = PLAN_REPLICATE;
 	else if (!strcmp(tok[1], "dim0"))

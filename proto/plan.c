@@ -12,9 +12,8 @@
 #include <string.h>
 
 #include "err.h"
+#include "glob.h"
 #include "plan.h"
-
-bool plan__match(const char *pattern, const char *name, long caps[26]);
 
 #define RANGES_MAX (PLAN_PARTS_MAX)
 

@@ -25,11 +25,12 @@
  *   alias NAME = TARGET [if KEY] NAME served over TARGET's bytes when the
  *                                checkpoint lacks NAME (and KEY is true)
  *
- * Patterns are fnmatch globs; {L} and {E} in them match a decimal number
- * and bind it; in view/stack/group/alias names and parts they are replaced
- * by the bound number (no other wildcards there). A rules file's lines go
- * before the preset's (its rules are tried first). Without heads/parts a
- * split must be even (tp divides the dim).
+ * Patterns are fnmatch globs ('*', '?', '[...]', '\'; matched in linear
+ * time, glob.h); {L} and {E} in them match a decimal number and bind it,
+ * each letter at most once per pattern; in view/stack/group/alias names
+ * and parts they are replaced by the bound number (no other wildcards
+ * there). A rules file's lines go before the preset's (its rules are tried
+ * first). Without heads/parts a split must be even (tp divides the dim).
  *
  * Heads (vLLM's QKVParallelLinear): H heads of size dim/H. heads=: H % tp
  * == 0, rank r holds heads [r*H/tp, (r+1)*H/tp). kv_heads=: the same when
