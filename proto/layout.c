@@ -141,6 +141,7 @@ enum plan_split plan_rules_match(const struct plan_rules *r, const char *name)
 
 struct pctx {
 	const char *file;
+	uint32_t src;             /* its index in plan_rules.src */
 	int line;
 	const char *text;         /* the line, for messages */
 	char *err;
@@ -247,10 +248,70 @@ static int check_tmpl(const struct pctx *c, const char *s)
 	return 0;
 }
 
+/* What a statement's own text shows wrong: a part named twice (its
+ * bytes would be placed twice: the view then covered more than its parts,
+ * reading past the pool), a view or stack named like a part, an alias of
+ * itself, a capture twice in the first part (which is matched). */
+static int check_parts(const struct pctx *c, const struct plan_stmt *s)
+{
+	const char *why;
+
+	if (s->kind != PLAN_S_ALIAS && plan__glob_check(s->part[0], &why))
+		return perr(c, "first part: %s", why);
+	for (uint32_t i = 0; i < s->nparts; i++) {
+		for (uint32_t k = 0; k < i; k++)
+			if (!strcmp(s->part[i], s->part[k]))
+				return perr(c, "part '%s' is named twice; a tensor can be one part of a view, stack or group only once: name each part once", s->part[i]);
+		if (s->kind != PLAN_S_GROUP && !strcmp(s->part[i], s->name))
+			return perr(c, s->kind == PLAN_S_ALIAS ?
+				    "alias '%s' names itself as its target; give the tensor it serves the bytes of" :
+				    "'%s' is named like one of its parts; give the fused tensor a name of its own", s->name);
+	}
+	return 0;
+}
+
+static const char *kind_name(enum plan_stmt_kind k)
+{
+	switch (k) {
+	case PLAN_S_VIEW: return "view";
+	case PLAN_S_STACK: return "stack";
+	case PLAN_S_GROUP: return "group";
+	case PLAN_S_ALIAS: return "alias";
+	}
+	return "?";
+}
+
+/* Two views, stacks or aliases of one name (this text's, lines before,
+ * or a text parsed before it) serve one manifest name twice. */
+static int check_name(const struct pctx *c, const struct plan_stmt *s,
+		      const struct plan_stmt *prev, uint32_t nprev,
+		      const struct plan_rules *r)
+{
+	char why[PLAN_PATTERN_MAX + PLAN_SRC_NAME_MAX + 160];
+	const struct plan_stmt *o = NULL;
+	const char *file = c->file;
+
+	if (s->kind == PLAN_S_GROUP)
+		return 0;
+	for (uint32_t i = 0; i < nprev && !o; i++)
+		if (prev[i].kind != PLAN_S_GROUP && !strcmp(prev[i].name, s->name))
+			o = &prev[i];
+	for (uint32_t i = 0; i < r->nstmts && !o; i++)
+		if (r->s[i].kind != PLAN_S_GROUP && !strcmp(r->s[i].name, s->name)) {
+			o = &r->s[i];
+			file = r->nsrcs ? r->src[o->src] : "a layout text";
+		}
+	if (!o)
+		return 0;
+	snprintf(why, sizeof(why),
+		 "'%s' is already the name of the %s at %s:%u; give each view, stack and alias a name of its own",
+		 s->name, kind_name(o->kind), file, o->line);
+	return perr(c, "%s", why);
+}
+
 static int parse_stmt(const struct pctx *c, char **tok, int n,
 		      struct plan_stmt *s)
 {
-	const char *why;
 	int first = 1, ret;
 
 	memset(s, 0, sizeof(*s));
@@ -295,10 +356,7 @@ static int parse_stmt(const struct pctx *c, char **tok, int n,
 	if (s->kind == PLAN_S_STACK && !strstr(s->part[0], "{E}"))
 		return perr(c, "stack part '%s' has no {E} (the expert index)",
 			    s->part[0]);
-	/* the first part is matched: a capture there binds once */
-	if (s->kind != PLAN_S_ALIAS && plan__glob_check(s->part[0], &why))
-		return perr(c, "first part: %s", why);
-	return 0;
+	return check_parts(c, s);
 }
 
 static int parse_rule(const struct pctx *c, char **tok, int n,
@@ -398,8 +456,13 @@ static int parse_line(const struct pctx *c, char *text, struct acc *a,
 			return perr(c, "%s", "more than 1024 statements");
 		ret = parse_stmt(c, tok, n, &a->s[a->ns]);
 		if (!ret)
-			a->ns++;
-		return ret;
+			ret = check_name(c, &a->s[a->ns], a->s, a->ns, r);
+		if (ret)
+			return ret;
+		a->s[a->ns].line = (uint32_t)c->line;
+		a->s[a->ns].src = c->src;
+		a->ns++;
+		return 0;
 	}
 	if (a->n + r->n >= PLAN_RULES_MAX)
 		return wc_errf(c->err, E2BIG, "%s:%d: more than %d rules",
@@ -422,6 +485,7 @@ int plan_rules_parse(struct plan_rules *r, const void *buf, size_t len,
 	if (!r->r && !r->s && !r->n && !r->nstmts && !r->narchs &&
 	    !r->experts.n && r->vocab_pad == 0)
 		r->vocab_pad = -1;       /* a zeroed struct: nothing set */
+	c.src = r->nsrcs < PLAN_SRCS_MAX ? r->nsrcs : PLAN_SRCS_MAX - 1;
 	if (len > PLAN_RULES_FILE_MAX)
 		return wc_errf(err, EFBIG, "%s: %zu bytes, over the %u-byte limit for a layout file",
 			       name, len, PLAN_RULES_FILE_MAX);
@@ -475,6 +539,11 @@ int plan_rules_parse(struct plan_rules *r, const void *buf, size_t len,
 	r->s = a.s;
 	r->n += a.n;
 	r->nstmts += a.ns;
+	if (r->nsrcs < PLAN_SRCS_MAX)
+		snprintf(r->src[r->nsrcs++], sizeof(r->src[0]), "%s", name);
+	else
+		snprintf(r->src[c.src], sizeof(r->src[0]),
+			 "one of the layout texts after the first %d", PLAN_SRCS_MAX - 1);
 	a.r = NULL;
 	a.s = NULL;
 	rules_rehash(r);

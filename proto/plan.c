@@ -455,10 +455,17 @@ static struct plan_tensor *new_entry(struct plan *p, struct caps_ *cp)
 	return &p->t[p->ntensors++];
 }
 
+/* The name of the text statement s came from. */
+static const char *stmt_src(const struct plan_rules *r, const struct plan_stmt *s)
+{
+	return s->src < r->nsrcs ? r->src[s->src] : "the layout";
+}
+
 /* One instance of a view/stack/group statement: members (entry indices,
  * in order) become a group and, unless a group, a view entry. */
 static int add_view(struct plan *p, struct caps_ *cp, const struct model *m,
-		    const struct plan_stmt *s, const char *name,
+		    const struct plan_rules *r, const struct plan_stmt *s,
+		    const char *name,
 		    const uint32_t *mem, uint32_t n, uint32_t per, char *err)
 {
 	const struct plan_tensor *f = &p->t[mem[0]];
@@ -467,12 +474,20 @@ static int add_view(struct plan *p, struct caps_ *cp, const struct model *m,
 	uint32_t g;
 
 	for (uint32_t i = 0; i < n; i++) {
-		const struct plan_tensor *x = &p->t[mem[i]];
+		struct plan_tensor *x = &p->t[mem[i]];
 		bool same = x->dtype == f->dtype && x->ndim == f->ndim &&
 			    x->ndim >= 1 &&
 			    !memcmp(x->shape + 1, f->shape + 1,
 				    (x->ndim - 1) * sizeof(uint64_t));
 
+		/* -2 marks a member seen in this instance (set to g below):
+		 * a part placed twice made the view cover more bytes than
+		 * its group holds, so it read past the pool */
+		if (x->group == -2)
+			return wc_errf(err, EINVAL,
+				       "%s: %s:%u: '%s' names the part '%s' twice (once its {L}/{E} are bound); a tensor can be one part of a view, stack or group only once: fix the layout",
+				       m->path, stmt_src(r, s), s->line,
+				       name[0] ? name : "group", x->name);
 		if (x->group >= 0)
 			return wc_errf(err, EINVAL,
 				       "%s: tensor '%s' is a part of two views or groups (the second: '%s'); fix the layout so that each tensor is in one",
@@ -494,6 +509,7 @@ static int add_view(struct plan *p, struct caps_ *cp, const struct model *m,
 		if (i < per)
 			rows += x->ndim ? x->shape[0] : 0;
 		size += x->size;
+		x->group = -2;
 	}
 	if (grow((void **)&p->g, &cp->g, p->ngroups + 1, sizeof(*p->g)) ||
 	    grow((void **)&p->members, &cp->mem,
@@ -538,7 +554,8 @@ static int add_view(struct plan *p, struct caps_ *cp, const struct model *m,
 }
 
 static int build_stmt(struct plan *p, struct caps_ *cp, const struct model *m,
-		      const struct plan_stmt *s, uint32_t nck, char *err)
+		      const struct plan_rules *r, const struct plan_stmt *s,
+		      uint32_t nck, char *err)
 {
 	char name[PLAN_PATTERN_MAX], part[PLAN_PATTERN_MAX];
 	uint32_t mem[PLAN_PARTS_MAX * 1024];
@@ -587,7 +604,7 @@ static int build_stmt(struct plan *p, struct caps_ *cp, const struct model *m,
 				mem[n++] = (uint32_t)at;
 			}
 		}
-		ret = add_view(p, cp, m, s, name, mem, n, per, err);
+		ret = add_view(p, cp, m, r, s, name, mem, n, per, err);
 		if (ret)
 			return ret;
 	}
@@ -620,6 +637,80 @@ static int build_alias(struct plan *p, struct caps_ *cp, const struct model *m,
 	v->group = -1;
 	v->alloc = v->size;
 	return 0;
+}
+
+struct vname {
+	const char *name;
+	uint32_t entry;
+};
+
+static int vname_cmp(const void *a, const void *b)
+{
+	const struct vname *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : (x->entry > y->entry) - (x->entry < y->entry);
+}
+
+/* The statement that made entry e: first[i] is the first entry of
+ * statement i (entries are made in statement order). */
+static const struct plan_stmt *stmt_of(const struct plan_rules *r,
+				       const uint32_t *first, uint32_t e)
+{
+	uint32_t lo = 0, hi = r->nstmts;
+
+	while (hi - lo > 1) {
+		uint32_t mid = lo + (hi - lo) / 2;
+
+		if (first[mid] <= e)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return &r->s[lo];
+}
+
+/* Every view, stack and alias name once in the manifest: none is a
+ * checkpoint tensor's (an attach then failed on a manifest listing the
+ * name twice) or another's. O(V log V + V log T) for V views. */
+static int check_names(const struct plan *p, const struct model *m,
+		       const struct plan_rules *r, uint32_t nck,
+		       const uint32_t *first, char *err)
+{
+	uint32_t nv = p->ntensors - nck;
+	struct vname *v;
+	int ret = 0;
+
+	if (!nv)
+		return 0;
+	v = malloc(nv * sizeof(*v));
+	if (!v)
+		return wc_errf(err, ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < nv; i++)
+		v[i] = (struct vname){ p->t[nck + i].name, nck + i };
+	qsort(v, nv, sizeof(*v), vname_cmp);
+	for (uint32_t i = 0; i < nv && !ret; i++) {
+		const struct plan_stmt *s = stmt_of(r, first, v[i].entry), *o;
+
+		if (model_find(m, v[i].name))
+			ret = wc_errf(err, EINVAL,
+				      "%s: %s:%u: %s '%s' is named like a tensor of the checkpoint, which the manifest lists under that name already; give the %s another name",
+				      m->path, stmt_src(r, s), s->line,
+				      s->kind == PLAN_S_STACK ? "stack" : "view",
+				      v[i].name,
+				      s->kind == PLAN_S_STACK ? "stack" : "view");
+		else if (i + 1 < nv && !strcmp(v[i].name, v[i + 1].name)) {
+			o = s;
+			s = stmt_of(r, first, v[i + 1].entry);
+			ret = wc_errf(err, EINVAL,
+				      "%s: %s:%u: '%s' is also the name made at %s:%u; give each view, stack and alias a name of its own%s",
+				      m->path, stmt_src(r, s), s->line, v[i].name,
+				      stmt_src(r, o), o->line,
+				      o == s ? " (a name without {L} is made once per layer)" : "");
+		}
+	}
+	free(v);
+	return ret;
 }
 
 static int experts_range(struct plan *p, const struct model *m,
@@ -666,8 +757,8 @@ int plan_build2(struct plan *p, const struct model *m,
 		char *err)
 {
 	struct caps_ cp = { 0 };
+	uint32_t nck, *first;
 	long nlayers = 0;
-	uint32_t nck;
 	int rc = 0;
 
 	memset(p, 0, sizeof(*p));
@@ -759,12 +850,19 @@ int plan_build2(struct plan *p, const struct model *m,
 				  m->path, err);
 	}
 	nck = p->ntensors;
+	first = r && r->nstmts ? malloc(r->nstmts * sizeof(*first)) : NULL;
+	if (!rc && r && r->nstmts && !first)
+		rc = wc_errf(err, ENOMEM, "out of memory");
 	for (uint32_t i = 0; r && i < r->nstmts && !rc; i++) {
+		first[i] = p->ntensors;
 		if (r->s[i].kind == PLAN_S_ALIAS)
 			rc = build_alias(p, &cp, m, &r->s[i], nck, err);
 		else
-			rc = build_stmt(p, &cp, m, &r->s[i], nck, err);
+			rc = build_stmt(p, &cp, m, r, &r->s[i], nck, err);
 	}
+	if (!rc && first)
+		rc = check_names(p, m, r, nck, first, err);
+	free(first);
 	for (uint32_t i = 0; i < p->ntensors && !rc; i++) {
 		if (!(p->t[i].flags & PLAN_T_VIEW))
 			p->total_bytes += p->t[i].alloc;
