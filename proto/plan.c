@@ -526,6 +526,14 @@ static int add_view(struct plan *p, struct caps_ *cp, const struct model *m,
 	}
 	if (s->kind == PLAN_S_GROUP)
 		return 0;
+	/* the checkpoint's name is served already (and a later part named
+	 * so would find the view) */
+	if (model_find(m, name))
+		return wc_errf(err, EINVAL,
+			       "%s: %s:%u: %s '%s' is named like a tensor of the checkpoint, which the manifest lists under that name already; give the %s another name",
+			       m->path, stmt_src(r, s), s->line,
+			       s->kind == PLAN_S_STACK ? "stack" : "view", name,
+			       s->kind == PLAN_S_STACK ? "stack" : "view");
 	v = new_entry(p, cp);
 	if (!v || add_name(p, cp, name, &v->name))
 		return wc_errf(err, ENOMEM, "out of memory");
@@ -670,9 +678,9 @@ static const struct plan_stmt *stmt_of(const struct plan_rules *r,
 	return &r->s[lo];
 }
 
-/* Every view, stack and alias name once in the manifest: none is a
- * checkpoint tensor's (an attach then failed on a manifest listing the
- * name twice) or another's. O(V log V + V log T) for V views. */
+/* Every view, stack and alias name once in the manifest (an attach failed
+ * on a manifest listing a name twice; add_view refuses a checkpoint
+ * tensor's name, build_alias skips it). O(V log V) for V views. */
 static int check_names(const struct plan *p, const struct model *m,
 		       const struct plan_rules *r, uint32_t nck,
 		       const uint32_t *first, char *err)
@@ -690,17 +698,10 @@ static int check_names(const struct plan *p, const struct model *m,
 		v[i] = (struct vname){ p->t[nck + i].name, nck + i };
 	qsort(v, nv, sizeof(*v), vname_cmp);
 	for (uint32_t i = 0; i < nv && !ret; i++) {
-		const struct plan_stmt *s = stmt_of(r, first, v[i].entry), *o;
+		const struct plan_stmt *s, *o;
 
-		if (model_find(m, v[i].name))
-			ret = wc_errf(err, EINVAL,
-				      "%s: %s:%u: %s '%s' is named like a tensor of the checkpoint, which the manifest lists under that name already; give the %s another name",
-				      m->path, stmt_src(r, s), s->line,
-				      s->kind == PLAN_S_STACK ? "stack" : "view",
-				      v[i].name,
-				      s->kind == PLAN_S_STACK ? "stack" : "view");
-		else if (i + 1 < nv && !strcmp(v[i].name, v[i + 1].name)) {
-			o = s;
+		if (i + 1 < nv && !strcmp(v[i].name, v[i + 1].name)) {
+			o = stmt_of(r, first, v[i].entry);
 			s = stmt_of(r, first, v[i + 1].entry);
 			ret = wc_errf(err, EINVAL,
 				      "%s: %s:%u: '%s' is also the name made at %s:%u; give each view, stack and alias a name of its own%s",
