@@ -282,7 +282,8 @@ static const char *kind_name(enum plan_stmt_kind k)
 }
 
 /* Two views, stacks or aliases of one name (this text's, lines before,
- * or a text parsed before it) serve one manifest name twice. */
+ * or a text parsed before it) serve one manifest name twice. O(statements)
+ * compares a statement: at most PLAN_STMTS_MAX squared for a text. */
 static int check_name(const struct pctx *c, const struct plan_stmt *s,
 		      const struct plan_stmt *prev, uint32_t nprev,
 		      const struct plan_rules *r)
@@ -362,11 +363,10 @@ static int parse_stmt(const struct pctx *c, char **tok, int n,
 static int parse_rule(const struct pctx *c, char **tok, int n,
 		      struct plan_rule *u)
 {
+	const char *why;
 	int ret;
 
 	memset(u, 0, sizeof(*u));
-	const char *why;
-
 	if (n < 2 || strlen(tok[0]) >= PLAN_PATTERN_MAX)
 		return perr(c, "%s", "not 'PATTERN replicate|dim0|dim1 [ATTR...]' (pattern under 256 bytes)");
 	strcpy(u->pattern, tok[0]);
