@@ -286,6 +286,8 @@ int ld_prepare_bounded(struct wcd *d, struct wcd_version *v, char *err)
 			       d->o.model);
 	}
 	ret = b->ret;
+	if (b->note[0])
+		log_info("%s", b->note);
 	if (ret) {
 		wc_errf(err, ret, "%s", b->err);
 	} else {
@@ -297,8 +299,6 @@ int ld_prepare_bounded(struct wcd *d, struct wcd_version *v, char *err)
 			log_warn("QUANTIZATION OVERRIDE: serving '%s' zero-copy because of --allow-quant %s; this method is NOT verified (verified: %s); attached engines may compute with wrong numbers",
 				 v->model.cfg.quant_method, b->allow_quant,
 				 QUANT_VERIFIED_LIST);
-		if (b->note[0])
-			log_info("%s", b->note);
 	}
 	box_put(b);
 	return ret;
