@@ -23,9 +23,17 @@ W=(--device "$DEVICE" --runtime-dir "$RUNDIR")
 # opened it, writes the byte that releases the plan when told to
 hold_plan() {
 	coproc HOLD { exec 3>"$E2E_DIR/stall"; echo planning; read -r _; echo x >&3; }
+	# bash drops HOLD and HOLD_PID once the coprocess ends: copies
+	HOLDER=$HOLD_PID
+	exec {HR}<&"${HOLD[0]}" {HW}>&"${HOLD[1]}"
 	local line
-	read -r -t 60 line <&"${HOLD[0]}" || fail "the update's plan did not begin within 60 s"
+	read -r -t 60 line <&"$HR" || fail "the update's plan did not begin within 60 s"
 	expect_eq "the plan waits" "$line" planning
+}
+release_plan() {
+	echo go >&"$HW" 2>/dev/null
+	exec {HR}<&- {HW}>&-
+	wait "$HOLDER" 2>/dev/null
 }
 
 "$BIN/wcctl" update "${W[@]}" --model "$E2E_DIR/next" >"$E2E_DIR/up.out" 2>&1 &
@@ -36,8 +44,7 @@ out=$(timeout 20 "$BIN/wcbench" rtt --socket "$SOCK" -n 20 2>&1); rc=$?
 expect_eq "wcbench rtt while planning: exit" "$rc" 0
 j=$(timeout 20 "$BIN/wcctl" status "${W[@]}" --json --timeout 10) || fail "STATUS did not answer while planning"
 expect_has "state while planning" "$j" '"state": "updating"'
-echo go >&"${HOLD[1]}"
-wait "$HOLD_PID" 2>/dev/null
+release_plan
 wait "$up"; rc=$?
 cat "$E2E_DIR/up.out"
 expect_eq "the update after its plan: exit" "$rc" 0
@@ -52,7 +59,6 @@ timeout 20 tail --pid="$WCD_PID" -f /dev/null || fail "wcd did not exit within 2
 wait "$WCD_PID"; rc=$?
 expect_eq "wcd exit after SIGTERM during a plan" "$rc" 0
 wait "$up"
-echo go >&"${HOLD[1]}" 2>/dev/null
-wait "$HOLD_PID" 2>/dev/null
+release_plan
 grep -q "stopped while planning" "$E2E_DIR/wcd.log" || { cat "$E2E_DIR/wcd.log"; fail "the log does not say the plan was given up"; }
 echo ok
