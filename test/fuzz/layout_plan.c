@@ -14,20 +14,29 @@
  * The model: a llama-like two layers (4 heads, 2 KV heads) with four
  * experts of three matrices each, tied embeddings, BF16. Planning is
  * linear in the layout (the glob matcher is: a rule of many stars ran for
- * minutes before), so libFuzzer's timeout guards that too. Seeds:
+ * minutes before): an input that takes more than INPUT_CPU_S seconds of
+ * CPU (ITIMER_PROF, so a loaded machine does not count) aborts, long
+ * before libFuzzer's own -timeout (1200 s) would. Seeds:
  * test/fuzz/corpus/layout_plan (the issue's cases, the presets'
  * statements); regress/layout_plan: inputs that broke the old code.
  */
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include "err.h"
 #include "model.h"
 #include "plan.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* CPU seconds one input may take: a plan of this model takes about a
+ * millisecond (under ASan and UBSan). */
+#define INPUT_CPU_S 5
 
 static const char config[] =
 	"{\"architectures\": [\"LlamaForCausalLM\"], \"num_hidden_layers\": 2,"
@@ -205,6 +214,24 @@ static void check_bytes(const struct plan *p)
 	}
 }
 
+static void too_slow(int sig)
+{
+	static const char msg[] = "layout_plan: one input took more than 5 s of CPU: a parse or plan that is not linear\n";
+
+	(void)sig;
+	if (write(2, msg, sizeof(msg) - 1) < 0)
+		abort();
+	abort();
+}
+
+/* Arms (or with 0 disarms) the CPU-time limit of one input. */
+static void cpu_limit(int s)
+{
+	struct itimerval it = { .it_value = { .tv_sec = s } };
+
+	setitimer(ITIMER_PROF, &it, NULL);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const int32_t pads[4] = { -1, 0, 64, 7 };
@@ -212,14 +239,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct plan_rules r = { 0 };
 	uint32_t tp, ep;
 
-	if (!m.tensors)
+	if (!m.tensors) {
 		model_make();
+		signal(SIGPROF, too_slow);
+	}
 	if (size < 1)
 		return 0;
+	cpu_limit(INPUT_CPU_S);
 	tp = 1 + (data[0] & 3);
 	ep = 1 + ((data[0] >> 2) & 1);
-	if (plan_rules_parse(&r, data + 1, size - 1, "fuzz.layout", err))
+	if (plan_rules_parse(&r, data + 1, size - 1, "fuzz.layout", err)) {
+		cpu_limit(0);
 		return 0;
+	}
 	for (uint32_t k = 0; k < (tp > ep ? tp : ep); k++) {
 		struct plan_params pp = {
 			.tp_size = tp, .tp_rank = k % tp, .pp_size = 1,
@@ -236,5 +268,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		plan_free(&p);
 	}
 	plan_rules_free(&r);
+	cpu_limit(0);
 	return 0;
 }
