@@ -8,7 +8,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <fnmatch.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "err.h"
+#include "glob.h"
 #include "plan.h"
 
 #ifndef WC_LAYOUT_SRC_DIR
@@ -124,63 +124,6 @@ uint32_t plan_vocab_pad(const struct plan_rules *r, int32_t knob)
 
 /* --- matching ------------------------------------------------------------- */
 
-/* Glob with '*', '?' and {X} (X in A..Z: one or more digits, bound in
- * caps[X - 'A'], which must agree when already bound). */
-static bool tmatch(const char *p, const char *s, long caps[26])
-{
-	while (*p) {
-		if (*p == '*') {
-			while (*p == '*')
-				p++;
-			if (!*p)
-				return true;
-			for (const char *t = s; *t; t++) {
-				long save[26];
-
-				memcpy(save, caps, sizeof(save));
-				if (tmatch(p, t, caps))
-					return true;
-				memcpy(caps, save, sizeof(save));
-			}
-			return tmatch(p, s + strlen(s), caps);
-		}
-		if (*p == '{' && p[1] >= 'A' && p[1] <= 'Z' && p[2] == '}') {
-			int x = p[1] - 'A';
-			char *end;
-			long v;
-
-			if (*s < '0' || *s > '9')
-				return false;
-			v = strtol(s, &end, 10);
-			if (end - s > 9 || (caps[x] >= 0 && caps[x] != v))
-				return false;
-			/* digits are greedy: a number is never split */
-			caps[x] = v;
-			s = end;
-			p += 3;
-			continue;
-		}
-		if (*p == '?' ? !*s : *p != *s)
-			return false;
-		p++;
-		s++;
-	}
-	return !*s;
-}
-
-bool plan__match(const char *pattern, const char *name, long caps[26]);
-
-/* pattern against name: fnmatch where the pattern has a bracket and no
- * capture, else tmatch. caps gets the bound numbers (-1 for unbound). */
-bool plan__match(const char *pattern, const char *name, long caps[26])
-{
-	for (int i = 0; i < 26; i++)
-		caps[i] = -1;
-	if (strchr(pattern, '[') && !strchr(pattern, '{'))
-		return !fnmatch(pattern, name, 0);
-	return tmatch(pattern, name, caps);
-}
-
 enum plan_split plan_rules_match(const struct plan_rules *r, const char *name)
 {
 	long caps[26];
@@ -198,6 +141,7 @@ enum plan_split plan_rules_match(const struct plan_rules *r, const char *name)
 
 struct pctx {
 	const char *file;
+	uint32_t src;             /* its index in plan_rules.src */
 	int line;
 	const char *text;         /* the line, for messages */
 	char *err;
@@ -291,7 +235,7 @@ static int parse_attr(const struct pctx *c, const char *a, struct plan_rule *u)
 
 static bool has_wild(const char *s)
 {
-	return strpbrk(s, "*?[]") != NULL;
+	return strpbrk(s, "*?[]\\") != NULL;
 }
 
 /* A name or part of a statement: literal text and {X} captures only. */
@@ -302,6 +246,68 @@ static int check_tmpl(const struct pctx *c, const char *s)
 	if (has_wild(s))
 		return perr(c, "'%s': view, stack, group and alias names take {L}/{E} captures, not wildcards", s);
 	return 0;
+}
+
+/* What a statement's own text shows wrong: a part named twice (its
+ * bytes would be placed twice: the view then covered more than its parts,
+ * reading past the pool), a view or stack named like a part, an alias of
+ * itself, a capture twice in the first part (which is matched). */
+static int check_parts(const struct pctx *c, const struct plan_stmt *s)
+{
+	const char *why;
+
+	if (s->kind != PLAN_S_ALIAS && plan__glob_check(s->part[0], &why))
+		return perr(c, "first part: %s", why);
+	for (uint32_t i = 0; i < s->nparts; i++) {
+		for (uint32_t k = 0; k < i; k++)
+			if (!strcmp(s->part[i], s->part[k]))
+				return perr(c, "part '%s' is named twice; a tensor can be one part of a view, stack or group only once: name each part once", s->part[i]);
+		if (s->kind != PLAN_S_GROUP && !strcmp(s->part[i], s->name))
+			return perr(c, s->kind == PLAN_S_ALIAS ?
+				    "alias '%s' names itself as its target; give the tensor it serves the bytes of" :
+				    "'%s' is named like one of its parts; give the fused tensor a name of its own", s->name);
+	}
+	return 0;
+}
+
+static const char *kind_name(enum plan_stmt_kind k)
+{
+	switch (k) {
+	case PLAN_S_VIEW: return "view";
+	case PLAN_S_STACK: return "stack";
+	case PLAN_S_GROUP: return "group";
+	case PLAN_S_ALIAS: return "alias";
+	}
+	return "?";
+}
+
+/* Two views, stacks or aliases of one name (this text's, lines before,
+ * or a text parsed before it) serve one manifest name twice. O(statements)
+ * compares a statement: at most PLAN_STMTS_MAX squared for a text. */
+static int check_name(const struct pctx *c, const struct plan_stmt *s,
+		      const struct plan_stmt *prev, uint32_t nprev,
+		      const struct plan_rules *r)
+{
+	char why[PLAN_PATTERN_MAX + PLAN_SRC_NAME_MAX + 160];
+	const struct plan_stmt *o = NULL;
+	const char *file = c->file;
+
+	if (s->kind == PLAN_S_GROUP)
+		return 0;
+	for (uint32_t i = 0; i < nprev && !o; i++)
+		if (prev[i].kind != PLAN_S_GROUP && !strcmp(prev[i].name, s->name))
+			o = &prev[i];
+	for (uint32_t i = 0; i < r->nstmts && !o; i++)
+		if (r->s[i].kind != PLAN_S_GROUP && !strcmp(r->s[i].name, s->name)) {
+			o = &r->s[i];
+			file = r->nsrcs ? r->src[o->src] : "a layout text";
+		}
+	if (!o)
+		return 0;
+	snprintf(why, sizeof(why),
+		 "'%s' is already the name of the %s at %s:%u; give each view, stack and alias a name of its own",
+		 s->name, kind_name(o->kind), file, o->line);
+	return perr(c, "%s", why);
 }
 
 static int parse_stmt(const struct pctx *c, char **tok, int n,
@@ -351,18 +357,21 @@ static int parse_stmt(const struct pctx *c, char **tok, int n,
 	if (s->kind == PLAN_S_STACK && !strstr(s->part[0], "{E}"))
 		return perr(c, "stack part '%s' has no {E} (the expert index)",
 			    s->part[0]);
-	return 0;
+	return check_parts(c, s);
 }
 
 static int parse_rule(const struct pctx *c, char **tok, int n,
 		      struct plan_rule *u)
 {
+	const char *why;
 	int ret;
 
 	memset(u, 0, sizeof(*u));
 	if (n < 2 || strlen(tok[0]) >= PLAN_PATTERN_MAX)
 		return perr(c, "%s", "not 'PATTERN replicate|dim0|dim1 [ATTR...]' (pattern under 256 bytes)");
 	strcpy(u->pattern, tok[0]);
+	if (plan__glob_check(u->pattern, &why))
+		return perr(c, "pattern: %s", why);
 	if (!strcmp(tok[1], "replicate"))
 		u->split = PLAN_REPLICATE;
 	else if (!strcmp(tok[1], "dim0"))
@@ -447,8 +456,13 @@ static int parse_line(const struct pctx *c, char *text, struct acc *a,
 			return perr(c, "%s", "more than 1024 statements");
 		ret = parse_stmt(c, tok, n, &a->s[a->ns]);
 		if (!ret)
-			a->ns++;
-		return ret;
+			ret = check_name(c, &a->s[a->ns], a->s, a->ns, r);
+		if (ret)
+			return ret;
+		a->s[a->ns].line = (uint32_t)c->line;
+		a->s[a->ns].src = c->src;
+		a->ns++;
+		return 0;
 	}
 	if (a->n + r->n >= PLAN_RULES_MAX)
 		return wc_errf(c->err, E2BIG, "%s:%d: more than %d rules",
@@ -471,6 +485,7 @@ int plan_rules_parse(struct plan_rules *r, const void *buf, size_t len,
 	if (!r->r && !r->s && !r->n && !r->nstmts && !r->narchs &&
 	    !r->experts.n && r->vocab_pad == 0)
 		r->vocab_pad = -1;       /* a zeroed struct: nothing set */
+	c.src = r->nsrcs < PLAN_SRCS_MAX ? r->nsrcs : PLAN_SRCS_MAX - 1;
 	if (len > PLAN_RULES_FILE_MAX)
 		return wc_errf(err, EFBIG, "%s: %zu bytes, over the %u-byte limit for a layout file",
 			       name, len, PLAN_RULES_FILE_MAX);
@@ -524,6 +539,11 @@ int plan_rules_parse(struct plan_rules *r, const void *buf, size_t len,
 	r->s = a.s;
 	r->n += a.n;
 	r->nstmts += a.ns;
+	if (r->nsrcs < PLAN_SRCS_MAX)
+		snprintf(r->src[r->nsrcs++], sizeof(r->src[0]), "%s", name);
+	else
+		snprintf(r->src[c.src], sizeof(r->src[0]),
+			 "one of the layout texts after the first %d", PLAN_SRCS_MAX - 1);
 	a.r = NULL;
 	a.s = NULL;
 	rules_rehash(r);

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The per-rank plan. See plan.h for the rules. Costs: one match per rule
- * per tensor (first match wins); a view statement matches its first part
- * against every entry and finds the others by binary search; O(tensors)
- * otherwise.
+ * per tensor (first match wins, each linear: glob.c); O(tensors)
+ * otherwise. The statements (views, stacks, groups, aliases) and the
+ * entries' helpers are in plan_views.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -12,9 +12,9 @@
 #include <string.h>
 
 #include "err.h"
+#include "glob.h"
 #include "plan.h"
-
-bool plan__match(const char *pattern, const char *name, long caps[26]);
+#include "plan_impl.h"
 
 #define RANGES_MAX (PLAN_PARTS_MAX)
 
@@ -41,58 +41,6 @@ void plan_free(struct plan *p)
 	free(p->g);
 	free(p->members);
 	memset(p, 0, sizeof(*p));
-}
-
-/* "model.layers.N." -> N, or -1. */
-static long layer_of(const char *name)
-{
-	static const char pre[] = "model.layers.";
-	char *end;
-	long n;
-
-	if (strncmp(name, pre, sizeof(pre) - 1))
-		return -1;
-	name += sizeof(pre) - 1;
-	if (*name < '0' || *name > '9')
-		return -1;
-	n = strtol(name, &end, 10);
-	return *end == '.' && n < 1000000 ? n : -1;
-}
-
-static bool starts(const char *s, const char *pre)
-{
-	return !strncmp(s, pre, strlen(pre));
-}
-
-static void shape_str(uint32_t ndim, const uint64_t *shape, char *buf,
-		      size_t cap)
-{
-	size_t n = (size_t)snprintf(buf, cap, "[");
-
-	for (uint32_t i = 0; i < ndim && n < cap; i++)
-		n += (size_t)snprintf(buf + n, cap - n, "%s%" PRIu64,
-				      i ? ", " : "", shape[i]);
-	if (n < cap)
-		snprintf(buf + n, cap - n, "]");
-}
-
-/* Does this pipeline stage hold the tensor? */
-static bool in_stage(const struct plan *p, const struct model *m,
-		     const char *name)
-{
-	long layer = layer_of(name);
-	bool first = p->pp_rank == 0, last = p->pp_rank == p->pp_size - 1;
-
-	if (layer >= 0)
-		return layer >= p->layer_begin && layer < p->layer_end;
-	if (starts(name, "model.embed_tokens."))
-		return first ||
-		       (last && m->cfg.tie_word_embeddings &&
-			!strcmp(name, "model.embed_tokens.weight") &&
-			!model_find(m, "lm_head.weight"));
-	if (starts(name, "model.norm.") || starts(name, "lm_head."))
-		return last;
-	return true;
 }
 
 static const struct plan_rule *rule_for(const struct plan_rules *r,
@@ -210,7 +158,7 @@ static int cut_tensor(struct cut *c, const struct plan_rule *u,
 	char shape[256];
 
 	memset(c, 0, sizeof(*c));
-	shape_str(t->ndim, t->shape, shape, sizeof(shape));
+	plan__shape_str(t->ndim, t->shape, shape, sizeof(shape));
 	if (whole || t->nelem <= 1 || t->ndim < (uint32_t)d + 1 ||
 	    (p->tp_size == 1 && !(u && u->pad)))
 		split = PLAN_REPLICATE;
@@ -291,30 +239,8 @@ static int cut_scale(struct cut *c, const struct cut *w,
 	return 0;
 }
 
-static int grow(void **arr, uint32_t *cap, uint32_t need, size_t elem)
-{
-	uint32_t n = *cap ? *cap : 64;
-	void *q;
-
-	if (need <= *cap)
-		return 0;
-	while (n < need)
-		n *= 2;
-	q = realloc(*arr, (size_t)n * elem);
-	if (!q)
-		return -ENOMEM;
-	memset((char *)q + (size_t)*cap * elem, 0, (size_t)(n - *cap) * elem);
-	*arr = q;
-	*cap = n;
-	return 0;
-}
-
-struct caps_ {
-	uint32_t t, pc, g, mem, names;
-};
-
 /* Emits the pieces of entry e (tensor t under cut c). */
-static int emit(struct plan *p, struct caps_ *cp, uint32_t e,
+static int emit(struct plan *p, struct plan__caps *cp, uint32_t e,
 		const struct st_tensor *t, uint32_t shard, const struct cut *c,
 		const char *path, char *err)
 {
@@ -327,7 +253,7 @@ static int emit(struct plan *p, struct caps_ *cp, uint32_t e,
 	memcpy(pt->shape, t->shape, sizeof(pt->shape));
 	pt->piece0 = p->npieces;
 	if (c->split == PLAN_REPLICATE) {
-		if (grow((void **)&p->pc, &cp->pc, p->npieces + 1, sizeof(*p->pc)))
+		if (plan__grow((void **)&p->pc, &cp->pc, p->npieces + 1, sizeof(*p->pc)))
 			return wc_errf(err, ENOMEM, "out of memory");
 		p->pc[p->npieces++] = (struct plan_piece){
 			.entry = e, .shard = shard, .file_off = t->file_off,
@@ -353,7 +279,7 @@ static int emit(struct plan *p, struct caps_ *cp, uint32_t e,
 		pt->shape[d] += len;
 		if (!len)
 			continue;
-		if (grow((void **)&p->pc, &cp->pc, p->npieces + 1, sizeof(*p->pc)))
+		if (plan__grow((void **)&p->pc, &cp->pc, p->npieces + 1, sizeof(*p->pc)))
 			return wc_errf(err, ENOMEM, "out of memory");
 		if (d == 0)
 			p->pc[p->npieces++] = (struct plan_piece){
@@ -381,247 +307,6 @@ static int emit(struct plan *p, struct caps_ *cp, uint32_t e,
 		pt->padded_rows = c->pad_rows;
 		pt->alloc = c->pad_rows * rowb;
 	}
-	return 0;
-}
-
-static int add_name(struct plan *p, struct caps_ *cp, const char *s,
-		    const char **out)
-{
-	if (grow((void **)&p->names, &cp->names, p->nnames + 1,
-		 sizeof(*p->names)))
-		return -ENOMEM;
-	p->names[p->nnames] = strdup(s);
-	if (!p->names[p->nnames])
-		return -ENOMEM;
-	*out = p->names[p->nnames++];
-	return 0;
-}
-
-long plan_find(const struct plan *p, const char *name)
-{
-	uint32_t lo = 0, hi = p->ntensors;
-
-	/* the checkpoint entries come first, in strcmp order */
-	while (hi > lo && (p->t[hi - 1].flags & PLAN_T_VIEW))
-		hi--;
-	for (uint32_t i = hi; i < p->ntensors; i++)
-		if (!strcmp(p->t[i].name, name))
-			return i;
-	while (lo < hi) {
-		uint32_t mid = lo + (hi - lo) / 2;
-		int c = strcmp(p->t[mid].name, name);
-
-		if (!c)
-			return mid;
-		if (c < 0)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return -1;
-}
-
-/* Replaces {X} by caps[X]; -ENAMETOOLONG, or -EINVAL for an unbound X. */
-static int subst(const char *tmpl, const long caps[26], char *out, size_t cap)
-{
-	size_t n = 0;
-
-	for (const char *s = tmpl; *s; s++) {
-		if (s[0] == '{' && s[1] >= 'A' && s[1] <= 'Z' && s[2] == '}') {
-			long v = caps[s[1] - 'A'];
-			int k;
-
-			if (v < 0)
-				return -EINVAL;
-			k = snprintf(out + n, cap - n, "%ld", v);
-			if (k < 0 || (size_t)k >= cap - n)
-				return -ENAMETOOLONG;
-			n += (size_t)k;
-			s += 2;
-			continue;
-		}
-		if (n + 1 >= cap)
-			return -ENAMETOOLONG;
-		out[n++] = *s;
-	}
-	out[n] = '\0';
-	return 0;
-}
-
-static struct plan_tensor *new_entry(struct plan *p, struct caps_ *cp)
-{
-	if (p->ntensors >= MODEL_TENSORS_MAX + PLAN_VIEWS_MAX ||
-	    grow((void **)&p->t, &cp->t, p->ntensors + 1, sizeof(*p->t)))
-		return NULL;
-	memset(&p->t[p->ntensors], 0, sizeof(p->t[0]));
-	p->t[p->ntensors].group = -1;
-	return &p->t[p->ntensors++];
-}
-
-/* One instance of a view/stack/group statement: members (entry indices,
- * in order) become a group and, unless a group, a view entry. */
-static int add_view(struct plan *p, struct caps_ *cp, const struct model *m,
-		    const struct plan_stmt *s, const char *name,
-		    const uint32_t *mem, uint32_t n, uint32_t per, char *err)
-{
-	const struct plan_tensor *f = &p->t[mem[0]];
-	struct plan_tensor *v;
-	uint64_t rows = 0, size = 0;
-	uint32_t g;
-
-	for (uint32_t i = 0; i < n; i++) {
-		const struct plan_tensor *x = &p->t[mem[i]];
-		bool same = x->dtype == f->dtype && x->ndim == f->ndim &&
-			    x->ndim >= 1 &&
-			    !memcmp(x->shape + 1, f->shape + 1,
-				    (x->ndim - 1) * sizeof(uint64_t));
-
-		if (x->group >= 0)
-			return wc_errf(err, EINVAL,
-				       "%s: tensor '%s' is a part of two views or groups (the second: '%s'); fix the layout so that each tensor is in one",
-				       m->path, x->name, name[0] ? name : s->part[0]);
-		if (x->alloc != x->size || (x->flags & PLAN_T_VIEW))
-			return wc_errf(err, EINVAL,
-				       "%s: tensor '%s' cannot be a part of '%s': it is padded or itself a view",
-				       m->path, x->name, name);
-		if (!same && s->kind != PLAN_S_GROUP) {
-			char a[256], b[256];
-
-			shape_str(f->ndim, f->shape, a, sizeof(a));
-			shape_str(x->ndim, x->shape, b, sizeof(b));
-			return wc_errf(err, EINVAL,
-				       "%s: the parts of '%s' do not concatenate on dim 0: '%s' is %s %s, '%s' is %s %s",
-				       m->path, name, f->name, st_dtype_name(f->dtype), a,
-				       x->name, st_dtype_name(x->dtype), b);
-		}
-		if (i < per)
-			rows += x->ndim ? x->shape[0] : 0;
-		size += x->size;
-	}
-	if (grow((void **)&p->g, &cp->g, p->ngroups + 1, sizeof(*p->g)) ||
-	    grow((void **)&p->members, &cp->mem,
-		 p->g && p->ngroups ? p->g[p->ngroups - 1].member0 +
-				      p->g[p->ngroups - 1].n + n : n,
-		 sizeof(*p->members)))
-		return wc_errf(err, ENOMEM, "out of memory");
-	g = p->ngroups++;
-	p->g[g].member0 = g ? p->g[g - 1].member0 + p->g[g - 1].n : 0;
-	p->g[g].n = n;
-	for (uint32_t i = 0; i < n; i++) {
-		p->members[p->g[g].member0 + i] = mem[i];
-		p->t[mem[i]].group = (int32_t)g;
-	}
-	if (s->kind == PLAN_S_GROUP)
-		return 0;
-	v = new_entry(p, cp);
-	if (!v || add_name(p, cp, name, &v->name))
-		return wc_errf(err, ENOMEM, "out of memory");
-	f = &p->t[mem[0]];
-	v->model_idx = UINT32_MAX;
-	v->dtype = f->dtype;
-	v->split = f->split;
-	v->flags = PLAN_T_VIEW;
-	v->target = mem[0];
-	v->size = v->alloc = size;
-	if (s->kind == PLAN_S_STACK) {
-		if (f->ndim + 1 > ST_NDIM_MAX)
-			return wc_errf(err, EINVAL, "%s: stack '%s' would have more than %d dims",
-				       m->path, name, ST_NDIM_MAX);
-		v->ndim = f->ndim + 1;
-		v->shape[0] = n / per;
-		v->shape[1] = rows;
-		memcpy(v->shape + 2, f->shape + 1,
-		       (f->ndim - 1) * sizeof(uint64_t));
-	} else {
-		v->ndim = f->ndim;
-		memcpy(v->shape, f->shape, sizeof(v->shape));
-		v->shape[0] = rows;
-	}
-	return 0;
-}
-
-static int build_stmt(struct plan *p, struct caps_ *cp, const struct model *m,
-		      const struct plan_stmt *s, uint32_t nck, char *err)
-{
-	char name[PLAN_PATTERN_MAX], part[PLAN_PATTERN_MAX];
-	uint32_t mem[PLAN_PARTS_MAX * 1024];
-	long caps[26];
-	int ret;
-
-	for (uint32_t i = 0; i < nck; i++) {
-		uint32_t n = 0, per = s->nparts, e0, e1;
-
-		if (!plan__match(s->part[0], p->t[i].name, caps))
-			continue;
-		if (s->kind == PLAN_S_STACK) {
-			if (caps['E' - 'A'] != (long)p->expert_begin)
-				continue;
-			e0 = p->expert_begin;
-			e1 = p->expert_end;
-			if ((uint64_t)(e1 - e0) * per > sizeof(mem) / sizeof(mem[0]))
-				return wc_errf(err, E2BIG, "%s: stack '%s' has more than %zu parts",
-					       m->path, s->name,
-					       sizeof(mem) / sizeof(mem[0]));
-			if (e1 <= e0)
-				return wc_errf(err, EINVAL, "%s: stack '%s' needs the expert count: add an 'experts KEY' line to the layout",
-					       m->path, s->name);
-		} else {
-			e0 = 0;
-			e1 = 1;
-		}
-		if (subst(s->name, caps, name, sizeof(name)))
-			return wc_errf(err, EINVAL, "%s: '%s' (from '%s'): its name uses a capture its first part does not bind",
-				       m->path, s->name, p->t[i].name);
-		for (uint32_t e = e0; e < e1; e++) {
-			if (s->kind == PLAN_S_STACK)
-				caps['E' - 'A'] = e;
-			for (uint32_t k = 0; k < s->nparts; k++) {
-				long at;
-
-				if (subst(s->part[k], caps, part, sizeof(part)))
-					return wc_errf(err, EINVAL, "%s: '%s': part '%s' uses a capture the first part does not bind",
-						       m->path, s->name, s->part[k]);
-				at = plan_find(p, part);
-				if (at < 0 || (uint32_t)at >= nck)
-					return wc_errf(err, EINVAL,
-						       "%s: '%s' needs '%s', which this rank does not hold (the checkpoint lacks it%s); fix the layout or the checkpoint",
-						       m->path, name[0] ? name : "group", part,
-						       s->kind == PLAN_S_STACK ? ", or the expert is on another rank" : "");
-				mem[n++] = (uint32_t)at;
-			}
-		}
-		ret = add_view(p, cp, m, s, name, mem, n, per, err);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
-static int build_alias(struct plan *p, struct caps_ *cp, const struct model *m,
-		       const struct plan_stmt *s, uint32_t nck, char *err)
-{
-	struct plan_tensor *v;
-	long at;
-	int64_t on;
-
-	if (s->cond[0] && !(model_cfg_int(&m->cfg, s->cond, &on) && on))
-		return 0;
-	if (model_find(m, s->name) || !in_stage(p, m, s->name))
-		return 0;
-	at = plan_find(p, s->part[0]);
-	if (at < 0 || (uint32_t)at >= nck)
-		return 0;
-	v = new_entry(p, cp);
-	if (!v || add_name(p, cp, s->name, &v->name))
-		return wc_errf(err, ENOMEM, "out of memory");
-	*v = p->t[at];
-	v->name = p->names[p->nnames - 1];
-	v->model_idx = UINT32_MAX;
-	v->flags = PLAN_T_VIEW | PLAN_T_ALIAS;
-	v->target = (uint32_t)at;
-	v->npieces = 0;
-	v->group = -1;
-	v->alloc = v->size;
 	return 0;
 }
 
@@ -668,10 +353,10 @@ int plan_build2(struct plan *p, const struct model *m,
 		const struct plan_rules *r, const struct plan_params *pp,
 		char *err)
 {
-	struct caps_ cp = { 0 };
+	struct plan__caps cp = { 0 };
 	char first_err[WC_ERR_LEN] = "";
-	long nlayers = 0;
 	uint32_t nck;
+	long nlayers = 0;
 	int rc = 0;
 
 	memset(p, 0, sizeof(*p));
@@ -688,7 +373,7 @@ int plan_build2(struct plan *p, const struct model *m,
 		return wc_errf(err, EINVAL, "vocab pad %d is over %u", pp->vocab_pad,
 			       PLAN_VOCAB_PAD_MAX);
 	for (uint32_t i = 0; i < m->ntensors; i++) {
-		long l = layer_of(m->tensors[i].name);
+		long l = plan__layer_of(m->tensors[i].name);
 
 		if (l + 1 > nlayers)
 			nlayers = l + 1;
@@ -717,7 +402,7 @@ int plan_build2(struct plan *p, const struct model *m,
 		long caps[26];
 		size_t nl = strlen(mt->name);
 
-		if (!in_stage(p, m, mt->name))
+		if (!plan__in_stage(p, m, mt->name))
 			continue;
 		/* block FP8: NAME_scale_inv follows NAME */
 		if (m->cfg.quant_block && nl > 10 &&
@@ -743,7 +428,7 @@ int plan_build2(struct plan *p, const struct model *m,
 				whole = true;
 			}
 		}
-		pt = new_entry(p, &cp);
+		pt = plan__new_entry(p, &cp);
 		if (!pt) {
 			rc = wc_errf(err, ENOMEM, "out of memory for a plan of %u tensors",
 				     m->ntensors);
@@ -775,12 +460,8 @@ int plan_build2(struct plan *p, const struct model *m,
 	if (!rc && first_err[0])
 		rc = wc_errf(err, EINVAL, "%s", first_err);
 	nck = p->ntensors;
-	for (uint32_t i = 0; r && i < r->nstmts && !rc; i++) {
-		if (r->s[i].kind == PLAN_S_ALIAS)
-			rc = build_alias(p, &cp, m, &r->s[i], nck, err);
-		else
-			rc = build_stmt(p, &cp, m, &r->s[i], nck, err);
-	}
+	if (!rc && r)
+		rc = plan__statements(p, &cp, m, r, nck, err);
 	for (uint32_t i = 0; i < p->ntensors && !rc; i++) {
 		if (!(p->t[i].flags & PLAN_T_VIEW))
 			p->total_bytes += p->t[i].alloc;
@@ -848,7 +529,7 @@ static uint64_t group_bytes(const struct plan *p, const struct plan_group *g)
 static uint32_t layer_block(const struct plan *p, uint32_t i, const bool *placed,
 			    uint32_t *seen, uint64_t *bytes)
 {
-	long layer = layer_of(p->t[i].name);
+	long layer = plan__layer_of(p->t[i].name);
 	uint64_t off = 0;
 	uint32_t e;
 
@@ -856,7 +537,7 @@ static uint32_t layer_block(const struct plan *p, uint32_t i, const bool *placed
 		const struct plan_tensor *t = &p->t[e];
 		uint64_t b = t->alloc;
 
-		if ((t->flags & PLAN_T_VIEW) || layer_of(t->name) != layer)
+		if ((t->flags & PLAN_T_VIEW) || plan__layer_of(t->name) != layer)
 			break;
 		if (t->group >= 0) {
 			if (placed[t->group] || seen[t->group] == i + 1)
@@ -902,7 +583,7 @@ static int pack(struct plan *p, uint64_t pool_max, bool layers, char *err)
 		}
 		if (t->flags & PLAN_T_VIEW)
 			continue;
-		if (layers && i >= end && layer_of(t->name) >= 0) {
+		if (layers && i >= end && plan__layer_of(t->name) >= 0) {
 			uint64_t padded;
 
 			end = layer_block(p, i, placed, seen, &bytes);

@@ -25,11 +25,19 @@
  *   alias NAME = TARGET [if KEY] NAME served over TARGET's bytes when the
  *                                checkpoint lacks NAME (and KEY is true)
  *
- * Patterns are fnmatch globs; {L} and {E} in them match a decimal number
- * and bind it; in view/stack/group/alias names and parts they are replaced
- * by the bound number (no other wildcards there). A rules file's lines go
- * before the preset's (its rules are tried first). Without heads/parts a
- * split must be even (tp divides the dim).
+ * Patterns are fnmatch globs ('*', '?', '[...]', '\'; matched in linear
+ * time, glob.h); {L} and {E} in them match a decimal number and bind it,
+ * each letter at most once per pattern; in view/stack/group/alias names
+ * and parts they are replaced by the bound number (no other wildcards
+ * there). A rules file's lines go before the preset's (its rules are tried
+ * first). Without heads/parts a split must be even (tp divides the dim).
+ *
+ * A part named twice in one view, stack or group, a view or stack named
+ * like one of its parts, and two views, stacks or aliases of one name are
+ * refused when the text is parsed; what only the model shows (a name that
+ * is a checkpoint tensor's or another statement's once {L}/{E} are bound,
+ * a part reached twice) when the plan is built. Both errors name the
+ * statement's file and line.
  *
  * Heads (vLLM's QKVParallelLinear): H heads of size dim/H. heads=: H % tp
  * == 0, rank r holds heads [r*H/tp, (r+1)*H/tp). kv_heads=: the same when
@@ -88,6 +96,8 @@
 #define PLAN_ALTS_MAX 3                  /* KEY|KEY|KEY */
 #define PLAN_PARTS_MAX 4                 /* parts of a rule or a view */
 #define PLAN_ARCHS_MAX 8
+#define PLAN_SRCS_MAX 8                  /* texts' names kept for errors */
+#define PLAN_SRC_NAME_MAX 256
 #define PLAN_RULES_FILE_MAX (1u << 20)   /* bytes */
 #define PLAN_TP_MAX 1024
 #define PLAN_PP_MAX 1024
@@ -151,6 +161,7 @@ struct plan_stmt {
 	uint32_t nparts;                 /* alias: 1, the target */
 	char part[PLAN_PARTS_MAX][PLAN_PATTERN_MAX];
 	char cond[PLAN_KEY_MAX];         /* alias: "" or a config key */
+	uint32_t src, line;              /* where: plan_rules.src[src], line */
 };
 
 struct plan_rules {
@@ -162,6 +173,10 @@ struct plan_rules {
 	struct plan_keys experts;
 	uint32_t narchs;
 	char arch[PLAN_ARCHS_MAX][MODEL_ARCH_MAX];
+	/* The texts' names (files), for errors that name a statement's line;
+	 * past PLAN_SRCS_MAX texts the last slot names them all. */
+	uint32_t nsrcs;
+	char src[PLAN_SRCS_MAX][PLAN_SRC_NAME_MAX];
 	/* XXH3-128 over the canonical form of everything above but arch:
 	 * part of the identity (the layout's hash). */
 	uint8_t hash[WC_HASH_LEN];

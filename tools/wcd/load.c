@@ -4,7 +4,8 @@
  *
  * load_prepare parses (config, index, every shard header), applies the
  * quantization gate before anything is loaded, builds this rank's plan and
- * packs it into pools, and computes the identity.
+ * packs it into pools (those on a thread of their own: prep.c), and
+ * computes the identity.
  *
  * load_run fills the pools along one of two paths behind the backend
  * interface:
@@ -77,201 +78,14 @@ static void step_done(const char *what, uint64_t *t)
 
 /* --- prepare ---------------------------------------------------------------- */
 
-/* --- the header reads, off the loop's thread ------------------------------ */
-
-/* model_open reads config.json, the index and every shard header with
- * plain blocking calls; on a hung file system one never returns. So it runs
- * on a thread of its own while this thread keeps turning the loop (clients
- * served, SIGTERM seen) until it is done, --read-timeout has passed, or the
- * daemon is stopping. A thread that never returns is left behind: the box
- * it fills is freed by whichever of the two lets go of it last. */
-struct hdr_box {
-	struct model m;
-	char path[PATH_MAX];
-	char err[WC_ERR_LEN];
-	int ret;
-	int efd;                      /* written by the thread when done */
-	int refs;                     /* __atomic: the thread and the loop */
-	bool taken;                   /* the loop took m (set before its put) */
-};
-
-static void hdr_box_put(struct hdr_box *b)
-{
-	if (__atomic_sub_fetch(&b->refs, 1, __ATOMIC_ACQ_REL))
-		return;
-	if (!b->taken && b->ret == 0)
-		model_close(&b->m);
-	close(b->efd);
-	free(b);
-}
-
-/* Test hook (test/rel_hung.sh): WCD_TEST_STALL_FIFO names a FIFO and
- * WCD_TEST_STALL_DIR a model directory whose header reads then block on
- * that FIFO first, a pipe-backed stand-in for a hung file system. With
- * WCD_TEST_STALL_AT=parsed the block comes after the header reads instead
- * (test/rel_truncated.sh: a shard changed between its parse and its read),
- * with "opened" after the shards were opened and their sizes checked, on
- * the loop's thread (a shard cut while it is read), with "filled" after
- * the last read and copy, before the check that no shard changed (test/
- * rel_rewritten.sh: a shard written while it is loaded); point is where
- * the caller is ("open", "parsed", "opened" or "filled"). */
-static void hdr_test_stall(const char *path, const char *point)
-{
-	const char *fifo = getenv("WCD_TEST_STALL_FIFO");
-	const char *dir = getenv("WCD_TEST_STALL_DIR");
-	const char *at = getenv("WCD_TEST_STALL_AT");
-	char b;
-	int fd;
-
-	if (!fifo || !dir || strcmp(dir, path) ||
-	    strcmp(at && at[0] ? at : "open", point))
-		return;
-	fd = open(fifo, O_RDONLY | O_CLOEXEC);
-	if (fd >= 0) {
-		if (read(fd, &b, 1) < 0)
-			b = 0;
-		close(fd);
-	}
-}
-
-static void *hdr_thread(void *arg)
-{
-	struct hdr_box *b = arg;
-	uint64_t one = 1;
-
-	hdr_test_stall(b->path, "open");
-	b->ret = model_open(&b->m, b->path, b->err);
-	hdr_test_stall(b->path, "parsed");
-	if (write(b->efd, &one, sizeof(one)) < 0)
-		b->ret = b->ret ? b->ret : -EIO;
-	hdr_box_put(b);
-	return NULL;
-}
-
-/* While the daemon stops: give the header reader up. */
-static bool hdr_stopping(void *arg)
-{
-	return true;
-}
-
-static int model_open_bounded(struct wcd *d, struct model *m,
-			      const char *path, char *err)
-{
-	struct hdr_box *b = calloc(1, sizeof(*b));
-	uint64_t ms = d->o.read_timeout_ms;
-	pthread_attr_t at;
-	pthread_t th;
-	int ret, res;
-
-	if (!b)
-		return wc_errf(err, ENOMEM, "out of memory");
-	snprintf(b->path, sizeof(b->path), "%s", path);
-	b->refs = 2;
-	b->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (b->efd < 0) {
-		free(b);
-		return wc_errf(err, errno, "eventfd: %s", strerror(errno));
-	}
-	pthread_attr_init(&at);
-	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-	ret = pthread_create(&th, &at, hdr_thread, b);
-	pthread_attr_destroy(&at);
-	if (ret) {
-		close(b->efd);
-		free(b);
-		return wc_errf(err, ret, "cannot start the header reader: %s",
-			       strerror(ret));
-	}
-	ret = ld_wait_readable(d, b->efd, ms * 1000000, hdr_stopping, NULL, &res);
-	if (ret) {
-		hdr_box_put(b);
-		return wc_errf(err, -ret, "cannot watch the header reader: %s",
-			       strerror(-ret));
-	}
-	if (res > 0) {
-		ret = b->ret;
-		if (ret)
-			wc_errf(err, ret, "%s", b->err);
-		else
-			*m = b->m;
-		b->taken = ret == 0;
-		hdr_box_put(b);
-		return ret;
-	}
-	hdr_box_put(b);
-	if (wcd_stopping(d))
-		return wc_errf(err, ECANCELED, "stopped while reading the headers of %s",
-			       path);
-	return wc_errf(err, ETIMEDOUT,
-		       "reading the headers of %s did not finish within %.3g s (--read-timeout): is its file system hung? Nothing was loaded",
-		       path, (double)ms / 1000);
-}
-
-/* A test hook (WCD_TEST_PACK=flat): pack as the builds before layers
- * were packed whole did (plan_pack_flat), to test that a handover between
- * the two packings is refused. */
-static bool pack_flat(void)
-{
-	const char *e = getenv("WCD_TEST_PACK");
-
-	return e && !strcmp(e, "flat");
-}
-
 int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 {
 	uint64_t t0 = rx_now_ns();
-	enum quant_verdict qv;
-	char perr[WC_ERR_LEN];
 	int ret;
 
-	ret = model_open_bounded(d, &v->model, d->o.model, err);
-	if (ret)
-		return ret;
-	/* The gate comes before anything is planned or loaded. */
-	ret = quant_check(&v->model.cfg, d->o.allow_quant, &qv, err);
-	if (ret)
-		return ret;
-	if (qv == QUANT_OVERRIDDEN)
-		log_warn("QUANTIZATION OVERRIDE: serving '%s' zero-copy because of --allow-quant %s; this method is NOT verified (verified: %s); attached engines may compute with wrong numbers",
-			 v->model.cfg.quant_method, d->o.allow_quant,
-			 QUANT_VERIFIED_LIST);
-	if (d->o.layout) {
-		memset(&v->rules, 0, sizeof(v->rules));
-		v->rules.vocab_pad = -1;
-		ret = plan_rules_file(&v->rules, d->o.layout, err);
-		if (ret)
-			return ret;
-	} else {
-		ret = plan_rules_preset(&v->rules, v->model.cfg.arch, perr);
-		if (ret == -ENOTSUP) {
-			if ((d->o.tp_size > 1 || d->o.ep_size > 1) && !d->o.rules)
-				return wc_errf(err, ENOTSUP, "%s", perr);
-			memset(&v->rules, 0, sizeof(v->rules));
-			v->rules.vocab_pad = -1;
-			log_info("no split preset for architecture '%s'%s",
-				 v->model.cfg.arch,
-				 d->o.rules ? "; using the rules file only" :
-					      "; every tensor is replicated (tp 1)");
-		} else if (ret) {
-			return wc_errf(err, -ret, "%s", perr);
-		}
-	}
-	if (d->o.rules) {
-		ret = plan_rules_file(&v->rules, d->o.rules, err);
-		if (ret)
-			return ret;
-	}
-	ret = plan_build2(&v->plan, &v->model, &v->rules,
-			  &(struct plan_params){
-				  .tp_size = d->o.tp_size, .tp_rank = d->o.tp_rank,
-				  .pp_size = d->o.pp_size, .pp_rank = d->o.pp_rank,
-				  .ep_size = d->o.ep_size, .ep_rank = d->o.ep_rank,
-				  .vocab_pad = d->o.vocab_pad,
-			  }, err);
-	if (ret)
-		return ret;
-	ret = pack_flat() ? plan_pack_flat(&v->plan, d->o.pool_size, err) :
-			    plan_pack(&v->plan, d->o.pool_size, err);
+	/* headers, the quantization gate (before anything is planned or
+	 * loaded), the layout and the packed plan, off the loop (prep.c) */
+	ret = ld_prepare_bounded(d, v, err);
 	if (ret)
 		return ret;
 	if (v->plan.npools > GPU_POOLS_MAX)
@@ -748,7 +562,7 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	ret = open_shards(L, staged, err);
 	if (ret)
 		goto out_close;
-	hdr_test_stall(v->model.path, "opened");
+	ld_test_stall(v->model.path, "opened");
 	step_done("shards opened (page-cache probes)", &ts);
 	if (staged) {
 		ret = staged_setup(L, err);
@@ -800,7 +614,7 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	}
 	step_done("reads and copies done", &ts);
 	if (!L->err)
-		hdr_test_stall(v->model.path, "filled");
+		ld_test_stall(v->model.path, "filled");
 	if (staged)
 		staged_finish(L);
 	if (staged && v->hashed && !L->err)

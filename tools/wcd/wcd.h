@@ -24,6 +24,7 @@
  *   staged.c    the loader's staged path: staging slots, copies, hashes
  *   fill.c      the direct path's splice fill: workers splice the pieces
  *               into the memfds, hash tensors as they land, read ahead
+ *   prep.c      the header reads, the gate and the plan, off the loop (load.h)
  *   ld.c        the loader's shared helpers (failure, progress)
  *   hashpool.c  hash worker threads for the staged path (hashpool.h)
  *   metrics_http.c  --metrics-listen: GET /metrics from the loop (metrics.h)
