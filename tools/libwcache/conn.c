@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -429,6 +430,45 @@ static int socket_path(struct wc_conn *c, const struct wc_connect_opts *o,
 	return 0;
 }
 
+/* connect() said EACCES: names what closed the socket to us (the first
+ * directory on its path that we may not search, else the socket's own mode
+ * and group) and the daemon's options that open it (issue 26: the sentence
+ * named --allow-uid to an engine whose daemon had it already). */
+static int eacces_fail(const char *sock, struct wc_error *err)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	unsigned uid = (unsigned)geteuid();
+	struct stat st;
+	char *s;
+
+	snprintf(dir, sizeof(dir), "%s", sock);
+	for (s = strchr(dir + 1, '/'); s; s = strchr(s + 1, '/')) {
+		*s = '\0';
+		if (faccessat(AT_FDCWD, dir, X_OK, AT_EACCESS) &&
+		    errno == EACCES) {
+			if (stat(dir, &st))
+				st = (struct stat){ 0 };
+			return wc__fail(err, EACCES,
+					"permission denied connecting to %s: uid %u may not enter the directory %s (mode %04o, owner uid %u, group %u); start wcd with --socket-group GROUP and run the engine in that group, or with --allow-uid %u (wcd then opens its runtime directory to them), or use a --runtime-dir under directories every engine can enter",
+					sock, uid, dir, (unsigned)(st.st_mode & 07777),
+					(unsigned)st.st_uid, (unsigned)st.st_gid, uid);
+		}
+		*s = '/';
+	}
+	if (stat(sock, &st))
+		st = (struct stat){ 0 };
+	if (st.st_mode & 0060)
+		return wc__fail(err, EACCES,
+				"permission denied connecting to %s (mode %04o, owner uid %u, group %u): uid %u is not in the socket's group; run the engine in group %u (as docker's socket group; systemd: SupplementaryGroups=) or start wcd with --allow-uid %u",
+				sock, (unsigned)(st.st_mode & 07777),
+				(unsigned)st.st_uid, (unsigned)st.st_gid, uid,
+				(unsigned)st.st_gid, uid);
+	return wc__fail(err, EACCES,
+			"permission denied connecting to %s (mode %04o, owner uid %u): the socket is its owner's alone; start wcd with --socket-group GROUP and run the engine in that group, or with --allow-uid %u",
+			sock, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
+			uid);
+}
+
 int wc_connect(const struct wc_connect_opts *o, struct wc_conn **out,
 	       struct wc_error *err)
 {
@@ -480,8 +520,7 @@ int wc_connect(const struct wc_connect_opts *o, struct wc_conn **out,
 			ret = wc__fail(err, ECONNREFUSED, "no wcache daemon is listening on %s (a stale socket from a daemon that died): start one; the next wcd start cleans it up",
 				       c->sock);
 		else if (e == EACCES)
-			ret = wc__fail(err, EACCES, "permission denied opening %s: the daemon's runtime directory belongs to another user; run as that user or ask for --allow-uid %u",
-				       c->sock, (unsigned)getuid());
+			ret = eacces_fail(c->sock, err);
 		else
 			ret = wc__fail(err, e, "connecting to %s failed: %s", c->sock, strerror(e));
 		goto out_free;
