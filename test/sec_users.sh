@@ -12,6 +12,9 @@
 #    client's sentence names the directory and --socket-group;
 #  - --allow-gid G alone: a member attaches, another uid is refused;
 #  - the groups survive a handover (wcctl restart);
+#  - an engine trusts a daemon of another uid only when told to
+#    (WCACHE_TRUST_UID) or when it runs as the system account "wcache"
+#    (the shipped units' user; made here for the test when there is none);
 #  - never a write bit for group or others on the directory, never a read
 #    bit for them either; bad --socket-mode and --socket-group values are
 #    usage errors naming the value.
@@ -106,6 +109,50 @@ out=$("$BIN/wcd" --model "$MODEL" --device "$DEVICE" --runtime-dir "$RUNDIR" --s
 expect_eq "group-writable dir with --socket-group: exit" "$rc" 1
 expect_has "group-writable dir refused" "$out" "writable by its group"
 chmod 0700 "$RUNDIR"
+
+# 7. a daemon of another uid: trusted by WCACHE_TRUST_UID, or as "wcache"
+# other_wcd UID NAME: starts wcd as UID in a directory of its own, serving
+# the root engines (--allow-uid 0); sets OSOCK
+other_wcd() {
+	local d=$E2E_DIR/$2
+	mkdir -m 0755 "$d"
+	chown "$1" "$d"
+	setpriv --reuid="$1" --regid=65534 --clear-groups "$BIN/wcd" --model "$MODEL" \
+		--device "host:$2-$$" --runtime-dir "$d/rt" --allow-uid 0 >"$d.log" 2>&1 &
+	WCD_PIDS+=("$!")
+	OSOCK=$d/rt/host-$2-$$.sock
+	local i
+	for ((i = 0; i < 3000; i++)); do
+		[ -e "$d/rt/host-$2-$$.ready" ] && return 0
+		kill -0 "$!" 2>/dev/null || { cat "$d.log"; fail "wcd as uid $1 exited"; }
+		sleep 0.01
+	done
+	fail "wcd as uid $1 not ready"
+}
+other_wcd 65534 nb
+out=$(env -u WCACHE_TRUST_UID "$BIN/wcattach" --socket "$OSOCK" 2>&1) && fail "a daemon of uid 65534 was trusted: $out"
+expect_has "untrusted daemon: the fix" "$out" "WCACHE_TRUST_UID=65534"
+out=$(WCACHE_TRUST_UID=65534 "$BIN/wcattach" --socket "$OSOCK" --verify 2>&1) ||
+	fail "WCACHE_TRUST_UID=65534 still refused: $out"
+expect_has "WCACHE_TRUST_UID" "$out" "all hashes match"
+# the "wcache" account, made here under a lock when missing (and removed)
+exec 9>/tmp/wct-wcache-account.lock
+flock 9
+made=
+if ! getent passwd wcache >/dev/null; then
+	useradd --system --no-create-home --shell /usr/sbin/nologin wcache ||
+		fail "useradd wcache failed"
+	made=1
+fi
+wuid=$(id -u wcache)
+other_wcd "$wuid" wc
+out=$(env -u WCACHE_TRUST_UID "$BIN/wcattach" --socket "$OSOCK" --verify 2>&1); rc=$?
+kill "${WCD_PIDS[-1]}"
+wait "${WCD_PIDS[-1]}" 2>/dev/null
+[ -z "$made" ] || userdel wcache || fail "userdel wcache (made by this test) failed"
+exec 9>&-
+expect_eq "a daemon of the wcache account: exit ($out)" "$rc" 0
+expect_has "the wcache account is trusted" "$out" "all hashes match"
 
 # 6. usage errors name the value
 out=$("$BIN/wcd" --model "$MODEL" --socket-mode 0777 2>&1); rc=$?

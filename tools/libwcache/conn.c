@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -430,6 +431,31 @@ static int socket_path(struct wc_conn *c, const struct wc_connect_opts *o,
 	return 0;
 }
 
+/* A daemon uid this engine trusts besides its own and root's: trust_uid,
+ * $WCACHE_TRUST_UID (a number: a container has no passwd entry for the
+ * daemon's user), or the system account named "wcache" that the shipped
+ * units run wcd as (only root creates accounts, so it is as trusted as
+ * root; tools/dist/systemd/wcache.sysusers). */
+static bool daemon_uid_trusted(const struct wc_connect_opts *o, uid_t uid)
+{
+	struct passwd pw, *res = NULL;
+	const char *env = getenv("WCACHE_TRUST_UID");
+	char buf[1024], *end;
+	unsigned long v;
+
+	if (uid == getuid() || uid == geteuid() || uid == 0 ||
+	    (o->trust_uid && uid == o->trust_uid))
+		return true;
+	if (env && *env >= '0' && *env <= '9') {
+		errno = 0;
+		v = strtoul(env, &end, 10);
+		if (!errno && !*end && v == uid)
+			return true;
+	}
+	return getpwnam_r(WC_DAEMON_USER, &pw, buf, sizeof(buf), &res) == 0 &&
+	       res && res->pw_uid == uid;
+}
+
 /* connect() said EACCES: names what closed the socket to us (the first
  * directory on its path that we may not search, else the socket's own mode
  * and group) and the daemon's options that open it (issue 26: the sentence
@@ -529,13 +555,12 @@ int wc_connect(const struct wc_connect_opts *o, struct wc_conn **out,
 		ret = wc__fail(err, errno, "SO_PEERCRED on %s failed: %s", c->sock, strerror(errno));
 		goto out_free;
 	}
-	if (cr.uid != getuid() && cr.uid != geteuid() && cr.uid != 0 &&
-	    (!o->trust_uid || cr.uid != o->trust_uid)) {
+	if (!daemon_uid_trusted(o, cr.uid)) {
 		ret = wc__fail(err, EACCES,
-			       "the process serving %s (pid %d) runs as uid %u, neither ours (%u) nor root: not trusted to serve weights; if it is the daemon you meant, trust it explicitly (wc_connect_opts.trust_uid = %u, wcattach --trust-uid %u)",
+			       "the process serving %s (pid %d) runs as uid %u, neither ours (%u), root nor the '" WC_DAEMON_USER "' account: not trusted to serve weights; if it is the daemon you meant, trust it explicitly (WCACHE_TRUST_UID=%u, wc_connect_opts.trust_uid = %u, wcattach --trust-uid %u)",
 			       c->sock, (int)cr.pid, (unsigned)cr.uid,
 			       (unsigned)getuid(), (unsigned)cr.uid,
-			       (unsigned)cr.uid);
+			       (unsigned)cr.uid, (unsigned)cr.uid);
 		goto out_free;
 	}
 	c->pid = cr.pid;
