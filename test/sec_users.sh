@@ -11,7 +11,8 @@
 #    or primary) attaches; a uid outside the group cannot connect, and the
 #    client's sentence names the directory and --socket-group;
 #  - --allow-gid G alone: a member attaches, another uid is refused;
-#  - the groups survive a handover (wcctl restart);
+#  - the groups survive a handover (wcctl restart); wcctl start
+#    --socket-group gives the group to every rank;
 #  - an engine trusts a daemon of another uid only when told to
 #    (WCACHE_TRUST_UID) or when it runs as the system account "wcache"
 #    (the shipped units' user; made here for the test when there is none);
@@ -41,7 +42,8 @@ as() {
 	setpriv --reuid="$u" --regid="$g" $groups "$@"
 }
 attach() { "$@" "$BIN/wcattach" --socket "$SOCK" --verify 2>&1; }
-stop_wcd() { kill "$WCD_PID"; wait "$WCD_PID" 2>/dev/null; }
+# (after a handover WCD_PID is not our child: tail --pid waits for it)
+stop_wcd() { kill "$WCD_PID"; wait "$WCD_PID" 2>/dev/null || tail --pid="$WCD_PID" -f /dev/null; }
 mode() { stat -c %a "$1"; }
 # nothing but x for group and others on the directory
 dir_closed() {
@@ -153,6 +155,19 @@ wait "${WCD_PIDS[-1]}" 2>/dev/null
 exec 9>&-
 expect_eq "a daemon of the wcache account: exit ($out)" "$rc" 0
 expect_has "the wcache account is trusted" "$out" "all hashes match"
+
+# 8. wcctl start --socket-group passes the group to every rank
+crun=$E2E_DIR/crun
+out=$("$BIN/wcctl" start --model "$MODEL" --tp-size 2 --backend host --runtime-dir "$crun" \
+	--socket-group "$grp" --timeout 60 2>&1) || fail "wcctl start --socket-group: $out"
+for r in 0 1; do
+	WCD_PIDS+=("$(sed -n 's/^pid=//p' "$crun/host-$r.ready")")
+	expect_eq "wcctl start: rank $r socket group" "$(stat -c %g "$crun/host-$r.sock")" "$gid"
+	out=$(setpriv --reuid=65533 --regid=65533 --groups="$gid" "$BIN/wcattach" \
+		--socket "$crun/host-$r.sock" --verify 2>&1) || fail "wcctl start: a member refused by rank $r: $out"
+done
+expect_eq "wcctl start: directory mode" "$(mode "$crun")" 710
+"$BIN/wcctl" stop --all --runtime-dir "$crun" >/dev/null 2>&1 || fail "wcctl stop --all"
 
 # 6. usage errors name the value
 out=$("$BIN/wcd" --model "$MODEL" --socket-mode 0777 2>&1); rc=$?
