@@ -148,8 +148,13 @@ int access_sock_publish(const struct wcd *d, char *err)
 {
 	const struct wcd_opts *o = &d->o;
 	const char *sock = d->paths.sock;
+	struct stat st;
 
-	if (o->socket_group && chown(sock, (uid_t)-1, o->socket_gid))
+	/* no chown when the socket is born in the group (the units' case:
+	 * Group= is the socket group, and their filter refuses chown) */
+	if (o->socket_group &&
+	    (stat(sock, &st) || st.st_gid != o->socket_gid) &&
+	    chown(sock, (uid_t)-1, o->socket_gid))
 		return wc_errf(err, errno,
 			       "cannot give the socket %s to group %s (gid %u): %s; run wcd as root or as a member of that group",
 			       sock, o->socket_group, (unsigned)o->socket_gid,
