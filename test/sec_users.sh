@@ -13,7 +13,8 @@
 #  - --allow-gid G alone: a member attaches, another uid is refused;
 #  - the groups survive a handover (wcctl restart); wcctl start
 #    --socket-group gives the group to every rank;
-#  - an engine trusts a daemon of another uid only when told to
+#  - a daemon of another user serves root's engines (root could read its
+#    memory anyway); an engine trusts a daemon of another uid only when told to
 #    (WCACHE_TRUST_UID) or when it runs as the system account "wcache"
 #    (the shipped units' user; made here for the test when there is none);
 #  - never a write bit for group or others on the directory, never a read
@@ -113,14 +114,15 @@ expect_has "group-writable dir refused" "$out" "writable by its group"
 chmod 0700 "$RUNDIR"
 
 # 7. a daemon of another uid: trusted by WCACHE_TRUST_UID, or as "wcache"
-# other_wcd UID NAME: starts wcd as UID in a directory of its own, serving
-# the root engines (--allow-uid 0); sets OSOCK
+# other_wcd UID NAME: starts wcd as UID in a directory of its own, open
+# to every user (--socket-mode 0666: root passes the file system anyway;
+# wcd serves root without --allow-uid 0); sets OSOCK
 other_wcd() {
 	local d=$E2E_DIR/$2
 	mkdir -m 0755 "$d"
 	chown "$1" "$d"
 	setpriv --reuid="$1" --regid=65534 --clear-groups "$BIN/wcd" --model "$MODEL" \
-		--device "host:$2-$$" --runtime-dir "$d/rt" --allow-uid 0 >"$d.log" 2>&1 &
+		--device "host:$2-$$" --runtime-dir "$d/rt" --socket-mode 0666 >"$d.log" 2>&1 &
 	WCD_PIDS+=("$!")
 	OSOCK=$d/rt/host-$2-$$.sock
 	local i
