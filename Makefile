@@ -205,10 +205,10 @@ check-deps:
 DEB_BUILD := gcc make pkg-config liburing-dev libxxhash-dev libjansson-dev libdlpack-dev
 DEB_TEST  := xxhash python3 python3-numpy python3-xxhash python3-torch python3-pytest python3-setuptools python3-pip util-linux procps bsdutils curl prometheus
 DEB_BENCH := redis-server redis-tools
-# tools/dist's checks: systemd-analyze, yamllint, groff; and kubectl, which
+# tools/dist's checks: systemd-analyze, yamllint, groff, strace; and kubectl, which
 # another package may provide (Google's kubectl conflicts with Debian's
 # kubernetes-client): a command listed as CMD=PACKAGE counts when on PATH.
-DEB_TEST  += systemd yamllint groff-base
+DEB_TEST  += systemd yamllint groff-base strace
 DEB_CMDS  := kubectl=kubernetes-client
 
 # Installs the Debian packages that are missing (we are root on the build
@@ -312,6 +312,7 @@ MANDIR     ?= $(DATADIR)/man
 DOCDIR     ?= $(DATADIR)/doc/wcache
 SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
+SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 PCDIR      ?= $(LIBDIR)/pkgconfig
 LAYOUTDIR  := $(DATADIR)/wcache/layouts
 # where the layout presets are found (proto/layout.c, plan_layout_dir):
@@ -330,7 +331,8 @@ INSTALLED := $(addprefix $(BINDIR)/,$(TOOLS)) \
 	$(addprefix $(LIBDIR)/,$(notdir $(LIBS)) libwcache.so.0 libwcache.so) \
 	$(addprefix $(INCLUDEDIR)/,$(notdir $(HEADERS))) $(PCDIR)/wcache.pc \
 	$(MAN8:%=$(MANDIR)/man8/%.8) $(MAN1:%=$(MANDIR)/man1/%.1) \
-	$(addprefix $(UNITDIR)/,$(UNITS)) $(addprefix $(LAYOUTDIR)/,$(notdir $(LAYOUTS))) \
+	$(addprefix $(UNITDIR)/,$(UNITS)) $(SYSUSERSDIR)/wcache.conf \
+	$(addprefix $(LAYOUTDIR)/,$(notdir $(LAYOUTS))) \
 	$(DOCDIR)/LICENSE $(DOCDIR)/examples/wcd-0.env $(DOCDIR)/examples/wcache.env \
 	$(addprefix $(DOCDIR)/examples/,$(notdir $(EXAMPLES)))
 OUR_DIRS := $(LAYOUTDIR) $(DATADIR)/wcache $(DOCDIR)/examples $(DOCDIR)
@@ -349,11 +351,12 @@ $(BUILD)/man/%.1: $(BUILD)/bin/% tools/dist/man/mkman.sh
 subst = sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@BINDIR@|$(BINDIR)|g' \
 	-e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCLUDEDIR@|$(INCLUDEDIR)|g' \
 	-e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	-e 's|@SYSUSERSDIR@|$(SYSUSERSDIR)|g' \
 	-e 's|@CUDA_LIBS@|$(CUDA_LIBS)|g'
 
 install: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(MANS)
 	install -d $(D)$(BINDIR) $(D)$(LIBDIR) $(D)$(INCLUDEDIR) $(D)$(PCDIR) \
-		$(D)$(MANDIR)/man8 $(D)$(MANDIR)/man1 $(D)$(UNITDIR) $(D)$(DOCDIR)/examples \
+		$(D)$(MANDIR)/man8 $(D)$(MANDIR)/man1 $(D)$(UNITDIR) $(D)$(SYSUSERSDIR) $(D)$(DOCDIR)/examples \
 		$(if $(LAYOUTS),$(D)$(LAYOUTDIR))
 	install -m 0755 $(BINS) $(D)$(BINDIR)/
 	install -m 0644 $(LIBS) $(D)$(LIBDIR)/
@@ -364,6 +367,7 @@ install: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(MANS)
 	install -m 0644 $(MAN8:%=$(BUILD)/man/%.8) $(D)$(MANDIR)/man8/
 	install -m 0644 $(MAN1:%=$(BUILD)/man/%.1) $(D)$(MANDIR)/man1/
 	for u in $(UNITS); do $(subst) tools/dist/systemd/$$u.in >$(D)$(UNITDIR)/$$u || exit 1; done
+	install -m 0644 tools/dist/systemd/wcache.sysusers $(D)$(SYSUSERSDIR)/wcache.conf
 	$(if $(LAYOUTS),install -m 0644 $(LAYOUTS) $(D)$(LAYOUTDIR)/)
 	install -m 0644 tools/dist/LICENSE $(D)$(DOCDIR)/LICENSE
 	$(subst) tools/dist/systemd/wcd.env.example >$(D)$(DOCDIR)/examples/wcd-0.env

@@ -124,6 +124,11 @@ void wire_ho_begin_put(struct wire_put *w, const struct wire_ho_begin *b)
 	wire_put_u32(w, b->nallow_uid);
 	for (uint32_t i = 0; i < b->nallow_uid && i < WIRE_HO_UIDS_MAX; i++)
 		wire_put_u32(w, b->allow_uid[i]);
+	if (b->nallow_gid > WIRE_HO_GIDS_MAX && !w->err)
+		w->err = -E2BIG;
+	wire_put_u32(w, b->nallow_gid);
+	for (uint32_t i = 0; i < b->nallow_gid && i < WIRE_HO_GIDS_MAX; i++)
+		wire_put_u32(w, b->allow_gid[i]);
 }
 
 int wire_ho_begin_get(const void *p, size_t n, unsigned nfds,
@@ -151,6 +156,9 @@ int wire_ho_begin_get(const void *p, size_t n, unsigned nfds,
 	b->nallow_uid = wire_get_count(&g, WIRE_HO_UIDS_MAX, 4);
 	for (uint32_t i = 0; i < b->nallow_uid; i++)
 		b->allow_uid[i] = wire_get_u32(&g);
+	b->nallow_gid = wire_get_count(&g, WIRE_HO_GIDS_MAX, 4);
+	for (uint32_t i = 0; i < b->nallow_gid; i++)
+		b->allow_gid[i] = wire_get_u32(&g);
 	ret = wire_get_end(&g, "HANDOVER BEGIN", true, err);
 	if (ret)
 		return ret;

@@ -44,8 +44,9 @@
  *            current version), u32 nclients, u64 next_lease, u64 requests,
  *            u64 mismatches, u32 lock_fd, u32 listen_fd (fd indexes),
  *            u8 hash, u64 pool_size, str rules, str allow_quant, u32
- *            nallow_uid, that many x u32 uid (the options that decide
- *            the plan and whom the daemon serves)
+ *            nallow_uid, that many x u32 uid, u32 nallow_gid, that many
+ *            x u32 gid (the options that decide the plan and whom the
+ *            daemon serves)
  *   VERSION  u32 slot, u64 number, str model, u32 tp_size, u32 tp_rank,
  *            u32 pp_size, u32 pp_rank, blob identity (canonical), hash
  *            digest, u32 flags (WIRE_HO_V_*), u32 ntensors, that many x
@@ -74,9 +75,11 @@
  *      PLAN_LAYER_ALIGN: a model of big layers lies in other pools than
  *      under 1, so a daemon of 1 and one of 2 refuse each other at ASK
  *      (the pool check of VERSION would refuse most such models later;
- *      this names the reason, and up front) */
-#define WIRE_HO_PROTO 2
-#define WIRE_HO_PROTO_MIN 2
+ *      this names the reason, and up front)
+ *   3  BEGIN carries --allow-gid (with --socket-group's gid): a daemon of 2
+ *      would drop the groups it serves */
+#define WIRE_HO_PROTO 3
+#define WIRE_HO_PROTO_MIN 3
 
 #define WIRE_HO_VERSIONS_MAX 2        /* = WCD_VERSIONS */
 #define WIRE_HO_POOLS_MAX 64          /* = GPU_POOLS_MAX */
@@ -84,6 +87,7 @@
 #define WIRE_HO_CLIENTS_PER_FRAME WIRE_FDS_PER_FRAME
 #define WIRE_HO_LEASES_MAX 64         /* = WCD_LEASES_PER_CLIENT */
 #define WIRE_HO_UIDS_MAX 16           /* = WCD_ALLOW_UID_MAX */
+#define WIRE_HO_GIDS_MAX 16           /* = WCD_ALLOW_GID_MAX */
 
 enum wire_ho_part {
 	WIRE_HO_ASK = 1,
@@ -121,6 +125,8 @@ struct wire_ho_begin {
 	char allow_quant[WIRE_LABEL_MAX + 1];
 	uint32_t nallow_uid;
 	uint32_t allow_uid[WIRE_HO_UIDS_MAX];
+	uint32_t nallow_gid;
+	uint32_t allow_gid[WIRE_HO_GIDS_MAX];
 };
 
 #define WIRE_HO_V_HASHED 0x1u         /* hashes follow */

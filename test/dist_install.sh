@@ -28,7 +28,7 @@ want="./usr/bin/wcattach ./usr/bin/wcbench ./usr/bin/wcctl ./usr/bin/wcd ./usr/b
 ./usr/include/wcache.h ./usr/include/wcreactor.h
 ./usr/lib/libwcache.a ./usr/lib/libwcache.so ./usr/lib/libwcache.so.0 ./usr/lib/libwcgpu.a
 ./usr/lib/libwcproto.a ./usr/lib/libwcreactor.a ./usr/lib/pkgconfig/wcache.pc
-./usr/lib/systemd/system/wcache.service ./usr/lib/systemd/system/wcd@.service
+./usr/lib/systemd/system/wcache.service ./usr/lib/systemd/system/wcd@.service ./usr/lib/sysusers.d/wcache.conf
 ./usr/share/doc/wcache/LICENSE ./usr/share/doc/wcache/examples/engine-pod.yaml
 ./usr/share/doc/wcache/examples/wcache-daemonset.yaml ./usr/share/doc/wcache/examples/wcache.env
 ./usr/share/doc/wcache/examples/wcache.sbatch ./usr/share/doc/wcache/examples/wcd-0.env

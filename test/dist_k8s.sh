@@ -14,6 +14,10 @@
 #     makes) and no prometheus.io/port pinning the pod to one of them, one
 #     container per tp rank;
 #   - the command lines are ones the built wcd and wcctl accept;
+#   - wcd and the engine run as two non-root users without privilege
+#     escalation, capabilities or a writable root file system; wcd serves
+#     its group (--socket-group), the engine is in it and trusts wcd's uid
+#     (WCACHE_TRUST_UID), an init container hands /run/wcache to wcd's user;
 #   - a damaged copy fails each of these checks (so they check something);
 #   - the Slurm script runs end to end with a stand-in srun (one node, host
 #     backend): wcctl start, the engine step, stop, nothing left behind.
@@ -92,6 +96,42 @@ def check_pod(o, what):
         bad.append("%s: every container asks for the same nvidia.com/gpu count (got %s)" % (what, gpus))
     return s, gpus.pop() if len(gpus) == 1 else None
 
+def unprivileged(s, what):
+    """a non-root pod whose containers cannot gain anything: its uid, gid"""
+    sc = s.get("securityContext", {})
+    if sc.get("runAsNonRoot") is not True or not sc.get("runAsUser"):
+        bad.append(what + ": the pod does not run as a non-root user (runAsNonRoot, runAsUser)")
+    for c in s["containers"]:
+        cs = c.get("securityContext", {})
+        caps = cs.get("capabilities", {})
+        if cs.get("allowPrivilegeEscalation") is not False:
+            bad.append("%s/%s: allowPrivilegeEscalation is not false" % (what, c["name"]))
+        if cs.get("readOnlyRootFilesystem") is not True:
+            bad.append("%s/%s: readOnlyRootFilesystem is not true" % (what, c["name"]))
+        if "ALL" not in caps.get("drop", []) or caps.get("add"):
+            bad.append("%s/%s: capabilities are not all dropped" % (what, c["name"]))
+    return sc.get("runAsUser"), sc.get("runAsGroup")
+
+def check_users(ds_spec, pod_spec_, env):
+    """issue 26: wcd and the engine run as two unprivileged users, the
+    engine in wcd's socket group and trusting wcd's uid"""
+    uid, gid = unprivileged(ds_spec, "DaemonSet")
+    euid, _ = unprivileged(pod_spec_, "engine Pod")
+    if euid == uid:
+        bad.append("engine Pod: runs as wcd's uid %s (the example is of another user)" % uid)
+    for c in ds_spec["containers"]:
+        argv = c["command"] + c.get("args", [])
+        if dict(zip(argv, argv[1:])).get("--socket-group") != str(gid):
+            bad.append("DaemonSet/%s: wcd without --socket-group %s (its runAsGroup)" % (c["name"], gid))
+    if gid not in pod_spec_.get("securityContext", {}).get("supplementalGroups", []):
+        bad.append("engine Pod: supplementalGroups lacks wcd's group %s" % gid)
+    if env.get("WCACHE_TRUST_UID") != str(uid):
+        bad.append("engine Pod: WCACHE_TRUST_UID is not wcd's uid %s" % uid)
+    init = " ".join(" ".join(c.get("command", []) + c.get("args", []))
+                    for c in ds_spec.get("initContainers", []))
+    if "chown %s:%s /run/wcache" % (uid, gid) not in init or "chmod 0710 /run/wcache" not in init:
+        bad.append("DaemonSet: no init container gives /run/wcache to %s:%s, mode 0710" % (uid, gid))
+
 def accepted(argv, what):
     """the built tool parses these options (they come before --help)"""
     p = subprocess.run([os.path.join(bindir, argv[0])] + argv[1:] + ["--help"],
@@ -145,6 +185,7 @@ else:
         bad.append("engine Pod: WCACHE_SOCKET_TEMPLATE is not /run/wcache/{device}")
     for c in pod_spec(pod)["containers"]:
         accepted(c["command"] + c.get("args", []), "engine Pod/" + c["name"])
+    check_users(s, pod_spec(pod), env)
 for b in bad:
     print(b)
 sys.exit(1 if bad else 0)
@@ -180,6 +221,13 @@ sameport|wcache-daemonset.yaml|s/containerPort: 9401/containerPort: 9400/;s/0.0.
 option|wcache-daemonset.yaml|0,/- --tp-rank/s//- --tp-rnk/|wcd refuses
 probe|wcache-daemonset.yaml|0,/- status/s//- stats/|startupProbe is not wcctl status
 gpus|engine-pod.yaml|s/nvidia.com\/gpu: 2/nvidia.com\/gpu: 1/|the engine asks for 1 GPUs
+nonroot|wcache-daemonset.yaml|s/runAsNonRoot: true/runAsNonRoot: false/|DaemonSet: the pod does not run as a non-root user
+escalate|engine-pod.yaml|s/allowPrivilegeEscalation: false/allowPrivilegeEscalation: true/|engine Pod/engine: allowPrivilegeEscalation is not false
+caps|wcache-daemonset.yaml|0,/- ALL/! {/- ALL/s//- NET_RAW/}|DaemonSet/wcd-0: capabilities are not all dropped
+sockgroup|wcache-daemonset.yaml|0,/- "65532"/s//- "65533"/|DaemonSet/wcd-0: wcd without --socket-group 65532
+group|engine-pod.yaml|s/^      - 65532/      - 65533/|supplementalGroups lacks wcd's group 65532
+trust|engine-pod.yaml|s/value: "65532"/value: "65533"/|WCACHE_TRUST_UID is not wcd's uid 65532
+init|wcache-daemonset.yaml|s/chmod 0710/chmod 0755/|no init container gives /run/wcache
 LIST
 for p in "${pids[@]}"; do
 	wait "${p%%:*}" || fail "$(cat "$W/${p#*:}.result")"

@@ -377,6 +377,10 @@ int main(void)
 	proto_refused(&x, &g, "1:1",
 		      "1 to 1 (protocol 2 packs big layers whole: the pools differ)",
 		      "the refusal of protocol 1 does not say why");
+	/* a build of protocol 2 (before the allowed groups were handed over) */
+	proto_refused(&x, &g, "2:2",
+		      "2 to 2 (protocol 3 carries the groups the daemon serves, --allow-gid)",
+		      "the refusal of protocol 2 does not say why");
 
 	for (int k = 1; k <= 6; k++)
 		new_killed(&x, &g, k);

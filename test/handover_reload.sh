@@ -23,7 +23,7 @@ key() { sed -n "s/^$2=//p" "$RUN/$1.ready"; }
 
 WCD_HANDOVER_KILL=old:1 "$WCCTL" start --model "$T/moe" --tp-size 1 \
 	--ep-size 2 --ep-rank 1 --backend host --runtime-dir "$RUN" --timeout 60 \
-	-- --rules "$T/extra.rules" --vocab-pad 128 --allow-uid 65534 \
+	-- --rules "$T/extra.rules" --vocab-pad 128 --allow-uid 65534 --allow-gid 4242 --socket-mode 0666 \
 	--log-format json >"$T/start.out" 2>&1 || fail "wcctl start: $(cat "$T/start.out")"
 remember_pids "$T/start.out"
 p0=$(ready_pid "$RUN" host-0)
@@ -41,7 +41,7 @@ PIDS+=("$p1")
 alive "$p0" && fail "the old daemon $p0 is still running"
 expect_eq "identity after the reload" "$(key host-0 identity)" "$id0"
 for w in "--rules $T/extra.rules" "--ep-size 2 --ep-rank 1" "--vocab-pad 128" \
-	"--allow-uid 65534" "--log-format json"; do
+	"--allow-uid 65534" "--allow-gid 4242" "--socket-mode 0666" "--log-format json"; do
 	expect_has "serve_args" "$args0" "$w"
 done
 expect_eq "serve_args after the reload" "$(key host-0 serve_args)" "$args0"

@@ -94,6 +94,8 @@ static void test_begin(void)
 		.listen_fd = 1, .hash = 1, .pool_size = 3ull << 30,
 		.nallow_uid = 2,
 		.allow_uid = { 1000, 1001 },
+		.nallow_gid = 3,
+		.allow_gid = { 10, 44, 999 },
 	};
 	snprintf(b.rules, sizeof(b.rules), "/etc/rules.txt");
 	snprintf(b.allow_quant, sizeof(b.allow_quant), "gptq");
@@ -116,6 +118,9 @@ static void test_begin(void)
 	T_EQ_STR(back.allow_quant, "gptq");
 	T_EQ_INT(back.nallow_uid, 2);
 	T_EQ_INT(back.allow_uid[1], 1001);
+	T_EQ_INT(back.nallow_gid, 3);
+	T_EQ_INT(back.allow_gid[0], 10);
+	T_EQ_INT(back.allow_gid[2], 999);
 	T_TRUNCATIONS(p, n, wire_ho_begin_get(P, N, 2, &back, err));
 
 	/* the descriptors must have come with the frame */
@@ -142,6 +147,11 @@ static void test_begin(void)
 
 	/* encoder bounds */
 	b.nallow_uid = WIRE_HO_UIDS_MAX + 1;
+	wire_frame_begin(&w, WIRE_HANDOVER, WIRE_F_REPLY, 9);
+	wire_ho_begin_put(&w, &b);
+	T_EQ_INT(wire_frame_end(&w, err), -E2BIG);
+	b.nallow_uid = 0;
+	b.nallow_gid = WIRE_HO_GIDS_MAX + 1;
 	wire_frame_begin(&w, WIRE_HANDOVER, WIRE_F_REPLY, 9);
 	wire_ho_begin_put(&w, &b);
 	T_EQ_INT(wire_frame_end(&w, err), -E2BIG);

@@ -12,10 +12,12 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -429,6 +431,70 @@ static int socket_path(struct wc_conn *c, const struct wc_connect_opts *o,
 	return 0;
 }
 
+/* A daemon uid this engine trusts besides its own and root's: trust_uid,
+ * $WCACHE_TRUST_UID (a number: a container has no passwd entry for the
+ * daemon's user), or the system account named "wcache" that the shipped
+ * units run wcd as (only root creates accounts, so it is as trusted as
+ * root; tools/dist/systemd/wcache.sysusers). */
+static bool daemon_uid_trusted(const struct wc_connect_opts *o, uid_t uid)
+{
+	struct passwd pw, *res = NULL;
+	const char *env = getenv("WCACHE_TRUST_UID");
+	char buf[1024], *end;
+	unsigned long v;
+
+	if (uid == getuid() || uid == geteuid() || uid == 0 ||
+	    (o->trust_uid && uid == o->trust_uid))
+		return true;
+	if (env && *env >= '0' && *env <= '9') {
+		errno = 0;
+		v = strtoul(env, &end, 10);
+		if (!errno && !*end && v == uid)
+			return true;
+	}
+	return getpwnam_r(WC_DAEMON_USER, &pw, buf, sizeof(buf), &res) == 0 &&
+	       res && res->pw_uid == uid;
+}
+
+/* connect() said EACCES: names what closed the socket to us (the first
+ * directory on its path that we may not search, else the socket's own mode
+ * and group) and the daemon's options that open it (issue 26: the sentence
+ * named --allow-uid to an engine whose daemon had it already). */
+static int eacces_fail(const char *sock, struct wc_error *err)
+{
+	char dir[sizeof(((struct sockaddr_un *)0)->sun_path)];
+	unsigned uid = (unsigned)geteuid();
+	struct stat st;
+	char *s;
+
+	snprintf(dir, sizeof(dir), "%s", sock);
+	for (s = strchr(dir + 1, '/'); s; s = strchr(s + 1, '/')) {
+		*s = '\0';
+		if (faccessat(AT_FDCWD, dir, X_OK, AT_EACCESS) &&
+		    errno == EACCES) {
+			if (stat(dir, &st))
+				st = (struct stat){ 0 };
+			return wc__fail(err, EACCES,
+					"permission denied connecting to %s: uid %u may not enter the directory %s (mode %04o, owner uid %u, group %u); start wcd with --socket-group GROUP and run the engine in that group, or with --allow-uid %u (wcd then opens its runtime directory to them), or use a --runtime-dir under directories every engine can enter",
+					sock, uid, dir, (unsigned)(st.st_mode & 07777),
+					(unsigned)st.st_uid, (unsigned)st.st_gid, uid);
+		}
+		*s = '/';
+	}
+	if (stat(sock, &st))
+		st = (struct stat){ 0 };
+	if (st.st_mode & 0060)
+		return wc__fail(err, EACCES,
+				"permission denied connecting to %s (mode %04o, owner uid %u, group %u): uid %u is not in the socket's group; run the engine in group %u (as docker's socket group; systemd: SupplementaryGroups=) or start wcd with --allow-uid %u",
+				sock, (unsigned)(st.st_mode & 07777),
+				(unsigned)st.st_uid, (unsigned)st.st_gid, uid,
+				(unsigned)st.st_gid, uid);
+	return wc__fail(err, EACCES,
+			"permission denied connecting to %s (mode %04o, owner uid %u): the socket is its owner's alone; start wcd with --socket-group GROUP and run the engine in that group, or with --allow-uid %u",
+			sock, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid,
+			uid);
+}
+
 int wc_connect(const struct wc_connect_opts *o, struct wc_conn **out,
 	       struct wc_error *err)
 {
@@ -480,8 +546,7 @@ int wc_connect(const struct wc_connect_opts *o, struct wc_conn **out,
 			ret = wc__fail(err, ECONNREFUSED, "no wcache daemon is listening on %s (a stale socket from a daemon that died): start one; the next wcd start cleans it up",
 				       c->sock);
 		else if (e == EACCES)
-			ret = wc__fail(err, EACCES, "permission denied opening %s: the daemon's runtime directory belongs to another user; run as that user or ask for --allow-uid %u",
-				       c->sock, (unsigned)getuid());
+			ret = eacces_fail(c->sock, err);
 		else
 			ret = wc__fail(err, e, "connecting to %s failed: %s", c->sock, strerror(e));
 		goto out_free;
@@ -490,13 +555,12 @@ int wc_connect(const struct wc_connect_opts *o, struct wc_conn **out,
 		ret = wc__fail(err, errno, "SO_PEERCRED on %s failed: %s", c->sock, strerror(errno));
 		goto out_free;
 	}
-	if (cr.uid != getuid() && cr.uid != geteuid() && cr.uid != 0 &&
-	    (!o->trust_uid || cr.uid != o->trust_uid)) {
+	if (!daemon_uid_trusted(o, cr.uid)) {
 		ret = wc__fail(err, EACCES,
-			       "the process serving %s (pid %d) runs as uid %u, neither ours (%u) nor root: not trusted to serve weights; if it is the daemon you meant, trust it explicitly (wc_connect_opts.trust_uid = %u, wcattach --trust-uid %u)",
+			       "the process serving %s (pid %d) runs as uid %u, neither ours (%u), root nor the '" WC_DAEMON_USER "' account: not trusted to serve weights; if it is the daemon you meant, trust it explicitly (WCACHE_TRUST_UID=%u, wc_connect_opts.trust_uid = %u, wcattach --trust-uid %u)",
 			       c->sock, (int)cr.pid, (unsigned)cr.uid,
 			       (unsigned)getuid(), (unsigned)cr.uid,
-			       (unsigned)cr.uid);
+			       (unsigned)cr.uid, (unsigned)cr.uid);
 		goto out_free;
 	}
 	c->pid = cr.pid;

@@ -81,6 +81,8 @@ struct wc_model;                     /* one attached model version (a lease) */
 
 /* --- connect ------------------------------------------------------------ */
 
+#define WC_DAEMON_USER "wcache"
+
 struct wc_connect_opts {
 	/* "host", "host:NAME" (host backend), a CUDA index "0" or "GPU-<uuid>".
 	 * Ignored when socket is set. */
@@ -91,10 +93,13 @@ struct wc_connect_opts {
 	const char *socket;          /* a socket path; overrides the above */
 	int timeout_ms;              /* per request; 0: 30000; <0: none */
 	const char *label;           /* shown in the daemon's log ("vllm tp0") */
-	/* The daemon must run as this process's uid or as root; a daemon of
-	 * any other uid is refused (EACCES) before a byte is exchanged, so an
-	 * impostor that planted a socket cannot feed us weights. trust_uid
-	 * names one more uid to accept (0: none more; root always is). */
+	/* The daemon must run as this process's uid, as root or as the
+	 * system account "wcache" (WC_DAEMON_USER: the shipped systemd units'
+	 * user, which only root can create); a daemon of any other uid is
+	 * refused (EACCES) before a byte is exchanged, so an impostor that
+	 * planted a socket cannot feed us weights. trust_uid names one more
+	 * uid to accept (0: none more), and so does $WCACHE_TRUST_UID (a
+	 * number: for containers, where the daemon's user has no name). */
 	unsigned int trust_uid;
 };
 

@@ -446,8 +446,13 @@ int launch_argv(const struct launch *l, const struct rank *r,
 		argv[a++] = "--metrics-listen";
 		argv[a++] = (char *)r->metrics;
 	}
+	if (o->socket_group) {
+		argv[a++] = "--socket-group";
+		argv[a++] = (char *)o->socket_group;
+	}
 	for (int i = 0; i < o->wcd_nargs; i++)
 		argv[a++] = o->wcd_args[i];
+	WC_ASSERT(a < LAUNCH_ARGV_MAX);
 	argv[a] = NULL;
 	return a;
 }

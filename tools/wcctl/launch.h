@@ -32,6 +32,7 @@ struct launch_opts {
 	bool foreground, force, keep_logs;
 	bool dry_run, json;       /* --dry-run, --json */
 	const char *metrics_listen; /* --metrics-listen: rank k gets port + k */
+	const char *socket_group; /* --socket-group: every wcd's, or NULL */
 	int ep_size, ep_rank;     /* --ep-size, --ep-rank (1, 0: no EP) */
 	char **wcd_args;
 	int wcd_nargs;
@@ -85,7 +86,7 @@ struct launch {
 int launch_run(struct launch *l);
 /* The wcd command line of rank r into argv (NULL-terminated; at most
  * LAUNCH_ARGV_MAX entries); num holds its numbers. Returns the count. */
-#define LAUNCH_ARGV_MAX (24 + LAUNCH_WCD_ARGS_MAX)
+#define LAUNCH_ARGV_MAX (26 + LAUNCH_WCD_ARGS_MAX)
 #define LAUNCH_NUMS 6
 int launch_argv(const struct launch *l, const struct rank *r,
 		const char *wcd, char *argv[LAUNCH_ARGV_MAX],

@@ -27,7 +27,8 @@ static void start_usage(FILE *f)
 "                   [--backend cuda|host] [--device-prefix STR] [--num-gpus N]\n"
 "                   [--runtime-dir DIR] [--timeout SEC] [--grace SEC]\n"
 "                   [--foreground] [--force] [--keep-logs] [--wcd PATH]\n"
-"                   [--metrics-listen A] [--dry-run] [--json] [-- wcd options]\n"
+"                   [--metrics-listen A] [--socket-group G] [--dry-run] [--json]\n"
+"                   [-- wcd options]\n"
 "\n"
 "Starts one wcd per rank of this node and waits until every one is ready.\n"
 "The ranks follow SGLang's layout: pp_size_per_node = max(P/N, 1),\n"
@@ -77,6 +78,9 @@ static void start_usage(FILE *f)
 "  --metrics-listen A   each rank serves GET /metrics (wcd --metrics-listen):\n"
 "                       HOST:PORT gives this node's k-th rank PORT + k;\n"
 "                       unix:DIR/ gives unix:DIR/<device>.metrics.sock\n"
+"  --socket-group G     every wcd serves the engines of group G (wcd\n"
+"                       --socket-group: the socket 0660 in G, the runtime\n"
+"                       directory g+x)\n"
 "  --dry-run            print the ranks, devices and wcd commands, start nothing\n"
 "  --json               the outcome (or, with --dry-run, the plan) as one JSON\n"
 "                       object on stdout\n"
@@ -133,7 +137,7 @@ enum {
 	OPT_MODEL = 256, OPT_TP, OPT_PP, OPT_NNODES, OPT_NODE_RANK, OPT_BASE,
 	OPT_STEP, OPT_BACKEND, OPT_PREFIX, OPT_NUM_GPUS, OPT_RUNDIR,
 	OPT_TIMEOUT, OPT_GRACE, OPT_FG, OPT_FORCE, OPT_KEEP_LOGS, OPT_WCD,
-	OPT_DRY_RUN, OPT_JSON, OPT_METRICS, OPT_EP, OPT_EP_RANK,
+	OPT_DRY_RUN, OPT_JSON, OPT_METRICS, OPT_EP, OPT_EP_RANK, OPT_SOCKET_GROUP,
 };
 
 static const struct option start_longopts[] = {
@@ -163,6 +167,7 @@ static const struct option start_longopts[] = {
 	{ "wcd", required_argument, NULL, OPT_WCD },
 	{ "dry-run", no_argument, NULL, OPT_DRY_RUN },
 	{ "metrics-listen", required_argument, NULL, OPT_METRICS },
+	{ "socket-group", required_argument, NULL, OPT_SOCKET_GROUP },
 	{ "json", no_argument, NULL, OPT_JSON },
 	{ "help", no_argument, NULL, 'h' },
 	{ NULL, 0, NULL, 0 },
@@ -216,6 +221,7 @@ static int start_parse(int argc, char **argv, struct launch_opts *o)
 		case OPT_WCD: o->wcd = optarg; break;
 		case OPT_DRY_RUN: o->dry_run = true; break;
 		case OPT_METRICS: o->metrics_listen = optarg; break;
+		case OPT_SOCKET_GROUP: o->socket_group = optarg; break;
 		case OPT_JSON: o->json = true; break;
 		case 'h': start_usage(stdout); return 1;
 		default: bad = -1; break;

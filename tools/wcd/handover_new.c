@@ -342,6 +342,9 @@ static int recv_state(struct wcd *d, struct ho_got *g, char *err)
 	d->o.nallow_uid = g->b.nallow_uid;
 	for (uint32_t i = 0; i < g->b.nallow_uid; i++)
 		d->o.allow_uid[i] = g->b.allow_uid[i];
+	d->o.nallow_gid = g->b.nallow_gid;
+	for (uint32_t i = 0; i < g->b.nallow_gid; i++)
+		d->o.allow_gid[i] = g->b.allow_gid[i];
 	d->cur = (int)g->b.cur;
 
 	for (unsigned k = 0; k < g->b.nversions; k++) {

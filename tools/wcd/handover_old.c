@@ -133,6 +133,7 @@ static void put_begin(struct wcd *d, struct wire_put *w)
 		.requests = d->requests, .mismatches = d->mismatches,
 		.lock_fd = 0, .listen_fd = 1, .hash = d->o.hash,
 		.pool_size = d->o.pool_size, .nallow_uid = d->o.nallow_uid,
+		.nallow_gid = d->o.nallow_gid,
 	};
 
 	for (int i = 0; i < WCD_VERSIONS; i++)
@@ -143,6 +144,7 @@ static void put_begin(struct wcd *d, struct wire_put *w)
 	snprintf(b.allow_quant, sizeof(b.allow_quant), "%s",
 		 d->o.allow_quant ? d->o.allow_quant : "");
 	memcpy(b.allow_uid, d->o.allow_uid, sizeof(uid_t) * d->o.nallow_uid);
+	memcpy(b.allow_gid, d->o.allow_gid, sizeof(gid_t) * d->o.nallow_gid);
 	wire_frame_begin(w, WIRE_HANDOVER, WIRE_F_REPLY | WIRE_F_MORE, ho->id);
 	wire_ho_begin_put(w, &b);
 }
@@ -449,7 +451,8 @@ static void ho_ask(struct wcd_client *c, const uint8_t *p, uint32_t n)
 			    "handover refused: this wcd (pid %d) hands over with protocol versions %d to %d and the new one takes %u to %u%s; restart with a reload instead (wcctl stop --device %s, then wcctl start); wcd pid %d serves on",
 			    (int)getpid(), WIRE_HO_PROTO_MIN, WIRE_HO_PROTO,
 			    a.ho_min, a.ho_max,
-			    a.ho_max < 2 ? " (protocol 2 packs big layers whole: the pools differ)" : "",
+			    a.ho_max < 2 ? " (protocol 2 packs big layers whole: the pools differ)" :
+			    a.ho_max < 3 ? " (protocol 3 carries the groups the daemon serves, --allow-gid)" : "",
 			    d->dev.name, (int)getpid());
 		return;
 	}

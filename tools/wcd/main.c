@@ -64,7 +64,19 @@ static const char usage_text[] =
 "                         finish within this (default 60): a hung file\n"
 "                         system fails the load instead of the daemon\n"
 "  --no-hash              skip the XXH3-128 of every tensor\n"
-"  --allow-uid UID        also serve this uid (repeatable, at most 16)\n"
+"  --allow-uid UID        also serve this uid (repeatable, at most 16); opens\n"
+"                         the socket to every user (0666, the directory o+x:\n"
+"                         wcd itself refuses the uids not allowed)\n"
+"  --allow-gid GID        also serve the processes in this group, as their\n"
+"                         primary or a supplementary group (repeatable, at\n"
+"                         most 16); opens the socket as --allow-uid does,\n"
+"                         unless it is the --socket-group\n"
+"  --socket-group GROUP   the socket's group (a name or gid), mode 0660, the\n"
+"                         runtime directory g+x in that group: its members\n"
+"                         are served, other users cannot even connect\n"
+"  --socket-mode MODE     the socket's mode instead (octal, 0600 to 0666:\n"
+"                         read and write bits only); the directory gets the\n"
+"                         x bit of each class that may connect, nothing more\n"
 "  --allow-quant METHOD   serve an unverified quantization method anyway\n"
 "  --rules FILE           layout lines tried before the preset's (README\n"
 "                         \"Layouts\"; 'PATTERN replicate|dim0|dim1' lines)\n"
@@ -206,6 +218,20 @@ static uint32_t parse_u32(const char *s, const char *what)
 	return (uint32_t)v;
 }
 
+/* --socket-mode: octal, read and write bits only, the owner's both (wcd
+ * itself must connect for a handover; an x bit means nothing on a socket). */
+static int parse_socket_mode(const char *s)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 8);
+	if (errno || end == s || *end || (v & ~0666ul) || (v & 0600) != 0600)
+		usage_fail("bad --socket-mode '%s': an octal mode from 0600 to 0666 with read and write bits only (0660: owner and group)", s);
+	return (int)v;
+}
+
 /* --force-wait, --frame-timeout: seconds, decimals allowed, 0 to an hour,
  * in ms. */
 static uint32_t parse_seconds_ms(const char *s, const char *opt)
@@ -250,7 +276,7 @@ enum {
 	OPT_METRICS_LISTEN, OPT_LOG_FILE, OPT_LOG_FORMAT,
 	OPT_FORCE_WAIT, OPT_FRAME_TIMEOUT, OPT_READ_TIMEOUT, OPT_TAKEOVER,
 	OPT_TAKEOVER_VERIFY, OPT_LAYOUT, OPT_EP_SIZE, OPT_EP_RANK, OPT_VOCAB_PAD,
-	OPT_SLEEP_ARENA,
+	OPT_SLEEP_ARENA, OPT_ALLOW_GID, OPT_SOCKET_GROUP, OPT_SOCKET_MODE,
 };
 
 static const struct option longopts[] = {
@@ -271,6 +297,9 @@ static const struct option longopts[] = {
 	{ "read-timeout", required_argument, NULL, OPT_READ_TIMEOUT },
 	{ "no-hash", no_argument, NULL, OPT_NO_HASH },
 	{ "allow-uid", required_argument, NULL, OPT_ALLOW_UID },
+	{ "allow-gid", required_argument, NULL, OPT_ALLOW_GID },
+	{ "socket-group", required_argument, NULL, OPT_SOCKET_GROUP },
+	{ "socket-mode", required_argument, NULL, OPT_SOCKET_MODE },
 	{ "allow-quant", required_argument, NULL, OPT_ALLOW_QUANT },
 	{ "rules", required_argument, NULL, OPT_RULES },
 	{ "layout", required_argument, NULL, OPT_LAYOUT },
@@ -325,11 +354,12 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 {
 	static char rules_abs[PATH_MAX], layout_abs[PATH_MAX], log_abs[PATH_MAX];
 	enum log_level lvl = LOG_INFO;
+	char msg[WC_ERR_LEN];
 	int c;
 
 	*o = (struct wcd_opts){
 		.tp_size = 1, .pp_size = 1, .ep_size = 1, .vocab_pad = -1,
-		.hash = true,
+		.hash = true, .socket_mode = -1,
 		.pool_size = WCD_POOL_SIZE_DEFAULT,
 		.slots = WCD_SLOTS_DEFAULT, .slot_size = WCD_SLOT_SIZE_DEFAULT,
 		.read_part = WCD_READ_PART_DEFAULT,
@@ -369,6 +399,12 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 			o->allow_uid[o->nallow_uid++] =
 				parse_u32(optarg, "bad --allow-uid '%s' (a numeric uid)");
 			break;
+		case OPT_ALLOW_GID:
+			if (access_add_gid(o, parse_u32(optarg, "bad --allow-gid '%s' (a numeric gid)")))
+				usage_fail("more than 16 --allow-gid options (last: %s)", optarg);
+			break;
+		case OPT_SOCKET_GROUP: o->socket_group = optarg; break;
+		case OPT_SOCKET_MODE: o->socket_mode = parse_socket_mode(optarg); break;
 		case OPT_ALLOW_QUANT: o->allow_quant = optarg; break;
 		case OPT_RULES: o->rules = abs_path(optarg, rules_abs, "--rules"); break;
 		case OPT_LAYOUT: o->layout = abs_path(optarg, layout_abs, "--layout"); break;
@@ -475,6 +511,8 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 	if (o->pool_size < (1u << 20))
 		usage_fail("%s", "--pool-size must be at least 1M");
 	o->log_level = lvl;
+	if (access_resolve(o, msg))
+		usage_fail("%s", msg);
 	return lvl;
 }
 

@@ -120,6 +120,8 @@ int own_acquire(struct wcd *d, char *err)
 	int fd, ret, n;
 
 	ret = paths_mkdir(d->paths.dir, err);
+	if (!ret)
+		ret = access_dir_open(d, err);
 	if (ret)
 		return ret;
 	/* The lock file outlives daemons, so O_EXCL cannot be used; the

@@ -92,6 +92,16 @@ int serve_args_format(const struct wcd *d, char *buf, size_t cap)
 	/* who may attach, and how a connection is held */
 	for (unsigned i = 0; i < o->nallow_uid; i++)
 		put_u64(&a, "--allow-uid", (uint64_t)o->allow_uid[i]);
+	for (unsigned i = 0; i < o->nallow_gid; i++)
+		put_u64(&a, "--allow-gid", (uint64_t)o->allow_gid[i]);
+	if (o->socket_group)
+		put_u64(&a, "--socket-group", (uint64_t)o->socket_gid);
+	if (o->socket_mode >= 0) {
+		char mode[16];
+
+		snprintf(mode, sizeof(mode), "%04o", (unsigned)o->socket_mode);
+		put(&a, "--socket-mode", mode);
+	}
 	if (o->frame_timeout_ms != WCD_FRAME_MS)
 		put_secs(&a, "--frame-timeout", o->frame_timeout_ms);
 	/* the endpoint and the log */

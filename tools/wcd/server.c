@@ -601,16 +601,6 @@ static void client_died(struct rx_child *ch, int res)
 		client_free_if_idle(c);
 }
 
-static bool uid_allowed(const struct wcd *d, uid_t uid)
-{
-	if (uid == geteuid())
-		return true;
-	for (unsigned i = 0; i < d->o.nallow_uid; i++)
-		if (d->o.allow_uid[i] == uid)
-			return true;
-	return false;
-}
-
 /* The oldest connection that holds no lease and has nothing queued, or
  * NULL. O(clients), only while descriptors are short. */
 static struct wcd_client *oldest_idle(struct wcd *d)
@@ -652,7 +642,7 @@ static void accept_cb(struct rx_accept *a, int fd, bool final)
 {
 	struct wcd *d = container_of(a, struct wcd, accept);
 	struct wcd_client *c;
-	struct ucred cred;
+	struct ucred cred = { .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
 	socklen_t len = sizeof(cred);
 
 	if (fd < 0) {
@@ -699,11 +689,11 @@ static void accept_cb(struct rx_accept *a, int fd, bool final)
 		client_close(c, "shutting down");
 		return;
 	}
-	if (c->pid <= 0 || !uid_allowed(d, c->uid)) {
+	if (c->pid <= 0 || !access_peer_allowed(d, fd, c->uid, cred.gid)) {
 		reply_error(c, 0, WIRE_E_PERM, true,
-			    "uid %u may not use this daemon (it runs as uid %u): start wcd with --allow-uid %u to allow it",
-			    (unsigned)c->uid, (unsigned)geteuid(),
-			    (unsigned)c->uid);
+			    "uid %u (gid %u) may not use this daemon (it runs as uid %u): start wcd with --allow-uid %u, or run the engine in a group wcd allows (--allow-gid, --socket-group)",
+			    (unsigned)c->uid, (unsigned)cred.gid,
+			    (unsigned)geteuid(), (unsigned)c->uid);
 		return;
 	}
 	if (d->nclients > WCD_CLIENTS_MAX) {
@@ -753,9 +743,15 @@ int server_listen(struct wcd *d, char *err)
 	old = umask(0177);   /* the socket is born 0600 */
 	ret = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
-	if (ret || chmod(d->paths.sock, 0600) || listen(fd, 512)) {
+	if (ret || listen(fd, 512)) {
 		ret = wc_errf(err, errno, "cannot listen on %s: %s",
 			      d->paths.sock, strerror(errno));
+		close(fd);
+		return ret;
+	}
+	/* the mode and group engines of other users need (access.c) */
+	ret = access_sock_publish(d, err);
+	if (ret) {
 		close(fd);
 		return ret;
 	}

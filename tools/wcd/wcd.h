@@ -31,6 +31,8 @@
  *   metrics.c   the Prometheus text of the state and the counters
  *   server.c    the socket: connections, framing, notices, leases (conn.h)
  *   own.c       ownership of the device's files: flock, --force, stale files
+ *   access.c    who may connect: the socket's group and mode, the runtime
+ *               directory's x bits, the check of every peer's credentials
  *   state.c     the daemon's state machine: names and transitions
  *   wcd.h       this file: options, struct wcd, the state enum, versions
  *
@@ -65,6 +67,7 @@
 #include "wire.h"
 
 #define WCD_ALLOW_UID_MAX 16
+#define WCD_ALLOW_GID_MAX 16          /* --allow-gid, --socket-group among them */
 #define WCD_CLIENTS_MAX 1024          /* connections at once */
 #define WCD_LEASES_PER_CLIENT 64
 /* Request payload bytes we buffer per client: the largest request (HELLO
@@ -119,6 +122,11 @@ struct wcd_opts {
 	bool hash;
 	uid_t allow_uid[WCD_ALLOW_UID_MAX];
 	unsigned nallow_uid;
+	gid_t allow_gid[WCD_ALLOW_GID_MAX];
+	unsigned nallow_gid;
+	const char *socket_group;     /* --socket-group NAME|GID, or NULL */
+	gid_t socket_gid;             /* its gid (access_resolve) */
+	int socket_mode;              /* --socket-mode; -1: from the options */
 	const char *allow_quant;
 	const char *rules;
 	const char *layout;           /* --layout FILE: instead of the preset */
@@ -336,6 +344,16 @@ static inline bool wcd_stopping(const struct wcd *d)
 int own_acquire(struct wcd *d, char *err);
 void own_release(struct wcd *d);
 void own_remove_published(struct wcd *d);
+
+/* access.c (its design at its top). access_resolve looks the socket group
+ * up, adds it to the allowed gids and settles the socket's mode; the dir
+ * and socket calls set the file permissions that mode needs; a peer is
+ * allowed by its uid, primary gid or supplementary groups. */
+int access_add_gid(struct wcd_opts *o, gid_t gid);
+int access_resolve(struct wcd_opts *o, char *err);
+int access_dir_open(const struct wcd *d, char *err);
+int access_sock_publish(const struct wcd *d, char *err);
+bool access_peer_allowed(const struct wcd *d, int fd, uid_t uid, gid_t gid);
 
 /* load.c: parse + plan (no I/O on tensor data), then the load. */
 int load_prepare(struct wcd *d, struct wcd_version *v, char *err);

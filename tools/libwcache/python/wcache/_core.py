@@ -486,7 +486,8 @@ def connect(device=None, runtime_dir=None, socket=None, timeout_ms=0,
     "host:NAME") under runtime_dir (default: $WCACHE_SOCKET_TEMPLATE, else
     $XDG_RUNTIME_DIR/wcache, else /tmp/wcache-$UID), or to socket. A context
     manager. NoDaemon when none serves; Refused when the daemon runs as
-    another uid than ours, root or trust_uid."""
+    another uid than ours, root, the 'wcache' account, $WCACHE_TRUST_UID or
+    trust_uid."""
     return Connection(device, runtime_dir, socket, timeout_ms, label, trust_uid)
 
 
