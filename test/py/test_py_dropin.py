@@ -315,6 +315,12 @@ def test_hub_id(tf, llama, daemons, tmp_path, monkeypatch):
     monkeypatch.setenv("HF_HOME", str(tmp_path / "elsewhere"))
     _, how, _ = fp("org/tiny-llama", d, tmp_path)
     assert how["served"] and how["path"] == main
+    # no daemon for it: from_pretrained is called as the caller called it
+    # (the hub id and revision, not the snapshot)
+    del tf.CALLS[:]
+    with pytest.raises(OSError, match="standin"):
+        fp("org/tiny-llama", None, tmp_path, revision="v1")
+    assert [c[0] for c in tf.CALLS] == ["org/tiny-llama"] and tf.CALLS[0][1]["revision"] == "v1"
     # not in the cache, or no such revision: transformers' own loading
     # (here the stand-in, which downloads nothing), with the reason
     for name, rev, why in (("org/absent", None, "is not in the Hugging Face cache"),
@@ -394,3 +400,16 @@ def test_usage_errors(tf, llama, tmp_path):
                     ({"fallback": "quiet"}, "fallback must be")):
         with pytest.raises(ValueError, match=msg):
             fp(llama, None, tmp_path, **kw)
+
+
+def test_without_transformers(tmp_path, monkeypatch):
+    """No transformers: an ImportError that says what to install."""
+    d = tmp_path / "broken" / "transformers"
+    d.mkdir(parents=True)
+    (d / "__init__.py").write_text('raise ImportError("no transformers here")\n')
+    monkeypatch.syspath_prepend(str(d.parent))
+    for k in [k for k in sys.modules if k == "transformers" or k.startswith("transformers.")]:
+        monkeypatch.delitem(sys.modules, k)
+    with pytest.raises(ImportError, match="no transformers here.*pip install transformers"):
+        wcache.transformers.from_pretrained(LLAMA, device="host:none", runtime_dir=str(tmp_path))
+    sys.modules.pop("transformers", None)

@@ -207,12 +207,13 @@ def _served(cls, path, name_or_path, dev, dtype, runtime_dir, cache, timeout_ms,
     return _finish(model, path, name_or_path, transformers), None, None
 
 
-def _fallback(cls, name_or_path, path, dev, dtype, revision, kwargs, transformers):
-    """cls.from_pretrained as the caller would have called it, on the device."""
+def _fallback(cls, name_or_path, dev, dtype, revision, kwargs, transformers):
+    """cls.from_pretrained as the caller would have called it (the same
+    name, a hub id too, and revision), on the device."""
     kw = dict(kwargs)
     if dtype is not None:
         kw["dtype" if _version(transformers) >= (4, 56) else "torch_dtype"] = dtype
-    if path is None and revision is not None:
+    if revision is not None:
         kw["revision"] = revision
     target = dev.torch
     if target is None:
@@ -223,7 +224,7 @@ def _fallback(cls, name_or_path, path, dev, dtype, revision, kwargs, transformer
                                         importlib.util.find_spec("accelerate") is not None)
     if place:
         kw["device_map"] = target
-    model = cls.from_pretrained(path if path is not None else name_or_path, **kw)
+    model = cls.from_pretrained(name_or_path, **kw)
     if not place and "device_map" not in kwargs:
         model = model.to(target)
     return model
@@ -254,7 +255,11 @@ def from_pretrained(name_or_path, device="cuda", dtype=None, *, cls=None, runtim
     if dev.spec is None:
         raise ValueError("wcache.transformers.from_pretrained: device is None; pass the GPU (\"cuda:0\") "
                          "or \"host:NAME\"")
-    import transformers
+    try:
+        import transformers
+    except ImportError as e:
+        raise ImportError("wcache.transformers.from_pretrained needs transformers (%s): pip install "
+                          "transformers, or bind your own module with wcache.torch.load_into" % e) from e
     if cls is None:
         cls = transformers.AutoModelForCausalLM
     if "torch_dtype" in kwargs and dtype is None:   # transformers 4's name of dtype
@@ -280,4 +285,4 @@ def from_pretrained(name_or_path, device="cuda", dtype=None, *, cls=None, runtim
     warnings.warn("wcache.transformers.from_pretrained: %s; loading it with transformers' own "
                   "from_pretrained instead (from disk, a copy)" % why, errors.FallbackWarning, stacklevel=2)
     how["device"] = dev.torch
-    return _fallback(cls, name_or_path, path, dev, dtype, revision, kwargs, transformers)
+    return _fallback(cls, name_or_path, dev, dtype, revision, kwargs, transformers)
