@@ -2,8 +2,8 @@
 """make python-install installs the package offline (pip and the package's
 own build backend, no index) where Debian's python3 finds it; the
 installed copy loads libwcache and reports a missing daemon as
-wcache.NoDaemon. pip install into a fresh venv, and make install's
-ldconfig, so that the package loads libwcache without WCACHE_LIB."""
+wcache.NoDaemon. (pip install into a fresh venv: test_py_install_venv.py;
+make install's ldconfig: test_py_install_ldconfig.py.)"""
 import glob
 import os
 import shutil
@@ -106,101 +106,3 @@ def test_python_install_into_hidden_venv(tmp_path):
                        timeout=60)
     assert r.returncode == 0 and r.stdout.decode().split() == [pkgs[0]], r.stdout.decode()
 
-
-def make_install(tmp_path, prefix, *extra, env=None):
-    """make install PREFIX=prefix (no DESTDIR: a real install, there) of
-    this build (its sanitizer too); the output."""
-    build = os.environ.get("BUILD", "build")
-    san = build[len("build-"):].replace("-", ",") if build.startswith("build-") else ""
-    env = env or {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    p = subprocess.run(["make", "-C", WC_TOP, "--no-print-directory", "install", "PREFIX=%s" % prefix,
-                        "SANITIZE=%s" % san] + list(extra),
-                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=300)
-    out = p.stdout.decode()
-    assert p.returncode == 0, out
-    return out
-
-
-def test_install_runs_ldconfig(tmp_path):
-    """make install into one of the loader's directories runs ldconfig
-    (as root), so that libwcache.so.0 loads at once; into another it runs
-    none and says how the library is found; under DESTDIR (a package's
-    staging) it runs none. A stand-in ldconfig lists the directories
-    (-v -N) and records the real call."""
-    if not shutil.which("make"):
-        pytest.skip("no make")
-    fake = tmp_path / "ldconfig"
-    log = tmp_path / "calls"
-    fake.write_text('#!/bin/sh\nif [ "$1" = -v ]; then echo "$LISTED: (from a stand-in)"; exit 0; fi\n'
-                    'echo "ldconfig $*" >>%s\n' % log)
-    fake.chmod(0o755)
-    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    prefix = tmp_path / "usr"
-    out = make_install(tmp_path, prefix, "LDCONFIG=%s" % fake, env=dict(env, LISTED=str(prefix / "lib")))
-    if os.geteuid() == 0:
-        assert "ran ldconfig: the loader finds %s/lib/libwcache.so.0" % prefix in out, out
-        assert log.read_text() == "ldconfig \n", log.read_text()
-    else:
-        assert "run ldconfig as root" in out and not log.exists(), out
-    log.unlink(missing_ok=True)
-    out = make_install(tmp_path, tmp_path / "opt", "LDCONFIG=%s" % fake, env=dict(env, LISTED="/elsewhere"))
-    assert "is not among the loader's directories" in out and "PKG_CONFIG_PATH=%s/opt/lib/pkgconfig" % tmp_path in out, out
-    assert not log.exists()
-    out = make_install(tmp_path, "/usr", "DESTDIR=%s" % (tmp_path / "stage"), "LDCONFIG=%s" % fake,
-                       env=dict(env, LISTED="/usr/lib"))
-    assert not log.exists() and "make install:" not in out, out
-
-
-def fresh_venv(path):
-    """A new venv of this python with its own pip (ensurepip: offline)."""
-    r = subprocess.run([sys.executable, "-m", "venv", str(path)], stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, timeout=300)
-    if r.returncode:
-        pytest.skip("no venv with pip for this python: %s" % r.stdout.decode()[-300:])
-    return str(path / "bin" / "python")
-
-
-ATTACH = """
-import sys, wcache
-print(wcache.lib_path)
-with wcache.connect(device=sys.argv[1], runtime_dir=sys.argv[2]) as c:
-    m = c.attach(model_dir=sys.argv[3])
-    print(len(m), m.manifest[0].name)
-    m.detach()
-"""
-
-
-def test_pip_install_into_a_fresh_venv(tmp_path, daemons, tiny):
-    """`pip install tools/libwcache/python` (the README's command, no
-    other flag) in a fresh venv, offline: the package builds with its own
-    backend, nothing is downloaded; after make install it attaches with
-    neither WCACHE_LIB nor LD_LIBRARY_PATH set: the library installed
-    under the venv's prefix is found beside the package, one installed
-    elsewhere through pkg-config."""
-    if not shutil.which("make"):
-        pytest.skip("no make")
-    d = daemons(tiny, "venv")
-    with d.connect() as c:
-        n = len(c.attach(model_dir=tiny))
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("WCACHE_LIB", "LD_LIBRARY_PATH", "PYTHONPATH", "PKG_CONFIG_PATH",
-                        "MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
-    cases = [("venv", None), ("venv2", tmp_path / "opt")]
-    for name, prefix in cases:
-        py = fresh_venv(tmp_path / name)
-        r = subprocess.run([py, "-m", "pip", "install", os.path.join(WC_TOP, "tools", "libwcache", "python")],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=300,
-                           cwd=str(tmp_path))
-        assert r.returncode == 0, r.stdout.decode()
-        where = prefix or tmp_path / name
-        make_install(tmp_path, where, env=env)
-        run_env = dict(env, PKG_CONFIG_PATH=str(where / "lib" / "pkgconfig")) if prefix else env
-        r = subprocess.run([py, "-c", ATTACH, d.device, d.rundir, tiny], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, env=run_env, timeout=120, cwd=str(tmp_path))
-        out = r.stdout.decode().split("\n")
-        assert r.returncode == 0, r.stdout.decode()
-        assert out[0] == str(where / "lib" / "libwcache.so.0"), (name, out)
-        assert out[1].split()[0] == str(n), out
-        assert "/%s/lib/python" % name in subprocess.run(
-            [py, "-c", "import wcache; print(wcache.__file__)"], stdout=subprocess.PIPE, env=run_env,
-            cwd=str(tmp_path), timeout=60).stdout.decode()
