@@ -44,7 +44,7 @@ def runtime_glob(runtime_dir, suffix=".ready"):
 
 def lock_holder(path):
     """(held, pid) of a lock file: whether a process holds its flock, and
-    which (0: not known), read from /proc/locks as wcctl does (never by
+    which (-1: not known, as wcctl says), read from /proc/locks as wcctl does (never by
     taking the lock, which a starting wcd could then fail to take). Lines:
     "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"; waiters ("->") skipped."""
     try:
@@ -62,10 +62,10 @@ def lock_holder(path):
             maj, mn, ino = parts[5].split(":")
             if int(ino) == st.st_ino and int(maj, 16) == os.major(st.st_dev) \
                     and int(mn, 16) == os.minor(st.st_dev):
-                return True, pid if pid > 0 else 0
+                return True, pid if pid > 0 else -1
         except ValueError:
             continue
-    return False, 0
+    return False, -1
 
 
 def read_ready(path):
