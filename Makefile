@@ -226,11 +226,12 @@ deps:
 deps-bench:
 	@$(MAKE) --no-print-directory deps EXTRA_DEBS="$(DEB_BENCH)"
 
-# python-install needs pip and setuptools in $(PYTHON), nothing else: a
-# Python of its own (a venv, a GPU machine's) that has them needs no apt.
+# python-install needs pip in $(PYTHON), nothing else (the package builds
+# with its own backend): a Python of its own (a venv, a GPU machine's) that
+# has it needs no apt.
 deps-python:
-	@$(PYTHON) -c "import setuptools, pip" 2>/dev/null || \
-		$(MAKE) --no-print-directory deps DEB_BUILD= DEB_TEST="python3 python3-pip python3-setuptools" DEB_CMDS=
+	@$(PYTHON) -c "import pip" 2>/dev/null || \
+		$(MAKE) --no-print-directory deps DEB_BUILD= DEB_TEST="python3 python3-pip" DEB_CMDS=
 
 run: deps
 	@$(MAKE) --no-print-directory all
@@ -302,7 +303,9 @@ fuzz: deps-fuzz
 # tools/dist/man/mkman.sh), the systemd units, the preset layouts, the
 # LICENSE and the service/cluster examples; make uninstall removes exactly
 # those files (INSTALLED lists them for both) and the directories of ours
-# they leave empty.
+# they leave empty. A real install (DESTDIR empty) into one of the loader's
+# directories runs ldconfig (as root), so that libwcache.so.0 loads at once;
+# elsewhere a line says how it is found (tools/dist/ldconfig.sh).
 
 BINDIR     ?= $(PREFIX)/bin
 LIBDIR     ?= $(PREFIX)/lib
@@ -314,6 +317,7 @@ SYSCONFDIR ?= /etc
 UNITDIR    ?= $(PREFIX)/lib/systemd/system
 SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 PCDIR      ?= $(LIBDIR)/pkgconfig
+LDCONFIG   ?=
 LAYOUTDIR  := $(DATADIR)/wcache/layouts
 # where the layout presets are found (proto/layout.c, plan_layout_dir):
 # this source tree, else next to the binary, else where install puts them
@@ -373,6 +377,7 @@ install: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(MANS)
 	$(subst) tools/dist/systemd/wcd.env.example >$(D)$(DOCDIR)/examples/wcd-0.env
 	$(subst) tools/dist/systemd/wcache.env.example >$(D)$(DOCDIR)/examples/wcache.env
 	$(if $(EXAMPLES),install -m 0644 $(EXAMPLES) $(D)$(DOCDIR)/examples/)
+	@$(if $(DESTDIR),:,LDCONFIG="$(LDCONFIG)" tools/dist/ldconfig.sh $(LIBDIR) $(PCDIR))
 
 uninstall:
 	rm -f $(addprefix $(D),$(INSTALLED))
@@ -380,11 +385,13 @@ uninstall:
 
 # The Python package wcache (pure Python over libwcache.so, tools/libwcache/
 # python) into Debian's python3: /usr/local/lib/python3.X/dist-packages (under
-# DESTDIR when set). Offline: setuptools comes from python3-setuptools, no
-# index is asked. Debian's pip refuses to install for the system interpreter
-# (PEP 668) unless told --break-system-packages: /usr/local is the place apt
-# leaves to us. The package finds libwcache.so.0 through the loader (make
-# install, then ldconfig) or $WCACHE_LIB.
+# DESTDIR when set). Offline: the package builds with its own backend
+# (tools/libwcache/python/_build), no index is asked. Debian's pip refuses to
+# install for the system interpreter (PEP 668) unless told
+# --break-system-packages: /usr/local is the place apt leaves to us. The
+# package finds libwcache.so.0 beside it (make install under the same
+# prefix), through pkg-config, the loader (make install ran ldconfig) or
+# $WCACHE_LIB. In a venv, `pip install tools/libwcache/python` is the same.
 python-install: deps-python
 	$(PYTHON) -m pip install --no-deps --no-index --no-build-isolation \
 		--break-system-packages $(if $(DESTDIR),--root $(DESTDIR)) tools/libwcache/python

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""make python-install installs the package offline (pip, setuptools from
-Debian, no index) where Debian's python3 finds it; the installed copy
-loads libwcache and reports a missing daemon as wcache.NoDaemon."""
+"""make python-install installs the package offline (pip and the package's
+own build backend, no index) where Debian's python3 finds it; the
+installed copy loads libwcache and reports a missing daemon as
+wcache.NoDaemon. (pip install into a fresh venv: test_py_install_venv.py;
+make install's ldconfig: test_py_install_ldconfig.py.)"""
 import glob
 import os
 import shutil
@@ -66,7 +68,7 @@ def test_python_install_without_apt(tmp_path):
     """On a machine whose dpkg knows none of the build and test packages
     and whose apt cannot install any (the GPU machine: its own python3,
     no Debian sources), make python-install still works when that python
-    has pip and setuptools: it needs nothing else."""
+    has pip: it needs nothing else."""
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "dpkg-query").write_text("#!/bin/sh\nexit 1\n")
@@ -89,10 +91,10 @@ def test_python_install_into_hidden_venv(tmp_path):
     if r.returncode:
         pytest.skip("no venv for this python: %s" % r.stdout.decode()[-300:])
     py = str(venv / "bin" / "python3")
-    probe = subprocess.run([py, "-c", "import setuptools, pip"], stdout=subprocess.PIPE,
+    probe = subprocess.run([py, "-c", "import pip"], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, timeout=60)
     if probe.returncode:
-        pytest.skip("the venv sees no pip and setuptools: %s" % probe.stdout.decode()[-300:])
+        pytest.skip("the venv sees no pip: %s" % probe.stdout.decode()[-300:])
     pkgs, env, out = python_install(tmp_path, python=py)
     site = os.path.dirname(os.path.dirname(pkgs[0]))
     want = subprocess.run([py, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -103,3 +105,4 @@ def test_python_install_into_hidden_venv(tmp_path):
                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(env, PYTHONPATH=site),
                        timeout=60)
     assert r.returncode == 0 and r.stdout.decode().split() == [pkgs[0]], r.stdout.decode()
+

@@ -427,8 +427,9 @@ def test_readme_example_is_the_gpu_test():
     from conftest import WC_TOP
     readme = open(os.path.join(WC_TOP, "README.md")).read()
     sec = readme[readme.index("## From Python / PyTorch"):]
-    block = sec[sec.index("```python\n") + 10:]
-    block = block[:block.index("```")]
+    # the meta-init example's block (the section leads with the drop-in's)
+    blocks = [b[:b.index("```")] for b in sec.split("```python\n")[1:]]
+    block = next(b for b in blocks if "wcache.torch.init_empty" in b)
     src = open(os.path.join(WC_TOP, "test", "py", "test_gpu_models.py")).read()
     body = src[src.index("def served_logits"):]
     body = body[body.index("\n") + 1:body.index("    return ")]

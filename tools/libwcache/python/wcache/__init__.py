@@ -1,8 +1,11 @@
 # SPDX-License-Identifier: MIT
 """wcache: attach a Python engine zero-copy to a wcache rank daemon (wcd).
 
-    import wcache
-    with wcache.connect(device="0") as conn:
+    import torch, wcache
+    model = wcache.transformers.from_pretrained("Qwen/Qwen3-8B", device="cuda:0",
+                                                dtype=torch.bfloat16)   # served, or loaded
+
+    with wcache.connect(device="cuda:0") as conn:
         model = conn.attach(model_dir="/models/llama", tp_size=1, tp_rank=0)
         w = model["model.embed_tokens.weight"]        # torch.Tensor on cuda:0
         arrays = model.tensors(framework="numpy")     # host backend: read-only
@@ -17,9 +20,9 @@ from ._core import (Connection, LifeResult, Model, Notice,
                     TensorInfo, connect, live_leases, live_tensors)
 from ._lib import lib_path
 from .errors import (BadReply, Busy, DaemonGone, DaemonSleeping, Error,
-                     HashMismatch, IdentityMismatch, NoDaemon, NoHashes,
-                     NotImplementedByDaemon, OutOfOrder, ProtocolMismatch,
-                     ReadOnly, Refused, Timeout, TryAgain)
+                     FallbackWarning, HashMismatch, IdentityMismatch, NoDaemon,
+                     NoHashes, NotImplementedByDaemon, NotServed, OutOfOrder,
+                     ProtocolMismatch, ReadOnly, Refused, Timeout, TryAgain)
 
 __version__ = "0.1.0"
 __all__ = [
@@ -28,5 +31,15 @@ __all__ = [
     "Error", "NoDaemon", "Refused", "IdentityMismatch", "TryAgain",
     "DaemonSleeping", "Busy", "DaemonGone", "ReadOnly", "Timeout",
     "ProtocolMismatch", "BadReply", "HashMismatch", "NoHashes", "OutOfOrder",
-    "NotImplementedByDaemon",
+    "NotImplementedByDaemon", "NotServed", "FallbackWarning",
 ]
+
+
+def __getattr__(name):
+    """wcache.torch and wcache.transformers on first use (import wcache
+    imports neither torch nor transformers):
+    wcache.transformers.from_pretrained(...) after a plain import wcache."""
+    if name in ("torch", "transformers"):
+        import importlib
+        return importlib.import_module("." + name, __name__)
+    raise AttributeError("module 'wcache' has no attribute %r" % (name,))

@@ -6,9 +6,10 @@ python -m wcache prepare MODEL_DIR [--dtype bfloat16] [--buffers-device cuda]
 Prints what `wcctl status` prints: one row per daemon with a ready file
 (DEVICE RANK STATE MODEL VERSION GB TENSORS CLIENTS UPTIME), from each
 daemon's STATUS; one that does not answer is UNREACHABLE with what its ready
-file says. (Devices still loading, which wcctl finds through their lock,
-are not listed.) Exit 0 when any answered, 3 when none was found, 4 when
-none answered, 2 on usage.
+file says; a device locked by a daemon still loading (no ready file yet) is
+STARTING. Exit status as wcctl status's: 0 every daemon found answered, 3
+none was found, 4 one is UNREACHABLE, 5 none is but one is still STARTING,
+2 usage.
 
 prepare writes the module cache that wcache.torch.empty_pretrained reads
 (transformers needed), so that an engine's first start is a hit too: run
@@ -26,18 +27,45 @@ import sys
 from . import Error, connect
 
 
-def runtime_glob(runtime_dir):
-    """The ready files' glob under the runtime-path rules of wcache.h (the
-    paths escaped: a directory named "run[1]" is no pattern)."""
+def runtime_glob(runtime_dir, suffix=".ready"):
+    """The ready files' (suffix: the lock files') glob under the
+    runtime-path rules of wcache.h (the paths escaped: a directory named
+    "run[1]" is no pattern)."""
     esc = glob.escape
     if runtime_dir:
-        return os.path.join(esc(runtime_dir), "*.ready")
+        return os.path.join(esc(runtime_dir), "*" + suffix)
     tmpl = os.environ.get("WCACHE_SOCKET_TEMPLATE")
     if tmpl:
-        return "*".join(esc(p) for p in tmpl.split("{device}")) + ".ready"
+        return "*".join(esc(p) for p in tmpl.split("{device}")) + suffix
     xdg = os.environ.get("XDG_RUNTIME_DIR")
     base = os.path.join(xdg, "wcache") if xdg else "/tmp/wcache-%d" % os.getuid()
-    return os.path.join(esc(base), "*.ready")
+    return os.path.join(esc(base), "*" + suffix)
+
+
+def lock_holder(path):
+    """(held, pid) of a lock file: whether a process holds its flock, and
+    which (-1: not known, as wcctl says), read from /proc/locks as wcctl does (never by
+    taking the lock, which a starting wcd could then fail to take). Lines:
+    "1: FLOCK  ADVISORY  WRITE 1234 fd:01:5678 0 EOF"; waiters ("->") skipped."""
+    try:
+        st = os.stat(path)
+        with open("/proc/locks") as f:
+            lines = f.readlines()
+    except OSError:
+        return False, 0
+    for line in lines:
+        parts = line.split()
+        if "->" in parts or len(parts) < 6:
+            continue
+        try:
+            pid = int(parts[4])
+            maj, mn, ino = parts[5].split(":")
+            if int(ino) == st.st_ino and int(maj, 16) == os.major(st.st_dev) \
+                    and int(mn, 16) == os.minor(st.st_dev):
+                return True, pid if pid > 0 else -1
+        except ValueError:
+            continue
+    return False, -1
 
 
 def read_ready(path):
@@ -79,6 +107,22 @@ def rows(pattern, timeout_ms):
     return out
 
 
+def starting_rows(pattern, have):
+    """Rows of devices locked by a daemon still loading (a lock file
+    held, no ready file yet: STARTING), as wcctl status lists them; have:
+    the devices listed already."""
+    out = []
+    for path in sorted(glob.glob(pattern)):
+        dev = os.path.basename(path)[:-len(".lock")]
+        if dev in have:
+            continue
+        held, pid = lock_holder(path)
+        if held:
+            out.append({"device": dev, "status": None, "starting": True, "pid": pid,
+                        "why": "no ready file yet (still loading)"})
+    return out
+
+
 def base_name(p):
     return os.path.basename(p.rstrip("/")) or p
 
@@ -96,7 +140,9 @@ def print_table(rs):
     out(fmt % (w, "DEVICE", "RANK", "STATE", "MODEL", "VERSION", "GB", "TENSORS", "CLIENTS", "UPTIME"))
     for r in rs:
         s = r["status"]
-        if s:
+        if r.get("starting"):
+            out(fmt % (w, r["device"], "-", "STARTING", "-", "-", "-", "-", "-", "-"))
+        elif s:
             clients = sum(1 for c in s.get("clients", []) if c.get("pid") != os.getpid())
             out("%-*s %-10s %-12s %-20s %7.0f %8.3f %8.0f %7d %8s" % (
                 w, r["device"], "pp%d/tp%d" % (s.get("pp_rank", 0), s.get("tp_rank", 0)),
@@ -110,7 +156,10 @@ def print_table(rs):
                 "UNREACHABLE", base_name(rd.get("model", "-")), rd.get("version", "-"),
                 int(rd.get("bytes", 0) or 0) / 1e9, rd.get("tensors", "-"), "-", "-"))
     for r in rs:
-        if not r["status"]:
+        if r.get("starting"):
+            out("%s: wcd pid %d holds the device and is still loading (no ready file yet)"
+                % (r["device"], r["pid"]))
+        elif not r["status"]:
             rd = r.get("ready", {})
             out("%s: UNREACHABLE: %s; its ready file %s says pid %s, socket %s, state %s" % (
                 r["device"], r["why"], r["ready_path"], rd.get("pid", "?"),
@@ -186,23 +235,33 @@ def main(argv=None):
         ap.print_usage(sys.stderr)
         return 2
     rs = rows(runtime_glob(a.runtime_dir), a.timeout_ms)
+    rs += starting_rows(runtime_glob(a.runtime_dir, ".lock"), {r["device"] for r in rs})
     if a.json:
         out = []
         for r in rs:
             if r["status"]:
                 o = dict(r["status"], reachable=True, ready_file=r["ready_path"])
+            elif r.get("starting"):
+                o = {"device": r["device"], "reachable": False, "state": "STARTING",
+                     "error": r["why"], "pid": r["pid"]}
             else:
-                o = {"device": r["device"], "reachable": False, "error": r["why"],
-                     "ready_file": r["ready_path"], "ready": r.get("ready", {})}
+                o = {"device": r["device"], "reachable": False, "state": "UNREACHABLE",
+                     "error": r["why"], "ready_file": r["ready_path"], "ready": r.get("ready", {})}
             out.append(o)
         print(json.dumps(out, indent=2))
     elif rs:
         print_table(rs)
     else:
         print("no wcache daemon found (%s)" % runtime_glob(a.runtime_dir))
+    # wcctl status's exit codes: 0 every daemon found answered, 3 none was
+    # found, 4 one is unreachable, 5 none is but one is still starting
+    starting = sum(1 for r in rs if r.get("starting"))
+    answered = sum(1 for r in rs if r["status"])
     if not rs:
         return 3
-    return 0 if any(r["status"] for r in rs) else 4
+    if answered + starting < len(rs):
+        return 4
+    return 5 if starting else 0
 
 
 if __name__ == "__main__":

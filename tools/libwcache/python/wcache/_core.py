@@ -28,7 +28,7 @@ import threading
 import time
 import warnings
 
-from . import _dtypes, _lib, errors
+from . import _device, _dtypes, _lib, errors
 from ._lib import lib
 
 _libc = ctypes.CDLL(None)
@@ -161,11 +161,8 @@ class Connection:
 
     def __init__(self, device=None, runtime_dir=None, socket=None,
                  timeout_ms=0, label=None, trust_uid=0):
-        if isinstance(device, int) and not isinstance(device, bool):
-            device = str(device)   # a CUDA ordinal, as torch.cuda.current_device() gives it
-        elif device is not None and not isinstance(device, (str, bytes)):
-            raise TypeError("wcache.connect: device must be a str (\"0\", \"GPU-<uuid>\", \"host\", "
-                            "\"host:NAME\") or a CUDA ordinal (int), not %s" % type(device).__name__)
+        # torch's spellings ("cuda:0", torch.device, 0) to libwcache's ("0")
+        device = _device.parse(device, "wcache.connect's device").spec
         self._device = device
         o = _lib.new(_lib.WcConnectOpts, _lib.b(device), _lib.b(runtime_dir),
                      _lib.b(socket), int(timeout_ms),
@@ -317,11 +314,14 @@ class Connection:
                vocab_pad=0, wait=True):
         """HELLO (with the identity these arguments describe) and ATTACH:
         returns a Model, a mapping from tensor name to a tensor of
-        framework ("torch", "numpy"; None: torch when importable).
+        framework ("torch" or "pt", "numpy" or "np"; None: torch when
+        importable).
 
         wait=False: returns at once a PendingModel whose thread does the
         same (see PendingModel): an engine builds its module meanwhile and
         hands the PendingModel to wcache.torch.load_into, which waits."""
+        if framework is not None:   # a bad name fails here, before the attach
+            framework = _framework_name(framework)
         # a closed connection fails here (_ptr), not in a thread
         call = self._attach_call(model_dir, tp_size, tp_rank, pp_size, pp_rank, rules_file,
                                  writable, same_path, layout_file, ep_size, ep_rank, vocab_pad)
@@ -482,13 +482,27 @@ class PendingModel:
 
 def connect(device=None, runtime_dir=None, socket=None, timeout_ms=0,
             label=None, trust_uid=0):
-    """Connects to the rank daemon of device ("0" or 0, "GPU-<uuid>", "host",
-    "host:NAME") under runtime_dir (default: $WCACHE_SOCKET_TEMPLATE, else
+    """Connects to the rank daemon of device (torch's spellings: "cuda:0",
+    "cuda", 0, torch.device("cuda", 0); "GPU-<uuid>", "host", "host:NAME",
+    "cpu": see wcache._device) under runtime_dir (default: $WCACHE_SOCKET_TEMPLATE, else
     $XDG_RUNTIME_DIR/wcache, else /tmp/wcache-$UID), or to socket. A context
     manager. NoDaemon when none serves; Refused when the daemon runs as
     another uid than ours, root, the 'wcache' account, $WCACHE_TRUST_UID or
     trust_uid."""
     return Connection(device, runtime_dir, socket, timeout_ms, label, trust_uid)
+
+
+# framework names: the package's and their short forms ("pt", "np": what
+# transformers' return_tensors and safetensors' framework= say)
+_FRAMEWORKS = {"torch": "torch", "pt": "torch", "numpy": "numpy", "np": "numpy"}
+
+
+def _framework_name(f):
+    """"torch" or "numpy" for f (an alias too); ValueError naming f else."""
+    got = _FRAMEWORKS.get(f) if isinstance(f, str) else None
+    if got is None:
+        raise ValueError("wcache: framework must be 'torch' (or 'pt') or 'numpy' (or 'np'), not %r" % (f,))
+    return got
 
 
 def _default_framework():
@@ -624,9 +638,7 @@ class Model(collections.abc.Mapping):
 
     # -- tensors --------------------------------------------------------------
     def _framework_or(self, framework):
-        f = framework or self.framework
-        if f not in ("torch", "numpy"):
-            raise ValueError("wcache: framework must be 'torch' or 'numpy', not %r" % (f,))
+        f = _framework_name(framework) if framework is not None else self.framework
         if f == "numpy" and self.ordinal >= 0:
             raise ValueError("wcache: numpy arrays live on the CPU; this model is on %s: use framework='torch'"
                              % self.device)

@@ -3,11 +3,15 @@
 
 The structures mirror wcache.h field for field; test/py/test_abi.py compiles
 a C program that prints every offset and compares. The library is found
-through $WCACHE_LIB (a path), else the loader's "libwcache.so.0" (make
-install), else "libwcache.so".
+through $WCACHE_LIB (a path), else installed beside the package (its
+directory, its install prefix's lib), else pkg-config's libdir of wcache,
+else the loader's "libwcache.so.0" (make install), else "libwcache.so"
+(_open).
 """
 import ctypes
 import os
+import subprocess
+import sys
 
 WC_ERR_MSG_LEN = 2048
 WC_DIMS_MAX = 8
@@ -168,18 +172,81 @@ _OPTIONAL = {
 }
 
 
+_SONAMES = ("libwcache.so.0", "libwcache.so")
+
+
+def _beside():
+    """Directories where an install put the library beside this package:
+    the package's own directory, the lib directory of the prefix it is
+    installed under (PREFIX/lib/python3.X/site-packages/wcache ->
+    PREFIX/lib: make install PREFIX=/usr/local, or PREFIX=$VIRTUAL_ENV for
+    a venv's), and this interpreter's prefix's (an editable install)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    out = [here]
+    d = here
+    while os.path.dirname(d) != d:
+        d = os.path.dirname(d)
+        if os.path.basename(d) in ("lib", "lib64"):
+            out.append(d)
+            break
+    out.append(os.path.join(sys.prefix, "lib"))
+    return out
+
+
+def _pkg_config():
+    """libdir of pkg-config's wcache.pc (make install writes it), or None."""
+    try:
+        r = subprocess.run(["pkg-config", "--variable=libdir", "wcache"], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    d = r.stdout.decode("utf-8", "surrogateescape").strip() if r.returncode == 0 else ""
+    root = os.environ.get("PKG_CONFIG_SYSROOT_DIR")
+    if d and root and not os.path.isdir(d):
+        d = root.rstrip("/") + d
+    return d or None
+
+
 def _open():
+    """(the library, where it was found): $WCACHE_LIB alone when set; else
+    the first of: beside the package (_beside), pkg-config's libdir, the
+    loader's libwcache.so.0 (make install ran ldconfig) or libwcache.so."""
     path = os.environ.get("WCACHE_LIB")
-    names = [path] if path else ["libwcache.so.0", "libwcache.so"]
-    errors = []
-    for name in names:
+    if path:
+        try:
+            return ctypes.CDLL(path), path
+        except OSError as e:
+            raise OSError("wcache: cannot load libwcache from WCACHE_LIB=%s (%s): set it to the "
+                          "library (<build>/lib/libwcache.so), or unset it to use an installed one" % (path, e))
+    tried, errors = [], []
+
+    def files(dirs):
+        return [os.path.join(d, n) for d in dirs for n in _SONAMES]
+    for f in files(_beside()):
+        tried.append(f)
+        if os.path.isfile(f):
+            try:
+                return ctypes.CDLL(f), f
+            except OSError as e:
+                errors.append(str(e))
+    pc = _pkg_config()
+    tried.append("pkg-config wcache's libdir (%s)" % (pc or "no wcache.pc found"))
+    for f in files([pc] if pc else []):
+        if os.path.isfile(f):
+            try:
+                return ctypes.CDLL(f), f
+            except OSError as e:
+                errors.append(str(e))
+    for name in _SONAMES:
+        tried.append("the loader's " + name)
         try:
             return ctypes.CDLL(name), name
         except OSError as e:
             errors.append(str(e))
-    raise OSError("wcache: cannot load libwcache (%s): build it (make) and set "
-                  "WCACHE_LIB=<build>/lib/libwcache.so, or install it "
-                  "(make install)" % "; ".join(errors))
+    raise OSError("wcache: cannot load libwcache: looked %s (%s). Install it with make install "
+                  "(as root: the loader finds it; PREFIX=<this venv> puts it beside the package; "
+                  "or PKG_CONFIG_PATH=<PREFIX>/lib/pkgconfig), or set "
+                  "WCACHE_LIB=<build>/lib/libwcache.so" % (", ".join(tried), "; ".join(errors)))
 
 
 lib, lib_path = _open()

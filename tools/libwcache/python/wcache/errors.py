@@ -94,6 +94,19 @@ class NotImplementedByDaemon(Error):
     """The daemon does not implement the request (ENOSYS)."""
 
 
+class NotServed(Error):
+    """wcache.transformers.from_pretrained(fallback="error"): no daemon
+    serves that model on that device (none runs, another model or layout,
+    asleep, a kwarg it cannot honour zero-copy); str(e) says which, and
+    __cause__ is the wcache error behind it where there is one."""
+
+
+class FallbackWarning(UserWarning):
+    """wcache.transformers.from_pretrained loaded with transformers' own
+    from_pretrained (a copy from disk) because no daemon serves the model
+    there; the message says why."""
+
+
 _BY_CODE = {
     _errno.ENOENT: NoDaemon,
     _errno.ECONNREFUSED: NoDaemon,
