@@ -25,6 +25,7 @@ transformers = pytest.importorskip("transformers")
 
 import wcache  # noqa: E402
 import wcache.torch  # noqa: E402
+import wcache.transformers  # noqa: E402
 from test_gpu_models import GpuDaemon as _GpuDaemon  # noqa: E402
 
 LAYOUTS = os.path.join(WC_TOP, "test", "data", "layouts")
@@ -54,7 +55,7 @@ def reference(model_dir):
         gen = ref.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=0)
     weights = sum(p.numel() * p.element_size() for p in ref.parameters())
     buffers = {n: (b.dtype, tuple(b.shape)) for n, b in ref.named_buffers()}
-    return logits, gen, weights, buffers
+    return logits, gen, weights, buffers, type(ref).__name__
 
 
 def empty(model_dir, cls=None):
@@ -77,7 +78,7 @@ def test_arch_binds_bitwise(arch, tmp_path):
         model_dir = wcgen(tmp_path / "m", arch[6:], "--quant", "none")
     else:
         model_dir = os.path.join(LAYOUTS, arch)
-    want, want_gen, weights, ref_buffers = reference(model_dir)
+    want, want_gen, weights, ref_buffers, want_cls = reference(model_dir)
     torch.cuda.empty_cache()
     d = GpuDaemon(tmp_path, model_dir)
     try:
@@ -117,6 +118,22 @@ def test_arch_binds_bitwise(arch, tmp_path):
         assert same(got, want), "logits differ: max |d| %g" % (got.float() - want.float()).abs().max()
         assert torch.equal(gen, want_gen), (gen.tolist(), want_gen.tolist())
         served.detach()
+        del model
+        # the one-line drop-in: the same class, logits and tokens, no copy
+        base = torch.cuda.memory_allocated()
+        how = {}
+        m = wcache.transformers.from_pretrained(
+            model_dir, device="cuda:0", dtype=torch.bfloat16, runtime_dir=d.rundir,
+            fallback="error", how=how, attn_implementation="sdpa")
+        grew = torch.cuda.memory_allocated() - base
+        assert type(m).__name__ == want_cls, (type(m), want_cls)
+        assert grew <= 0, "from_pretrained allocated %d bytes (weights %d)" % (grew, weights)
+        with torch.no_grad():
+            got = m(ids).logits
+            gen = m.generate(ids, max_new_tokens=8, do_sample=False, pad_token_id=0)
+        print("%s: wcache.transformers.from_pretrained %s, %s" % (arch, type(m).__name__, how))
+        assert same(got, want), "drop-in logits differ: max |d| %g" % (got.float() - want.float()).abs().max()
+        assert torch.equal(gen, want_gen), (gen.tolist(), want_gen.tolist())
     finally:
         d.stop()
 
