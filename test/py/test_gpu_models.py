@@ -9,6 +9,7 @@ import glob
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -28,7 +29,9 @@ IDS = [[1, 17, 300, 42, 7, 411, 2, 99, 5, 250]]
 
 class GpuDaemon:
     def __init__(self, tmp, model):
-        self.rundir = str(tmp / "run")
+        # a short directory: a UUID socket under pytest's tmp_path can pass
+        # the 107-byte limit of a socket path
+        self.rundir = tempfile.mkdtemp(prefix="wg", dir="/tmp")
         self.log = str(tmp / "wcd.log")
         self.proc = subprocess.Popen([need(os.path.join(BIN, "wcd")), "--model", str(model),
                                       "--device", "0", "--runtime-dir", self.rundir],
