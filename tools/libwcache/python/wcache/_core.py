@@ -515,8 +515,18 @@ class _Exporter:
 
 class Model(collections.abc.Mapping):
     """One attached model version: name -> tensor (the default framework),
-    plus .tensor(name, framework, padded), .tensors(framework), .manifest,
-    .version, .identity, .info, .device, verify(), detach()."""
+    plus .tensor(name, framework, padded), .tensors(framework, names),
+    .manifest, .version, .identity, .info, .device, verify(), detach().
+
+    Lazy: the attach reads nothing of the C table in Python. A name asked
+    for (model[name], name in model, tensors(names=...)) is looked up in
+    libwcache's index (wc_tensor_find) and its one row read; the whole
+    table is parsed (_table) only by what needs every entry: iteration,
+    .manifest, tensors() of all. A tensor is made when it is asked for, so
+    an engine that binds a few hundred of a DeepSeek-V3 rank's 45,633
+    tensors (the stacked expert views: load_into asks for the names the
+    module binds) makes those alone. made counts the tensors this Model
+    has made (tests, bench/py_lazy.py)."""
 
     def __init__(self, lease, writable, framework, times):
         self._lease = lease
@@ -534,20 +544,41 @@ class Model(collections.abc.Mapping):
         self.device = "cuda:%d" % self.ordinal if self.ordinal >= 0 else "cpu"
         n = lib.wc_tensor_count(m)
         self._n = n
-        self._fields, self._names, self._dts, self._cols = (), [], [], [()] * _ROW_FIELDS
+        self.made = 0             # tensors made (tensor, tensors: counted by entry)
+        self._tab = None          # _table's parse, read when first needed (_table_of)
+        self._found = {}          # name -> index, as _find found them in C
         self._rows_ = None
         self._addr = None
-        self._index = {}
-        self._plan_box = [0]
         self._pools_off = None    # _span_of: () pools apart, else offsets
         self._span = None
         self._ops = ()            # the ops of the last tensors("torch") (_plan)
         if n:
             first = lib.wc_tensor_at(m, 0)
             self._addr = ctypes.addressof(first.contents)
-            self._fields, self._names, self._dts, self._cols, self._index, \
-                self._plan_box = _table(m, self._addr, n)
         self._manifest = None
+
+    def _table_of(self):
+        """(fields, names, dtypes, columns, index, plan box): the whole
+        table parsed (_table: kept per layout in the process), read the
+        first time something needs every entry (a 45k-entry rank: tens of
+        ms, most of a first attach before the Model was lazy)."""
+        if self._tab is None:
+            self._check()
+            self._tab = _table(self._lease.m, self._addr, self._n) if self._n else \
+                ((), [], [], [()] * _ROW_FIELDS, {}, [0])
+        return self._tab
+
+    @property
+    def _names(self):
+        return self._table_of()[1]
+
+    @property
+    def _index(self):
+        return self._table_of()[4]
+
+    @property
+    def _plan_box(self):
+        return self._table_of()[5]   # shared by the Models of one table (_table)
 
     @property
     def _rows(self):
@@ -555,10 +586,38 @@ class Model(collections.abc.Mapping):
         if self._rows_ is None:
             # the current table's pointers and hashes (fields may be a
             # cached table's), read while the lease keeps the table
-            self._check()
+            tab = self._table_of()
             raw = ctypes.string_at(self._addr, self._n * _ROW.size) if self._n else b""
-            self._rows_ = _rows_of(list(_ROW.iter_unpack(raw)), self._names, self._dts)
+            self._rows_ = _rows_of(list(_ROW.iter_unpack(raw)), tab[1], tab[2])
         return self._rows_
+
+    def _find(self, name):
+        """The index of name, None when not served: the parsed table's
+        index when there is one, else libwcache's (a hash lookup in C)."""
+        if self._tab is not None:
+            return self._tab[4].get(name)
+        i = self._found.get(name)
+        if i is not None or not isinstance(name, str) or "\0" in name or not self._n:
+            return i
+        try:
+            b = name.encode()
+        except UnicodeEncodeError:
+            return None
+        p = lib.wc_tensor_find(self._lease.m, b)
+        if not p:
+            return None
+        i = self._found[name] = (ctypes.addressof(p.contents) - self._addr) // _ROW.size
+        return i
+
+    def _row(self, i, name=None):
+        """Entry i (named name, when the caller knows) as _rows_of's
+        tuple, read from the current table (one row, while the table is
+        not parsed whole)."""
+        if self._rows_ is not None:
+            return self._rows_[i]
+        f = _ROW.unpack(ctypes.string_at(self._addr + i * _ROW.size, _ROW.size))
+        return _rows_of((f,), (name or ctypes.string_at(f[0]).decode(),),
+                        (ctypes.string_at(f[1]).decode(),))[0]
 
     # -- mapping ------------------------------------------------------------
     def __getitem__(self, name):
@@ -571,7 +630,8 @@ class Model(collections.abc.Mapping):
         return self._n
 
     def __contains__(self, name):
-        return name in self._index
+        self._check()
+        return self._find(name) is not None
 
     def __repr__(self):
         return "<wcache.Model %s v%d: %d tensors on %s%s>" % (
@@ -597,10 +657,10 @@ class Model(collections.abc.Mapping):
     def _entry(self, name):
         """The index of name (the C table is only read while attached)."""
         self._check()
-        i = self._index.get(name)
+        i = self._find(name)
         if i is None:
             raise KeyError("wcache: the daemon serves no tensor named %r (%d tensors, e.g. %s)"
-                           % (name, self._n, ", ".join(itertools.islice(self._index, 3))))
+                           % (name, self._n, ", ".join(self._row(j)[0] for j in range(min(3, self._n)))))
         return i
 
     @property
@@ -666,12 +726,13 @@ class Model(collections.abc.Mapping):
         plain tensor when it was not padded."""
         f = self._framework_or(framework)
         i = self._entry(name)
-        name, dt, shape, nbytes, ptr, pool, off = self._rows[i][:7]
+        row = self._row(i)
+        name, dt, shape, nbytes, ptr, pool, off = row[:7]
         if dt not in _dtypes.TABLE:
             raise TypeError("wcache: tensor %r has dtype %s, which this package does not know" % (name, dt))
         shape = list(shape)
         if padded:
-            p = self._rows[i][10]
+            p = row[10]
             if p and shape:
                 row = nbytes // shape[0] if shape[0] else 0
                 pv = _lib.new(_lib.WcPoolView)
@@ -687,6 +748,7 @@ class Model(collections.abc.Mapping):
             _dtypes.torch_dtype(dt, torch)  # refuses what this torch lacks
         code, bits = _dtypes.dlpack_for(dt, f)
         x = self._import(self._capsule(ptr, code, bits, shape), f)
+        self.made += 1
         return _retype(x, dt, f)
 
     def _pool(self, i, framework, dtype=None):
@@ -711,24 +773,70 @@ class Model(collections.abc.Mapping):
             self._pools[key] = p
         return p
 
-    def tensors(self, framework=None):
-        """Every served tensor, as a dict name -> tensor. They are strided
-        views of one DLPack tensor per pool, which keeps its pool (and so
-        the lease) alive while any of them lives."""
+    def tensors(self, framework=None, names=None):
+        """Every served tensor, as a dict name -> tensor; names (an
+        iterable of served names): those alone, made one by one without
+        parsing the whole table (KeyError for a name not served). They are
+        strided views of one DLPack tensor per pool, which keeps its pool
+        (and so the lease) alive while any of them lives; the same views
+        either way."""
         f = self._framework_or(framework)
         self._check()
-        out = {}
-        if f == "torch":
-            return self._torch_tensors()
+        if names is not None:
+            rows = [self._row(self._entry(nm), nm) for nm in names]
+            out = self._torch_tensors_each(rows) if f == "torch" else self._numpy_tensors(rows)
+        elif f == "torch":
+            out = self._torch_tensors()
         else:
-            import numpy
-            for r in self._rows:
-                name, dt, shape, nbytes, _, pool, off = r[:7]
-                x = self._pool(pool, f)[off:off + nbytes]
-                if dt not in _dtypes.SUB_BYTE:
-                    x = x.view(numpy.dtype(_dtypes.TABLE[dt][4])).reshape(shape)
-                out[name] = x
+            out = self._numpy_tensors(self._rows)
+        self.made += len(out)
         return out
+
+    def _numpy_tensors(self, rows):
+        import numpy
+        out = {}
+        for r in rows:
+            name, dt, shape, nbytes, _, pool, off = r[:7]
+            x = self._pool(pool, "numpy")[off:off + nbytes]
+            if dt not in _dtypes.SUB_BYTE:
+                x = x.view(numpy.dtype(_dtypes.TABLE[dt][4])).reshape(shape)
+            out[name] = x
+        return out
+
+    def _left_over(self, used):
+        """Served names not in used (a set of served names) whose bytes
+        do not lie inside the union of used's bytes (fused views and
+        aliases of bound memory lie inside): sorted. Read from the C
+        table's pointer and length columns as torch tensors (one pass in
+        C over a 45k-entry rank, no Python object per entry but the
+        names returned)."""
+        import torch
+        self._check()
+        n = self._n
+        if not n:
+            return []
+        idx = sorted(i for i in map(self._find, used) if i is not None)
+        buf = (ctypes.c_char * (n * _ROW.size)).from_address(self._addr)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # frombuffer of C memory: copied below
+            tab = torch.frombuffer(buf, dtype=torch.int64).view(n, _ROW.size // 8)
+        a = tab[:, _COL_PTR].clone()
+        e = a + tab[:, _COL_BYTES]
+        left = torch.ones(n, dtype=torch.bool)
+        if idx:
+            ui = torch.tensor(idx, dtype=torch.int64)
+            us, order = a[ui].sort()
+            ue = e[ui][order]
+            reach = ue.cummax(0).values
+            new = torch.ones(len(idx), dtype=torch.bool)   # a merged range starts
+            new[1:] = us[1:] > reach[:-1]
+            last = torch.ones(len(idx), dtype=torch.bool)  # and ends
+            last[:-1] = new[1:]
+            starts, ends = us[new], reach[last]
+            g = torch.searchsorted(starts, a, right=True) - 1
+            left = (g < 0) | (e > ends[g.clamp(min=0)])
+            left[ui] = False
+        return sorted(self._row(i)[0] for i in left.nonzero().flatten().tolist())
 
     def _torch_tensors(self):
         """tensors("torch"). torch's cost of one view (as_strided: about
@@ -755,6 +863,7 @@ class Model(collections.abc.Mapping):
         the later ones (a re-attach, the next version after an update)
         use it."""
         import torch
+        fields, names, dts = self._table_of()[:3]
         box = self._plan_box    # shared by the Models of one table (_table)
         plans = box[0]
         if plans == 0 and not _PLAN_FIRST:   # a layout first seen: no plan yet
@@ -765,7 +874,7 @@ class Model(collections.abc.Mapping):
         where = self._pools_off if self._span_of() else None
         plan = plans.get(where)
         if plan is None:
-            plan = plans[where] = _plan(self._fields, self._dts, self._names, where)
+            plan = plans[where] = _plan(fields, dts, names, where)
         pools, ops, names, template = plan
         if where is not None:   # one view of the span per dtype
             span = self._span
@@ -800,16 +909,17 @@ class Model(collections.abc.Mapping):
                 self._pools_off = tuple(offs[:n])
         return self._span is not None
 
-    def _torch_tensors_each(self):
+    def _torch_tensors_each(self, rows=None):
         """tensors("torch") with one as_strided per tensor (no batches):
-        what _torch_tensors replaced, kept to compare with (bench)."""
+        what _torch_tensors replaced, kept to compare with (bench), and
+        how tensors(names=...) makes the rows it asks for."""
         import torch
         out = {}
         # dtype -> {pool: (1-D view of the pool, element size, its storage
         # offset: as_strided's offset is the storage's, and a pool's view
         # starts inside the span's storage where there is one)}
         views = {}
-        for r in self._rows:
+        for r in self._rows if rows is None else rows:
             v = views.get(r[1])
             if v is None:
                 v = views[r[1]] = {}
@@ -864,7 +974,10 @@ class Model(collections.abc.Mapping):
 _BASE = "<QQI4x8QQQI4xQ16sI4x" + ("Q" if _lib.HAVE_PADDED_ROWS else "")
 _ROW = struct.Struct(_BASE + "%dx" % (_lib.TENSOR_SIZE - struct.calcsize(_BASE)))
 _ROW_FIELDS = len(_ROW.unpack(bytes(_ROW.size)))
-assert _ROW.size == _lib.TENSOR_SIZE
+assert _ROW.size == _lib.TENSOR_SIZE and _ROW.size % 8 == 0
+# the data pointer's and the length's 64-bit words in a row (Model._left_over)
+_COL_PTR = _lib.WcTensor.ptr.offset // 8
+_COL_BYTES = _lib.WcTensor.bytes.offset // 8
 
 
 def _read_table(addr, n):
