@@ -158,3 +158,23 @@ def test_tensors_still_all_with_runs(served, views_made):
         m.detach()
         with pytest.raises(Exception, match="detached"):
             m.tensors(names=some)
+
+
+def test_tensors_leave_the_collector_as_it_was(served):
+    """tensors() pauses the cyclic collector while it makes the views (45k
+    objects, no cycle) and leaves it as it found it: on, or off."""
+    import gc
+    with served.connect() as c:
+        m = c.attach(framework="torch")
+        assert gc.isenabled()
+        d = m.tensors()
+        assert gc.isenabled() and list(d) == list(m)
+        gc.disable()
+        try:
+            d = m.tensors(names=["model.norm.weight"])
+            assert not gc.isenabled() and list(d) == ["model.norm.weight"]
+        finally:
+            gc.enable()
+        with pytest.raises(KeyError):
+            m.tensors(names=["nope"])
+        assert gc.isenabled()

@@ -18,6 +18,7 @@ import collections
 import collections.abc
 import ctypes
 import errno
+import gc
 import itertools
 import json
 import operator
@@ -782,13 +783,22 @@ class Model(collections.abc.Mapping):
         either way."""
         f = self._framework_or(framework)
         self._check()
-        if names is not None:
-            rows = [self._row(self._entry(nm), nm) for nm in names]
-            out = self._torch_tensors_each(rows) if f == "torch" else self._numpy_tensors(rows)
-        elif f == "torch":
-            out = self._torch_tensors()
-        else:
-            out = self._numpy_tensors(self._rows)
+        # thousands of tensors and no garbage cycle: the collections their
+        # making triggers (each scanning the young objects, now and then
+        # every object) find nothing; a third of tensors() of 45k
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            if names is not None:
+                rows = [self._row(self._entry(nm), nm) for nm in names]
+                out = self._torch_tensors_each(rows) if f == "torch" else self._numpy_tensors(rows)
+            elif f == "torch":
+                out = self._torch_tensors()
+            else:
+                out = self._numpy_tensors(self._rows)
+        finally:
+            if was:
+                gc.enable()
         self.made += len(out)
         return out
 
@@ -875,7 +885,7 @@ class Model(collections.abc.Mapping):
         plan = plans.get(where)
         if plan is None:
             plan = plans[where] = _plan(fields, dts, names, where)
-        pools, ops, names, template = plan
+        pools, ops, names, order = plan
         if where is not None:   # one view of the span per dtype
             span = self._span
             bases = [span if dt in _dtypes.SUB_BYTE else span.view(_dtypes.torch_dtype(dt, torch))
@@ -892,9 +902,9 @@ class Model(collections.abc.Mapping):
                 put_all(bases[b].as_strided(shape, st, off).unbind(0))
             else:
                 put(bases[b].as_strided(shape, st, off))
-        out = template.copy()      # manifest order; filled in op order
-        out.update(zip(names, vals))
-        return out
+        # manifest order: the views (made in op order) picked by one
+        # itemgetter, then one dict of (name, view) pairs
+        return dict(zip(names, order(vals))) if len(vals) > 1 else dict(zip(names, vals))
 
     def _span_of(self):
         """True when every pool is in one torch tensor of bytes (self._span,
@@ -1088,14 +1098,15 @@ def _forget_plans():
 
 def _plan(fields, dts, names, pools_off=None):
     """How _torch_tensors makes every tensor: (pools, ops, names,
-    template). pools: the (dtype, pool) of each 1-D base view, pool None
+    order). pools: the (dtype, pool) of each 1-D base view, pool None
     for the span (pools_off: pool i at byte pools_off[i] of it; None: the
     pools apart, one base per pool); ops: (base, shape, strides, offset, k)
     in elements of the dtype, k == 0 one as_strided, else a run of k
     tensors at offset + j * step as one as_strided (shape and strides with
-    the run's dimension in front: k, step) and unbind; names: the tensors'
-    names in the order the ops make them; template: every name in table
-    order (the dict's order). Runs are found among entries of one dtype,
+    the run's dimension in front: k, step) and unbind; names: every name
+    in table order (the dict's order); order: an itemgetter that puts the
+    views, made in op order, in table order (cheaper than filling a dict
+    of the names in op order: a 45k-entry table's 45k stores). Runs are found among entries of one dtype,
     shape, next-to-last name part ("q_proj" of
     "model.layers.7.self_attn.q_proj.weight": the same weight of
     consecutive layers, or experts) and base (pools apart: their pool),
@@ -1141,7 +1152,10 @@ def _plan(fields, dts, names, pools_off=None):
                 ops.append((b, (k - j,) + shape, (step // es,) + st, offs[j] // es, k - j))
                 order.extend(idx[j:k])
                 j = k
-    return list(pools), ops, [names[i] for i in order], dict.fromkeys(names)
+    where = [0] * len(order)    # entry i's place among the views
+    for j, i in enumerate(order):
+        where[i] = j
+    return list(pools), ops, list(names), operator.itemgetter(*where) if len(where) > 1 else None
 
 
 _ESIZE = {}
