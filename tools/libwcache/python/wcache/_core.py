@@ -548,6 +548,7 @@ class Model(collections.abc.Mapping):
         self.made = 0             # tensors made (tensor, tensors: counted by entry)
         self._tab = None          # _table's parse, read when first needed (_table_of)
         self._found = {}          # name -> index, as _find found them in C
+        self._raw_ = None         # _raw
         self._rows_ = None
         self._addr = None
         self._pools_off = None    # _span_of: () pools apart, else offsets
@@ -604,11 +605,18 @@ class Model(collections.abc.Mapping):
             b = name.encode()
         except UnicodeEncodeError:
             return None
-        p = lib.wc_tensor_find(self._lease.m, b)
+        p = _tensor_find(self._lease.m, b)
         if not p:
             return None
-        i = self._found[name] = (ctypes.addressof(p.contents) - self._addr) // _ROW.size
+        i = self._found[name] = (p - self._addr) // _ROW.size
         return i
+
+    def _raw(self):
+        """The C table's bytes in place (a ctypes array over them: valid
+        while the lease holds the table), made once."""
+        if self._raw_ is None:
+            self._raw_ = _array(ctypes.c_char, self._n * _ROW.size).from_address(self._addr)
+        return self._raw_
 
     def _row(self, i, name=None):
         """Entry i (named name, when the caller knows) as _rows_of's
@@ -616,7 +624,8 @@ class Model(collections.abc.Mapping):
         not parsed whole)."""
         if self._rows_ is not None:
             return self._rows_[i]
-        f = _ROW.unpack(ctypes.string_at(self._addr + i * _ROW.size, _ROW.size))
+        self._check()
+        f = _ROW.unpack_from(self._raw(), i * _ROW.size)
         return _rows_of((f,), (name or ctypes.string_at(f[0]).decode(),),
                         (ctypes.string_at(f[1]).decode(),))[0]
 
@@ -826,10 +835,9 @@ class Model(collections.abc.Mapping):
         if not n:
             return []
         idx = sorted(i for i in map(self._find, used) if i is not None)
-        buf = (ctypes.c_char * (n * _ROW.size)).from_address(self._addr)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")     # frombuffer of C memory: copied below
-            tab = torch.frombuffer(buf, dtype=torch.int64).view(n, _ROW.size // 8)
+            tab = torch.frombuffer(self._raw(), dtype=torch.int64).view(n, _ROW.size // 8)
         a = tab[:, _COL_PTR].clone()
         e = a + tab[:, _COL_BYTES]
         left = torch.ones(n, dtype=torch.bool)
@@ -985,6 +993,10 @@ _BASE = "<QQI4x8QQQI4xQ16sI4x" + ("Q" if _lib.HAVE_PADDED_ROWS else "")
 _ROW = struct.Struct(_BASE + "%dx" % (_lib.TENSOR_SIZE - struct.calcsize(_BASE)))
 _ROW_FIELDS = len(_ROW.unpack(bytes(_ROW.size)))
 assert _ROW.size == _lib.TENSOR_SIZE and _ROW.size % 8 == 0
+# wc_tensor_find returning the entry's address as an int (Model._find):
+# lib's prototype makes a pointer object and its contents' struct for each
+_tensor_find = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ctypes.cast(lib.wc_tensor_find, ctypes.c_void_p).value)
 # the data pointer's and the length's 64-bit words in a row (Model._left_over)
 _COL_PTR = _lib.WcTensor.ptr.offset // 8
 _COL_BYTES = _lib.WcTensor.bytes.offset // 8
