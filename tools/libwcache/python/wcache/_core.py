@@ -799,8 +799,16 @@ class Model(collections.abc.Mapping):
         gc.disable()
         try:
             if names is not None:
-                rows = [self._row(self._entry(nm), nm) for nm in names]
-                out = self._torch_tensors_each(rows) if f == "torch" else self._numpy_tensors(rows)
+                names = list(names)
+                idx = [self._entry(nm) for nm in names]
+                if f == "torch" and 4 * len(idx) >= self._n and _PLAN_FIRST:
+                    # most of the table: parsed as tensors() of all would
+                    # (kept per layout), the plan's runs batched
+                    vals = self._torch_runs(idx)
+                    out = {nm: vals[i] for nm, i in zip(names, idx)}
+                else:
+                    rows = [self._row(i, nm) for nm, i in zip(names, idx)]
+                    out = self._torch_tensors_each(rows) if f == "torch" else self._numpy_tensors(rows)
             elif f == "torch":
                 out = self._torch_tensors()
             else:
@@ -880,28 +888,12 @@ class Model(collections.abc.Mapping):
         the second, as before: bench/py_start.py's -each variants), and
         the later ones (a re-attach, the next version after an update)
         use it."""
-        import torch
-        fields, names, dts = self._table_of()[:3]
         box = self._plan_box    # shared by the Models of one table (_table)
-        plans = box[0]
-        if plans == 0 and not _PLAN_FIRST:   # a layout first seen: no plan yet
+        if box[0] == 0 and not _PLAN_FIRST:   # a layout first seen: no plan yet
             box[0] = None
             return self._torch_tensors_each()
-        if not plans:
-            plans = box[0] = {}
-        where = self._pools_off if self._span_of() else None
-        plan = plans.get(where)
-        if plan is None:
-            plan = plans[where] = _plan(fields, dts, names, where)
-        pools, ops, names, order = plan
-        if where is not None:   # one view of the span per dtype
-            span = self._span
-            bases = [span if dt in _dtypes.SUB_BYTE else span.view(_dtypes.torch_dtype(dt, torch))
-                     for dt, _ in pools]
-        else:
-            bases = [self._pool(pool, "torch") if dt in _dtypes.SUB_BYTE else
-                     self._pool(pool, "torch", _dtypes.torch_dtype(dt, torch))
-                     for dt, pool in pools]
+        plan, bases = self._plan_bases()
+        _, ops, names, order, _ = plan
         self._ops = ops
         vals = []
         put, put_all = vals.append, vals.extend
@@ -913,6 +905,68 @@ class Model(collections.abc.Mapping):
         # manifest order: the views (made in op order) picked by one
         # itemgetter, then one dict of (name, view) pairs
         return dict(zip(names, order(vals))) if len(vals) > 1 else dict(zip(names, vals))
+
+    def _plan_bases(self):
+        """The plan of this table and placement (_plan, made when first
+        asked for) and its base views."""
+        import torch
+        fields, names, dts = self._table_of()[:3]
+        box = self._plan_box
+        plans = box[0]
+        if not plans:
+            plans = box[0] = {}
+        where = self._pools_off if self._span_of() else None
+        plan = plans.get(where)
+        if plan is None:
+            plan = plans[where] = _plan(fields, dts, names, where)
+        pools = plan[0]
+        if where is not None:   # one view of the span per dtype
+            span = self._span
+            bases = [span if dt in _dtypes.SUB_BYTE else span.view(_dtypes.torch_dtype(dt, torch))
+                     for dt, _ in pools]
+        else:
+            bases = [self._pool(pool, "torch") if dt in _dtypes.SUB_BYTE else
+                     self._pool(pool, "torch", _dtypes.torch_dtype(dt, torch))
+                     for dt, pool in pools]
+        return plan, bases
+
+    def _torch_runs(self, idx):
+        """tensors("torch", names) for a large share of the table: the
+        plan's ops that hold an entry of idx (indices), a run at least
+        half of which is asked for as one as_strided + unbind (the views
+        not asked for dropped, counted in made), a smaller part of a run
+        one as_strided per entry asked; {index: view}. Where an
+        engine binds most of a model (llama-8b's 291 checkpoint names of
+        355) this keeps the batched views that tensors() of all has."""
+        plan, bases = self._plan_bases()
+        ops, where = plan[1], plan[4]
+        if where[0] is None:    # entry -> (op, place in its run), made once
+            by_op = [(j, q) for j, op in enumerate(ops) for q in range(op[4] or 1)]
+            where[0] = plan[3](by_op) if len(by_op) > 1 else by_op   # in table order
+        at = where[0]
+        want = {}
+        for i in idx:
+            j, q = at[i]
+            w = want.get(j)
+            if w is None:
+                want[j] = [(i, q)]
+            else:
+                w.append((i, q))
+        vals = {}
+        for j, asked in want.items():
+            b, shape, st, off, k = ops[j]
+            if not k:
+                vals[asked[0][0]] = bases[b].as_strided(shape, st, off)
+            elif 2 * len(asked) >= k:   # the run whole, the rest dropped
+                views = bases[b].as_strided(shape, st, off).unbind(0)
+                self.made += k - len(asked)
+                for i, q in asked:
+                    vals[i] = views[q]
+            else:
+                f = bases[b].as_strided
+                for i, q in asked:
+                    vals[i] = f(shape[1:], st[1:], off + q * st[0])
+        return vals
 
     def _span_of(self):
         """True when every pool is in one torch tensor of bytes (self._span,
@@ -1118,7 +1172,8 @@ def _plan(fields, dts, names, pools_off=None):
     the run's dimension in front: k, step) and unbind; names: every name
     in table order (the dict's order); order: an itemgetter that puts the
     views, made in op order, in table order (cheaper than filling a dict
-    of the names in op order: a 45k-entry table's 45k stores). Runs are found among entries of one dtype,
+    of the names in op order: a 45k-entry table's 45k stores); at: a box
+    for Model._torch_runs' index of each entry's op. Runs are found among entries of one dtype,
     shape, next-to-last name part ("q_proj" of
     "model.layers.7.self_attn.q_proj.weight": the same weight of
     consecutive layers, or experts) and base (pools apart: their pool),
@@ -1167,7 +1222,7 @@ def _plan(fields, dts, names, pools_off=None):
     where = [0] * len(order)    # entry i's place among the views
     for j, i in enumerate(order):
         where[i] = j
-    return list(pools), ops, list(names), operator.itemgetter(*where) if len(where) > 1 else None
+    return list(pools), ops, list(names), operator.itemgetter(*where) if len(where) > 1 else None, [None]
 
 
 _ESIZE = {}
