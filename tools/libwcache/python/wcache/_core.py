@@ -785,11 +785,12 @@ class Model(collections.abc.Mapping):
 
     def tensors(self, framework=None, names=None):
         """Every served tensor, as a dict name -> tensor; names (an
-        iterable of served names): those alone, made one by one without
-        parsing the whole table (KeyError for a name not served). They are
-        strided views of one DLPack tensor per pool, which keeps its pool
-        (and so the lease) alive while any of them lives; the same views
-        either way."""
+        iterable of served names): those alone, in that order (KeyError
+        for a name not served), made one by one without parsing the whole
+        table, or, a quarter of the table or more, through the plan's
+        runs as tensors() of all (_torch_runs). They are strided views of
+        one DLPack tensor per pool, which keeps its pool (and so the
+        lease) alive while any of them lives; the same views either way."""
         f = self._framework_or(framework)
         self._check()
         # thousands of tensors and no garbage cycle: the collections their
