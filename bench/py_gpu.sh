@@ -20,6 +20,13 @@
 #                            (bench/ident_start), fresh processes each
 #   bench/py_gpu.sh startab  engine start, the steps before and after in one
 #                            run (bench/py_start.py --variants, --profile)
+#   bench/py_gpu.sh lazy     the lazy Model (issue 27, item 4): on wcgen
+#                            deepseek-v3-shape (45,633 served tensors), then
+#                            llama-8b (291 + views), one wcd each: the C attach
+#                            (wcbench attach) and bench/py_lazy.py's ratios to
+#                            it (attach + load_into, tensors() of all, a fresh
+#                            process's first attach), then py_attach.py on
+#                            llama-8b (the no-regression figures)
 #
 # PY_TESTS: the CPU test files of `tests` (default test/py/test_py_*.py);
 # PY_RUNS, AB_RUNS, SPAN_RUNS: how many times the Python attach runs, the
@@ -177,6 +184,38 @@ packab() {
 	} 2>&1 | tee "$OUT/packab.log"
 }
 
+lazy() {
+	local ds=/root/ds3 m8=/root/m8b rd=/tmp/wcrun-lazy uuid m
+	export PATH=$PWD/$BUILD/bin:$PATH
+	# a fresh identity cache: py_lazy.py's first fresh process writes it
+	export WCACHE_IDENT_CACHE=/tmp/wcident-lazy
+	rm -rf $WCACHE_IDENT_CACHE
+	uuid=$(nvidia-smi --query-gpu=uuid --format=csv,noheader | head -1)
+	[ -f $ds/config.json ] || wcgen deepseek-v3-shape --out $ds || return 1
+	[ -f $m8/config.json ] || wcgen llama-8b --out $m8 >/dev/null || return 1
+	# identdisk.c writes no entry while a file it read is younger than 2 s
+	sleep 2
+	{
+		for m in $ds $m8; do
+			echo "== $m"
+			cat $m/*.safetensors >/dev/null
+			start_wcd wcd $m $rd || return 1
+			grep -E '^(bytes|tensors|load_seconds)=' $rd/*.ready
+			for _ in $(seq ${LAZY_RUNS:-2}); do
+				wcbench attach --runtime-dir $rd --device $uuid --model $m -n ${LAZY_N:-20} -q
+				timeout 300 $PY bench/py_lazy.py --runtime-dir $rd --device 0 --model $m \
+					-n ${LAZY_N:-20} -r 5 --wcbench $BUILD/bin/wcbench --wcbench-device $uuid
+			done
+			if [ $m = $m8 ]; then
+				timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
+				wcbench attach --runtime-dir $rd --device $uuid --model $m -n 100 -q
+			fi
+			kill $pid
+			while kill -0 $pid 2>/dev/null; do sleep 0.1; done
+		done
+	} 2>&1 | tee "$OUT/lazy.log"
+}
+
 restart() {
 	local m=/root/m8b
 	export PATH=$PWD/$BUILD/bin:$PATH
@@ -197,6 +236,7 @@ bench) bench ;;
 packab) packab ;;
 startab) startab ;;
 restart) restart ;;
+lazy) lazy ;;
 all) tests; bench ;;
-*) echo "usage: bench/py_gpu.sh tests|bench|packab|startab|restart|all" >&2; exit 2 ;;
+*) echo "usage: bench/py_gpu.sh tests|bench|packab|startab|restart|lazy|all" >&2; exit 2 ;;
 esac

@@ -78,6 +78,7 @@ qwen3-tiny 24 Qwen3ForCausalLM self_attn.q_norm.weight
 mixtral-tiny 41 MixtralForCausalLM block_sparse_moe.experts.3.w3.weight
 qwen3-moe-tiny 57 Qwen3MoeForCausalLM mlp.experts.5.down_proj.weight
 deepseek-v3-tiny 75 DeepseekV3ForCausalLM kv_b_proj.weight_scale_inv
+deepseek-v3-shape 45395 DeepseekV3ForCausalLM model.layers.3.mlp.experts.7.up_proj.weight
 gemma2-tiny 24 Gemma2ForCausalLM pre_feedforward_layernorm.weight
 gemma3-tiny 28 Gemma3ForCausalLM self_attn.k_norm.weight
 phi3-tiny 15 Phi3ForCausalLM self_attn.qkv_proj.weight

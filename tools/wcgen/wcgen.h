@@ -10,7 +10,7 @@
 #include "st.h"
 
 #define GEN_NAME_MAX 128
-#define GEN_TENSORS_MAX 8192
+#define GEN_TENSORS_MAX 65536     /* MODEL_TENSORS_MAX */
 #define GEN_SHARDS_MAX 1024
 
 struct gen_tensor {

@@ -18,6 +18,7 @@ import collections
 import collections.abc
 import ctypes
 import errno
+import gc
 import itertools
 import json
 import operator
@@ -530,8 +531,18 @@ class _Exporter:
 
 class Model(collections.abc.Mapping):
     """One attached model version: name -> tensor (the default framework),
-    plus .tensor(name, framework, padded), .tensors(framework), .manifest,
-    .version, .identity, .info, .device, verify(), detach()."""
+    plus .tensor(name, framework, padded), .tensors(framework, names),
+    .manifest, .version, .identity, .info, .device, verify(), detach().
+
+    Lazy: the attach reads nothing of the C table in Python. A name asked
+    for (model[name], name in model, tensors(names=...)) is looked up in
+    libwcache's index (wc_tensor_find) and its one row read; the whole
+    table is parsed (_table) only by what needs every entry: iteration,
+    .manifest, tensors() of all. A tensor is made when it is asked for, so
+    an engine that binds a few hundred of a DeepSeek-V3 rank's 45,633
+    tensors (the stacked expert views: load_into asks for the names the
+    module binds) makes those alone. made counts the tensors this Model
+    has made (tests, bench/py_lazy.py)."""
 
     def __init__(self, lease, writable, framework, times):
         self._lease = lease
@@ -549,20 +560,42 @@ class Model(collections.abc.Mapping):
         self.device = "cuda:%d" % self.ordinal if self.ordinal >= 0 else "cpu"
         n = lib.wc_tensor_count(m)
         self._n = n
-        self._fields, self._names, self._dts, self._cols = (), [], [], [()] * _ROW_FIELDS
+        self.made = 0             # tensors made (tensor, tensors: counted by entry)
+        self._tab = None          # _table's parse, read when first needed (_table_of)
+        self._found = {}          # name -> index, as _find found them in C
+        self._raw_ = None         # _raw
         self._rows_ = None
         self._addr = None
-        self._index = {}
-        self._plan_box = [0]
         self._pools_off = None    # _span_of: () pools apart, else offsets
         self._span = None
         self._ops = ()            # the ops of the last tensors("torch") (_plan)
         if n:
             first = lib.wc_tensor_at(m, 0)
             self._addr = ctypes.addressof(first.contents)
-            self._fields, self._names, self._dts, self._cols, self._index, \
-                self._plan_box = _table(m, self._addr, n)
         self._manifest = None
+
+    def _table_of(self):
+        """(fields, names, dtypes, columns, index, plan box): the whole
+        table parsed (_table: kept per layout in the process), read the
+        first time something needs every entry (a 45k-entry rank: tens of
+        ms, most of a first attach before the Model was lazy)."""
+        if self._tab is None:
+            self._check()
+            self._tab = _table(self._lease.m, self._addr, self._n) if self._n else \
+                ((), [], [], [()] * _ROW_FIELDS, {}, [0])
+        return self._tab
+
+    @property
+    def _names(self):
+        return self._table_of()[1]
+
+    @property
+    def _index(self):
+        return self._table_of()[4]
+
+    @property
+    def _plan_box(self):
+        return self._table_of()[5]   # shared by the Models of one table (_table)
 
     @property
     def _rows(self):
@@ -570,10 +603,46 @@ class Model(collections.abc.Mapping):
         if self._rows_ is None:
             # the current table's pointers and hashes (fields may be a
             # cached table's), read while the lease keeps the table
-            self._check()
+            tab = self._table_of()
             raw = ctypes.string_at(self._addr, self._n * _ROW.size) if self._n else b""
-            self._rows_ = _rows_of(list(_ROW.iter_unpack(raw)), self._names, self._dts)
+            self._rows_ = _rows_of(list(_ROW.iter_unpack(raw)), tab[1], tab[2])
         return self._rows_
+
+    def _find(self, name):
+        """The index of name, None when not served: the parsed table's
+        index when there is one, else libwcache's (a hash lookup in C)."""
+        if self._tab is not None:
+            return self._tab[4].get(name)
+        i = self._found.get(name)
+        if i is not None or not isinstance(name, str) or "\0" in name or not self._n:
+            return i
+        try:
+            b = name.encode()
+        except UnicodeEncodeError:
+            return None
+        p = _tensor_find(self._lease.m, b)
+        if not p:
+            return None
+        i = self._found[name] = (p - self._addr) // _ROW.size
+        return i
+
+    def _raw(self):
+        """The C table's bytes in place (a ctypes array over them: valid
+        while the lease holds the table), made once."""
+        if self._raw_ is None:
+            self._raw_ = _array(ctypes.c_char, self._n * _ROW.size).from_address(self._addr)
+        return self._raw_
+
+    def _row(self, i, name=None):
+        """Entry i (named name, when the caller knows) as _rows_of's
+        tuple, read from the current table (one row, while the table is
+        not parsed whole)."""
+        if self._rows_ is not None:
+            return self._rows_[i]
+        self._check()
+        f = _ROW.unpack_from(self._raw(), i * _ROW.size)
+        return _rows_of((f,), (name or ctypes.string_at(f[0]).decode(),),
+                        (ctypes.string_at(f[1]).decode(),))[0]
 
     # -- mapping ------------------------------------------------------------
     def __getitem__(self, name):
@@ -586,7 +655,8 @@ class Model(collections.abc.Mapping):
         return self._n
 
     def __contains__(self, name):
-        return name in self._index
+        self._check()
+        return self._find(name) is not None
 
     def __repr__(self):
         return "<wcache.Model %s v%d: %d tensors on %s%s>" % (
@@ -612,10 +682,10 @@ class Model(collections.abc.Mapping):
     def _entry(self, name):
         """The index of name (the C table is only read while attached)."""
         self._check()
-        i = self._index.get(name)
+        i = self._find(name)
         if i is None:
             raise KeyError("wcache: the daemon serves no tensor named %r (%d tensors, e.g. %s)"
-                           % (name, self._n, ", ".join(itertools.islice(self._index, 3))))
+                           % (name, self._n, ", ".join(self._row(j)[0] for j in range(min(3, self._n)))))
         return i
 
     @property
@@ -679,12 +749,13 @@ class Model(collections.abc.Mapping):
         plain tensor when it was not padded."""
         f = self._framework_or(framework)
         i = self._entry(name)
-        name, dt, shape, nbytes, ptr, pool, off = self._rows[i][:7]
+        row = self._row(i)
+        name, dt, shape, nbytes, ptr, pool, off = row[:7]
         if dt not in _dtypes.TABLE:
             raise TypeError("wcache: tensor %r has dtype %s, which this package does not know" % (name, dt))
         shape = list(shape)
         if padded:
-            p = self._rows[i][10]
+            p = row[10]
             if p and shape:
                 row = nbytes // shape[0] if shape[0] else 0
                 pv = _lib.new(_lib.WcPoolView)
@@ -700,6 +771,7 @@ class Model(collections.abc.Mapping):
             _dtypes.torch_dtype(dt, torch)  # refuses what this torch lacks
         code, bits = _dtypes.dlpack_for(dt, f)
         x = self._import(self._capsule(ptr, code, bits, shape), f)
+        self.made += 1
         return _retype(x, dt, f)
 
     def _pool(self, i, framework, dtype=None):
@@ -724,24 +796,87 @@ class Model(collections.abc.Mapping):
             self._pools[key] = p
         return p
 
-    def tensors(self, framework=None):
-        """Every served tensor, as a dict name -> tensor. They are strided
-        views of one DLPack tensor per pool, which keeps its pool (and so
-        the lease) alive while any of them lives."""
+    def tensors(self, framework=None, names=None):
+        """Every served tensor, as a dict name -> tensor; names (an
+        iterable of served names): those alone, in that order (KeyError
+        for a name not served), made one by one without parsing the whole
+        table, or, a quarter of the table or more, through the plan's
+        runs as tensors() of all (_torch_runs). They are strided views of
+        one DLPack tensor per pool, which keeps its pool (and so the
+        lease) alive while any of them lives; the same views either way."""
         f = self._framework_or(framework)
         self._check()
-        out = {}
-        if f == "torch":
-            return self._torch_tensors()
-        else:
-            import numpy
-            for r in self._rows:
-                name, dt, shape, nbytes, _, pool, off = r[:7]
-                x = self._pool(pool, f)[off:off + nbytes]
-                if dt not in _dtypes.SUB_BYTE:
-                    x = x.view(numpy.dtype(_dtypes.TABLE[dt][4])).reshape(shape)
-                out[name] = x
+        # thousands of tensors and no garbage cycle: the collections their
+        # making triggers (each scanning the young objects, now and then
+        # every object) find nothing; a third of tensors() of 45k
+        was = gc.isenabled()
+        gc.disable()
+        try:
+            if names is not None:
+                names = list(names)
+                idx = [self._entry(nm) for nm in names]
+                if f == "torch" and 4 * len(idx) >= self._n and _PLAN_FIRST:
+                    # most of the table: parsed as tensors() of all would
+                    # (kept per layout), the plan's runs batched
+                    vals = self._torch_runs(idx)
+                    out = {nm: vals[i] for nm, i in zip(names, idx)}
+                else:
+                    rows = [self._row(i, nm) for nm, i in zip(names, idx)]
+                    out = self._torch_tensors_each(rows) if f == "torch" else self._numpy_tensors(rows)
+            elif f == "torch":
+                out = self._torch_tensors()
+            else:
+                out = self._numpy_tensors(self._rows)
+        finally:
+            if was:
+                gc.enable()
+        self.made += len(out)
         return out
+
+    def _numpy_tensors(self, rows):
+        import numpy
+        out = {}
+        for r in rows:
+            name, dt, shape, nbytes, _, pool, off = r[:7]
+            x = self._pool(pool, "numpy")[off:off + nbytes]
+            if dt not in _dtypes.SUB_BYTE:
+                x = x.view(numpy.dtype(_dtypes.TABLE[dt][4])).reshape(shape)
+            out[name] = x
+        return out
+
+    def _left_over(self, used):
+        """Served names not in used (a set of served names) whose bytes
+        do not lie inside the union of used's bytes (fused views and
+        aliases of bound memory lie inside): sorted. Read from the C
+        table's pointer and length columns as torch tensors (one pass in
+        C over a 45k-entry rank, no Python object per entry but the
+        names returned)."""
+        import torch
+        self._check()
+        n = self._n
+        if not n:
+            return []
+        idx = sorted(i for i in map(self._find, used) if i is not None)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")     # frombuffer of C memory: copied below
+            tab = torch.frombuffer(self._raw(), dtype=torch.int64).view(n, _ROW.size // 8)
+        a = tab[:, _COL_PTR].clone()
+        e = a + tab[:, _COL_BYTES]
+        left = torch.ones(n, dtype=torch.bool)
+        if idx:
+            ui = torch.tensor(idx, dtype=torch.int64)
+            us, order = a[ui].sort()
+            ue = e[ui][order]
+            reach = ue.cummax(0).values
+            new = torch.ones(len(idx), dtype=torch.bool)   # a merged range starts
+            new[1:] = us[1:] > reach[:-1]
+            last = torch.ones(len(idx), dtype=torch.bool)  # and ends
+            last[:-1] = new[1:]
+            starts, ends = us[new], reach[last]
+            g = torch.searchsorted(starts, a, right=True) - 1
+            left = (g < 0) | (e > ends[g.clamp(min=0)])
+            left[ui] = False
+        return sorted(self._row(i)[0] for i in left.nonzero().flatten().tolist())
 
     def _torch_tensors(self):
         """tensors("torch"). torch's cost of one view (as_strided: about
@@ -767,27 +902,12 @@ class Model(collections.abc.Mapping):
         the second, as before: bench/py_start.py's -each variants), and
         the later ones (a re-attach, the next version after an update)
         use it."""
-        import torch
         box = self._plan_box    # shared by the Models of one table (_table)
-        plans = box[0]
-        if plans == 0 and not _PLAN_FIRST:   # a layout first seen: no plan yet
+        if box[0] == 0 and not _PLAN_FIRST:   # a layout first seen: no plan yet
             box[0] = None
             return self._torch_tensors_each()
-        if not plans:
-            plans = box[0] = {}
-        where = self._pools_off if self._span_of() else None
-        plan = plans.get(where)
-        if plan is None:
-            plan = plans[where] = _plan(self._fields, self._dts, self._names, where)
-        pools, ops, names, template = plan
-        if where is not None:   # one view of the span per dtype
-            span = self._span
-            bases = [span if dt in _dtypes.SUB_BYTE else span.view(_dtypes.torch_dtype(dt, torch))
-                     for dt, _ in pools]
-        else:
-            bases = [self._pool(pool, "torch") if dt in _dtypes.SUB_BYTE else
-                     self._pool(pool, "torch", _dtypes.torch_dtype(dt, torch))
-                     for dt, pool in pools]
+        plan, bases = self._plan_bases()
+        _, ops, names, order, _ = plan
         self._ops = ops
         vals = []
         put, put_all = vals.append, vals.extend
@@ -796,9 +916,71 @@ class Model(collections.abc.Mapping):
                 put_all(bases[b].as_strided(shape, st, off).unbind(0))
             else:
                 put(bases[b].as_strided(shape, st, off))
-        out = template.copy()      # manifest order; filled in op order
-        out.update(zip(names, vals))
-        return out
+        # manifest order: the views (made in op order) picked by one
+        # itemgetter, then one dict of (name, view) pairs
+        return dict(zip(names, order(vals))) if len(vals) > 1 else dict(zip(names, vals))
+
+    def _plan_bases(self):
+        """The plan of this table and placement (_plan, made when first
+        asked for) and its base views."""
+        import torch
+        fields, names, dts = self._table_of()[:3]
+        box = self._plan_box
+        plans = box[0]
+        if not plans:
+            plans = box[0] = {}
+        where = self._pools_off if self._span_of() else None
+        plan = plans.get(where)
+        if plan is None:
+            plan = plans[where] = _plan(fields, dts, names, where)
+        pools = plan[0]
+        if where is not None:   # one view of the span per dtype
+            span = self._span
+            bases = [span if dt in _dtypes.SUB_BYTE else span.view(_dtypes.torch_dtype(dt, torch))
+                     for dt, _ in pools]
+        else:
+            bases = [self._pool(pool, "torch") if dt in _dtypes.SUB_BYTE else
+                     self._pool(pool, "torch", _dtypes.torch_dtype(dt, torch))
+                     for dt, pool in pools]
+        return plan, bases
+
+    def _torch_runs(self, idx):
+        """tensors("torch", names) for a large share of the table: the
+        plan's ops that hold an entry of idx (indices), a run at least
+        half of which is asked for as one as_strided + unbind (the views
+        not asked for dropped, counted in made), a smaller part of a run
+        one as_strided per entry asked; {index: view}. Where an
+        engine binds most of a model (llama-8b's 291 checkpoint names of
+        355) this keeps the batched views that tensors() of all has."""
+        plan, bases = self._plan_bases()
+        ops, where = plan[1], plan[4]
+        if where[0] is None:    # entry -> (op, place in its run), made once
+            by_op = [(j, q) for j, op in enumerate(ops) for q in range(op[4] or 1)]
+            where[0] = plan[3](by_op) if len(by_op) > 1 else by_op   # in table order
+        at = where[0]
+        want = {}
+        for i in idx:
+            j, q = at[i]
+            w = want.get(j)
+            if w is None:
+                want[j] = [(i, q)]
+            else:
+                w.append((i, q))
+        vals = {}
+        for j, asked in want.items():
+            b, shape, st, off, k = ops[j]
+            if not k:
+                vals[asked[0][0]] = bases[b].as_strided(shape, st, off)
+            elif 2 * len(asked) >= k:   # the run whole, the rest dropped
+                views = bases[b].as_strided(shape, st, off).unbind(0)
+                self.made += k - len(asked)
+                for i, q in asked:
+                    vals[i] = views[q]
+            else:
+                f = bases[b].as_strided
+                for i, q in asked:
+                    vals[i] = f(shape[1:], st[1:], off + q * st[0])
+        return vals
 
     def _span_of(self):
         """True when every pool is in one torch tensor of bytes (self._span,
@@ -813,16 +995,17 @@ class Model(collections.abc.Mapping):
                 self._pools_off = tuple(offs[:n])
         return self._span is not None
 
-    def _torch_tensors_each(self):
+    def _torch_tensors_each(self, rows=None):
         """tensors("torch") with one as_strided per tensor (no batches):
-        what _torch_tensors replaced, kept to compare with (bench)."""
+        what _torch_tensors replaced, kept to compare with (bench), and
+        how tensors(names=...) makes the rows it asks for."""
         import torch
         out = {}
         # dtype -> {pool: (1-D view of the pool, element size, its storage
         # offset: as_strided's offset is the storage's, and a pool's view
         # starts inside the span's storage where there is one)}
         views = {}
-        for r in self._rows:
+        for r in self._rows if rows is None else rows:
             v = views.get(r[1])
             if v is None:
                 v = views[r[1]] = {}
@@ -877,7 +1060,14 @@ class Model(collections.abc.Mapping):
 _BASE = "<QQI4x8QQQI4xQ16sI4x" + ("Q" if _lib.HAVE_PADDED_ROWS else "")
 _ROW = struct.Struct(_BASE + "%dx" % (_lib.TENSOR_SIZE - struct.calcsize(_BASE)))
 _ROW_FIELDS = len(_ROW.unpack(bytes(_ROW.size)))
-assert _ROW.size == _lib.TENSOR_SIZE
+assert _ROW.size == _lib.TENSOR_SIZE and _ROW.size % 8 == 0
+# wc_tensor_find returning the entry's address as an int (Model._find):
+# lib's prototype makes a pointer object and its contents' struct for each
+_tensor_find = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
+    ctypes.cast(lib.wc_tensor_find, ctypes.c_void_p).value)
+# the data pointer's and the length's 64-bit words in a row (Model._left_over)
+_COL_PTR = _lib.WcTensor.ptr.offset // 8
+_COL_BYTES = _lib.WcTensor.bytes.offset // 8
 
 
 def _read_table(addr, n):
@@ -988,14 +1178,16 @@ def _forget_plans():
 
 def _plan(fields, dts, names, pools_off=None):
     """How _torch_tensors makes every tensor: (pools, ops, names,
-    template). pools: the (dtype, pool) of each 1-D base view, pool None
+    order). pools: the (dtype, pool) of each 1-D base view, pool None
     for the span (pools_off: pool i at byte pools_off[i] of it; None: the
     pools apart, one base per pool); ops: (base, shape, strides, offset, k)
     in elements of the dtype, k == 0 one as_strided, else a run of k
     tensors at offset + j * step as one as_strided (shape and strides with
-    the run's dimension in front: k, step) and unbind; names: the tensors'
-    names in the order the ops make them; template: every name in table
-    order (the dict's order). Runs are found among entries of one dtype,
+    the run's dimension in front: k, step) and unbind; names: every name
+    in table order (the dict's order); order: an itemgetter that puts the
+    views, made in op order, in table order (cheaper than filling a dict
+    of the names in op order: a 45k-entry table's 45k stores); at: a box
+    for Model._torch_runs' index of each entry's op. Runs are found among entries of one dtype,
     shape, next-to-last name part ("q_proj" of
     "model.layers.7.self_attn.q_proj.weight": the same weight of
     consecutive layers, or experts) and base (pools apart: their pool),
@@ -1041,7 +1233,10 @@ def _plan(fields, dts, names, pools_off=None):
                 ops.append((b, (k - j,) + shape, (step // es,) + st, offs[j] // es, k - j))
                 order.extend(idx[j:k])
                 j = k
-    return list(pools), ops, [names[i] for i in order], dict.fromkeys(names)
+    where = [0] * len(order)    # entry i's place among the views
+    for j, i in enumerate(order):
+        where[i] = j
+    return list(pools), ops, list(names), operator.itemgetter(*where) if len(where) > 1 else None, [None]
 
 
 _ESIZE = {}

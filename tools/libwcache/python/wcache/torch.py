@@ -36,7 +36,7 @@ import collections
 
 import torch
 
-from ._core import PendingModel
+from ._core import Model, PendingModel
 from ._empty import PARTS, Empty, init_empty, no_gc  # noqa: F401 (the API)
 from ._modcache import empty_model, empty_pretrained  # noqa: F401 (the API)
 from ._modcache import default_dir as module_cache_dir  # noqa: F401
@@ -144,6 +144,19 @@ def _conversions(module, model, served, groups, name_map):
 _resolved = {}   # _conversions' results, at most 16
 
 
+def _asked(groups, model, lookup):
+    """The served name each group of slots binds: its first name (through
+    lookup, name_map's) that model serves."""
+    out = []
+    for group in groups:
+        for s in group:
+            want = lookup(s[4], s[4]) if lookup else s[4]
+            if want in model:
+                out.append(want)
+                break
+    return out
+
+
 def load_into(module, model, strict=True, name_map=None, requires_grad=False):
     """Points module's parameters and persistent buffers at the served
     tensors of model (a wcache.Model, a wcache.PendingModel: waited for,
@@ -162,7 +175,6 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
     replace (an engine's weight_loader, output_dim)."""
     if isinstance(model, PendingModel):
         model = model.result()
-    served = model.tensors("torch") if hasattr(model, "tensors") else dict(model)
     name_map = dict(name_map or {})
     # tied: one tensor object under several names; a group per object, in
     # slot order (most groups are one slot)
@@ -173,12 +185,18 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
             groups[id(s[2])] = [s]
         else:
             g.append(s)
-    bound, missing, tied, bad, binds = [], [], {}, [], []
-    used = set()
-    conv = _conversions(module, model, served, groups, name_map)
+    lazy = isinstance(model, Model)
+    if not lazy:
+        served = model.tensors("torch") if hasattr(model, "tensors") else dict(model)
+    # names transformers converts (renamed, fused experts): to served views
+    conv = _conversions(module, model, model if lazy else served, groups, name_map)
     if conv:
         name_map.update(conv)
     lookup = name_map.get if name_map else None
+    if lazy:    # made: the served names the module binds, no other (_asked)
+        served = model.tensors("torch", names=_asked(groups.values(), model, lookup))
+    bound, missing, tied, bad, binds = [], [], {}, [], []
+    used = set()
     param_of, make_param, plain = torch.nn.Parameter, torch.Tensor._make_subclass, torch.Tensor
     for group in groups.values():
         t = None
@@ -201,15 +219,18 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
     # served names left over, less those inside bound bytes (one pass,
     # none when every served name was bound)
     unused, ranges = {}, []
-    if len(used) < len(served):
-        for n, t in served.items():
-            a = t.data_ptr()
-            r = (a, a + t.numel() * t.element_size())
-            if n in used:
-                ranges.append(r)
-            else:
-                unused[n] = r
-    unexpected = sorted(set(unused) - _covered(unused, ranges))
+    if lazy:    # from the manifest's pointers and lengths, no tensor made
+        unexpected = model._left_over(used) if len(used) < len(model) else []
+    else:
+        if len(used) < len(served):
+            for n, t in served.items():
+                a = t.data_ptr()
+                r = (a, a + t.numel() * t.element_size())
+                if n in used:
+                    ranges.append(r)
+                else:
+                    unused[n] = r
+        unexpected = sorted(set(unused) - _covered(unused, ranges))
     if bad:
         raise LoadError("wcache.torch.load_into: %d tensor(s) do not fit (no conversion: it would copy): %s"
                         % (len(bad), "; ".join(bad[:8])))
