@@ -38,8 +38,13 @@ WCGEN = ["llama-gqa", "qwen2-tiny", "qwen3-tiny", "mixtral-tiny", "qwen3-moe-tin
 
 
 def reference(model_dir):
-    ref = transformers.AutoModelForCausalLM.from_pretrained(
-        model_dir, dtype=torch.bfloat16, device_map="cuda", attn_implementation="sdpa").eval()
+    try:
+        ref = transformers.AutoModelForCausalLM.from_pretrained(
+            model_dir, dtype=torch.bfloat16, device_map="cuda", attn_implementation="sdpa").eval()
+    except Exception as e:    # a wcgen config this transformers does not build
+        if "/test/data/" in model_dir:
+            raise
+        pytest.skip("transformers cannot build it: %s: %s" % (type(e).__name__, e))
     ids = torch.tensor(TOKENS, device="cuda")
     with torch.no_grad():
         logits = ref(ids).logits
@@ -119,7 +124,7 @@ def test_arch_binds_bitwise(arch, tmp_path):
         grew = torch.cuda.memory_allocated() - base
         assert type(m).__name__ == want_cls, (type(m), want_cls)
         # what it allocates is the module's own buffers (rotary inv_freq)
-        bufs = sum(b.numel() * b.element_size() for b in m.buffers())
+        bufs = sum(-(-b.numel() * b.element_size() // 512) * 512 for b in m.buffers())   # 512-byte blocks
         assert grew <= bufs, "from_pretrained allocated %d bytes (weights %d, buffers %d)" \
             % (grew, weights, bufs)
         with torch.no_grad():

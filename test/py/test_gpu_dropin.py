@@ -67,7 +67,7 @@ def test_generate_equals_from_pretrained(which, tmp_path):
                 assert m.lm_head.weight is m.model.embed_tokens.weight
             assert greedy(m) == want, device
         d.stop()
-        with pytest.warns(wcache.FallbackWarning, match="no daemon serves device 0"):
+        with pytest.warns(wcache.FallbackWarning, match="no daemon serves device 0|the daemon on 0 .* closed the connection"):
             m = wcache.transformers.from_pretrained(model_dir, device="cuda:0", dtype=torch.bfloat16,
                                                     runtime_dir=d.rundir)
         assert type(m) is type(ref) and greedy(m) == want

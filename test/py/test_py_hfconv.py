@@ -254,3 +254,26 @@ def test_without_rules_names_stay_missing(standin, daemons):
     m = module_like_transformers5(arch, files)
     del m.config
     refused(m, served, "have no served tensor", "experts.gate_up_proj")
+
+
+def test_float32_kept_where_transformers_keeps_it(standin, daemons, tmp_path):
+    """DeepSeek-V3's e_score_correction_bias is float32 in the checkpoint
+    (wcgen writes it so) and transformers keeps it float32
+    (_keep_in_fp32_modules_strict) where from_config under bfloat16 made
+    it bfloat16: bound as served, float32, no copy. Another name whose
+    dtype differs is still refused."""
+    from conftest import wcgen
+    model_dir = wcgen(tmp_path / "ds", "deepseek-v3-tiny", "--quant", "none")
+    d = daemons(model_dir, "ds3f")
+    files = safetensors_files(model_dir)
+    served = d.connect().attach(model_dir=model_dir, framework="torch")
+    name = "model.layers.1.mlp.gate.e_score_correction_bias"
+    assert files[name][0] == "F32"
+    m = module_like_transformers5("deepseek_v3", files)
+    assert dict(m.named_parameters())[name].dtype == torch.bfloat16
+    refused(m, served, "do not fit", name)
+    m._keep_in_fp32_modules_strict = ["e_score_correction_bias"]
+    bound = wcache.torch.load_into(m, served)
+    assert bound.missing == [] and bound.unexpected == []
+    p = dict(m.named_parameters())[name]
+    assert p.dtype == torch.float32 and p.data_ptr() == served[name].data_ptr()

@@ -107,6 +107,18 @@ def _covered(unused, used_ranges):
     return out
 
 
+def _kept_in_fp32(module, name):
+    """True for a name transformers keeps in float32 whatever the model's
+    dtype (its _keep_in_fp32_modules_strict / _keep_in_fp32_modules, such
+    as DeepSeek-V3's e_score_correction_bias): from_pretrained gives it
+    float32, so a float32 served tensor is bound as it is (no copy), where
+    from_config under a bfloat16 dtype made it bfloat16."""
+    keep = list(getattr(module, "_keep_in_fp32_modules_strict", None) or []) + \
+        list(getattr(module, "_keep_in_fp32_modules", None) or [])
+    parts = name.split(".")
+    return any(k in parts or ("." in k and k in name) for k in keep)
+
+
 def _conversions(module, model, served, groups, name_map):
     """{module name: served name} for the module names that are not
     served as they are but that transformers' own checkpoint conversions
@@ -210,7 +222,8 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
             missing.extend(s[4] for s in group)
             continue
         ref = group[0][2]
-        if t.shape != ref.shape or t.dtype != ref.dtype:
+        if t.shape != ref.shape or (t.dtype != ref.dtype and not (
+                t.dtype == torch.float32 and _kept_in_fp32(module, src))):
             bad.append("%s: the module has %s %s, the daemon serves %s as %s %s"
                        % (src, ref.dtype, tuple(ref.shape), want, t.dtype, tuple(t.shape)))
             continue
