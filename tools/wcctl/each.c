@@ -16,24 +16,35 @@
 
 const char *wcctl_all_device;
 
+int wcctl_ready_devices(struct rundir *rd, const char *runtime_dir,
+			rundir_name *names)
+{
+	char err[WC_ERR_LEN];
+	int n;
+
+	if (rundir_init(rd, runtime_dir, err)) {
+		log_error("%s", err);
+		return -2;
+	}
+	n = rundir_scan(rd, ".ready", names, RUNDIR_DEVICES_MAX, err);
+	if (n < 0) {
+		log_error("%s", err);
+		return -1;
+	}
+	return n;
+}
+
 int wcctl_each_daemon(const char *runtime_dir, int argc, char **argv,
 		      int (*run)(int argc, char **argv))
 {
 	static rundir_name names[RUNDIR_DEVICES_MAX];
-	char err[WC_ERR_LEN];
 	struct rundir rd;
 	char **one;
 	int n, na = 0, rc = 0;
 
-	if (rundir_init(&rd, runtime_dir, err)) {
-		log_error("%s", err);
-		return 2;
-	}
-	n = rundir_scan(&rd, ".ready", names, RUNDIR_DEVICES_MAX, err);
-	if (n < 0) {
-		log_error("%s", err);
-		return 1;
-	}
+	n = wcctl_ready_devices(&rd, runtime_dir, names);
+	if (n < 0)
+		return -n;
 	if (!n) {
 		fprintf(stderr, "wcctl %s --all: no wcache daemon found in %s (start them with 'wcctl start', or give the --runtime-dir they use)\n",
 			argv[0], rd.dir);

@@ -143,7 +143,6 @@ int wcctl_metrics(int argc, char **argv)
 	static rundir_name names[RUNDIR_DEVICES_MAX];
 	struct wc_connect_opts co = { .label = "wcctl metrics",
 				      .timeout_ms = 5000 };
-	char err[WC_ERR_LEN];
 	struct rundir rd;
 	bool all = false;
 	double t;
@@ -174,15 +173,9 @@ int wcctl_metrics(int argc, char **argv)
 	}
 	if (!all)
 		return metrics_one(&co);
-	if (rundir_init(&rd, co.runtime_dir, err)) {
-		log_error("%s", err);
-		return 2;
-	}
-	n = rundir_scan(&rd, ".ready", names, RUNDIR_DEVICES_MAX, err);
-	if (n < 0) {
-		log_error("%s", err);
-		return 1;
-	}
+	n = wcctl_ready_devices(&rd, co.runtime_dir, names);
+	if (n < 0)
+		return -n;
 	if (!n) {
 		printf("# no wcache daemon found in %s\n", rd.dir);
 		return 3;

@@ -5,6 +5,8 @@
 
 #include <stdint.h>
 
+#include "rundir.h"
+
 /* Defined by each command's file (argv[0] is the command's name), listed
  * in main.c's table of struct cli_cmd (cli.h). */
 int wcctl_start(int argc, char **argv);
@@ -52,6 +54,11 @@ int wcctl_metrics(int argc, char **argv);
  * text output. Returns 0 when every run returned 0, 2 at the first usage
  * error, 3 (said) when no daemon has a ready file, else 1. */
 extern const char *wcctl_all_device;
+/* The devices with a ready file in rd (set up from runtime_dir), sorted:
+ * the count, or -2 (a runtime directory that cannot be used) or -1 (it
+ * cannot be read), said on stderr: the exit status negated. */
+int wcctl_ready_devices(struct rundir *rd, const char *runtime_dir,
+			rundir_name *names);
 int wcctl_each_daemon(const char *runtime_dir, int argc, char **argv,
 		      int (*run)(int argc, char **argv));
 
