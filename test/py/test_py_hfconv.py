@@ -277,3 +277,28 @@ def test_float32_kept_where_transformers_keeps_it(standin, daemons, tmp_path):
     assert bound.missing == [] and bound.unexpected == []
     p = dict(m.named_parameters())[name]
     assert p.dtype == torch.float32 and p.data_ptr() == served[name].data_ptr()
+
+
+def test_tied_name_beside_a_served_one_resolves_nothing(standin, daemons, monkeypatch):
+    """A tied name that is not served (lm_head.weight tied to a served
+    model.embed_tokens.weight) binds through its served twin: no
+    conversion is looked for (resolve renames every served name and reads
+    the whole manifest, which the lazy Model spares)."""
+    arch = "qwen3_moe"
+    d = daemons(os.path.join(LAYOUTS, arch), arch[:3])
+    files = safetensors_files(os.path.join(LAYOUTS, arch))
+    served = d.connect().attach(model_dir=os.path.join(LAYOUTS, arch), framework="torch")
+    m = torch.nn.Module()
+    m.config = types.SimpleNamespace(model_type=arch)
+    for name, (dt, shape, _) in files.items():
+        put(m, name, meta(*shape))
+    tied = next(n for n in files if n.endswith("embed_tokens.weight"))
+    put(m, "alias.weight", dict(m.named_parameters())[tied])
+    from wcache import _hfconv
+    calls = []
+    real = _hfconv.resolve
+    monkeypatch.setattr(_hfconv, "resolve", lambda *a: calls.append(a) or real(*a))
+    bound = wcache.torch.load_into(m, served)
+    assert bound.missing == [] and bound.unexpected == [], bound
+    assert bound.tied == {"alias.weight": tied}, bound.tied
+    assert calls == [], "resolve ran for a tied name whose twin is served"

@@ -79,3 +79,29 @@ def test_pip_install_into_a_fresh_venv(tmp_path, daemons, tiny):
         assert r.returncode == 0, r.stdout.decode()
         assert out[0] == str(prefix / "lib" / "libwcache.so.0"), (prefix, out)
         assert out[1].split()[0] == str(n), out
+
+
+def test_library_not_found_says_how(tmp_path):
+    """import wcache with no library to load: WCACHE_LIB naming a file
+    that is none is an OSError naming it and what to set instead (never
+    another library); with nothing set and nothing installed, one naming
+    every place looked and how to install."""
+    from conftest import PKG
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("WCACHE_LIB", "LD_LIBRARY_PATH", "PKG_CONFIG_PATH")}
+    env.update(PYTHONPATH=PKG, PKG_CONFIG_LIBDIR=str(tmp_path))   # no wcache.pc there
+
+    def imp(**extra):
+        r = subprocess.run([sys.executable, "-c", "import wcache; print(wcache.lib_path)"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=dict(env, **extra),
+                           timeout=60, cwd=str(tmp_path))
+        return r.returncode, r.stdout.decode()
+    bad = str(tmp_path / "no-such-libwcache.so")
+    rc, out = imp(WCACHE_LIB=bad)
+    assert rc != 0 and "OSError" in out, out
+    assert "cannot load libwcache from WCACHE_LIB=%s" % bad in out and "unset it" in out, out
+    rc, out = imp()
+    if rc == 0:
+        pytest.skip("a libwcache is installed here (%s)" % out.strip())
+    assert "cannot load libwcache: looked" in out and "the loader's libwcache.so.0" in out, out
+    assert "no wcache.pc found" in out and "make install" in out, out

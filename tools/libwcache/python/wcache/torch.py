@@ -126,8 +126,12 @@ def _conversions(module, model, served, groups, name_map):
     tensor that a served view is, byte for byte); {} for a module that is
     no transformers model or whose names are all served. A conversion no
     served tensor satisfies is a LoadError naming it."""
-    want = [s[4] for g in groups.values() for s in g
-            if s[4] not in name_map and s[4] not in served]
+    # a group with a name served (as it is or through name_map) binds
+    # through it (tied lm_head.weight beside a served embed_tokens):
+    # nothing to convert
+    want = [s[4] for g in groups.values()
+            if not any(name_map.get(s[4], s[4]) in served for s in g)
+            for s in g if s[4] not in name_map]
     if not want or getattr(module, "config", None) is None:
         return {}
     from . import _hfconv
