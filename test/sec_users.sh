@@ -32,7 +32,8 @@ setpriv --reuid=65534 --regid=65534 --clear-groups test -x "$BIN/wcattach" ||
 	skip "uid 65534 cannot execute $BIN/wcattach (a parent directory is closed)"
 grp=wct-users-$$
 groupadd "$grp" || skip "groupadd $grp failed"
-trap 'e2e_cleanup; groupdel "$grp" 2>/dev/null' EXIT
+big=wct-big-$$
+trap 'e2e_cleanup; groupdel "$grp" 2>/dev/null; groupdel "$big" 2>/dev/null' EXIT
 gid=$(getent group "$grp" | cut -d: -f3)
 [ -n "$gid" ] || fail "no gid for the group $grp just made"
 
@@ -178,4 +179,15 @@ expect_has "--socket-mode 0777" "$out" "bad --socket-mode '0777'"
 out=$("$BIN/wcd" --model "$MODEL" --socket-group wct-no-such-group 2>&1); rc=$?
 expect_eq "unknown --socket-group: exit" "$rc" 2
 expect_has "unknown --socket-group" "$out" "--socket-group 'wct-no-such-group': no such group"
+# 9. a --socket-group whose entry is over a page (many members: getgrnam_r
+#    says ERANGE to a 4 KiB buffer) is found, not "no such group"
+groupadd "$big" || fail "groupadd $big failed"
+members=$(seq -f 'wct-m%04g' 1 600 | paste -sd,)
+sed -i "s/^$big:\([^:]*\):\([0-9]*\):\$/$big:\1:\2:$members/" /etc/group
+bgid=$(getent group "$big" | cut -d: -f3)
+(( $(getent group "$big" | wc -c) > 4096 )) || fail "the entry of $big is not over 4 KiB"
+rm -rf "$RUNDIR"
+e2e_start_wcd --socket-group "$big"
+expect_eq "--socket-group of 600 members: socket group" "$(stat -c %g "$SOCK")" "$bgid"
+stop_wcd
 echo ok

@@ -62,17 +62,33 @@ int access_add_gid(struct wcd_opts *o, gid_t gid)
 	return 0;
 }
 
-/* A group name or number as a gid: 0, or -ENOENT when no such group. */
+/* A group name or number as a gid: 0, or -ENOENT when no such group. A
+ * group of many members needs more than a page for its entry: the buffer
+ * doubles while getgrnam_r says ERANGE (1 MiB at most). */
 static int group_gid(const char *name, gid_t *gid)
 {
 	struct group gr, *res = NULL;
-	char buf[4096], *end;
+	size_t len = 4096;
+	char *buf, *end;
 	unsigned long v;
+	int ret;
 
-	if (getgrnam_r(name, &gr, buf, sizeof(buf), &res) == 0 && res) {
+	for (;;) {
+		buf = malloc(len);
+		if (!buf)
+			return -ENOMEM;
+		ret = getgrnam_r(name, &gr, buf, len, &res);
+		if (ret != ERANGE || len >= (1u << 20))
+			break;
+		free(buf);
+		len *= 2;
+	}
+	if (ret == 0 && res) {
 		*gid = res->gr_gid;
+		free(buf);
 		return 0;
 	}
+	free(buf);
 	errno = 0;
 	v = strtoul(name, &end, 10);
 	if (*name >= '0' && *name <= '9' && !*end && !errno &&
