@@ -17,7 +17,8 @@
 #   - wcd and the engine run as two non-root users without privilege
 #     escalation, capabilities or a writable root file system; wcd serves
 #     its group (--socket-group), the engine is in it and trusts wcd's uid
-#     (WCACHE_TRUST_UID), an init container hands /run/wcache to wcd's user;
+#     (WCACHE_TRUST_UID), an init container hands /run/wcache to wcd's user
+#     (run, as root with its capabilities, on a stand-in directory, twice);
 #   - a damaged copy fails each of these checks (so they check something);
 #   - the Slurm script runs end to end with a stand-in srun (one node, host
 #     backend): wcctl start, the engine step, stop, nothing left behind.
@@ -42,7 +43,7 @@ check_k8s() {
 	done
 	[ "$rc" = 0 ] || return 1
 	"$PY" - "$1" "$BIN" <<'PY'
-import glob, json, os, shlex, subprocess, sys, yaml
+import glob, json, os, shlex, shutil, subprocess, sys, tempfile, yaml
 d, bindir = sys.argv[1], sys.argv[2]
 bad = []
 
@@ -131,6 +132,38 @@ def check_users(ds_spec, pod_spec_, env):
                     for c in ds_spec.get("initContainers", []))
     if "chown %s:%s /run/wcache" % (uid, gid) not in init or "chmod 0710 /run/wcache" not in init:
         bad.append("DaemonSet: no init container gives /run/wcache to %s:%s, mode 0710" % (uid, gid))
+    init_runs(ds_spec, uid, gid)
+
+def init_runs(ds_spec, uid, gid):
+    """the init containers' commands, run as they run (root with only the
+    capabilities they add) on a stand-in of the hostPath, at the pod's
+    first start (kubelet's root-owned 0755) and again at a restart (it is
+    wcd's already): chmod of a directory root no longer owns needs FOWNER.
+    Needs root and setpriv (else not run)."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        return
+    tmp = tempfile.mkdtemp()
+    rd = os.path.join(tmp, "wcache")
+    os.mkdir(rd)
+    os.chmod(rd, 0o755)
+    try:
+        for start in ("first", "second"):
+            for c in ds_spec.get("initContainers", []):
+                add = c.get("securityContext", {}).get("capabilities", {}).get("add", [])
+                keep = "".join(",+" + a.lower() for a in add)
+                argv = [a.replace("/run/wcache", rd) for a in c["command"] + c.get("args", [])]
+                p = subprocess.run(["setpriv", "--inh-caps=-all", "--bounding-set=-all" + keep] + argv,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                if p.returncode:
+                    bad.append("DaemonSet/%s: its command fails at the pod's %s start (root with capabilities %s): %s"
+                               % (c["name"], start, add, p.stderr.strip()))
+                    return
+        st = os.stat(rd)
+        if (st.st_uid, st.st_gid, st.st_mode & 0o7777) != (uid, gid, 0o710):
+            bad.append("DaemonSet: the init container leaves /run/wcache %d:%d mode %04o, not %s:%s 0710"
+                       % (st.st_uid, st.st_gid, st.st_mode & 0o7777, uid, gid))
+    finally:
+        shutil.rmtree(tmp)
 
 def accepted(argv, what):
     """the built tool parses these options (they come before --help)"""

@@ -10,7 +10,8 @@
 # still served, JSON log lines; and wcctl says "reloaded (<why>)", exit 0,
 # not "handed over". A second restart of that daemon is a real handover
 # (the new daemon's own parse, given the options, meets the identity):
-# "handed over", --json outcome "handed over", the same identity.
+# "handed over", --json outcome "handed over", the same identity. A ready
+# file whose serve_args cannot be decoded makes restart refuse (exit 1).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/wcctl_lib.bash"
 [ -x "$BIN/wcd" ] && [ -x "$BIN/wcgen" ] || skip "wcd or wcgen not built"
@@ -74,5 +75,16 @@ PIDS+=("$p2")
 expect_eq "identity after the handover" "$(key host-0 identity)" "$id0"
 expect_eq "serve_args after the handover" "$(key host-0 serve_args)" "$args0"
 expect_eq "no reloaded after a handover" "$(key host-0 reloaded)" ""
+
+# serve_args that cannot be decoded (a damaged ready file, or another
+# build's): restart refuses before starting anything; the daemon serves on
+cp "$RUN/host-0.ready" "$T/ready.bak"
+sed -i 's/^serve_args=.*/serve_args=--rules %ZZ/' "$RUN/host-0.ready"
+out=$(ctl restart --device host-0 2>&1); rc=$?
+expect_eq "restart with damaged serve_args (output: $out)" "$rc" 1
+expect_has "restart with damaged serve_args" "$out" "device host-0: the ready file's serve_args cannot be read (Invalid argument): it is damaged or from another build; not restarting"
+alive "$p2" || fail "the daemon $p2 died of a restart that refused"
+cp "$T/ready.bak" "$RUN/host-0.ready"
+expect_eq "served by after the refused restart" "$(ready_pid "$RUN" host-0)" "$p2"
 ctl stop --device host-0 >/dev/null 2>&1 || fail "stop"
 echo "ok"

@@ -4,8 +4,9 @@
 # the live ranks only and exited 0, hiding it. Clean now leaves
 # <device>.dead (the ready file's lines, cleaned_at=) and says so; status
 # shows the rank DEAD (exit 4, --json "state": "DEAD", "dead_file"); a
-# daemon serving the device again hides the record and the next clean
-# removes it; clean --forget drops it. A daemon stopped on purpose leaves
+# daemon serving the device again removes it (stopped later, the rank is
+# not DEAD again), and so does a clean beside a live daemon; clean --forget
+# drops it. A daemon stopped on purpose leaves
 # no record.
 . "$(dirname "$0")/lib.sh"
 T=$(tmpdir)
@@ -47,14 +48,23 @@ PY
 out=$("$BIN/wcctl" clean 2>&1) || fail "clean again: $out"
 [ -f "$T/run/host-1.dead" ] || fail "a second clean removed the record"
 
-# a daemon serves host-1 again: not DEAD; the next clean drops the record
+# a daemon serves host-1 again: not DEAD, and the record is gone, so that
+# stopping it on purpose later does not bring the old death back
 out=$("$BIN/wcctl" stop --all 2>&1) || fail "stop --all: $out"
 out=$("$BIN/wcctl" start --model "$T/m" --tp-size 2 --backend host --timeout 60 2>&1) ||
 	fail "wcctl start again: $out"
-[ -f "$T/run/host-1.dead" ] || fail "the record went before clean ran"
+[ ! -e "$T/run/host-1.dead" ] || fail "host-1 serves again and its .dead record stayed"
 out=$("$BIN/wcctl" status 2>&1); rc=$?
 expect_eq "status with host-1 served again (output: $out)" "$rc" 0
 expect_no "status with host-1 served again" "$out" "DEAD"
+out=$("$BIN/wcctl" stop --all 2>&1) || fail "stop --all after serving again: $out"
+out=$("$BIN/wcctl" status 2>&1); rc=$?
+expect_eq "status after host-1 served again and was stopped (output: $out)" "$rc" 3
+expect_no "status after host-1 served again and was stopped" "$out" "DEAD"
+out=$("$BIN/wcctl" start --model "$T/m" --tp-size 2 --backend host --timeout 60 2>&1) ||
+	fail "wcctl start a third time: $out"
+# a record beside a live daemon (one of a build that left it): clean drops it
+cp "$T/run/host-1.ready" "$T/run/host-1.dead"
 out=$("$BIN/wcctl" clean 2>&1) || fail "clean with host-1 live: $out"
 [ ! -e "$T/run/host-1.dead" ] || fail "clean kept the record of host-1, which serves again"
 

@@ -3,7 +3,8 @@
  * tools/wcctl/expo: merging Prometheus texts for wcctl metrics --all. Two
  * daemons' families under one HELP and TYPE each, in first-seen order,
  * a histogram's _bucket/_sum/_count kept in their family; samples without
- * a device label (an older daemon) get the daemon's; a family typed
+ * a device label (an older daemon; a label whose name ends in "device" is
+ * not one) get the daemon's; a family typed
  * differently by a later text keeps its first type and that text's
  * samples are left out and named; a line past EXPO_LINE_MAX is left out.
  */
@@ -74,7 +75,8 @@ static void test_device_added(void)
 	struct expo *e = expo_new();
 	char err[256] = "", *t;
 	const char *old = "# HELP st State.\n# TYPE st gauge\n"
-			  "st{state=\"ready\"} 1\nst{} 0\nup 1\n";
+			  "st{state=\"ready\"} 1\nst{} 0\nup 1\n"
+			  "io{block_device=\"nvme0\"} 2\n";
 
 	T_EQ_INT(expo_add(e, "host-0", old, err, sizeof(err)), 0);
 	T_EQ_INT(expo_add(e, "host-1", old, err, sizeof(err)), 0);
@@ -86,7 +88,9 @@ static void test_device_added(void)
 		 "st{device=\"host-1\",state=\"ready\"} 1\n"
 		 "st{device=\"host-1\"} 0\n"
 		 "up{device=\"host-0\"} 1\n"
-		 "up{device=\"host-1\"} 1\n");
+		 "up{device=\"host-1\"} 1\n"
+		 "io{device=\"host-0\",block_device=\"nvme0\"} 2\n"
+		 "io{device=\"host-1\",block_device=\"nvme0\"} 2\n");
 	free(t);
 	expo_free(e);
 }

@@ -103,6 +103,20 @@ static bool of_family(const struct fam *f, const char *name, size_t len)
 	return false;
 }
 
+/* Whether the labels s[0..len) ("{...}") have one named device (not a
+ * name that ends in it, as block_device). */
+static bool has_device_label(const char *s, size_t len)
+{
+	const char *p = s, *end = s + len;
+
+	while ((p = memmem(p, (size_t)(end - p), "device=\"", 8))) {
+		if (p[-1] == '{' || p[-1] == ',')   /* s[0] is '{': p > s */
+			return true;
+		p++;
+	}
+	return false;
+}
+
 /* Appends sample line l[0..n) (no newline) to f, with device="..." first
  * in its labels when it has no device label. */
 static int add_sample(struct fam *f, const char *device, const char *l,
@@ -116,7 +130,7 @@ static int add_sample(struct fam *f, const char *device, const char *l,
 	if (k > n)
 		k = n;
 	if (k < n && l[k] == '{' && close &&
-	    memmem(l + k, (size_t)(close - (l + k)), "device=\"", 8)) {
+	    has_device_label(l + k, (size_t)(close - (l + k)))) {
 		m = snprintf(line, sizeof(line), "%.*s\n", (int)n, l);
 	} else if (k < n && l[k] == '{') {          /* name{a="b"} v */
 		m = snprintf(line, sizeof(line), "%.*s{device=\"%.200s\"%s%.*s\n",

@@ -44,7 +44,9 @@ static void status_usage(FILE *f)
 "Asks every daemon that has a ready file for its STATUS and prints a table:\n"
 "device, rank, state, model, version, GB, tensors, clients, uptime. A daemon\n"
 "that does not answer shows as UNREACHABLE with what its ready file says;\n"
-"a device locked by a daemon that is still loading shows as STARTING.\n"
+"a device locked by a daemon that is still loading shows as STARTING; one\n"
+"whose daemon died serving and whose files wcctl clean removed shows as\n"
+"DEAD (its <device>.dead record) until a daemon serves it again.\n"
 "\n"
 "  --json            a JSON array: each daemon's STATUS object plus\n"
 "                    \"reachable\": true and \"ready_file\"; unreachable ones\n"
@@ -64,7 +66,7 @@ static void status_usage(FILE *f)
 "  wcctl status --runtime-dir /run/wcache --timeout 0.5 || echo degraded\n"
 "\n"
 "Exit status: 0 every daemon found answered, 3 none was found, 4 at least\n"
-"one is UNREACHABLE, 5 none is unreachable but one is still STARTING,\n"
+"one is UNREACHABLE or DEAD, 5 none is unreachable but one is still STARTING,\n"
 "2 usage.\n");
 }
 

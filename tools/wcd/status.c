@@ -153,6 +153,8 @@ int status_write_ready(struct wcd *d, char *err)
 {
 	struct wcd_version *v = wcd_current(d);
 	static struct ready_info r;
+	char dead[PATHS_MAX + 8];
+	int ret;
 
 	memset(&r, 0, sizeof(r));
 	r.pid = (int)getpid();
@@ -184,5 +186,13 @@ int status_write_ready(struct wcd *d, char *err)
 			       "the daemon's options do not fit in the ready file's serve_args (%d bytes): shorten the paths of --rules, --layout or --log-file",
 			       READY_ARGS_MAX);
 	snprintf(r.reloaded, sizeof(r.reloaded), "%s", d->reloaded);
-	return ready_write_file(&r, d->paths.ready, err);
+	ret = ready_write_file(&r, d->paths.ready, err);
+	if (ret)
+		return ret;
+	/* the device serves again: wcctl clean's record of a daemon that
+	 * died on it (<device>.dead, wcctl status's DEAD row) is over */
+	if ((size_t)snprintf(dead, sizeof(dead), "%s.dead", d->paths.prefix) <
+	    sizeof(dead))
+		unlink(dead);
+	return 0;
 }
