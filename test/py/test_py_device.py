@@ -23,6 +23,9 @@ def test_spellings():
     assert P(None) == (None, None)
     for d in ("cuda:0", "0", 0):
         assert P(d) == ("0", "cuda:0"), d
+    # an integer of another type (numpy's, as an array index gives it)
+    np = pytest.importorskip("numpy")
+    assert P(np.int64(2)) == ("2", "cuda:2") and P(np.int32(0)) == ("0", "cuda:0")
     assert P("cuda:3") == ("3", "cuda:3") and P(7) == ("7", "cuda:7")
     assert P(b"cuda:1") == ("1", "cuda:1")
     assert P("host") == ("host", "cpu") and P("host:a-1") == ("host:a-1", "cpu")

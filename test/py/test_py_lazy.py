@@ -85,6 +85,9 @@ def test_attach_reads_no_table(served):
             m["nope"]
         with pytest.raises(KeyError, match="nope"):
             m.tensors(names=["model.norm.weight", "nope"])
+        # one name as a str is not its characters (KeyError for 'm')
+        with pytest.raises(TypeError, match=r"takes a list of served names.*pass \['model.norm.weight'\]"):
+            m.tensors(names="model.norm.weight")
         assert m._tab is None, "a lookup parsed the whole table"
         assert len(m) == len(m.manifest) == len(list(m))
 

@@ -813,6 +813,9 @@ class Model(collections.abc.Mapping):
         gc.disable()
         try:
             if names is not None:
+                if isinstance(names, (str, bytes)):
+                    raise TypeError("wcache: tensors(names=) takes a list of served names, not one "
+                                    "name (%r): pass [%r], or use model[name]" % (names, names))
                 names = list(names)
                 idx = [self._entry(nm) for nm in names]
                 if f == "torch" and 4 * len(idx) >= self._n and _PLAN_FIRST:

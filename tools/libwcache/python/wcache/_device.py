@@ -22,6 +22,7 @@ but for "cuda" and UUIDs, which ask torch when it is already imported
 (never imported here).
 """
 import collections
+import numbers
 import os
 import re
 import sys
@@ -86,7 +87,8 @@ def parse(device, what="device"):
     if isinstance(device, bool):
         raise TypeError("wcache: %s must be a str or a CUDA ordinal (int), not a bool (%r); use %s"
                         % (what, device, ACCEPTED))
-    if isinstance(device, int):
+    if isinstance(device, numbers.Integral):   # int, numpy.int64, a 0-d index
+        device = int(device)
         if device < 0:
             raise _bad(device, what)
         return Device(str(device), "cuda:%d" % device)
