@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Layout text: parsing, the canonical hash, rule matching, and finding the
- * preset files. See plan.h for the grammar. Costs: parsing is O(bytes);
+ * preset files. See layout.h for the grammar. Costs: parsing is O(bytes);
  * plan_rules_preset reads every *.layout file of the directory (a handful
  * of small files) to find the one whose arch line names the architecture.
  */
@@ -18,7 +18,7 @@
 
 #include "err.h"
 #include "glob.h"
-#include "plan.h"
+#include "layout.h"
 
 #ifndef WC_LAYOUT_SRC_DIR
 #define WC_LAYOUT_SRC_DIR ""
