@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The CUDA memory backend: devices. Discovery (index or UUID, once per
- * process), open and close, free memory, CUDA error texts, and the backend
- * table. The backend's other files: cuda_pool.c (pools, staging memory,
- * copies, seal, idle: the daemon side), cuda_import.c (the engine side),
- * cuda_hash.c (XXH3 on the device).
+ * process), open, the context, free memory, CUDA error texts: the bottom
+ * of the backend, which calls no other cuda_* file (cuda_priv.h has the
+ * order; the table and close are in cuda_backend.c).
  *
  * cudart is linked statically; the driver API is looked up at open time
  * (cuda_priv.h says why), so nothing here needs libcuda.so.1 to start.
@@ -116,7 +115,7 @@ void gpu_cuda_ctx_join(struct gpu_dev *dev)
 	}
 }
 
-static int cuda_context(struct gpu_dev *dev, enum gpu_ctx how, char *err)
+int gpu_cuda_context(struct gpu_dev *dev, enum gpu_ctx how, char *err)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
 
@@ -316,7 +315,7 @@ static const char *no_device_why(cudaError_t e)
 /* Opens a device by index or UUID; the context (the first one in a process
  * costs about 0.1 to 0.5 s; later ones microseconds) is cuda_context's, as
  * gpu_dev_open_ctx asks. */
-static int cuda_open(struct gpu_dev *dev, const char *spec, char *err)
+int gpu_cuda_open(struct gpu_dev *dev, const char *spec, char *err)
 {
 	const struct cuda_info *in;
 	struct cuda_dev *cd;
@@ -345,7 +344,6 @@ static int cuda_open(struct gpu_dev *dev, const char *spec, char *err)
 	cd->drv = proc.drv;
 	cd->vmm = in->vmm;
 	dev->priv = cd;
-	dev->be = gpu_cuda_backend();
 	dev->ordinal = ord;
 	memcpy(dev->uuid, in->uuid, sizeof(dev->uuid));
 	memcpy(dev->name, in->uuid, sizeof(dev->name));
@@ -354,25 +352,6 @@ static int cuda_open(struct gpu_dev *dev, const char *spec, char *err)
 	dev->export_kind = GPU_EXPORT_FD;
 	dev->granularity = in->granularity;
 	return 0;
-}
-
-static void cuda_close(struct gpu_dev *dev)
-{
-	struct cuda_dev *cd = cuda_dev_of(dev);
-	int i;
-
-	if (!cd)
-		return;
-	gpu_cuda_ctx_join(dev);
-	gpu_cuda_hash_end(dev, NULL, NULL);
-	if (cd->streams_ready && gpu_cuda_enter(dev, NULL) == 0) {
-		for (i = 0; i < CUDA_STREAMS; i++) {
-			cudaStreamSynchronize(cd->st[i].s);
-			cudaStreamDestroy(cd->st[i].s);
-		}
-	}
-	free(cd);
-	dev->priv = NULL;
 }
 
 int gpu_cuda_mem_info(struct gpu_dev *dev, uint64_t *free_b, uint64_t *total_b)
@@ -389,43 +368,4 @@ int gpu_cuda_mem_info(struct gpu_dev *dev, uint64_t *free_b, uint64_t *total_b)
 	*free_b = f;
 	*total_b = t;
 	return 0;
-}
-
-
-static const struct gpu_backend cuda_backend = {
-	.name = "cuda",
-	.open = cuda_open,
-	.close = cuda_close,
-	.mem_info = gpu_cuda_mem_info,
-	.pool_create = gpu_cuda_pool_create,
-	.staging_alloc = gpu_cuda_staging_alloc,
-	.staging_free = gpu_cuda_staging_free,
-	.host_map = gpu_cuda_host_map,
-	.staging_pin = gpu_cuda_staging_pin,
-	.host_unmap = gpu_cuda_host_unmap,
-	.copy_to_pool = gpu_cuda_copy_to_pool,
-	.copy_from_pool = gpu_cuda_copy_from_pool,
-	.copy_from_pool_async = gpu_cuda_copy_from_pool_async,
-	.copy_wait = gpu_cuda_copy_wait,
-	.pool_fill = gpu_cuda_pool_fill,
-	.pool_seal = gpu_cuda_pool_seal,
-	.pool_release = gpu_cuda_pool_release,
-	.pool_adopt = gpu_cuda_pool_adopt,
-	.import = gpu_cuda_import,
-	.reserve = gpu_cuda_reserve,
-	.unreserve = gpu_cuda_unreserve,
-	.read_mapping = gpu_cuda_read_mapping,
-	.unimport = gpu_cuda_unimport,
-	.write_mapping = gpu_cuda_write_mapping,
-	.hash_begin = gpu_cuda_hash_begin,
-	.hash_step = gpu_cuda_hash_step,
-	.hash_end = gpu_cuda_hash_end,
-	.hash_batch = gpu_cuda_hash_batch,
-	.idle = gpu_cuda_idle,
-	.context = cuda_context,
-};
-
-const struct gpu_backend *gpu_cuda_backend(void)
-{
-	return &cuda_backend;
 }

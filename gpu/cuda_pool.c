@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "cuda_priv.h"
 
 #define HUGE_2M (2ull << 20)
@@ -319,7 +320,10 @@ int gpu_cuda_idle(struct gpu_dev *dev, struct gpu_pool *const *pools,
 	ret = gpu_cuda_enter(dev, err);
 	if (ret)
 		return ret;
-	gpu_cuda_hash_end(dev, NULL, NULL);
+	/* a running hash ends first (cuda_hash.c is above this file: through
+	 * the table) */
+	WC_ASSERT(dev->be && dev->be->hash_end);
+	dev->be->hash_end(dev, NULL, NULL);
 	if (cd->streams_ready) {
 		for (int i = 0; i < CUDA_STREAMS; i++) {
 			cudaStreamSynchronize(cd->st[i].s);
