@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "cuda_priv.h"
 #include "xxh3_split.h"
 
@@ -159,6 +160,8 @@ int gpu_cuda_hash_step(struct gpu_dev *dev, struct gpu_pool *pool,
 	ret = gpu_cuda_pool_ready(dev, pool, err);
 	if (ret)
 		return ret;
+	/* hash_begin sets cd->hash only once every stream and event is made */
+	WC_ASSERT(h->nhs == CUDA_HASH_CHAINS && h->nev == CUDA_STREAMS);
 	hs = h->hs[chain % CUDA_HASH_CHAINS];
 	ev = h->ev[copy_stream % CUDA_STREAMS];
 	/* Always wait, even with no whole block to chain yet: a later step

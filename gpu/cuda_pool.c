@@ -508,8 +508,11 @@ static void CUDART_CB copy_done(void *userdata)
 	struct cuda_cb *cb = userdata;
 	gpu_done_fn done = cb->done;
 	void *arg = cb->arg;
+	unsigned was;
 
-	atomic_fetch_sub_explicit(&cb->st->inflight, 1, memory_order_release);
+	/* one call per record queued: the count was raised for this one */
+	was = atomic_fetch_sub_explicit(&cb->st->inflight, 1, memory_order_release);
+	WC_ASSERT(was > 0 && was <= CUDA_INFLIGHT_MAX);
 	if (done)
 		done(arg, 0);
 }
@@ -541,6 +544,7 @@ int gpu_cuda_copy_to_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 	ret = gpu_cuda_streams_init(dev);
 	if (ret)
 		return ret;
+	WC_ASSERT(cd->streams_ready);
 	st = &cd->st[stream % CUDA_STREAMS];
 	if (atomic_load_explicit(&st->inflight, memory_order_acquire) >= CUDA_INFLIGHT_MAX)
 		return -EBUSY;

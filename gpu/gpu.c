@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base.h"
 #include "err.h"
 #include "gpu.h"
 #include "paths.h"
@@ -36,6 +37,8 @@ int gpu_dev_open_ctx(struct gpu_dev *dev, const char *spec, enum gpu_ctx how,
 			       "device '%.64s' selects CUDA, but this build has no CUDA backend (no CUDA toolkit was found at build time): use --device host, or rebuild with CUDA=1 CUDA_HOME=...",
 			       spec);
 	ret = be->open(dev, spec, err);
+	/* an open backend has set its table: close and every call go there */
+	WC_ASSERT(ret || dev->be == be);
 	if (ret || !be->context)
 		return ret;
 	ret = be->context(dev, how, err);

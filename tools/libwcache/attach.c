@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "client.h"
 #include "err.h"
 
@@ -264,10 +265,12 @@ static int pools_map(struct wc_conn *c, struct wc_model *m, struct pools *ps,
 		     struct wc_error *err)
 {
 	bool writable = m->flags & WC_ATTACH_WRITABLE;
-	char e[WC_ERR_LEN > WC_ERR_LEN ? WC_ERR_LEN : WC_ERR_LEN];
+	char e[WC_ERR_LEN];
 	char *at = NULL;
 	uint64_t total = 0;
 	int ret;
+
+	WC_ASSERT(ps->n <= WC_POOLS_MAX);   /* pools_recv refused more */
 
 	/* back to back in one reserved range where the backend can
 	 * (wc_model_span), else wherever each import lands */
@@ -332,6 +335,7 @@ static int pools_map(struct wc_conn *c, struct wc_model *m, struct pools *ps,
 
 static void maps_release(struct wc_conn *c, struct wc_model *m)
 {
+	WC_ASSERT(m->npools <= WC_POOLS_MAX);
 	for (uint32_t i = 0; i < m->npools; i++)
 		c->dev.be->unimport(&c->dev, &m->maps[i]);
 	m->npools = 0;

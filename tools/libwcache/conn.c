@@ -23,6 +23,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "client.h"
 #include "err.h"
 #include "paths.h"
@@ -286,6 +287,7 @@ static int queue_notice(struct wc_conn *c, const struct wc_frame *f,
 		c->nq_head = (c->nq_head + 1) % WC_NOTICES_MAX;
 		c->nq_len--;
 	}
+	WC_ASSERT(c->nq_len < WC_NOTICES_MAX && c->nq_head < WC_NOTICES_MAX);
 	n = &c->notices[(c->nq_head + c->nq_len) % WC_NOTICES_MAX];
 	n->kind = notice_kind(nt.kind);
 	n->version = nt.version;
@@ -439,6 +441,7 @@ int wc_notice_read(struct wc_conn *c, struct wc_notice *n,
 		if (ret)
 			return ret;
 	}
+	WC_ASSERT(c->nq_len > 0 && c->nq_head < WC_NOTICES_MAX);
 	*n = c->notices[c->nq_head];
 	c->nq_head = (c->nq_head + 1) % WC_NOTICES_MAX;
 	c->nq_len--;

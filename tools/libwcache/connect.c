@@ -17,6 +17,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "client.h"
 #include "err.h"
 #include "paths.h"
@@ -212,8 +213,12 @@ void wc_close(struct wc_conn *c)
 {
 	if (!c)
 		return;
-	while (c->models)
-		wc_detach(c->models, NULL);
+	while (c->models) {
+		struct wc_model *m = c->models;
+
+		wc_detach(m, NULL);
+		WC_ASSERT(c->models != m);   /* wc_detach unlinks it */
+	}
 	if (c->dev_open)
 		gpu_dev_close(&c->dev);
 	if (c->fd >= 0)

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "client.h"
 #include "err.h"
 #include "hash.h"
@@ -133,7 +134,11 @@ const struct wc_tensor *wc_tensor_find(const struct wc_model *m,
 		return NULL;
 	b = name_hash(name) & (m->nbuckets - 1);
 	while (m->buckets[b]) {
-		const struct wc_tensor *t = &m->t[m->buckets[b] - 1];
+		const struct wc_tensor *t;
+
+		/* wc__index_build wrote index + 1 of a tensor of m */
+		WC_ASSERT(m->buckets[b] <= m->ntensors);
+		t = &m->t[m->buckets[b] - 1];
 
 		if (!strcmp(t->name, name))
 			return t;
