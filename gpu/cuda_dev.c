@@ -83,7 +83,7 @@ int gpu_cuda_enter(struct gpu_dev *dev, char *err)
 	cudaError_t e = cudaSetDevice(dev->ordinal);   /* makes the context */
 
 	if (e != cudaSuccess)
-		return wc_errf(err, gpu_cuda_rt_errno(e),
+		return base_errf(err, gpu_cuda_rt_errno(e),
 				     "cannot make CUDA device %d current: %s",
 				     dev->ordinal, cudaGetErrorString(e));
 	if (cd)
@@ -173,7 +173,7 @@ static int drv_resolve(struct cuda_drv *d, char *err)
 						     tab[i].ver,
 						     cudaEnableDefault, &q);
 		if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn)
-			return wc_errf(err, ENOSYS,
+			return base_errf(err, ENOSYS,
 					     "the CUDA driver lacks %s (query result %d, %s): update the NVIDIA driver or use --device host",
 					     tab[i].sym, (int)q,
 					     cudaGetErrorString(e));
@@ -209,7 +209,7 @@ static struct {
 	cudaError_t count_err;
 	int count;
 	int drv_ret;
-	char drv_err[WC_ERR_LEN];
+	char drv_err[BASE_ERR_LEN];
 	struct cuda_drv drv;
 	struct cuda_info dev[CUDA_DEVS_MAX];
 } proc = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -277,18 +277,18 @@ static int spec_ordinal(const char *spec, int count, int *ord, char *err)
 				return 0;
 			}
 		}
-		return wc_errf(err, ENODEV,
+		return base_errf(err, ENODEV,
 				     "no CUDA device has UUID %s (%d visible): check nvidia-smi -L and CUDA_VISIBLE_DEVICES",
 				     spec, count);
 	}
 	errno = 0;
 	v = strtol(spec, &end, 10);
 	if (errno || end == spec || *end || v < 0)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 				     "bad CUDA device \"%s\": give an index (0..%d), a GPU-... UUID, or host",
 				     spec, count - 1);
 	if (v >= count)
-		return wc_errf(err, ENODEV,
+		return base_errf(err, ENODEV,
 				     "CUDA device %ld does not exist: %d device(s) visible (0..%d); check nvidia-smi -L and CUDA_VISIBLE_DEVICES",
 				     v, count, count - 1);
 	*ord = (int)v;
@@ -325,22 +325,22 @@ int gpu_cuda_open(struct gpu_dev *dev, const char *spec, char *err)
 	dev->ordinal = -1;
 	pthread_once(&proc.once, proc_init);
 	if (proc.count_err != cudaSuccess || proc.count <= 0)
-		return wc_errf(err, ENODEV,
+		return base_errf(err, ENODEV,
 				     "no CUDA device found: %s; use --device host",
 				     no_device_why(proc.count_err));
 	if (proc.drv_ret)
-		return wc_errf(err, -proc.drv_ret, "%s", proc.drv_err);
+		return base_errf(err, -proc.drv_ret, "%s", proc.drv_err);
 	ret = spec_ordinal(spec, proc.count, &ord, err);
 	if (ret)
 		return ret;
 	in = info_get(ord);
 	if (!in)
-		return wc_errf(err, EIO,
+		return base_errf(err, EIO,
 				     "cannot query CUDA device %d (its UUID): the driver refused; check nvidia-smi",
 				     ord);
 	cd = calloc(1, sizeof(*cd));
 	if (!cd)
-		return wc_errf(err, ENOMEM, "out of memory opening CUDA device %s", spec);
+		return base_errf(err, ENOMEM, "out of memory opening CUDA device %s", spec);
 	cd->drv = proc.drv;
 	cd->vmm = in->vmm;
 	dev->priv = cd;

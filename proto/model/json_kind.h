@@ -7,6 +7,6 @@
 
 /* "an object", "an array", "a string", "an integer", "a float",
  * "a boolean" or "null". */
-const char *wc__json_kind(const json_t *v);
+const char *model__json_kind(const json_t *v);
 
 #endif

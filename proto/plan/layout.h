@@ -6,7 +6,7 @@
  * mean and builds the plan from them; this header knows nothing of plans.
  *
  * A layout is text (README "Layouts" has the grammar with examples): the
- * presets proto/layouts/<family>.layout and the --rules / --layout files
+ * presets proto/plan/layouts/<family>.layout and the --rules / --layout files
  * share it. Lines, '#' comments, blank lines allowed:
  *
  *   arch NAME...                 architectures a preset is for
@@ -126,7 +126,7 @@ struct plan_rules {
 	char src[PLAN_SRCS_MAX][PLAN_SRC_NAME_MAX];
 	/* XXH3-128 over the canonical form of everything above but arch:
 	 * part of the identity (the layout's hash). */
-	uint8_t hash[WC_HASH_LEN];
+	uint8_t hash[BASE_HASH_LEN];
 };
 
 /* The preset whose `arch` line names arch, from the layout directory
@@ -134,7 +134,7 @@ struct plan_rules {
  * architectures when none does. path (PATH_MAX) gets the file. */
 int plan_rules_preset(struct plan_rules *r, const char *arch, char *err);
 /* The directory the presets are read from: $WCACHE_LAYOUT_DIR, else the
- * source tree's proto/layouts (compiled in), else ../share/wcache/layouts
+ * source tree's proto/plan/layouts (compiled in), else ../share/wcache/layouts
  * next to the running binary, else PREFIX/share/wcache/layouts. */
 const char *plan_layout_dir(void);
 /* Reads a layout file (at most PLAN_RULES_FILE_MAX bytes) and puts its

@@ -143,10 +143,10 @@ struct plan {
 };
 
 /* Builds this rank's plan (p zeroed first; nothing to free on error). */
-int plan_build2(struct plan *p, const struct model *m,
+int plan_build_params(struct plan *p, const struct model *m,
 		const struct plan_rules *r, const struct plan_params *pp,
 		char *err);
-/* plan_build2 with ep 1 and the layout's vocab_pad. */
+/* plan_build_params with ep 1 and the layout's vocab_pad. */
 int plan_build(struct plan *p, const struct model *m,
 	       const struct plan_rules *r, uint32_t tp_size, uint32_t tp_rank,
 	       uint32_t pp_size, uint32_t pp_rank, char *err);

@@ -131,7 +131,7 @@ static int recv_exact(struct wc_conn *c, void *buf, size_t len,
 int wc__frame_recv(struct wc_conn *c, struct wc_frame *f, struct wc_error *err)
 {
 	uint8_t hdr[WIRE_HDR_LEN];
-	char e[WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	int ret;
 
 	f->nfds = 0;
@@ -222,7 +222,7 @@ static int refusal_or(struct wc_conn *c, unsigned type, int ret,
 
 int wc__send(struct wc_conn *c, struct wire_put *w, struct wc_error *err)
 {
-	char e[WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	int ret = wire_frame_end(w, e);
 
 	if (ret)
@@ -275,7 +275,7 @@ static int queue_notice(struct wc_conn *c, const struct wc_frame *f,
 {
 	struct wire_notice nt;
 	struct wc_notice *n;
-	char e[WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	int ret = wire_notice_get(f->payload, f->h.len, &nt, e);
 
 	if (ret)
@@ -322,7 +322,7 @@ static int error_reply(struct wc_conn *c, const struct wc_frame *f,
 		       unsigned req_type, struct wc_error *err)
 {
 	struct wire_error we;
-	char e[WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	int ret = wire_error_get(f->payload, f->h.len, &we, e);
 
 	if (ret)
@@ -483,7 +483,7 @@ static int call_text(struct wc_conn *c, unsigned type, const char *what,
 	struct wc_frame f;
 	const char *j;
 	size_t jn;
-	char e[WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	int ret;
 
 	*out = NULL;

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libwcache: connect by device or socket path (the runtime path rules of
- * proto/paths.h, the daemon's uid checked against the options) and close
+ * proto/base/paths.h, the daemon's uid checked against the options) and close
  * (every model still attached is detached first). The top of the
  * connection: it calls attach.c (wc_detach) and conn.c (the frames).
  */
@@ -27,7 +27,7 @@
 static int socket_path(struct wc_conn *c, const struct wc_connect_opts *o,
 		       struct wc_error *err)
 {
-	char e[WC_ERR_LEN], name[PATHS_DEVICE_MAX + 1], tmpl[PATHS_MAX];
+	char e[BASE_ERR_LEN], name[PATHS_DEVICE_MAX + 1], tmpl[PATHS_MAX];
 	struct paths *p;
 	int ret;
 

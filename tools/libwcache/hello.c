@@ -23,7 +23,7 @@ static int info_fill(struct wc_conn *c, const struct wire_hello_reply *r,
 {
 	struct wc_info *in = &c->info;
 	struct ident *id;
-	char e[WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	int ret;
 
 	id = malloc(sizeof(*id));
@@ -41,7 +41,7 @@ static int info_fill(struct wc_conn *c, const struct wire_hello_reply *r,
 	 * a daemon that exited; the reply names the one that answers */
 	if (in->pid > 0 && in->pid != c->pid)
 		wc__follow_daemon(c, in->pid);
-	wc_hash_hex(r->digest, in->identity);
+	base_hash_hex(r->digest, in->identity);
 	in->version = r->version;
 	in->tensors = r->tensors;
 	in->bytes = r->bytes;
@@ -64,7 +64,7 @@ static int mismatch_fail(struct wc_conn *c, struct wire_hello_reply *r,
 			 const char *mine, struct wc_error *err)
 {
 	struct wire_mismatch *mm;
-	char e[WC_ERR_LEN], names[512] = "", vals[WC_ERR_MSG_LEN - 640] = "";
+	char e[BASE_ERR_LEN], names[512] = "", vals[WC_ERR_MSG_LEN - 640] = "";
 	size_t nl = 0, vl = 0;
 	int ret = 0;
 
@@ -104,7 +104,7 @@ int wc_hello(struct wc_conn *c, const struct wc_expect *expect,
 	uint8_t enc[IDENT_ENC_MAX];
 	size_t enc_len = 0;
 	struct wc_frame f;
-	char e[WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	uint64_t id_req, t0 = wc__now_ns(), dev0 = c->times.device_ns;
 	int ret;
 

@@ -2,7 +2,7 @@
 /*
  * libwcache: the engine's identity, built from the model directory exactly
  * as the daemon builds its own (proto/model, the plan rules,
- * proto/identity, the device), and what was read to build it (the shards
+ * proto/plan/identity, the device), and what was read to build it (the shards
  * seen: what identcache.c checks a cached identity against). Calls no
  * other file of libwcache but table.c's helpers; identcache.c caches it.
  */
@@ -46,7 +46,7 @@ int wc__ident_build(struct ident *id, const struct wc_expect *x,
 {
 	struct plan_rules rules = { 0 };
 	struct model m;
-	char e[WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	int ret;
 
 	if (!x->model_dir)
