@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Error reporting for library code, the one helper of every layer (proto,
+ * Error reporting for library code (prefix base_, proto/base), the one
+ * helper of every layer (proto,
  * gpu, reactor users, wcd, libwcache): one sentence into the caller's
  * buffer, never printed, never fatal. The buffer is `char err[BASE_ERR_LEN]`
  * everywhere inside the project; a message that wraps another one embeds it

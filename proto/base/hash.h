@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * XXH3-128 helpers for tensor and header hashes. A hash is 16 bytes in the
+ * XXH3-128 helpers for tensor and header hashes (prefix base_, proto/base). A hash is 16 bytes in the
  * canonical (big-endian) form of XXH128_canonicalFromHash, so its hex is
  * exactly what `xxhsum -H2 FILE` prints. xxHash is inlined into hash.c only.
  */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Internal to proto/: names a JSON value's kind for error messages. */
+/* Internal to proto/model (double underscore): names a JSON value's kind
+ * for error messages (st.c, model.c). */
 #ifndef WC_JSON_KIND_H
 #define WC_JSON_KIND_H
 
