@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Error reporting for library code (prefix base_, proto/base), the one
- * helper of every layer (proto,
- * gpu, reactor users, wcd, libwcache): one sentence into the caller's
- * buffer, never printed, never fatal. The buffer is `char err[BASE_ERR_LEN]`
- * everywhere inside the project; a message that wraps another one embeds it
- * whole ("%s"), and the outer snprintf truncates once at the end. Only the
+ * helper of every layer (proto, gpu, reactor users, wcd, libwcache): one
+ * sentence into the caller's buffer, never printed, never fatal. The
+ * buffer is `char err[BASE_ERR_LEN]` everywhere inside the project; a
+ * message that wraps another one embeds it whole ("%s"), and the outer
+ * snprintf truncates once at the end. Only the
  * public struct wc_error (wcache.h) is larger (WC_ERR_MSG_LEN, to hold an
  * identity mismatch list); libwcache's wc__fail fills it through the same
  * base_verrf. A NULL buffer is allowed.
