@@ -41,7 +41,11 @@ endif
 CFLAGS   ?= -O2 -g
 WC_CFLAGS := -std=gnu11 -fPIC -pthread -Wall -Wextra -Wshadow -Wno-unused-parameter \
 	     -Wstrict-prototypes -Wmissing-prototypes -fno-strict-aliasing
-WC_CPPFLAGS := -D_GNU_SOURCE -I. -Ireactor -Iproto -Igpu -Itools/libwcache -Itools/common
+# proto/'s modules, in the order they may include each other (proto/README.md):
+# their headers are included by name ("wire.h"), one -I each
+PROTO_MODS  := base wire model plan
+PROTO_INC   := $(PROTO_MODS:%=-Iproto/%)
+WC_CPPFLAGS := -D_GNU_SOURCE -I. -Ireactor $(PROTO_INC) -Igpu -Itools/libwcache -Itools/common
 WC_LDFLAGS :=
 ifeq ($(WERROR),1)
 WC_CFLAGS += -Werror
@@ -83,7 +87,7 @@ NVCC_FLAGS ?= -O3
 WC_NVCC_FLAGS := -std=c++17 -Xcompiler -fPIC,-Wall,-fno-exceptions,-fno-threadsafe-statics
 
 REACTOR_SRC := $(wildcard reactor/*.c)
-PROTO_SRC   := $(wildcard proto/*.c)
+PROTO_SRC   := $(wildcard $(PROTO_MODS:%=proto/%/*.c))
 CLIENT_SRC  := $(wildcard tools/libwcache/*.c)
 TOOLS       := $(filter-out libwcache common dist,$(notdir $(patsubst %/,%,$(wildcard tools/*/))))
 COMMON_SRC  := $(wildcard tools/common/*.c)
@@ -273,7 +277,7 @@ FUZZ_FLAGS := -O1 -g -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=a
 build-fuzz/%: test/fuzz/%.c $(PROTO_SRC)
 	$(call say,FUZZ,$@)
 	@mkdir -p $(@D)
-	$(Q)clang $(WC_CPPFLAGS) -DWC_LAYOUT_SRC_DIR='"$(CURDIR)/proto/layouts"' $(CPPFLAGS) -std=gnu11 $(FUZZ_FLAGS) -o $@ $< $(PROTO_SRC) -ljansson -lxxhash -lm
+	$(Q)clang $(WC_CPPFLAGS) -DWC_LAYOUT_SRC_DIR='"$(CURDIR)/proto/plan/layouts"' $(CPPFLAGS) -std=gnu11 $(FUZZ_FLAGS) -o $@ $< $(PROTO_SRC) -ljansson -lxxhash -lm
 
 # Each target first runs every input of test/fuzz/regress/<target>/ once
 # (each a crash once found: copy a crash-* artifact there when you fix it),
@@ -319,14 +323,14 @@ SYSUSERSDIR ?= $(PREFIX)/lib/sysusers.d
 PCDIR      ?= $(LIBDIR)/pkgconfig
 LDCONFIG   ?=
 LAYOUTDIR  := $(DATADIR)/wcache/layouts
-# where the layout presets are found (proto/layout.c, plan_layout_dir):
+# where the layout presets are found (proto/plan/layout.c, plan_layout_dir):
 # this source tree, else next to the binary, else where install puts them
-$(BUILD)/obj/proto/layout.o: WC_CPPFLAGS += -DWC_LAYOUT_SRC_DIR='"$(CURDIR)/proto/layouts"' \
+$(BUILD)/obj/proto/plan/layout.o: WC_CPPFLAGS += -DWC_LAYOUT_SRC_DIR='"$(CURDIR)/proto/plan/layouts"' \
 	-DWC_LAYOUT_INSTALL_DIR='"$(LAYOUTDIR)"'
 
 VERSION  := $(shell sed -n 's/^\#define WCACHE_VERSION "\(.*\)"/\1/p' $(wildcard tools/common/*.h))
 UNITS    := wcd@.service wcache.service
-LAYOUTS  := $(wildcard proto/layouts/*.layout)
+LAYOUTS  := $(wildcard proto/plan/layouts/*.layout)
 EXAMPLES := $(wildcard tools/dist/k8s/*.yaml tools/dist/slurm/*.sbatch)
 HEADERS  := tools/libwcache/wcache.h reactor/wcreactor.h
 D        := $(DESTDIR)

@@ -143,7 +143,7 @@ int main(int argc, char **argv)
 	uint64_t total = 8ull << 30, best_chunk = 0, f0 = 0, f1 = 0, t = 0;
 	double r, best = 0;
 	unsigned best_s = 0;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct gpu_pool pool;
 	struct gpu_dev dev;
 	unsigned char *stage;

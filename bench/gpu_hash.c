@@ -2,7 +2,7 @@
 /*
  * Can the loader hash (XXH3-128 per tensor) as fast as PCIe copies? Measures,
  * on the machine it runs on (the GPU host's CPU):
- *   - wc_hash128 (proto/hash.c, what wcd uses: xxHash inlined, built with
+ *   - base_hash128 (proto/base/hash.c, what wcd uses: xxHash inlined, built with
  *     the project's flags, so SSE2 on x86-64),
  *   - the same XXH3-128 inlined here with AVX2 enabled (where the CPU has it),
  * each on memory not in cache (a 1 GiB buffer, 16 MiB pieces: like tensors
@@ -98,7 +98,7 @@ int main(void)
 	static const struct {
 		const char *name;
 		hash_fn fn;
-	} fns[] = { { "wc_hash128 (sse2)", wc_hash128 }, { "xxh3-128 avx2", hash_avx2 } };
+	} fns[] = { { "base_hash128 (sse2)", base_hash128 }, { "xxh3-128 avx2", hash_avx2 } };
 	uint8_t a[16], b[16];
 	unsigned t;
 	size_t f;
@@ -109,16 +109,16 @@ int main(void)
 		return 1;
 	for (size_t i = 0; i < BUF_BYTES; i += 8)
 		*(uint64_t *)(buf + i) = i * 0x9e3779b97f4a7c15ull;
-	wc_hash128(buf, 12345677, a);
+	base_hash128(buf, 12345677, a);
 	if (!__builtin_cpu_supports("avx2")) {
-		printf("no AVX2 on this CPU: only wc_hash128\n");
+		printf("no AVX2 on this CPU: only base_hash128\n");
 		for (t = 1; t <= 8; t *= 2)
 			printf("%s cold, %u thread(s): %.2f GB/s\n", fns[0].name, t,
 			       rate(fns[0].fn, t, false));
 		return 0;
 	}
 	hash_avx2(buf, 12345677, b);
-	printf("avx2 hash %s wc_hash128\n", memcmp(a, b, 16) ? "DIFFERS FROM" : "equals");
+	printf("avx2 hash %s base_hash128\n", memcmp(a, b, 16) ? "DIFFERS FROM" : "equals");
 	for (f = 0; f < 2; f++)
 		for (hot = 0; hot < 2; hot++)
 			for (t = 1; t <= 8; t *= 2)

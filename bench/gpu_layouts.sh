@@ -14,7 +14,7 @@ OUT=${OUT:-/tmp/gpu_layouts}
 mkdir -p "$OUT"
 export BUILD=${BUILD:-build} PYTHONUNBUFFERED=1 OUT
 # wcd reads its layout presets from here when run from a checkout
-[ -d proto/layouts ] && export WCACHE_LAYOUT_DIR=${WCACHE_LAYOUT_DIR:-$PWD/proto/layouts}
+[ -d proto/plan/layouts ] && export WCACHE_LAYOUT_DIR=${WCACHE_LAYOUT_DIR:-$PWD/proto/plan/layouts}
 rc=0
 if [ $# -gt 0 ]; then
 	python3 test/data/make_layout_models.py /tmp/layouts "$@" >"$OUT/models.log" 2>&1 || rc=1

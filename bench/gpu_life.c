@@ -121,7 +121,7 @@ static double h2d(struct gpu_pool *pool, const unsigned char *stage,
 
 static double ceiling(double *one, double *chunked)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct gpu_pool pool;
 	unsigned char *stage;
 
@@ -178,7 +178,7 @@ int main(int argc, char **argv)
 {
 	const char *model = NULL, *preset = "llama-1b";
 	double wake[REPS_MAX], ceil_v[REPS_MAX], m_wake, m_ceil;
-	char err[WC_ERR_LEN], exe[PATH_MAX], mdir[PATH_MAX], rundir[PATH_MAX];
+	char err[BASE_ERR_LEN], exe[PATH_MAX], mdir[PATH_MAX], rundir[PATH_MAX];
 	struct wc_connect_opts co = { .device = "0", .timeout_ms = 600000,
 				      .label = "bench gpu_life" };
 	bool keep = false;

@@ -67,7 +67,7 @@ static int child(const char *model, const char *spec, int m,
 	struct gpu_dev dev;
 	struct wc_error e;
 	struct ident id;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	uint64_t t0, t1;
 	bool ok;
 

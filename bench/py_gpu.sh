@@ -45,7 +45,7 @@ export BUILD=${BUILD:-build} PYTHONUNBUFFERED=1
 export WC_TOP=$PWD PYTHONPATH=$PWD/tools/libwcache/python
 # the layouts (fused views, aliases) from this tree: wcd looks in the build
 # tree's absolute path first, which a copied tree does not have
-export WCACHE_LAYOUT_DIR=${WCACHE_LAYOUT_DIR:-$PWD/proto/layouts}
+export WCACHE_LAYOUT_DIR=${WCACHE_LAYOUT_DIR:-$PWD/proto/plan/layouts}
 export WCACHE_LIB=$PWD/$BUILD/lib/libwcache.so
 export LD_LIBRARY_PATH=$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 PY=${PY:-python3}

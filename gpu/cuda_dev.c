@@ -1,10 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * The CUDA memory backend: devices. Discovery (index or UUID, once per
- * process), open and close, free memory, CUDA error texts, and the backend
- * table. The backend's other files: cuda_pool.c (pools, staging memory,
- * copies, seal, idle: the daemon side), cuda_import.c (the engine side),
- * cuda_hash.c (XXH3 on the device).
+ * process), open, the context, free memory, CUDA error texts: the bottom
+ * of the backend, which calls no other cuda_* file (cuda_priv.h has the
+ * order; the table and close are in cuda_backend.c).
  *
  * cudart is linked statically; the driver API is looked up at open time
  * (cuda_priv.h says why), so nothing here needs libcuda.so.1 to start.
@@ -84,7 +83,7 @@ int gpu_cuda_enter(struct gpu_dev *dev, char *err)
 	cudaError_t e = cudaSetDevice(dev->ordinal);   /* makes the context */
 
 	if (e != cudaSuccess)
-		return wc_errf(err, gpu_cuda_rt_errno(e),
+		return base_errf(err, gpu_cuda_rt_errno(e),
 				     "cannot make CUDA device %d current: %s",
 				     dev->ordinal, cudaGetErrorString(e));
 	if (cd)
@@ -116,7 +115,7 @@ void gpu_cuda_ctx_join(struct gpu_dev *dev)
 	}
 }
 
-static int cuda_context(struct gpu_dev *dev, enum gpu_ctx how, char *err)
+int gpu_cuda_context(struct gpu_dev *dev, enum gpu_ctx how, char *err)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
 
@@ -174,7 +173,7 @@ static int drv_resolve(struct cuda_drv *d, char *err)
 						     tab[i].ver,
 						     cudaEnableDefault, &q);
 		if (e != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn)
-			return wc_errf(err, ENOSYS,
+			return base_errf(err, ENOSYS,
 					     "the CUDA driver lacks %s (query result %d, %s): update the NVIDIA driver or use --device host",
 					     tab[i].sym, (int)q,
 					     cudaGetErrorString(e));
@@ -210,7 +209,7 @@ static struct {
 	cudaError_t count_err;
 	int count;
 	int drv_ret;
-	char drv_err[WC_ERR_LEN];
+	char drv_err[BASE_ERR_LEN];
 	struct cuda_drv drv;
 	struct cuda_info dev[CUDA_DEVS_MAX];
 } proc = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER };
@@ -278,18 +277,18 @@ static int spec_ordinal(const char *spec, int count, int *ord, char *err)
 				return 0;
 			}
 		}
-		return wc_errf(err, ENODEV,
+		return base_errf(err, ENODEV,
 				     "no CUDA device has UUID %s (%d visible): check nvidia-smi -L and CUDA_VISIBLE_DEVICES",
 				     spec, count);
 	}
 	errno = 0;
 	v = strtol(spec, &end, 10);
 	if (errno || end == spec || *end || v < 0)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 				     "bad CUDA device \"%s\": give an index (0..%d), a GPU-... UUID, or host",
 				     spec, count - 1);
 	if (v >= count)
-		return wc_errf(err, ENODEV,
+		return base_errf(err, ENODEV,
 				     "CUDA device %ld does not exist: %d device(s) visible (0..%d); check nvidia-smi -L and CUDA_VISIBLE_DEVICES",
 				     v, count, count - 1);
 	*ord = (int)v;
@@ -316,7 +315,7 @@ static const char *no_device_why(cudaError_t e)
 /* Opens a device by index or UUID; the context (the first one in a process
  * costs about 0.1 to 0.5 s; later ones microseconds) is cuda_context's, as
  * gpu_dev_open_ctx asks. */
-static int cuda_open(struct gpu_dev *dev, const char *spec, char *err)
+int gpu_cuda_open(struct gpu_dev *dev, const char *spec, char *err)
 {
 	const struct cuda_info *in;
 	struct cuda_dev *cd;
@@ -326,26 +325,25 @@ static int cuda_open(struct gpu_dev *dev, const char *spec, char *err)
 	dev->ordinal = -1;
 	pthread_once(&proc.once, proc_init);
 	if (proc.count_err != cudaSuccess || proc.count <= 0)
-		return wc_errf(err, ENODEV,
+		return base_errf(err, ENODEV,
 				     "no CUDA device found: %s; use --device host",
 				     no_device_why(proc.count_err));
 	if (proc.drv_ret)
-		return wc_errf(err, -proc.drv_ret, "%s", proc.drv_err);
+		return base_errf(err, -proc.drv_ret, "%s", proc.drv_err);
 	ret = spec_ordinal(spec, proc.count, &ord, err);
 	if (ret)
 		return ret;
 	in = info_get(ord);
 	if (!in)
-		return wc_errf(err, EIO,
+		return base_errf(err, EIO,
 				     "cannot query CUDA device %d (its UUID): the driver refused; check nvidia-smi",
 				     ord);
 	cd = calloc(1, sizeof(*cd));
 	if (!cd)
-		return wc_errf(err, ENOMEM, "out of memory opening CUDA device %s", spec);
+		return base_errf(err, ENOMEM, "out of memory opening CUDA device %s", spec);
 	cd->drv = proc.drv;
 	cd->vmm = in->vmm;
 	dev->priv = cd;
-	dev->be = gpu_cuda_backend();
 	dev->ordinal = ord;
 	memcpy(dev->uuid, in->uuid, sizeof(dev->uuid));
 	memcpy(dev->name, in->uuid, sizeof(dev->name));
@@ -354,25 +352,6 @@ static int cuda_open(struct gpu_dev *dev, const char *spec, char *err)
 	dev->export_kind = GPU_EXPORT_FD;
 	dev->granularity = in->granularity;
 	return 0;
-}
-
-static void cuda_close(struct gpu_dev *dev)
-{
-	struct cuda_dev *cd = cuda_dev_of(dev);
-	int i;
-
-	if (!cd)
-		return;
-	gpu_cuda_ctx_join(dev);
-	gpu_cuda_hash_end(dev, NULL, NULL);
-	if (cd->streams_ready && gpu_cuda_enter(dev, NULL) == 0) {
-		for (i = 0; i < CUDA_STREAMS; i++) {
-			cudaStreamSynchronize(cd->st[i].s);
-			cudaStreamDestroy(cd->st[i].s);
-		}
-	}
-	free(cd);
-	dev->priv = NULL;
 }
 
 int gpu_cuda_mem_info(struct gpu_dev *dev, uint64_t *free_b, uint64_t *total_b)
@@ -389,43 +368,4 @@ int gpu_cuda_mem_info(struct gpu_dev *dev, uint64_t *free_b, uint64_t *total_b)
 	*free_b = f;
 	*total_b = t;
 	return 0;
-}
-
-
-static const struct gpu_backend cuda_backend = {
-	.name = "cuda",
-	.open = cuda_open,
-	.close = cuda_close,
-	.mem_info = gpu_cuda_mem_info,
-	.pool_create = gpu_cuda_pool_create,
-	.staging_alloc = gpu_cuda_staging_alloc,
-	.staging_free = gpu_cuda_staging_free,
-	.host_map = gpu_cuda_host_map,
-	.staging_pin = gpu_cuda_staging_pin,
-	.host_unmap = gpu_cuda_host_unmap,
-	.copy_to_pool = gpu_cuda_copy_to_pool,
-	.copy_from_pool = gpu_cuda_copy_from_pool,
-	.copy_from_pool_async = gpu_cuda_copy_from_pool_async,
-	.copy_wait = gpu_cuda_copy_wait,
-	.pool_fill = gpu_cuda_pool_fill,
-	.pool_seal = gpu_cuda_pool_seal,
-	.pool_release = gpu_cuda_pool_release,
-	.pool_adopt = gpu_cuda_pool_adopt,
-	.import = gpu_cuda_import,
-	.reserve = gpu_cuda_reserve,
-	.unreserve = gpu_cuda_unreserve,
-	.read_mapping = gpu_cuda_read_mapping,
-	.unimport = gpu_cuda_unimport,
-	.write_mapping = gpu_cuda_write_mapping,
-	.hash_begin = gpu_cuda_hash_begin,
-	.hash_step = gpu_cuda_hash_step,
-	.hash_end = gpu_cuda_hash_end,
-	.hash_batch = gpu_cuda_hash_batch,
-	.idle = gpu_cuda_idle,
-	.context = cuda_context,
-};
-
-const struct gpu_backend *gpu_cuda_backend(void)
-{
-	return &cuda_backend;
 }

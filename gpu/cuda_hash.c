@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "cuda_priv.h"
 #include "xxh3_split.h"
 
@@ -83,38 +84,38 @@ int gpu_cuda_hash_begin(struct gpu_dev *dev, uint32_t n, char *err)
 	int ret;
 
 	if (cd->hash)
-		return wc_errf(err, EBUSY, "a device hash is already running on %s", dev->name);
+		return base_errf(err, EBUSY, "a device hash is already running on %s", dev->name);
 	ret = gpu_cuda_enter(dev, err);
 	if (ret)
 		return ret;
 	e = (cudaError_t)gpu_cuda_xxh3_probe();
 	if (e != cudaSuccess) {
 		cudaGetLastError();
-		return wc_errf(err, ENOTSUP,
+		return base_errf(err, ENOTSUP,
 				     "this build has no XXH3 kernel for %s (compute capability %d.%d): %s",
 				     dev->name, dev->cc_major, dev->cc_minor,
 				     cudaGetErrorString(e));
 	}
 	ret = gpu_cuda_streams_init(dev);
 	if (ret)
-		return wc_errf(err, -ret, "cannot create the copy streams of %s", dev->name);
+		return base_errf(err, -ret, "cannot create the copy streams of %s", dev->name);
 	h = calloc(1, sizeof(*h));
 	if (!h)
-		return wc_errf(err, ENOMEM, "out of memory");
+		return base_errf(err, ENOMEM, "out of memory");
 	h->n = n;
 	h->blocks = calloc(n ? n : 1, sizeof(*h->blocks));
 	h->tstate = calloc(n ? n : 1, 1);
 	h->jobs = calloc(n ? n : 1, sizeof(*h->jobs));
 	if (!h->blocks || !h->tstate || !h->jobs) {
 		hash_free(h);
-		return wc_errf(err, ENOMEM, "out of memory");
+		return base_errf(err, ENOMEM, "out of memory");
 	}
 	e = cudaMalloc((void **)&h->d_mem,
 		       (size_t)(n ? n : 1) * HASH_DEV_BYTES_PER_TENSOR);
 	if (e != cudaSuccess) {
 		h->d_mem = NULL;
 		hash_free(h);
-		return wc_errf(err, gpu_cuda_rt_errno(e),
+		return base_errf(err, gpu_cuda_rt_errno(e),
 				     "cannot allocate %zu bytes for hashing on %s: %s",
 				     (size_t)n * HASH_DEV_BYTES_PER_TENSOR, dev->name,
 				     cudaGetErrorString(e));
@@ -133,7 +134,7 @@ int gpu_cuda_hash_begin(struct gpu_dev *dev, uint32_t n, char *err)
 	return 0;
 out_cuda:
 	hash_free(h);
-	return wc_errf(err, gpu_cuda_rt_errno(e), "cannot set up hashing on %s: %s",
+	return base_errf(err, gpu_cuda_rt_errno(e), "cannot set up hashing on %s: %s",
 			     dev->name, cudaGetErrorString(e));
 }
 
@@ -153,12 +154,14 @@ int gpu_cuda_hash_step(struct gpu_dev *dev, struct gpu_pool *pool,
 	if (!h || i >= h->n || len <= XS_MIN_LEN || off % 16 ||
 	    off > pool->alloc_size || len > pool->alloc_size - off ||
 	    h->tstate[i] == T_DONE)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 				     "bad device hash step (tensor %u, %llu bytes at %llu)",
 				     i, (unsigned long long)len, (unsigned long long)off);
 	ret = gpu_cuda_pool_ready(dev, pool, err);
 	if (ret)
 		return ret;
+	/* hash_begin sets cd->hash only once every stream and event is made */
+	WC_ASSERT(h->nhs == CUDA_HASH_CHAINS && h->nev == CUDA_STREAMS);
 	hs = h->hs[chain % CUDA_HASH_CHAINS];
 	ev = h->ev[copy_stream % CUDA_STREAMS];
 	/* Always wait, even with no whole block to chain yet: a later step
@@ -184,7 +187,7 @@ int gpu_cuda_hash_step(struct gpu_dev *dev, struct gpu_pool *pool,
 	h->tstate[i] = fin ? T_DONE : T_RUNNING;
 	return 0;
 out_cuda:
-	return wc_errf(err, gpu_cuda_rt_errno(e),
+	return base_errf(err, gpu_cuda_rt_errno(e),
 			     "cannot queue the hash of a tensor on %s: %s",
 			     dev->name, cudaGetErrorString(e));
 }
@@ -209,9 +212,9 @@ int gpu_cuda_hash_batch(struct gpu_dev *dev, const struct gpu_hash_job *jobs,
 	int ret;
 
 	if (!h)
-		return wc_errf(err, EINVAL, "no device hash is running");
+		return base_errf(err, EINVAL, "no device hash is running");
 	if (n > h->n - h->njobs)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "a hash batch of %u tensors is more than the %u left of this hash",
 			       n, h->n - h->njobs);
 	results = (uint8_t *)(h->d_mem + (uint64_t)8 * h->n);
@@ -224,13 +227,13 @@ int gpu_cuda_hash_batch(struct gpu_dev *dev, const struct gpu_hash_job *jobs,
 		    j->off > j->pool->alloc_size ||
 		    j->len > j->pool->alloc_size - j->off ||
 		    h->tstate[j->i] != T_IDLE)
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "bad device hash batch job (tensor %u, %llu bytes at %llu)",
 				       j->i, (unsigned long long)j->len,
 				       (unsigned long long)j->off);
 		for (uint32_t m = 0; m < k; m++)
 			if (jobs[m].i == j->i)
-				return wc_errf(err, EINVAL,
+				return base_errf(err, EINVAL,
 					       "tensor %u is twice in one hash batch",
 					       j->i);
 	}
@@ -262,7 +265,7 @@ int gpu_cuda_hash_batch(struct gpu_dev *dev, const struct gpu_hash_job *jobs,
 		e = (cudaError_t)gpu_cuda_xxh3_batch(
 			hs, d_jobs + sizeof(*hj) * h->njobs, n);
 	if (e != cudaSuccess)
-		return wc_errf(err, gpu_cuda_rt_errno(e),
+		return base_errf(err, gpu_cuda_rt_errno(e),
 			       "cannot queue the hashes of %u tensors on %s: %s",
 			       n, dev->name, cudaGetErrorString(e));
 	for (uint32_t k = 0; k < n; k++)
@@ -280,7 +283,7 @@ int gpu_cuda_hash_end(struct gpu_dev *dev, uint8_t (*out)[16], char *err)
 	int ret = 0;
 
 	if (!h)
-		return out ? wc_errf(err, EINVAL, "no device hash is running") : 0;
+		return out ? base_errf(err, EINVAL, "no device hash is running") : 0;
 	gpu_cuda_enter(dev, NULL);
 	for (unsigned i = 0; i < h->nhs; i++) {
 		e2 = cudaStreamSynchronize(h->hs[i]);
@@ -291,27 +294,27 @@ int gpu_cuda_hash_end(struct gpu_dev *dev, uint8_t (*out)[16], char *err)
 	if (!out)
 		goto out_free;
 	if (e != cudaSuccess) {
-		ret = wc_errf(err, gpu_cuda_rt_errno(e),
+		ret = base_errf(err, gpu_cuda_rt_errno(e),
 				    "hashing on %s failed: %s", dev->name,
 				    cudaGetErrorString(e));
 		goto out_free;
 	}
 	res = malloc((size_t)(h->n ? h->n : 1) * 16);
 	if (!res) {
-		ret = wc_errf(err, ENOMEM, "out of memory");
+		ret = base_errf(err, ENOMEM, "out of memory");
 		goto out_free;
 	}
 	e = cudaMemcpy(res, h->d_mem + (uint64_t)8 * h->n, (size_t)h->n * 16,
 		       cudaMemcpyDeviceToHost);
 	if (e != cudaSuccess) {
-		ret = wc_errf(err, gpu_cuda_rt_errno(e),
+		ret = base_errf(err, gpu_cuda_rt_errno(e),
 				    "cannot read the hashes back from %s: %s",
 				    dev->name, cudaGetErrorString(e));
 		goto out_free;
 	}
 	for (uint32_t i = 0; i < h->n; i++) {
 		if (h->tstate[i] == T_RUNNING) {
-			ret = wc_errf(err, EIO,
+			ret = base_errf(err, EIO,
 					    "the device hash of tensor %u was never finished", i);
 			goto out_free;
 		}

@@ -28,7 +28,7 @@ static int import_vmm(struct gpu_dev *dev, int fd, uint64_t size,
 	r = cd->drv.MemImportFromShareableHandle(&cm->h, (void *)(uintptr_t)fd,
 						 CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
 	if (r != CUDA_SUCCESS)
-		return wc_errf(err, gpu_cuda_drv_errno(r),
+		return base_errf(err, gpu_cuda_drv_errno(r),
 				     "cannot import pool fd %d on %s: %s; the daemon must run on the same GPU and be reachable (same host)",
 				     fd, dev->name, gpu_cuda_drv_str(cd, r, es, sizeof(es)));
 	cm->map_size = gpu_align_up(size, dev->granularity);
@@ -39,14 +39,14 @@ static int import_vmm(struct gpu_dev *dev, int fd, uint64_t size,
 		r = cd->drv.MemAddressReserve(&cm->ptr, cm->map_size,
 					      dev->granularity, 0, 0);
 	if (!at && r != CUDA_SUCCESS) {
-		ret = wc_errf(err, gpu_cuda_drv_errno(r),
+		ret = base_errf(err, gpu_cuda_drv_errno(r),
 				    "cannot reserve %zu bytes of device address space: %s",
 				    cm->map_size, gpu_cuda_drv_str(cd, r, es, sizeof(es)));
 		goto out_release;
 	}
 	r = cd->drv.MemMap(cm->ptr, cm->map_size, 0, cm->h, 0);
 	if (r != CUDA_SUCCESS) {
-		ret = wc_errf(err, gpu_cuda_drv_errno(r),
+		ret = base_errf(err, gpu_cuda_drv_errno(r),
 				    "cannot map an imported pool of %llu bytes: %s; the size does not match the daemon's pool",
 				    (unsigned long long)size,
 				    gpu_cuda_drv_str(cd, r, es, sizeof(es)));
@@ -58,7 +58,7 @@ static int import_vmm(struct gpu_dev *dev, int fd, uint64_t size,
 			       CU_MEM_ACCESS_FLAGS_PROT_READ;
 	r = cd->drv.MemSetAccess(cm->ptr, cm->map_size, &acc, 1);
 	if (r != CUDA_SUCCESS) {
-		ret = wc_errf(err, gpu_cuda_drv_errno(r),
+		ret = base_errf(err, gpu_cuda_drv_errno(r),
 				    "cannot set %s access on an imported pool: %s",
 				    writable ? "read-write" : "read-only",
 				    gpu_cuda_drv_str(cd, r, es, sizeof(es)));
@@ -86,7 +86,7 @@ static int import_legacy(struct gpu_dev *dev, const unsigned char *handle,
 	memcpy(&h, handle, sizeof(h));
 	e = cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess);
 	if (e != cudaSuccess)
-		return wc_errf(err, gpu_cuda_rt_errno(e),
+		return base_errf(err, gpu_cuda_rt_errno(e),
 				     "cudaIpcOpenMemHandle on %s failed: %s; legacy handles open only in another process than the daemon, on the same host",
 				     dev->name, cudaGetErrorString(e));
 	cm->ptr = (CUdeviceptr)(uintptr_t)p;
@@ -102,7 +102,7 @@ int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
 
 	memset(m, 0, sizeof(*m));
 	if (size == 0 || (fd < 0 && !handle))
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 				     "import needs a pool fd or an IPC handle and a size (got fd %d, size %llu)",
 				     fd, (unsigned long long)size);
 	ret = gpu_cuda_enter(dev, err);
@@ -110,11 +110,11 @@ int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
 		return ret;
 	cm = calloc(1, sizeof(*cm));
 	if (!cm)
-		return wc_errf(err, ENOMEM, "out of host memory importing a pool");
+		return base_errf(err, ENOMEM, "out of host memory importing a pool");
 	cm->legacy = fd < 0;
 	if (cm->legacy && at) {
 		free(cm);
-		return wc_errf(err, EINVAL, "a legacy IPC handle cannot be mapped at a chosen address");
+		return base_errf(err, EINVAL, "a legacy IPC handle cannot be mapped at a chosen address");
 	}
 	ret = cm->legacy ? import_legacy(dev, handle, cm, err) :
 			   import_vmm(dev, fd, size, writable, at, cm, err);
@@ -140,7 +140,7 @@ int gpu_cuda_reserve(struct gpu_dev *dev, uint64_t size, void **at, char *err)
 	int ret;
 
 	if (!cd->vmm)
-		return wc_errf(err, EOPNOTSUPP, "%s has no VMM: no address space to reserve",
+		return base_errf(err, EOPNOTSUPP, "%s has no VMM: no address space to reserve",
 			       dev->name);
 	ret = gpu_cuda_enter(dev, err);
 	if (ret)
@@ -148,7 +148,7 @@ int gpu_cuda_reserve(struct gpu_dev *dev, uint64_t size, void **at, char *err)
 	r = cd->drv.MemAddressReserve(&p, gpu_align_up(size, dev->granularity),
 				      dev->granularity, 0, 0);
 	if (r != CUDA_SUCCESS)
-		return wc_errf(err, gpu_cuda_drv_errno(r),
+		return base_errf(err, gpu_cuda_drv_errno(r),
 			       "cannot reserve %llu bytes of device address space: %s",
 			       (unsigned long long)size,
 			       gpu_cuda_drv_str(cd, r, es, sizeof(es)));

@@ -17,6 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "cuda_priv.h"
 
 #define HUGE_2M (2ull << 20)
@@ -54,14 +55,14 @@ static int pool_create_vmm(struct gpu_dev *dev, struct gpu_pool *pool,
 	r = cd->drv.MemCreate(&cp->h, pool->alloc_size, &prop, 0);
 	if (r != CUDA_SUCCESS) {
 		oom_hint(dev, hint, sizeof(hint));
-		return wc_errf(err, gpu_cuda_drv_errno(r),
+		return base_errf(err, gpu_cuda_drv_errno(r),
 				     "cuMemCreate of %llu bytes on %s failed: %s (%s); free device memory or load fewer ranks per GPU",
 				     (unsigned long long)pool->alloc_size, dev->name,
 				     gpu_cuda_drv_str(cd, r, es, sizeof(es)), hint);
 	}
 	r = cd->drv.MemAddressReserve(&ptr, pool->alloc_size, dev->granularity, 0, 0);
 	if (r != CUDA_SUCCESS) {
-		ret = wc_errf(err, gpu_cuda_drv_errno(r),
+		ret = base_errf(err, gpu_cuda_drv_errno(r),
 				    "cuMemAddressReserve of %llu bytes failed: %s",
 				    (unsigned long long)pool->alloc_size,
 				    gpu_cuda_drv_str(cd, r, es, sizeof(es)));
@@ -69,7 +70,7 @@ static int pool_create_vmm(struct gpu_dev *dev, struct gpu_pool *pool,
 	}
 	r = cd->drv.MemMap(ptr, pool->alloc_size, 0, cp->h, 0);
 	if (r != CUDA_SUCCESS) {
-		ret = wc_errf(err, gpu_cuda_drv_errno(r), "cuMemMap failed: %s",
+		ret = base_errf(err, gpu_cuda_drv_errno(r), "cuMemMap failed: %s",
 				    gpu_cuda_drv_str(cd, r, es, sizeof(es)));
 		goto out_free_va;
 	}
@@ -78,14 +79,14 @@ static int pool_create_vmm(struct gpu_dev *dev, struct gpu_pool *pool,
 	acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
 	r = cd->drv.MemSetAccess(ptr, pool->alloc_size, &acc, 1);
 	if (r != CUDA_SUCCESS) {
-		ret = wc_errf(err, gpu_cuda_drv_errno(r), "cuMemSetAccess failed: %s",
+		ret = base_errf(err, gpu_cuda_drv_errno(r), "cuMemSetAccess failed: %s",
 				    gpu_cuda_drv_str(cd, r, es, sizeof(es)));
 		goto out_unmap;
 	}
 	r = cd->drv.MemExportToShareableHandle(&fd, cp->h,
 					       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
 	if (r != CUDA_SUCCESS || fd < 0) {
-		ret = wc_errf(err, EIO,
+		ret = base_errf(err, EIO,
 				    "cuMemExportToShareableHandle (POSIX fd) failed: %s; try --ipc legacy",
 				    gpu_cuda_drv_str(cd, r, es, sizeof(es)));
 		goto out_unmap;
@@ -115,7 +116,7 @@ static int pool_create_legacy(struct gpu_dev *dev, struct gpu_pool *pool, char *
 	e = cudaMalloc(&p, pool->alloc_size);
 	if (e != cudaSuccess) {
 		oom_hint(dev, hint, sizeof(hint));
-		return wc_errf(err, gpu_cuda_rt_errno(e),
+		return base_errf(err, gpu_cuda_rt_errno(e),
 				     "cudaMalloc of %llu bytes on %s failed: %s (%s); free device memory or load fewer ranks per GPU",
 				     (unsigned long long)pool->alloc_size, dev->name,
 				     cudaGetErrorString(e), hint);
@@ -123,7 +124,7 @@ static int pool_create_legacy(struct gpu_dev *dev, struct gpu_pool *pool, char *
 	e = cudaIpcGetMemHandle(&h, p);
 	if (e != cudaSuccess) {
 		cudaFree(p);
-		return wc_errf(err, gpu_cuda_rt_errno(e),
+		return base_errf(err, gpu_cuda_rt_errno(e),
 				     "cudaIpcGetMemHandle failed: %s; use the default (VMM) IPC mode",
 				     cudaGetErrorString(e));
 	}
@@ -168,18 +169,18 @@ int gpu_cuda_pool_create(struct gpu_dev *dev, struct gpu_pool *pool,
 	memset(pool, 0, sizeof(*pool));
 	pool->fd = -1;
 	if (size == 0)
-		return wc_errf(err, EINVAL, "a pool of 0 bytes was asked for");
+		return base_errf(err, EINVAL, "a pool of 0 bytes was asked for");
 	ret = gpu_cuda_enter(dev, err);
 	if (ret)
 		return ret;
 	limits_trim(dev);
 	cp = calloc(1, sizeof(*cp));
 	if (!cp)
-		return wc_errf(err, ENOMEM, "out of host memory for a pool record");
+		return base_errf(err, ENOMEM, "out of host memory for a pool record");
 	cp->legacy = dev->export_kind == GPU_EXPORT_IPC_HANDLE;
 	if (!cp->legacy && !cd->vmm) {
 		free(cp);
-		return wc_errf(err, EOPNOTSUPP,
+		return base_errf(err, EOPNOTSUPP,
 				     "%s does not support VMM with POSIX file descriptors: use --ipc legacy",
 				     dev->name);
 	}
@@ -249,17 +250,17 @@ int gpu_cuda_pool_adopt(struct gpu_dev *dev, struct gpu_pool *pool, int fd,
 	memset(pool, 0, sizeof(*pool));
 	pool->fd = -1;
 	if (dev->export_kind != GPU_EXPORT_FD)
-		return wc_errf(err, EOPNOTSUPP,
+		return base_errf(err, EOPNOTSUPP,
 				"legacy IPC pools cannot be handed over: they live in the old daemon's context");
 	if (!size || size > alloc_size || alloc_size % dev->granularity)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 				"a handed-over pool of %llu bytes in %llu is not a multiple of %s's granularity %llu",
 				(unsigned long long)size,
 				(unsigned long long)alloc_size, dev->name,
 				(unsigned long long)dev->granularity);
 	cp = calloc(1, sizeof(*cp));
 	if (!cp)
-		return wc_errf(err, ENOMEM, "out of host memory for a pool record");
+		return base_errf(err, ENOMEM, "out of host memory for a pool record");
 	pool->size = size;
 	pool->alloc_size = alloc_size;
 	pool->fd = fd;
@@ -274,7 +275,7 @@ int gpu_cuda_pool_ready(struct gpu_dev *dev, struct gpu_pool *pool, char *err)
 	int ret;
 
 	if (!cp)
-		return wc_errf(err, EINVAL, "the pool was released");
+		return base_errf(err, EINVAL, "the pool was released");
 	ret = gpu_cuda_enter(dev, err);
 	if (ret)
 		return ret;
@@ -304,11 +305,11 @@ int gpu_cuda_idle(struct gpu_dev *dev, struct gpu_pool *const *pools,
 		const struct cuda_pool *cp = pools[i]->priv;
 
 		if (cp && cp->legacy)
-			return wc_errf(err, ENOTSUP,
+			return base_errf(err, ENOTSUP,
 					     "legacy IPC pools live in the context; %s keeps it",
 					     dev->name);
 		if (cp && pools[i]->fd < 0)
-			return wc_errf(err, EINVAL, "a pool has no exported fd");
+			return base_errf(err, EINVAL, "a pool has no exported fd");
 	}
 	gpu_cuda_ctx_join(dev);
 	/* no context was made (wcd --takeover, GPU_CTX_LAZY): none to
@@ -319,7 +320,10 @@ int gpu_cuda_idle(struct gpu_dev *dev, struct gpu_pool *const *pools,
 	ret = gpu_cuda_enter(dev, err);
 	if (ret)
 		return ret;
-	gpu_cuda_hash_end(dev, NULL, NULL);
+	/* a running hash ends first (cuda_hash.c is above this file: through
+	 * the table) */
+	WC_ASSERT(dev->be && dev->be->hash_end);
+	dev->be->hash_end(dev, NULL, NULL);
 	if (cd->streams_ready) {
 		for (int i = 0; i < CUDA_STREAMS; i++) {
 			cudaStreamSynchronize(cd->st[i].s);
@@ -334,7 +338,7 @@ int gpu_cuda_idle(struct gpu_dev *dev, struct gpu_pool *const *pools,
 	e = cudaDeviceReset();
 	__atomic_store_n(&cd->ctx_made, false, __ATOMIC_RELAXED);
 	if (e != cudaSuccess)
-		return wc_errf(err, gpu_cuda_rt_errno(e),
+		return base_errf(err, gpu_cuda_rt_errno(e),
 				     "cannot release the CUDA context of %s: %s",
 				     dev->name, cudaGetErrorString(e));
 	return 0;
@@ -404,14 +408,14 @@ int gpu_cuda_host_map(struct gpu_dev *dev, size_t size, void **ptr, char *err)
 	void *p;
 
 	if (size == 0)
-		return wc_errf(err, EINVAL, "staging of 0 bytes was asked for");
+		return base_errf(err, EINVAL, "staging of 0 bytes was asked for");
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE,
 		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, -1, 0);
 	if (p == MAP_FAILED) {
 		p = mmap(NULL, len, PROT_READ | PROT_WRITE,
 			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (p == MAP_FAILED)
-			return wc_errf(err, errno,
+			return base_errf(err, errno,
 					     "cannot map %zu bytes of staging memory: %s; lower the staging size",
 					     len, strerror(errno));
 		madvise(p, len, MADV_HUGEPAGE);
@@ -442,7 +446,7 @@ int gpu_cuda_staging_pin(struct gpu_dev *dev, void *ptr, size_t size, char *err)
 		return ret;
 	e = cudaHostRegister(ptr, len, cudaHostRegisterDefault);
 	if (e != cudaSuccess)
-		return wc_errf(err, gpu_cuda_rt_errno(e),
+		return base_errf(err, gpu_cuda_rt_errno(e),
 				     "cudaHostRegister of %zu bytes of staging failed: %s; raise the locked-memory limit (ulimit -l) or lower the staging size",
 				     len, cudaGetErrorString(e));
 	return 0;
@@ -504,8 +508,11 @@ static void CUDART_CB copy_done(void *userdata)
 	struct cuda_cb *cb = userdata;
 	gpu_done_fn done = cb->done;
 	void *arg = cb->arg;
+	unsigned was;
 
-	atomic_fetch_sub_explicit(&cb->st->inflight, 1, memory_order_release);
+	/* one call per record queued: the count was raised for this one */
+	was = atomic_fetch_sub_explicit(&cb->st->inflight, 1, memory_order_release);
+	WC_ASSERT(was > 0 && was <= CUDA_INFLIGHT_MAX);
 	if (done)
 		done(arg, 0);
 }
@@ -537,6 +544,7 @@ int gpu_cuda_copy_to_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 	ret = gpu_cuda_streams_init(dev);
 	if (ret)
 		return ret;
+	WC_ASSERT(cd->streams_ready);
 	st = &cd->st[stream % CUDA_STREAMS];
 	if (atomic_load_explicit(&st->inflight, memory_order_acquire) >= CUDA_INFLIGHT_MAX)
 		return -EBUSY;
@@ -614,7 +622,7 @@ int gpu_cuda_copy_wait(struct gpu_dev *dev, char *err)
 		return 0;
 	e = cudaStreamSynchronize(cd->st[0].s);
 	if (e != cudaSuccess)
-		return wc_errf(err, gpu_cuda_rt_errno(e),
+		return base_errf(err, gpu_cuda_rt_errno(e),
 			       "a copy from the pools of %s to host memory failed: %s",
 			       dev->name, cudaGetErrorString(e));
 	return 0;
@@ -630,7 +638,7 @@ int gpu_cuda_pool_fill(struct gpu_dev *dev, struct gpu_pool *pool,
 	int ret;
 
 	if (off > pool->alloc_size || len > pool->alloc_size - off)
-		return wc_errf(err, EINVAL, "filling %" PRIu64 " bytes at %" PRIu64 " is past the pool's %" PRIu64,
+		return base_errf(err, EINVAL, "filling %" PRIu64 " bytes at %" PRIu64 " is past the pool's %" PRIu64,
 			       len, off, pool->alloc_size);
 	ret = gpu_cuda_pool_ready(dev, pool, err);
 	if (ret)
@@ -639,7 +647,7 @@ int gpu_cuda_pool_fill(struct gpu_dev *dev, struct gpu_pool *pool,
 	if (e == cudaSuccess)
 		e = cudaDeviceSynchronize();
 	if (e != cudaSuccess)
-		return wc_errf(err, gpu_cuda_rt_errno(e),
+		return base_errf(err, gpu_cuda_rt_errno(e),
 			       "filling pool bytes (the padding rows) on %s failed: %s",
 			       dev->name, cudaGetErrorString(e));
 	return 0;
@@ -660,7 +668,7 @@ int gpu_cuda_pool_seal(struct gpu_dev *dev, struct gpu_pool *pool, char *err)
 	for (i = 0; cd->streams_ready && i < CUDA_STREAMS; i++) {
 		e = cudaStreamSynchronize(cd->st[i].s);
 		if (e != cudaSuccess)
-			return wc_errf(err, gpu_cuda_rt_errno(e),
+			return base_errf(err, gpu_cuda_rt_errno(e),
 					     "a copy into the pools of %s failed: %s; the device is unusable until wcd restarts",
 					     dev->name, cudaGetErrorString(e));
 	}

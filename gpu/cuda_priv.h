@@ -1,10 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Private to gpu/cuda*.c: the per-device state of the CUDA backend and the
- * driver API table. The files: cuda_dev.c (devices: discovery, open, the
- * backend table), cuda_pool.c (pools, staging, copies, seal, idle),
- * cuda_import.c (the engine side), cuda_hash.c and cuda_xxh3.cu (hashes). Only files under gpu/ include this (it pulls in CUDA
- * headers).
+ * driver API table. The files, each calling only the ones below it:
+ *   cuda_backend.c   the backend table (gpu.h), open and close
+ *   cuda_hash.c      hashes on the device (its kernels: cuda_xxh3.cu)
+ *   cuda_pool.c      pools, staging, copies, seal, idle (the daemon side)
+ *   cuda_import.c    the engine side: import, reserve, read and write
+ *   cuda_dev.c       devices: discovery, open, the context, error texts
+ * A call up goes through the table (dev->be): idle ends a running hash so.
+ * Only files under gpu/ include this (it pulls in CUDA headers).
  *
  * The driver API (VMM: cuMemCreate and friends) is never linked: every
  * function is looked up through cudaGetDriverEntryPointByVersion once the
@@ -112,7 +116,10 @@ const char *gpu_cuda_drv_str(struct cuda_dev *cd, CUresult r, char *buf, size_t 
 /* Makes the device current on the calling thread (cheap when it already is). */
 int gpu_cuda_enter(struct gpu_dev *dev, char *err);
 
-/* cuda_dev.c: the backend's mem_info (gpu.h) */
+/* cuda_dev.c: the backend's open (all but dev->be, which cuda_backend.c
+ * sets), context and mem_info (gpu.h) */
+int gpu_cuda_open(struct gpu_dev *dev, const char *spec, char *err);
+int gpu_cuda_context(struct gpu_dev *dev, enum gpu_ctx how, char *err);
 int gpu_cuda_mem_info(struct gpu_dev *dev, uint64_t *free_b, uint64_t *total_b);
 
 /* cuda_pool.c: the backend's pool, staging, copy, seal and idle calls

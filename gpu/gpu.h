@@ -11,8 +11,8 @@
  *         nothing outside gpu/ includes a CUDA header.
  *
  * Functions return 0 or -errno and, where a user can meet the failure, write
- * one actionable sentence into err (char err[WC_ERR_LEN], with wc_errf: the
- * one error buffer and helper of every layer, proto/err.h). No printing, no
+ * one actionable sentence into err (char err[BASE_ERR_LEN], with base_errf: the
+ * one error buffer and helper of every layer, proto/base/err.h). No printing, no
  * exit.
  */
 #ifndef WC_GPU_H

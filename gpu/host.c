@@ -43,18 +43,18 @@
 
 static int host_open(struct gpu_dev *dev, const char *spec, char *err)
 {
-	char perr[WC_ERR_LEN];
+	char perr[BASE_ERR_LEN];
 	char name[PATHS_DEVICE_MAX + 1];
 	int ret;
 
 	memset(dev, 0, sizeof(*dev));
 	if (!paths_is_host_spec(spec))
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			    "device '%s' is not a host device (host or host:NAME)",
 			    spec);
 	ret = paths_device_name(spec, name, sizeof(name), perr);
 	if (ret)
-		return wc_errf(err, -ret, "%s", perr);
+		return base_errf(err, -ret, "%s", perr);
 	dev->be = &gpu_host_backend;
 	snprintf(dev->name, sizeof(dev->name), "%s", name);
 	snprintf(dev->uuid, sizeof(dev->uuid), "%s", name);
@@ -94,12 +94,12 @@ static int host_pool_create(struct gpu_dev *dev, struct gpu_pool *pool,
 	pool->fd = -1;
 	fd = memfd_create("wcache-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (fd < 0)
-		return wc_errf(err, errno, "memfd_create failed: %s",
+		return base_errf(err, errno, "memfd_create failed: %s",
 			    strerror(errno));
 	if (ftruncate(fd, (off_t)alloc)) {
 		e = errno;
 		close(fd);
-		return wc_errf(err, e,
+		return base_errf(err, e,
 			    "cannot size a %llu-byte host pool: %s (is /dev/shm or memory short?)",
 			    (unsigned long long)alloc, strerror(e));
 	}
@@ -107,7 +107,7 @@ static int host_pool_create(struct gpu_dev *dev, struct gpu_pool *pool,
 	if (p == MAP_FAILED) {
 		e = errno;
 		close(fd);
-		return wc_errf(err, e, "cannot map a %llu-byte host pool: %s",
+		return base_errf(err, e, "cannot map a %llu-byte host pool: %s",
 			    (unsigned long long)alloc, strerror(e));
 	}
 	pool->size = size;
@@ -125,7 +125,7 @@ static int host_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr,
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 
 	if (p == MAP_FAILED)
-		return wc_errf(err, errno, "cannot map %zu bytes of staging: %s",
+		return base_errf(err, errno, "cannot map %zu bytes of staging: %s",
 			    size, strerror(errno));
 	*ptr = p;
 	return 0;
@@ -209,18 +209,18 @@ static int host_pool_seal(struct gpu_dev *dev, struct gpu_pool *pool,
 	if (pool->sealed)
 		return 0;
 	if (pool->host_ptr && munmap(pool->host_ptr, pool->alloc_size))
-		return wc_errf(err, errno, "munmap of a pool failed: %s",
+		return base_errf(err, errno, "munmap of a pool failed: %s",
 			    strerror(errno));
 	pool->host_ptr = NULL;
 	pool->dev_ptr = 0;
 	if (fcntl(pool->fd, F_ADD_SEALS, HOST_SEALS))
-		return wc_errf(err, errno,
+		return base_errf(err, errno,
 			    "cannot seal a host pool (F_ADD_SEALS): %s",
 			    strerror(errno));
 	pool->sealed = true;
 	p = mmap(NULL, pool->alloc_size, PROT_READ, MAP_SHARED, pool->fd, 0);
 	if (p == MAP_FAILED)
-		return wc_errf(err, errno,
+		return base_errf(err, errno,
 			    "cannot map a sealed pool read-only: %s",
 			    strerror(errno));
 	pool->host_ptr = p;
@@ -250,28 +250,28 @@ static int host_pool_adopt(struct gpu_dev *dev, struct gpu_pool *pool, int fd,
 	memset(pool, 0, sizeof(*pool));
 	pool->fd = -1;
 	if (fstat(fd, &st))
-		return wc_errf(err, errno, "fstat of a handed-over pool failed: %s",
+		return base_errf(err, errno, "fstat of a handed-over pool failed: %s",
 				strerror(errno));
 	if ((uint64_t)st.st_size != alloc_size || size > alloc_size ||
 	    alloc_size % dev->granularity)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 				"a handed-over pool holds %lld bytes where %llu (for %llu) were announced: the old daemon's state is not what it says",
 				(long long)st.st_size,
 				(unsigned long long)alloc_size,
 				(unsigned long long)size);
 	seals = fcntl(fd, F_GET_SEALS);
 	if (seals < 0)
-		return wc_errf(err, errno,
+		return base_errf(err, errno,
 				"a handed-over pool is not a memfd (F_GET_SEALS: %s)",
 				strerror(errno));
 	if (sealed && (seals & HOST_SEALS) != HOST_SEALS)
-		return wc_errf(err, EPERM,
+		return base_errf(err, EPERM,
 				"a handed-over pool announced as sealed has seals 0x%x, not 0x%x: refusing to serve bytes an engine could change",
 				seals, HOST_SEALS);
 	p = mmap(NULL, alloc_size, sealed ? PROT_READ : PROT_READ | PROT_WRITE,
 		 MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
-		return wc_errf(err, errno,
+		return base_errf(err, errno,
 				"cannot map a handed-over %llu-byte pool: %s",
 				(unsigned long long)alloc_size, strerror(errno));
 	pool->size = size;
@@ -293,25 +293,25 @@ static int host_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
 
 	memset(m, 0, sizeof(*m));
 	if (fd < 0)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			    "the host backend imports pools by file descriptor, and none was given");
 	if (fstat(fd, &st))
-		return wc_errf(err, errno, "fstat of a pool fd failed: %s",
+		return base_errf(err, errno, "fstat of a pool fd failed: %s",
 			    strerror(errno));
 	if ((uint64_t)st.st_size < size)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			    "pool fd holds %lld bytes, fewer than the %llu announced",
 			    (long long)st.st_size, (unsigned long long)size);
 	seals = fcntl(fd, F_GET_SEALS);
 	if (writable && seals >= 0 && (seals & F_SEAL_WRITE))
-		return wc_errf(err, EPERM,
+		return base_errf(err, EPERM,
 			    "a read-write import of a sealed pool is refused: the daemon seals its pools so that no engine can change a shared byte; attach read-only");
 	if (size == 0)
 		size = 1;
 	p = mmap(at, size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
 		 MAP_SHARED | (at ? MAP_FIXED : 0), fd, 0);
 	if (p == MAP_FAILED)
-		return wc_errf(err, errno, "cannot map a %llu-byte pool: %s",
+		return base_errf(err, errno, "cannot map a %llu-byte pool: %s",
 			    (unsigned long long)size, strerror(errno));
 	m->size = size;
 	m->ptr = p;
@@ -349,7 +349,7 @@ static int host_reserve(struct gpu_dev *dev, uint64_t size, void **at, char *err
 		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 
 	if (p == MAP_FAILED)
-		return wc_errf(err, errno, "cannot reserve %llu bytes of address space: %s",
+		return base_errf(err, errno, "cannot reserve %llu bytes of address space: %s",
 			       (unsigned long long)size, strerror(errno));
 	*at = p;
 	return 0;

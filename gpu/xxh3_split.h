@@ -182,7 +182,7 @@ XS_FN uint64_t xs_merge(const uint64_t acc[8], unsigned soff, uint64_t start)
 /* The end of the long path, once every block before the last has been
  * chained into acc: the last block's whole stripes, the input's last 64
  * bytes, the merge. p is the input's start, len > XS_MIN_LEN. out gets the
- * canonical (big-endian high, then low) bytes that wc_hash128 writes. */
+ * canonical (big-endian high, then low) bytes that base_hash128 writes. */
 XS_FN void xs_finish(uint64_t acc[8], const uint8_t *p, uint64_t len,
 		     uint8_t out[16])
 {

@@ -33,7 +33,7 @@
  * answer "busy" to a lifecycle request while a job runs). Code that drives
  * the loop asserts !rx_loop_in_callback() first.
  *
- * Invariants are checked with WC_ASSERT (proto/base.h: abort with file and
+ * Invariants are checked with WC_ASSERT (proto/base/base.h: abort with file and
  * line in every build of the Makefile, out with -DNDEBUG): a completion for
  * an operation with nothing in flight, an operation ended twice.
  */

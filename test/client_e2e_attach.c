@@ -66,7 +66,7 @@ static void check_manifest_cmd(struct e2e *x, const struct wc_model *m)
 		const struct wc_tensor *t = wc_tensor_at(m, i);
 		char hex[WC_HEX_LEN];
 
-		wc_hash_hex(t->hash, hex);
+		base_hash_hex(t->hash, hex);
 		T_EQ_STR(json_string_value(json_object_get(v, "name")), t->name);
 		T_EQ_STR(json_string_value(json_object_get(v, "dtype")), t->dtype);
 		T_EQ_STR(json_string_value(json_object_get(v, "xxh3_128")), hex);

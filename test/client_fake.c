@@ -450,7 +450,7 @@ static void test_refusals(void)
 	T_CMP_INT(wc_connect(&o, &c, &e), <, 0);
 	T_HAS(e.msg, "{device}");
 	unsetenv("WCACHE_SOCKET_TEMPLATE");
-	/* by device through a runtime dir: the name rules of proto/paths.h */
+	/* by device through a runtime dir: the name rules of proto/base/paths.h */
 	o.runtime_dir = dir;
 	o.device = "host:nobody";
 	T_EQ_INT(wc_connect(&o, &c, &e), -ENOENT);

@@ -268,7 +268,7 @@ static inline void srv_manifest(int fd, struct wire_put *w,
 		memcpy(t.shape, f->shape, sizeof(f->shape));
 		for (uint64_t b = 0; b < f->bytes; b++)
 			buf[b] = tbyte(i, b);
-		wc_hash128(buf, f->bytes, t.hash);
+		base_hash128(buf, f->bytes, t.hash);
 		free(buf);
 		if (i == 2 && (!strcmp(sc, "badhash") || !strcmp(sc, "bigbad")))
 			t.hash[0] ^= 1;

@@ -138,7 +138,7 @@ int main(void)
 {
 	static uint8_t a[IDENT_ENC_MAX], b[IDENT_ENC_MAX];
 	struct wc_expect w = { 0 };
-	char err[WC_ERR_LEN], path[700];
+	char err[BASE_ERR_LEN], path[700];
 	struct wc__idc_counts c;
 	size_t la, lb;
 

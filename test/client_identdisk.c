@@ -440,7 +440,7 @@ static int child_get(const char *model, const char *out)
 {
 	struct wc_expect w = { .model_dir = model };
 	struct wc__idc_counts c;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct got g;
 	struct ident id;
 	struct wc_error e;
@@ -605,7 +605,7 @@ int main(int argc, char **argv)
 	static char layouts[300], preset[400], src[4200], path[700];
 	struct wc_expect w = { 0 };
 	struct wc__idc_counts c;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct got good, g;
 
 	if (argc == 5 && !strcmp(argv[1], "child") && !strcmp(argv[2], "get"))

@@ -418,7 +418,7 @@ static inline void e2e_check_view(const struct wc_model *m,
 	uint64_t n = wc_tensor_count(m), at = v->offset;
 	uint8_t h[WC_HASH_LEN];
 
-	wc_hash128(v->ptr, v->bytes, h);
+	base_hash128(v->ptr, v->bytes, h);
 	if ((v->flags & WC_TENSOR_HASHED) && memcmp(h, v->hash, WC_HASH_LEN))
 		T_FAIL("view %s: manifest hash differs from its mapped bytes' hash", v->name);
 	while (at < v->offset + v->bytes) {
@@ -463,7 +463,7 @@ static inline uint64_t e2e_compare_all(const struct e2e *x,
 		T_EQ_U64(t->bytes, len);
 		if (memcmp(b, t->ptr, len))
 			T_FAIL("tensor %s: mapped bytes differ from the file", t->name);
-		wc_hash128(b, len, h);
+		base_hash128(b, len, h);
 		if (memcmp(h, t->hash, WC_HASH_LEN))
 			T_FAIL("tensor %s: manifest hash differs from the file bytes' hash", t->name);
 		free(b);

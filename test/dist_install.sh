@@ -34,7 +34,7 @@ want="./usr/bin/wcattach ./usr/bin/wcbench ./usr/bin/wcctl ./usr/bin/wcd ./usr/b
 ./usr/share/doc/wcache/examples/wcache.sbatch ./usr/share/doc/wcache/examples/wcd-0.env
 ./usr/share/man/man1/wcattach.1 ./usr/share/man/man1/wcbench.1 ./usr/share/man/man1/wcgen.1
 ./usr/share/man/man8/wcctl.8 ./usr/share/man/man8/wcd.8"
-for l in "$WC_TOP"/proto/layouts/*.layout; do
+for l in "$WC_TOP"/proto/plan/layouts/*.layout; do
 	[ -e "$l" ] && want+=" ./usr/share/wcache/layouts/${l##*/}"
 done
 expect_eq "installed files" "$(tr '\n' ' ' <"$W/files")" "$(echo $want | tr ' ' '\n' | sort | tr '\n' ' ')"

@@ -35,7 +35,7 @@ out=$("$BIN/wcattach" --device "$DEVICE" --runtime-dir "$RUNDIR" --model "$MODEL
 expect_has "layout hash differs" "$out" "rules_hash: daemon="
 # the preset's own file given as --layout is the same layout
 out=$("$BIN/wcattach" --device "$DEVICE" --runtime-dir "$RUNDIR" --model "$MODEL" \
-	--layout "$(dirname "$0")/../proto/layouts/llama.layout" 2>&1) ||
+	--layout "$(dirname "$0")/../proto/plan/layouts/llama.layout" 2>&1) ||
 	fail "the preset given as a file was refused: $out"
 
 # another model (a second wcgen with another seed): the checkpoint differs

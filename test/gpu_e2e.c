@@ -211,7 +211,7 @@ static void check_view(struct wc_model *m, const struct wc_tensor *v)
 		free(pd);
 		at += part->bytes;
 	}
-	wc_hash128(d, v->bytes, h);
+	base_hash128(d, v->bytes, h);
 	if ((v->flags & WC_TENSOR_HASHED) && memcmp(h, v->hash, WC_HASH_LEN))
 		T_FAIL("view %s: manifest hash differs from its device bytes'", v->name);
 	free(d);
@@ -241,7 +241,7 @@ static void compare_all(const struct model *md, struct wc_model *m)
 		d = dev_bytes(t);
 		if (memcmp(f, d, len) != 0)
 			T_FAIL("tensor %s: device bytes differ from the file's", t->name);
-		wc_hash128(f, len, h);
+		base_hash128(f, len, h);
 		if ((t->flags & WC_TENSOR_HASHED) && memcmp(h, t->hash, WC_HASH_LEN))
 			T_FAIL("tensor %s: manifest hash differs from the file's", t->name);
 		free(f);
@@ -261,7 +261,7 @@ static void check_tp1(const char *model, bool legacy, const char *tag)
 	struct wc_model *m;
 	struct wc_conn *c;
 	struct model md;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct pollfd pfd;
 	struct wc_error e;
 	pid_t pid;
@@ -348,7 +348,7 @@ static void check_tp2(const char *model)
 	struct wc_conn *c[2];
 	struct wc_error e;
 	struct model md;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	uint64_t i, len, n0;
 	pid_t pid[2];
 	int r;
@@ -399,7 +399,7 @@ static void check_padding(void)
 	struct wc_conn *c[2];
 	struct wc_error e;
 	struct model md;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	pid_t pid[2];
 	int r;
 
@@ -469,7 +469,7 @@ int main(int argc, char **argv)
 	const struct gpu_backend *be = gpu_cuda_backend();
 	const char *build = getenv("BUILD") ? getenv("BUILD") : "build";
 	const char *top = getenv("WC_TOP") ? getenv("WC_TOP") : ".";
-	char model[600], wcgen[600], err[WC_ERR_LEN], *list, *tok, *save;
+	char model[600], wcgen[600], err[BASE_ERR_LEN], *list, *tok, *save;
 	char tag[16];
 	int nextra = 0;
 	char *gen[] = { wcgen, "tiny", "--out", model, NULL };

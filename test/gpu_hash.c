@@ -4,7 +4,7 @@
  * of awkward lengths (241, a block and a byte, a stripe short of two
  * blocks, larger than a piece ...) packed in a pool, copied in pieces of
  * random sizes on random copy streams, hashed on several chains with the
- * steps interleaved; every hash equals wc_hash128 of the host bytes. Then
+ * steps interleaved; every hash equals base_hash128 of the host bytes. Then
  * the refusals (a tensor of 240 bytes, an unaligned offset, a second
  * begin, an end without a begin, a tensor left unfinished), abandoning a
  * run; hash_batch (whole tensors side by side: the same equality, and its
@@ -60,7 +60,7 @@ static int copy_and_step(const struct gpu_backend *be, struct gpu_dev *dev,
 			 struct tens *t, unsigned nt, unsigned nlanes)
 {
 	unsigned lane_t[8], next_t = 0, live = 0, copies = 0;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 
 	for (unsigned k = 0; k < nlanes; k++) {
 		lane_t[k] = next_t < nt ? next_t++ : UINT32_MAX;
@@ -112,19 +112,19 @@ static void end_and_check(const struct gpu_backend *be, struct gpu_dev *dev,
 			  const uint8_t *stage, const struct tens *t,
 			  unsigned nt, uint8_t (*out)[16], int copies)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 
 	if (be->hash_end(dev, out, err))
 		T_FAIL("hash_end: %s", err);
 	wait_copies(copies);
 	for (unsigned i = 0; i < nt; i++) {
 		uint8_t want[16];
-		char w[WC_HASH_HEX_LEN], g[WC_HASH_HEX_LEN];
+		char w[BASE_HASH_HEX_LEN], g[BASE_HASH_HEX_LEN];
 
-		wc_hash128(stage + t[i].off, t[i].len, want);
+		base_hash128(stage + t[i].off, t[i].len, want);
 		if (memcmp(want, out[i], 16)) {
-			wc_hash_hex(want, w);
-			wc_hash_hex(out[i], g);
+			base_hash_hex(want, w);
+			base_hash_hex(out[i], g);
 			T_FAIL("tensor %u (%llu bytes at %llu): device %s, host %s",
 			       i, (unsigned long long)t[i].len,
 			       (unsigned long long)t[i].off, g, w);
@@ -141,7 +141,7 @@ static void check_all(const struct gpu_backend *be, struct gpu_dev *dev,
 	};
 	static uint8_t out[NT_MAX][16];
 	struct tens t[NT_MAX];
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	unsigned nt = 0;
 	uint64_t off = 0;
 	int copies;
@@ -172,7 +172,7 @@ static void check_batch(const struct gpu_backend *be, struct gpu_dev *dev,
 {
 	static uint8_t out[NT_MAX][16];
 	struct gpu_hash_job jobs[NT_MAX];
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	unsigned nt = 0, nj[2] = { 0, 0 };
 	struct tens t[NT_MAX];
 	uint64_t off = 0, len[NT_MAX];
@@ -238,7 +238,7 @@ static void check_refusals(const struct gpu_backend *be, struct gpu_dev *dev,
 			   struct gpu_pool *pool)
 {
 	uint8_t out[4][16];
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 
 	T_EQ_INT(be->hash_end(dev, out, err), -EINVAL);
 	T_HAS(err, "no device hash is running");
@@ -268,7 +268,7 @@ static void speed(const struct gpu_backend *be, struct gpu_dev *dev,
 		  struct gpu_pool *pool)
 {
 	static uint8_t out[8][16];
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	double t0;
 
 	for (int round = 0; round < 2; round++) {
@@ -307,7 +307,7 @@ static void speed(const struct gpu_backend *be, struct gpu_dev *dev,
 int main(void)
 {
 	const struct gpu_backend *be = gpu_cuda_backend();
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct gpu_pool pool;
 	struct gpu_dev dev;
 	uint8_t *stage;

@@ -122,7 +122,7 @@ static void reply2(int sock, const char *tag, int rc, int rc2, const char *fmt, 
 
 static void open_dev(const struct gpu_backend *be, struct gpu_dev *dev)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 
 	if (be->open(dev, "0", err))
 		T_FAIL("open: %s", err);
@@ -137,7 +137,7 @@ static int run_exporter(bool legacy, int sock)
 {
 	const struct gpu_backend *be = gpu_cuda_backend();
 	uint64_t size = (48u << 20) + 777;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	atomic_int done = 0;
 	struct gpu_pool pool;
 	struct gpu_dev dev;
@@ -204,7 +204,7 @@ static int run_importer(bool legacy, int sock)
 {
 	const struct gpu_backend *be = gpu_cuda_backend();
 	unsigned char junk[4096];
-	char err[WC_ERR_LEN] = "", why[128] = "";
+	char err[BASE_ERR_LEN] = "", why[128] = "";
 	struct gpu_mapping map;
 	struct gpu_dev dev;
 	uint64_t size;
@@ -332,7 +332,7 @@ static void run_mode(const char *mode)
 int main(int argc, char **argv)
 {
 	const struct gpu_backend *be = gpu_cuda_backend();
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct gpu_dev dev;
 	int ret;
 

@@ -43,7 +43,7 @@ static json_int_t resident(void)
 }
 
 /* Manifest hashes (in order) into h; checks each against the file bytes. */
-static void hashes(uint8_t (*h)[WC_HASH_LEN], bool verify_engine)
+static void hashes(uint8_t (*h)[BASE_HASH_LEN], bool verify_engine)
 {
 	struct wc_expect ex = { .model_dir = x.model };
 	struct wc_conn *c = e2e_connect(&x);
@@ -60,17 +60,17 @@ static void hashes(uint8_t (*h)[WC_HASH_LEN], bool verify_engine)
 	T_CMP_INT(wc_tensor_count(m), <=, 2 * x.m.ntensors);
 	for (uint64_t i = 0; i < wc_tensor_count(m); i++) {
 		const struct wc_tensor *t = wc_tensor_at(m, i);
-		uint8_t fh[WC_HASH_LEN];
+		uint8_t fh[BASE_HASH_LEN];
 		uint64_t len;
 		uint8_t *b;
 
-		memcpy(h[i], t->hash, WC_HASH_LEN);
+		memcpy(h[i], t->hash, BASE_HASH_LEN);
 		if (t->flags & WC_TENSOR_VIEW)
 			continue;   /* a fused view: its hash is compared below */
 		b = e2e_file_bytes(&x, t->name, &len);
-		wc_hash128(b, len, fh);
+		base_hash128(b, len, fh);
 		free(b);
-		if (memcmp(fh, t->hash, WC_HASH_LEN))
+		if (memcmp(fh, t->hash, BASE_HASH_LEN))
 			T_FAIL("tensor %s: manifest hash differs from the file's", t->name);
 	}
 	if (verify_engine) {
@@ -98,8 +98,8 @@ static uint64_t dev_free_at_least(uint64_t want)
 static void round_trip(unsigned level, bool idle)
 {
 	/* the checkpoint's tensors and the fused views over them */
-	size_t n = 2 * x.m.ntensors * WC_HASH_LEN;
-	uint8_t (*before)[WC_HASH_LEN] = calloc(1, n), (*after)[WC_HASH_LEN] = calloc(1, n);
+	size_t n = 2 * x.m.ntensors * BASE_HASH_LEN;
+	uint8_t (*before)[BASE_HASH_LEN] = calloc(1, n), (*after)[BASE_HASH_LEN] = calloc(1, n);
 	struct wc_life_result r;
 	struct wc_conn *c;
 	struct wc_error e;
@@ -148,8 +148,8 @@ static void round_trip(unsigned level, bool idle)
  * succeeds with every hash as before. */
 static void corrupt_wake(void)
 {
-	size_t n = 2 * x.m.ntensors * WC_HASH_LEN;
-	uint8_t (*before)[WC_HASH_LEN] = calloc(1, n), (*after)[WC_HASH_LEN] = calloc(1, n);
+	size_t n = 2 * x.m.ntensors * BASE_HASH_LEN;
+	uint8_t (*before)[BASE_HASH_LEN] = calloc(1, n), (*after)[BASE_HASH_LEN] = calloc(1, n);
 	struct wc_life_result r;
 	struct wc_conn *c;
 	struct wc_error e;
@@ -183,7 +183,7 @@ static void corrupt_wake(void)
 int main(void)
 {
 	const char *preset = getenv("WC_GPU_LIFE_PRESET");
-	char wcgen[600], err[WC_ERR_LEN];
+	char wcgen[600], err[BASE_ERR_LEN];
 	char *gen[] = { wcgen, (char *)(preset ? preset : "tiny"), "--force",
 			"--out", x.model, NULL };
 

@@ -42,7 +42,7 @@ static void wait_done(int n)
 
 static void check_specs(const struct gpu_backend *be, const struct gpu_dev *d0)
 {
-	char err[WC_ERR_LEN], up[GPU_NAME_LEN];
+	char err[BASE_ERR_LEN], up[GPU_NAME_LEN];
 	struct gpu_dev d;
 	size_t i;
 
@@ -135,7 +135,7 @@ static void check_2d(const struct gpu_backend *be, struct gpu_dev *dev,
 static void check_pool(const struct gpu_backend *be, struct gpu_dev *dev,
 		       bool legacy, unsigned char *stage, size_t stage_len)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct gpu_pool pool;
 	uint64_t size = 3 * dev->granularity + 12345;
 
@@ -166,7 +166,7 @@ static void check_pool(const struct gpu_backend *be, struct gpu_dev *dev,
 static void check_mem(const struct gpu_backend *be, struct gpu_dev *dev)
 {
 	uint64_t f0, f1, f2, t;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct gpu_pool pool;
 
 	T_OK(be->mem_info(dev, &f0, &t));
@@ -187,7 +187,7 @@ static void check_mem(const struct gpu_backend *be, struct gpu_dev *dev)
 static void check_uring(const struct gpu_backend *be, struct gpu_dev *dev,
 			unsigned char *stage, size_t len)
 {
-	char path[] = "/tmp/wct_gpu.XXXXXX", err[WC_ERR_LEN];
+	char path[] = "/tmp/wct_gpu.XXXXXX", err[BASE_ERR_LEN];
 	const size_t n = 1 << 20;
 	unsigned char *want = malloc(n), *back = malloc(n);
 	struct io_uring_cqe *cqe;
@@ -243,7 +243,7 @@ static void check_idle(const struct gpu_backend *be, struct gpu_dev *dev)
 	struct gpu_pool pools[2], legacy, *pp[2] = { &pools[0], &pools[1] };
 	struct gpu_pool *lp[1] = { &legacy };
 	struct gpu_mapping m;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 
 	T_ASSERT(back);
 	T_OK(be->staging_alloc(dev, 2 * n, (void **)&stage, err));
@@ -298,7 +298,7 @@ int main(void)
 {
 	const struct gpu_backend *be = gpu_cuda_backend();
 	size_t stage_len = (64u << 20) + 1;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	unsigned char *stage;
 	struct gpu_dev dev;
 	int ret;

@@ -54,7 +54,7 @@ static int engine_main(const struct e2e *x, int ready_fd, int stop_fd,
 	for (i = 0;; i++) {
 		struct pollfd p = { stop_fd, POLLIN, 0 };
 		const struct wc_tensor *t = wc_tensor_at(m, i % wc_tensor_count(m));
-		uint8_t h[WC_HASH_LEN];
+		uint8_t h[BASE_HASH_LEN];
 		char *json;
 
 		if (poll(&p, 1, 0) > 0)
@@ -80,8 +80,8 @@ static int engine_main(const struct e2e *x, int ready_fd, int stop_fd,
 			wc_detach(mm, NULL);
 			r.requests++;
 		}
-		wc_hash128(t->ptr, t->bytes, h);
-		if (memcmp(h, t->hash, WC_HASH_LEN))
+		base_hash128(t->ptr, t->bytes, h);
+		if (memcmp(h, t->hash, BASE_HASH_LEN))
 			T_FAIL("engine %d: tensor %s no longer hashes to its manifest hash",
 			       (int)getpid(), t->name);
 		while (wc_notice_read(c, &n, &e) == 1)

@@ -113,7 +113,7 @@ static pid_t lock_text_pid(const struct e2e *x)
 static pid_t ready_pid(const struct e2e *x, char *state, size_t cap)
 {
 	struct ready_info ri;
-	char rerr[WC_ERR_LEN];
+	char rerr[BASE_ERR_LEN];
 
 	if (ready_read_file(&ri, x->ready, rerr))
 		T_FAIL("ready file %s: %s", x->ready, rerr);
@@ -277,7 +277,7 @@ static void old_killed(struct e2e *x, int k)
 	struct engine g;
 	struct wc_error e;
 	struct ready_info ri;
-	char rerr[WC_ERR_LEN];
+	char rerr[BASE_ERR_LEN];
 	uint64_t end;
 	int st, leases;
 	bool listed;

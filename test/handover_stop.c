@@ -184,7 +184,7 @@ static void served_by(struct e2e *x, struct wc_conn *c, pid_t pid,
 /* The ready file and the lock file's flock name pid. */
 static void names_pid(struct e2e *x, pid_t pid, const char *what)
 {
-	char rerr[WC_ERR_LEN];
+	char rerr[BASE_ERR_LEN];
 	struct ready_info ri;
 
 	if (ready_read_file(&ri, x->ready, rerr))

@@ -19,7 +19,7 @@
 #include "gpu.h"
 #include "t.h"
 
-static char err[WC_ERR_LEN];
+static char err[BASE_ERR_LEN];
 
 static void done_cb(void *arg, int res)
 {

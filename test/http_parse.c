@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * proto/http: the metrics endpoint's request parser. A Prometheus scrape
+ * proto/wire/http: the metrics endpoint's request parser. A Prometheus scrape
  * and curl's request parse; a head cut anywhere asks for more; every
  * malformed shape a slow or hostile client can send is refused with the
  * code the endpoint answers (400, 413, 431, 505); the response head.

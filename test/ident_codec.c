@@ -29,8 +29,8 @@ static void sample(struct ident *id)
 	id->tp_rank = 3;
 	id->pp_size = 2;
 	id->pp_rank = 1;
-	memset(id->rules_hash, 0xab, WC_HASH_LEN);
-	memset(id->ckpt_digest, 0x11, WC_HASH_LEN);
+	memset(id->rules_hash, 0xab, BASE_HASH_LEN);
+	memset(id->ckpt_digest, 0x11, BASE_HASH_LEN);
 	strcpy(id->device_uuid, "GPU-12345678-abcd");
 	id->cc_major = 9;
 	id->cc_minor = 0;
@@ -39,7 +39,7 @@ static void sample(struct ident *id)
 static void check_roundtrip(void)
 {
 	unsigned char buf[IDENT_ENC_MAX], big[IDENT_ENC_MAX + 8];
-	char err[WC_ERR_LEN], diff[1024];
+	char err[BASE_ERR_LEN], diff[1024];
 	struct ident a, b;
 	size_t len, len2;
 
@@ -85,7 +85,7 @@ static void put32(unsigned char *p, uint32_t v)
 static void check_strict(void)
 {
 	unsigned char buf[IDENT_ENC_MAX];
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct ident a, b;
 	size_t len;
 
@@ -112,7 +112,7 @@ static void check_strict(void)
 
 static void check_compare(void)
 {
-	uint8_t d1[WC_HASH_LEN], d2[WC_HASH_LEN];
+	uint8_t d1[BASE_HASH_LEN], d2[BASE_HASH_LEN];
 	char out[2048], small[40];
 	struct ident a, b;
 
@@ -120,13 +120,13 @@ static void check_compare(void)
 	sample(&b);
 	T_OK(ident_digest(&a, d1));
 	T_OK(ident_digest(&b, d2));
-	T_ASSERT(!memcmp(d1, d2, WC_HASH_LEN));
+	T_ASSERT(!memcmp(d1, d2, BASE_HASH_LEN));
 	b.tp_rank = 4;
 	strcpy(b.dtype, "float16");
 	b.rules_hash[0] = 0;
 	b.cc_minor = 2;
 	T_OK(ident_digest(&b, d2));
-	T_ASSERT(memcmp(d1, d2, WC_HASH_LEN));
+	T_ASSERT(memcmp(d1, d2, BASE_HASH_LEN));
 	T_EQ_INT(ident_compare(&a, "daemon", &b, "engine", out, sizeof(out)), 4);
 	printf("%s\n", out);
 	T_EQ_STR(out, "dtype: daemon='bfloat16' engine='float16'; "
@@ -156,7 +156,7 @@ static void check_mismatch(void)
 	T_EQ_INT(ident_mismatch(&a, &b, mm, WIRE_MISMATCH_MAX), 0);
 	b.tp_size = 2;
 	strcpy(b.model_path, "/models/other");
-	memset(b.ckpt_digest, 0x22, WC_HASH_LEN);
+	memset(b.ckpt_digest, 0x22, BASE_HASH_LEN);
 	b.reserved1 = 9;
 	/* the path is shown, never compared (issue 15, item 7) */
 	T_EQ_INT(ident_mismatch(&a, &b, mm, WIRE_MISMATCH_MAX), 2);
@@ -186,7 +186,7 @@ static void check_mismatch(void)
 static void check_model(void)
 {
 	const char *wc = getenv("WC_TOP"), *build = getenv("BUILD");
-	char bin[1024], cmd[2048], dir[] = "/tmp/wct_ident.XXXXXX", err[WC_ERR_LEN];
+	char bin[1024], cmd[2048], dir[] = "/tmp/wct_ident.XXXXXX", err[BASE_ERR_LEN];
 	struct plan_rules r;
 	struct model m;
 	struct ident id;
@@ -207,9 +207,9 @@ static void check_model(void)
 	T_EQ_STR(id.model_path, m.path);
 	T_EQ_STR(id.arch, "LlamaForCausalLM");
 	T_EQ_STR(id.quant_method, "fp8");
-	T_ASSERT(!memcmp(id.quant_hash, m.cfg.quant_hash, WC_HASH_LEN));
-	T_ASSERT(!memcmp(id.ckpt_digest, m.digest, WC_HASH_LEN));
-	T_ASSERT(!memcmp(id.rules_hash, r.hash, WC_HASH_LEN));
+	T_ASSERT(!memcmp(id.quant_hash, m.cfg.quant_hash, BASE_HASH_LEN));
+	T_ASSERT(!memcmp(id.ckpt_digest, m.digest, BASE_HASH_LEN));
+	T_ASSERT(!memcmp(id.rules_hash, r.hash, BASE_HASH_LEN));
 	plan_rules_free(&r);
 	model_close(&m);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);

@@ -43,7 +43,7 @@ static void check_grid_point(int tp, int pp, int nnodes, int node,
 {
 	struct layout_params p = { tp, pp, nnodes, node, base, step, 0 };
 	struct layout l;
-	char err[WC_ERR_LEN] = "";
+	char err[BASE_ERR_LEN] = "";
 	int fits = (nnodes >= pp ? nnodes % pp == 0 &&
 				   tp % (nnodes / pp) == 0
 				 : pp % nnodes == 0);
@@ -90,7 +90,7 @@ static void check_partition(int tp, int pp, int nnodes)
 {
 	static int seen[64 * 64];
 	struct layout l;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 
 	memset(seen, 0, sizeof(seen));
 	for (int node = 0; node < nnodes; node++) {
@@ -129,7 +129,7 @@ static void check_known(void)
 		struct layout_params p = { k->tp, k->pp, k->nnodes, k->node,
 					   k->base, k->step, 8 };
 		struct layout l;
-		char err[WC_ERR_LEN];
+		char err[BASE_ERR_LEN];
 
 		T_OK(layout_compute(&p, &l, err));
 		T_EQ_INT(l.pp_first, k->pp_first);
@@ -168,7 +168,7 @@ static void check_errors(void)
 {
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct layout l;
-		char err[WC_ERR_LEN] = "";
+		char err[BASE_ERR_LEN] = "";
 
 		T_EQ_INT(layout_compute(&bad[i].p, &l, err), -EINVAL);
 		T_HAS(err, bad[i].msg);

@@ -42,7 +42,7 @@ expect_eq "unknown architecture exit" "$rc" 1
 expect_has "unknown architecture" "$out" "no sharding preset for architecture 'GPT2LMHeadModel'"
 expect_has "unknown architecture: the fix" "$out" "give a layout file"
 # ... which a layout file fixes
-cp "$(dirname "$0")/../proto/layouts/llama.layout" "$d/my.layout"
+cp "$(dirname "$0")/../proto/plan/layouts/llama.layout" "$d/my.layout"
 out=$("$BIN/wcctl" inspect "$d/m" --tp-size 2 --rank 1 --layout "$d/my.layout") || fail "inspect --layout: $out"
 expect_has "--layout" "$out" "model.layers.0.self_attn.qkv_proj.weight  BF16  [256, 256]"
 echo ok

@@ -56,7 +56,7 @@ static void recv_frame(int fd, struct wire_hdr *h, uint8_t **p)
 	struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1,
 			     .msg_control = cbuf,
 			     .msg_controllen = sizeof(cbuf) };
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	size_t got = 0;
 
 	while (got < sizeof(hdr)) {
@@ -111,7 +111,7 @@ static void waking(const struct e2e *x, unsigned lvl, const char *dir2)
 	struct wire_hello hl = { .proto_version = WIRE_VERSION,
 				 .flags = WIRE_HELLO_NO_IDENTITY };
 	struct wc_conn *c = e2e_connect(x);
-	char err[WC_ERR_LEN], want[256];
+	char err[BASE_ERR_LEN], want[256];
 	bool during[W_N] = { 0 }, woke = false, slept = false;
 	struct wc_error e;
 	uint8_t *buf = NULL;
@@ -247,7 +247,7 @@ int main(void)
 	struct wire_hello hl = { .proto_version = WIRE_VERSION,
 				 .flags = WIRE_HELLO_NO_IDENTITY };
 	struct wire_attach_req aq = { 0, 0 };
-	char wcgen[600], dir2[120], err[WC_ERR_LEN], want[512];
+	char wcgen[600], dir2[120], err[BASE_ERR_LEN], want[512];
 	char *gen[] = { wcgen, "tiny", "--seed", "2", "--out", dir2, NULL };
 	uint8_t *buf = NULL;
 	size_t len = 0;

@@ -48,7 +48,7 @@ static char *manifest_hashes(void)
 		char hex[WC_HEX_LEN];
 
 		T_ASSERT(t->flags & WC_TENSOR_HASHED);
-		wc_hash_hex(t->hash, hex);
+		base_hash_hex(t->hash, hex);
 		off += (size_t)snprintf(s + off, cap - off, "%s %s\n", t->name, hex);
 		T_ASSERT(off < cap);
 	}

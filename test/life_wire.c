@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The lifecycle reply codec (proto/wire_life.h): a round trip, a message
+ * The lifecycle reply codec (proto/wire/wire_life.h): a round trip, a message
  * over the cap is cut, and truncated payloads, trailing bytes and a message
  * length past the payload are each refused with -EBADMSG.
  */
@@ -21,7 +21,7 @@ int main(void)
 {
 	static struct wire_life_reply r, back;
 	struct wire_put w;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	const uint8_t *p;
 	size_t n;
 

@@ -41,7 +41,7 @@ expect_has "broken test" "$out" "0 passed, 1 failed, 0 skipped"
 cp "$WC_TOP/test/rx_timer.c" "$src/test/rx_timer.c"
 
 # 2. A broken library source: everything linked with it is stale.
-echo '#error broken on purpose by test/make_traps.sh' >>"$src/proto/hash.c"
+echo '#error broken on purpose by test/make_traps.sh' >>"$src/proto/base/hash.c"
 out=$(mk test T=rx_timer 2>&1); rc=$?
 [ "$rc" -ne 0 ] || fail "make test T=rx_timer with a broken library exited 0: $out"
 expect_has "broken library" "$out" "FAIL  rx_timer                     not built (the build failed"
@@ -54,7 +54,7 @@ out=$(mk test 2>&1); rc=$?
 [ "$rc" -ne 0 ] || fail "a plain make test with a compile error exited 0"
 expect_has "plain make test" "$out" "broken on purpose"
 [[ $out != *" passed, "* ]] || fail "a plain make test ran tests after a build error: $out"
-cp "$WC_TOP/proto/hash.c" "$src/proto/hash.c"
+cp "$WC_TOP/proto/base/hash.c" "$src/proto/base/hash.c"
 
 # 4. The user's flags add to the required ones.
 o=$BUILD/obj/test/rx_timer.o

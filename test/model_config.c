@@ -15,7 +15,7 @@
 
 static void parse_ok(struct model_config *c, const char *json)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 
 	if (model_config_parse(c, json, strlen(json), "config.json", err))
 		T_FAIL("%s: %s", json, err);
@@ -23,7 +23,7 @@ static void parse_ok(struct model_config *c, const char *json)
 
 static void parse_bad(const char *json, const char *needle)
 {
-	char err[WC_ERR_LEN] = "";
+	char err[BASE_ERR_LEN] = "";
 	struct model_config c;
 
 	if (!model_config_parse(&c, json, strlen(json), "/m/config.json", err))
@@ -62,7 +62,7 @@ static void check_fields(void)
 		     "\"weight_block_size\": [128, 64], \"quant_method\": \"fp8\"}}");
 	T_EQ_STR(c.quant_json, "{\"activation_scheme\":\"dynamic\",\"quant_method\":\"fp8\",\"weight_block_size\":[128,64]}");
 	T_EQ_STR(c.quant_json, d.quant_json);
-	T_ASSERT(!memcmp(c.quant_hash, d.quant_hash, WC_HASH_LEN));
+	T_ASSERT(!memcmp(c.quant_hash, d.quant_hash, BASE_HASH_LEN));
 	T_ASSERT(c.quant_block);
 	T_EQ_U64(c.quant_block_size[0], 128);
 	T_EQ_U64(c.quant_block_size[1], 64);
@@ -96,7 +96,7 @@ static void check_errors(void)
 static void gate(const char *json, const char *allow, int want_rc,
 		 enum quant_verdict want, const char *const *needles)
 {
-	char err[WC_ERR_LEN] = "";
+	char err[BASE_ERR_LEN] = "";
 	enum quant_verdict v = QUANT_NONE;
 	struct model_config c;
 	int rc;

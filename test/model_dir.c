@@ -62,7 +62,7 @@ static void edit_index(const char *dir, const char *tensor, const char *file)
 
 static void expect_fail(const char *dir, const char *n1, const char *n2)
 {
-	char err[WC_ERR_LEN] = "";
+	char err[BASE_ERR_LEN] = "";
 	struct model m;
 
 	if (model_open(&m, dir, err) == 0)
@@ -75,8 +75,8 @@ static void expect_fail(const char *dir, const char *n1, const char *n2)
 
 static void check_good(const char *dir)
 {
-	char err[WC_ERR_LEN];
-	uint8_t d1[WC_HASH_LEN];
+	char err[BASE_ERR_LEN];
+	uint8_t d1[BASE_HASH_LEN];
 	struct model m;
 
 	if (model_open(&m, dir, err))
@@ -97,14 +97,14 @@ static void check_good(const char *dir)
 	T_EQ_STR(m.shards[model_find(&m, "lm_head.weight")->shard].file,
 		 "model-00003-of-00003.safetensors");
 	T_ASSERT(!model_find(&m, "lm_head"));
-	memcpy(d1, m.digest, WC_HASH_LEN);
+	memcpy(d1, m.digest, BASE_HASH_LEN);
 	model_close(&m);
 	T_OK(model_open(&m, dir, err));
-	T_ASSERT(!memcmp(d1, m.digest, WC_HASH_LEN));
+	T_ASSERT(!memcmp(d1, m.digest, BASE_HASH_LEN));
 	model_close(&m);
 	sh("touch -d '2001-01-01' '%s/model-00002-of-00003.safetensors'%s", dir, "");
 	T_OK(model_open(&m, dir, err));
-	T_ASSERT(memcmp(d1, m.digest, WC_HASH_LEN));
+	T_ASSERT(memcmp(d1, m.digest, BASE_HASH_LEN));
 	model_close(&m);
 	/* A file the index does not name is ignored. */
 	sh("cp '%s/model-00003-of-00003.safetensors' '%s/consolidated.safetensors'", dir, dir);
@@ -116,7 +116,7 @@ static void check_good(const char *dir)
 int main(void)
 {
 	char dir[300], one[300], a[1024], b[1024];
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct model m;
 
 	snprintf(top, sizeof(top), "/tmp/wct_model.XXXXXX");

@@ -39,7 +39,7 @@ static void check_tp(const struct model *m, const struct plan_rules *r,
 		     uint32_t tp)
 {
 	struct plan *p = calloc(tp, sizeof(*p));
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	uint64_t split_tensors = 0;
 
 	T_ASSERT(p);
@@ -69,7 +69,7 @@ static void check_pp(const struct model *m, const struct plan_rules *r,
 		     uint32_t pp)
 {
 	uint32_t *seen = calloc(m->ntensors, sizeof(*seen));
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 
 	for (uint32_t s = 0; s < pp; s++) {
 		struct plan p;
@@ -102,7 +102,7 @@ static void check_pp(const struct model *m, const struct plan_rules *r,
 int main(void)
 {
 	char dir[] = "/tmp/wct_plan.XXXXXX", path[256], cmd[300];
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct plan_rules r;
 	struct model m;
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The layout globs (proto/glob.c), issue 26, item 4: a rule glob of
+ * The layout globs (proto/plan/glob.c), issue 26, item 4: a rule glob of
  * several stars against a long name ('*a*a*a*a*z' against 1000 a's) ran
  * for minutes in the backtracking matcher (wcctl inspect never ended, a
  * serving daemon sat at 100% CPU through an update). The matcher must
@@ -203,7 +203,7 @@ static void check_captures(void)
 static void check_refused(void)
 {
 	struct plan_rules r = { 0 };
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	long caps[26];
 
 	T_EQ_INT(plan_rules_parse(&r, "model.layers.{L}.x.{L} dim0\n", 27,

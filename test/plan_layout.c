@@ -22,7 +22,7 @@
 #include "t.h"
 
 static char top[] = "/tmp/wct_plo.XXXXXX";
-static char err[WC_ERR_LEN];
+static char err[BASE_ERR_LEN];
 
 static const struct plan_tensor *find(const struct plan *p, const char *name)
 {
@@ -47,7 +47,7 @@ static int build(struct plan *p, const struct model *m,
 		.tp_size = tp, .tp_rank = rank, .pp_size = 1, .pp_rank = 0,
 		.ep_size = ep, .ep_rank = ep_rank, .vocab_pad = vpad,
 	};
-	int ret = plan_build2(p, m, r, &pp, err);
+	int ret = plan_build_params(p, m, r, &pp, err);
 
 	if (!ret)
 		T_OK(plan_pack(p, 1u << 20, err));
@@ -460,19 +460,19 @@ static void check_presets(void)
 		"Gemma3ForCausalLM", "Phi3ForCausalLM", "MixtralForCausalLM",
 		"Qwen3MoeForCausalLM", "DeepseekV3ForCausalLM",
 	};
-	uint8_t h[8][WC_HASH_LEN];
+	uint8_t h[8][BASE_HASH_LEN];
 
 	for (size_t i = 0; i < 8; i++) {
 		struct plan_rules r;
 
 		if (plan_rules_preset(&r, archs[i], err))
 			T_FAIL("%s: %s", archs[i], err);
-		memcpy(h[i], r.hash, WC_HASH_LEN);
+		memcpy(h[i], r.hash, BASE_HASH_LEN);
 		plan_rules_free(&r);
 	}
-	T_ASSERT(!memcmp(h[0], h[1], WC_HASH_LEN));     /* one file */
-	T_ASSERT(memcmp(h[0], h[2], WC_HASH_LEN));
-	T_ASSERT(memcmp(h[5], h[6], WC_HASH_LEN));
+	T_ASSERT(!memcmp(h[0], h[1], BASE_HASH_LEN));     /* one file */
+	T_ASSERT(memcmp(h[0], h[2], BASE_HASH_LEN));
+	T_ASSERT(memcmp(h[5], h[6], BASE_HASH_LEN));
 }
 
 int main(void)

@@ -28,7 +28,7 @@
 #include "t.h"
 
 static char top[] = "/tmp/wct_pnm.XXXXXX";
-static char err[WC_ERR_LEN];
+static char err[BASE_ERR_LEN];
 
 static int parse(struct plan_rules *r, const char *text, const char *name)
 {

@@ -26,7 +26,7 @@
 #include "synth_model.h"
 #include "t.h"
 
-static char err[WC_ERR_LEN];
+static char err[BASE_ERR_LEN];
 
 static long layer(const char *name)
 {

@@ -31,7 +31,7 @@ static void check_geometry(const struct model *m, const struct plan_rules *r)
 	const struct model_tensor *k = model_find(m, "model.layers.1.self_attn.k_proj.weight");
 	const struct plan_tensor *pt;
 	const struct plan_piece *pc;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct plan p;
 
 	if (plan_build(&p, m, r, 4, 3, 1, 0, err))
@@ -81,9 +81,9 @@ static void check_errors(const struct model *m, struct plan_rules *r)
 		"lm_head.weight replicate\n"
 		"\n"
 		"model.embed_tokens.weight   replicate  # trailing comment\n";
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct plan p;
-	uint8_t before[WC_HASH_LEN];
+	uint8_t before[BASE_HASH_LEN];
 
 	/* tp 3 splits neither the heads nor lm_head [4096, 256], which
 	 * comes first by name: the heads are named */
@@ -92,9 +92,9 @@ static void check_errors(const struct model *m, struct plan_rules *r)
 	T_HAS(err, "tensor 'model.layers.0.self_attn.k_proj.weight' (shape [128, 256]): 2 heads (num_key_value_heads) do not split over tp size 3");
 	T_HAS(err, m->path);
 	/* A rules file that replicates lm_head: the heads are still named. */
-	memcpy(before, r->hash, WC_HASH_LEN);
+	memcpy(before, r->hash, BASE_HASH_LEN);
 	T_OK(plan_rules_parse(r, rules, strlen(rules), "rules.txt", err));
-	T_ASSERT(memcmp(before, r->hash, WC_HASH_LEN) != 0);
+	T_ASSERT(memcmp(before, r->hash, BASE_HASH_LEN) != 0);
 	T_EQ_INT(plan_rules_match(r, "lm_head.weight"), PLAN_REPLICATE);
 	T_EQ_INT(plan_build(&p, m, r, 3, 0, 1, 0, err), -EINVAL);
 	printf("%s\n", err);
@@ -124,7 +124,7 @@ static void check_errors(const struct model *m, struct plan_rules *r)
 
 static void check_pack(const struct model *m, const struct plan_rules *r)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct plan p;
 	uint64_t max = 3u << 20;
 
@@ -175,7 +175,7 @@ static void check_pack(const struct model *m, const struct plan_rules *r)
 
 static void check_tied(const char *dir)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct plan_rules r;
 	struct plan p;
 	struct model m;
@@ -238,7 +238,7 @@ static void check_limits(void)
 {
 	const char *rule = "a%u.b%u.w%u dim0\n";
 	const char *stmt = "view v%u.x = p%u.a p%u.b\n";
-	char err[WC_ERR_LEN], *t;
+	char err[BASE_ERR_LEN], *t;
 	struct plan_rules r;
 
 	for (int nl = 0; nl < 2; nl++) {
@@ -283,7 +283,7 @@ static void check_limits(void)
 int main(void)
 {
 	char dir[] = "/tmp/wct_plr.XXXXXX", tiny[256], l1b[256], cmd[300];
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct plan_rules r;
 	struct model m;
 

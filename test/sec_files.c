@@ -39,7 +39,7 @@ static void read_small(const char *p, char *buf, size_t len)
 
 static void ready_temp_link(void)
 {
-	char victim[128], ready[128], tmp[160], buf[256], err[WC_ERR_LEN];
+	char victim[128], ready[128], tmp[160], buf[256], err[BASE_ERR_LEN];
 	struct ready_info r = { .pid = getpid(), .version = 1 };
 	struct ready_info back;
 	FILE *f;
@@ -77,7 +77,7 @@ static void ready_temp_link(void)
 
 static void ready_fifo(void)
 {
-	char ready[128], err[WC_ERR_LEN];
+	char ready[128], err[BASE_ERR_LEN];
 	struct ready_info back;
 
 	path(ready, sizeof(ready), "fifo.ready");
@@ -90,7 +90,7 @@ static void ready_fifo(void)
 
 static void mkdir_checks(void)
 {
-	char p[128], l[128], err[WC_ERR_LEN];
+	char p[128], l[128], err[BASE_ERR_LEN];
 
 	path(p, sizeof(p), "rt");
 	T_EQ_INT(paths_mkdir(p, err), 0);

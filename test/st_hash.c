@@ -14,7 +14,7 @@
 #include "hash_impl.h"
 #include "t.h"
 
-static void xxhsum_of(const char *path, char out[WC_HASH_HEX_LEN])
+static void xxhsum_of(const char *path, char out[BASE_HASH_HEX_LEN])
 {
 	char cmd[512], line[512];
 	FILE *p;
@@ -49,37 +49,37 @@ int main(void)
 	T_ASSERT(fd >= 0);
 	for (size_t k = 0; k < 2 * sizeof(sizes) / sizeof(sizes[0]); k++) {
 		size_t n = sizes[k % (sizeof(sizes) / sizeof(sizes[0]))];
-		char want[WC_HASH_HEX_LEN], got[WC_HASH_HEX_LEN];
-		uint8_t h[WC_HASH_LEN], h2[WC_HASH_LEN], back[WC_HASH_LEN];
-		struct wc_hasher st;
+		char want[BASE_HASH_HEX_LEN], got[BASE_HASH_HEX_LEN];
+		uint8_t h[BASE_HASH_LEN], h2[BASE_HASH_LEN], back[BASE_HASH_LEN];
+		struct base_hasher st;
 
-		wc__hash_force_generic(k >= sizeof(sizes) / sizeof(sizes[0]));
+		base__hash_force_generic(k >= sizeof(sizes) / sizeof(sizes[0]));
 		T_EQ_INT(ftruncate(fd, 0), 0);
 		T_EQ_INT(pwrite(fd, buf, n, 0), (long long)n);
 		xxhsum_of(path, want);
-		wc_hash128(buf, n, h);
-		wc_hash_hex(h, got);
+		base_hash128(buf, n, h);
+		base_hash_hex(h, got);
 		T_EQ_STR(got, want);
 
-		wc_hasher_init(&st);
+		base_hasher_init(&st);
 		for (size_t off = 0; off < n;) {
 			size_t c = 1 + (off * 7 + 3) % 5000;
 
 			if (c > n - off)
 				c = n - off;
-			wc_hasher_update(&st, buf + off, c);
+			base_hasher_update(&st, buf + off, c);
 			off += c;
 		}
-		wc_hasher_final(&st, h2);
-		T_ASSERT(memcmp(h, h2, WC_HASH_LEN) == 0);
-		T_OK(wc_hash_parse_hex(want, back));
-		T_ASSERT(memcmp(h, back, WC_HASH_LEN) == 0);
+		base_hasher_final(&st, h2);
+		T_ASSERT(memcmp(h, h2, BASE_HASH_LEN) == 0);
+		T_OK(base_hash_parse_hex(want, back));
+		T_ASSERT(memcmp(h, back, BASE_HASH_LEN) == 0);
 	}
 	{
-		uint8_t b[WC_HASH_LEN];
+		uint8_t b[BASE_HASH_LEN];
 
-		T_EQ_INT(wc_hash_parse_hex("06b05ab6733a618578af5f94892f395", b), -EINVAL);
-		T_EQ_INT(wc_hash_parse_hex("06b05ab6733a618578af5f94892f3950x", b), -EINVAL);
+		T_EQ_INT(base_hash_parse_hex("06b05ab6733a618578af5f94892f395", b), -EINVAL);
+		T_EQ_INT(base_hash_parse_hex("06b05ab6733a618578af5f94892f3950x", b), -EINVAL);
 	}
 	close(fd);
 	unlink(path);

@@ -57,7 +57,7 @@ static void check_dtypes(void)
 int main(void)
 {
 	char path[] = "/tmp/wct_stp.XXXXXX";
-	char err[WC_ERR_LEN] = "";
+	char err[BASE_ERR_LEN] = "";
 	/* Out of offset order on purpose; every dtype once; padded. */
 	char hdr[4096];
 	size_t off = 0, len;

@@ -170,7 +170,7 @@ int main(void)
 	T_ASSERT(mkdtemp(dir));
 	for (size_t i = 0; i < ncases; i++) {
 		const struct bad_case *c = &cases[i];
-		char path[256], err[WC_ERR_LEN] = "";
+		char path[256], err[BASE_ERR_LEN] = "";
 		struct st_file f;
 		int fd, rc;
 

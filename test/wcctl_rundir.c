@@ -41,7 +41,7 @@ static bool exists(const char *name)
 
 static void check_templates(void)
 {
-	char err[WC_ERR_LEN], tmpl[PATHS_MAX];
+	char err[BASE_ERR_LEN], tmpl[PATHS_MAX];
 	struct rundir rd;
 	struct paths p;
 
@@ -66,7 +66,7 @@ static void check_templates(void)
 static void check_scan(void)
 {
 	rundir_name names[4];
-	char err[WC_ERR_LEN], tmpl[PATHS_MAX];
+	char err[BASE_ERR_LEN], tmpl[PATHS_MAX];
 	struct rundir rd;
 	int n;
 
@@ -96,7 +96,7 @@ static void check_scan(void)
 
 static void check_locks(void)
 {
-	char err[WC_ERR_LEN], lock[PATHS_MAX];
+	char err[BASE_ERR_LEN], lock[PATHS_MAX];
 	struct rundir rd;
 	struct paths p;
 	int pipefd[2], fd, st;

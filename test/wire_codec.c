@@ -11,7 +11,7 @@
 #include "t.h"
 #include "wire.h"
 
-static char err[WC_ERR_LEN];
+static char err[BASE_ERR_LEN];
 
 /* Decodes the header of w's frame and returns the payload. */
 static const uint8_t *payload(const struct wire_put *w, struct wire_hdr *h)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The hot handover codec (proto/wire_handover.h): every part round-trips;
+ * The hot handover codec (proto/wire/wire_handover.h): every part round-trips;
  * every truncation and a trailing byte are refused; counts past the
  * payload, fd indexes past the frame's descriptors, shared indexes, an
  * unknown or unexpected part, and over-bound inputs to the encoders are
@@ -44,7 +44,7 @@ static const uint8_t *frame(size_t *n)
 static void test_ask(void)
 {
 	struct wire_ho_ask a = { .ho_min = 1, .ho_max = 3, .pid = 4242 }, b;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	const uint8_t *p;
 	uint32_t part;
 	size_t n;
@@ -83,7 +83,7 @@ static void test_ask(void)
 static void test_begin(void)
 {
 	static struct wire_ho_begin b, back;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	const uint8_t *p;
 	size_t n;
 
@@ -162,7 +162,7 @@ static void test_version(void)
 	static struct wire_ho_version v, back;
 	static uint8_t hashes[1025][WIRE_HASH_LEN];
 	static const uint8_t ident[5] = { 1, 2, 3, 4, 5 };
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	const uint8_t *p;
 	size_t n;
 
@@ -257,7 +257,7 @@ static void test_clients(void)
 {
 	static struct wire_ho_client c[WIRE_HO_CLIENTS_PER_FRAME + 1];
 	static struct wire_ho_client back[WIRE_HO_CLIENTS_PER_FRAME];
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	const uint8_t *p;
 	uint32_t count;
 	size_t n;
@@ -325,7 +325,7 @@ static void test_clients(void)
 
 static void test_small(void)
 {
-	char err[WC_ERR_LEN], why[WIRE_MSG_MAX + 1];
+	char err[BASE_ERR_LEN], why[WIRE_MSG_MAX + 1];
 	const uint8_t *p;
 	size_t n;
 
@@ -352,7 +352,7 @@ static void test_notice(void)
 {
 	struct wire_notice nt = { .kind = WIRE_NOTICE_HANDOVER, .version = 3,
 				  .pid = 31337 }, back;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	const uint8_t *p;
 	size_t n;
 

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * proto/paths (runtime path templates, device names) and proto/ready (the
+ * proto/base/paths (runtime path templates, device names) and proto/wire/ready (the
  * ready file's format, parse and atomic write).
  */
 #include <errno.h>
@@ -14,7 +14,7 @@
 #include "ready.h"
 #include "t.h"
 
-static char err[WC_ERR_LEN];
+static char err[BASE_ERR_LEN];
 
 static void test_template(void)
 {

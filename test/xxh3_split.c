@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * gpu/xxh3_split.h (the arithmetic of the device's XXH3-128 kernel) gives
- * wc_hash128's bytes on the CPU: block sums in any order, the chain in
+ * base_hash128's bytes on the CPU: block sums in any order, the chain in
  * segments of any length, at the awkward lengths (241, one block, one block
  * and a byte, a stripe short of two blocks ...), from unaligned starts, and
  * at random lengths up to 3 MiB.
@@ -49,13 +49,13 @@ static void split_hash(const uint8_t *p, uint64_t len, uint8_t out[16])
 static void check(const uint8_t *p, uint64_t len)
 {
 	uint8_t want[16], got[16];
-	char w[WC_HASH_HEX_LEN], g[WC_HASH_HEX_LEN];
+	char w[BASE_HASH_HEX_LEN], g[BASE_HASH_HEX_LEN];
 
-	wc_hash128(p, len, want);
+	base_hash128(p, len, want);
 	split_hash(p, len, got);
 	if (memcmp(want, got, 16)) {
-		wc_hash_hex(want, w);
-		wc_hash_hex(got, g);
+		base_hash_hex(want, w);
+		base_hash_hex(got, g);
 		T_FAIL("length %llu (start %% 64 = %u): split %s, xxhash %s",
 		       (unsigned long long)len, (unsigned)((uintptr_t)p % 64),
 		       g, w);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libFuzzer target: hostile bytes through the metrics endpoint's HTTP
- * request parser (proto/http.c). No read past the input (ASan); a head
+ * request parser (proto/wire/http.c). No read past the input (ASan); a head
  * that parses is consistent with itself: its length is within the input
  * and the bound, it ends with a newline, it parses the same alone, and
  * every shorter prefix asks for more bytes (the daemon feeds the parser

@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static unsigned char buf[IDENT_ENC_MAX];
-	char err[WC_ERR_LEN], diff[256];
+	char err[BASE_ERR_LEN], diff[256];
 	struct ident a, b;
 	size_t len;
 

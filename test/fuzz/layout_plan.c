@@ -83,7 +83,7 @@ static void model_make(void)
 		{ "mlp.gate_proj.weight", "32" }, { "mlp.up_proj.weight", "32" },
 	};
 	static char h[16384];
-	char err[WC_ERR_LEN], name[128];
+	char err[BASE_ERR_LEN], name[128];
 	uint64_t off = 0, hlen;
 	size_t n = 8;
 
@@ -235,7 +235,7 @@ static void cpu_limit(int s)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const int32_t pads[4] = { -1, 0, 64, 7 };
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct plan_rules r = { 0 };
 	uint32_t tp, ep;
 
@@ -260,7 +260,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		};
 		struct plan p;
 
-		if (plan_build2(&p, &m, &r, &pp, err))
+		if (plan_build_params(&p, &m, &r, &pp, err))
 			break;
 		check_names(&p);
 		if (!plan_pack(&p, 1u << 12, err))

@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct model_config c;
 	struct model_index ix;
 	struct plan_rules r = { 0 };

@@ -26,7 +26,7 @@ static int cmp_tensor(const void *a, const void *b)
 static void check_rank(const struct model *m, const struct plan *p,
 		       uint64_t *sum)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct plan q = *p;
 
 	for (uint32_t i = 0; i < p->npieces; i++) {
@@ -64,7 +64,7 @@ static void check_rank(const struct model *m, const struct plan *p,
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct model_shard shard = { 0 };
 	struct plan_rules r;
 	struct model m = { 0 };

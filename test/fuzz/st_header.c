@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct st_file f;
 	uint64_t at = 0;
 

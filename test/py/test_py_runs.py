@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-"""tensors("torch") over a model of big layers (proto/plan.h: PLAN_LAYER_MIN,
+"""tensors("torch") over a model of big layers (proto/plan/plan.h: PLAN_LAYER_MIN,
 128 MiB) spread over several pools: wcd packs each layer whole on 2 MiB and
 cuts pools only between layers, so with the pools back to back in one span
 the same weight of every layer lies at one stride, and tensors("torch")

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "client.h"
 #include "err.h"
 
@@ -53,7 +54,7 @@ static int manifest_page(struct wc_conn *c, struct wc_model *m,
 	struct wire_manifest wm;
 	struct wire_tensor *wt;
 	struct wc_frame f;
-	char e[WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	uint64_t id = c->next_id++;
 	int ret;
 
@@ -145,7 +146,7 @@ static int manifest_fetch(struct wc_conn *c, struct wc_model *m,
  * wc_connect, else the one the daemon names ("GPU-..." or a host device). */
 static int dev_ensure(struct wc_conn *c, struct wc_error *err)
 {
-	char spec[WC_DEVICE_LEN + 8], e[WC_ERR_LEN];
+	char spec[WC_DEVICE_LEN + 8], e[BASE_ERR_LEN];
 	int ret;
 
 	if (c->dev_open)
@@ -188,7 +189,7 @@ static int attach_request(struct wc_conn *c, struct wc_model *m,
 	struct wire_attach_req q = { .version = m->info.version };
 	struct wire_attach wa;
 	struct wc_frame f;
-	char e[WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	uint64_t id = c->next_id++;
 	uint32_t total = 0;
 	unsigned type = WIRE_ATTACH;
@@ -210,16 +211,16 @@ static int attach_request(struct wc_conn *c, struct wc_model *m,
 			total = wa.total;
 			*lease = wa.lease;
 			if (total > WC_POOLS_MAX)
-				ret = wc_errf(e, E2BIG, "%u pools, more than this library's limit of %u",
+				ret = base_errf(e, E2BIG, "%u pools, more than this library's limit of %u",
 					      total, WC_POOLS_MAX);
 			else if (wa.version != m->info.version)
-				ret = wc_errf(e, EBADMSG, "pools of version %llu for a manifest of version %llu",
+				ret = base_errf(e, EBADMSG, "pools of version %llu for a manifest of version %llu",
 					      (unsigned long long)wa.version,
 					      (unsigned long long)m->info.version);
 		}
 		if (!ret && (wa.total != total || wa.first != ps->n ||
 			     wa.lease != *lease))
-			ret = wc_errf(e, EBADMSG, "pool frames out of order (first %u, expected %u; total %u then %u)",
+			ret = base_errf(e, EBADMSG, "pool frames out of order (first %u, expected %u; total %u then %u)",
 				      wa.first, ps->n, total, wa.total);
 		for (uint32_t i = 0; !ret && i < wa.count; i++) {
 			struct wire_pool *pl = &ps->p[ps->n];
@@ -264,10 +265,12 @@ static int pools_map(struct wc_conn *c, struct wc_model *m, struct pools *ps,
 		     struct wc_error *err)
 {
 	bool writable = m->flags & WC_ATTACH_WRITABLE;
-	char e[WC_ERR_LEN > WC_ERR_LEN ? WC_ERR_LEN : WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	char *at = NULL;
 	uint64_t total = 0;
 	int ret;
+
+	WC_ASSERT(ps->n <= WC_POOLS_MAX);   /* pools_recv refused more */
 
 	/* back to back in one reserved range where the backend can
 	 * (wc_model_span), else wherever each import lands */
@@ -332,6 +335,7 @@ static int pools_map(struct wc_conn *c, struct wc_model *m, struct pools *ps,
 
 static void maps_release(struct wc_conn *c, struct wc_model *m)
 {
+	WC_ASSERT(m->npools <= WC_POOLS_MAX);
 	for (uint32_t i = 0; i < m->npools; i++)
 		c->dev.be->unimport(&c->dev, &m->maps[i]);
 	m->npools = 0;

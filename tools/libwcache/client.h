@@ -1,7 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libwcache internals shared by its .c files (not installed). Internal
- * non-static functions use the wc__ prefix.
+ * non-static functions use the wc__ prefix. The files call only the ones
+ * below them (test/lib_deps.sh checks):
+ *   connect.c    wc_connect, wc_close (which detaches what is attached)
+ *   attach.c     wc_attach, wc_manifest, wc_detach (pools, import)
+ *   life.c       SLEEP, WAKE, UPDATE
+ *   hello.c      HELLO: the identity sent, the daemon's answer
+ *   identcache.c the identity, once per process and model
+ *   identdisk.c  its copy on disk
+ *   ident.c      the identity built from the model directory
+ *   conn.c       frames, notices, the small requests (PING, STATUS, ...)
+ *   dlpack.c     DLPack capsules over the tensors
+ *   table.c      the name index, lookup, verify; the helpers (wc__fail ...)
  */
 #ifndef WC_CLIENT_H
 #define WC_CLIENT_H
@@ -83,13 +94,15 @@ struct wc__shard_seen {
 	uint64_t *size;
 	int64_t *mtime_ns;
 };
-/* hello.c: computes the identity (shards: NULL, or filled as above). */
+/* ident.c: computes the identity (shards: NULL, or filled as above by
+ * wc__shards_note). */
 int wc__ident_build(struct ident *id, const struct wc_expect *x,
 		    const struct gpu_dev *dev, struct wc__shard_seen *shards,
 		    struct wc_error *err);
 /* identcache.c: wc__ident_build through the per-process cache. */
 int wc__ident_get(struct ident *id, const struct wc_expect *x,
 		  const struct gpu_dev *dev, struct wc_error *err);
+/* ident.c */
 void wc__shards_note(struct wc__shard_seen *s, const struct model *m);
 /* For tests: identities computed and served from the cache so far. */
 void wc__ident_cache_stats(uint64_t *built, uint64_t *hits);
@@ -127,6 +140,9 @@ int wc__reply(struct wc_conn *c, uint64_t id, unsigned type,
 int wc__call(struct wc_conn *c, struct wire_put *w, uint64_t id,
 	     unsigned type, struct wc_frame *f, struct wc_error *err);
 
+/* pidfd_open(2) of pid, or -1 with errno (ENOSYS where the kernel's
+ * headers lack it). */
+int wc__pidfd_open(pid_t pid);
 /* Opens the backend for spec into c->dev (once), adding its time to
  * c->times.device_ns; err gets the backend's sentence. */
 int wc__dev_open(struct wc_conn *c, const char *spec, char *err);

@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libwcache: HELLO -- the engine's identity (computed here from the model
- * directory exactly as the daemon computes its own: proto/model, the plan
- * rules, proto/identity, the device) and the daemon's answer: OK with what
- * it serves, or the list of differing fields.
+ * libwcache: HELLO -- the engine's identity (through identcache.c; built
+ * by ident.c) sent to the daemon, and the daemon's answer: OK with what it
+ * serves, or the list of differing fields.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,83 +16,6 @@
 #include "err.h"
 #include "hash.h"
 #include "identity.h"
-#include "model.h"
-#include "plan.h"
-
-/* The engine's identity for expect on device dev. Costs one read and one
- * strict parse of every shard header of the model (about 0.7 ms for the
- * 146 tensors of llama-1b: identcache.c keeps the result). When shards is
- * not NULL it gets what was read of each shard (see client.h). */
-int wc__ident_build(struct ident *id, const struct wc_expect *x,
-		    const struct gpu_dev *dev, struct wc__shard_seen *shards,
-		    struct wc_error *err)
-{
-	struct plan_rules rules = { 0 };
-	struct model m;
-	char e[WC_ERR_LEN];
-	int ret;
-
-	if (!x->model_dir)
-		return wc__fail(err, EINVAL, "wc_hello: the expected identity has no model_dir: set it to the engine's model directory (or pass NULL to accept any model)");
-	if (x->tp_size < 0 || x->tp_rank < 0 || x->pp_size < 0 || x->pp_rank < 0 ||
-	    x->ep_size < 0 || x->ep_rank < 0 ||
-	    (x->tp_size ? x->tp_rank >= x->tp_size : x->tp_rank > 0) ||
-	    (x->pp_size ? x->pp_rank >= x->pp_size : x->pp_rank > 0) ||
-	    (x->ep_size ? x->ep_rank >= x->ep_size : x->ep_rank > 0))
-		return wc__fail(err, EINVAL, "wc_hello: tp %d/%d, pp %d/%d, ep %d/%d is not a valid rank (rank must be below size)",
-				x->tp_rank, x->tp_size, x->pp_rank, x->pp_size,
-				x->ep_rank, x->ep_size);
-	if (x->vocab_pad < -1 || x->vocab_pad > (int)PLAN_VOCAB_PAD_MAX)
-		return wc__fail(err, EINVAL, "wc_hello: vocab_pad %d is not -1 (off), 0 (the layout's) or 1..%u",
-				x->vocab_pad, PLAN_VOCAB_PAD_MAX);
-	ret = model_open(&m, x->model_dir, e);
-	if (ret)
-		return wc__fail(err, -ret, "cannot compute the engine's identity: %s", e);
-	/* as wcd: a layout file instead of the preset; no preset is fine at
-	 * tp 1 (everything replicated) or with a rules file */
-	if (x->layout_file) {
-		plan_rules_free(&rules);
-		ret = plan_rules_file(&rules, x->layout_file, e);
-	} else {
-		ret = plan_rules_preset(&rules, m.cfg.arch, e);
-		if (ret == -ENOTSUP && x->tp_size <= 1 && x->ep_size <= 1)
-			ret = 0;
-		else if (ret == -ENOTSUP && x->rules_file)
-			ret = 0;
-		if (!ret && !rules.n && !rules.nstmts)
-			plan_rules_free(&rules);
-	}
-	if (!ret && x->rules_file)
-		ret = plan_rules_file(&rules, x->rules_file, e);
-	if (ret) {
-		ret = wc__fail(err, -ret, "cannot compute the engine's identity: %s", e);
-		goto out_close;
-	}
-	ident_init(id);
-	ret = ident_set_model(id, &m, &rules, e);
-	if (ret) {
-		ret = wc__fail(err, -ret, "cannot compute the engine's identity: %s", e);
-		goto out_rules;
-	}
-	id->tp_size = x->tp_size ? (uint32_t)x->tp_size : 1;
-	id->tp_rank = (uint32_t)x->tp_rank;
-	id->pp_size = x->pp_size ? (uint32_t)x->pp_size : 1;
-	id->pp_rank = (uint32_t)x->pp_rank;
-	id->ep_size = x->ep_size ? (uint32_t)x->ep_size : 1;
-	id->ep_rank = (uint32_t)x->ep_rank;
-	id->vocab_pad = plan_vocab_pad(&rules, x->vocab_pad == 0 ? -1 :
-					       x->vocab_pad < 0 ? 0 :
-					       x->vocab_pad);	wc__strlcpy(id->device_uuid, dev->uuid, sizeof(id->device_uuid));
-	id->cc_major = (uint32_t)dev->cc_major;
-	id->cc_minor = (uint32_t)dev->cc_minor;
-	if (shards)
-		wc__shards_note(shards, &m);
-out_rules:
-	plan_rules_free(&rules);
-out_close:
-	model_close(&m);
-	return ret;
-}
 
 /* Fills c->info from the HELLO reply and the daemon's identity. */
 static int info_fill(struct wc_conn *c, const struct wire_hello_reply *r,
@@ -101,7 +23,7 @@ static int info_fill(struct wc_conn *c, const struct wire_hello_reply *r,
 {
 	struct wc_info *in = &c->info;
 	struct ident *id;
-	char e[WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	int ret;
 
 	id = malloc(sizeof(*id));
@@ -119,7 +41,7 @@ static int info_fill(struct wc_conn *c, const struct wire_hello_reply *r,
 	 * a daemon that exited; the reply names the one that answers */
 	if (in->pid > 0 && in->pid != c->pid)
 		wc__follow_daemon(c, in->pid);
-	wc_hash_hex(r->digest, in->identity);
+	base_hash_hex(r->digest, in->identity);
 	in->version = r->version;
 	in->tensors = r->tensors;
 	in->bytes = r->bytes;
@@ -142,7 +64,7 @@ static int mismatch_fail(struct wc_conn *c, struct wire_hello_reply *r,
 			 const char *mine, struct wc_error *err)
 {
 	struct wire_mismatch *mm;
-	char e[WC_ERR_LEN], names[512] = "", vals[WC_ERR_MSG_LEN - 640] = "";
+	char e[BASE_ERR_LEN], names[512] = "", vals[WC_ERR_MSG_LEN - 640] = "";
 	size_t nl = 0, vl = 0;
 	int ret = 0;
 
@@ -182,7 +104,7 @@ int wc_hello(struct wc_conn *c, const struct wc_expect *expect,
 	uint8_t enc[IDENT_ENC_MAX];
 	size_t enc_len = 0;
 	struct wc_frame f;
-	char e[WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	uint64_t id_req, t0 = wc__now_ns(), dev0 = c->times.device_ns;
 	int ret;
 

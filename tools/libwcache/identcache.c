@@ -2,7 +2,7 @@
 /*
  * libwcache: the engine's identity, computed once per process and model.
  *
- * Computing it reads and strictly parses every shard header (hello.c);
+ * Computing it reads and strictly parses every shard header (ident.c);
  * for llama-1b that is about 0.7 ms, most of an attach on the host
  * backend. An engine that connects again (a reconnect, a new version after
  * an update, a restarted daemon) gets it from here when nothing it was
@@ -64,26 +64,6 @@ static void seen_free(struct wc__shard_seen *s)
 	free(s->size);
 	free(s->mtime_ns);
 	memset(s, 0, sizeof(*s));
-}
-
-void wc__shards_note(struct wc__shard_seen *s, const struct model *m)
-{
-	s->single_file = m->is_file;
-	s->n = 0;
-	s->path = calloc(m->nshards ? m->nshards : 1, sizeof(*s->path));
-	s->size = calloc(m->nshards ? m->nshards : 1, sizeof(*s->size));
-	s->mtime_ns = calloc(m->nshards ? m->nshards : 1, sizeof(*s->mtime_ns));
-	if (!s->path || !s->size || !s->mtime_ns)
-		return;
-	for (uint32_t i = 0; i < m->nshards; i++) {
-		s->path[i] = strdup(m->shards[i].path);
-		if (!s->path[i])
-			return;
-		s->size[i] = m->shards[i].size;
-		s->mtime_ns[i] = m->shards[i].mtime_ns;
-		s->n = i + 1;
-	}
-	s->complete = true;
 }
 
 /* Appends path (printf-style) to the list of files statted before the

@@ -182,8 +182,8 @@ static void dir_open(struct idd *d)
 
 void wc__idd_begin(struct idd *d, const char *key)
 {
-	uint8_t h[WC_HASH_LEN];
-	char hex[WC_HASH_HEX_LEN];
+	uint8_t h[BASE_HASH_LEN];
+	char hex[BASE_HASH_HEX_LEN];
 
 	memset(d, 0, sizeof(*d));
 	d->dfd = -1;
@@ -197,8 +197,8 @@ void wc__idd_begin(struct idd *d, const char *key)
 		d->off = true;
 		return;
 	}
-	wc_hash128(key, strlen(key), h);
-	wc_hash_hex(h, hex);
+	base_hash128(key, strlen(key), h);
+	base_hash_hex(h, hex);
 	snprintf(d->name, sizeof(d->name), "%s.ident", hex);
 	dir_open(d);
 }
@@ -295,11 +295,11 @@ static int file_read(struct idd *d, uint8_t **buf, size_t *len)
 		goto out_close;
 	}
 	d->may_write = true;     /* ours: a stale or damaged one is replaced */
-	if (st.st_size < (off_t)(IDD_MAGIC_LEN + WC_HASH_LEN) ||
+	if (st.st_size < (off_t)(IDD_MAGIC_LEN + BASE_HASH_LEN) ||
 	    st.st_size > IDD_FILE_MAX) {
 		why(d, "%s/%s is %lld bytes, not within %zu..%u", d->dir,
 		    d->name, (long long)st.st_size,
-		    IDD_MAGIC_LEN + WC_HASH_LEN, IDD_FILE_MAX);
+		    IDD_MAGIC_LEN + BASE_HASH_LEN, IDD_FILE_MAX);
 		ret = -EBADMSG;
 		goto out_close;
 	}
@@ -332,14 +332,14 @@ out_close:
 static bool parse(struct idd *d, const uint8_t *buf, size_t len,
 		  const char *key, struct idc_entry *e)
 {
-	struct rd r = { .p = buf, .n = len - WC_HASH_LEN };
-	uint8_t sum[WC_HASH_LEN];
+	struct rd r = { .p = buf, .n = len - BASE_HASH_LEN };
+	uint8_t sum[BASE_HASH_LEN];
 	const void *enc;
-	char *s, err[WC_ERR_LEN];
+	char *s, err[BASE_ERR_LEN];
 	uint32_t n, elen;
 
-	wc_hash128(buf, len - WC_HASH_LEN, sum);
-	if (memcmp(sum, buf + len - WC_HASH_LEN, WC_HASH_LEN) ||
+	base_hash128(buf, len - BASE_HASH_LEN, sum);
+	if (memcmp(sum, buf + len - BASE_HASH_LEN, BASE_HASH_LEN) ||
 	    memcmp(buf, IDD_MAGIC, IDD_MAGIC_LEN)) {
 		why(d, "%s/%s is damaged (its checksum or magic is wrong)",
 		    d->dir, d->name);
@@ -627,7 +627,7 @@ int wc__idd_store(struct idd *d, const struct idc_entry *e)
 {
 	const char *recent;
 	struct wr w = { 0 };
-	uint8_t enc[IDENT_ENC_MAX], sum[WC_HASH_LEN];
+	uint8_t enc[IDENT_ENC_MAX], sum[BASE_HASH_LEN];
 	char tmp[96];
 	size_t elen = 0, done = 0;
 	int fd, ret;
@@ -665,7 +665,7 @@ int wc__idd_store(struct idd *d, const struct idc_entry *e)
 	wr_u(&w, elen, 4);
 	wr_put(&w, enc, elen);
 	if (!w.bad) {
-		wc_hash128(w.p, w.n, sum);
+		base_hash128(w.p, w.n, sum);
 		wr_put(&w, sum, sizeof(sum));
 	}
 	if (w.bad) {

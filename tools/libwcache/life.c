@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * libwcache: the lifecycle requests SLEEP, WAKE and UPDATE. Each
- * is one request and one reply (proto/wire_life.h); the daemon's refusals
+ * is one request and one reply (proto/wire/wire_life.h); the daemon's refusals
  * come back with its message (EBUSY: leases held, EAGAIN: sleeping).
  */
 #include <errno.h>
@@ -19,7 +19,7 @@ static int life_call(struct wc_conn *c, unsigned type, uint64_t id,
 {
 	struct wire_life_reply *lr;
 	struct wc_frame f;
-	char e[WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	int ret;
 
 	ret = wc__call(c, &c->w, id, type, &f, err);

@@ -13,9 +13,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "client.h"
 #include "err.h"
 #include "hash.h"
+#include "wcache.h"
+
+_Static_assert(WC_HASH_LEN == BASE_HASH_LEN && WC_HEX_LEN == BASE_HASH_HEX_LEN,
+	       "wcache.h's hash sizes are the base module's");
 
 int wc__fail(struct wc_error *err, int code, const char *fmt, ...)
 {
@@ -26,7 +31,7 @@ int wc__fail(struct wc_error *err, int code, const char *fmt, ...)
 	if (err)
 		err->code = code;
 	va_start(ap, fmt);
-	wc_verrf(err ? err->msg : NULL, sizeof(err->msg), code, fmt, ap);
+	base_verrf(err ? err->msg : NULL, sizeof(err->msg), code, fmt, ap);
 	va_end(ap);
 	return -code;
 }
@@ -133,7 +138,11 @@ const struct wc_tensor *wc_tensor_find(const struct wc_model *m,
 		return NULL;
 	b = name_hash(name) & (m->nbuckets - 1);
 	while (m->buckets[b]) {
-		const struct wc_tensor *t = &m->t[m->buckets[b] - 1];
+		const struct wc_tensor *t;
+
+		/* wc__index_build wrote index + 1 of a tensor of m */
+		WC_ASSERT(m->buckets[b] <= m->ntensors);
+		t = &m->t[m->buckets[b] - 1];
 
 		if (!strcmp(t->name, name))
 			return t;
@@ -244,16 +253,16 @@ int wc_model_span(const struct wc_model *m, struct wc_pool_view *out,
  * is copied through buf (WC_VERIFY_CHUNK bytes) with the backend's
  * read_mapping. */
 static int tensor_hash(const struct wc_model *m, const struct wc_tensor *t,
-		       void *buf, uint8_t out[WC_HASH_LEN])
+		       void *buf, uint8_t out[BASE_HASH_LEN])
 {
 	const struct gpu_mapping *map = &m->maps[t->pool];
-	struct wc_hasher h;
+	struct base_hasher h;
 
 	if (m->info.mem == WC_MEM_HOST) {
-		wc_hash128(t->ptr, t->bytes, out);
+		base_hash128(t->ptr, t->bytes, out);
 		return 0;
 	}
-	wc_hasher_init(&h);
+	base_hasher_init(&h);
 	for (uint64_t done = 0; done < t->bytes;) {
 		size_t len = t->bytes - done < WC_VERIFY_CHUNK ?
 			     t->bytes - done : WC_VERIFY_CHUNK;
@@ -263,10 +272,10 @@ static int tensor_hash(const struct wc_model *m, const struct wc_tensor *t,
 
 		if (ret < 0)
 			return ret;
-		wc_hasher_update(&h, buf, len);
+		base_hasher_update(&h, buf, len);
 		done += len;
 	}
-	wc_hasher_final(&h, out);
+	base_hasher_final(&h, out);
 	return 0;
 }
 
@@ -279,7 +288,7 @@ struct verify_job {
 	pthread_mutex_t lock;
 	uint64_t nbad;
 	uint64_t first_bad;          /* valid when nbad */
-	uint8_t first_got[WC_HASH_LEN];
+	uint8_t first_got[BASE_HASH_LEN];
 	int fail_ret;                /* 0 or the first -errno */
 	uint64_t fail_idx;
 };
@@ -289,8 +298,8 @@ static void *verify_worker(void *arg)
 	struct verify_job *j = arg;
 	const struct wc_model *m = j->m;
 	struct gpu_dev *dev = &m->conn->dev;
-	char e[WC_ERR_LEN];
-	uint8_t got[WC_HASH_LEN];
+	char e[BASE_ERR_LEN];
+	uint8_t got[BASE_HASH_LEN];
 	bool pinned = false;
 	void *buf = NULL;
 
@@ -317,7 +326,7 @@ static void *verify_worker(void *arg)
 		if (i >= j->to)
 			break;
 		ret = tensor_hash(m, &m->t[i], buf, got);
-		if (!ret && !memcmp(got, m->t[i].hash, WC_HASH_LEN))
+		if (!ret && !memcmp(got, m->t[i].hash, BASE_HASH_LEN))
 			continue;
 		pthread_mutex_lock(&j->lock);
 		if (ret && (!j->fail_ret || i < j->fail_idx)) {
@@ -326,7 +335,7 @@ static void *verify_worker(void *arg)
 		} else if (!ret) {
 			if (!j->nbad++ || i < j->first_bad) {
 				j->first_bad = i;
-				memcpy(j->first_got, got, WC_HASH_LEN);
+				memcpy(j->first_got, got, BASE_HASH_LEN);
 			}
 		}
 		pthread_mutex_unlock(&j->lock);
@@ -385,8 +394,8 @@ static int verify_range(const struct wc_model *m, uint64_t from, uint64_t to,
 				m->t[j.fail_idx < to ? j.fail_idx : from].name,
 				strerror(-j.fail_ret));
 	if (j.nbad) {
-		wc_hash_hex(m->t[j.first_bad].hash, want_hex);
-		wc_hash_hex(j.first_got, got_hex);
+		base_hash_hex(m->t[j.first_bad].hash, want_hex);
+		base_hash_hex(j.first_got, got_hex);
 		return wc__fail(err, EILSEQ, "%llu of %llu tensors do not match their hash; the first is '%s' (manifest %s, mapped bytes %s): the served memory is corrupt, restart the daemon",
 				(unsigned long long)j.nbad,
 				(unsigned long long)(to - from),
@@ -408,4 +417,11 @@ int wc_verify_tensor(const struct wc_model *m, const struct wc_tensor *t,
 		return wc__fail(err, EINVAL, "wc_verify_tensor: the tensor is not one of this model's (use wc_tensor_find on the same model)");
 	return verify_range(m, (uint64_t)(t - m->t),
 			    (uint64_t)(t - m->t) + 1, NULL, err);
+}
+
+/* wcache.h's wc_hash_hex (exported): the base module's hex under the
+ * client's name. */
+void wc_hash_hex(const uint8_t hash[WC_HASH_LEN], char out[WC_HEX_LEN])
+{
+	base_hash_hex(hash, out);
 }

@@ -132,7 +132,7 @@ static void at_worker(const struct at_opts *o, unsigned idx, int start_fd,
 static const char *device_from_ready(const char *sock, char *buf, size_t size)
 {
 	static struct ready_info ri;
-	char path[4096], err[WC_ERR_LEN];
+	char path[4096], err[BASE_ERR_LEN];
 	size_t n = strlen(sock);
 
 	if (n < 5 || n >= sizeof(path) || strcmp(sock + n - 5, ".sock"))

@@ -161,7 +161,7 @@ static void ld_run(const struct ld_opts *o, const char *dir,
 		   double *gbps, uint64_t *bytes, uint64_t *tensors,
 		   struct ld_phase *ph, unsigned *nph)
 {
-	char tmpl[PATHS_MAX], name[PATHS_DEVICE_MAX + 1], err[WC_ERR_LEN];
+	char tmpl[PATHS_MAX], name[PATHS_DEVICE_MAX + 1], err[BASE_ERR_LEN];
 	char logpath[PATHS_MAX + 16], *json = NULL;
 	static struct paths p;
 	static struct ready_info ri;

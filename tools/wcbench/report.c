@@ -400,7 +400,7 @@ long wb_rss_kib(int pid)
 void wb_socket_path(char *out, size_t size, const char *socket,
 		    const char *runtime_dir, const char *device)
 {
-	char tmpl[PATHS_MAX], name[PATHS_DEVICE_MAX + 1], err[WC_ERR_LEN];
+	char tmpl[PATHS_MAX], name[PATHS_DEVICE_MAX + 1], err[BASE_ERR_LEN];
 	static struct paths p; /* 5 paths of PATHS_MAX: keep it off the stack */
 
 	if (socket) {

@@ -108,7 +108,7 @@ static void rtt_frame(struct rtt_state *st, void *dst, unsigned conn,
 static size_t rtt_reply(struct rtt_state *st, struct rtt_conn *c,
 			const uint8_t *p, size_t len, uint64_t now)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct wire_hdr h;
 	struct wire_error e;
 	int rc;

@@ -120,7 +120,7 @@ uint64_t wb_parse_count(const char *opt, const char *s, uint64_t min,
 			uint64_t max);
 double wb_parse_double(const char *opt, const char *s, double min, double max);
 /* Socket path from --socket, or --runtime-dir/--device through the runtime
- * path rules of proto/paths.h. Dies with a hint when neither works. */
+ * path rules of proto/base/paths.h. Dies with a hint when neither works. */
 void wb_socket_path(char *out, size_t size, const char *socket,
 		    const char *runtime_dir, const char *device);
 /* Connects a SOCK_STREAM unix socket (blocking, close-on-exec): fd or

@@ -48,7 +48,7 @@ static void clean_usage(FILE *f)
 static ssize_t read_ready(const char *path, char *buf, size_t cap,
 			  struct ready_info *ri)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	ssize_t n;
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 
@@ -117,7 +117,7 @@ int wcctl_clean(int argc, char **argv)
 	const char *runtime_dir = NULL;
 	int c, n = 0, keep_logs = 0, removed = 0, dead = 0, live = 0;
 	bool forget = false;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct rundir rd;
 
 	optind = 1;

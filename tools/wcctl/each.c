@@ -19,7 +19,7 @@ const char *wcctl_all_device;
 int wcctl_ready_devices(struct rundir *rd, const char *runtime_dir,
 			rundir_name *names)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	int n;
 
 	if (rundir_init(rd, runtime_dir, err)) {

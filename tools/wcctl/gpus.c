@@ -24,7 +24,7 @@ static int gpus_query(struct gpu_row *rows, int max, char *err)
 	f = popen("nvidia-smi --query-gpu=index,uuid --format=csv,noheader 2>/dev/null",
 		  "re");
 	if (!f)
-		return wc_errf(err, errno, "cannot run nvidia-smi: %s",
+		return base_errf(err, errno, "cannot run nvidia-smi: %s",
 			       strerror(errno));
 	while (fgets(line, sizeof(line), f)) {
 		char uuid[GPU_UUID_LEN];
@@ -41,7 +41,7 @@ static int gpus_query(struct gpu_row *rows, int max, char *err)
 	}
 	st = pclose(f);
 	if (st != 0 || n == 0)
-		return wc_errf(err, ENODEV,
+		return base_errf(err, ENODEV,
 			       "no GPU found (nvidia-smi failed or listed none); pass --backend host to use host memory, or --num-gpus N with GPU UUIDs visible");
 	return n;
 }
@@ -81,7 +81,7 @@ int gpus_list(char (*uuids)[GPU_UUID_LEN], int max, char *err)
 		snprintf(uuids[out++], GPU_UUID_LEN, "%s", rows[found].uuid);
 	}
 	if (!out)
-		return wc_errf(err, ENODEV,
+		return base_errf(err, ENODEV,
 			       "CUDA_VISIBLE_DEVICES='%s' selects none of the %d GPUs nvidia-smi lists; fix it or unset it",
 			       vis, n);
 	return out;
@@ -99,14 +99,14 @@ int gpus_device_name(const char *spec, char *out, size_t len, char *err)
 		return ret;
 	idx = strtol(spec, &end, 10);
 	if (*end || idx < 0)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "device '%s' is not host, host:NAME, host-NAME (as wcctl status prints it), GPU-<uuid> or a CUDA ordinal",
 			       spec);
 	n = gpus_list(uuids, GPUS_MAX, err);
 	if (n < 0)
 		return n;
 	if (idx >= n)
-		return wc_errf(err, ENODEV,
+		return base_errf(err, ENODEV,
 			       "CUDA device %ld does not exist (%d visible); use 0..%d or a GPU-<uuid>",
 			       idx, n, n - 1);
 	snprintf(out, len, "%s", uuids[idx]);

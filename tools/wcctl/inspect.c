@@ -65,12 +65,12 @@ static bool have_config(const char *dir)
 
 /* XXH3-128 of one tensor's bytes, read READ_CHUNK at a time. */
 static int hash_one(int fd, const char *path, const struct st_tensor *t,
-		    unsigned char *buf, uint8_t out[WC_HASH_LEN], char *err)
+		    unsigned char *buf, uint8_t out[BASE_HASH_LEN], char *err)
 {
-	struct wc_hasher h;
+	struct base_hasher h;
 	uint64_t off = 0;
 
-	wc_hasher_init(&h);
+	base_hasher_init(&h);
 	while (off < t->nbytes) {
 		uint64_t left = t->nbytes - off;
 		size_t n = left < READ_CHUNK ? (size_t)left : READ_CHUNK;
@@ -79,33 +79,33 @@ static int hash_one(int fd, const char *path, const struct st_tensor *t,
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
-			return wc_errf(err, r < 0 ? errno : EIO,
+			return base_errf(err, r < 0 ? errno : EIO,
 				       "%s: reading tensor '%s' at %" PRIu64 ": %s",
 				       path, t->name, t->file_off + off,
 				       r < 0 ? strerror(errno) : "file shrank");
-		wc_hasher_update(&h, buf, (size_t)r);
+		base_hasher_update(&h, buf, (size_t)r);
 		off += (uint64_t)r;
 	}
-	wc_hasher_final(&h, out);
+	base_hasher_final(&h, out);
 	return 0;
 }
 
 /* Hashes every tensor, shard by shard; hashes[i] for m->tensors[i]. Costs
  * O(shards * tensors) comparisons, nothing next to the reads. */
-static int hash_tensors(const struct model *m, uint8_t (*hashes)[WC_HASH_LEN],
+static int hash_tensors(const struct model *m, uint8_t (*hashes)[BASE_HASH_LEN],
 			char *err)
 {
 	unsigned char *buf = malloc(READ_CHUNK);
 	int rc = 0;
 
 	if (!buf)
-		return wc_errf(err, ENOMEM, "out of memory");
+		return base_errf(err, ENOMEM, "out of memory");
 	for (uint32_t s = 0; s < m->nshards && !rc; s++) {
 		const char *path = m->shards[s].path;
 		int fd = open(path, O_RDONLY | O_CLOEXEC);
 
 		if (fd < 0) {
-			rc = wc_errf(err, errno, "%s: %s", path, strerror(errno));
+			rc = base_errf(err, errno, "%s: %s", path, strerror(errno));
 			break;
 		}
 		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -129,16 +129,16 @@ static void dtype_totals(const struct model *m, uint32_t *count, uint64_t *bytes
 	}
 }
 
-static void print_text(const struct model *m, uint8_t (*hashes)[WC_HASH_LEN],
+static void print_text(const struct model *m, uint8_t (*hashes)[BASE_HASH_LEN],
 		       int qrc, enum quant_verdict v, const char *qerr)
 {
 	uint32_t count[ST_DTYPE_COUNT];
 	uint64_t bytes[ST_DTYPE_COUNT];
-	char hex[WC_HASH_HEX_LEN];
+	char hex[BASE_HASH_HEX_LEN];
 
 	if (hashes) {
 		for (uint32_t i = 0; i < m->ntensors; i++) {
-			wc_hash_hex(hashes[i], hex);
+			base_hash_hex(hashes[i], hex);
 			printf("%s  %s\n", hex, m->tensors[i].name);
 		}
 		return;
@@ -164,20 +164,20 @@ static void print_text(const struct model *m, uint8_t (*hashes)[WC_HASH_LEN],
 			       st_dtype_name((enum st_dtype)d), count[d], bytes[d]);
 	printf("shards:        %u\n", m->nshards);
 	for (uint32_t s = 0; s < m->nshards; s++) {
-		wc_hash_hex(m->shards[s].st.header_hash, hex);
+		base_hash_hex(m->shards[s].st.header_hash, hex);
 		printf("  %s  %" PRIu64 " bytes, %u tensors, header %s\n",
 		       m->shards[s].file, m->shards[s].size, m->shards[s].st.ntensors, hex);
 	}
-	wc_hash_hex(m->digest, hex);
+	base_hash_hex(m->digest, hex);
 	printf("digest:        %s\n", hex);
 }
 
-static void print_json(const struct model *m, uint8_t (*hashes)[WC_HASH_LEN],
+static void print_json(const struct model *m, uint8_t (*hashes)[BASE_HASH_LEN],
 		       int qrc, enum quant_verdict v, const char *qerr)
 {
 	json_t *o = json_object(), *shards = json_array(), *tensors = json_array(),
 	       *q = json_object();
-	char hex[WC_HASH_HEX_LEN];
+	char hex[BASE_HASH_HEX_LEN];
 
 	json_object_set_new(o, "path", json_string(m->path));
 	json_object_set_new(o, "is_file", json_boolean(m->is_file));
@@ -193,10 +193,10 @@ static void print_json(const struct model *m, uint8_t (*hashes)[WC_HASH_LEN],
 	json_object_set_new(o, "quantization", q);
 	json_object_set_new(o, "tensor_count", json_integer(m->ntensors));
 	json_object_set_new(o, "total_bytes", json_integer((json_int_t)m->total_bytes));
-	wc_hash_hex(m->digest, hex);
+	base_hash_hex(m->digest, hex);
 	json_object_set_new(o, "digest", json_string(hex));
 	for (uint32_t s = 0; s < m->nshards; s++) {
-		wc_hash_hex(m->shards[s].st.header_hash, hex);
+		base_hash_hex(m->shards[s].st.header_hash, hex);
 		json_array_append_new(shards, json_pack("{s:s, s:I, s:I, s:i, s:s}",
 			"file", m->shards[s].file, "size", (json_int_t)m->shards[s].size,
 			"mtime_ns", (json_int_t)m->shards[s].mtime_ns,
@@ -215,7 +215,7 @@ static void print_json(const struct model *m, uint8_t (*hashes)[WC_HASH_LEN],
 			      "shard", (int)m->tensors[i].shard,
 			      "offset", (json_int_t)t->file_off, "bytes", (json_int_t)t->nbytes);
 		if (hashes) {
-			wc_hash_hex(hashes[i], hex);
+			base_hash_hex(hashes[i], hex);
 			json_object_set_new(e, "xxh3_128", json_string(hex));
 		}
 		json_array_append_new(tensors, e);
@@ -240,8 +240,8 @@ int wcctl_inspect(int argc, char **argv)
 		{ "help", no_argument, 0, 'h' },
 		{ 0, 0, 0, 0 },
 	};
-	char err[WC_ERR_LEN], qerr[WC_ERR_LEN] = "";
-	uint8_t (*hashes)[WC_HASH_LEN] = NULL;
+	char err[BASE_ERR_LEN], qerr[BASE_ERR_LEN] = "";
+	uint8_t (*hashes)[BASE_HASH_LEN] = NULL;
 	bool want_hashes = false, json = false;
 	enum quant_verdict v = QUANT_NONE;
 	struct wcctl_plan_opts po = {

@@ -76,7 +76,7 @@ static void launch_stop_timers(struct launch *l)
  * the loop. */
 static void launch_done(struct launch *l)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 
 	l->phase = LAUNCH_DONE;
 	launch_stop_timers(l);
@@ -249,7 +249,7 @@ static void launch_all_ready(struct launch *l)
 static void rank_check_ready(struct launch *l, struct rank *r)
 {
 	struct ready_info ri;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 
 	if (!r->running || r->ready || l->phase != LAUNCH_STARTING)
 		return;

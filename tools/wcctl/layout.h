@@ -45,7 +45,7 @@ struct layout {
 };
 
 /* Computes this node's ranks into out. Returns 0, or -EINVAL with one
- * sentence in err (WC_ERR_LEN) naming the value that does not fit and what
+ * sentence in err (BASE_ERR_LEN) naming the value that does not fit and what
  * to change: sizes out of range, node_rank >= nnodes, tp not divisible by
  * the nodes sharing a pp rank, pp and nnodes that do not divide one another,
  * or a local GPU id past num_gpus (more ranks than GPUs). */

@@ -83,7 +83,7 @@ static int metrics_all(struct wc_connect_opts *co, struct rundir *rd,
 		       rundir_name *names, int n)
 {
 	struct expo *e = expo_new();
-	char err[WC_ERR_LEN], *out;
+	char err[BASE_ERR_LEN], *out;
 	int rc = 0, ret;
 
 	if (!e) {

@@ -3,7 +3,7 @@
  * wcctl inspect DIR --tp-size N [--ep-size N] [--rank R]: the per-rank
  * plan, without loading: every served tensor with its shape, how it was
  * cut and where its bytes come from, and the views over them. The same
- * proto/ code as wcd (preset lookup, plan_build2, plan_pack), so what it
+ * proto/ code as wcd (preset lookup, plan_build_params, plan_pack), so what it
  * prints is what wcd would serve.
  */
 #include <errno.h>
@@ -93,7 +93,7 @@ int wcctl_inspect_plan(const struct model *m, const struct wcctl_plan_opts *o)
 {
 	uint32_t n = o->tp_size > o->ep_size ? o->tp_size : o->ep_size;
 	struct plan_rules r;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	int ret = 0;
 
 	memset(&r, 0, sizeof(r));
@@ -122,7 +122,7 @@ int wcctl_inspect_plan(const struct model *m, const struct wcctl_plan_opts *o)
 
 		if (o->rank >= 0 && (uint32_t)o->rank != k)
 			continue;
-		ret = plan_build2(&p, m, &r, &pp, err);
+		ret = plan_build_params(&p, m, &r, &pp, err);
 		if (!ret)
 			ret = plan_pack(&p, o->pool_size, err);
 		if (ret) {

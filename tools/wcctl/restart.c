@@ -227,7 +227,7 @@ static void report_served(const char *name, const struct ready_info *old,
 			  double exit_ms, char *reason, size_t cap)
 {
 	struct ready_info ri;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 
 	reason[0] = '\0';
 	if (ready_read_file(&ri, ready, err) == 0 && ri.pid == nw &&
@@ -259,7 +259,7 @@ int wcctl_restart(int argc, char **argv)
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *device = NULL, *runtime_dir = NULL, *wcd = NULL;
-	char name[128], spec[160], err[WC_ERR_LEN], self[4096];
+	char name[128], spec[160], err[BASE_ERR_LEN], self[4096];
 	char tp_size[16], tp_rank[16], pp_size[16], pp_rank[16];
 	double timeout_s = 60;
 	bool json = false, rehash = false, all = false;

@@ -30,7 +30,7 @@ int rundir_init(struct rundir *rd, const char *runtime_dir, char *err)
 	base = strrchr(rd->tmpl, '/');
 	if (!key || !base || base > key || strchr(key, '/') ||
 	    strlen(base + 1) > NAME_MAX)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "path template '%s' must be an absolute path with {device} in its file name, e.g. /run/wcache/{device}",
 			       rd->tmpl);
 	snprintf(rd->dir, sizeof(rd->dir), "%.*s", (int)(base - rd->tmpl),
@@ -55,7 +55,7 @@ int rundir_mkdir(const struct rundir *rd, char *err)
 			continue;
 		*s = '\0';
 		if (mkdir(p, 0700) && errno != EEXIST)
-			return wc_errf(err, errno,
+			return base_errf(err, errno,
 				       "cannot create the runtime directory %s: %s; choose another with --runtime-dir",
 				       p, strerror(errno));
 		if (last)
@@ -72,11 +72,11 @@ int rundir_check_writable(const struct rundir *rd, char *err)
 
 	if (snprintf(p, sizeof(p), "%s/.wcctl-probe-XXXXXX", rd->dir) >=
 	    (int)sizeof(p))
-		return wc_errf(err, ENAMETOOLONG, "runtime directory %s: path too long",
+		return base_errf(err, ENAMETOOLONG, "runtime directory %s: path too long",
 			       rd->dir);
 	fd = mkstemp(p);
 	if (fd < 0)
-		return wc_errf(err, errno,
+		return base_errf(err, errno,
 			       "the runtime directory %s is not writable: %s; fix its permissions (it must be writable by uid %u) or pick another with --runtime-dir",
 			       rd->dir, strerror(errno), (unsigned)getuid());
 	close(fd);
@@ -108,7 +108,7 @@ int rundir_scan(const struct rundir *rd, const char *suffix,
 	if (!d) {
 		if (errno == ENOENT)
 			return 0;
-		return wc_errf(err, errno, "cannot read %s: %s", rd->dir,
+		return base_errf(err, errno, "cannot read %s: %s", rd->dir,
 			       strerror(errno));
 	}
 	while ((de = readdir(d))) {
@@ -124,7 +124,7 @@ int rundir_scan(const struct rundir *rd, const char *suffix,
 			continue;
 		if (n == max) {
 			closedir(d);
-			return wc_errf(err, E2BIG,
+			return base_errf(err, E2BIG,
 				       "more than %d devices in %s; clean it with 'wcctl clean'",
 				       max, rd->dir);
 		}
@@ -149,12 +149,12 @@ int lock_holder(const char *lock_path, pid_t *pid, char *err)
 	if (stat(lock_path, &st)) {
 		if (errno == ENOENT)
 			return 0;
-		return wc_errf(err, errno, "cannot stat %s: %s", lock_path,
+		return base_errf(err, errno, "cannot stat %s: %s", lock_path,
 			       strerror(errno));
 	}
 	f = fopen("/proc/locks", "re");
 	if (!f)
-		return wc_errf(err, errno,
+		return base_errf(err, errno,
 			       "cannot read /proc/locks to find who holds %s: %s; mount /proc",
 			       lock_path, strerror(errno));
 	while (fgets(line, sizeof(line), f)) {
@@ -199,7 +199,7 @@ int rundir_remove(const struct rundir *rd, const struct paths *p,
 	if (ret < 0)
 		return ret;
 	if (ret > 0)
-		return wc_errf(err, EBUSY,
+		return base_errf(err, EBUSY,
 			       "device %s is held by a running daemon (pid %d); stop it with 'wcctl stop --device %s'",
 			       p->device, (int)pid, p->device);
 	/* Hold the lock while removing, so a daemon starting right now is
@@ -207,7 +207,7 @@ int rundir_remove(const struct rundir *rd, const struct paths *p,
 	lfd = open(p->lock, O_RDWR | O_CLOEXEC);
 	if (lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB)) {
 		close(lfd);
-		return wc_errf(err, EBUSY,
+		return base_errf(err, EBUSY,
 			       "device %s was just taken by a starting daemon; leaving its files",
 			       p->device);
 	}

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wcctl's view of the runtime directory: the path template (proto/paths.h)
+ * wcctl's view of the runtime directory: the path template (proto/base/paths.h)
  * split around {device} so that the directory can be listed, and who holds a
  * device's lock. Library-style: 0 / -errno and one sentence in err
- * (WC_ERR_LEN).
+ * (BASE_ERR_LEN).
  */
 #ifndef WCCTL_RUNDIR_H
 #define WCCTL_RUNDIR_H

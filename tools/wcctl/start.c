@@ -319,7 +319,7 @@ static int rank_metrics(const char *spec, int k, const char *name,
 static int start_name_ranks(struct launch *l, char (*uuids)[GPU_UUID_LEN],
 			    int ngpus)
 {
-	char err[WC_ERR_LEN], name[PATHS_DEVICE_MAX + 1];
+	char err[BASE_ERR_LEN], name[PATHS_DEVICE_MAX + 1];
 
 	for (int i = 0; i < l->n; i++) {
 		struct rank *r = &l->ranks[i];
@@ -365,7 +365,7 @@ static int start_name_ranks(struct launch *l, char (*uuids)[GPU_UUID_LEN],
  * anything is started. */
 static int start_check_free(struct launch *l)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	int busy = 0;
 
 	for (int i = 0; i < l->n; i++) {
@@ -393,7 +393,7 @@ int wcctl_start(int argc, char **argv)
 	static struct rank ranks[LAYOUT_RANKS_MAX];
 	static struct launch l;
 	struct launch_opts o;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	int ngpus = 0, ret;
 
 	ret = start_parse(argc, argv, &o);

@@ -256,7 +256,7 @@ static int dead_row(const struct rundir *rd, const char *name,
 		    const char *only, int backend, struct row *rows, int n)
 {
 	struct row *r = &rows[n];
-	char e[WC_ERR_LEN], when[32] = "?", line[256];
+	char e[BASE_ERR_LEN], when[32] = "?", line[256];
 	struct paths p;
 	long at = 0;
 	pid_t pid;
@@ -310,7 +310,7 @@ static int collect(const struct rundir *rd, const char *only, int backend,
 			continue;
 		struct row *r = &rows[n++];
 		struct paths p;
-		char e[WC_ERR_LEN];
+		char e[BASE_ERR_LEN];
 
 		memcpy(r->device, names[i], sizeof(r->device));
 		if (rundir_paths(rd, names[i], &p, e)) {
@@ -335,7 +335,7 @@ static int collect(const struct rundir *rd, const char *only, int backend,
 		struct row *r = &rows[n];
 		struct paths p;
 		pid_t pid;
-		char e[WC_ERR_LEN];
+		char e[BASE_ERR_LEN];
 		bool dup = false;
 
 		if (!wanted(names[i], only, backend))
@@ -378,7 +378,7 @@ int wcctl_status(int argc, char **argv)
 	bool all = false;
 	const char *runtime_dir = NULL, *device = NULL;
 	int c, n, answered = 0, starting = 0, timeout_ms = 2000;
-	char err[WC_ERR_LEN], *end, only[PATHS_DEVICE_MAX + 1];
+	char err[BASE_ERR_LEN], *end, only[PATHS_DEVICE_MAX + 1];
 	double secs;
 	bool json = false;
 	struct rundir rd;

@@ -83,7 +83,7 @@ static uint64_t now_ms(void)
 static int stop_find(struct victim *v)
 {
 	struct ready_info ri;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	pid_t holder, again;
 	int ret, rr;
 
@@ -185,7 +185,7 @@ int wcctl_stop(int argc, char **argv)
 	};
 	static rundir_name names[RUNDIR_DEVICES_MAX];
 	const char *device = NULL, *runtime_dir = NULL;
-	char err[WC_ERR_LEN], *end;
+	char err[BASE_ERR_LEN], *end;
 	double timeout_s = 10;
 	struct victim *vs;
 	struct rundir rd;

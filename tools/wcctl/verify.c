@@ -68,7 +68,7 @@ static void verify_usage(FILE *f)
 /* Hashes a piece's source bytes into h: height rows of width bytes,
  * src_pitch apart, from file_off of its shard. */
 static int hash_piece(int fd, const struct plan_piece *pc, uint8_t *buf,
-		      struct wc_hasher *h)
+		      struct base_hasher *h)
 {
 	for (uint64_t row = 0; row < pc->height; row++) {
 		uint64_t off = pc->file_off + row * pc->src_pitch, left = pc->width;
@@ -81,7 +81,7 @@ static int hash_piece(int fd, const struct plan_piece *pc, uint8_t *buf,
 				continue;
 			if (r <= 0)
 				return r < 0 ? -errno : -EIO;
-			wc_hasher_update(h, buf, (size_t)r);
+			base_hasher_update(h, buf, (size_t)r);
 			off += (uint64_t)r;
 			left -= (uint64_t)r;
 		}
@@ -98,7 +98,7 @@ static int hash_from_files(const struct model *m, const struct plan *p,
 {
 	const struct plan_tensor *t = &p->t[e];
 	uint32_t one = e, *list = &one, n = 1;
-	struct wc_hasher h;
+	struct base_hasher h;
 
 	if (t->flags & PLAN_T_ALIAS) {
 		one = t->target;
@@ -108,7 +108,7 @@ static int hash_from_files(const struct model *m, const struct plan *p,
 		list = &p->members[g->member0];
 		n = g->n;
 	}
-	wc_hasher_init(&h);
+	base_hasher_init(&h);
 	for (uint32_t k = 0; k < n; k++) {
 		const struct plan_tensor *x = &p->t[list[k]];
 
@@ -127,7 +127,7 @@ static int hash_from_files(const struct model *m, const struct plan *p,
 			}
 		}
 	}
-	wc_hasher_final(&h, out);
+	base_hasher_final(&h, out);
 	return 0;
 }
 
@@ -144,12 +144,12 @@ static int load_rules(struct plan_rules *r, const char *path, const char *arch,
 		return plan_rules_preset(r, arch, err);
 	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
-		return wc_errf(err, errno, "cannot open the rules file %s: %s",
+		return base_errf(err, errno, "cannot open the rules file %s: %s",
 			       path, strerror(errno));
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode) ||
 	    st.st_size > PLAN_RULES_FILE_MAX) {
 		close(fd);
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "the rules file %s is not a regular file of at most %u bytes",
 			       path, PLAN_RULES_FILE_MAX);
 	}
@@ -158,7 +158,7 @@ static int load_rules(struct plan_rules *r, const char *path, const char *arch,
 	close(fd);
 	if (n != st.st_size) {
 		free(buf);
-		return wc_errf(err, EIO, "cannot read the rules file %s", path);
+		return base_errf(err, EIO, "cannot read the rules file %s", path);
 	}
 	ret = plan_rules_parse(r, buf, (size_t)n, path, err);
 	free(buf);
@@ -179,7 +179,7 @@ int wcctl_verify(int argc, char **argv)
 	};
 	struct wc_connect_opts co = { .label = "wcctl verify" };
 	const char *rules_path = NULL;
-	char err[WC_ERR_LEN], shown[1024] = "";
+	char err[BASE_ERR_LEN], shown[1024] = "";
 	uint64_t checked = 0, bad = 0, unhashed = 0, missing = 0;
 	struct plan_rules rules = { 0 };
 	const struct wc_info *in;

@@ -105,12 +105,12 @@ int access_resolve(struct wcd_opts *o, char *err)
 
 	if (o->socket_group) {
 		if (group_gid(o->socket_group, &o->socket_gid))
-			return wc_errf(err, ENOENT,
+			return base_errf(err, ENOENT,
 				       "--socket-group '%s': no such group (getent group %s finds none); create it (groupadd --system %s) or give a group id",
 				       o->socket_group, o->socket_group,
 				       o->socket_group);
 		if (access_add_gid(o, o->socket_gid))
-			return wc_errf(err, E2BIG,
+			return base_errf(err, E2BIG,
 				       "--socket-group %s: already %d --allow-gid groups, the limit",
 				       o->socket_group, WCD_ALLOW_GID_MAX);
 	}
@@ -139,17 +139,17 @@ int access_dir_open(const struct wcd *d, char *err)
 	if (!want)
 		return 0;
 	if (lstat(dir, &st))
-		return wc_errf(err, errno, "cannot stat the runtime directory '%s': %s",
+		return base_errf(err, errno, "cannot stat the runtime directory '%s': %s",
 			       dir, strerror(errno));
 	if ((want & 0010) && o->socket_group && st.st_gid != o->socket_gid &&
 	    chown(dir, (uid_t)-1, o->socket_gid))
-		return wc_errf(err, errno,
+		return base_errf(err, errno,
 			       "cannot give the runtime directory '%s' to group %s (gid %u): %s; run wcd as root or as a member of that group, or drop --socket-group",
 			       dir, o->socket_group, (unsigned)o->socket_gid,
 			       strerror(errno));
 	if ((st.st_mode & want) != want &&
 	    chmod(dir, (st.st_mode & 07777 & ~(mode_t)022) | want))
-		return wc_errf(err, errno,
+		return base_errf(err, errno,
 			       "cannot let the engines of other users into the runtime directory '%s' (chmod %04o): %s; fix its permissions or pick another with --runtime-dir",
 			       dir, (unsigned)((st.st_mode & 07755) | want),
 			       strerror(errno));
@@ -171,12 +171,12 @@ int access_sock_publish(const struct wcd *d, char *err)
 	if (o->socket_group &&
 	    (stat(sock, &st) || st.st_gid != o->socket_gid) &&
 	    chown(sock, (uid_t)-1, o->socket_gid))
-		return wc_errf(err, errno,
+		return base_errf(err, errno,
 			       "cannot give the socket %s to group %s (gid %u): %s; run wcd as root or as a member of that group",
 			       sock, o->socket_group, (unsigned)o->socket_gid,
 			       strerror(errno));
 	if (chmod(sock, (mode_t)o->socket_mode))
-		return wc_errf(err, errno, "cannot chmod %04o the socket %s: %s",
+		return base_errf(err, errno, "cannot chmod %04o the socket %s: %s",
 			       (unsigned)o->socket_mode, sock, strerror(errno));
 	return 0;
 }

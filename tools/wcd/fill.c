@@ -135,7 +135,7 @@ static void fill_fail(struct fill *f, int code, const char *fmt, ...)
 
 static void fill_fail(struct fill *f, int code, const char *fmt, ...)
 {
-	char msg[WC_ERR_LEN];
+	char msg[BASE_ERR_LEN];
 	va_list ap;
 
 	va_start(ap, fmt);
@@ -406,7 +406,7 @@ static void hash_entry(struct fill *f, uint32_t i)
 	const uint8_t *p = v->pools[t->pool].host_ptr;
 	uint64_t t0 = rx_now_ns();
 
-	wc_hash128(p + t->pool_off, t->size, v->hash[i]);
+	base_hash128(p + t->pool_off, t->size, v->hash[i]);
 	f->L->hashed[i] = 1;
 	__atomic_add_fetch(&f->hash_ns, rx_now_ns() - t0, __ATOMIC_RELAXED);
 }
@@ -823,7 +823,7 @@ int fill_run(struct ld *L, bool *refused, char *err)
 	f.gleft = calloc(p->ngroups ? p->ngroups : 1, sizeof(*f.gleft));
 	f.gview = calloc(p->ngroups ? p->ngroups : 1, sizeof(*f.gview));
 	if (!f.left || !f.vnext || !f.gleft || !f.gview) {
-		ret = wc_errf(err, ENOMEM, "out of memory");
+		ret = base_errf(err, ENOMEM, "out of memory");
 		goto out_free;
 	}
 	fill_groups(&f);

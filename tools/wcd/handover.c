@@ -68,14 +68,14 @@ int ho_claim_lock(struct wcd *d, char *err)
 
 	if (flock(d->lock_fd, LOCK_SH | LOCK_NB) ||
 	    flock(d->lock_fd, LOCK_EX | LOCK_NB))
-		return wc_errf(err, errno,
+		return base_errf(err, errno,
 			       "cannot take the lock %s under pid %d: %s (wcctl would not recognise this daemon as its owner)",
 			       d->paths.lock, (int)getpid(), strerror(errno));
 	n = snprintf(pidtxt, sizeof(pidtxt), "%d\n", (int)getpid());
 	errno = EIO;   /* a short write sets none */
 	if (ftruncate(d->lock_fd, 0) ||
 	    pwrite(d->lock_fd, pidtxt, (size_t)n, 0) != n)
-		return wc_errf(err, errno, "cannot write pid %d into %s: %s",
+		return base_errf(err, errno, "cannot write pid %d into %s: %s",
 			       (int)getpid(), d->paths.lock, strerror(errno));
 	return 0;
 }
@@ -136,7 +136,7 @@ int ho_send(int fd, struct wire_put *w, const int *fds, unsigned nfds,
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k <= 0)
-			return wc_errf(err, k < 0 ? errno : EPIPE,
+			return base_errf(err, k < 0 ? errno : EPIPE,
 				       "cannot send a handover frame: %s",
 				       k < 0 ? strerror(errno) : "nothing sent");
 		off += (size_t)k;
@@ -175,7 +175,7 @@ static int read_full(int fd, void *buf, size_t len, struct ho_frame *f,
 		if (k < 0 && errno == EINTR)
 			continue;
 		if (k < 0)
-			return wc_errf(err, errno == EAGAIN ? ETIMEDOUT : errno,
+			return base_errf(err, errno == EAGAIN ? ETIMEDOUT : errno,
 				       "handover: receive failed: %s",
 				       errno == EAGAIN ? "no frame within the timeout" :
 				       strerror(errno));
@@ -199,7 +199,7 @@ static int read_full(int fd, void *buf, size_t len, struct ho_frame *f,
 			}
 		}
 		if (k == 0)
-			return wc_errf(err, ECONNRESET,
+			return base_errf(err, ECONNRESET,
 				       "handover: the old daemon closed the connection");
 		off += (size_t)k;
 	}
@@ -216,13 +216,13 @@ int ho_recv(int fd, struct ho_frame *f, char *err)
 	if (!ret)
 		ret = wire_hdr_decode(hdr, sizeof(hdr), &f->h, err);
 	if (!ret && f->h.len > HO_FRAME_MAX)
-		ret = wc_errf(err, EMSGSIZE,
+		ret = base_errf(err, EMSGSIZE,
 			      "handover: a %u-byte frame is over the %u-byte bound",
 			      f->h.len, HO_FRAME_MAX);
 	if (!ret && f->h.len) {
 		f->p = malloc(f->h.len);
 		if (!f->p)
-			ret = wc_errf(err, ENOMEM, "out of memory");
+			ret = base_errf(err, ENOMEM, "out of memory");
 		else
 			ret = read_full(fd, f->p, f->h.len, f, err);
 	}

@@ -2,7 +2,7 @@
 /*
  * Hot handover (issue 17): a new wcd takes the device over from the running
  * one without a reload and without closing an engine's connection. The
- * conversation and its frames are in proto/wire_handover.h; this header
+ * conversation and its frames are in proto/wire/wire_handover.h; this header
  * is what its two sides share:
  *
  *   handover_old.c  the running daemon's side (HANDOVER requests)

@@ -93,7 +93,7 @@ static int ho_connect(struct wcd *d, struct ho_got *g, char *err)
 	struct sockaddr_un sa;
 	struct timeval tv = io_timeout();
 	struct ready_info ri;
-	char rerr[WC_ERR_LEN];
+	char rerr[BASE_ERR_LEN];
 	struct ucred cr;
 	socklen_t len = sizeof(cr);
 	int fd, e;
@@ -107,7 +107,7 @@ static int ho_connect(struct wcd *d, struct ho_got *g, char *err)
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa))) {
 		e = errno;
 		close(fd);
-		return wc_errf(err, e == ECONNREFUSED ? ENOENT : e,
+		return base_errf(err, e == ECONNREFUSED ? ENOENT : e,
 			       "--takeover: no wcd serves device %s (%s: %s); start one with wcctl start, or wcd without --takeover",
 			       d->dev.name, d->paths.sock, strerror(e));
 	}
@@ -144,7 +144,7 @@ static int recv_part(struct ho_got *g, struct ho_frame *f, uint64_t id,
 {
 	struct wire_error e;
 	struct wire_notice nt;
-	char derr[WC_ERR_LEN];
+	char derr[BASE_ERR_LEN];
 	int ret = ho_recv(g->sock, f, err);
 
 	if (ret)
@@ -154,7 +154,7 @@ static int recv_part(struct ho_got *g, struct ho_frame *f, uint64_t id,
 	    nt.kind == WIRE_NOTICE_SHUTDOWN) {
 		/* its stop told every client, this connection too */
 		ho_frame_free(f);
-		return wc_errf(err, ECANCELED,
+		return base_errf(err, ECANCELED,
 			       "wcd pid %d was stopped (SIGTERM or SHUTDOWN) before the commit: a stop wins over a handover; nothing taken over (wcctl start serves the device afresh)",
 			       (int)g->old_pid);
 	}
@@ -162,14 +162,14 @@ static int recv_part(struct ho_got *g, struct ho_frame *f, uint64_t id,
 		ret = wire_error_get(f->p, f->h.len, &e, derr);
 		ho_frame_free(f);
 		if (ret)
-			return wc_errf(err, EBADMSG, "handover: %s", derr);
-		return wc_errf(err, e.code == WIRE_E_VERSION ? EPROTONOSUPPORT :
+			return base_errf(err, EBADMSG, "handover: %s", derr);
+		return base_errf(err, e.code == WIRE_E_VERSION ? EPROTONOSUPPORT :
 			       e.code == WIRE_E_BUSY ? EBUSY : EPERM,
 			       "wcd pid %d: %s", (int)g->old_pid, e.msg);
 	}
 	if (f->h.type != WIRE_HANDOVER || f->h.id != id ||
 	    !(f->h.flags & WIRE_F_REPLY)) {
-		ret = wc_errf(err, EBADMSG,
+		ret = base_errf(err, EBADMSG,
 			      "handover: a %s frame (id %" PRIu64 ") where the reply to %" PRIu64 " was due",
 			      wire_type_name(f->h.type), f->h.id, id);
 		ho_frame_free(f);
@@ -202,12 +202,12 @@ static int verify_version(struct wcd *d, struct ho_frame *f,
 	int ret;
 
 	if (v->used)
-		return wc_errf(err, EBADMSG, "handover: version slot %u sent twice",
+		return base_errf(err, EBADMSG, "handover: version slot %u sent twice",
 			       x->slot);
 	if (x->tp_size != d->o.tp_size || x->tp_rank != d->o.tp_rank ||
 	    x->pp_size != d->o.pp_size || x->pp_rank != d->o.pp_rank) {
 		if (x->slot != (uint32_t)d->cur && d->ver[d->cur].used)
-			return wc_errf(err, EBADMSG,
+			return base_errf(err, EBADMSG,
 				       "handover: two versions of different ranks");
 		d->o.tp_size = x->tp_size;
 		d->o.tp_rank = x->tp_rank;
@@ -223,22 +223,22 @@ static int verify_version(struct wcd *d, struct ho_frame *f,
 		return ret;
 	if (v->ident_len != x->identity_len ||
 	    memcmp(v->ident_enc, x->identity, v->ident_len) ||
-	    memcmp(v->digest, x->digest, WC_HASH_LEN)) {
+	    memcmp(v->digest, x->digest, BASE_HASH_LEN)) {
 		unsigned n = 0;
 
 		if (ident_decode(&theirs, x->identity, x->identity_len, err) == 0)
 			n = ident_mismatch(&theirs, &v->ident, mm, 4);
 		if (!n)
-			return wc_errf(err, ESTALE,
+			return base_errf(err, ESTALE,
 				       "handover: version %" PRIu64 "'s identity differs from this build's parse of %s (the encodings differ; a build with another identity format?)",
 				       v->number, x->model);
-		return wc_errf(err, ESTALE,
+		return base_errf(err, ESTALE,
 			       "handover: version %" PRIu64 " of %s is not what the model directory holds now: %s: old daemon=%s, this parse=%s%s",
 			       v->number, x->model, mm[0].field, mm[0].daemon,
 			       mm[0].client, n > 1 ? " (and more fields)" : "");
 	}
 	if (v->plan.npools != x->npools)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "handover: version %" PRIu64 " comes in %u pools, this build plans %u: the old daemon packs the model otherwise (another build); restart with a reload instead (wcctl stop, then wcctl start)",
 			       v->number, x->npools, v->plan.npools);
 	for (uint32_t i = 0; i < x->npools; i++) {
@@ -246,7 +246,7 @@ static int verify_version(struct wcd *d, struct ho_frame *f,
 		int fd;
 
 		if (p->size != v->plan.pool_size[i])
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "handover: pool %u of version %" PRIu64 " is %" PRIu64 " bytes, this build plans %" PRIu64 ": the old daemon packs the model otherwise (another build); restart with a reload instead (wcctl stop, then wcctl start)",
 				       i, v->number, p->size,
 				       v->plan.pool_size[i]);
@@ -262,13 +262,13 @@ static int verify_version(struct wcd *d, struct ho_frame *f,
 	}
 	if (x->flags & WIRE_HO_V_HASHED) {
 		if (x->ntensors != v->plan.ntensors)
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "handover: %u hashes for the %u tensors of version %" PRIu64,
 				       x->ntensors, v->plan.ntensors, v->number);
-		v->hash = malloc((size_t)x->ntensors * WC_HASH_LEN + 1);
+		v->hash = malloc((size_t)x->ntensors * BASE_HASH_LEN + 1);
 		if (!v->hash)
-			return wc_errf(err, ENOMEM, "out of memory");
-		memcpy(v->hash, x->hashes, (size_t)x->ntensors * WC_HASH_LEN);
+			return base_errf(err, ENOMEM, "out of memory");
+		memcpy(v->hash, x->hashes, (size_t)x->ntensors * BASE_HASH_LEN);
 		v->hashed = true;
 	}
 	return 0;
@@ -279,17 +279,17 @@ static int verify_version(struct wcd *d, struct ho_frame *f,
 static int rehash_version(struct wcd *d, struct wcd_version *v, char *err)
 {
 	uint64_t t0 = rx_now_ns();
-	char name[WC_ERR_LEN];
+	char name[BASE_ERR_LEN];
 	int bad;
 
 	if (!v->hashed)
 		return 0;
 	bad = life_verify_pools(d, v, name);
 	if (bad < 0)
-		return wc_errf(err, -bad, "handover: re-hashing version %" PRIu64 " failed: %s",
+		return base_errf(err, -bad, "handover: re-hashing version %" PRIu64 " failed: %s",
 			       v->number, name);
 	if (bad)
-		return wc_errf(err, EILSEQ,
+		return base_errf(err, EILSEQ,
 			       "handover: %d tensor(s) of version %" PRIu64 " no longer hash to the manifest (the first: %s)",
 			       bad, v->number, name);
 	log_info("handover: %u tensors of version %" PRIu64 " hashed again in %.3f s: all match",
@@ -311,14 +311,14 @@ static int recv_state(struct wcd *d, struct ho_got *g, char *err)
 		return ret;
 	ret = part == WIRE_HO_BEGIN ?
 	      wire_ho_begin_get(f.p, f.h.len, f.nfds, &g->b, err) :
-	      wc_errf(err, EBADMSG, "handover: %s where BEGIN was due",
+	      base_errf(err, EBADMSG, "handover: %s where BEGIN was due",
 		      wire_ho_part_name(part));
 	if (!ret) {
 		g->lock_fd = take_fd(&f, g->b.lock_fd);
 		g->listen_fd = take_fd(&f, g->b.listen_fd);
 		g->cl = calloc(g->b.nclients + 1, sizeof(*g->cl));
 		if (!g->cl)
-			ret = wc_errf(err, ENOMEM, "out of memory");
+			ret = base_errf(err, ENOMEM, "out of memory");
 	}
 	ho_frame_free(&f);
 	if (ret)
@@ -353,7 +353,7 @@ static int recv_state(struct wcd *d, struct ho_got *g, char *err)
 			return ret;
 		ret = part == WIRE_HO_VERSION ?
 		      wire_ho_version_get(f.p, f.h.len, f.nfds, &x, err) :
-		      wc_errf(err, EBADMSG, "handover: %s where VERSION was due",
+		      base_errf(err, EBADMSG, "handover: %s where VERSION was due",
 			      wire_ho_part_name(part));
 		if (!ret)
 			ret = verify_version(d, &f, &x, err);
@@ -368,10 +368,10 @@ static int recv_state(struct wcd *d, struct ho_got *g, char *err)
 		ret = part == WIRE_HO_CLIENTS ?
 		      wire_ho_clients_get(f.p, f.h.len, f.nfds, xc,
 					  WIRE_HO_CLIENTS_PER_FRAME, &n, err) :
-		      wc_errf(err, EBADMSG, "handover: %s where CLIENTS was due",
+		      base_errf(err, EBADMSG, "handover: %s where CLIENTS was due",
 			      wire_ho_part_name(part));
 		if (!ret && g->ncl + n > g->b.nclients)
-			ret = wc_errf(err, EBADMSG,
+			ret = base_errf(err, EBADMSG,
 				      "handover: more clients than the %u announced",
 				      g->b.nclients);
 		for (uint32_t i = 0; !ret && i < n; i++) {
@@ -384,7 +384,7 @@ static int recv_state(struct wcd *d, struct ho_got *g, char *err)
 			return ret;
 	}
 	if (!d->ver[d->cur].used)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "handover: the current version's slot %d was not sent",
 			       d->cur);
 	d->o.model = ho->model[d->cur];
@@ -406,7 +406,7 @@ static int wait_done(struct ho_got *g, char *err)
 	if (ret == -ETIMEDOUT) {
 		struct timeval tv = io_timeout();
 
-		return wc_errf(err, ETIMEDOUT,
+		return base_errf(err, ETIMEDOUT,
 			       "handover: wcd pid %d did not answer COMMIT within %.3g s (hung?); nothing taken over, exiting: it serves on if it resumes (else stop it and start afresh: wcctl stop, wcctl start)",
 			       (int)g->old_pid,
 			       (double)tv.tv_sec + tv.tv_usec / 1e6);
@@ -415,7 +415,7 @@ static int wait_done(struct ho_got *g, char *err)
 	if (ret == 0) {
 		ret = part == WIRE_HO_DONE ?
 		      wire_ho_empty_get(f.p, f.h.len, WIRE_HO_DONE, err) :
-		      wc_errf(err, EBADMSG, "handover: %s where DONE was due",
+		      base_errf(err, EBADMSG, "handover: %s where DONE was due",
 			      wire_ho_part_name(part));
 		ho_frame_free(&f);
 		return ret;
@@ -497,7 +497,7 @@ static int adopt(struct wcd *d, struct ho_got *g, char *err)
 					x->requests);
 		if (!c) {
 			if (!ret)
-				ret = wc_errf(err, ENOMEM,
+				ret = base_errf(err, ENOMEM,
 					      "out of memory adopting client pid %u",
 					      x->pid);
 			continue;   /* fd stays in g->cl: closed by got_close */
@@ -542,21 +542,21 @@ static int adopt(struct wcd *d, struct ho_got *g, char *err)
 static int ho_setup(struct wcd *d, struct ho_got *g,
 		    const struct server_hooks *hooks, char *err)
 {
-	char e2[WC_ERR_LEN];
+	char e2[BASE_ERR_LEN];
 	int ret, r2;
 
 	d->hooks = hooks;
 	ret = adopt(d, g, err);
 	ho_tell_clients(d, g->old_pid);
 	if (getenv("WCD_TEST_HO_READY_FAIL"))
-		r2 = wc_errf(e2, EIO,
+		r2 = base_errf(e2, EIO,
 			     "WCD_TEST_HO_READY_FAIL: the ready file %s cannot be written",
 			     d->paths.ready);
 	else
 		r2 = status_write_ready(d, e2);
 	if (r2 && !ret) {
 		ret = r2;
-		snprintf(err, WC_ERR_LEN, "%s", e2);
+		snprintf(err, BASE_ERR_LEN, "%s", e2);
 	}
 	return ret;
 }
@@ -648,11 +648,11 @@ int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 	int ret;
 
 	if (!d->dev.be->pool_adopt)
-		return wc_errf(err, ENOTSUP,
+		return base_errf(err, ENOTSUP,
 			       "--takeover: the %s backend cannot take pools over",
 			       d->dev.be->name);
 	if (!ho_get(d))
-		return wc_errf(err, ENOMEM, "out of memory");
+		return base_errf(err, ENOMEM, "out of memory");
 	ret = ho_connect(d, &g, err);
 	if (ret)
 		return ret;
@@ -677,7 +677,7 @@ int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 			size_t n = strlen(err);
 
 			send_abort(&g, err);
-			snprintf(err + n, WC_ERR_LEN - n, "; wcd pid %u serves on",
+			snprintf(err + n, BASE_ERR_LEN - n, "; wcd pid %u serves on",
 				 g.b.pid);
 		}
 		got_close(d, &g, true);

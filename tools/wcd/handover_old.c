@@ -49,7 +49,7 @@ static void ho_take_back(struct wcd *d)
 	struct wire_notice nt = { .kind = WIRE_NOTICE_HANDOVER,
 				  .version = wcd_current(d)->number,
 				  .pid = (uint32_t)getpid() };
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	unsigned n = 0;
 
 	if (ho_claim_lock(d, err))
@@ -257,7 +257,7 @@ static void ho_arm(struct wcd *d, struct rx_timer *t, uint64_t ns)
 void handover_poke(struct wcd *d)
 {
 	struct wcd_ho *ho = d->ho;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	pid_t busy;
 
 	if (!ho || ho->st != HO_DRAINING || !server_at_rest(d, &busy))
@@ -429,7 +429,7 @@ static void ho_ask(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	struct wcd *d = c->d;
 	struct wire_ho_ask a;
 	struct wcd_ho *ho;
-	char err[WC_ERR_LEN], buf[WIRE_MSG_MAX + 1];
+	char err[BASE_ERR_LEN], buf[WIRE_MSG_MAX + 1];
 	const char *why;
 	uint32_t code;
 	unsigned lo, hi;
@@ -513,7 +513,7 @@ static void ho_commit(struct wcd_client *c, const uint8_t *p, uint32_t n)
 {
 	struct wcd *d = c->d;
 	struct wcd_ho *ho = d->ho;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct wire_put w;
 
 	if (wire_ho_empty_get(p, n, WIRE_HO_COMMIT, err)) {
@@ -585,7 +585,7 @@ void handover_request(struct wcd_client *c, const uint8_t *p, uint32_t n)
 {
 	struct wcd *d = c->d;
 	struct wcd_ho *ho = d->ho;
-	char err[WC_ERR_LEN], why[WIRE_MSG_MAX + 1];
+	char err[BASE_ERR_LEN], why[WIRE_MSG_MAX + 1];
 	uint32_t part;
 
 	if (wire_ho_part_get(p, n, &part, err)) {

@@ -26,12 +26,12 @@ static void *hworker_main(void *arg)
 			return NULL;      /* stop, and nothing left */
 		t0 = rx_now_ns();
 		if (j->first)
-			wc_hasher_init(&w->hasher);
+			base_hasher_init(&w->hasher);
 		for (uint64_t r = 0; r < j->height; r++)
-			wc_hasher_update(&w->hasher, j->p + r * j->pitch,
+			base_hasher_update(&w->hasher, j->p + r * j->pitch,
 					 j->width);
 		if (j->last)
-			wc_hasher_final(&w->hasher, j->out);
+			base_hasher_final(&w->hasher, j->out);
 		j->ns = rx_now_ns() - t0;
 		rx_wake_post(w->done, &j->node);
 	}

@@ -31,7 +31,7 @@ struct hjob {
 	const uint8_t *p;
 	uint64_t width, height, pitch; /* rows of width bytes, pitch apart */
 	bool first, last;             /* of its tensor */
-	uint8_t *out;                 /* WC_HASH_LEN bytes, written on last */
+	uint8_t *out;                 /* BASE_HASH_LEN bytes, written on last */
 	uint64_t ns;                  /* set by the worker: time spent */
 };
 
@@ -43,7 +43,7 @@ struct hworker {
 	bool stop;
 	bool started;
 	struct rx_wake *done;
-	struct wc_hasher hasher;      /* the worker's tensor in progress */
+	struct base_hasher hasher;      /* the worker's tensor in progress */
 };
 
 struct hashpool {

@@ -108,15 +108,15 @@ static const char *ts_text(int64_t ns, char b[32])
 }
 
 /* XXH3-128 of the first n bytes of fd, read again; 0 or -errno. */
-static int hash_head(int fd, uint64_t n, uint8_t out[WC_HASH_LEN])
+static int hash_head(int fd, uint64_t n, uint8_t out[BASE_HASH_LEN])
 {
-	struct wc_hasher h;
+	struct base_hasher h;
 	uint64_t done = 0;
 	uint8_t *buf = malloc(RECHECK_CHUNK);
 
 	if (!buf)
 		return -ENOMEM;
-	wc_hasher_init(&h);
+	base_hasher_init(&h);
 	while (done < n) {
 		size_t want = n - done < RECHECK_CHUNK ? (size_t)(n - done) :
 							 RECHECK_CHUNK;
@@ -128,11 +128,11 @@ static int hash_head(int fd, uint64_t n, uint8_t out[WC_HASH_LEN])
 			free(buf);
 			return r < 0 ? -errno : -EIO;
 		}
-		wc_hasher_update(&h, buf, (size_t)r);
+		base_hasher_update(&h, buf, (size_t)r);
 		done += (uint64_t)r;
 	}
 	free(buf);
-	wc_hasher_final(&h, out);
+	base_hasher_final(&h, out);
 	return 0;
 }
 
@@ -148,7 +148,7 @@ static int hash_head(int fd, uint64_t n, uint8_t out[WC_HASH_LEN])
 static int fd_changed(int fd, const struct model_shard *sh, bool only_which,
 		      char *what, size_t len)
 {
-	uint8_t hash[WC_HASH_LEN];
+	uint8_t hash[BASE_HASH_LEN];
 	char a[32], b[32];
 	struct stat sb;
 	int ret;
@@ -170,7 +170,7 @@ static int fd_changed(int fd, const struct model_shard *sh, bool only_which,
 			 ts_text(sh->mtime_ns, b));
 	else if ((ret = hash_head(fd, sh->st.data_off, hash)))
 		return ret;
-	else if (memcmp(hash, sh->st.header_hash, WC_HASH_LEN))
+	else if (memcmp(hash, sh->st.header_hash, BASE_HASH_LEN))
 		snprintf(what, len, "its first %" PRIu64 " bytes (the header) differ from those parsed",
 			 sh->st.data_off);
 	else if (ts_ns(&sb.st_ctim) != sh->ctime_ns)

@@ -171,7 +171,7 @@ static void restore_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
 static bool wake_hash_begin(struct wcd *d, struct wcd_version *v)
 {
 	const struct gpu_backend *be = d->dev.be;
-	char e[WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	int ret;
 
 	if (!v->hashed || !be->hash_begin || d->o.hash_on == WCD_HASH_CPU ||
@@ -195,30 +195,30 @@ static int restore_pools(struct wcd *d, struct wcd_version *v,
 	struct restore *R;
 	uint64_t t0;
 	uint64_t need = version_plan_need(d, v), have;
-	char herr[WC_ERR_LEN];
+	char herr[BASE_ERR_LEN];
 	int ret;
 
 	*hashing = false;
 
 	if (version_mem_free(d, &have) == 0 && need > have)
-		return wc_errf(err, ENOMEM,
+		return base_errf(err, ENOMEM,
 			       "the pools need %" PRIu64 " bytes on device %s but only %" PRIu64 " are free (another process took memory while the daemon slept?)",
 			       need, d->dev.name, have);
 	ret = load_pools_alloc(d, v, err);
 	if (ret)
 		return ret;
 	if (L->nhost != v->npools)
-		return wc_errf(err, EIO,
+		return base_errf(err, EIO,
 			       "the host copy holds %u pools but the model has %u",
 			       L->nhost, v->npools);
 	WC_ASSERT(!rx_loop_in_callback(&d->loop));  /* it drives the loop */
 	R = calloc(1, sizeof(*R));
 	if (!R)
-		return wc_errf(err, ENOMEM, "out of memory");
+		return base_errf(err, ENOMEM, "out of memory");
 	ret = rx_wake_init(&d->loop, &R->wake, restore_wake_cb);
 	if (ret) {
 		free(R);
-		return wc_errf(err, -ret, "rx_wake_init: %s", strerror(-ret));
+		return base_errf(err, -ret, "rx_wake_init: %s", strerror(-ret));
 	}
 	R->wake_open = true;
 	*hashing = wake_hash_begin(d, v);
@@ -270,7 +270,7 @@ static int restore_pools(struct wcd *d, struct wcd_version *v,
 		*hashing = false;
 	}
 	if (ret && !err[0])
-		wc_errf(err, -ret, "copy to the device failed: %s",
+		base_errf(err, -ret, "copy to the device failed: %s",
 			strerror(-ret));
 	return ret;
 }
@@ -285,14 +285,14 @@ static int hash_pool_steps(struct wcd *d, struct wcd_version *v, uint32_t p,
 {
 	const struct gpu_backend *be = d->dev.be;
 	struct gpu_hash_job *jobs = NULL;
-	char e[WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	uint32_t n = 0;
 	int ret = 0;
 
 	if (be->hash_batch) {
 		jobs = malloc(sizeof(*jobs) * (v->plan.ntensors ? v->plan.ntensors : 1));
 		if (!jobs)
-			return wc_errf(err, ENOMEM, "out of memory");
+			return base_errf(err, ENOMEM, "out of memory");
 	}
 	for (uint32_t i = 0; i < v->plan.ntensors; i++) {
 		const struct plan_tensor *t = &v->plan.t[i];
@@ -315,17 +315,17 @@ static int hash_pool_steps(struct wcd *d, struct wcd_version *v, uint32_t p,
 	if (jobs && !ret)
 		ret = be->hash_batch(&d->dev, jobs, n, stream, e);
 	free(jobs);
-	return ret ? wc_errf(err, -ret, "%s", e) : 0;
+	return ret ? base_errf(err, -ret, "%s", e) : 0;
 }
 
 /* Ends a device hash begun over v's tensors: those of at most
  * GPU_HASH_MIN_LEN bytes are read back and hashed here, the others' hashes
  * come from hash_end; all into out. On a failure the hash is abandoned. */
 static int hash_finish(struct wcd *d, struct wcd_version *v,
-		       uint8_t (*out)[WC_HASH_LEN], char *err)
+		       uint8_t (*out)[BASE_HASH_LEN], char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
-	char e[WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	int ret;
 
 	for (uint32_t i = 0; i < v->plan.ntensors; i++) {
@@ -338,14 +338,14 @@ static int hash_finish(struct wcd *d, struct wcd_version *v,
 					 t->pool_off, small, t->size);
 		if (ret) {
 			be->hash_end(&d->dev, NULL, NULL);
-			return wc_errf(err, -ret,
+			return base_errf(err, -ret,
 				       "reading tensor %s back failed: %s",
 				       t->name, strerror(-ret));
 		}
-		wc_hash128(small, t->size, out[i]);
+		base_hash128(small, t->size, out[i]);
 	}
 	ret = be->hash_end(&d->dev, out, e);
-	return ret ? wc_errf(err, -ret, "%s", e) : 0;
+	return ret ? base_errf(err, -ret, "%s", e) : 0;
 }
 
 /* The hashes of v's tensors computed on the device (the backend's hash_*:
@@ -354,17 +354,17 @@ static int hash_finish(struct wcd *d, struct wcd_version *v,
  * hashes; tensors of at most GPU_HASH_MIN_LEN bytes are read back and
  * hashed here) into out. -ENOTSUP when the backend cannot. */
 static int device_hashes(struct wcd *d, struct wcd_version *v,
-			 uint8_t (*out)[WC_HASH_LEN], char *err)
+			 uint8_t (*out)[BASE_HASH_LEN], char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
-	char e[WC_ERR_LEN];
+	char e[BASE_ERR_LEN];
 	int ret;
 
 	if (!be->hash_begin || d->o.hash_on == WCD_HASH_CPU)
 		return -ENOTSUP;
 	ret = be->hash_begin(&d->dev, v->plan.ntensors, e);
 	if (ret)
-		return ret == -ENOTSUP ? ret : wc_errf(err, -ret, "%s", e);
+		return ret == -ENOTSUP ? ret : base_errf(err, -ret, "%s", e);
 	ret = hash_pool_steps(d, v, UINT32_MAX, 0, err);
 	if (ret) {
 		be->hash_end(&d->dev, NULL, NULL);
@@ -376,13 +376,13 @@ static int device_hashes(struct wcd *d, struct wcd_version *v,
 /* How many of the hashes in dh differ from v's manifest (the first named
  * in err). */
 static int hashes_differ(const struct wcd_version *v,
-			 uint8_t (*dh)[WC_HASH_LEN], char *err)
+			 uint8_t (*dh)[BASE_HASH_LEN], char *err)
 {
 	int bad = 0;
 
 	for (uint32_t i = 0; i < v->plan.ntensors; i++)
-		if (memcmp(dh[i], v->hash[i], WC_HASH_LEN) && !bad++)
-			snprintf(err, WC_ERR_LEN, "%s", v->plan.t[i].name);
+		if (memcmp(dh[i], v->hash[i], BASE_HASH_LEN) && !bad++)
+			snprintf(err, BASE_ERR_LEN, "%s", v->plan.t[i].name);
 	return bad;
 }
 
@@ -392,13 +392,13 @@ static int hashes_differ(const struct wcd_version *v,
 int life_verify_pools(struct wcd *d, struct wcd_version *v, char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
-	uint8_t *bounce = NULL, (*dh)[WC_HASH_LEN];
+	uint8_t *bounce = NULL, (*dh)[BASE_HASH_LEN];
 	int bad = 0, ret = 0;
 
 	err[0] = '\0';
 	dh = calloc(v->plan.ntensors ? v->plan.ntensors : 1, sizeof(*dh));
 	if (!dh)
-		return wc_errf(err, ENOMEM, "out of memory");
+		return base_errf(err, ENOMEM, "out of memory");
 	ret = v->npools && !v->pools[0].host_ptr ? device_hashes(d, v, dh, err) :
 						   -ENOTSUP;
 	if (ret != -ENOTSUP) {
@@ -412,13 +412,13 @@ int life_verify_pools(struct wcd *d, struct wcd_version *v, char *err)
 	for (uint32_t i = 0; i < v->plan.ntensors; i++) {
 		const struct plan_tensor *t = &v->plan.t[i];
 		struct gpu_pool *pl = &v->pools[t->pool];
-		uint8_t h[WC_HASH_LEN];
+		uint8_t h[BASE_HASH_LEN];
 
 		if (pl->host_ptr) {
-			wc_hash128((const uint8_t *)pl->host_ptr + t->pool_off,
+			base_hash128((const uint8_t *)pl->host_ptr + t->pool_off,
 				   t->size, h);
 		} else {
-			struct wc_hasher hs;
+			struct base_hasher hs;
 
 			if (!bounce) {
 				ret = be->staging_alloc(&d->dev,
@@ -427,7 +427,7 @@ int life_verify_pools(struct wcd *d, struct wcd_version *v, char *err)
 				if (ret)
 					return ret;
 			}
-			wc_hasher_init(&hs);
+			base_hasher_init(&hs);
 			for (uint64_t o = 0; o < t->size;
 			     o += LIFE_VERIFY_CHUNK) {
 				size_t n = t->size - o < LIFE_VERIFY_CHUNK ?
@@ -438,18 +438,18 @@ int life_verify_pools(struct wcd *d, struct wcd_version *v, char *err)
 							 t->pool_off + o,
 							 bounce, n);
 				if (ret) {
-					wc_errf(err, -ret,
+					base_errf(err, -ret,
 						"reading tensor %s back from the device failed: %s",
 						t->name, strerror(-ret));
 					goto out_free;
 				}
-				wc_hasher_update(&hs, bounce, n);
+				base_hasher_update(&hs, bounce, n);
 			}
-			wc_hasher_final(&hs, h);
+			base_hasher_final(&hs, h);
 		}
-		if (memcmp(h, v->hash[i], WC_HASH_LEN)) {
+		if (memcmp(h, v->hash[i], BASE_HASH_LEN)) {
 			if (!bad++)
-				snprintf(err, WC_ERR_LEN, "%s", t->name);
+				snprintf(err, BASE_ERR_LEN, "%s", t->name);
 		}
 	}
 	ret = bad;
@@ -464,14 +464,14 @@ out_free:
  * -errno. */
 static int wake_hash_end(struct wcd *d, struct wcd_version *v, char *err)
 {
-	uint8_t (*dh)[WC_HASH_LEN];
+	uint8_t (*dh)[BASE_HASH_LEN];
 	int ret;
 
 	err[0] = '\0';
 	dh = calloc(v->plan.ntensors ? v->plan.ntensors : 1, sizeof(*dh));
 	if (!dh) {
 		d->dev.be->hash_end(&d->dev, NULL, NULL);
-		return wc_errf(err, ENOMEM, "out of memory");
+		return base_errf(err, ENOMEM, "out of memory");
 	}
 	ret = hash_finish(d, v, dh, err);
 	if (!ret)
@@ -581,7 +581,7 @@ static bool same_as_manifest(const struct wcd_version *v,
 
 	if (t->plan.ntensors != v->plan.ntensors ||
 	    t->plan.npools != v->plan.npools) {
-		snprintf(err, WC_ERR_LEN,
+		snprintf(err, BASE_ERR_LEN,
 			 "it now has %u tensors in %u pools, the manifest %u in %u",
 			 t->plan.ntensors, t->plan.npools, v->plan.ntensors,
 			 v->plan.npools);
@@ -592,17 +592,17 @@ static bool same_as_manifest(const struct wcd_version *v,
 
 		if (strcmp(a->name, b->name) || a->size != b->size ||
 		    a->pool != b->pool || a->pool_off != b->pool_off) {
-			snprintf(err, WC_ERR_LEN,
+			snprintf(err, BASE_ERR_LEN,
 				 "tensor %u is now %s (%" PRIu64 " bytes), the manifest says %s (%" PRIu64 " bytes)",
 				 i, b->name, b->size, a->name, a->size);
 			return false;
 		}
 		if (v->hashed && t->hashed &&
-		    memcmp(v->hash[i], t->hash[i], WC_HASH_LEN) && !bad++)
+		    memcmp(v->hash[i], t->hash[i], BASE_HASH_LEN) && !bad++)
 			first = i;
 	}
 	if (bad) {
-		snprintf(err, WC_ERR_LEN,
+		snprintf(err, BASE_ERR_LEN,
 			 "%u of %u tensors (first: %s) do not match their manifest hash",
 			 bad, v->plan.ntensors, v->plan.t[first].name);
 		return false;
@@ -673,7 +673,7 @@ void life_run_wake(struct wcd *d)
 {
 	struct wcd_life *L = &d->life;
 	struct wire_life_reply r = { .level = L->level };
-	char err[WC_ERR_LEN] = "";
+	char err[BASE_ERR_LEN] = "";
 
 	r.version = wcd_current(d)->number;
 	if (L->level == 1)
@@ -805,7 +805,7 @@ static int update_check(struct wcd *d, struct wcd_version *nv,
 		log_warn("update: %u tensors change name, dtype or shape (--allow-layout-change): %s",
 			 n, diff);
 	if (!memcmp(cur->ident.ckpt_digest, nv->ident.ckpt_digest,
-		    WC_HASH_LEN)) {
+		    BASE_HASH_LEN)) {
 		life_fail(d, WIRE_E_STATE,
 			  "update refused: the checkpoint in %s is the one version %" PRIu64 " already serves (same checkpoint digest): write the new weights first, or give --model NEWDIR",
 			  dir, cur->number);
@@ -853,7 +853,7 @@ static int update_load(struct wcd *d, struct wcd_version *nv, uint64_t n,
 	}
 	ret = load_run(d, nv, err);
 	if (!ret && wcd_stopping(d))
-		ret = wc_errf(err, ECANCELED, "stopped while loading");
+		ret = base_errf(err, ECANCELED, "stopped while loading");
 	if (ret) {
 		load_version_free(d, nv);
 		life_fail(d, WIRE_E_INTERNAL,
@@ -870,7 +870,7 @@ void life_run_update(struct wcd *d)
 	struct wcd_version *cur = wcd_current(d), *nv;
 	struct wire_life_reply r = { 0 };
 	struct version_published pub;
-	char err[WC_ERR_LEN] = "", tail[96];
+	char err[BASE_ERR_LEN] = "", tail[96];
 	uint64_t t0 = rx_now_ns();
 	int ni = version_slot_free(d);
 
@@ -921,7 +921,7 @@ void life_run_update_asleep(struct wcd *d)
 	struct wcd_version *cur = wcd_current(d), *nv;
 	struct wire_life_reply r = { .level = 2 };
 	struct version_published pub;
-	char err[WC_ERR_LEN] = "", tail[96];
+	char err[BASE_ERR_LEN] = "", tail[96];
 	uint64_t t0 = rx_now_ns(), n = cur->number;
 	int ni = version_slot_free(d);
 

@@ -98,7 +98,7 @@ struct host_mapper {
 	bool have[GPU_POOLS_MAX]; /* held already (taken back): not mapped */
 	int ret[GPU_POOLS_MAX];
 	uint64_t ns[GPU_POOLS_MAX];
-	char err[WC_ERR_LEN];     /* of the failed pool */
+	char err[BASE_ERR_LEN];     /* of the failed pool */
 };
 
 static void *host_mapper_fn(void *arg)
@@ -106,7 +106,7 @@ static void *host_mapper_fn(void *arg)
 	struct host_mapper *M = arg;
 	const char *fail = getenv("WCD_TEST_SLEEP_ALLOC_FAIL");
 	const struct wcd_version *v = M->v;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 
 	for (uint32_t i = 0; i < v->npools; i++) {
 		uint64_t t = rx_now_ns(), len = v->pools[i].size;
@@ -121,7 +121,7 @@ static void *host_mapper_fn(void *arg)
 			break;
 		/* the tests' hook: the host buffer of pool N cannot be had */
 		if (len && fail && *fail && strtoul(fail, NULL, 10) == i)
-			ret = wc_errf(err, ENOMEM,
+			ret = base_errf(err, ENOMEM,
 				      "WCD_TEST_SLEEP_ALLOC_FAIL: no host buffer for pool %u",
 				      i);
 		else if (len && !M->have[i])
@@ -171,7 +171,7 @@ static int host_mapper_take(struct host_mapper *M, uint32_t i, void **p,
 	*ns = M->ns[i];
 	M->p[i] = NULL;
 	if (ret)
-		snprintf(err, WC_ERR_LEN, "%s", M->err);
+		snprintf(err, BASE_ERR_LEN, "%s", M->err);
 	pthread_mutex_unlock(&M->mu);
 	return ret;
 }
@@ -189,7 +189,7 @@ static int test_pin_fail(struct host_mapper *M, uint32_t i, char *err)
 	while (M->done < M->v->npools && !M->ret[M->done - 1])
 		pthread_cond_wait(&M->cv, &M->mu);
 	pthread_mutex_unlock(&M->mu);
-	return wc_errf(err, ENOMEM,
+	return base_errf(err, ENOMEM,
 		       "WCD_TEST_SLEEP_PIN_FAIL: pool %u cannot be pinned", i);
 }
 
@@ -241,7 +241,7 @@ static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
 	struct host_mapper M;
 	uint64_t need = 0, have, t0 = rx_now_ns(), pin_ns = 0, wait_ns = 0;
 	uint64_t tw, tp;
-	char werr[WC_ERR_LEN];
+	char werr[BASE_ERR_LEN];
 	bool queued = false;
 	uint64_t back = 0;
 	int ret = 0, wret;
@@ -257,7 +257,7 @@ static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
 		need += v->pools[i].size;
 	need -= back;
 	if (!*reused && version_host_available(&have) == 0 && need > have)
-		return wc_errf(err, ENOMEM,
+		return base_errf(err, ENOMEM,
 			       "the host copy needs %" PRIu64 " bytes but only %" PRIu64 " bytes of host memory are available (MemAvailable)",
 			       need, have);
 	L->nhost = v->npools;
@@ -293,7 +293,7 @@ static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
 			  i, len, (double)map_ns / 1e9, (double)(tp - tw) / 1e9,
 			  (double)(rx_now_ns() - tp) / 1e9);
 		if (ret) {
-			wc_errf(err, -ret,
+			base_errf(err, -ret,
 				"copying pool %u (%" PRIu64 " bytes) to host memory failed: %s",
 				i, len, strerror(-ret));
 			break;
@@ -305,7 +305,7 @@ static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
 	wret = queued ? be->copy_wait(&d->dev, werr) : 0;
 	if (wret && !ret) {
 		ret = wret;
-		snprintf(err, WC_ERR_LEN, "%s", werr);
+		snprintf(err, BASE_ERR_LEN, "%s", werr);
 	}
 	if (!*reused)
 		host_mapper_end(&M);
@@ -322,7 +322,7 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 	struct wcd_version *v = wcd_current(d);
 	struct wcd_life *L = &d->life;
 	struct wire_life_reply r = { .level = level };
-	char err[WC_ERR_LEN], busy[WIRE_MSG_MAX + 1], list[512], how[160];
+	char err[BASE_ERR_LEN], busy[WIRE_MSG_MAX + 1], list[512], how[160];
 	uint64_t released = 0, t0 = rx_now_ns();
 	bool reused = false;
 	uint32_t took = 0, npools = v->npools;
@@ -501,7 +501,7 @@ static void do_update(struct wcd *d, struct wcd_client *c, uint64_t id,
 void life_request(struct wcd *d, struct wcd_client *c, uint64_t id,
 		  unsigned type, const uint8_t *p, uint32_t n)
 {
-	char err[WC_ERR_LEN], msg[WIRE_MSG_MAX + 1];
+	char err[BASE_ERR_LEN], msg[WIRE_MSG_MAX + 1];
 	char *model = NULL;
 	uint32_t level = 0, uflags = 0;
 	int ret;
@@ -763,7 +763,7 @@ static void host_free_later(struct wcd *d)
 void life_device_idle(struct wcd *d)
 {
 	struct gpu_pool *pools[WCD_VERSIONS * GPU_POOLS_MAX];
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	unsigned n = 0;
 	uint64_t t0;
 	int ret;

@@ -89,7 +89,7 @@ int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 	if (ret)
 		return ret;
 	if (v->plan.npools > GPU_POOLS_MAX)
-		return wc_errf(err, E2BIG, "the plan needs %u pools, over %d",
+		return base_errf(err, E2BIG, "the plan needs %u pools, over %d",
 			       v->plan.npools, GPU_POOLS_MAX);
 
 	ident_init(&v->ident);
@@ -112,7 +112,7 @@ int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 	if (!ret)
 		ret = ident_digest(&v->ident, v->digest);
 	if (ret)
-		return wc_errf(err, -ret, "cannot encode the identity: %s",
+		return base_errf(err, -ret, "cannot encode the identity: %s",
 			       strerror(-ret));
 	v->phases.parse_s = secs(rx_now_ns() - t0);
 	log_info("phase parse: %.3f s: %u shards, %u tensors for this rank (tp rank %u of %u, pp rank %u of %u), %" PRIu64 " bytes in %u pools",
@@ -238,7 +238,7 @@ static void *hash_part_main(void *arg)
 			continue;       /* the splice fill's workers did it
 					 * (an alias has its target's:
 					 * alias_hashes) */
-		wc_hash128(p + t->pool_off, t->size, v->hash[i]);
+		base_hash128(p + t->pool_off, t->size, v->hash[i]);
 	}
 	return NULL;
 }
@@ -286,17 +286,17 @@ static void post_hash(struct ld *L)
 	for (uint32_t i = 0; !L->err && i < v->plan.ntensors; i++) {
 		const struct plan_tensor *t = &v->plan.t[i];
 		struct gpu_pool *pl = &v->pools[t->pool];
-		struct wc_hasher h;
+		struct base_hasher h;
 
 		if (!t->size || ld_streamed(L, i) || ld_dev_post(L, i) ||
 		    (t->flags & PLAN_T_ALIAS))
 			continue;
 		if (pl->host_ptr) {
-			wc_hash128((const uint8_t *)pl->host_ptr + t->pool_off,
+			base_hash128((const uint8_t *)pl->host_ptr + t->pool_off,
 				   t->size, v->hash[i]);
 			continue;
 		}
-		wc_hasher_init(&h);
+		base_hasher_init(&h);
 		for (uint64_t o = 0; o < t->size; o += L->slot_size) {
 			size_t n = t->size - o < L->slot_size ?
 				   (size_t)(t->size - o) : (size_t)L->slot_size;
@@ -309,9 +309,9 @@ static void post_hash(struct ld *L)
 					t->name, strerror(-ret));
 				break;
 			}
-			wc_hasher_update(&h, bounce, n);
+			base_hasher_update(&h, bounce, n);
 		}
-		wc_hasher_final(&h, v->hash[i]);
+		base_hasher_final(&h, v->hash[i]);
 	}
 	L->hash_ns += rx_now_ns() - t0;
 }
@@ -322,7 +322,7 @@ static void alias_hashes(struct wcd_version *v)
 	for (uint32_t i = 0; i < v->plan.ntensors; i++)
 		if (v->plan.t[i].flags & PLAN_T_ALIAS)
 			memcpy(v->hash[i], v->hash[v->plan.t[i].target],
-			       WC_HASH_LEN);
+			       BASE_HASH_LEN);
 }
 
 /* Padded entries: the rows past the real ones must read as zeros. Host
@@ -353,7 +353,7 @@ static int zero_padding(struct wcd *d, struct wcd_version *v, char *err)
 		    pl->host_ptr)
 			continue;
 		if (!be->pool_fill)
-			return wc_errf(err, ENOTSUP, "the %s backend cannot zero the padding of %s",
+			return base_errf(err, ENOTSUP, "the %s backend cannot zero the padding of %s",
 				       be->name, t->name);
 		ret = be->pool_fill(&d->dev, pl, t->pool_off + t->size,
 				    t->alloc - t->size, 0, err);
@@ -419,7 +419,7 @@ static int open_shards(struct ld *L, bool want_direct, char *err)
 	L->fd = malloc(n * sizeof(int));
 	L->dfd = malloc(n * sizeof(int));
 	if (!L->fd || !L->dfd)
-		return wc_errf(err, ENOMEM, "out of memory");
+		return base_errf(err, ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < n; i++)
 		L->fd[i] = L->dfd[i] = -1;
 	for (uint32_t i = 0; i < n; i++) {
@@ -432,17 +432,17 @@ static int open_shards(struct ld *L, bool want_direct, char *err)
 		 * put in its place would hang the loop in open or read). */
 		L->fd[i] = open(sh->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 		if (L->fd[i] < 0)
-			return wc_errf(err, errno, "cannot open %s: %s",
+			return base_errf(err, errno, "cannot open %s: %s",
 				       sh->path, strerror(errno));
 		if (fstat(L->fd[i], &sb) || !S_ISREG(sb.st_mode))
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s is no longer a regular file: replace it with the shard itself",
 				       sh->path);
 		/* The plan came from the header as parsed: a file of another
 		 * size now (truncated, or rewritten) would be read short or
 		 * not be what was planned. Nothing is served from it. */
 		if ((uint64_t)sb.st_size != sh->size)
-			return wc_errf(err, EIO,
+			return base_errf(err, EIO,
 				       "%s is %" PRIu64 " bytes now but was %" PRIu64 " when its header was read: the shard changed during the load (truncated or rewritten); nothing of it is served; finish writing the model, then load it again",
 				       sh->path, (uint64_t)sb.st_size, sh->size);
 		if (!want_direct || dio == WCD_DIO_OFF)
@@ -502,7 +502,7 @@ static int create_pools(struct wcd *d, struct wcd_version *v, char *err)
 		need += gpu_align_up(v->plan.pool_size[i], d->dev.granularity);
 	if (be->mem_info && be->mem_info(&d->dev, &free_b, &total_b) == 0 &&
 	    need > free_b)
-		return wc_errf(err, ENOMEM,
+		return base_errf(err, ENOMEM,
 			       "the model needs %" PRIu64 " bytes on device %s but only %" PRIu64 " of %" PRIu64 " are free: free memory or use more tensor-parallel ranks",
 			       need, d->dev.name, free_b, total_b);
 	step_done("device memory queried (the context, if still being made)", &t);
@@ -528,13 +528,13 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	L = calloc(1, sizeof(*L));
 	if (!v->hash || !L) {
 		free(L);
-		return wc_errf(err, ENOMEM, "out of memory");
+		return base_errf(err, ENOMEM, "out of memory");
 	}
 	v->hashed = d->o.hash;
 	/* empty tensors get no piece: their hash is the empty input's */
 	for (uint32_t i = 0; i < v->plan.ntensors; i++)
 		if (!v->plan.t[i].size)
-			wc_hash128("", 0, v->hash[i]);
+			base_hash128("", 0, v->hash[i]);
 	L->d = d;
 	L->v = v;
 	L->be = d->dev.be;
@@ -543,14 +543,14 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	staged = d->o.load_path == WCD_LOAD_STAGED ||
 		 (v->plan.npools && d->dev.be != &gpu_host_backend);
 	if (d->o.load_path == WCD_LOAD_DIRECT && staged) {
-		ret = wc_errf(err, EINVAL,
+		ret = base_errf(err, EINVAL,
 			      "--load-path direct needs pools with a CPU mapping, and device %s has none: use --load-path staged",
 			      d->dev.name);
 		goto out_free;
 	}
 	if (v->hashed && d->o.hash_on == WCD_HASH_DEVICE &&
 	    (!staged || !L->be->hash_begin)) {
-		ret = wc_errf(err, EINVAL,
+		ret = base_errf(err, EINVAL,
 			      "--hash-on device needs a CUDA device, and %s is not one: use --hash-on cpu (or auto)",
 			      d->dev.name);
 		goto out_free;
@@ -572,7 +572,7 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	} else if (splice) {
 		L->hashed = calloc(v->plan.ntensors ? v->plan.ntensors : 1, 1);
 		if (!L->hashed) {
-			ret = wc_errf(err, ENOMEM, "out of memory");
+			ret = base_errf(err, ENOMEM, "out of memory");
 			goto out_close;
 		}
 	} else {
@@ -630,7 +630,7 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	 * write at any time from the header read until here fails it. */
 	ld_check_shards(L);
 	if (L->err) {
-		ret = wc_errf(err, L->err, "%s", L->errbuf);
+		ret = base_errf(err, L->err, "%s", L->errbuf);
 		goto out_staged;
 	}
 	v->phases.read_s = secs(t_read);

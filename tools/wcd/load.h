@@ -97,7 +97,7 @@ struct ld {
 	uint64_t start_ns, last_progress_ns;
 	uint64_t hash_ns, copy_ns;
 	int err;
-	char errbuf[WC_ERR_LEN];
+	char errbuf[BASE_ERR_LEN];
 	unsigned inflight;        /* reads, or slots not free */
 	bool finished;
 	/* direct: the next read is of piece ti at byte tpos */
@@ -119,7 +119,7 @@ struct ld {
 	unsigned nlanes, rr;
 	struct lane lanes[HASHPOOL_MAX];
 	uint32_t next_ti;         /* next piece a lane takes */
-	struct wc_hasher hasher;  /* hashing on the loop thread */
+	struct base_hasher hasher;  /* hashing on the loop thread */
 	struct hashpool hp;
 	bool hp_started;
 	struct rx_wake wake, hwake;

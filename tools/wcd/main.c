@@ -354,7 +354,7 @@ static enum log_level parse_opts(struct wcd_opts *o, int argc, char **argv)
 {
 	static char rules_abs[PATH_MAX], layout_abs[PATH_MAX], log_abs[PATH_MAX];
 	enum log_level lvl = LOG_INFO;
-	char msg[WC_ERR_LEN];
+	char msg[BASE_ERR_LEN];
 	int c;
 
 	*o = (struct wcd_opts){
@@ -579,7 +579,7 @@ static const struct server_hooks hooks = {
 
 static int start(struct wcd *d)
 {
-	char err[WC_ERR_LEN], tmpl[PATHS_MAX];
+	char err[BASE_ERR_LEN], tmpl[PATHS_MAX];
 	struct wcd_version *v;
 	sigset_t mask;
 	uint64_t t0;
@@ -746,7 +746,7 @@ int main(int argc, char **argv)
 	sdnotify_init();
 	log_set_format(d.o.log_format);
 	if (d.o.log_file) {
-		char lerr[WC_ERR_LEN];
+		char lerr[BASE_ERR_LEN];
 
 		if (log_open_file(d.o.log_file, lerr, sizeof(lerr))) {
 			log_error("%s", lerr);

@@ -2,7 +2,7 @@
 /*
  * wcd --metrics-listen ADDR: GET /metrics over HTTP/1.x from the daemon's
  * own io_uring loop (no thread). Each connection is one request and one
- * answer, then closed (Connection: close). The parser is proto/http.c.
+ * answer, then closed (Connection: close). The parser is proto/wire/http.c.
  *
  * Bounds, so that scrapers cannot take anything from the engines:
  *   - at most MHTTP_CONNS_MAX connections at once, the slots allocated
@@ -399,34 +399,34 @@ static int mhttp_bind_unix(struct mhttp *mh, const char *addr, char *err)
 	int fd, ret;
 
 	if (!addr[5] || strlen(addr + 5) >= sizeof(sa.sun_path))
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "--metrics-listen '%s': the unix socket path must be 1 to %zu bytes",
 			       addr, sizeof(sa.sun_path) - 1);
 	memcpy(sa.sun_path, addr + 5, strlen(addr + 5) + 1);
 	if (lstat(sa.sun_path, &st) == 0) {
 		if (!S_ISSOCK(st.st_mode))
-			return wc_errf(err, EEXIST,
+			return base_errf(err, EEXIST,
 				       "--metrics-listen '%s': %s exists and is not a socket; remove it or pick another path",
 				       addr, sa.sun_path);
 		ret = unix_socket_live(&sa);
 		if (ret == 1)
-			return wc_errf(err, EADDRINUSE,
+			return base_errf(err, EADDRINUSE,
 				       "--metrics-listen '%s': another process serves on %s (it accepted a connection); stop it or give this daemon another path",
 				       addr, sa.sun_path);
 		if (ret < 0)
-			return wc_errf(err, -ret,
+			return base_errf(err, -ret,
 				       "--metrics-listen '%s': cannot tell whether %s is in use: %s; remove it if it is stale, or pick another path",
 				       addr, sa.sun_path, strerror(-ret));
 		unlink(sa.sun_path);  /* nobody answers: a stale socket */
 	}
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return wc_errf(err, errno, "socket: %s", strerror(errno));
+		return base_errf(err, errno, "socket: %s", strerror(errno));
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ||
 	    listen(fd, MHTTP_BACKLOG) || stat(sa.sun_path, &st)) {
 		ret = -errno;
 		close(fd);
-		return wc_errf(err, -ret,
+		return base_errf(err, -ret,
 			       "--metrics-listen '%s': cannot listen: %s",
 			       addr, strerror(-ret));
 	}
@@ -454,7 +454,7 @@ static int mhttp_bind(struct mhttp *mh, const char *addr, char *err)
 		return mhttp_bind_unix(mh, addr, err);
 	port = strrchr(addr, ':');
 	if (!port || !port[1] || (size_t)(port - addr) >= sizeof(host))
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "--metrics-listen '%s' is not host:port, [v6]:port, :port or unix:PATH (e.g. 127.0.0.1:9400)",
 			       addr);
 	memcpy(host, addr, (size_t)(port - addr));
@@ -464,7 +464,7 @@ static int mhttp_bind(struct mhttp *mh, const char *addr, char *err)
 		size_t n = strlen(host);
 
 		if (n < 3 || host[n - 1] != ']')
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "--metrics-listen '%s': an IPv6 address goes in brackets, e.g. [::1]:9400",
 				       addr);
 		memmove(host, host + 1, n - 2);
@@ -472,13 +472,13 @@ static int mhttp_bind(struct mhttp *mh, const char *addr, char *err)
 	}
 	ret = getaddrinfo(host[0] ? host : NULL, port, &hints, &res);
 	if (ret)
-		return wc_errf(err, EINVAL, "--metrics-listen '%s': %s", addr,
+		return base_errf(err, EINVAL, "--metrics-listen '%s': %s", addr,
 			       gai_strerror(ret));
 	fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
 		ret = -errno;
 		freeaddrinfo(res);
-		return wc_errf(err, -ret, "socket: %s", strerror(-ret));
+		return base_errf(err, -ret, "socket: %s", strerror(-ret));
 	}
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, res->ai_addr, res->ai_addrlen) ||
@@ -486,7 +486,7 @@ static int mhttp_bind(struct mhttp *mh, const char *addr, char *err)
 		ret = -errno;
 		freeaddrinfo(res);
 		close(fd);
-		return wc_errf(err, -ret,
+		return base_errf(err, -ret,
 			       "--metrics-listen '%s': cannot listen: %s; pick a free port",
 			       addr, strerror(-ret));
 	}
@@ -511,7 +511,7 @@ static int mhttp_bind(struct mhttp *mh, const char *addr, char *err)
 static void mhttp_retry(struct rx_timer *t, int res)
 {
 	struct mhttp *mh = container_of(t, struct mhttp, retry);
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	int ret;
 
 	if (res < 0)
@@ -537,7 +537,7 @@ int metrics_http_start(struct wcd *d, const char *addr, unsigned wait_ms,
 	int ret;
 
 	if (!mh)
-		return wc_errf(err, ENOMEM, "out of memory");
+		return base_errf(err, ENOMEM, "out of memory");
 	mh->d = d;
 	mh->listen_fd = -1;
 	snprintf(mh->addr, sizeof(mh->addr), "%s", addr);
@@ -556,7 +556,7 @@ int metrics_http_start(struct wcd *d, const char *addr, unsigned wait_ms,
 				     mhttp_retry);
 		if (ret) {
 			free(mh);
-			return wc_errf(err, -ret, "metrics: cannot start a timer: %s",
+			return base_errf(err, -ret, "metrics: cannot start a timer: %s",
 				       strerror(-ret));
 		}
 		d->mhttp = mh;
@@ -571,7 +571,7 @@ int metrics_http_start(struct wcd *d, const char *addr, unsigned wait_ms,
 	if (ret) {
 		close(mh->listen_fd);
 		free(mh);
-		return wc_errf(err, -ret, "metrics: cannot accept: %s",
+		return base_errf(err, -ret, "metrics: cannot accept: %s",
 			       strerror(-ret));
 	}
 	d->mhttp = mh;

@@ -78,7 +78,7 @@ static int force_stop(struct wcd *d, pid_t pid, char *err)
 	if (pidfd < 0) {
 		if (errno == ESRCH)
 			return 0;   /* gone already */
-		return wc_errf(err, errno,
+		return base_errf(err, errno,
 			       "--force: cannot open a pidfd for the owner pid %d: %s",
 			       (int)pid, strerror(errno));
 	}
@@ -88,7 +88,7 @@ static int force_stop(struct wcd *d, pid_t pid, char *err)
 		int e = errno;
 
 		close(pidfd);
-		return wc_errf(err, e,
+		return base_errf(err, e,
 			       "--force: cannot signal the owner pid %d: %s (is it another user's?)",
 			       (int)pid, strerror(e));
 	}
@@ -114,7 +114,7 @@ static void remove_stale(const char *path)
 int own_acquire(struct wcd *d, char *err)
 {
 	struct ready_info ri;
-	char rerr[WC_ERR_LEN], pidtxt[32];
+	char rerr[BASE_ERR_LEN], pidtxt[32];
 	struct stat st;
 	pid_t pid;
 	int fd, ret, n;
@@ -129,18 +129,18 @@ int own_acquire(struct wcd *d, char *err)
 	fd = open(d->paths.lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK |
 		  O_CLOEXEC, 0600);
 	if (fd < 0)
-		return wc_errf(err, errno, "cannot open the lock file %s: %s%s",
+		return base_errf(err, errno, "cannot open the lock file %s: %s%s",
 			       d->paths.lock, strerror(errno),
 			       errno == ELOOP ? " (it is a symbolic link, never followed: remove it)" : "");
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
-		ret = wc_errf(err, EINVAL,
+		ret = base_errf(err, EINVAL,
 			      "the lock file %s is not a regular file; remove it",
 			      d->paths.lock);
 		goto out_close;
 	}
 	for (int attempt = 0; flock(fd, LOCK_EX | LOCK_NB); attempt++) {
 		if (errno != EWOULDBLOCK) {
-			ret = wc_errf(err, errno, "flock %s: %s",
+			ret = base_errf(err, errno, "flock %s: %s",
 				      d->paths.lock, strerror(errno));
 			goto out_close;
 		}
@@ -150,7 +150,7 @@ int own_acquire(struct wcd *d, char *err)
 
 			if (ready_read_file(&ri, d->paths.ready, rerr) == 0)
 				state = ri.state;
-			ret = wc_errf(err, EBUSY,
+			ret = base_errf(err, EBUSY,
 				      "device %s is already served by wcd pid %d (ready file %s, state %s): stop it with 'wcctl stop --device %s%s%s' or take over with --force",
 				      d->paths.device, (int)pid, d->paths.ready,
 				      state, d->o.device,
@@ -159,7 +159,7 @@ int own_acquire(struct wcd *d, char *err)
 			goto out_close;
 		}
 		if (attempt >= 3) {
-			ret = wc_errf(err, EBUSY,
+			ret = base_errf(err, EBUSY,
 				      "--force: the lock %s is still held after stopping pid %d; find its holder with 'fuser %s'",
 				      d->paths.lock, (int)pid, d->paths.lock);
 			goto out_close;

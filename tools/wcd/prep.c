@@ -43,7 +43,7 @@ struct prep_box {
 	struct plan_rules rules;
 	struct plan plan;
 	enum quant_verdict qv;
-	char note[WC_ERR_LEN];        /* a line for the loop to log, or "" */
+	char note[BASE_ERR_LEN];        /* a line for the loop to log, or "" */
 	/* what it is given: copies, the thread may outlive the request */
 	char path[PATH_MAX], layout[PATH_MAX], rules_file[PATH_MAX];
 	char allow_quant[256];
@@ -51,7 +51,7 @@ struct prep_box {
 	struct plan_params pp;
 	uint64_t pool_size;
 	bool flat;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	int ret;
 	int stage;                    /* __atomic: enum prep_stage */
 	int efd;                      /* written by the thread at each stage */
@@ -96,7 +96,7 @@ void ld_test_stall(const char *path, const char *point)
  * and ep 1, or with --rules: everything replicated), then --rules FILE. */
 static int prep_rules(struct prep_box *b, char *err)
 {
-	char perr[WC_ERR_LEN];
+	char perr[BASE_ERR_LEN];
 	int ret;
 
 	memset(&b->rules, 0, sizeof(b->rules));
@@ -110,7 +110,7 @@ static int prep_rules(struct prep_box *b, char *err)
 		if (ret == -ENOTSUP) {
 			if ((b->pp.tp_size > 1 || b->pp.ep_size > 1) &&
 			    !b->rules_file[0])
-				return wc_errf(err, ENOTSUP, "%s", perr);
+				return base_errf(err, ENOTSUP, "%s", perr);
 			memset(&b->rules, 0, sizeof(b->rules));
 			b->rules.vocab_pad = -1;
 			snprintf(b->note, sizeof(b->note),
@@ -119,7 +119,7 @@ static int prep_rules(struct prep_box *b, char *err)
 				 b->rules_file[0] ? "; using the rules file only" :
 						    "; every tensor is replicated (tp 1)");
 		} else if (ret) {
-			return wc_errf(err, -ret, "%s", perr);
+			return base_errf(err, -ret, "%s", perr);
 		}
 	}
 	if (b->rules_file[0])
@@ -141,7 +141,7 @@ static int prep_plan(struct prep_box *b, char *err)
 	ld_test_stall(b->path, "plan");
 	ret = prep_rules(b, err);
 	if (!ret)
-		ret = plan_build2(&b->plan, &b->m, &b->rules, &b->pp, err);
+		ret = plan_build_params(&b->plan, &b->m, &b->rules, &b->pp, err);
 	if (!ret)
 		ret = b->flat ? plan_pack_flat(&b->plan, b->pool_size, err) :
 				plan_pack(&b->plan, b->pool_size, err);
@@ -214,7 +214,7 @@ static struct prep_box *box_new(struct wcd *d, char *err)
 	const char *flat = getenv("WCD_TEST_PACK");
 
 	if (!b) {
-		wc_errf(err, ENOMEM, "out of memory");
+		base_errf(err, ENOMEM, "out of memory");
 		return NULL;
 	}
 	snprintf(b->path, sizeof(b->path), "%s", d->o.model);
@@ -238,7 +238,7 @@ static struct prep_box *box_new(struct wcd *d, char *err)
 	b->refs = 2;
 	b->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (b->efd < 0) {
-		wc_errf(err, errno, "eventfd: %s", strerror(errno));
+		base_errf(err, errno, "eventfd: %s", strerror(errno));
 		free(b);
 		return NULL;
 	}
@@ -262,34 +262,34 @@ int ld_prepare_bounded(struct wcd *d, struct wcd_version *v, char *err)
 	if (ret) {
 		close(b->efd);
 		free(b);
-		return wc_errf(err, ret, "cannot start the header reader: %s",
+		return base_errf(err, ret, "cannot start the header reader: %s",
 			       strerror(ret));
 	}
 	if (!wait_stage(d, b, PREP_READ, ms * 1000000, &ret)) {
 		box_put(b);
 		if (ret)
-			return wc_errf(err, -ret, "cannot watch the header reader: %s",
+			return base_errf(err, -ret, "cannot watch the header reader: %s",
 				       strerror(-ret));
 		if (wcd_stopping(d))
-			return wc_errf(err, ECANCELED, "stopped while reading the headers of %s",
+			return base_errf(err, ECANCELED, "stopped while reading the headers of %s",
 				       d->o.model);
-		return wc_errf(err, ETIMEDOUT,
+		return base_errf(err, ETIMEDOUT,
 			       "reading the headers of %s did not finish within %.3g s (--read-timeout): is its file system hung? Nothing was loaded",
 			       d->o.model, (double)ms / 1000);
 	}
 	if (!wait_stage(d, b, PREP_PLANNED, 0, &ret)) {
 		box_put(b);
 		if (ret)
-			return wc_errf(err, -ret, "cannot watch the planner: %s",
+			return base_errf(err, -ret, "cannot watch the planner: %s",
 				       strerror(-ret));
-		return wc_errf(err, ECANCELED, "stopped while planning the layout of %s",
+		return base_errf(err, ECANCELED, "stopped while planning the layout of %s",
 			       d->o.model);
 	}
 	ret = b->ret;
 	if (b->note[0])
 		log_info("%s", b->note);
 	if (ret) {
-		wc_errf(err, ret, "%s", b->err);
+		base_errf(err, ret, "%s", b->err);
 	} else {
 		v->model = b->m;
 		v->rules = b->rules;

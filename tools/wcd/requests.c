@@ -39,7 +39,7 @@ static void do_hello(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	struct wire_hello_reply r = { 0 };
 	struct wire_mismatch *mm = NULL;
 	struct ident *peer = NULL;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct wire_put w;
 	int ret;
 
@@ -104,7 +104,7 @@ static void do_manifest(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	struct wire_manifest_req q;
 	struct wire_manifest m = { 0 };
 	struct wire_tensor *t;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct wire_put w;
 	size_t room = WIRE_PAYLOAD_MAX - 64, used = 20;
 	size_t hdr_off;
@@ -189,7 +189,7 @@ static void do_attach(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	struct wire_attach_req q;
 	struct wire_attach a = { 0 };
 	struct wcd_version *v;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct wire_put w;
 	int ret, vi;
 
@@ -268,7 +268,7 @@ static void do_attach(struct wcd_client *c, const uint8_t *p, uint32_t n)
 
 static void do_detach(struct wcd_client *c, const uint8_t *p, uint32_t n)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct wire_put w;
 	uint64_t lease;
 	int ret;
@@ -298,7 +298,7 @@ static void do_detach(struct wcd_client *c, const uint8_t *p, uint32_t n)
 static void do_simple(struct wcd_client *c, const uint8_t *p, uint32_t n)
 {
 	struct wcd *d = c->d;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct wire_put w;
 	char *json;
 	int ret;

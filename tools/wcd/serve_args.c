@@ -3,7 +3,7 @@
  * The options a restart keeps: wcd's own argv words for every option that
  * shapes what is served or who may attach, or how the daemon logs, listens
  * for scrapes and loads, taken from the options in force (d->o, after a
- * handover's BEGIN too), for the ready file's serve_args (proto/ready.h).
+ * handover's BEGIN too), for the ready file's serve_args (proto/wire/ready.h).
  * wcctl restart gives the new daemon exactly these words, so that both a
  * handover and the reload after a failed one serve what the old daemon
  * served, to whom it served it (ARCHITECTURE.md, Rules). The options of

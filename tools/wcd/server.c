@@ -323,7 +323,7 @@ void reply_error(struct wcd_client *c, uint64_t id, uint32_t code,
 void reply_frame(struct wcd_client *c, uint64_t id, struct wire_put *w,
 		 const int *fds, unsigned nfds)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 
 	struct wire_hdr h;
 
@@ -457,7 +457,7 @@ static void client_payload_cb(struct rx_recv *r, int res)
 static void client_hdr_cb(struct rx_recv *r, int res)
 {
 	struct wcd_client *c = container_of(r, struct wcd_client, rx);
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	size_t have = c->hdr_have + r->done;
 	int ret;
 
@@ -721,12 +721,12 @@ int server_sock_open(const struct wcd *d, struct sockaddr_un *sa, char *err)
 	memset(sa, 0, sizeof(*sa));
 	sa->sun_family = AF_UNIX;
 	if (strlen(d->paths.sock) >= sizeof(sa->sun_path))
-		return wc_errf(err, ENAMETOOLONG, "socket path too long: %s",
+		return base_errf(err, ENAMETOOLONG, "socket path too long: %s",
 			       d->paths.sock);
 	strcpy(sa->sun_path, d->paths.sock);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return wc_errf(err, errno, "socket: %s", strerror(errno));
+		return base_errf(err, errno, "socket: %s", strerror(errno));
 	return fd;
 }
 
@@ -744,7 +744,7 @@ int server_listen(struct wcd *d, char *err)
 	ret = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
 	umask(old);
 	if (ret || listen(fd, 512)) {
-		ret = wc_errf(err, errno, "cannot listen on %s: %s",
+		ret = base_errf(err, errno, "cannot listen on %s: %s",
 			      d->paths.sock, strerror(errno));
 		close(fd);
 		return ret;

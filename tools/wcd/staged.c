@@ -387,11 +387,11 @@ static void hash_slot(struct ld *L, struct slot *s)
 	}
 	t0 = rx_now_ns();
 	if (s->first)
-		wc_hasher_init(&L->hasher);
+		base_hasher_init(&L->hasher);
 	for (uint64_t r = 0; r < s->height; r++)
-		wc_hasher_update(&L->hasher, p + r * s->src_pitch, s->width);
+		base_hasher_update(&L->hasher, p + r * s->src_pitch, s->width);
 	if (s->last)
-		wc_hasher_final(&L->hasher, L->v->hash[s->ti]);
+		base_hasher_final(&L->hasher, L->v->hash[s->ti]);
 	L->hash_ns += rx_now_ns() - t0;
 }
 
@@ -401,7 +401,7 @@ static void hash_slot(struct ld *L, struct slot *s)
 static void dev_hash_step(struct ld *L, struct slot *s)
 {
 	const struct plan_tensor *t = tensor(L, s->ti);
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	int ret;
 
 	if (t->size <= GPU_HASH_MIN_LEN) {
@@ -481,7 +481,7 @@ int staged_setup(struct ld *L, char *err)
 	L->slot_size = L->d->o.slot_size;
 	L->slots = calloc(L->nslots, sizeof(*L->slots));
 	if (!L->slots)
-		return wc_errf(err, ENOMEM, "out of memory for staging slots");
+		return base_errf(err, ENOMEM, "out of memory for staging slots");
 	ret = L->be->staging_alloc(&L->d->dev, L->nslots * L->slot_size,
 				   (void **)&L->ring, err);
 	if (ret)
@@ -514,7 +514,7 @@ int staged_setup(struct ld *L, char *err)
 	threads = L->v->hashed && !L->dev_hash ? L->d->o.hash_threads : 0;
 	ret = rx_wake_init(&L->d->loop, &L->wake, copy_wake_cb);
 	if (ret)
-		return wc_errf(err, -ret, "rx_wake_init: %s", strerror(-ret));
+		return base_errf(err, -ret, "rx_wake_init: %s", strerror(-ret));
 	L->wake_open = true;
 	/* one lane per hash worker (or per device hash chain), but never
 	 * more lanes than slots */
@@ -524,12 +524,12 @@ int staged_setup(struct ld *L, char *err)
 	if (threads) {
 		ret = rx_wake_init(&L->d->loop, &L->hwake, hash_wake_cb);
 		if (ret)
-			return wc_errf(err, -ret, "rx_wake_init: %s",
+			return base_errf(err, -ret, "rx_wake_init: %s",
 				       strerror(-ret));
 		L->hwake_open = true;
 		ret = hashpool_start(&L->hp, threads, &L->hwake);
 		if (ret)
-			return wc_errf(err, -ret, "cannot start %u hash threads: %s",
+			return base_errf(err, -ret, "cannot start %u hash threads: %s",
 				       threads, strerror(-ret));
 		L->hp_started = true;
 	}
@@ -544,7 +544,7 @@ void staged_start(struct ld *L)
 void staged_finish(struct ld *L)
 {
 	struct gpu_hash_job *jobs;
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	uint32_t n = 0;
 	uint64_t t0 = rx_now_ns();
 	int ret;

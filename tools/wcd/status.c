@@ -68,14 +68,14 @@ char *status_json(struct wcd *d)
 	struct wcd_version *v = wcd_current(d);
 	pid_t *pids = malloc(STATUS_CLIENTS_MAX * sizeof(pid_t));
 	unsigned *leases = malloc(STATUS_CLIENTS_MAX * sizeof(unsigned));
-	char hex[WC_HASH_HEX_LEN];
+	char hex[BASE_HASH_HEX_LEN];
 	json_t *o = NULL, *cl, *vs;
 	char *s = NULL;
 	unsigned n;
 
 	if (!pids || !leases)
 		goto out_free;
-	wc_hash_hex(v->digest, hex);
+	base_hash_hex(v->digest, hex);
 	n = server_clients(d, pids, leases, STATUS_CLIENTS_MAX);
 	cl = json_array();
 	for (unsigned i = 0; i < n; i++)
@@ -160,7 +160,7 @@ int status_write_ready(struct wcd *d, char *err)
 	r.pid = (int)getpid();
 	snprintf(r.socket, sizeof(r.socket), "%s", d->paths.sock);
 	snprintf(r.device, sizeof(r.device), "%s", d->dev.name);
-	wc_hash_hex(v->digest, r.identity);
+	base_hash_hex(v->digest, r.identity);
 	r.version = v->number;
 	r.tensors = v->plan.ntensors;
 	r.bytes = v->plan.total_bytes;
@@ -182,7 +182,7 @@ int status_write_ready(struct wcd *d, char *err)
 		snprintf(r.log_file, sizeof(r.log_file), "%s", d->o.log_file);
 	/* every option a restart must keep (serve_args.c) */
 	if (serve_args_format(d, r.serve_args, sizeof(r.serve_args)) < 0)
-		return wc_errf(err, E2BIG,
+		return base_errf(err, E2BIG,
 			       "the daemon's options do not fit in the ready file's serve_args (%d bytes): shorten the paths of --rules, --layout or --log-file",
 			       READY_ARGS_MAX);
 	snprintf(r.reloaded, sizeof(r.reloaded), "%s", d->reloaded);

@@ -171,12 +171,12 @@ struct wcd_version {
 	struct plan_rules rules;
 	struct plan plan;
 	struct ident ident;
-	uint8_t digest[WC_HASH_LEN];  /* ident_digest */
+	uint8_t digest[BASE_HASH_LEN];  /* ident_digest */
 	uint8_t ident_enc[IDENT_ENC_MAX];
 	size_t ident_len;
 	uint32_t npools;
 	struct gpu_pool pools[GPU_POOLS_MAX];
-	uint8_t (*hash)[WC_HASH_LEN]; /* per plan tensor */
+	uint8_t (*hash)[BASE_HASH_LEN]; /* per plan tensor */
 	bool hashed;
 	unsigned leases;              /* leases held on this version */
 	struct wcd_phases phases;

@@ -555,7 +555,7 @@ static void write_index(const struct opts *o)
 /* Opens the result with the strict parser and checks it is our layout. */
 static void check_model(const struct opts *o)
 {
-	char err[WC_ERR_LEN];
+	char err[BASE_ERR_LEN];
 	struct model m;
 
 	if (model_open(&m, o->out, err))

@@ -889,7 +889,7 @@ class Model(collections.abc.Mapping):
         tensor) for each run of same-shaped tensors at evenly stepped
         offsets. With the pools in one span (_span_of) a run goes on across
         pools wherever the step holds (wcd packs big layers so that it
-        does over the whole model: plan_pack in proto/plan.h); with the
+        does over the whole model: plan_pack in proto/plan/plan.h); with the
         pools apart runs end at pool boundaries. Every result has the
         shape, strides and offset that its own as_strided would give. The
         plans depend only on the table's dtypes, shapes, pools and offsets

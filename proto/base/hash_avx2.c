@@ -21,7 +21,7 @@
 
 #include "hash_impl.h"
 
-void wc__xxh3_128_avx2(const void *p, size_t n, uint64_t *lo, uint64_t *hi)
+void base__xxh3_128_avx2(const void *p, size_t n, uint64_t *lo, uint64_t *hi)
 {
 	XXH128_hash_t v = XXH3_128bits(p, n);
 
@@ -29,7 +29,7 @@ void wc__xxh3_128_avx2(const void *p, size_t n, uint64_t *lo, uint64_t *hi)
 	*hi = v.high64;
 }
 
-void wc__xxh3_128_update_avx2(void *state, const void *p, size_t n)
+void base__xxh3_128_update_avx2(void *state, const void *p, size_t n)
 {
 	XXH3_128bits_update((XXH3_state_t *)state, p, n);
 }

@@ -27,7 +27,7 @@ int ready_format(const struct ready_info *r, char *buf, size_t len,
 			 r->pp_rank, r->state);
 
 	if (n < 0 || (size_t)n >= len)
-		return wc_errf(err, E2BIG, "ready file text over %zu bytes",
+		return base_errf(err, E2BIG, "ready file text over %zu bytes",
 			       len);
 	if (r->metrics_listen[0])
 		n += snprintf(buf + n, len - (size_t)n, "metrics_listen=%s\n",
@@ -45,7 +45,7 @@ int ready_format(const struct ready_info *r, char *buf, size_t len,
 		n += snprintf(buf + n, len - (size_t)n, "reloaded=%s\n",
 			      r->reloaded);
 	if ((size_t)n >= len)
-		return wc_errf(err, E2BIG, "ready file text over %zu bytes",
+		return base_errf(err, E2BIG, "ready file text over %zu bytes",
 			       len);
 	return n;
 }
@@ -206,7 +206,7 @@ int ready_parse(struct ready_info *r, const char *buf, size_t len,
 	memset(r, 0, sizeof(*r));
 	r->pid = -1;
 	if (len > READY_FILE_MAX)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "ready file %s is %zu bytes, over %d", name,
 			       len, READY_FILE_MAX);
 	while (pos < len) {
@@ -217,7 +217,7 @@ int ready_parse(struct ready_info *r, const char *buf, size_t len,
 
 		lineno++;
 		if (n >= sizeof(line))
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "ready file %s: line %zu is too long",
 				       name, lineno);
 		memcpy(line, buf + pos, n);
@@ -226,12 +226,12 @@ int ready_parse(struct ready_info *r, const char *buf, size_t len,
 		if (n == 0)
 			continue;
 		if (memchr(line, '\0', n))
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "ready file %s: line %zu has a NUL byte",
 				       name, lineno);
 		eq = strchr(line, '=');
 		if (!eq)
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "ready file %s: line %zu '%s' is not key=value",
 				       name, lineno, line);
 		*eq = '\0';
@@ -241,21 +241,21 @@ int ready_parse(struct ready_info *r, const char *buf, size_t len,
 		if (i == NKEYS)
 			continue;   /* a newer daemon's key */
 		if (seen[i])
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "ready file %s: key '%s' appears twice",
 				       name, line);
 		seen[i] = true;
 		if (set_value(r, &keys[i], eq + 1))
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "ready file %s: bad value '%s' for %s",
 				       name, eq + 1, line);
 	}
 	if (!seen[0] || !seen[1] || !seen[2])
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "ready file %s lacks pid, socket or device: it was not written by wcd, or is damaged; remove it (wcctl clean)",
 			       name);
 	if (r->pid <= 0)
-		return wc_errf(err, EINVAL, "ready file %s: pid %d is not valid",
+		return base_errf(err, EINVAL, "ready file %s: pid %d is not valid",
 			       name, r->pid);
 	return 0;
 }
@@ -268,7 +268,7 @@ int ready_read_file(struct ready_info *r, const char *path, char *err)
 	int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 
 	if (fd < 0)
-		return wc_errf(err, errno, "cannot open ready file %s: %s",
+		return base_errf(err, errno, "cannot open ready file %s: %s",
 			       path, strerror(errno));
 	while (got < sizeof(buf)) {
 		n = read(fd, buf + got, sizeof(buf) - got);
@@ -278,7 +278,7 @@ int ready_read_file(struct ready_info *r, const char *path, char *err)
 			int e = errno;
 
 			close(fd);
-			return wc_errf(err, e, "cannot read %s: %s", path,
+			return base_errf(err, e, "cannot read %s: %s", path,
 				       strerror(e));
 		}
 		if (n == 0)
@@ -301,7 +301,7 @@ int ready_write_file(const struct ready_info *r, const char *path, char *err)
 		return n;
 	if ((size_t)snprintf(tmp, sizeof(tmp), "%s.tmp.%d", path,
 			     (int)getpid()) >= sizeof(tmp))
-		return wc_errf(err, ENAMETOOLONG, "ready path too long: %s",
+		return base_errf(err, ENAMETOOLONG, "ready path too long: %s",
 			       path);
 	/* A fresh file, never a link or a file someone left under the name:
 	 * a leftover of an earlier daemon with our pid is removed once. */
@@ -311,7 +311,7 @@ int ready_write_file(const struct ready_info *r, const char *path, char *err)
 		fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW |
 			  O_CLOEXEC, 0600);
 	if (fd < 0)
-		return wc_errf(err, errno, "cannot create %s: %s", tmp,
+		return base_errf(err, errno, "cannot create %s: %s", tmp,
 			       strerror(errno));
 	w = write(fd, buf, (size_t)n);
 	e = w < 0 ? errno : (w != n ? EIO : 0);
@@ -322,7 +322,7 @@ int ready_write_file(const struct ready_info *r, const char *path, char *err)
 		e = errno;
 	if (e) {
 		unlink(tmp);
-		return wc_errf(err, e, "cannot write ready file %s: %s", path,
+		return base_errf(err, e, "cannot write ready file %s: %s", path,
 			       strerror(e));
 	}
 	return 0;

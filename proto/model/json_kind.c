@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 #include "json_kind.h"
 
-const char *wc__json_kind(const json_t *v)
+const char *model__json_kind(const json_t *v)
 {
 	switch (json_typeof(v)) {
 	case JSON_OBJECT: return "an object";

@@ -90,20 +90,20 @@ int st_header_len(const void *prefix, size_t len, uint64_t file_size,
 	uint64_t n;
 
 	if (file_size < ST_PREFIX_LEN || len < ST_PREFIX_LEN)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: file is %" PRIu64 " bytes, shorter than the 8-byte safetensors header length; the file is truncated or not safetensors",
 			       name, file_size);
 	n = le64(prefix);
 	if (n == 0)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: header length is 0 (a safetensors header is a JSON object of at least 2 bytes); the file is corrupt or not safetensors",
 			       name);
 	if (n > ST_HEADER_MAX)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: header length %" PRIu64 " is over the %llu-byte limit; the file is corrupt or not safetensors",
 			       name, n, ST_HEADER_MAX);
 	if (n > file_size - ST_PREFIX_LEN)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: header length %" PRIu64 " runs past the end of the %" PRIu64 "-byte file; the file is truncated or not safetensors",
 			       name, n, file_size);
 	*header_len = n;
@@ -158,7 +158,7 @@ static int json_u64(const json_t *v, uint64_t *out, const char **what)
 		*out = (uint64_t)x;
 		return 0;
 	}
-	*what = wc__json_kind(v);
+	*what = model__json_kind(v);
 	return -1;
 }
 
@@ -185,30 +185,30 @@ static int parse_meta(struct st_file *f, json_t *obj, char *err)
 	if (json_is_null(obj))
 		return 0;
 	if (!json_is_object(obj))
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: __metadata__ is %s, not an object of string to string; the file is corrupt",
-			       f->name, wc__json_kind(obj));
+			       f->name, model__json_kind(obj));
 	n = json_object_size(obj);
 	if (n > ST_META_MAX)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: __metadata__ has %zu entries, over the limit of %d; the file is corrupt",
 			       f->name, n, ST_META_MAX);
 	f->meta = calloc(n ? n : 1, sizeof(*f->meta));
 	if (!f->meta)
-		return wc_errf(err, ENOMEM, "%s: out of memory for %zu metadata entries",
+		return base_errf(err, ENOMEM, "%s: out of memory for %zu metadata entries",
 			       f->name, n);
 	json_object_foreach(obj, key, v) {
 		struct st_meta *m = &f->meta[f->nmeta];
 
 		if (!json_is_string(v))
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: __metadata__ value for '%s' is %s, not a string; the file is corrupt",
-				       f->name, key, wc__json_kind(v));
+				       f->name, key, model__json_kind(v));
 		m->key = strdup(key);
 		m->value = strdup(json_string_value(v));
 		f->nmeta++;
 		if (!m->key || !m->value)
-			return wc_errf(err, ENOMEM, "%s: out of memory", f->name);
+			return base_errf(err, ENOMEM, "%s: out of memory", f->name);
 	}
 	return 0;
 }
@@ -224,13 +224,13 @@ static int parse_entry(struct st_file *f, struct st_tensor *t, json_t *obj,
 	int rc;
 
 	if (!json_is_object(obj))
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: tensor '%s': entry is %s, not an object with dtype, shape and data_offsets; the file is corrupt",
-			       f->name, t->name, wc__json_kind(obj));
+			       f->name, t->name, model__json_kind(obj));
 	json_object_foreach(obj, key, v) {
 		if (strcmp(key, "dtype") && strcmp(key, "shape") &&
 		    strcmp(key, "data_offsets"))
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: tensor '%s': unknown key '%s' (expected only dtype, shape, data_offsets); the file is corrupt or not safetensors",
 				       f->name, t->name, key);
 	}
@@ -238,70 +238,70 @@ static int parse_entry(struct st_file *f, struct st_tensor *t, json_t *obj,
 	shape = json_object_get(obj, "shape");
 	offs = json_object_get(obj, "data_offsets");
 	if (!dt || !shape || !offs)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: tensor '%s': missing %s; every entry needs dtype, shape and data_offsets",
 			       f->name, t->name,
 			       !dt ? "dtype" : !shape ? "shape" : "data_offsets");
 	if (!json_is_string(dt))
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: tensor '%s': dtype is %s, not a string; the file is corrupt",
-			       f->name, t->name, wc__json_kind(dt));
+			       f->name, t->name, model__json_kind(dt));
 	if (st_dtype_parse(json_string_value(dt), &t->dtype))
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: tensor '%s': unknown dtype '%s' (known: BOOL F4 F6_E2M3 F6_E3M2 U8 I8 F8_E5M2 F8_E4M3 F8_E8M0 I16 U16 F16 BF16 I32 U32 F32 C64 F64 I64 U64)",
 			       f->name, t->name, json_string_value(dt));
 	if (!json_is_array(shape))
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: tensor '%s': shape is %s, not an array of non-negative integers; the file is corrupt",
-			       f->name, t->name, wc__json_kind(shape));
+			       f->name, t->name, model__json_kind(shape));
 	if (json_array_size(shape) > ST_NDIM_MAX)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: tensor '%s': shape has %zu dimensions, over the limit of %d",
 			       f->name, t->name, json_array_size(shape), ST_NDIM_MAX);
 	t->ndim = (uint32_t)json_array_size(shape);
 	t->nelem = 1;
 	json_array_foreach(shape, i, v) {
 		if (json_u64(v, &t->shape[i], &what))
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: tensor '%s': shape[%zu] is %s, not a non-negative integer; the file is corrupt",
 				       f->name, t->name, i, what);
 		if (__builtin_mul_overflow(t->nelem, t->shape[i], &t->nelem))
-			return wc_errf(err, EOVERFLOW,
+			return base_errf(err, EOVERFLOW,
 				       "%s: tensor '%s': element count of the shape overflows 64 bits at shape[%zu] = %" PRIu64 "; the file is corrupt",
 				       f->name, t->name, i, t->shape[i]);
 	}
 	if (!json_is_array(offs) || json_array_size(offs) != 2)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: tensor '%s': data_offsets is %s%s, not exactly two offsets [begin, end]; the file is corrupt",
-			       f->name, t->name, wc__json_kind(offs),
+			       f->name, t->name, model__json_kind(offs),
 			       json_is_array(offs) ?
 				       (json_array_size(offs) < 2 ? " of fewer than 2 numbers" : " of more than 2 numbers") : "");
 	if (json_u64(json_array_get(offs, 0), &t->begin, &what) ||
 	    json_u64(json_array_get(offs, 1), &t->end, &what))
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: tensor '%s': a data offset is %s, not a non-negative integer; the file is corrupt",
 			       f->name, t->name, what);
 	rc = st_dtype_bytes(t->dtype, t->nelem, &nbytes);
 	if (rc == -EOVERFLOW)
-		return wc_errf(err, EOVERFLOW,
+		return base_errf(err, EOVERFLOW,
 			       "%s: tensor '%s': %" PRIu64 " elements of %s overflow 64 bits of size; the file is corrupt",
 			       f->name, t->name, t->nelem, st_dtype_name(t->dtype));
 	if (rc)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: tensor '%s': %" PRIu64 " elements of %u-bit %s are not a whole number of bytes; the file is corrupt",
 			       f->name, t->name, t->nelem, st_dtype_bits(t->dtype),
 			       st_dtype_name(t->dtype));
 	if (t->end < t->begin)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: tensor '%s': data_offsets end %" PRIu64 " is before begin %" PRIu64 "; the file is corrupt",
 			       f->name, t->name, t->end, t->begin);
 	if (t->end > data_size)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] run past the %" PRIu64 "-byte data section; the file is truncated or corrupt",
 			       f->name, t->name, t->begin, t->end, data_size);
 	t->nbytes = t->end - t->begin;
 	if (nbytes != t->nbytes)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: tensor '%s': shape (%" PRIu64 " elements of %s) is %" PRIu64 " bytes but data_offsets [%" PRIu64 ", %" PRIu64 "] hold %" PRIu64 "; the file is corrupt",
 			       f->name, t->name, t->nelem, st_dtype_name(t->dtype),
 			       nbytes, t->begin, t->end, t->nbytes);
@@ -331,11 +331,11 @@ static int check_tiling(struct st_file *f, uint64_t data_size, char *err)
 		const struct st_tensor *t = &f->tensors[i];
 
 		if (t->begin < at)
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] overlap tensor '%s', which ends at %" PRIu64 "; the file is corrupt",
 				       f->name, t->name, t->begin, t->end, prev, at);
 		if (t->begin > at)
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] leave a hole of %" PRIu64 " bytes after %s%s%s (at %" PRIu64 "); the file is corrupt",
 				       f->name, t->name, t->begin, t->end, t->begin - at,
 				       prev ? "tensor '" : "",
@@ -345,7 +345,7 @@ static int check_tiling(struct st_file *f, uint64_t data_size, char *err)
 		prev = t->name;
 	}
 	if (at != data_size)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: %" PRIu64 " trailing bytes after the last tensor%s%s%s (tensors end at %" PRIu64 ", the data section is %" PRIu64 " bytes); the file is corrupt",
 			       f->name, data_size - at, prev ? " '" : "",
 			       prev ? prev : "", prev ? "'" : "", at, data_size);
@@ -370,27 +370,27 @@ static int parse_json(struct st_file *f, const char *hdr, size_t n,
 			code == json_error_null_byte_in_key ?
 				"tensor name with a NUL byte: " : "";
 
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: header is not valid strict JSON at byte %d (line %d, column %d): %s%s; the file is corrupt or not safetensors",
 			       f->name, jerr.position, jerr.line, jerr.column, what,
 			       jerr.text);
 	}
 	if (!json_is_object(root)) {
-		rc = wc_errf(err, EINVAL,
+		rc = base_errf(err, EINVAL,
 			     "%s: header is %s, not a JSON object; the file is corrupt or not safetensors",
-			     f->name, wc__json_kind(root));
+			     f->name, model__json_kind(root));
 		goto out_root;
 	}
 	count = json_object_size(root);
 	if (count > ST_TENSORS_MAX + 1) {
-		rc = wc_errf(err, EINVAL,
+		rc = base_errf(err, EINVAL,
 			     "%s: header has %zu entries, over the limit of %d tensors",
 			     f->name, count, ST_TENSORS_MAX);
 		goto out_root;
 	}
 	f->tensors = calloc(count ? count : 1, sizeof(*f->tensors));
 	if (!f->tensors) {
-		rc = wc_errf(err, ENOMEM, "%s: out of memory for %zu tensors",
+		rc = base_errf(err, ENOMEM, "%s: out of memory for %zu tensors",
 			     f->name, count);
 		goto out_root;
 	}
@@ -405,19 +405,19 @@ static int parse_json(struct st_file *f, const char *hdr, size_t n,
 			continue;
 		}
 		if (len == 0) {
-			rc = wc_errf(err, EINVAL,
+			rc = base_errf(err, EINVAL,
 				     "%s: a tensor has an empty name; the file is corrupt",
 				     f->name);
 			goto out_root;
 		}
 		if (len > ST_NAME_MAX) {
-			rc = wc_errf(err, EINVAL,
+			rc = base_errf(err, EINVAL,
 				     "%s: tensor '%.64s...': name is %zu bytes, over the limit of %d",
 				     f->name, key, len, ST_NAME_MAX);
 			goto out_root;
 		}
 		if (f->ntensors >= ST_TENSORS_MAX) {
-			rc = wc_errf(err, EINVAL,
+			rc = base_errf(err, EINVAL,
 				     "%s: more than %d tensors in one file",
 				     f->name, ST_TENSORS_MAX);
 			goto out_root;
@@ -425,7 +425,7 @@ static int parse_json(struct st_file *f, const char *hdr, size_t n,
 		t = &f->tensors[f->ntensors];
 		t->name = strdup(key);
 		if (!t->name) {
-			rc = wc_errf(err, ENOMEM, "%s: out of memory", f->name);
+			rc = base_errf(err, ENOMEM, "%s: out of memory", f->name);
 			goto out_root;
 		}
 		f->ntensors++;
@@ -452,17 +452,17 @@ int st_parse(struct st_file *f, const void *buf, size_t len,
 	if (rc)
 		return rc;
 	if (len - ST_PREFIX_LEN < n)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: only %zu of the %" PRIu64 " header bytes were given to the parser",
 			       name, len - ST_PREFIX_LEN, n);
 	bad = utf8_bad(p + ST_PREFIX_LEN, n);
 	if (bad >= 0)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: header is not valid UTF-8 at byte %lld of the header (byte 0x%02x); the file is corrupt or not safetensors",
 			       name, bad, p[ST_PREFIX_LEN + bad]);
 	f->name = strdup(name);
 	if (!f->name)
-		return wc_errf(err, ENOMEM, "%s: out of memory", name);
+		return base_errf(err, ENOMEM, "%s: out of memory", name);
 	f->file_size = file_size;
 	f->header_len = n;
 	f->data_off = ST_PREFIX_LEN + n;
@@ -472,7 +472,7 @@ int st_parse(struct st_file *f, const void *buf, size_t len,
 		st_file_free(f);
 		return rc;
 	}
-	wc_hash128(p, ST_PREFIX_LEN + n, f->header_hash);
+	base_hash128(p, ST_PREFIX_LEN + n, f->header_hash);
 	return 0;
 }
 
@@ -506,28 +506,28 @@ int st_read_fd(struct st_file *f, int fd, const char *name, char *err)
 
 	memset(f, 0, sizeof(*f));
 	if (fstat(fd, &sb))
-		return wc_errf(err, errno, "%s: fstat failed: %s", name,
+		return base_errf(err, errno, "%s: fstat failed: %s", name,
 			       strerror(errno));
 	if (!S_ISREG(sb.st_mode))
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: not a regular file (mode %06o): a checkpoint is read from regular files only; replace it with the file itself",
 			       name, (unsigned)sb.st_mode);
 	plen = (uint64_t)sb.st_size < ST_PREFIX_LEN ? (size_t)sb.st_size :
 						      ST_PREFIX_LEN;
 	rc = pread_full(fd, prefix, plen, 0);
 	if (rc)
-		return wc_errf(err, rc, "%s: read failed: %s", name, strerror(-rc));
+		return base_errf(err, rc, "%s: read failed: %s", name, strerror(-rc));
 	rc = st_header_len(prefix, plen, (uint64_t)sb.st_size, name, &n, err);
 	if (rc)
 		return rc;
 	buf = malloc(ST_PREFIX_LEN + n);
 	if (!buf)
-		return wc_errf(err, ENOMEM, "%s: out of memory for a %" PRIu64 "-byte header",
+		return base_errf(err, ENOMEM, "%s: out of memory for a %" PRIu64 "-byte header",
 			       name, n);
 	memcpy(buf, prefix, ST_PREFIX_LEN);
 	rc = pread_full(fd, buf + ST_PREFIX_LEN, n, ST_PREFIX_LEN);
 	if (rc)
-		rc = wc_errf(err, rc, "%s: reading the %" PRIu64 "-byte header failed: %s",
+		rc = base_errf(err, rc, "%s: reading the %" PRIu64 "-byte header failed: %s",
 			     name, n, strerror(-rc));
 	else
 		rc = st_parse(f, buf, ST_PREFIX_LEN + n, (uint64_t)sb.st_size,

@@ -82,7 +82,7 @@ struct st_file {
 	struct st_tensor *tensors; /* sorted by begin (file order) */
 	uint32_t nmeta;
 	struct st_meta *meta;     /* in header order */
-	uint8_t header_hash[WC_HASH_LEN]; /* XXH3-128 of bytes [0, 8 + N) */
+	uint8_t header_hash[BASE_HASH_LEN]; /* XXH3-128 of bytes [0, 8 + N) */
 };
 
 /* Validates the 8-byte prefix against the file size and returns N. Rejects a

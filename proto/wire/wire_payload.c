@@ -35,7 +35,7 @@ int wire_hello_get(const void *p, size_t n, struct wire_hello *h, char *err)
 	if (ret)
 		return ret;
 	if (h->proto_version != WIRE_VERSION)
-		return wc_errf(err, EPROTONOSUPPORT,
+		return base_errf(err, EPROTONOSUPPORT,
 			       "HELLO asks for protocol version %u but this daemon speaks version %u; use a libwcache and wcd of the same release",
 			       h->proto_version, WIRE_VERSION);
 	return 0;
@@ -83,11 +83,11 @@ int wire_hello_reply_get(const void *p, size_t n, struct wire_hello_reply *r,
 	if (ret)
 		return ret;
 	if (r->status != WIRE_HELLO_OK && r->status != WIRE_HELLO_MISMATCH)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed HELLO reply payload: unknown status %u",
 			       r->status);
 	if ((r->status == WIRE_HELLO_OK) != (r->nmismatch == 0))
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed HELLO reply payload: status %u with %u mismatches",
 			       r->status, r->nmismatch);
 	return 0;
@@ -173,7 +173,7 @@ int wire_manifest_get(const void *p, size_t n, struct wire_manifest *m,
 	if (ret)
 		return ret;
 	if ((uint64_t)m->first + m->count > m->total)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed MANIFEST reply payload: tensors %u..%u past the total of %u",
 			       m->first, m->first + m->count, m->total);
 	return 0;
@@ -231,7 +231,7 @@ int wire_attach_req_get(const void *p, size_t n, struct wire_attach_req *q,
 	if (ret)
 		return ret;
 	if (q->flags & ~WIRE_ATTACH_WRITABLE)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed ATTACH payload: unknown flags 0x%x",
 			       q->flags & ~WIRE_ATTACH_WRITABLE);
 	return 0;
@@ -277,7 +277,7 @@ int wire_attach_get(const void *p, size_t n, struct wire_attach *a, char *err)
 		return ret;
 	if (a->total > WIRE_POOLS_MAX ||
 	    (uint64_t)a->first + a->count > a->total)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed ATTACH reply payload: pools %u..%u of a total of %u (at most %u)",
 			       a->first, a->first + a->count, a->total,
 			       WIRE_POOLS_MAX);
@@ -300,11 +300,11 @@ int wire_attach_next(struct wire_attach *a, unsigned nfds,
 	if (ret)
 		return ret;
 	if (pl->fd_index != WIRE_NO_FD && pl->fd_index >= nfds)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed ATTACH reply payload: pool names descriptor %u but %u arrived",
 			       pl->fd_index, nfds);
 	if (pl->alloc_size < pl->size)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed ATTACH reply payload: pool size %llu over its allocation %llu",
 			       (unsigned long long)pl->size,
 			       (unsigned long long)pl->alloc_size);
@@ -331,7 +331,7 @@ int wire_empty_get(const void *p, size_t n, const char *what, char *err)
 {
 	(void)p;
 	if (n)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed %s payload: %zu bytes where none are expected",
 			       what, n);
 	return 0;
@@ -341,7 +341,7 @@ int wire_ping_get(const void *p, size_t n, char *err)
 {
 	(void)p;
 	if (n > WIRE_PING_MAX)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed PING payload: %zu bytes, at most %d",
 			       n, WIRE_PING_MAX);
 	return 0;
@@ -441,7 +441,7 @@ int wire_update_get(const void *p, size_t n, char *model, uint32_t *flags,
 	wire_get_str(&g, model, WIRE_PATH_MAX);
 	*flags = wire_get_u32(&g);
 	if (!g.err && (*flags & ~WIRE_UPDATE_KNOWN))
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed UPDATE payload: unknown flags 0x%x",
 			       *flags & ~WIRE_UPDATE_KNOWN);
 	return wire_get_end(&g, "UPDATE", true, err);

@@ -37,14 +37,14 @@ static json_t *load_object(const void *buf, size_t len, const char *name,
 
 	root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
 	if (!root) {
-		*rc = wc_errf(err, EINVAL,
+		*rc = base_errf(err, EINVAL,
 			      "%s: not valid strict JSON at byte %d (line %d, column %d): %s; fix or regenerate the file",
 			      name, jerr.position, jerr.line, jerr.column, jerr.text);
 		return NULL;
 	}
 	if (!json_is_object(root)) {
-		*rc = wc_errf(err, EINVAL, "%s: top level is %s, not a JSON object",
-			      name, wc__json_kind(root));
+		*rc = base_errf(err, EINVAL, "%s: top level is %s, not a JSON object",
+			      name, model__json_kind(root));
 		json_decref(root);
 		return NULL;
 	}
@@ -63,11 +63,11 @@ static int get_str(json_t *obj, const char *key, char *out, size_t cap,
 	if (!v || json_is_null(v))
 		return 0;
 	if (!json_is_string(v))
-		return wc_errf(err, EINVAL, "%s: %s is %s, not a string",
-			       name, key, wc__json_kind(v));
+		return base_errf(err, EINVAL, "%s: %s is %s, not a string",
+			       name, key, model__json_kind(v));
 	n = json_string_length(v);
 	if (n >= cap || strlen(json_string_value(v)) != n)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: %s is %zu bytes or holds a NUL (limit %zu bytes)",
 			       name, key, n, cap - 1);
 	memcpy(out, json_string_value(v), n + 1);
@@ -90,14 +90,14 @@ static int parse_quant(struct model_config *c, json_t *q, const char *name,
 	int rc;
 
 	if (!json_is_object(q))
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: quantization_config is %s, not an object",
-			       name, wc__json_kind(q));
+			       name, model__json_kind(q));
 	c->quant_json = json_dumps(q, JSON_SORT_KEYS | JSON_COMPACT |
 					      JSON_ENSURE_ASCII);
 	if (!c->quant_json)
-		return wc_errf(err, ENOMEM, "%s: out of memory", name);
-	wc_hash128(c->quant_json, strlen(c->quant_json), c->quant_hash);
+		return base_errf(err, ENOMEM, "%s: out of memory", name);
+	base_hash128(c->quant_json, strlen(c->quant_json), c->quant_hash);
 	rc = get_str(q, "quant_method", c->quant_method,
 		     sizeof(c->quant_method), name, err);
 	if (rc)
@@ -106,15 +106,15 @@ static int parse_quant(struct model_config *c, json_t *q, const char *name,
 	if (!bs || json_is_null(bs))
 		return 0;
 	if (!json_is_array(bs) || json_array_size(bs) != 2)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: quantization_config.weight_block_size is %s%s, not two positive integers like [128, 128]",
-			       name, wc__json_kind(bs),
+			       name, model__json_kind(bs),
 			       json_is_array(bs) ? " of the wrong length" : "");
 	json_array_foreach(bs, i, v) {
 		if (!json_is_integer(v) || json_integer_value(v) <= 0)
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: quantization_config.weight_block_size[%zu] is %s, not a positive integer",
-				       name, i, wc__json_kind(v));
+				       name, i, model__json_kind(v));
 		c->quant_block_size[i] = (uint64_t)json_integer_value(v);
 	}
 	c->quant_block = true;
@@ -167,7 +167,7 @@ int model_config_parse(struct model_config *c, const void *buf, size_t len,
 	memset(c, 0, sizeof(*c));
 	c->num_hidden_layers = -1;
 	if (len > MODEL_CONFIG_MAX)
-		return wc_errf(err, EFBIG, "%s: %zu bytes, over the %u-byte limit for config.json",
+		return base_errf(err, EFBIG, "%s: %zu bytes, over the %u-byte limit for config.json",
 			       name, len, MODEL_CONFIG_MAX);
 	root = load_object(buf, len, name, err, &rc);
 	if (!root)
@@ -177,15 +177,15 @@ int model_config_parse(struct model_config *c, const void *buf, size_t len,
 		json_t *a0 = json_array_get(v, 0);
 
 		if (!json_is_array(v) || !json_is_string(a0)) {
-			rc = wc_errf(err, EINVAL,
+			rc = base_errf(err, EINVAL,
 				     "%s: architectures is %s%s, not a list of strings like [\"LlamaForCausalLM\"]",
-				     name, wc__json_kind(v),
+				     name, model__json_kind(v),
 				     json_is_array(v) ? " whose first element is missing or not a string" : "");
 			goto out_root;
 		}
 		if (json_string_length(a0) >= sizeof(c->arch) ||
 		    strlen(json_string_value(a0)) != json_string_length(a0)) {
-			rc = wc_errf(err, EINVAL,
+			rc = base_errf(err, EINVAL,
 				     "%s: architectures[0] is %zu bytes or holds a NUL (limit %zu bytes)",
 				     name, json_string_length(a0), sizeof(c->arch) - 1);
 			goto out_root;
@@ -200,8 +200,8 @@ int model_config_parse(struct model_config *c, const void *buf, size_t len,
 	v = json_object_get(root, "tie_word_embeddings");
 	if (v && !json_is_null(v)) {
 		if (!json_is_boolean(v)) {
-			rc = wc_errf(err, EINVAL, "%s: tie_word_embeddings is %s, not true or false",
-				     name, wc__json_kind(v));
+			rc = base_errf(err, EINVAL, "%s: tie_word_embeddings is %s, not true or false",
+				     name, model__json_kind(v));
 			goto out_root;
 		}
 		c->tie_word_embeddings = json_is_true(v);
@@ -209,8 +209,8 @@ int model_config_parse(struct model_config *c, const void *buf, size_t len,
 	v = json_object_get(root, "num_hidden_layers");
 	if (v && !json_is_null(v)) {
 		if (!json_is_integer(v) || json_integer_value(v) < 0) {
-			rc = wc_errf(err, EINVAL, "%s: num_hidden_layers is %s, not a non-negative integer",
-				     name, wc__json_kind(v));
+			rc = base_errf(err, EINVAL, "%s: num_hidden_layers is %s, not a non-negative integer",
+				     name, model__json_kind(v));
 			goto out_root;
 		}
 		c->num_hidden_layers = json_integer_value(v);
@@ -222,7 +222,7 @@ int model_config_parse(struct model_config *c, const void *buf, size_t len,
 		goto out_root;
 	c->ints = calloc(MODEL_CFG_INTS_MAX, sizeof(*c->ints));
 	if (!c->ints) {
-		rc = wc_errf(err, ENOMEM, "%s: out of memory", name);
+		rc = base_errf(err, ENOMEM, "%s: out of memory", name);
 		goto out_root;
 	}
 	keep_ints(c, root, "");
@@ -268,27 +268,27 @@ int model_index_parse(struct model_index *ix, const void *buf, size_t len,
 
 	memset(ix, 0, sizeof(*ix));
 	if (len > MODEL_INDEX_MAX)
-		return wc_errf(err, EFBIG, "%s: %zu bytes, over the %u-byte limit for an index",
+		return base_errf(err, EFBIG, "%s: %zu bytes, over the %u-byte limit for an index",
 			       name, len, MODEL_INDEX_MAX);
 	root = load_object(buf, len, name, err, &rc);
 	if (!root)
 		return rc;
 	wm = json_object_get(root, "weight_map");
 	if (!wm || !json_is_object(wm)) {
-		rc = wc_errf(err, EINVAL,
+		rc = base_errf(err, EINVAL,
 			     "%s: weight_map is %s, not an object of tensor name to shard file",
-			     name, wm ? wc__json_kind(wm) : "missing");
+			     name, wm ? model__json_kind(wm) : "missing");
 		goto out_root;
 	}
 	n = json_object_size(wm);
 	if (n > MODEL_TENSORS_MAX) {
-		rc = wc_errf(err, E2BIG, "%s: weight_map has %zu tensors, over the limit of %d",
+		rc = base_errf(err, E2BIG, "%s: weight_map has %zu tensors, over the limit of %d",
 			     name, n, MODEL_TENSORS_MAX);
 		goto out_root;
 	}
 	ix->e = calloc(n ? n : 1, sizeof(*ix->e));
 	if (!ix->e) {
-		rc = wc_errf(err, ENOMEM, "%s: out of memory", name);
+		rc = base_errf(err, ENOMEM, "%s: out of memory", name);
 		goto out_root;
 	}
 	json_object_foreach(wm, key, v) {
@@ -296,18 +296,18 @@ int model_index_parse(struct model_index *ix, const void *buf, size_t len,
 		const char *f;
 
 		if (!key[0] || strlen(key) > ST_NAME_MAX) {
-			rc = wc_errf(err, EINVAL, "%s: weight_map has a tensor name of %zu bytes (must be 1 to %d)",
+			rc = base_errf(err, EINVAL, "%s: weight_map has a tensor name of %zu bytes (must be 1 to %d)",
 				     name, strlen(key), ST_NAME_MAX);
 			goto out_root;
 		}
 		if (!json_is_string(v)) {
-			rc = wc_errf(err, EINVAL, "%s: weight_map['%s'] is %s, not a shard file name",
-				     name, key, wc__json_kind(v));
+			rc = base_errf(err, EINVAL, "%s: weight_map['%s'] is %s, not a shard file name",
+				     name, key, model__json_kind(v));
 			goto out_root;
 		}
 		f = json_string_value(v);
 		if (!good_file_name(f) || strlen(f) != json_string_length(v)) {
-			rc = wc_errf(err, EINVAL,
+			rc = base_errf(err, EINVAL,
 				     "%s: weight_map['%s'] is '%s', not a *.safetensors file name in the model directory (no '/', not hidden)",
 				     name, key, f);
 			goto out_root;
@@ -316,7 +316,7 @@ int model_index_parse(struct model_index *ix, const void *buf, size_t len,
 		e->file = strdup(f);
 		ix->n++;
 		if (!e->tensor || !e->file) {
-			rc = wc_errf(err, ENOMEM, "%s: out of memory", name);
+			rc = base_errf(err, ENOMEM, "%s: out of memory", name);
 			goto out_root;
 		}
 	}
@@ -348,21 +348,21 @@ static int read_small(int dirfd, const char *name, const char *shown,
 	 * open(); anything but a regular file is refused right after. */
 	fd = openat(dirfd, name, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
-		return wc_errf(err, errno, "%s: cannot open: %s", shown, strerror(errno));
+		return base_errf(err, errno, "%s: cannot open: %s", shown, strerror(errno));
 	if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
-		rc = wc_errf(err, EINVAL,
+		rc = base_errf(err, EINVAL,
 			     "%s: not a regular file (%s): a checkpoint is read from regular files only; replace it with the file itself",
 			     shown, file_kind(sb.st_mode));
 		goto out_close;
 	}
 	if ((uint64_t)sb.st_size > max) {
-		rc = wc_errf(err, EFBIG, "%s: %lld bytes, over the %zu-byte limit",
+		rc = base_errf(err, EFBIG, "%s: %lld bytes, over the %zu-byte limit",
 			     shown, (long long)sb.st_size, max);
 		goto out_close;
 	}
 	*buf = malloc((size_t)sb.st_size + 1);
 	if (!*buf) {
-		rc = wc_errf(err, ENOMEM, "%s: out of memory", shown);
+		rc = base_errf(err, ENOMEM, "%s: out of memory", shown);
 		goto out_close;
 	}
 	while (done < (size_t)sb.st_size) {
@@ -372,7 +372,7 @@ static int read_small(int dirfd, const char *name, const char *shown,
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0) {
-			rc = wc_errf(err, r < 0 ? errno : EIO, "%s: read failed: %s",
+			rc = base_errf(err, r < 0 ? errno : EIO, "%s: read failed: %s",
 				     shown, r < 0 ? strerror(errno) : "file shrank");
 			free(*buf);
 			*buf = NULL;
@@ -428,25 +428,25 @@ static int list_dir(int dirfd, const char *dir, char ***out, uint32_t *n,
 		free(names);
 		if (fd >= 0)
 			close(fd);
-		return wc_errf(err, ENOMEM, "%s: out of memory or fds", dir);
+		return base_errf(err, ENOMEM, "%s: out of memory or fds", dir);
 	}
 	d = fdopendir(fd);
 	if (!d) {
 		close(fd);
 		free(names);
-		return wc_errf(err, errno, "%s: cannot list: %s", dir, strerror(errno));
+		return base_errf(err, errno, "%s: cannot list: %s", dir, strerror(errno));
 	}
 	while ((de = readdir(d))) {
 		if (!good_file_name(de->d_name))
 			continue;
 		if (*n >= MODEL_SHARDS_MAX) {
-			rc = wc_errf(err, E2BIG, "%s: more than %d *.safetensors files",
+			rc = base_errf(err, E2BIG, "%s: more than %d *.safetensors files",
 				     dir, MODEL_SHARDS_MAX);
 			break;
 		}
 		names[*n] = strdup(de->d_name);
 		if (!names[(*n)++]) {
-			rc = wc_errf(err, ENOMEM, "%s: out of memory", dir);
+			rc = base_errf(err, ENOMEM, "%s: out of memory", dir);
 			break;
 		}
 	}
@@ -470,16 +470,16 @@ static int open_shard(struct model_shard *s, int dirfd, const char *dir,
 	s->file = strdup(file);
 	if (!s->file || asprintf(&s->path, "%s/%s", dir, file) < 0) {
 		s->path = NULL;
-		return wc_errf(err, ENOMEM, "%s: out of memory", dir);
+		return base_errf(err, ENOMEM, "%s: out of memory", dir);
 	}
 	fd = openat(dirfd, file, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
-		return wc_errf(err, errno, "%s: cannot open shard: %s", s->path,
+		return base_errf(err, errno, "%s: cannot open shard: %s", s->path,
 			       strerror(errno));
 	/* fstat first: a write after it, even one during the header read,
 	 * shows in the times the loader compares after the fill. */
 	if (fstat(fd, &sb)) {
-		rc = wc_errf(err, errno, "%s: fstat: %s", s->path, strerror(errno));
+		rc = base_errf(err, errno, "%s: fstat: %s", s->path, strerror(errno));
 	} else {
 		s->size = (uint64_t)sb.st_size;
 		s->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 +
@@ -507,11 +507,11 @@ static int build_tensors(struct model *m, char *err)
 	for (uint32_t i = 0; i < m->nshards; i++)
 		n += m->shards[i].st.ntensors;
 	if (n > MODEL_TENSORS_MAX)
-		return wc_errf(err, E2BIG, "%s: %" PRIu64 " tensors, over the limit of %d",
+		return base_errf(err, E2BIG, "%s: %" PRIu64 " tensors, over the limit of %d",
 			       m->path, n, MODEL_TENSORS_MAX);
 	m->tensors = calloc(n ? n : 1, sizeof(*m->tensors));
 	if (!m->tensors)
-		return wc_errf(err, ENOMEM, "%s: out of memory", m->path);
+		return base_errf(err, ENOMEM, "%s: out of memory", m->path);
 	for (uint32_t i = 0; i < m->nshards; i++) {
 		for (uint32_t k = 0; k < m->shards[i].st.ntensors; k++) {
 			struct model_tensor *t = &m->tensors[m->ntensors++];
@@ -525,7 +525,7 @@ static int build_tensors(struct model *m, char *err)
 	qsort(m->tensors, m->ntensors, sizeof(*m->tensors), cmp_tensor);
 	for (uint32_t i = 1; i < m->ntensors; i++) {
 		if (!strcmp(m->tensors[i].name, m->tensors[i - 1].name))
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: tensor '%s' is in both %s and %s; a checkpoint holds each tensor once",
 				       m->path, m->tensors[i].name,
 				       m->shards[m->tensors[i - 1].shard].file,
@@ -550,11 +550,11 @@ static int check_index(const struct model *m, const struct model_index *ix,
 		const struct model_tensor *t = model_find(m, ix->e[i].tensor);
 
 		if (!t)
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: maps tensor '%s' to %s, but that shard does not contain it; regenerate the index or restore the shard",
 				       ixname, ix->e[i].tensor, ix->e[i].file);
 		if (strcmp(m->shards[t->shard].file, ix->e[i].file))
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: maps tensor '%s' to %s, but it is in %s; regenerate the index",
 				       ixname, ix->e[i].tensor, ix->e[i].file,
 				       m->shards[t->shard].file);
@@ -565,7 +565,7 @@ static int check_index(const struct model *m, const struct model_index *ix,
 		};
 
 		if (!bsearch(&key, ix->e, ix->n, sizeof(*ix->e), cmp_entry))
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: tensor '%s' of shard %s is not in the weight_map of %s; regenerate the index",
 				       m->path, m->tensors[i].name,
 				       m->shards[m->tensors[i].shard].file, ixname);
@@ -581,7 +581,7 @@ static int index_files(const struct model_index *ix, char ***out, uint32_t *n,
 	uint32_t k = 0;
 
 	if (!names)
-		return wc_errf(err, ENOMEM, "%s: out of memory", ixname);
+		return base_errf(err, ENOMEM, "%s: out of memory", ixname);
 	for (uint32_t i = 0; i < ix->n; i++)
 		names[i] = ix->e[i].file;
 	qsort(names, ix->n, sizeof(*names), cmp_str);
@@ -590,14 +590,14 @@ static int index_files(const struct model_index *ix, char ***out, uint32_t *n,
 			names[k++] = names[i];
 	if (k > MODEL_SHARDS_MAX) {
 		free(names);
-		return wc_errf(err, E2BIG, "%s: names %u shard files, over the limit of %d",
+		return base_errf(err, E2BIG, "%s: names %u shard files, over the limit of %d",
 			       ixname, k, MODEL_SHARDS_MAX);
 	}
 	for (uint32_t i = 0; i < k; i++) {
 		names[i] = strdup(names[i]);
 		if (!names[i]) {
 			free_names(names, i);
-			return wc_errf(err, ENOMEM, "%s: out of memory", ixname);
+			return base_errf(err, ENOMEM, "%s: out of memory", ixname);
 		}
 	}
 	*out = names;
@@ -607,22 +607,22 @@ static int index_files(const struct model_index *ix, char ***out, uint32_t *n,
 
 static void compute_digest(struct model *m)
 {
-	struct wc_hasher h;
+	struct base_hasher h;
 
-	wc_hasher_init(&h);
+	base_hasher_init(&h);
 	for (uint32_t i = 0; i < m->nshards; i++) {
 		const struct model_shard *s = &m->shards[i];
 		uint8_t num[16];
 
-		wc_hasher_update(&h, s->file, strlen(s->file) + 1);
+		base_hasher_update(&h, s->file, strlen(s->file) + 1);
 		for (int b = 0; b < 8; b++) {
 			num[b] = (uint8_t)(s->size >> (8 * b));
 			num[8 + b] = (uint8_t)((uint64_t)s->mtime_ns >> (8 * b));
 		}
-		wc_hasher_update(&h, num, sizeof(num));
-		wc_hasher_update(&h, s->st.header_hash, WC_HASH_LEN);
+		base_hasher_update(&h, num, sizeof(num));
+		base_hasher_update(&h, s->st.header_hash, BASE_HASH_LEN);
 	}
-	wc_hasher_final(&h, m->digest);
+	base_hasher_final(&h, m->digest);
 }
 
 static int open_config(struct model *m, int dirfd, char *err)
@@ -672,14 +672,14 @@ static int open_shards(struct model *m, int dirfd, char *err)
 	if (rc)
 		goto out_index;
 	if (nfiles == 0) {
-		rc = wc_errf(err, ENOENT,
+		rc = base_errf(err, ENOENT,
 			     "%s: no *.safetensors files%s; point at a model directory with safetensors weights",
 			     m->path, m->has_index ? " named by the index" : " and no index");
 		goto out_files;
 	}
 	m->shards = calloc(nfiles, sizeof(*m->shards));
 	if (!m->shards) {
-		rc = wc_errf(err, ENOMEM, "%s: out of memory", m->path);
+		rc = base_errf(err, ENOMEM, "%s: out of memory", m->path);
 		goto out_files;
 	}
 	for (uint32_t i = 0; i < nfiles && !rc; i++) {
@@ -707,10 +707,10 @@ int model_open(struct model *m, const char *path, char *err)
 	m->cfg.num_hidden_layers = -1;
 	m->path = realpath(path, NULL);
 	if (!m->path)
-		return wc_errf(err, errno, "%s: %s; give a model directory or a .safetensors file",
+		return base_errf(err, errno, "%s: %s; give a model directory or a .safetensors file",
 			       path, strerror(errno));
 	if (stat(m->path, &sb)) {
-		rc = wc_errf(err, errno, "%s: %s", m->path, strerror(errno));
+		rc = base_errf(err, errno, "%s: %s", m->path, strerror(errno));
 		goto out_model;
 	}
 	if (S_ISREG(sb.st_mode)) {
@@ -722,12 +722,12 @@ int model_open(struct model *m, const char *path, char *err)
 			     O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		*slash = '/';
 		if (dirfd < 0) {
-			rc = wc_errf(err, errno, "%s: %s", m->path, strerror(errno));
+			rc = base_errf(err, errno, "%s: %s", m->path, strerror(errno));
 			goto out_model;
 		}
 		m->shards = calloc(1, sizeof(*m->shards));
 		if (!m->shards) {
-			rc = wc_errf(err, ENOMEM, "%s: out of memory", m->path);
+			rc = base_errf(err, ENOMEM, "%s: out of memory", m->path);
 			goto out_dir;
 		}
 		m->nshards = 1;
@@ -740,14 +740,14 @@ int model_open(struct model *m, const char *path, char *err)
 	} else if (S_ISDIR(sb.st_mode)) {
 		dirfd = open(m->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (dirfd < 0) {
-			rc = wc_errf(err, errno, "%s: %s", m->path, strerror(errno));
+			rc = base_errf(err, errno, "%s: %s", m->path, strerror(errno));
 			goto out_model;
 		}
 		rc = open_config(m, dirfd, err);
 		if (!rc)
 			rc = open_shards(m, dirfd, err);
 	} else {
-		rc = wc_errf(err, EINVAL, "%s: not a directory or a regular file", m->path);
+		rc = base_errf(err, EINVAL, "%s: not a directory or a regular file", m->path);
 		goto out_model;
 	}
 	if (!rc)

@@ -94,7 +94,7 @@ static int cut_dim(struct cut *c, const struct plan_rule *u, uint64_t D,
 
 			if (!cfg_keys(m, &pt->keys, &v, &key[k]) || v <= 0) {
 				keys_str(&pt->keys, ks, sizeof(ks));
-				return wc_errf(err, EINVAL,
+				return base_errf(err, EINVAL,
 					       "%s: tensor '%s' is split by heads, but config.json has no positive %s; add it to config.json or give a layout without heads for it",
 					       m->path, tname, ks);
 			}
@@ -103,7 +103,7 @@ static int cut_dim(struct cut *c, const struct plan_rule *u, uint64_t D,
 		sumH += H[k];
 	}
 	if (D % sumH)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: tensor '%s' (shape %s): dim %d of size %" PRIu64 " is not %" PRIu64 " equal heads/parts; check the config's head counts or the layout",
 			       m->path, tname, shape, c->split == PLAN_DIM0 ? 0 : 1,
 			       D, sumH);
@@ -116,7 +116,7 @@ static int cut_dim(struct cut *c, const struct plan_rule *u, uint64_t D,
 
 		if (hm == PLAN_HEADS_NONE) {
 			if (S % tp)
-				return wc_errf(err, EINVAL,
+				return base_errf(err, EINVAL,
 					       "%s: tensor '%s' (shape %s): dim %d of size %" PRIu64 "%s does not split evenly over tp size %" PRIu64 "; use a tp size that divides it, or a layout that replicates it",
 					       m->path, tname, shape,
 					       c->split == PLAN_DIM0 ? 0 : 1, S,
@@ -133,7 +133,7 @@ static int cut_dim(struct cut *c, const struct plan_rule *u, uint64_t D,
 			b = a + unit;
 		} else {
 			c->heads_err = true;
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: tensor '%s' (shape %s): %" PRIu64 " heads (%s) do not split over tp size %" PRIu64 "%s; use a tp size that %s",
 				       m->path, tname, shape, H[k], key[k], tp,
 				       hm == PLAN_HEADS_KV ? " (KV heads are replicated only when tp is a multiple of them)" : "",
@@ -174,7 +174,7 @@ static int cut_tensor(struct cut *c, const struct plan_rule *u,
 
 		if (!mult) {
 			if (V % p->tp_size)
-				return wc_errf(err, EINVAL,
+				return base_errf(err, EINVAL,
 					       "%s: tensor '%s' (shape %s): %" PRIu64 " vocabulary rows do not split over tp size %" PRIu64 " and padding is off (vocab_pad 0); turn padding on (wcd --vocab-pad 64, as vLLM and SGLang pad) or use a tp size that divides %" PRIu64,
 					       m->path, tname, shape, V,
 					       (uint64_t)p->tp_size, V);
@@ -183,7 +183,7 @@ static int cut_tensor(struct cut *c, const struct plan_rule *u,
 			Vp = (V + mult - 1) / mult * mult;
 		}
 		if (Vp % p->tp_size)
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: tensor '%s' (shape %s): %" PRIu64 " rows padded to %" PRIu64 " (a multiple of %" PRIu64 ") do not split over tp size %u; use a tp size that divides %" PRIu64 " or another --vocab-pad",
 				       m->path, tname, shape, V, Vp, mult,
 				       p->tp_size, Vp);
@@ -218,10 +218,10 @@ static int cut_scale(struct cut *c, const struct cut *w,
 		return 0;
 	}
 	if (w->pad_rows)
-		return wc_errf(err, EINVAL, "%s: tensor '%s' is the block scale of a padded tensor, which no engine does; give a layout that replicates it",
+		return base_errf(err, EINVAL, "%s: tensor '%s' is the block scale of a padded tensor, which no engine does; give a layout that replicates it",
 			       m->path, sname);
 	if ((uint32_t)d >= st->ndim || st->shape[d] != (D + B - 1) / B)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: tensor '%s' has %" PRIu64 " blocks on dim %d, but its weight's %" PRIu64 " in blocks of %" PRIu64 " make %" PRIu64,
 			       m->path, sname,
 			       (uint32_t)d < st->ndim ? st->shape[d] : 0, d, D,
@@ -230,7 +230,7 @@ static int cut_scale(struct cut *c, const struct cut *w,
 		uint64_t a = w->r[k].a, b = w->r[k].b;
 
 		if (a % B || (b % B && b != D))
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: tensor '%s': its weight's slice [%" PRIu64 ", %" PRIu64 ") of dim %d (size %" PRIu64 ") is not aligned to the FP8 block of %" PRIu64 "; use a tp size whose slices are whole blocks",
 				       m->path, sname, a, b, d, D, B);
 		c->r[k].a = a / B;
@@ -254,7 +254,7 @@ static int emit(struct plan *p, struct plan__caps *cp, uint32_t e,
 	pt->piece0 = p->npieces;
 	if (c->split == PLAN_REPLICATE) {
 		if (plan__grow((void **)&p->pc, &cp->pc, p->npieces + 1, sizeof(*p->pc)))
-			return wc_errf(err, ENOMEM, "out of memory");
+			return base_errf(err, ENOMEM, "out of memory");
 		p->pc[p->npieces++] = (struct plan_piece){
 			.entry = e, .shard = shard, .file_off = t->file_off,
 			.width = t->nbytes, .height = 1, .src_pitch = t->nbytes,
@@ -269,7 +269,7 @@ static int emit(struct plan *p, struct plan__caps *cp, uint32_t e,
 	for (int i = 0; i < d; i++)
 		rows *= t->shape[i];
 	if (st_dtype_bytes(t->dtype, inner, &rowb))
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: tensor '%s' (%s): a slice of dim %d is not a whole number of bytes; use another tp size or replicate it",
 			       path, t->name, st_dtype_name(t->dtype), d);
 	pt->shape[d] = 0;
@@ -280,7 +280,7 @@ static int emit(struct plan *p, struct plan__caps *cp, uint32_t e,
 		if (!len)
 			continue;
 		if (plan__grow((void **)&p->pc, &cp->pc, p->npieces + 1, sizeof(*p->pc)))
-			return wc_errf(err, ENOMEM, "out of memory");
+			return base_errf(err, ENOMEM, "out of memory");
 		if (d == 0)
 			p->pc[p->npieces++] = (struct plan_piece){
 				.entry = e, .shard = shard,
@@ -325,7 +325,7 @@ static int experts_range(struct plan *p, const struct model *m,
 		if (ep > 1) {
 			if (r)
 				keys_str(&r->experts, ks, sizeof(ks));
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: ep size %" PRIu64 " but %s; expert parallelism needs an MoE model and its preset",
 				       m->path, ep,
 				       r && r->experts.n ? "config.json has none of the expert counts the layout names" :
@@ -335,9 +335,9 @@ static int experts_range(struct plan *p, const struct model *m,
 	}
 	E = (uint64_t)v;
 	if (E > UINT32_MAX / 2)
-		return wc_errf(err, EINVAL, "%s: %s is %" PRIu64 ", too many experts", m->path, which, E);
+		return base_errf(err, EINVAL, "%s: %s is %" PRIu64 ", too many experts", m->path, which, E);
 	if (ep > E)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: ep size %" PRIu64 " is more than the %" PRIu64 " experts (%s): some ranks would hold none; use an ep size of at most %" PRIu64,
 			       m->path, ep, E, which, E);
 	base = E / ep;
@@ -349,28 +349,28 @@ static int experts_range(struct plan *p, const struct model *m,
 	return 0;
 }
 
-int plan_build2(struct plan *p, const struct model *m,
+int plan_build_params(struct plan *p, const struct model *m,
 		const struct plan_rules *r, const struct plan_params *pp,
 		char *err)
 {
 	struct plan__caps cp = { 0 };
-	char first_err[WC_ERR_LEN] = "";
+	char first_err[BASE_ERR_LEN] = "";
 	uint32_t nck;
 	long nlayers = 0;
 	int rc = 0;
 
 	memset(p, 0, sizeof(*p));
 	if (pp->tp_size < 1 || pp->tp_size > PLAN_TP_MAX || pp->tp_rank >= pp->tp_size)
-		return wc_errf(err, EINVAL, "tp rank %u of size %u is invalid (size 1..%d, rank below size)",
+		return base_errf(err, EINVAL, "tp rank %u of size %u is invalid (size 1..%d, rank below size)",
 			       pp->tp_rank, pp->tp_size, PLAN_TP_MAX);
 	if (pp->pp_size < 1 || pp->pp_size > PLAN_PP_MAX || pp->pp_rank >= pp->pp_size)
-		return wc_errf(err, EINVAL, "pp rank %u of size %u is invalid (size 1..%d, rank below size)",
+		return base_errf(err, EINVAL, "pp rank %u of size %u is invalid (size 1..%d, rank below size)",
 			       pp->pp_rank, pp->pp_size, PLAN_PP_MAX);
 	if (pp->ep_size < 1 || pp->ep_size > PLAN_EP_MAX || pp->ep_rank >= pp->ep_size)
-		return wc_errf(err, EINVAL, "ep rank %u of size %u is invalid (size 1..%d, rank below size)",
+		return base_errf(err, EINVAL, "ep rank %u of size %u is invalid (size 1..%d, rank below size)",
 			       pp->ep_rank, pp->ep_size, PLAN_EP_MAX);
 	if (pp->vocab_pad > (int32_t)PLAN_VOCAB_PAD_MAX)
-		return wc_errf(err, EINVAL, "vocab pad %d is over %u", pp->vocab_pad,
+		return base_errf(err, EINVAL, "vocab pad %d is over %u", pp->vocab_pad,
 			       PLAN_VOCAB_PAD_MAX);
 	for (uint32_t i = 0; i < m->ntensors; i++) {
 		long l = plan__layer_of(m->tensors[i].name);
@@ -379,7 +379,7 @@ int plan_build2(struct plan *p, const struct model *m,
 			nlayers = l + 1;
 	}
 	if (pp->pp_size > 1 && (uint64_t)nlayers < pp->pp_size)
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: pp size %u is more than the %ld layers (model.layers.N.*); use a pp size of at most %ld",
 			       m->path, pp->pp_size, nlayers, nlayers);
 	p->pp = *pp;
@@ -430,7 +430,7 @@ int plan_build2(struct plan *p, const struct model *m,
 		}
 		pt = plan__new_entry(p, &cp);
 		if (!pt) {
-			rc = wc_errf(err, ENOMEM, "out of memory for a plan of %u tensors",
+			rc = base_errf(err, ENOMEM, "out of memory for a plan of %u tensors",
 				     m->ntensors);
 			break;
 		}
@@ -458,7 +458,7 @@ int plan_build2(struct plan *p, const struct model *m,
 				  m->path, err);
 	}
 	if (!rc && first_err[0])
-		rc = wc_errf(err, EINVAL, "%s", first_err);
+		rc = base_errf(err, EINVAL, "%s", first_err);
 	nck = p->ntensors;
 	if (!rc && r)
 		rc = plan__statements(p, &cp, m, r, nck, err);
@@ -483,7 +483,7 @@ int plan_build(struct plan *p, const struct model *m,
 		.vocab_pad = -1,
 	};
 
-	return plan_build2(p, m, r, &pp, err);
+	return plan_build_params(p, m, r, &pp, err);
 }
 
 /* Places bytes at the next aligned offset, opening a new pool when they
@@ -559,14 +559,14 @@ static int pack(struct plan *p, uint64_t pool_max, bool layers, char *err)
 	int pool = -1;
 
 	if (pool_max < PLAN_POOL_ALIGN)
-		return wc_errf(err, EINVAL, "pool size %" PRIu64 " is below the %d-byte alignment; give a larger pool size",
+		return base_errf(err, EINVAL, "pool size %" PRIu64 " is below the %d-byte alignment; give a larger pool size",
 			       pool_max, PLAN_POOL_ALIGN);
 	placed = calloc(p->ngroups ? p->ngroups : 1, sizeof(*placed));
 	seen = calloc(p->ngroups ? p->ngroups : 1, sizeof(*seen));
 	if (!placed || !seen) {
 		free(placed);
 		free(seen);
-		return wc_errf(err, ENOMEM, "out of memory");
+		return base_errf(err, ENOMEM, "out of memory");
 	}
 	p->npools = 0;
 	memset(p->pool_size, 0, sizeof(p->pool_size));
@@ -640,7 +640,7 @@ static int pack(struct plan *p, uint64_t pool_max, bool layers, char *err)
 out_e2big:
 	free(placed);
 	free(seen);
-	return wc_errf(err, E2BIG,
+	return base_errf(err, E2BIG,
 		       "the plan needs more than %d pools of at most %" PRIu64 " bytes for %" PRIu64 " bytes of tensors; give a larger pool size",
 		       PLAN_POOLS_MAX, pool_max, p->total_bytes);
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* Internal to proto/: names a JSON value's kind for error messages. */
+/* Internal to proto/model (double underscore): names a JSON value's kind
+ * for error messages (st.c, model.c). */
 #ifndef WC_JSON_KIND_H
 #define WC_JSON_KIND_H
 
@@ -7,6 +8,6 @@
 
 /* "an object", "an array", "a string", "an integer", "a float",
  * "a boolean" or "null". */
-const char *wc__json_kind(const json_t *v);
+const char *model__json_kind(const json_t *v);
 
 #endif

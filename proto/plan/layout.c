@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Layout text: parsing, the canonical hash, rule matching, and finding the
- * preset files. See plan.h for the grammar. Costs: parsing is O(bytes);
+ * preset files. See layout.h for the grammar. Costs: parsing is O(bytes);
  * plan_rules_preset reads every *.layout file of the directory (a handful
  * of small files) to find the one whose arch line names the architecture.
  */
@@ -18,7 +18,7 @@
 
 #include "err.h"
 #include "glob.h"
-#include "plan.h"
+#include "layout.h"
 
 #ifndef WC_LAYOUT_SRC_DIR
 #define WC_LAYOUT_SRC_DIR ""
@@ -37,20 +37,20 @@ const char *plan_split_name(enum plan_split s)
 	return "?";
 }
 
-static void hash_str(struct wc_hasher *h, const char *s)
+static void hash_str(struct base_hasher *h, const char *s)
 {
-	wc_hasher_update(h, s, strlen(s) + 1);
+	base_hasher_update(h, s, strlen(s) + 1);
 }
 
-static void hash_u32(struct wc_hasher *h, uint32_t v)
+static void hash_u32(struct base_hasher *h, uint32_t v)
 {
 	unsigned char b[4] = { (unsigned char)v, (unsigned char)(v >> 8),
 			       (unsigned char)(v >> 16), (unsigned char)(v >> 24) };
 
-	wc_hasher_update(h, b, 4);
+	base_hasher_update(h, b, 4);
 }
 
-static void hash_keys(struct wc_hasher *h, const struct plan_keys *k)
+static void hash_keys(struct base_hasher *h, const struct plan_keys *k)
 {
 	hash_u32(h, k->n);
 	for (uint32_t i = 0; i < k->n; i++)
@@ -63,15 +63,15 @@ static void hash_keys(struct wc_hasher *h, const struct plan_keys *k)
  * the identity of a plain rules file did not change. */
 static void rules_rehash(struct plan_rules *r)
 {
-	struct wc_hasher h;
+	struct base_hasher h;
 
-	wc_hasher_init(&h);
+	base_hasher_init(&h);
 	for (uint32_t i = 0; i < r->n; i++) {
 		const struct plan_rule *u = &r->r[i];
 		uint8_t split = (uint8_t)u->split;
 
 		hash_str(&h, u->pattern);
-		wc_hasher_update(&h, &split, 1);
+		base_hasher_update(&h, &split, 1);
 		if (!u->nparts && !u->pad && !u->expert)
 			continue;
 		hash_str(&h, "+attrs");
@@ -102,7 +102,7 @@ static void rules_rehash(struct plan_rules *r)
 		hash_str(&h, "+experts");
 		hash_keys(&h, &r->experts);
 	}
-	wc_hasher_final(&h, r->hash);
+	base_hasher_final(&h, r->hash);
 }
 
 void plan_rules_free(struct plan_rules *r)
@@ -153,7 +153,7 @@ static int perr(const struct pctx *c, const char *fmt, const char *what)
 
 	if (snprintf(why, sizeof(why), fmt, what) >= (int)sizeof(why))
 		why[sizeof(why) - 1] = '\0';   /* a long name, cut */
-	return wc_errf(c->err, EINVAL, "%s:%d: '%.300s': %s", c->file, c->line,
+	return base_errf(c->err, EINVAL, "%s:%d: '%.300s': %s", c->file, c->line,
 		       c->text, why);
 }
 
@@ -465,7 +465,7 @@ static int parse_line(const struct pctx *c, char *text, struct acc *a,
 		return 0;
 	}
 	if (a->n + r->n >= PLAN_RULES_MAX)
-		return wc_errf(c->err, E2BIG, "%s:%d: more than %d rules",
+		return base_errf(c->err, E2BIG, "%s:%d: more than %d rules",
 			       c->file, c->line, PLAN_RULES_MAX);
 	ret = parse_rule(c, tok, n, &a->r[a->n]);
 	if (!ret)
@@ -487,7 +487,7 @@ int plan_rules_parse(struct plan_rules *r, const void *buf, size_t len,
 		r->vocab_pad = -1;       /* a zeroed struct: nothing set */
 	c.src = r->nsrcs < PLAN_SRCS_MAX ? r->nsrcs : PLAN_SRCS_MAX - 1;
 	if (len > PLAN_RULES_FILE_MAX)
-		return wc_errf(err, EFBIG, "%s: %zu bytes, over the %u-byte limit for a layout file",
+		return base_errf(err, EFBIG, "%s: %zu bytes, over the %u-byte limit for a layout file",
 			       name, len, PLAN_RULES_FILE_MAX);
 	/*
 	 * A line adds at most one rule or one statement: room for this
@@ -503,7 +503,7 @@ int plan_rules_parse(struct plan_rules *r, const void *buf, size_t len,
 	a.s = calloc((lines < PLAN_STMTS_MAX ? lines : PLAN_STMTS_MAX) +
 		     r->nstmts, sizeof(*a.s));
 	if (!a.r || !a.s) {
-		ret = wc_errf(err, ENOMEM, "%s: out of memory", name);
+		ret = base_errf(err, ENOMEM, "%s: out of memory", name);
 		goto out;
 	}
 	while (p < end && !ret) {
@@ -513,7 +513,7 @@ int plan_rules_parse(struct plan_rules *r, const void *buf, size_t len,
 
 		c.line++;
 		if (ll >= sizeof(text) || memchr(p, '\0', ll)) {
-			ret = wc_errf(err, EINVAL, "%s:%d: line is %zu bytes or holds a NUL (limit %zu)",
+			ret = base_errf(err, EINVAL, "%s:%d: line is %zu bytes or holds a NUL (limit %zu)",
 				      name, c.line, ll, sizeof(text) - 1);
 			break;
 		}
@@ -563,24 +563,24 @@ int plan_rules_file(struct plan_rules *r, const char *path, char *err)
 	/* O_NONBLOCK: a FIFO given as a layout must not hang the open */
 	fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
-		return wc_errf(err, errno, "cannot open the layout file %s: %s",
+		return base_errf(err, errno, "cannot open the layout file %s: %s",
 			       path, strerror(errno));
 	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
 	    st.st_size > PLAN_RULES_FILE_MAX) {
 		close(fd);
-		return wc_errf(err, EFBIG, "layout file %s is not a regular file of at most %u bytes",
+		return base_errf(err, EFBIG, "layout file %s is not a regular file of at most %u bytes",
 			       path, PLAN_RULES_FILE_MAX);
 	}
 	buf = malloc((size_t)st.st_size + 1);
 	if (!buf) {
 		close(fd);
-		return wc_errf(err, ENOMEM, "out of memory reading %s", path);
+		return base_errf(err, ENOMEM, "out of memory reading %s", path);
 	}
 	n = pread(fd, buf, (size_t)st.st_size, 0);
 	close(fd);
 	if (n != st.st_size) {
 		free(buf);
-		return wc_errf(err, EIO, "short read of layout file %s", path);
+		return base_errf(err, EIO, "short read of layout file %s", path);
 	}
 	ret = plan_rules_parse(r, buf, (size_t)n, path, err);
 	free(buf);
@@ -637,8 +637,8 @@ int plan_rules_preset(struct plan_rules *r, const char *arch, char *err)
 	r->vocab_pad = -1;
 	dp = opendir(dir);
 	if (!dp)
-		return wc_errf(err, ENOTSUP,
-			       "no sharding preset for architecture '%s': the layout directory %s cannot be read (%s); set WCACHE_LAYOUT_DIR to the presets (proto/layouts, or share/wcache/layouts), or give a layout file",
+		return base_errf(err, ENOTSUP,
+			       "no sharding preset for architecture '%s': the layout directory %s cannot be read (%s); set WCACHE_LAYOUT_DIR to the presets (proto/plan/layouts, or share/wcache/layouts), or give a layout file",
 			       arch, dir, strerror(errno));
 	while ((de = readdir(dp)) && nn < 256) {
 		size_t l = strlen(de->d_name);
@@ -650,7 +650,7 @@ int plan_rules_preset(struct plan_rules *r, const char *arch, char *err)
 	qsort(names, nn, sizeof(names[0]), name_cmp);
 	for (size_t i = 0; i < nn; i++) {
 		struct plan_rules t;
-		char e[WC_ERR_LEN];
+		char e[BASE_ERR_LEN];
 
 		if (!names[i] || ret != -ENOTSUP)
 			continue;
@@ -658,7 +658,7 @@ int plan_rules_preset(struct plan_rules *r, const char *arch, char *err)
 		t.vocab_pad = -1;
 		snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
 		if (plan_rules_file(&t, path, e)) {
-			ret = wc_errf(err, EINVAL, "preset %s", e);
+			ret = base_errf(err, EINVAL, "preset %s", e);
 			break;
 		}
 		for (uint32_t k = 0; k < t.narchs; k++) {
@@ -678,7 +678,7 @@ int plan_rules_preset(struct plan_rules *r, const char *arch, char *err)
 	for (size_t i = 0; i < nn; i++)
 		free(names[i]);
 	if (ret == -ENOTSUP)
-		return wc_errf(err, ENOTSUP,
+		return base_errf(err, ENOTSUP,
 			       "no sharding preset for architecture '%s' (presets in %s: %s); give a layout file (--layout FILE, or --rules FILE with lines 'PATTERN replicate|dim0|dim1')",
 			       arch, dir, known[0] ? known : "none");
 	return ret;

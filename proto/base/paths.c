@@ -24,7 +24,7 @@ int paths_template(char *out, size_t len, const char *runtime_dir,
 	} else if (env_template && *env_template) {
 		tok = strstr(env_template, DEVICE_TOKEN);
 		if (!tok || strstr(tok + 1, DEVICE_TOKEN))
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s='%s' must contain {device} exactly once (e.g. /run/wcache/{device})",
 				       PATHS_TEMPLATE_ENV, env_template);
 		n = snprintf(out, len, "%s", env_template);
@@ -35,7 +35,7 @@ int paths_template(char *out, size_t len, const char *runtime_dir,
 			     DEVICE_TOKEN);
 	}
 	if (n < 0 || (size_t)n >= len)
-		return wc_errf(err, ENAMETOOLONG,
+		return base_errf(err, ENAMETOOLONG,
 			       "runtime path template is over %zu bytes; use a shorter --runtime-dir",
 			       len - 1);
 	return 0;
@@ -74,41 +74,41 @@ int paths_device_name(const char *spec, char *out, size_t len, char *err)
 		name = spec + 5;
 		n = strlen(name);
 		if (n == 0 || n > PATHS_HOST_NAME_MAX)
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "device '%s': the name after host: must be 1 to %d characters",
 				       spec, PATHS_HOST_NAME_MAX);
 		for (size_t i = 0; i < n; i++)
 			if (!name_char_ok(name[i]))
-				return wc_errf(err, EINVAL,
+				return base_errf(err, EINVAL,
 					       "device '%s': the name after host: may only use letters, digits, '_' and '-'",
 					       spec);
 	} else if (!strncmp(spec, "GPU-", 4)) {
 		n = strlen(spec);
 		if (n > PATHS_DEVICE_MAX || n < 5)
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "device '%s' is not a GPU UUID (GPU-xxxxxxxx-..., as nvidia-smi -L prints)",
 				       spec);
 		for (size_t i = 4; i < n; i++)
 			if (!name_char_ok(spec[i]))
-				return wc_errf(err, EINVAL,
+				return base_errf(err, EINVAL,
 					       "device '%s' is not a GPU UUID (GPU-xxxxxxxx-..., as nvidia-smi -L prints)",
 					       spec);
 		if (n >= len)
-			return wc_errf(err, ENAMETOOLONG, "device name too long");
+			return base_errf(err, ENAMETOOLONG, "device name too long");
 		memcpy(out, spec, n + 1);
 		return 0;
 	} else {
 		n = strspn(spec, "0123456789");
 		if (n > 0 && n <= 4 && spec[n] == '\0')
-			return wc_errf(err, ENOENT,
+			return base_errf(err, ENOENT,
 				       "device '%s' is a CUDA ordinal: open it to learn its UUID",
 				       spec);
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "unknown device '%s': use host, host:NAME or host-NAME (as wcctl status prints it), a CUDA ordinal (0) or a GPU UUID (GPU-...)",
 			       spec);
 	}
 	if ((size_t)snprintf(out, len, *name ? "host-%s" : "host", name) >= len)
-		return wc_errf(err, ENAMETOOLONG, "device name too long");
+		return base_errf(err, ENAMETOOLONG, "device name too long");
 	return 0;
 }
 
@@ -130,16 +130,16 @@ int paths_resolve(struct paths *p, const char *tmpl, const char *device,
 
 	memset(p, 0, sizeof(*p));
 	if (!tok || strstr(tok + 1, DEVICE_TOKEN))
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "runtime path template '%s' must contain {device} exactly once",
 			       tmpl);
 	if (!*device || strlen(device) > PATHS_DEVICE_MAX ||
 	    strchr(device, '/'))
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "device name '%s' is not file-name safe", device);
 	hn = (size_t)(tok - tmpl);
 	if (hn >= sizeof(head))
-		return wc_errf(err, ENAMETOOLONG, "runtime path template too long");
+		return base_errf(err, ENAMETOOLONG, "runtime path template too long");
 	memcpy(head, tmpl, hn);
 	head[hn] = '\0';
 	snprintf(p->device, sizeof(p->device), "%s", device);
@@ -148,10 +148,10 @@ int paths_resolve(struct paths *p, const char *tmpl, const char *device,
 	    join3(p->sock, p->prefix, ".sock", "") ||
 	    join3(p->ready, p->prefix, ".ready", "") ||
 	    join3(p->log, p->prefix, ".log", ""))
-		return wc_errf(err, ENAMETOOLONG,
+		return base_errf(err, ENAMETOOLONG,
 			       "runtime paths under '%s' are too long", tmpl);
 	if (strlen(p->sock) > PATHS_SUN_MAX)
-		return wc_errf(err, ENAMETOOLONG,
+		return base_errf(err, ENAMETOOLONG,
 			       "socket path '%s' is %zu bytes, over the unix socket limit of %d: use a shorter --runtime-dir",
 			       p->sock, strlen(p->sock), PATHS_SUN_MAX);
 	slash = strrchr(p->prefix, '/');
@@ -184,26 +184,26 @@ int paths_dir_check(const char *dir, char *err)
 	uid_t uid = geteuid();
 
 	if (lstat(dir, &st))
-		return wc_errf(err, errno, "cannot stat the runtime directory '%s': %s",
+		return base_errf(err, errno, "cannot stat the runtime directory '%s': %s",
 			       dir, strerror(errno));
 	if (S_ISLNK(st.st_mode))
-		return wc_errf(err, ELOOP,
+		return base_errf(err, ELOOP,
 			       "runtime directory '%s' is a symbolic link, which is not followed (anyone who can replace it could redirect our files); remove it or pick another with --runtime-dir",
 			       dir);
 	if (!S_ISDIR(st.st_mode))
-		return wc_errf(err, ENOTDIR,
+		return base_errf(err, ENOTDIR,
 			       "runtime directory '%s' exists and is not a directory; remove it or pick another with --runtime-dir",
 			       dir);
 	if (st.st_uid != uid) {
 		uid_name(st.st_uid, owner, sizeof(owner));
 		uid_name(uid, me, sizeof(me));
-		return wc_errf(err, EPERM,
+		return base_errf(err, EPERM,
 			       "runtime directory '%s' is owned by %s (mode %04o), not by %s who runs this: another user could plant links or sockets in it; remove it (rm -r '%s') or pick another with --runtime-dir",
 			       dir, owner, (unsigned)(st.st_mode & 07777), me,
 			       dir);
 	}
 	if (st.st_mode & (S_IWGRP | S_IWOTH))
-		return wc_errf(err, EPERM,
+		return base_errf(err, EPERM,
 			       "runtime directory '%s' (owner %u) has mode %04o: writable by %s, who could plant links or sockets in it; chmod 0700 '%s' or pick another with --runtime-dir",
 			       dir, (unsigned)st.st_uid,
 			       (unsigned)(st.st_mode & 07777),
@@ -217,7 +217,7 @@ int paths_mkdir(const char *dir, char *err)
 	if (mkdir(dir, 0700) == 0)
 		return 0;
 	if (errno != EEXIST)
-		return wc_errf(err, errno,
+		return base_errf(err, errno,
 			       "cannot create the runtime directory '%s': %s; create it or pick another with --runtime-dir",
 			       dir, strerror(errno));
 	return paths_dir_check(dir, err);

@@ -136,7 +136,7 @@ int wire_hdr_decode(const void *buf, size_t len, struct wire_hdr *h,
 
 	memset(h, 0, sizeof(*h));
 	if (len < WIRE_HDR_LEN)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "truncated frame header: %zu of %d bytes; the peer is not speaking the wcache protocol",
 			       len, WIRE_HDR_LEN);
 	h->magic = rd32(p);
@@ -146,23 +146,23 @@ int wire_hdr_decode(const void *buf, size_t len, struct wire_hdr *h,
 	h->len = rd32(p + 12);
 	h->id = rd64(p + 16);
 	if (h->magic != WIRE_MAGIC)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "bad frame magic 0x%08x (want 0x%08x): the peer is not a wcache client or daemon",
 			       h->magic, WIRE_MAGIC);
 	if (h->version != WIRE_VERSION)
-		return wc_errf(err, EPROTONOSUPPORT,
+		return base_errf(err, EPROTONOSUPPORT,
 			       "protocol version %u is not supported: this side speaks version %u; use a libwcache and wcd of the same release",
 			       h->version, WIRE_VERSION);
 	if (h->len > WIRE_PAYLOAD_MAX)
-		return wc_errf(err, EMSGSIZE,
+		return base_errf(err, EMSGSIZE,
 			       "frame payload of %u bytes is over the limit of %u bytes",
 			       h->len, WIRE_PAYLOAD_MAX);
 	if (h->type == 0 || h->type > WIRE_TYPE_MAX)
-		return wc_errf(err, EOPNOTSUPP,
+		return base_errf(err, EOPNOTSUPP,
 			       "unknown frame type %u (known: 1..%u)",
 			       h->type, WIRE_TYPE_MAX);
 	if (h->flags & ~WIRE_F_KNOWN)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "unknown frame flags 0x%x in a %s frame",
 			       h->flags & ~WIRE_F_KNOWN,
 			       wire_type_name(h->type));
@@ -232,17 +232,17 @@ void wire_frame_begin(struct wire_put *w, unsigned type, uint32_t flags,
 int wire_frame_end(struct wire_put *w, char *err)
 {
 	if (w->err == -EMSGSIZE)
-		return wc_errf(err, EMSGSIZE,
+		return base_errf(err, EMSGSIZE,
 			       "message payload over the limit of %u bytes",
 			       WIRE_PAYLOAD_MAX);
 	if (w->err == -E2BIG)
-		return wc_errf(err, E2BIG,
+		return base_errf(err, E2BIG,
 			       "a field of the message is over its bound (see wire.h)");
 	if (w->err)
-		return wc_errf(err, -w->err, "cannot build a message: %s",
+		return base_errf(err, -w->err, "cannot build a message: %s",
 			       strerror(-w->err));
 	if (w->len < WIRE_HDR_LEN)
-		return wc_errf(err, EINVAL, "wire_frame_begin was not called");
+		return base_errf(err, EINVAL, "wire_frame_begin was not called");
 	le32(w->buf + 12, (uint32_t)(w->len - WIRE_HDR_LEN));
 	return 0;
 }
@@ -445,7 +445,7 @@ int wire_get_end(struct wire_get *g, const char *what, bool all, char *err)
 		g->why_off = g->off;
 	}
 	if (g->err)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed %s payload: %s (at byte %zu of %zu)",
 			       what, g->why, g->why_off, g->len);
 	return 0;

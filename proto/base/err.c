@@ -4,20 +4,20 @@
 
 #include "err.h"
 
-int wc_verrf(char *buf, size_t cap, int code, const char *fmt, va_list ap)
+int base_verrf(char *buf, size_t cap, int code, const char *fmt, va_list ap)
 {
 	if (buf && cap)
 		vsnprintf(buf, cap, fmt, ap);
 	return code > 0 ? -code : code;
 }
 
-int wc_errf(char *err, int code, const char *fmt, ...)
+int base_errf(char *err, int code, const char *fmt, ...)
 {
 	va_list ap;
 	int ret;
 
 	va_start(ap, fmt);
-	ret = wc_verrf(err, WC_ERR_LEN, code, fmt, ap);
+	ret = base_verrf(err, BASE_ERR_LEN, code, fmt, ap);
 	va_end(ap);
 	return ret;
 }

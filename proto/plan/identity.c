@@ -30,7 +30,7 @@ static const struct field {
 } fields[] = {
 #define S(f, c) { #f, K_STR, offsetof(struct ident, f), sizeof(((struct ident *)0)->f), c }
 #define U(f, c) { #f, K_U32, offsetof(struct ident, f), 4, c }
-#define H(f, c) { #f, K_HASH, offsetof(struct ident, f), WC_HASH_LEN, c }
+#define H(f, c) { #f, K_HASH, offsetof(struct ident, f), BASE_HASH_LEN, c }
 	/* the path is shown, not compared: a bind mount or a copy with the
 	 * same checkpoint digest is the same cache (wc_expect.same_path) */
 	S(model_path, false), S(arch, true), S(dtype, true),
@@ -62,7 +62,7 @@ static int set_str(char *dst, size_t cap, const char *src, const char *what,
 	size_t n = strlen(src);
 
 	if (n >= cap)
-		return wc_errf(err, ENAMETOOLONG,
+		return base_errf(err, ENAMETOOLONG,
 			       "identity field %s is %zu bytes, over the limit of %zu: '%.64s...'",
 			       what, n, cap - 1, src);
 	memcpy(dst, src, n + 1);
@@ -87,10 +87,10 @@ int ident_set_model(struct ident *id, const struct model *m,
 			     "quant_method", err);
 	if (rc)
 		return rc;
-	memcpy(id->quant_hash, m->cfg.quant_hash, WC_HASH_LEN);
-	memcpy(id->ckpt_digest, m->digest, WC_HASH_LEN);
+	memcpy(id->quant_hash, m->cfg.quant_hash, BASE_HASH_LEN);
+	memcpy(id->ckpt_digest, m->digest, BASE_HASH_LEN);
 	if (rules)
-		memcpy(id->rules_hash, rules->hash, WC_HASH_LEN);
+		memcpy(id->rules_hash, rules->hash, BASE_HASH_LEN);
 	return 0;
 }
 
@@ -139,10 +139,10 @@ int ident_encode(const struct ident *id, void *buf, size_t cap, size_t *len)
 			put32(out + n, v);
 			n += 4;
 		} else {
-			if (cap - n < WC_HASH_LEN)
+			if (cap - n < BASE_HASH_LEN)
 				return -ENOSPC;
-			memcpy(out + n, p, WC_HASH_LEN);
-			n += WC_HASH_LEN;
+			memcpy(out + n, p, BASE_HASH_LEN);
+			n += BASE_HASH_LEN;
 		}
 	}
 	*len = n;
@@ -157,12 +157,12 @@ int ident_decode(struct ident *id, const void *buf, size_t len, char *err)
 
 	ident_init(id);
 	if (len < 8 || memcmp(in, magic, 4))
-		return wc_errf(err, EPROTO,
+		return base_errf(err, EPROTO,
 			       "identity is %zu bytes without the WCID magic; the peer is not a wcache of a compatible version",
 			       len);
 	ver = get32(in + 4);
 	if (ver != IDENT_FORMAT_VERSION)
-		return wc_errf(err, EPROTO,
+		return base_errf(err, EPROTO,
 			       "identity format version %u, this side speaks %d; use the same wcache version on both sides",
 			       ver, IDENT_FORMAT_VERSION);
 	for (size_t i = 0; i < NFIELDS; i++) {
@@ -177,13 +177,13 @@ int ident_decode(struct ident *id, const void *buf, size_t len, char *err)
 			sl = get32(in + n);
 			n += 4;
 			if (sl >= f->cap)
-				return wc_errf(err, EPROTO,
+				return base_errf(err, EPROTO,
 					       "identity field %s is %u bytes, over the limit of %zu",
 					       f->name, sl, f->cap - 1);
 			if (len - n < sl)
 				goto out_short;
 			if (memchr(in + n, '\0', sl))
-				return wc_errf(err, EPROTO,
+				return base_errf(err, EPROTO,
 					       "identity field %s holds a NUL byte", f->name);
 			memcpy(p, in + n, sl);
 			p[sl] = '\0';
@@ -197,25 +197,25 @@ int ident_decode(struct ident *id, const void *buf, size_t len, char *err)
 			memcpy(p, &v, 4);
 			n += 4;
 		} else {
-			if (len - n < WC_HASH_LEN)
+			if (len - n < BASE_HASH_LEN)
 				goto out_short;
-			memcpy(p, in + n, WC_HASH_LEN);
-			n += WC_HASH_LEN;
+			memcpy(p, in + n, BASE_HASH_LEN);
+			n += BASE_HASH_LEN;
 		}
 		continue;
 out_short:
-		return wc_errf(err, EPROTO,
+		return base_errf(err, EPROTO,
 			       "identity ends inside field %s (%zu bytes); the message is truncated",
 			       f->name, len);
 	}
 	if (n != len)
-		return wc_errf(err, EPROTO,
+		return base_errf(err, EPROTO,
 			       "identity has %zu trailing bytes after its last field",
 			       len - n);
 	return 0;
 }
 
-int ident_digest(const struct ident *id, uint8_t out[WC_HASH_LEN])
+int ident_digest(const struct ident *id, uint8_t out[BASE_HASH_LEN])
 {
 	unsigned char buf[IDENT_ENC_MAX];
 	size_t len;
@@ -224,7 +224,7 @@ int ident_digest(const struct ident *id, uint8_t out[WC_HASH_LEN])
 	rc = ident_encode(id, buf, sizeof(buf), &len);
 	if (rc)
 		return rc;
-	wc_hash128(buf, len, out);
+	base_hash128(buf, len, out);
 	return 0;
 }
 
@@ -268,9 +268,9 @@ static void value_str(const struct field *f, const struct ident *id,
 		memcpy(&v, p, 4);
 		snprintf(buf, cap, "%" PRIu32, v);
 	} else {
-		char hex[WC_HASH_HEX_LEN];
+		char hex[BASE_HASH_HEX_LEN];
 
-		wc_hash_hex((const uint8_t *)p, hex);
+		base_hash_hex((const uint8_t *)p, hex);
 		snprintf(buf, cap, "%s", hex);
 	}
 }

@@ -192,16 +192,16 @@ static int add_view(struct plan *p, struct plan__caps *cp, const struct model *m
 		 * a part placed twice made the view cover more bytes than
 		 * its group holds, so it read past the pool */
 		if (x->group == -2)
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: %s:%u: '%s' names the part '%s' twice (once its {L}/{E} are bound); a tensor can be one part of a view, stack or group only once: fix the layout",
 				       m->path, stmt_src(r, s), s->line,
 				       name[0] ? name : "group", x->name);
 		if (x->group >= 0)
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: tensor '%s' is a part of two views or groups (the second: '%s'); fix the layout so that each tensor is in one",
 				       m->path, x->name, name[0] ? name : s->part[0]);
 		if (x->alloc != x->size || (x->flags & PLAN_T_VIEW))
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: tensor '%s' cannot be a part of '%s': it is padded or itself a view",
 				       m->path, x->name, name);
 		if (!same && s->kind != PLAN_S_GROUP) {
@@ -209,7 +209,7 @@ static int add_view(struct plan *p, struct plan__caps *cp, const struct model *m
 
 			plan__shape_str(f->ndim, f->shape, a, sizeof(a));
 			plan__shape_str(x->ndim, x->shape, b, sizeof(b));
-			return wc_errf(err, EINVAL,
+			return base_errf(err, EINVAL,
 				       "%s: the parts of '%s' do not concatenate on dim 0: '%s' is %s %s, '%s' is %s %s",
 				       m->path, name, f->name, st_dtype_name(f->dtype), a,
 				       x->name, st_dtype_name(x->dtype), b);
@@ -224,7 +224,7 @@ static int add_view(struct plan *p, struct plan__caps *cp, const struct model *m
 		 p->g && p->ngroups ? p->g[p->ngroups - 1].member0 +
 				      p->g[p->ngroups - 1].n + n : n,
 		 sizeof(*p->members)))
-		return wc_errf(err, ENOMEM, "out of memory");
+		return base_errf(err, ENOMEM, "out of memory");
 	g = p->ngroups++;
 	p->g[g].member0 = g ? p->g[g - 1].member0 + p->g[g - 1].n : 0;
 	p->g[g].n = n;
@@ -237,14 +237,14 @@ static int add_view(struct plan *p, struct plan__caps *cp, const struct model *m
 	/* the checkpoint's name is served already (and a later part named
 	 * so would find the view) */
 	if (model_find(m, name))
-		return wc_errf(err, EINVAL,
+		return base_errf(err, EINVAL,
 			       "%s: %s:%u: %s '%s' is named like a tensor of the checkpoint, which the manifest lists under that name already; give the %s another name",
 			       m->path, stmt_src(r, s), s->line,
 			       s->kind == PLAN_S_STACK ? "stack" : "view", name,
 			       s->kind == PLAN_S_STACK ? "stack" : "view");
 	v = plan__new_entry(p, cp);
 	if (!v || plan__add_name(p, cp, name, &v->name))
-		return wc_errf(err, ENOMEM, "out of memory");
+		return base_errf(err, ENOMEM, "out of memory");
 	f = &p->t[mem[0]];
 	v->model_idx = UINT32_MAX;
 	v->dtype = f->dtype;
@@ -254,7 +254,7 @@ static int add_view(struct plan *p, struct plan__caps *cp, const struct model *m
 	v->size = v->alloc = size;
 	if (s->kind == PLAN_S_STACK) {
 		if (f->ndim + 1 > ST_NDIM_MAX)
-			return wc_errf(err, EINVAL, "%s: stack '%s' would have more than %d dims",
+			return base_errf(err, EINVAL, "%s: stack '%s' would have more than %d dims",
 				       m->path, name, ST_NDIM_MAX);
 		v->ndim = f->ndim + 1;
 		v->shape[0] = n / per;
@@ -289,18 +289,18 @@ static int build_stmt(struct plan *p, struct plan__caps *cp, const struct model 
 			e0 = p->expert_begin;
 			e1 = p->expert_end;
 			if ((uint64_t)(e1 - e0) * per > sizeof(mem) / sizeof(mem[0]))
-				return wc_errf(err, E2BIG, "%s: stack '%s' has more than %zu parts",
+				return base_errf(err, E2BIG, "%s: stack '%s' has more than %zu parts",
 					       m->path, s->name,
 					       sizeof(mem) / sizeof(mem[0]));
 			if (e1 <= e0)
-				return wc_errf(err, EINVAL, "%s: stack '%s' needs the expert count: add an 'experts KEY' line to the layout",
+				return base_errf(err, EINVAL, "%s: stack '%s' needs the expert count: add an 'experts KEY' line to the layout",
 					       m->path, s->name);
 		} else {
 			e0 = 0;
 			e1 = 1;
 		}
 		if (subst(s->name, caps, name, sizeof(name)))
-			return wc_errf(err, EINVAL, "%s: '%s' (from '%s'): its name uses a capture its first part does not bind",
+			return base_errf(err, EINVAL, "%s: '%s' (from '%s'): its name uses a capture its first part does not bind",
 				       m->path, s->name, p->t[i].name);
 		for (uint32_t e = e0; e < e1; e++) {
 			if (s->kind == PLAN_S_STACK)
@@ -309,11 +309,11 @@ static int build_stmt(struct plan *p, struct plan__caps *cp, const struct model 
 				long at;
 
 				if (subst(s->part[k], caps, part, sizeof(part)))
-					return wc_errf(err, EINVAL, "%s: '%s': part '%s' uses a capture the first part does not bind",
+					return base_errf(err, EINVAL, "%s: '%s': part '%s' uses a capture the first part does not bind",
 						       m->path, s->name, s->part[k]);
 				at = plan_find(p, part);
 				if (at < 0 || (uint32_t)at >= nck)
-					return wc_errf(err, EINVAL,
+					return base_errf(err, EINVAL,
 						       "%s: '%s' needs '%s', which this rank does not hold (the checkpoint lacks it%s); fix the layout or the checkpoint",
 						       m->path, name[0] ? name : "group", part,
 						       s->kind == PLAN_S_STACK ? ", or the expert is on another rank" : "");
@@ -343,7 +343,7 @@ static int build_alias(struct plan *p, struct plan__caps *cp, const struct model
 		return 0;
 	v = plan__new_entry(p, cp);
 	if (!v || plan__add_name(p, cp, s->name, &v->name))
-		return wc_errf(err, ENOMEM, "out of memory");
+		return base_errf(err, ENOMEM, "out of memory");
 	*v = p->t[at];
 	v->name = p->names[p->nnames - 1];
 	v->model_idx = UINT32_MAX;
@@ -401,7 +401,7 @@ static int check_names(const struct plan *p, const struct model *m,
 		return 0;
 	v = malloc(nv * sizeof(*v));
 	if (!v)
-		return wc_errf(err, ENOMEM, "out of memory");
+		return base_errf(err, ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < nv; i++)
 		v[i] = (struct vname){ p->t[nck + i].name, nck + i };
 	qsort(v, nv, sizeof(*v), vname_cmp);
@@ -411,7 +411,7 @@ static int check_names(const struct plan *p, const struct model *m,
 		if (i + 1 < nv && !strcmp(v[i].name, v[i + 1].name)) {
 			o = stmt_of(r, first, v[i].entry);
 			s = stmt_of(r, first, v[i + 1].entry);
-			ret = wc_errf(err, EINVAL,
+			ret = base_errf(err, EINVAL,
 				      "%s: %s:%u: '%s' is also the name made at %s:%u; give each view, stack and alias a name of its own%s",
 				      m->path, stmt_src(r, s), s->line, v[i].name,
 				      stmt_src(r, o), o->line,
@@ -433,7 +433,7 @@ int plan__statements(struct plan *p, struct plan__caps *cp,
 		return 0;
 	first = malloc(r->nstmts * sizeof(*first));
 	if (!first)
-		return wc_errf(err, ENOMEM, "out of memory");
+		return base_errf(err, ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < r->nstmts && !rc; i++) {
 		first[i] = p->ntensors;
 		if (r->s[i].kind == PLAN_S_ALIAS)

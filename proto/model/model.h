@@ -54,7 +54,7 @@ struct model_config {
 	char quant_method[MODEL_QUANT_METHOD_MAX];
 	bool quant_block;
 	uint64_t quant_block_size[2];    /* weight_block_size when quant_block */
-	uint8_t quant_hash[WC_HASH_LEN]; /* of quant_json; zeros when NULL */
+	uint8_t quant_hash[BASE_HASH_LEN]; /* of quant_json; zeros when NULL */
 	uint32_t nints;                  /* the first MODEL_CFG_INTS_MAX */
 	struct model_cfg_int *ints;      /* in config order */
 };
@@ -108,7 +108,7 @@ struct model {
 	uint64_t total_bytes;            /* sum of tensor bytes */
 	/* XXH3-128 over every shard in order: name, size, mtime_ns, header
 	 * hash (see model.c for the exact bytes). */
-	uint8_t digest[WC_HASH_LEN];
+	uint8_t digest[BASE_HASH_LEN];
 };
 
 /* Opens a directory (or a single .safetensors file) into m (zeroed first;

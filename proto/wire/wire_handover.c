@@ -39,7 +39,7 @@ int wire_ho_part_get(const void *p, size_t n, uint32_t *part, char *err)
 	if (ret)
 		return ret;
 	if (*part == 0 || *part > WIRE_HO_PART_MAX)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed HANDOVER payload: part %u is unknown (1 to %d)",
 			       *part, WIRE_HO_PART_MAX);
 	return 0;
@@ -55,7 +55,7 @@ static int get_part(struct wire_get *g, const void *p, size_t n,
 	if (ret)
 		return ret;
 	if (part != want)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed HANDOVER payload: expected part %s, got %s",
 			       wire_ho_part_name(want), wire_ho_part_name(part));
 	wire_get_init(g, p, n);
@@ -65,7 +65,7 @@ static int get_part(struct wire_get *g, const void *p, size_t n,
 
 static int bad_fd(char *err, const char *what, uint32_t idx, unsigned nfds)
 {
-	return wc_errf(err, EBADMSG,
+	return base_errf(err, EBADMSG,
 		       "malformed HANDOVER %s: descriptor index %u, but %u descriptor(s) came with the frame",
 		       what, idx, nfds);
 }
@@ -94,7 +94,7 @@ int wire_ho_ask_get(const void *p, size_t n, struct wire_ho_ask *a, char *err)
 	if (ret)
 		return ret;
 	if (a->ho_min > a->ho_max)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed HANDOVER ASK: versions %u to %u are an empty range",
 			       a->ho_min, a->ho_max);
 	return 0;
@@ -164,7 +164,7 @@ int wire_ho_begin_get(const void *p, size_t n, unsigned nfds,
 		return ret;
 	if (b->nversions == 0 || b->nversions > WIRE_HO_VERSIONS_MAX ||
 	    b->cur >= WIRE_HO_VERSIONS_MAX)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed HANDOVER BEGIN: %u version(s), current slot %u (1 to %d versions, slots below %d)",
 			       b->nversions, b->cur, WIRE_HO_VERSIONS_MAX,
 			       WIRE_HO_VERSIONS_MAX);
@@ -173,7 +173,7 @@ int wire_ho_begin_get(const void *p, size_t n, unsigned nfds,
 	if (b->listen_fd >= nfds)
 		return bad_fd(err, "BEGIN socket", b->listen_fd, nfds);
 	if (b->lock_fd == b->listen_fd)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed HANDOVER BEGIN: the lock and the socket share descriptor index %u",
 			       b->lock_fd);
 	return 0;
@@ -254,12 +254,12 @@ int wire_ho_version_get(const void *p, size_t n, unsigned nfds,
 	if (ret)
 		return ret;
 	if (v->slot >= WIRE_HO_VERSIONS_MAX || v->number == 0)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed HANDOVER VERSION: slot %u, number %llu (slots below %d, numbers from 1)",
 			       v->slot, (unsigned long long)v->number,
 			       WIRE_HO_VERSIONS_MAX);
 	if (!v->npools)
-		return wc_errf(err, EBADMSG,
+		return base_errf(err, EBADMSG,
 			       "malformed HANDOVER VERSION: version %llu has no pool",
 			       (unsigned long long)v->number);
 	for (uint32_t i = 0; i < v->npools; i++) {
@@ -268,12 +268,12 @@ int wire_ho_version_get(const void *p, size_t n, unsigned nfds,
 				      nfds);
 		for (uint32_t k = 0; k < i; k++)
 			if (v->pools[k].fd_index == v->pools[i].fd_index)
-				return wc_errf(err, EBADMSG,
+				return base_errf(err, EBADMSG,
 					       "malformed HANDOVER VERSION: pools %u and %u share descriptor index %u",
 					       k, i, v->pools[i].fd_index);
 		if (v->pools[i].alloc_size < v->pools[i].size ||
 		    !v->pools[i].size)
-			return wc_errf(err, EBADMSG,
+			return base_errf(err, EBADMSG,
 				       "malformed HANDOVER VERSION: pool %u of %llu bytes in an allocation of %llu",
 				       i, (unsigned long long)v->pools[i].size,
 				       (unsigned long long)v->pools[i].alloc_size);
@@ -344,7 +344,7 @@ int wire_ho_clients_get(const void *p, size_t n, unsigned nfds,
 				      nfds);
 		for (uint32_t k = 0; k < i; k++)
 			if (c[k].fd_index == c[i].fd_index)
-				return wc_errf(err, EBADMSG,
+				return base_errf(err, EBADMSG,
 					       "malformed HANDOVER CLIENTS: connections %u and %u share descriptor index %u",
 					       k, i, c[i].fd_index);
 	}

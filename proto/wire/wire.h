@@ -38,7 +38,7 @@
  * their place in every future version so that this stays possible.
  *
  * Errors: functions return 0 or -errno and write one sentence into err
- * (WC_ERR_LEN bytes, may be NULL):
+ * (BASE_ERR_LEN bytes, may be NULL):
  *   -EBADMSG          bad magic, or a malformed payload
  *   -EPROTONOSUPPORT  another protocol version
  *   -EMSGSIZE         payload length over WIRE_PAYLOAD_MAX
@@ -73,7 +73,7 @@
 #define WIRE_POOLS_MAX 4096           /* pools in one ATTACH (all frames) */
 #define WIRE_FDS_PER_FRAME 253        /* SCM_RIGHTS limit (= RX_FDS_MAX) */
 #define WIRE_IPC_HANDLE_LEN 64        /* = GPU_IPC_HANDLE_LEN */
-#define WIRE_HASH_LEN 16              /* = WC_HASH_LEN */
+#define WIRE_HASH_LEN 16              /* = BASE_HASH_LEN */
 #define WIRE_PING_MAX 256             /* PING payload bytes, echoed */
 
 enum wire_type {
@@ -211,7 +211,7 @@ int wire_get_end(struct wire_get *g, const char *what, bool all, char *err);
  * head's count was checked against the payload before any element. */
 
 /* HELLO request: u16 proto_version, u16 flags, blob identity (the engine's
- * identity in the canonical encoding of proto/identity.h), str label. */
+ * identity in the canonical encoding of proto/plan/identity.h), str label. */
 #define WIRE_HELLO_NO_IDENTITY 0x1u  /* admin tools (wcctl manifest,
 					wcattach): skip the identity check */
 struct wire_hello {

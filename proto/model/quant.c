@@ -35,7 +35,7 @@ int quant_check(const struct model_config *c, const char *allow_quant,
 	}
 	why = !strcmp(c->quant_method, "fp8") ?
 		      "fp8 without weight_block_size is per-tensor fp8, and " : "";
-	return wc_errf(err, EPERM,
+	return base_errf(err, EPERM,
 		       "quantization method '%s' is refused: %sengines may repack or re-scale its weights after loading into a layout an attached engine cannot reproduce, which would silently serve wrong numbers; verified for zero-copy sharing: %s (per-tensor fp8 is not verified); run the engine without the weight cache, or pass --allow-quant %s to override at your own risk",
 		       method, why, QUANT_VERIFIED_LIST,
 		       c->quant_method[0] ? c->quant_method : "METHOD");

@@ -24,7 +24,7 @@
 #define IDENT_STR_MAX 128
 /* Largest canonical encoding: magic, version, 5 strings, 11 u32, 3 hashes. */
 #define IDENT_ENC_MAX (8 + 4 + IDENT_PATH_MAX + 4 * IDENT_STR_MAX + 5 * 4 + \
-		       11 * 4 + 3 * WC_HASH_LEN)
+		       11 * 4 + 3 * BASE_HASH_LEN)
 
 struct ident {
 	uint32_t format_version;           /* IDENT_FORMAT_VERSION */
@@ -32,12 +32,12 @@ struct ident {
 	char arch[IDENT_STR_MAX];          /* architectures[0] */
 	char dtype[IDENT_STR_MAX];         /* torch_dtype */
 	char quant_method[IDENT_STR_MAX];  /* "" when unquantized */
-	uint8_t quant_hash[WC_HASH_LEN];   /* of canonical quantization_config */
+	uint8_t quant_hash[BASE_HASH_LEN];   /* of canonical quantization_config */
 	uint32_t tp_size, tp_rank, pp_size, pp_rank;
-	uint8_t rules_hash[WC_HASH_LEN];   /* plan_rules.hash: the layout's */
+	uint8_t rules_hash[BASE_HASH_LEN];   /* plan_rules.hash: the layout's */
 	uint32_t ep_size, ep_rank;         /* expert parallelism (1, 0) */
 	uint32_t vocab_pad;                /* the padding multiple used */
-	uint8_t ckpt_digest[WC_HASH_LEN];  /* model.digest */
+	uint8_t ckpt_digest[BASE_HASH_LEN];  /* model.digest */
 	char device_uuid[IDENT_STR_MAX];   /* gpu_dev.uuid */
 	uint32_t cc_major, cc_minor;       /* 0 for the host backend */
 	uint32_t reserved0, reserved1;     /* 0; encoded, keeps room */
@@ -64,7 +64,7 @@ int ident_encode(const struct ident *id, void *buf, size_t cap, size_t *len);
 int ident_decode(struct ident *id, const void *buf, size_t len, char *err);
 
 /* XXH3-128 of the canonical encoding. */
-int ident_digest(const struct ident *id, uint8_t out[WC_HASH_LEN]);
+int ident_digest(const struct ident *id, uint8_t out[BASE_HASH_LEN]);
 
 /* Comparison. Both functions walk the field table in identity.c, in its
  * order, and list only the fields it marks compared (the reserved ones are

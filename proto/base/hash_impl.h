@@ -8,10 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
-void wc__xxh3_128_avx2(const void *p, size_t n, uint64_t *lo, uint64_t *hi);
-void wc__xxh3_128_update_avx2(void *state, const void *p, size_t n);
+void base__xxh3_128_avx2(const void *p, size_t n, uint64_t *lo, uint64_t *hi);
+void base__xxh3_128_update_avx2(void *state, const void *p, size_t n);
 /* For tests: true makes hash.c use the generic (SSE2) build even where the
  * CPU has AVX2, so both builds are checked on one machine. */
-void wc__hash_force_generic(bool on);
+void base__hash_force_generic(bool on);
 
 #endif
