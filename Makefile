@@ -90,6 +90,8 @@ COMMON_SRC  := $(wildcard tools/common/*.c)
 TEST_SRC    := $(wildcard test/$(T)*.c)
 TEST_SH     := $(filter-out test/run.sh test/lib.sh,$(wildcard test/$(T)*.sh))
 TEST_PY     := $(wildcard test/py/test_$(T)*.py)
+# the helpers the test programs share (test/lib/*.h), compiled once
+TESTLIB_SRC := $(wildcard test/lib/*.c)
 BENCH_SRC   := $(wildcard bench/*.c)
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
@@ -101,6 +103,7 @@ LIB_CLIENT  := $(BUILD)/lib/libwcache.a
 SO_CLIENT   := $(BUILD)/lib/libwcache.so
 LIBS        := $(LIB_CLIENT) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR)
 LINK_LIBS   := $(LIBS) $(STATIC_LIBS) $(CUDA_LIBS) $(SYS_LIBS)
+LIB_TEST    := $(BUILD)/lib/libwctest.a
 
 BINS  := $(addprefix $(BUILD)/bin/,$(TOOLS))
 # man pages, made from each tool's --help (see install)
@@ -116,7 +119,7 @@ BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 .DELETE_ON_ERROR:
 .DEFAULT_GOAL := all
 
-all: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(TESTS) $(BENCHES)
+all: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(LIB_TEST) $(TESTS) $(BENCHES)
 
 # --- compile -------------------------------------------------------------
 
@@ -148,6 +151,8 @@ $(LIB_REACTOR): $(call obj,$(REACTOR_SRC)) ; $(archive)
 $(LIB_PROTO):   $(call obj,$(PROTO_SRC))   ; $(archive)
 $(LIB_GPU):     $(call obj,$(GPU_SRC)) $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(GPU_CU)) ; $(archive)
 $(LIB_CLIENT):  $(call obj,$(CLIENT_SRC))  ; $(archive)
+$(LIB_TEST):    $(call obj,$(TESTLIB_SRC)) ; $(archive)
+$(BUILD)/obj/test/%.o: WC_CPPFLAGS += -Itest/lib
 
 # The shared client library carries everything it needs but libc and
 # jansson; --no-undefined: nothing is left for the engine to supply.
@@ -172,11 +177,11 @@ $(BUILD)/bin/%: $$(call obj,$$(wildcard tools/$$*/*.c) $(COMMON_SRC)) $(LIBS)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
 
-$(BUILD)/test/%: $(BUILD)/obj/test/%.o $(call obj,$(COMMON_SRC)) $(LIBS)
+$(BUILD)/test/%: $(BUILD)/obj/test/%.o $(call obj,$(COMMON_SRC)) $(LIB_TEST) $(LIBS)
 	$(call say,LD,$@)
 	$(built)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_TEST) $(LINK_LIBS)
 
 $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(call obj,$(COMMON_SRC)) $(LIBS)
 	$(call say,LD,$@)
@@ -243,7 +248,7 @@ run: deps
 # to run.sh, which reports it failed: an old binary never runs and passes.
 # TEST_JOBS tests run at once (most wait on daemons, not on the CPU).
 TEST_JOBS ?= $(shell n=$$(nproc); echo $$((n < 4 ? 4 : n)))
-BUILT     := $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(MANS) $(TESTS) $(BENCHES)
+BUILT     := $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(MANS) $(LIB_TEST) $(TESTS) $(BENCHES)
 PYTHON    ?= /usr/bin/python3
 # Python is not built with ASan: pytest loads an ASan libwcache.so only with
 # the runtime preloaded (and without leak checks of the interpreter).
@@ -254,7 +259,7 @@ test: deps
 	@stale=; $(MAKE) --no-print-directory $(if $(V),,-s) $(if $(T),-k) $(BUILT) || { \
 		$(if $(T),,exit 1;) \
 		for f in $$($(MAKE) --no-print-directory -n -k $(BUILT) 2>/dev/null | sed -n 's/^: wc-built //p'); do \
-			rm -f $$f; case " $(LIBS) $(TESTS) " in *" $$f "*) ;; *) stale="$$stale --not-built $$f" ;; esac; \
+			rm -f $$f; case " $(LIBS) $(LIB_TEST) $(TESTS) " in *" $$f "*) ;; *) stale="$$stale --not-built $$f" ;; esac; \
 		done; }; \
 	BUILD=$(BUILD) WC_TOP=$(CURDIR) PYTHON=$(PYTHON) WC_PYTEST_PRELOAD=$(PYTEST_PRELOAD) \
 	PYTHONPATH=$(CURDIR)/tools/libwcache/python WCACHE_LIB=$(CURDIR)/$(SO_CLIENT) \

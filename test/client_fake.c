@@ -14,7 +14,7 @@
 
 static struct wc_conn *conn(const char *scenario)
 {
-	struct wc_connect_opts o = { .socket = sock, .label = scenario,
+	struct wc_connect_opts o = { .socket = fake_sock, .label = scenario,
 				     .device = "host:fake", .timeout_ms = 5000 };
 	struct wc_conn *c;
 	struct wc_error e;
@@ -27,20 +27,22 @@ static struct wc_conn *conn(const char *scenario)
 static void check_bytes(const struct wc_model *m)
 {
 	for (unsigned t = 0; t < NT; t++) {
-		const struct wc_tensor *x = wc_tensor_find(m, tensors[t].name);
+		const struct wc_tensor *x =
+			wc_tensor_find(m, fake_tensors[t].name);
 		const uint8_t *b;
 
 		T_ASSERT(x);
-		T_EQ_STR(x->dtype, tensors[t].dtype);
-		T_EQ_INT(x->ndim, tensors[t].ndim);
-		T_EQ_U64(x->shape[0], tensors[t].shape[0]);
-		T_EQ_U64(x->bytes, tensors[t].bytes);
-		T_EQ_INT(x->pool, tensors[t].pool);
+		T_EQ_STR(x->dtype, fake_tensors[t].dtype);
+		T_EQ_INT(x->ndim, fake_tensors[t].ndim);
+		T_EQ_U64(x->shape[0], fake_tensors[t].shape[0]);
+		T_EQ_U64(x->bytes, fake_tensors[t].bytes);
+		T_EQ_INT(x->pool, fake_tensors[t].pool);
 		b = x->ptr;
 		for (uint64_t i = 0; i < x->bytes; i++)
-			if (b[i] != tbyte(t, i))
+			if (b[i] != fake_tbyte(t, i))
 				T_FAIL("tensor %s byte %llu: %u != %u", x->name,
-				       (unsigned long long)i, b[i], tbyte(t, i));
+				       (unsigned long long)i, b[i],
+				       fake_tbyte(t, i));
 	}
 }
 
@@ -58,14 +60,14 @@ static void test_attach(void)
 	int st;
 	pid_t k;
 
-	T_EQ_INT(wc_daemon_pid(c), srv_pid);
+	T_EQ_INT(wc_daemon_pid(c), fake_srv_pid);
 	T_CMP_INT(wc_daemon_fd(c), >=, 0);
 	/* attach before hello is refused locally */
 	T_EQ_INT(wc_attach(c, 0, &m, NULL, &e), -EINVAL);
 	T_HAS(e.msg, "wc_hello");
 	if (wc_hello(c, NULL, &in, &e))
 		T_FAIL("hello: %s", e.msg);
-	T_EQ_INT(in.pid, srv_pid);
+	T_EQ_INT(in.pid, fake_srv_pid);
 	T_EQ_U64(in.version, 3);
 	T_EQ_STR(in.model, "/fake/model");
 	T_EQ_STR(in.device, "host-fake");
@@ -83,7 +85,7 @@ static void test_attach(void)
 	T_CMP_INT(tm.map_ns, >, 0);
 	/* manifest order survives paging */
 	for (unsigned i = 0; i < NT; i++)
-		T_EQ_STR(wc_tensor_at(m, i)->name, tensors[i].name);
+		T_EQ_STR(wc_tensor_at(m, i)->name, fake_tensors[i].name);
 	T_ASSERT(wc_tensor_at(m, NT) == NULL);
 	check_bytes(m);
 	T_ASSERT(wc_tensor_find(m, "nope") == NULL);
@@ -274,7 +276,7 @@ static void test_span(void)
 /* A daemon that stops answering: the request times out, and says so. */
 static void test_timeout(void)
 {
-	struct wc_connect_opts o = { .socket = sock, .label = "mute",
+	struct wc_connect_opts o = { .socket = fake_sock, .label = "mute",
 				     .timeout_ms = 200 };
 	struct wc_conn *c;
 	struct wc_error e;
@@ -304,7 +306,7 @@ static void test_big_verify(void)
 			T_FAIL("attach %s: %s", sc[k], e.msg);
 		T_EQ_U64(wc_tensor_count(m), 4);
 		p = wc_tensor_find(m, "big.3")->ptr;
-		T_EQ_INT(p[BIG - 1], tbyte(3, BIG - 1));
+		T_EQ_INT(p[BIG - 1], fake_tbyte(3, BIG - 1));
 		if (!k) {
 			T_OK(wc_verify(m, &bad, &e));
 			T_EQ_U64(bad, 0);
@@ -371,7 +373,7 @@ static void test_mismatch(void)
 	char mdir[128];
 	struct wc_error e;
 
-	snprintf(mdir, sizeof(mdir), "%s/model", dir);
+	snprintf(mdir, sizeof(mdir), "%s/model", fake_dir);
 	tiny_model(mdir);
 	x.model_dir = mdir;
 	T_EQ_INT(wc_hello(c, &x, NULL, &e), -ESTALE);
@@ -382,7 +384,8 @@ static void test_mismatch(void)
 	T_HAS(e.msg, "model_path: daemon=/fake/model engine=/");
 	/* by socket alone the library cannot name the device in an identity */
 	{
-		struct wc_connect_opts so = { .socket = sock, .label = "plain" };
+		struct wc_connect_opts so = { .socket = fake_sock,
+						.label = "plain" };
 		struct wc_conn *c2;
 
 		T_OK(wc_connect(&so, &c2, &e));
@@ -416,7 +419,7 @@ static void test_refusals(void)
 	T_HAS(e.msg, "no wcache daemon");
 	T_HAS(e.msg, "/nonexistent/wc.sock");
 	/* a socket file nobody listens on */
-	snprintf(stale, sizeof(stale), "%s/stale.sock", dir);
+	snprintf(stale, sizeof(stale), "%s/stale.sock", fake_dir);
 	memcpy(sa.sun_path, stale, strlen(stale) + 1);
 	fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	T_OK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) ? -errno : 0);
@@ -451,7 +454,7 @@ static void test_refusals(void)
 	T_HAS(e.msg, "{device}");
 	unsetenv("WCACHE_SOCKET_TEMPLATE");
 	/* by device through a runtime dir: the name rules of proto/paths.h */
-	o.runtime_dir = dir;
+	o.runtime_dir = fake_dir;
 	o.device = "host:nobody";
 	T_EQ_INT(wc_connect(&o, &c, &e), -ENOENT);
 	T_HAS(e.msg, "/host-nobody.sock");
@@ -488,7 +491,7 @@ static void test_refuse_at_accept(void)
 	pid_t k;
 	char ok;
 
-	snprintf(path, sizeof(path), "%s/refuse.sock", dir);
+	snprintf(path, sizeof(path), "%s/refuse.sock", fake_dir);
 	memcpy(sa.sun_path, path, strlen(path) + 1);
 	T_OK(pipe(pfd) ? -errno : 0);
 	k = fork();
@@ -506,7 +509,7 @@ static void test_refuse_at_accept(void)
 			wire_error_frame(&w, 0, WIRE_E_PERM,
 					 "uid 65534 may not use this daemon: start wcd with --allow-uid 65534",
 					 NULL);
-			srv_send(fd, &w, NULL, 0);
+			fake_srv_send(fd, &w, NULL, 0);
 			close(fd);
 		}
 		_exit(0);
@@ -546,11 +549,11 @@ static void test_daemon_death(void)
 	p.fd = wc_daemon_fd(c);
 	p.events = POLLIN;
 	T_EQ_INT(poll(&p, 1, 0), 0);
-	kill(srv_pid, SIGKILL);
+	kill(fake_srv_pid, SIGKILL);
 	T_EQ_INT(poll(&p, 1, 1000), 1);
 	T_ASSERT(p.revents & POLLIN);
-	waitpid(srv_pid, NULL, 0);
-	srv_pid = 0;
+	waitpid(fake_srv_pid, NULL, 0);
+	fake_srv_pid = 0;
 	/* the mapping outlives the daemon */
 	check_bytes(m);
 	T_OK(wc_verify(m, &bad, &e));
@@ -563,11 +566,11 @@ static void test_daemon_death(void)
 
 int main(void)
 {
-	T_ASSERT(mkdtemp(strcpy(dir, "/tmp/wct-fake.XXXXXX")));
-	atexit(cleanup);
+	T_ASSERT(mkdtemp(strcpy(fake_dir, "/tmp/wct-fake.XXXXXX")));
+	atexit(fake_cleanup);
 	signal(SIGPIPE, SIG_IGN);
-	snprintf(sock, sizeof(sock), "%s/fake.sock", dir);
-	srv_start();
+	snprintf(fake_sock, sizeof(fake_sock), "%s/fake.sock", fake_dir);
+	fake_srv_start();
 	test_attach();
 	test_manifest_only();
 	test_badhash();

@@ -46,15 +46,15 @@ int main(void)
 	unsigned ok = 0, failed[3] = { 0 };
 	int fds0;
 
-	T_ASSERT(mkdtemp(strcpy(dir, "/tmp/wct-mutate.XXXXXX")));
-	atexit(cleanup);
+	T_ASSERT(mkdtemp(strcpy(fake_dir, "/tmp/wct-mutate.XXXXXX")));
+	atexit(fake_cleanup);
 	signal(SIGPIPE, SIG_IGN);
-	snprintf(sock, sizeof(sock), "%s/fake.sock", dir);
-	srv_start();
+	snprintf(fake_sock, sizeof(fake_sock), "%s/fake.sock", fake_dir);
+	fake_srv_start();
 	fds0 = count_fds();
 	for (unsigned r = 1; r <= rounds; r++) {
 		char label[32];
-		struct wc_connect_opts o = { .socket = sock, .label = label,
+		struct wc_connect_opts o = { .socket = fake_sock, .label = label,
 					     .timeout_ms = 300 };
 		struct wc_conn *c;
 		struct wc_model *m;

@@ -1,55 +1,12 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * Helpers for the end-to-end client tests (test/client_e2e_*.c): a temp
- * directory, a wcgen model, a real wcd on a host device of its own (so the
- * tests can run in parallel), its ready file, STATUS as JSON, and the
- * model's file bytes read straight from the safetensors shards (proto/model)
- * to compare with what a client maps. Everything is undone at exit.
- * Header-only: each test includes it once.
- */
-#ifndef WC_TEST_CLIENT_UTIL_H
-#define WC_TEST_CLIENT_UTIL_H
-
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <jansson.h>
-#include <signal.h>
-#include <stdbool.h>
-#include <sys/resource.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "hash.h"
-#include "model.h"
-#include "t.h"
-#include "wcache.h"
-
-struct e2e {
-	char dir[64];            /* /tmp/wct-NAME.XXXXXX */
-	char bin[512];           /* $WC_TOP/$BUILD/bin */
-	char model[128];
-	char rundir[128];
-	char device[64];         /* host:NAME-PID */
-	char sock[256];
-	char ready[256];
-	char log[128];
-	pid_t wcd;
-	struct model m;          /* the model as parsed from its files */
-	bool m_open;
-};
+/* Test library (libwctest): the end-to-end client tests' helpers (client_util.h). */
+#include "client_util.h"
 
 static struct e2e *e2e_g;
-/* When set, e2e_start_wcd's child sets RLIMIT_NOFILE (soft and hard) to it
- * before it runs wcd. */
-static unsigned long e2e_wcd_nofile;
 static pid_t e2e_parent;       /* forked children do not clean up */
+unsigned long e2e_wcd_nofile;
 
-static inline uint64_t e2e_now_ms(void)
+uint64_t e2e_now_ms(void)
 {
 	struct timespec ts;
 
@@ -57,7 +14,7 @@ static inline uint64_t e2e_now_ms(void)
 	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static inline void e2e_kill_wcd(struct e2e *x)
+void e2e_kill_wcd(struct e2e *x)
 {
 	if (x->wcd > 0) {
 		kill(x->wcd, SIGKILL);
@@ -66,7 +23,7 @@ static inline void e2e_kill_wcd(struct e2e *x)
 	}
 }
 
-static inline void e2e_cleanup(void)
+static void e2e_cleanup(void)
 {
 	struct e2e *x = e2e_g;
 	char cmd[128];
@@ -81,16 +38,14 @@ static inline void e2e_cleanup(void)
 		fprintf(stderr, "could not remove %s\n", x->dir);
 }
 
-static inline void e2e_on_signal(int sig)
+void e2e_on_signal(int sig)
 {
 	e2e_cleanup();
 	signal(sig, SIG_DFL);
 	raise(sig);
 }
 
-/* Runs argv (NULL-terminated) to completion, output to log; returns its
- * exit status (or 128 + signal). */
-static inline int e2e_run(const char *log, char *const argv[])
+int e2e_run(const char *log, char *const argv[])
 {
 	pid_t p = fork();
 	int st;
@@ -110,7 +65,7 @@ static inline int e2e_run(const char *log, char *const argv[])
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
-static inline void e2e_show_log(const char *log)
+void e2e_show_log(const char *log)
 {
 	char cmd[256];
 
@@ -119,9 +74,7 @@ static inline void e2e_show_log(const char *log)
 		fprintf(stderr, "(no log at %s)\n", log);
 }
 
-/* Creates the temp dir, generates a tiny model with wcgen and parses it.
- * Skips (77) when the tools are not built. */
-static inline void e2e_init(struct e2e *x, const char *name)
+void e2e_init(struct e2e *x, const char *name)
 {
 	const char *top = getenv("WC_TOP"), *build = getenv("BUILD");
 	char wcgen[600], wcd[600], e[512];
@@ -160,9 +113,7 @@ static inline void e2e_init(struct e2e *x, const char *name)
 	x->m_open = true;
 }
 
-/* Starts wcd on the model with extra arguments (NULL-terminated list, may
- * be NULL) and waits up to 30 s for its ready file. */
-static inline void e2e_start_wcd(struct e2e *x, const char *const *extra)
+void e2e_start_wcd(struct e2e *x, const char *const *extra)
 {
 	char wcd[600];
 	char *argv[32];
@@ -222,9 +173,7 @@ static inline void e2e_start_wcd(struct e2e *x, const char *const *extra)
 	}
 }
 
-/* A plain connection to the unix socket at path (frames written by hand:
- * the malformed-input, slow-client and handover tests). */
-static inline int e2e_raw_connect(const char *path)
+int e2e_raw_connect(const char *path)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -236,11 +185,7 @@ static inline int e2e_raw_connect(const char *path)
 	return fd;
 }
 
-/* A "Key: N kB" line of /proc/PID/status (VmRSS, RssAnon), -1 without
- * one: the memory checks of the reliability and lifecycle tests. */
-/* Appends text to path, 20 ms after the last change (so that its mtime
- * moves on file systems of coarse clocks). */
-static inline void e2e_append(const char *path, const char *text)
+void e2e_append(const char *path, const char *text)
 {
 	int fd = open(path, O_WRONLY | O_APPEND);
 
@@ -250,7 +195,7 @@ static inline void e2e_append(const char *path, const char *text)
 	close(fd);
 }
 
-static inline long e2e_status_kb(pid_t pid, const char *key)
+long e2e_status_kb(pid_t pid, const char *key)
 {
 	char path[64], line[256];
 	size_t n = strlen(key);
@@ -268,9 +213,7 @@ static inline long e2e_status_kb(pid_t pid, const char *key)
 	return kb;
 }
 
-/* Open descriptors of process pid (its /proc/PID/fd entries): the leak
- * checks of the reliability and handover tests. */
-static inline int e2e_fd_count(pid_t pid)
+int e2e_fd_count(pid_t pid)
 {
 	char path[64];
 	struct dirent *de;
@@ -286,11 +229,7 @@ static inline int e2e_fd_count(pid_t pid)
 	return n;
 }
 
-/* e2e_fd_count once it is want, or after ms: a daemon holds a descriptor
- * for a moment while it answers (a STATUS connection it has not yet seen
- * close, the old daemon's handover socket), so a leak check reads the
- * count that stays, not one taken mid-request. */
-static inline int e2e_fd_count_settled(pid_t pid, int want, int ms)
+int e2e_fd_count_settled(pid_t pid, int want, int ms)
 {
 	int n = e2e_fd_count(pid);
 
@@ -301,9 +240,7 @@ static inline int e2e_fd_count_settled(pid_t pid, int want, int ms)
 	return n;
 }
 
-/* Starts `wcd --takeover` for x's device, its output appended to x's log;
- * returns its pid (the caller waits for it). */
-static inline pid_t e2e_spawn_takeover(struct e2e *x)
+pid_t e2e_spawn_takeover(struct e2e *x)
 {
 	char wcd[600];
 	char *argv[] = { wcd, "--takeover", "--device", x->device,
@@ -326,7 +263,7 @@ static inline pid_t e2e_spawn_takeover(struct e2e *x)
 	return p;
 }
 
-static inline struct wc_conn *e2e_connect(const struct e2e *x)
+struct wc_conn *e2e_connect(const struct e2e *x)
 {
 	struct wc_connect_opts o = { .device = x->device,
 				     .runtime_dir = x->rundir,
@@ -339,8 +276,7 @@ static inline struct wc_conn *e2e_connect(const struct e2e *x)
 	return c;
 }
 
-/* STATUS as a jansson object (the caller json_decref's it). */
-static inline json_t *e2e_status(const struct e2e *x)
+json_t *e2e_status(const struct e2e *x)
 {
 	struct wc_conn *c = e2e_connect(x);
 	json_error_t je;
@@ -358,9 +294,8 @@ static inline json_t *e2e_status(const struct e2e *x)
 	return j;
 }
 
-/* Whether STATUS lists a client with this pid (and how many leases). */
-static inline bool e2e_status_has_pid(const struct e2e *x, pid_t pid,
-				      int *leases)
+bool e2e_status_has_pid(const struct e2e *x, pid_t pid,
+			int *leases)
 {
 	json_t *j = e2e_status(x), *cl = json_object_get(j, "clients"), *v;
 	bool found = false;
@@ -379,9 +314,8 @@ static inline bool e2e_status_has_pid(const struct e2e *x, pid_t pid,
 	return found;
 }
 
-/* The file bytes of tensor name (read from its shard), malloc'd. */
-static inline uint8_t *e2e_file_bytes(const struct e2e *x, const char *name,
-				      uint64_t *len)
+uint8_t *e2e_file_bytes(const struct e2e *x, const char *name,
+			uint64_t *len)
 {
 	const struct model_tensor *mt = model_find(&x->m, name);
 	uint8_t *buf;
@@ -399,8 +333,7 @@ static inline uint8_t *e2e_file_bytes(const struct e2e *x, const char *name,
 	return buf;
 }
 
-/* Served entries that are not views: the checkpoint's tensors. */
-static inline uint64_t e2e_stored_count(const struct wc_model *m)
+uint64_t e2e_stored_count(const struct wc_model *m)
 {
 	uint64_t n = 0;
 
@@ -409,11 +342,8 @@ static inline uint64_t e2e_stored_count(const struct wc_model *m)
 	return n;
 }
 
-/* A view (fused tensor or alias) covers other served entries exactly:
- * the stored entries of its pool inside its byte range tile it (an alias:
- * it is its target's range), and its hash is of its own mapped bytes. */
-static inline void e2e_check_view(const struct wc_model *m,
-				  const struct wc_tensor *v)
+void e2e_check_view(const struct wc_model *m,
+		    const struct wc_tensor *v)
 {
 	uint64_t n = wc_tensor_count(m), at = v->offset;
 	uint8_t h[WC_HASH_LEN];
@@ -439,12 +369,8 @@ static inline void e2e_check_view(const struct wc_model *m,
 	T_EQ_U64(at, v->offset + v->bytes);
 }
 
-/* Every tensor of the model is served, and every served tensor's bytes
- * equal the file's (byte compare) and its hash the file bytes' hash; views
- * cover served tensors exactly. Returns the number of checkpoint tensors
- * checked. */
-static inline uint64_t e2e_compare_all(const struct e2e *x,
-				       const struct wc_model *m)
+uint64_t e2e_compare_all(const struct e2e *x,
+			 const struct wc_model *m)
 {
 	uint64_t n = wc_tensor_count(m), stored = 0;
 
@@ -472,10 +398,7 @@ static inline uint64_t e2e_compare_all(const struct e2e *x,
 	return stored;
 }
 
-/* An engine's whole check of the served model: HELLO with the model's
- * identity, ATTACH, e2e_compare_all, wc_verify with no bad tensor; the
- * failure messages say when (e.g. "after wake"). */
-static inline void e2e_attach_verify(const struct e2e *x, const char *when)
+void e2e_attach_verify(const struct e2e *x, const char *when)
 {
 	struct wc_expect ex = { .model_dir = x->model };
 	struct wc_conn *c = e2e_connect(x);
@@ -491,5 +414,3 @@ static inline void e2e_attach_verify(const struct e2e *x, const char *when)
 	T_EQ_U64(bad, 0);
 	wc_close(c);
 }
-
-#endif

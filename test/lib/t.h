@@ -86,24 +86,9 @@
 	} while (0)
 
 /* xorshift64: a repeatable stream of test data from a nonzero seed. */
-static inline uint64_t t_xorshift(uint64_t *s)
-{
-	*s ^= *s << 13;
-	*s ^= *s >> 7;
-	*s ^= *s << 17;
-	return *s;
-}
+uint64_t t_xorshift(uint64_t *s);
 
 /* len bytes of the xorshift64 stream from seed (| 1), 8 bytes a step. */
-static inline void t_fill(unsigned char *p, size_t len, uint64_t seed)
-{
-	uint64_t x = seed | 1;
-
-	for (size_t i = 0; i < len; i++) {
-		if ((i & 7) == 0)
-			t_xorshift(&x);
-		p[i] = (unsigned char)(x >> ((i & 7) * 8));
-	}
-}
+void t_fill(unsigned char *p, size_t len, uint64_t seed);
 
 #endif

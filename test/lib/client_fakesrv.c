@@ -1,47 +1,10 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * A small fake wcd for the client tests, built from proto/wire: a forked
- * child that listens on a unix socket and serves memfd pools. The label of
- * the HELLO picks a scenario per connection ("plain", "badhash", "big",
- * "refuse", "garbage", "notice", "mute", "mutate:SEED" ...). Header-only:
- * included once by each test (client_fake.c, client_mutate.c).
- */
-#ifndef WC_TEST_CLIENT_FAKESRV_H
-#define WC_TEST_CLIENT_FAKESRV_H
+/* Test library (libwctest): the client tests' fake wcd (client_fakesrv.h). */
+#include "client_fakesrv.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <stdbool.h>
-#include <sys/mman.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <sys/un.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include "gpu.h"
-#include "hash.h"
-#include "identity.h"
-#include "t.h"
-#include "wcache.h"
-#include "wire.h"
-
-#define NT 5
 #define PAGE_TENSORS 2
 
-struct ft {
-	const char *name;
-	const char *dtype;
-	uint32_t ndim;
-	uint64_t shape[2];
-	uint64_t bytes;
-	uint32_t pool;
-	uint64_t off;
-};
-
-static const struct ft tensors[NT] = {
+const struct ft fake_tensors[NT] = {
 	{ "model.embed_tokens.weight", "BF16", 2, { 64, 32 }, 4096, 0, 0 },
 	{ "model.norm.weight", "F32", 1, { 100 }, 400, 0, 4096 },
 	{ "lm_head.weight", "BF16", 2, { 3, 5 }, 30, 0, 4608 },
@@ -50,8 +13,6 @@ static const struct ft tensors[NT] = {
 };
 static const uint64_t pool_size[2] = { 8192, 4096 };
 
-/* "big" and "bigbad": 96 MiB, enough for wc_verify to use its threads */
-#define BIG (24ull << 20)
 static const struct ft big_tensors[4] = {
 	{ "big.0", "U8", 1, { BIG }, BIG, 0, 0 },
 	{ "big.1", "U8", 1, { BIG }, BIG, 0, BIG },
@@ -61,18 +22,13 @@ static const struct ft big_tensors[4] = {
 static const uint64_t big_pool_size[2] = { 3 * BIG, BIG };
 
 /* the server's layout for the current connection */
-static const struct ft *cur_t = tensors;
+static const struct ft *cur_t = fake_tensors;
 static unsigned cur_nt = NT;
 static const uint64_t *cur_pool = pool_size;
 
-static inline uint8_t tbyte(unsigned t, uint64_t i)
-{
-	return (uint8_t)(i * 31 + t * 7 + (i >> 8));
-}
-
-static char dir[64];
-static char sock[100];
-static pid_t srv_pid;
+char fake_dir[64];
+char fake_sock[100];
+pid_t fake_srv_pid;
 
 /* --- the fake daemon -------------------------------------------------- */
 
@@ -84,7 +40,12 @@ static uint64_t mut_state;
 /* "shortpool": pool 1 announces more bytes than its memfd holds */
 static bool short_pool;
 
-static inline uint64_t mut_next(void)
+uint8_t fake_tbyte(unsigned t, uint64_t i)
+{
+	return (uint8_t)(i * 31 + t * 7 + (i >> 8));
+}
+
+static uint64_t mut_next(void)
 {
 	mut_state ^= mut_state << 13;
 	mut_state ^= mut_state >> 7;
@@ -92,7 +53,7 @@ static inline uint64_t mut_next(void)
 	return mut_state;
 }
 
-static inline void mutate(struct wire_put *w)
+static void mutate(struct wire_put *w)
 {
 	size_t plen = w->len - WIRE_HDR_LEN;
 	uint8_t *p = w->buf + WIRE_HDR_LEN;
@@ -119,8 +80,7 @@ static inline void mutate(struct wire_put *w)
 	memcpy(w->buf + 12, &len32, 4);
 }
 
-static inline int srv_send(int fd, struct wire_put *w, const int *fds,
-			   unsigned nfds)
+int fake_srv_send(int fd, struct wire_put *w, const int *fds, unsigned nfds)
 {
 	union {
 		char b[CMSG_SPACE(sizeof(int) * 4)];
@@ -149,7 +109,7 @@ static inline int srv_send(int fd, struct wire_put *w, const int *fds,
 	return sendmsg(fd, &mh, MSG_NOSIGNAL) == (ssize_t)w->len ? 0 : -1;
 }
 
-static inline int recv_all(int fd, void *p, size_t n)
+static int recv_all(int fd, void *p, size_t n)
 {
 	size_t got = 0;
 
@@ -163,7 +123,7 @@ static inline int recv_all(int fd, void *p, size_t n)
 	return 0;
 }
 
-static inline int make_pool(unsigned p, bool badhash)
+static int make_pool(unsigned p, bool badhash)
 {
 	int fd = memfd_create("fake-pool", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	uint8_t *m;
@@ -177,7 +137,7 @@ static inline int make_pool(unsigned p, bool badhash)
 	for (unsigned t = 0; t < cur_nt; t++)
 		if (cur_t[t].pool == p)
 			for (uint64_t i = 0; i < cur_t[t].bytes; i++)
-				m[cur_t[t].off + i] = tbyte(t, i);
+				m[cur_t[t].off + i] = fake_tbyte(t, i);
 	munmap(m, cur_pool[p]);
 	if (fcntl(fd, F_ADD_SEALS, F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK |
 				   F_SEAL_SEAL))
@@ -185,7 +145,7 @@ static inline int make_pool(unsigned p, bool badhash)
 	return fd;
 }
 
-static inline void srv_ident(struct ident *id)
+static void srv_ident(struct ident *id)
 {
 	ident_init(id);
 	strcpy(id->model_path, "/fake/model");
@@ -196,7 +156,7 @@ static inline void srv_ident(struct ident *id)
 	id->pp_size = 1;
 }
 
-static inline void srv_hello(int fd, struct wire_put *w,
+static void srv_hello(int fd, struct wire_put *w,
 			     const struct wire_hdr *h,
 			     const struct wire_hello *hq, const char *sc)
 {
@@ -211,7 +171,7 @@ static inline void srv_hello(int fd, struct wire_put *w,
 		wire_error_frame(w, 0, WIRE_E_PERM,
 				 "uid 65534 is not allowed to attach: run the engine as uid 0 or start wcd with --allow-uid 65534",
 				 NULL);
-		srv_send(fd, w, NULL, 0);
+		fake_srv_send(fd, w, NULL, 0);
 		return;
 	}
 	srv_ident(&mine);
@@ -232,10 +192,10 @@ static inline void srv_hello(int fd, struct wire_put *w,
 	}
 	wire_frame_begin(w, WIRE_HELLO, WIRE_F_REPLY, h->id);
 	wire_hello_reply_put(w, &r, mm);
-	srv_send(fd, w, NULL, 0);
+	fake_srv_send(fd, w, NULL, 0);
 }
 
-static inline void srv_manifest(int fd, struct wire_put *w,
+static void srv_manifest(int fd, struct wire_put *w,
 				const struct wire_hdr *h,
 				const uint8_t *p, const char *sc)
 {
@@ -267,7 +227,7 @@ static inline void srv_manifest(int fd, struct wire_put *w,
 		snprintf(t.dtype, sizeof(t.dtype), "%s", f->dtype);
 		memcpy(t.shape, f->shape, sizeof(f->shape));
 		for (uint64_t b = 0; b < f->bytes; b++)
-			buf[b] = tbyte(i, b);
+			buf[b] = fake_tbyte(i, b);
 		wc_hash128(buf, f->bytes, t.hash);
 		free(buf);
 		if (i == 2 && (!strcmp(sc, "badhash") || !strcmp(sc, "bigbad")))
@@ -279,10 +239,10 @@ static inline void srv_manifest(int fd, struct wire_put *w,
 			t.padded_rows = 200;
 		wire_tensor_put(w, &t);
 	}
-	srv_send(fd, w, NULL, 0);
+	fake_srv_send(fd, w, NULL, 0);
 }
 
-static inline void srv_attach(int fd, struct wire_put *w,
+static void srv_attach(int fd, struct wire_put *w,
 			      const struct wire_hdr *h, const uint8_t *p)
 {
 	struct wire_attach_req q;
@@ -293,7 +253,7 @@ static inline void srv_attach(int fd, struct wire_put *w,
 		wire_error_frame(w, h->id, WIRE_E_READONLY,
 				 "a read-write attach is refused: the host backend's pools are sealed; attach read-only",
 				 NULL);
-		srv_send(fd, w, NULL, 0);
+		fake_srv_send(fd, w, NULL, 0);
 		return;
 	}
 	/* two frames, one pool each: ATTACH then ATTACH_MORE */
@@ -312,12 +272,12 @@ static inline void srv_attach(int fd, struct wire_put *w,
 				 WIRE_F_REPLY | (i ? 0 : WIRE_F_MORE), h->id);
 		wire_attach_head_put(w, &a);
 		wire_pool_put(w, &pl);
-		srv_send(fd, w, &pfd, 1);
+		fake_srv_send(fd, w, &pfd, 1);
 		close(pfd);
 	}
 }
 
-static inline void srv_conn(int fd)
+static void srv_conn(int fd)
 {
 	struct wire_put w;
 	char sc[WIRE_LABEL_MAX + 1] = "";
@@ -355,7 +315,7 @@ static inline void srv_conn(int fd)
 				cur_nt = 4;
 				cur_pool = big_pool_size;
 			} else {
-				cur_t = tensors;
+				cur_t = fake_tensors;
 				cur_nt = NT;
 				cur_pool = pool_size;
 			}
@@ -380,19 +340,19 @@ static inline void srv_conn(int fd)
 				snprintf(nt.msg, sizeof(nt.msg), "version 4 is loaded: re-attach to use it");
 				wire_frame_begin(&w, WIRE_NOTICE, 0, 0);
 				wire_notice_put(&w, &nt);
-				srv_send(fd, &w, NULL, 0);
+				fake_srv_send(fd, &w, NULL, 0);
 			}
 			pinged = true;
 			/* fall through */
 		case WIRE_DETACH:
 		case WIRE_SHUTDOWN:
 			wire_frame_begin(&w, h.type, WIRE_F_REPLY, h.id);
-			srv_send(fd, &w, NULL, 0);
+			fake_srv_send(fd, &w, NULL, 0);
 			break;
 		case WIRE_STATUS:
 			wire_frame_begin(&w, WIRE_STATUS, WIRE_F_REPLY, h.id);
 			wire_status_put(&w, "{\"state\":\"ready\"}", 17);
-			srv_send(fd, &w, NULL, 0);
+			fake_srv_send(fd, &w, NULL, 0);
 			break;
 		default:
 			exit(9);
@@ -402,7 +362,7 @@ static inline void srv_conn(int fd)
 	wire_put_free(&w);
 }
 
-static inline void srv_run(int lfd)
+static void srv_run(int lfd)
 {
 	for (;;) {
 		int fd = accept4(lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -414,19 +374,17 @@ static inline void srv_run(int lfd)
 	}
 }
 
-/* The child binds and listens itself: SO_PEERCRED reports the process that
- * called listen(), and that must be the daemon. */
-static inline void srv_start(void)
+void fake_srv_start(void)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
 	int pfd[2];
 	char ok;
 
 	T_OK(pipe(pfd) ? -errno : 0);
-	memcpy(sa.sun_path, sock, strlen(sock) + 1);
-	srv_pid = fork();
-	T_ASSERT(srv_pid >= 0);
-	if (!srv_pid) {
+	memcpy(sa.sun_path, fake_sock, strlen(fake_sock) + 1);
+	fake_srv_pid = fork();
+	T_ASSERT(fake_srv_pid >= 0);
+	if (!fake_srv_pid) {
 		int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 
 		if (lfd < 0 || bind(lfd, (struct sockaddr *)&sa, sizeof(sa)) ||
@@ -442,18 +400,16 @@ static inline void srv_start(void)
 	close(pfd[0]);
 }
 
-static inline void cleanup(void)
+void fake_cleanup(void)
 {
 	char cmd[128];
 
-	if (srv_pid > 0) {
-		kill(srv_pid, SIGKILL);
-		waitpid(srv_pid, NULL, 0);
-		srv_pid = 0;
+	if (fake_srv_pid > 0) {
+		kill(fake_srv_pid, SIGKILL);
+		waitpid(fake_srv_pid, NULL, 0);
+		fake_srv_pid = 0;
 	}
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
-	if (dir[0] && system(cmd))
-		fprintf(stderr, "could not remove %s\n", dir);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", fake_dir);
+	if (fake_dir[0] && system(cmd))
+		fprintf(stderr, "could not remove %s\n", fake_dir);
 }
-
-#endif

@@ -1,33 +1,16 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * Helpers of the hot handover tests that kill or stop a daemon mid-way
- * (test/handover_kill.c, test/handover_stop.c): waiting on a child's end
- * through a pidfd, the flock of the lock file as /proc/locks names it, the
- * engine's notices and STATUS on its own connection. Every wait is bounded
- * by the caller's ms and fails naming what it waited for. Header-only, on
- * top of client_util.h: each test includes it once.
- */
-#ifndef WC_TEST_HANDOVER_UTIL_H
-#define WC_TEST_HANDOVER_UTIL_H
+/* Test library (libwctest): the hot handover tests' helpers (handover_util.h). */
+#include "handover_util.h"
 
-#include <poll.h>
-#include <sys/syscall.h>
-#include <sys/sysmacros.h>
-
-#include "client_util.h"
-
-static inline bool fd_readable(int fd, int ms)
+bool fd_readable(int fd, int ms)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
 
 	return poll(&p, 1, ms) > 0;
 }
 
-/* Waits up to ms for pid (our child) to end; its siginfo. Reaped unless
- * keep: a zombie keeps its pid, so an engine can still follow a notice
- * that names it. One that does not end is killed, and the test fails. */
-static inline siginfo_t wait_end(struct e2e *x, pid_t pid, int ms,
-				 const char *what, bool keep)
+siginfo_t wait_end(struct e2e *x, pid_t pid, int ms,
+		   const char *what, bool keep)
 {
 	siginfo_t si = { 0 };
 	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
@@ -45,8 +28,7 @@ static inline siginfo_t wait_end(struct e2e *x, pid_t pid, int ms,
 	return si;
 }
 
-/* The lock file's path: the ready file's, ending in .lock. */
-static inline void lock_path(const struct e2e *x, char *buf, size_t cap)
+void lock_path(const struct e2e *x, char *buf, size_t cap)
 {
 	size_t n = strlen(x->ready) - strlen(".ready");
 
@@ -55,10 +37,7 @@ static inline void lock_path(const struct e2e *x, char *buf, size_t cap)
 	strcpy(buf + n, ".lock");
 }
 
-/* The pid /proc/locks names for the lock file's flock; 0 when free. A
- * lock file that is gone gives 0 where gone_ok (a daemon that stopped
- * removed it), else fails the test. Reads all of /proc/locks: O(locks). */
-static inline pid_t lock_holder_pid(const struct e2e *x, bool gone_ok)
+pid_t lock_holder_pid(const struct e2e *x, bool gone_ok)
 {
 	char path[300], line[256];
 	struct stat st;
@@ -88,12 +67,9 @@ static inline pid_t lock_holder_pid(const struct e2e *x, bool gone_ok)
 	return pid;
 }
 
-/* The next notice of kind `kind` on the engine's connection, within ms;
- * the HANDOVER notices on the way are followed (libwcache moves its daemon
- * fd) and, with saw_pid, the pid of the last one is kept there. */
-static inline void next_notice(struct e2e *x, struct wc_conn *c, int kind,
-			       int ms, const char *what, struct wc_notice *n,
-			       pid_t *saw_pid)
+void next_notice(struct e2e *x, struct wc_conn *c, int kind,
+		 int ms, const char *what, struct wc_notice *n,
+		 pid_t *saw_pid)
 {
 	uint64_t end = e2e_now_ms() + (uint64_t)ms;
 	struct wc_error e;
@@ -122,12 +98,9 @@ static inline void next_notice(struct e2e *x, struct wc_conn *c, int kind,
 	}
 }
 
-/* STATUS on the engine's own connection: the answering pid and our
- * leases (-1 when we are not listed); with other_listed, whether pid
- * `other` is still listed as a client. */
-static inline pid_t status_on(struct e2e *x, struct wc_conn *c, int *leases,
-			      const char *what, pid_t other,
-			      bool *other_listed)
+pid_t status_on(struct e2e *x, struct wc_conn *c, int *leases,
+		const char *what, pid_t other,
+		bool *other_listed)
 {
 	json_t *j, *cl, *v;
 	json_error_t je;
@@ -159,5 +132,3 @@ static inline pid_t status_on(struct e2e *x, struct wc_conn *c, int *leases,
 	json_decref(j);
 	return pid;
 }
-
-#endif

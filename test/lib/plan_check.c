@@ -1,18 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/*
- * Checks shared by the plan tests: an entry's pieces tile its bytes, and
- * across the ranks of a tp group every source byte of a checkpoint tensor
- * is served exactly `mult` times (1 for a split, tp for a replicated
- * tensor, tp / H for KV heads replicated over tp > H).
- */
-#ifndef WC_TEST_PLAN_CHECK_H
-#define WC_TEST_PLAN_CHECK_H
+/* Test library (libwctest): the plan tests' checks (plan_check.h). */
+#include "plan_check.h"
 
-#include <stdlib.h>
-
-#include "plan.h"
-#include "t.h"
-
+/* a piece row starts (+1) or ends (-1) at file offset at */
 struct pc_event {
 	uint64_t at;
 	int d;
@@ -27,9 +17,7 @@ static int pc_event_cmp(const void *a, const void *b)
 	return x->d - y->d;
 }
 
-/* Entry e of p: pieces in order, back to back from 0 to size; size is the
- * bytes of the shape; alloc is size or padded_rows rows. */
-static inline void pc_check_entry(const struct plan *p, uint32_t e)
+void pc_check_entry(const struct plan *p, uint32_t e)
 {
 	const struct plan_tensor *t = &p->t[e];
 	uint64_t nelem = 1, bytes, at = 0;
@@ -56,11 +44,9 @@ static inline void pc_check_entry(const struct plan *p, uint32_t e)
 	}
 }
 
-/* Across plans p[0..n): the checkpoint tensor model_idx is served mult
- * times, every byte of it, nothing outside it. */
-static inline void pc_check_cover(const struct plan *p, uint32_t n,
-				  const struct model *m, uint32_t model_idx,
-				  uint64_t mult)
+void pc_check_cover(const struct plan *p, uint32_t n,
+		    const struct model *m, uint32_t model_idx,
+		    uint64_t mult)
 {
 	const struct st_tensor *t = m->tensors[model_idx].t;
 	size_t cap = 1024, ne = 0;
@@ -113,5 +99,3 @@ static inline void pc_check_cover(const struct plan *p, uint32_t n,
 		T_FAIL("%s: not covered from its first to its last byte", t->name);
 	free(ev);
 }
-
-#endif
