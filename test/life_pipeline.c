@@ -95,31 +95,35 @@ static void put_update(struct wire_put *w, uint64_t id, const char *dir)
 	wire_update_put(w, dir, 0);
 }
 
+/* Appends frame w (ended here, then freed) to *buf of *len bytes. */
+static void append_frame(uint8_t **buf, size_t *len, struct wire_put *w)
+{
+	char err[WC_ERR_LEN];
+
+	T_OK(wire_frame_end(w, err));
+	*buf = realloc(*buf, *len + w->len);
+	T_ASSERT(*buf);
+	memcpy(*buf + *len, w->buf, w->len);
+	*len += w->len;
+	wire_put_free(w);
+}
+
 /* The "waking" state, the same way: behind a WAKE from sleep level lvl,
  *   STATUS, HELLO, UPDATE dir2, WAKE, PING, SLEEP 1
  * while waking: state waking; HELLO refused (waking up); UPDATE, WAKE and
  * SLEEP busy; PING ok. After: ready; HELLO ok; UPDATE "already serves";
  * WAKE "not sleeping"; PING ok; SLEEP sleeps (no lease is held). */
-static void waking(const struct e2e *x, unsigned lvl, const char *dir2)
+enum { W_WAKE = 1, W_STATUS, W_HELLO, W_UPDATE, W_WAKE2, W_PING,
+       W_SLEEP, W_N };
+
+/* The requests of the waking case, one frame each, in one buffer. */
+static uint8_t *waking_requests(const char *dir2, size_t *len)
 {
-	enum { W_WAKE = 1, W_STATUS, W_HELLO, W_UPDATE, W_WAKE2, W_PING,
-	       W_SLEEP, W_N };
-	static const char *const wn[W_N] = {
-		"", "WAKE", "STATUS", "HELLO", "UPDATE", "WAKE again",
-		"PING", "SLEEP 1",
-	};
 	struct wire_hello hl = { .proto_version = WIRE_VERSION,
 				 .flags = WIRE_HELLO_NO_IDENTITY };
-	struct wc_conn *c = e2e_connect(x);
-	char err[WC_ERR_LEN], want[256];
-	bool during[W_N] = { 0 }, woke = false, slept = false;
-	struct wc_error e;
 	uint8_t *buf = NULL;
-	size_t len = 0;
-	int fd, n_during = 0;
 
-	if (wc_sleep(c, lvl, NULL, &e))
-		T_FAIL("sleep %u: %s", lvl, e.msg);
+	*len = 0;
 	for (int id = 1; id < W_N; id++) {
 		struct wire_put w;
 
@@ -148,13 +152,95 @@ static void waking(const struct e2e *x, unsigned lvl, const char *dir2)
 			wire_frame_begin(&w, WIRE_STATUS, 0, (uint64_t)id);
 			break;
 		}
-		T_OK(wire_frame_end(&w, err));
-		buf = realloc(buf, len + w.len);
-		T_ASSERT(buf);
-		memcpy(buf + len, w.buf, w.len);
-		len += w.len;
-		wire_put_free(&w);
+		append_frame(&buf, len, &w);
 	}
+	return buf;
+}
+
+/* Checks the reply h (payload p, its error we) to request id of the
+ * waking case, met while waking (during) or after; want: the refusal's
+ * text while waking. Sets *woke at the WAKE's reply, *slept when the last
+ * SLEEP slept. */
+static void check_waking_reply(int id, const struct wire_hdr *h,
+			       const uint8_t *p, const struct wire_error *we,
+			       bool during, const char *want, bool *woke,
+			       bool *slept)
+{
+	char err[WC_ERR_LEN];
+
+	switch (id) {
+	case W_WAKE:
+		T_EQ_INT(h->type, WIRE_WAKE);
+		*woke = true;
+		break;
+	case W_STATUS: {
+		const char *js;
+		size_t jn;
+		json_t *j;
+
+		T_OK(wire_status_get(p, h->len, &js, &jn, err));
+		j = json_loadb(js, jn, 0, NULL);
+		T_ASSERT(j);
+		T_EQ_STR(json_string_value(json_object_get(j, "state")),
+			 during ? "waking" : "ready");
+		json_decref(j);
+		break;
+	}
+	case W_HELLO:
+		if (during) {
+			T_EQ_INT(we->code, WIRE_E_SLEEPING);
+			T_HAS(we->msg, want);
+		} else {
+			T_EQ_INT(h->type, WIRE_HELLO);
+		}
+		break;
+	case W_PING:
+		T_EQ_INT(h->type, WIRE_PING);
+		break;
+	case W_SLEEP:
+		if (!during && (h->type != WIRE_ERROR ||
+				!strstr(we->msg, "is loading"))) {
+			T_EQ_INT(h->type, WIRE_SLEEP);
+			*slept = true;
+			break;
+		}
+		if (!during)
+			break;  /* BUSY: the update behind it */
+		/* fall through */
+	default:
+		T_EQ_INT(h->type, WIRE_ERROR);
+		if (during) {
+			T_EQ_INT(we->code, WIRE_E_BUSY);
+			T_HAS(we->msg, want);
+		} else if (id == W_UPDATE) {
+			T_HAS(we->msg, "is the one version 2 already serves");
+		} else if (!strstr(we->msg, "is loading")) {
+			/* or BUSY: the update behind it may still be
+			 * reading headers, off the loop's thread, while
+			 * the loop answers (issue 15, item 4) */
+			T_HAS(we->msg, "the daemon is not sleeping");
+		}
+		break;
+	}
+}
+
+static void waking(const struct e2e *x, unsigned lvl, const char *dir2)
+{
+	static const char *const wn[W_N] = {
+		"", "WAKE", "STATUS", "HELLO", "UPDATE", "WAKE again",
+		"PING", "SLEEP 1",
+	};
+	struct wc_conn *c = e2e_connect(x);
+	char err[WC_ERR_LEN], want[256];
+	bool during[W_N] = { 0 }, woke = false, slept = false;
+	struct wc_error e;
+	uint8_t *buf;
+	size_t len;
+	int fd, n_during = 0;
+
+	if (wc_sleep(c, lvl, NULL, &e))
+		T_FAIL("sleep %u: %s", lvl, e.msg);
+	buf = waking_requests(dir2, &len);
 	fd = e2e_raw_connect(x->sock);
 	T_EQ_INT(write(fd, buf, len), (ssize_t)len);
 	free(buf);
@@ -176,60 +262,8 @@ static void waking(const struct e2e *x, unsigned lvl, const char *dir2)
 		       id == W_WAKE ? "awake" :
 		       during[id] ? "while waking" : "after the wake",
 		       h.type == WIRE_ERROR ? wire_errcode_name(we.code) : "ok");
-		switch (id) {
-		case W_WAKE:
-			T_EQ_INT(h.type, WIRE_WAKE);
-			woke = true;
-			break;
-		case W_STATUS: {
-			const char *js;
-			size_t jn;
-			json_t *j;
-
-			T_OK(wire_status_get(p, h.len, &js, &jn, err));
-			j = json_loadb(js, jn, 0, NULL);
-			T_ASSERT(j);
-			T_EQ_STR(json_string_value(json_object_get(j, "state")),
-				 during[id] ? "waking" : "ready");
-			json_decref(j);
-			break;
-		}
-		case W_HELLO:
-			if (during[id]) {
-				T_EQ_INT(we.code, WIRE_E_SLEEPING);
-				T_HAS(we.msg, want);
-			} else {
-				T_EQ_INT(h.type, WIRE_HELLO);
-			}
-			break;
-		case W_PING:
-			T_EQ_INT(h.type, WIRE_PING);
-			break;
-		case W_SLEEP:
-			if (!during[id] && (h.type != WIRE_ERROR ||
-					    !strstr(we.msg, "is loading"))) {
-				T_EQ_INT(h.type, WIRE_SLEEP);
-				slept = true;
-				break;
-			}
-			if (!during[id])
-				break;  /* BUSY: the update behind it */
-			/* fall through */
-		default:
-			T_EQ_INT(h.type, WIRE_ERROR);
-			if (during[id]) {
-				T_EQ_INT(we.code, WIRE_E_BUSY);
-				T_HAS(we.msg, want);
-			} else if (id == W_UPDATE) {
-				T_HAS(we.msg, "is the one version 2 already serves");
-			} else if (!strstr(we.msg, "is loading")) {
-				/* or BUSY: the update behind it may still be
-				 * reading headers, off the loop's thread, while
-				 * the loop answers (issue 15, item 4) */
-				T_HAS(we.msg, "the daemon is not sleeping");
-			}
-			break;
-		}
+		check_waking_reply(id, &h, p, &we, during[id], want, &woke,
+				   &slept);
 		free(p);
 	}
 	T_ASSERT(during[W_STATUS]);
@@ -241,34 +275,15 @@ static void waking(const struct e2e *x, unsigned lvl, const char *dir2)
 	       n_during, W_N - 2, lvl);
 }
 
-int main(void)
+/* The requests of the updating case, one frame each, in one buffer. */
+static uint8_t *update_requests(const char *dir2, size_t *len)
 {
-	static struct e2e x;
 	struct wire_hello hl = { .proto_version = WIRE_VERSION,
 				 .flags = WIRE_HELLO_NO_IDENTITY };
 	struct wire_attach_req aq = { 0, 0 };
-	char wcgen[600], dir2[120], err[WC_ERR_LEN], want[512];
-	char *gen[] = { wcgen, "tiny", "--seed", "2", "--out", dir2, NULL };
 	uint8_t *buf = NULL;
-	size_t len = 0;
-	bool during[ID_N] = { 0 }, seen[ID_N] = { 0 }, update_done = false;
-	bool lease_v1 = false, noticed = false;
-	int fd, n_during = 0;
 
-	e2e_init(&x, "life_pipeline");
-	snprintf(dir2, sizeof(dir2), "%.100s/model2", x.dir);
-	snprintf(wcgen, sizeof(wcgen), "%s/wcgen", x.bin);
-	T_EQ_INT(e2e_run(x.log, gen), 0);
-	e2e_start_wcd(&x, NULL);
-	{
-		char *real = realpath(dir2, NULL);
-
-		T_ASSERT(real);
-		snprintf(dir2, sizeof(dir2), "%s", real);
-		free(real);
-	}
-
-	/* every request, one frame each, into one buffer */
+	*len = 0;
 	for (int id = 1; id < ID_N; id++) {
 		struct wire_put w;
 
@@ -301,13 +316,133 @@ int main(void)
 			wire_frame_begin(&w, WIRE_STATUS, 0, (uint64_t)id);
 			break;
 		}
-		T_OK(wire_frame_end(&w, err));
-		buf = realloc(buf, len + w.len);
-		T_ASSERT(buf);
-		memcpy(buf + len, w.buf, w.len);
-		len += w.len;
-		wire_put_free(&w);
+		append_frame(&buf, len, &w);
 	}
+	return buf;
+}
+
+/* The refusals of SLEEP, WAKE and the second UPDATE in the updating case,
+ * met while updating (during) or after; lease_v1: our ATTACH got version
+ * 1. */
+static void check_update_refusal(int id, const struct wire_hdr *h,
+				 const struct wire_error *we, bool during,
+				 bool lease_v1)
+{
+	char want[512];
+
+	T_EQ_INT(h->type, WIRE_ERROR);
+	if (during) {
+		T_EQ_INT(we->code, WIRE_E_BUSY);
+		T_HAS(we->msg, "an update to version 2 is loading: wait for it to finish");
+	} else if (id == ID_SLEEP) {
+		T_EQ_INT(we->code, WIRE_E_BUSY);
+		snprintf(want, sizeof(want),
+			 "while 1 engine(s) are attached (pids: %d)",
+			 (int)getpid());
+		T_HAS(we->msg, want);
+	} else if (id == ID_WAKE) {
+		T_EQ_INT(we->code, WIRE_E_STATE);
+		T_HAS(we->msg, "the daemon is not sleeping (state ready)");
+	} else if (lease_v1) {
+		T_EQ_INT(we->code, WIRE_E_BUSY);
+		T_HAS(we->msg, "versions 1 and 2 are both resident");
+	} else {
+		T_EQ_INT(we->code, WIRE_E_STATE);
+		T_HAS(we->msg, "is the one version 2 already serves");
+	}
+}
+
+/* Checks the reply h (payload p, its error we) to request id of the
+ * updating case, met while updating (during) or after. Sets *lease_v1 at
+ * the ATTACH's reply (a lease on version 1), *update_done at the UPDATE's. */
+static void check_update_reply(int id, const struct wire_hdr *h,
+			       const uint8_t *p, const struct wire_error *we,
+			       bool during, bool *lease_v1, bool *update_done)
+{
+	char err[WC_ERR_LEN];
+
+	switch (id) {
+	case ID_UPDATE: {
+		struct wire_life_reply r;
+
+		T_EQ_INT(h->type, WIRE_UPDATE);
+		T_OK(wire_life_reply_get(p, h->len, &r, err));
+		T_EQ_U64(r.version, 2);
+		T_HAS(r.msg, *lease_v1 ? "version 1 stays until its engines detach" :
+					 "version 1 was freed");
+		*update_done = true;
+		break;
+	}
+	case ID_STATUS:
+	case ID_STATUS2: {
+		const char *js;
+		size_t jn;
+		json_t *j;
+
+		T_EQ_INT(h->type, WIRE_STATUS);
+		T_OK(wire_status_get(p, h->len, &js, &jn, err));
+		j = json_loadb(js, jn, 0, NULL);
+		T_ASSERT(j);
+		T_EQ_STR(json_string_value(json_object_get(j, "state")),
+			 during ? "updating" : "ready");
+		T_EQ_INT(json_integer_value(json_object_get(j, "version")),
+			 during ? 1 : 2);
+		json_decref(j);
+		break;
+	}
+	case ID_HELLO: {
+		struct wire_hello_reply r;
+
+		T_EQ_INT(h->type, WIRE_HELLO);
+		T_OK(wire_hello_reply_get(p, h->len, &r, err));
+		T_EQ_U64(r.version, during ? 1 : 2);
+		break;
+	}
+	case ID_ATTACH: {
+		struct wire_attach a;
+
+		T_EQ_INT(h->type, WIRE_ATTACH);
+		T_OK(wire_attach_get(p, h->len, &a, err));
+		T_EQ_U64(a.version, during ? 1 : 2);
+		*lease_v1 = a.version == 1;
+		break;
+	}
+	case ID_SLEEP:
+	case ID_WAKE:
+	case ID_UPDATE2:
+		check_update_refusal(id, h, we, during, *lease_v1);
+		break;
+	default:
+		T_EQ_INT(h->type, WIRE_PING);
+		break;
+	}
+}
+
+int main(void)
+{
+	static struct e2e x;
+	char wcgen[600], dir2[120], err[WC_ERR_LEN];
+	char *gen[] = { wcgen, "tiny", "--seed", "2", "--out", dir2, NULL };
+	uint8_t *buf;
+	size_t len;
+	bool during[ID_N] = { 0 }, seen[ID_N] = { 0 }, update_done = false;
+	bool lease_v1 = false, noticed = false;
+	int fd, n_during = 0;
+
+	e2e_init(&x, "life_pipeline");
+	snprintf(dir2, sizeof(dir2), "%.100s/model2", x.dir);
+	snprintf(wcgen, sizeof(wcgen), "%s/wcgen", x.bin);
+	T_EQ_INT(e2e_run(x.log, gen), 0);
+	e2e_start_wcd(&x, NULL);
+	{
+		char *real = realpath(dir2, NULL);
+
+		T_ASSERT(real);
+		snprintf(dir2, sizeof(dir2), "%s", real);
+		free(real);
+	}
+
+	buf = update_requests(dir2, &len);
 	fd = e2e_raw_connect(x.sock);
 	T_EQ_INT(write(fd, buf, len), (ssize_t)len);
 	free(buf);
@@ -344,80 +479,8 @@ int main(void)
 		       id == ID_UPDATE ? "published" :
 		       during[id] ? "while updating" : "after the publish",
 		       h.type == WIRE_ERROR ? wire_errcode_name(we.code) : "ok");
-		switch (id) {
-		case ID_UPDATE: {
-			struct wire_life_reply r;
-
-			T_EQ_INT(h.type, WIRE_UPDATE);
-			T_OK(wire_life_reply_get(p, h.len, &r, err));
-			T_EQ_U64(r.version, 2);
-			T_HAS(r.msg, lease_v1 ? "version 1 stays until its engines detach" :
-					      "version 1 was freed");
-			update_done = true;
-			break;
-		}
-		case ID_STATUS:
-		case ID_STATUS2: {
-			const char *js;
-			size_t jn;
-			json_t *j;
-
-			T_EQ_INT(h.type, WIRE_STATUS);
-			T_OK(wire_status_get(p, h.len, &js, &jn, err));
-			j = json_loadb(js, jn, 0, NULL);
-			T_ASSERT(j);
-			T_EQ_STR(json_string_value(json_object_get(j, "state")),
-				 during[id] ? "updating" : "ready");
-			T_EQ_INT(json_integer_value(json_object_get(j, "version")),
-				 during[id] ? 1 : 2);
-			json_decref(j);
-			break;
-		}
-		case ID_HELLO: {
-			struct wire_hello_reply r;
-
-			T_EQ_INT(h.type, WIRE_HELLO);
-			T_OK(wire_hello_reply_get(p, h.len, &r, err));
-			T_EQ_U64(r.version, during[id] ? 1 : 2);
-			break;
-		}
-		case ID_ATTACH: {
-			struct wire_attach a;
-
-			T_EQ_INT(h.type, WIRE_ATTACH);
-			T_OK(wire_attach_get(p, h.len, &a, err));
-			T_EQ_U64(a.version, during[id] ? 1 : 2);
-			lease_v1 = a.version == 1;
-			break;
-		}
-		case ID_SLEEP:
-		case ID_WAKE:
-		case ID_UPDATE2:
-			T_EQ_INT(h.type, WIRE_ERROR);
-			if (during[id]) {
-				T_EQ_INT(we.code, WIRE_E_BUSY);
-				T_HAS(we.msg, "an update to version 2 is loading: wait for it to finish");
-			} else if (id == ID_SLEEP) {
-				T_EQ_INT(we.code, WIRE_E_BUSY);
-				snprintf(want, sizeof(want),
-					 "while 1 engine(s) are attached (pids: %d)",
-					 (int)getpid());
-				T_HAS(we.msg, want);
-			} else if (id == ID_WAKE) {
-				T_EQ_INT(we.code, WIRE_E_STATE);
-				T_HAS(we.msg, "the daemon is not sleeping (state ready)");
-			} else if (lease_v1) {
-				T_EQ_INT(we.code, WIRE_E_BUSY);
-				T_HAS(we.msg, "versions 1 and 2 are both resident");
-			} else {
-				T_EQ_INT(we.code, WIRE_E_STATE);
-				T_HAS(we.msg, "is the one version 2 already serves");
-			}
-			break;
-		default:
-			T_EQ_INT(h.type, WIRE_PING);
-			break;
-		}
+		check_update_reply(id, &h, p, &we, during[id], &lease_v1,
+				   &update_done);
 		free(p);
 	}
 	T_ASSERT(during[ID_STATUS]);

@@ -136,41 +136,62 @@ static void update_fails(const char *dir, int err, const char *want,
 	       (unsigned long long)ver, msg);
 }
 
-int main(void)
+/* The ready file says version 2, from version 2's files. */
+static void ready_file_version2(void)
 {
-	char wcgen[600], dir2[120], bad[160], msg[WC_ERR_MSG_LEN], e2m[1400];
-	char *gen[] = { wcgen, "tiny", "--seed", "2", "--out", dir2, NULL };
-	char *gen16[] = { wcgen, "tiny", "--dtype", "f16", "--out", bad, NULL };
-	struct wc_expect ex2 = { .model_dir = dir2 }, ex1;
-	struct wc_life_result r;
+	char ready[2048];
+	size_t n;
+	FILE *f;
+
+	f = fopen(x.ready, "r");
+	T_ASSERT(f);
+	n = fread(ready, 1, sizeof(ready) - 1, f);
+	fclose(f);
+	ready[n] = '\0';
+	T_HAS(ready, "\nversion=2\n");
+	T_HAS(ready, x2.m.path);
+}
+
+/* A new engine gets version 2 and its bytes (*cb, *mb: it stays
+ * attached); one still expecting version 1's checkpoint is refused. */
+static void new_engine(struct wc_conn **cb, struct wc_model **mb)
+{
+	struct wc_expect ex2 = { .model_dir = x2.model }, ex1;
 	struct wc_info info;
-	struct wc_conn *cb;
-	struct wc_model *mb;
+	struct wc_conn *c;
 	struct wc_error e;
-	json_t *j, *vs, *v;
-	json_int_t one;
-	int up[2], down[2], st;
 	uint64_t nbad = 1;
+
+	*cb = e2e_connect(&x);
+	if (wc_hello(*cb, &ex2, &info, &e) || wc_attach(*cb, 0, mb, NULL, &e))
+		T_FAIL("new engine: %s", e.msg);
+	T_EQ_U64(info.version, 2);
+	T_EQ_U64(wc_model_info(*mb)->version, 2);
+	e2e_compare_all(&x2, *mb);
+	if (wc_verify(*mb, &nbad, &e))
+		T_FAIL("new engine: verify: %s", e.msg);
+	/* an engine still expecting version 1's checkpoint is refused */
+	c = e2e_connect(&x);
+	ex1 = (struct wc_expect){ .model_dir = x.model };
+	T_EQ_INT(wc_hello(c, &ex1, NULL, &e), -ESTALE);
+	T_HAS(e.msg, "ckpt_digest");
+	wc_close(c);
+}
+
+/* Version 2 loads while an old engine holds version 1: the old engine
+ * keeps version 1's bytes, a new one (*cb, *mb, left attached) gets
+ * version 2's, STATUS lists both with their pids, and version 1 is freed
+ * when the old engine detaches. one: the resident bytes of one version. */
+static void update_beside_old_engine(json_int_t one, struct wc_conn **cb,
+				     struct wc_model **mb)
+{
+	char msg[WC_ERR_MSG_LEN];
+	struct wc_life_result r;
+	json_t *j, *vs, *v;
+	int up[2], down[2], st;
 	pid_t old;
 	size_t i;
 	char b;
-
-	e2e_init(&x, "life_update");
-	snprintf(dir2, sizeof(dir2), "%.100s/model2", x.dir);
-	snprintf(wcgen, sizeof(wcgen), "%s/wcgen", x.bin);
-	T_EQ_INT(e2e_run(x.log, gen), 0);
-	x2 = x;
-	snprintf(x2.model, sizeof(x2.model), "%s", dir2);
-	if (model_open(&x2.m, dir2, e2m))
-		T_FAIL("model_open %s: %s", dir2, e2m);
-	snprintf(meminfo, sizeof(meminfo), "%s/meminfo", x.dir);
-	write_meminfo(64ull << 20);              /* 64 GiB: room */
-	setenv("WCD_MEMINFO", meminfo, 1);
-	e2e_start_wcd(&x, NULL);
-	vs = status_versions(&j);
-	one = jint(j, "resident_bytes");
-	T_CMP_INT(one, >=, (json_int_t)x.m.total_bytes);
-	json_decref(j);
 
 	/* the old engine attaches to version 1 */
 	T_OK(pipe(up) ? -errno : 0);
@@ -182,44 +203,15 @@ int main(void)
 	T_EQ_INT(read(up[0], &b, 1), 1);
 
 	/* version 2 loads beside it */
-	if (update(dir2, &r, msg))
+	if (update(x2.model, &r, msg))
 		T_FAIL("update: %s", msg);
 	T_EQ_U64(r.version, 2);
 	T_HAS(msg, "version 1 stays until its engines detach");
-	{
-		FILE *f;
-		char ready[2048];
-		size_t n;
-
-		f = fopen(x.ready, "r");
-		T_ASSERT(f);
-		n = fread(ready, 1, sizeof(ready) - 1, f);
-		fclose(f);
-		ready[n] = '\0';
-		T_HAS(ready, "\nversion=2\n");
-		T_HAS(ready, x2.m.path);
-	}
+	ready_file_version2();
 	T_EQ_INT(write(down[1], "g", 1), 1);
 	T_EQ_INT(read(up[0], &b, 1), 1);          /* old engine checked */
 
-	/* a new engine gets version 2 and its bytes */
-	cb = e2e_connect(&x);
-	if (wc_hello(cb, &ex2, &info, &e) || wc_attach(cb, 0, &mb, NULL, &e))
-		T_FAIL("new engine: %s", e.msg);
-	T_EQ_U64(info.version, 2);
-	T_EQ_U64(wc_model_info(mb)->version, 2);
-	e2e_compare_all(&x2, mb);
-	if (wc_verify(mb, &nbad, &e))
-		T_FAIL("new engine: verify: %s", e.msg);
-	/* an engine still expecting version 1's checkpoint is refused */
-	{
-		struct wc_conn *c = e2e_connect(&x);
-
-		ex1 = (struct wc_expect){ .model_dir = x.model };
-		T_EQ_INT(wc_hello(c, &ex1, NULL, &e), -ESTALE);
-		T_HAS(e.msg, "ckpt_digest");
-		wc_close(c);
-	}
+	new_engine(cb, mb);
 
 	/* STATUS: both versions, each with the pid that holds it */
 	vs = status_versions(&j);
@@ -247,8 +239,15 @@ int main(void)
 	T_EQ_U64(jint(j, "bytes"), x2.m.total_bytes);
 	json_decref(j);
 	printf("ok  update with an engine attached: old bytes kept, new bytes served, old freed on detach\n");
+}
 
-	/* failed updates: version 2 keeps serving, untouched */
+/* Failed updates: version 2 keeps serving, untouched. */
+static void failed_updates(json_int_t one)
+{
+	char wcgen[600], bad[160], e2m[1400];
+	char *gen16[] = { wcgen, "tiny", "--dtype", "f16", "--out", bad, NULL };
+
+	snprintf(wcgen, sizeof(wcgen), "%s/wcgen", x.bin);
 	snprintf(bad, sizeof(bad), "%.100s/trunc", x.dir);
 	sh("cp -r '%s' '%s'", x.model, bad);
 	sh("truncate -s -100 '%s/model.safetensors' %s", bad, "");
@@ -274,23 +273,61 @@ int main(void)
 	write_meminfo(64ull << 20);
 
 	update_fails("", EINVAL, "is the one version 2 already serves", 2, one);
+}
 
-	/* version 3 loads while the new engine holds version 2; a fourth
-	 * does not fit until it detaches */
+/* Version 3 loads while the new engine (cb, mb) holds version 2; a fourth
+ * does not fit until it detaches. */
+static void third_version(struct wc_conn *cb, struct wc_model *mb)
+{
+	char msg[WC_ERR_MSG_LEN], want[64];
+	struct wc_life_result r;
+	struct wc_error e;
+	json_t *j;
+
 	if (update(x.model, &r, msg))
 		T_FAIL("update to version 3: %s", msg);
 	T_EQ_U64(r.version, 3);
-	T_EQ_INT(update(dir2, &r, msg), -EBUSY);
+	T_EQ_INT(update(x2.model, &r, msg), -EBUSY);
 	T_HAS(msg, "versions 2 and 3 are both resident");
-	snprintf(e2m, sizeof(e2m), "attached by pids %d", (int)getpid());
-	T_HAS(msg, e2m);
+	snprintf(want, sizeof(want), "attached by pids %d", (int)getpid());
+	T_HAS(msg, want);
 	e2e_compare_all(&x2, mb);                 /* still version 2 */
 	T_OK(wc_detach(mb, &e));
-	vs = status_versions(&j);
-	T_EQ_U64(json_array_size(vs), 1);
+	T_EQ_U64(json_array_size(status_versions(&j)), 1);
 	T_EQ_U64(jint(j, "version"), 3);
 	json_decref(j);
 	wc_close(cb);
+}
+
+int main(void)
+{
+	char wcgen[600], dir2[120], e2m[1400];
+	char *gen[] = { wcgen, "tiny", "--seed", "2", "--out", dir2, NULL };
+	struct wc_conn *cb;
+	struct wc_model *mb;
+	json_int_t one;
+	json_t *j;
+
+	e2e_init(&x, "life_update");
+	snprintf(dir2, sizeof(dir2), "%.100s/model2", x.dir);
+	snprintf(wcgen, sizeof(wcgen), "%s/wcgen", x.bin);
+	T_EQ_INT(e2e_run(x.log, gen), 0);
+	x2 = x;
+	snprintf(x2.model, sizeof(x2.model), "%s", dir2);
+	if (model_open(&x2.m, dir2, e2m))
+		T_FAIL("model_open %s: %s", dir2, e2m);
+	snprintf(meminfo, sizeof(meminfo), "%s/meminfo", x.dir);
+	write_meminfo(64ull << 20);              /* 64 GiB: room */
+	setenv("WCD_MEMINFO", meminfo, 1);
+	e2e_start_wcd(&x, NULL);
+	status_versions(&j);
+	one = jint(j, "resident_bytes");
+	T_CMP_INT(one, >=, (json_int_t)x.m.total_bytes);
+	json_decref(j);
+
+	update_beside_old_engine(one, &cb, &mb);
+	failed_updates(one);
+	third_version(cb, mb);
 	model_close(&x2.m);
 	printf("life_update: ok\n");
 	return 0;
