@@ -92,7 +92,8 @@ TEST_SH     := $(filter-out test/run.sh test/lib.sh,$(wildcard test/$(T)*.sh))
 TEST_PY     := $(wildcard test/py/test_$(T)*.py)
 # the helpers the test programs share (test/lib/*.h), compiled once
 TESTLIB_SRC := $(wildcard test/lib/*.c)
-BENCH_SRC   := $(wildcard bench/*.c)
+# bench/cuda/'s probes are built by hand (each has its line)
+BENCH_SRC   := $(filter-out bench/cuda/%,$(wildcard bench/*/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -111,7 +112,7 @@ MAN8     := wcd wcctl
 MAN1     := wcattach wcgen wcbench
 MANS     := $(MAN8:%=$(BUILD)/man/%.8) $(MAN1:%=$(BUILD)/man/%.1)
 TESTS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRC))
-BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+BENCHES := $(addprefix $(BUILD)/bench/,$(basename $(notdir $(BENCH_SRC))))
 
 .PHONY: all run test bench fuzz install python-install uninstall man clean deps deps-bench deps-fuzz deps-python check-deps
 .SECONDARY:
@@ -183,7 +184,9 @@ $(BUILD)/test/%: $(BUILD)/obj/test/%.o $(call obj,$(COMMON_SRC)) $(LIB_TEST) $(L
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_TEST) $(LINK_LIBS)
 
-$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(call obj,$(COMMON_SRC)) $(LIBS)
+# bench/KIND/NAME.c makes $(BUILD)/bench/NAME (one folder of programs)
+bench_src = $(foreach f,$(BENCH_SRC),$(if $(filter $(1).c,$(notdir $(f))),$(f)))
+$(BUILD)/bench/%: $$(call obj,$$(call bench_src,$$*)) $(call obj,$(COMMON_SRC)) $(LIBS)
 	$(call say,LD,$@)
 	$(built)
 	@mkdir -p $(@D)

@@ -64,7 +64,7 @@ out=$("$BIN/wcgen" tiny --ou "$T/g" 2>&1); rc=$?
 expect_eq "wcgen tiny --ou" "$rc" 2
 [ ! -e "$T/g" ] || fail "wcgen tiny --ou wrote $T/g"
 
-# bench/soak (no --help of its own)
+# bench/host/soak (no --help of its own)
 if [ -x "$WC_TOP/$BUILD/bench/soak" ]; then
 	out=$("$WC_TOP/$BUILD/bench/soak" --sock x 2>&1); rc=$?
 	expect_eq "soak --sock x" "$rc" 2

@@ -16,7 +16,7 @@
  * A wake whose host copy changed (WCD_TEST_WAKE_CORRUPT) is refused by
  * its device hashes, and the next wake succeeds.
  * Prints the wake's copy rate (measured against the pinned host-to-device
- * ceiling by bench/gpu_life, not here). Skips (77) without CUDA or a GPU.
+ * ceiling by bench/gpu/gpu_life, not here). Skips (77) without CUDA or a GPU.
  */
 #include "client_util.h"
 

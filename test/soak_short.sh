@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The soak (bench/soak, issue 15) in CI, short: 24 clients for 15 s against
+# The soak (bench/host/soak, issue 15) in CI, short: 24 clients for 15 s against
 # a host-backend wcd, a client SIGKILLed and replaced every 200 ms and the
 # daemon handed over (wcctl restart) every 4 s. Passes when no request of
 # any kind failed, every handover succeeded, at least two ran and the
 # daemon's descriptors at the end are not more than at the start plus the
-# clients' (no leak). The full soak (minutes, 256 clients) is bench/soak.
+# clients' (no leak). The full soak (minutes, 256 clients) is bench/host/soak.
 . "$(dirname "$0")/lib.sh"
 soak=$WC_TOP/$BUILD/bench/soak
 [ -x "$soak" ] || skip "$soak is not built"

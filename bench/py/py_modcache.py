@@ -10,7 +10,7 @@ of a process).
 AutoModelForCausalLM.from_config under wcache.torch.init_empty ("build")
 against wcache.torch.empty_pretrained's hit ("hit"), bf16, buffers on
 --device (CUDA started and the model's class imported before the clock,
-as in bench/py_start.py). Without
+as in bench/py/py_start.py). Without
 --model: a plain-torch module of Llama-3-8B's shapes
 (32 layers, 291 parameters; no transformers needed) built under init_empty
 against empty_model's hit. Each process imports what it needs first

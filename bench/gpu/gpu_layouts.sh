@@ -7,7 +7,7 @@
 #   2. the layout tests here: the GPU forward (test_gpu_layout_forward.py:
 #      tp 2/4/8 from host- and CUDA-backend ranks against transformers on the
 #      GPU), the numpy forward and wcd against the reference
-#   3. bench/gpu_multi.sh with every GPU this machine has (MODEL, PRESET as
+#   3. bench/gpu/gpu_multi.sh with every GPU this machine has (MODEL, PRESET as
 #      there; default wcgen llama-1b in /root/m1b)
 set -u
 OUT=${OUT:-/tmp/gpu_layouts}
@@ -25,6 +25,6 @@ python3 -m pytest -q -rs -s -p no:cacheprovider test/py/test_gpu_layout_forward.
 	test/py/test_layout_forward.py test/py/test_layout_daemon.py test/py/test_layout_daemon_wcgen.py 2>&1 |
 	tee "$OUT/layout_tests.log" | grep -vE '^\s*$' | tail -40
 [ "${PIPESTATUS[0]}" = 0 ] || rc=1
-MODEL=${MODEL:-/root/m1b} PRESET=${PRESET:-llama-1b} bench/gpu_multi.sh all >/dev/null 2>&1 || rc=1
+MODEL=${MODEL:-/root/m1b} PRESET=${PRESET:-llama-1b} bench/gpu/gpu_multi.sh all >/dev/null 2>&1 || rc=1
 cat "$OUT"/ceilings.log "$OUT"/load.log "$OUT"/forward.log 2>/dev/null | grep -vE '^\s*$' | tail -60
 exit $rc

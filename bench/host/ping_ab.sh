@@ -2,19 +2,19 @@
 # SPDX-License-Identifier: MIT
 # A/B of PING servers with one client, interleaved in rounds so that a noisy
 # shared machine hits every side alike: the socketpair floor, wcd, and
-# bench/uring_pingd (the smallest io_uring PING server) in several modes.
+# bench/host/uring_pingd (the smallest io_uring PING server) in several modes.
 #
-#   bench/ping_ab.sh [-r ROUNDS] [-n N] [-N N64] [--modes "0 8 1 9 2 4"]
+#   bench/host/ping_ab.sh [-r ROUNDS] [-n N] [-N N64] [--modes "0 8 1 9 2 4"]
 #
 # WCD_B=PATH (and WCD_C=PATH) add candidate wcd builds as "wcd-B" ("wcd-C"),
 # started with the environment WCD_B_ENV (WCD_C_ENV: "NAME=value ...").
 # Prints, per server and placement, the median over rounds of the
 # one-connection p50 and p99 (blocking client) and of requests/s at 64
 # connections (io_uring client). Servers run pinned to CPU 1; the client
-# runs on CPU 0 ("cross") and on CPU 1 ("same"), the floor placed alike. Modes: see bench/uring_pingd.c (1 DEFER_TASKRUN, 2 POLL_FIRST,
+# runs on CPU 0 ("cross") and on CPU 1 ("same"), the floor placed alike. Modes: see bench/host/uring_pingd.c (1 DEFER_TASKRUN, 2 POLL_FIRST,
 # 4 multishot recv, 8 recvmsg/sendmsg as the reactor).
 set -euo pipefail
-TOP=$(cd "$(dirname "$0")/.." && pwd)
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
 BIN=$TOP/$BUILD/bin BB=$TOP/$BUILD/bench
 ROUNDS=5 N=50000 N64=300000 MODES="0 8 9 11 12"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""bench/soak's report: a markdown table from the soak JSON and an SVG of the
+"""bench/host/soak's report: a markdown table from the soak JSON and an SVG of the
 daemon's RSS and descriptor count over time (handovers show as pid changes).
 No plotting library: the SVG is written by hand."""
 import json

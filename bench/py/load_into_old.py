@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """wcache.torch.load_into as it was before its per-parameter work was cut
-(commit 39f7c68): kept only so that bench/py_start.py can time the old and
+(commit 39f7c68): kept only so that bench/py/py_start.py can time the old and
 the new one in the same run (--ab-load-into). Not part of the package."""
 import collections
 

@@ -9,9 +9,9 @@
 # loaded/quiet of p50 and p99 is the result. Prints a markdown table and
 # what the daemon counted (served, rejected, timeouts, 4xx).
 #
-#   bench/metrics_load.sh [ROUNDS (3)] [CYCLES per round (2000)]
+#   bench/host/metrics_load.sh [ROUNDS (3)] [CYCLES per round (2000)]
 set -euo pipefail
-top=$(cd "$(dirname "$0")/.." && pwd)
+top=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
 BIN=$top/$BUILD/bin
 rounds=${1:-3}

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Cold host-backend loads against cat after a drop, alternated in rounds.
 #
-#   bench/cold_load.sh [-n ROUNDS] MODEL [LABEL=WCD-OPTIONS ...]
+#   bench/host/cold_load.sh [-n ROUNDS] MODEL [LABEL=WCD-OPTIONS ...]
 #
 # Each round: cat every shard to /dev/null, and for each configuration
 # `wcbench load --drop-caches` with its wcd options (LABEL= alone: the
@@ -19,7 +19,7 @@
 # read). Needs root (drop_caches) and a built tree (BUILD=build).
 set -euo pipefail
 
-TOP=$(cd "$(dirname "$0")/.." && pwd)
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
 BIN=$TOP/${BUILD:-build}/bin
 N=3
 [ "${1:-}" = -n ] && { N=$2; shift 2; }

@@ -14,10 +14,10 @@ float32, on its GPU): max |diff| <= 1e-4 x max(1, max |logit|), and under
 1/100 of transformers' own bf16-vs-float32 difference.
 
     RANK=r WORLD_SIZE=N MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 \\
-    CUDA_VISIBLE_DEVICES=g python3 bench/gpu_tp_nccl.py --model DIR \\
+    CUDA_VISIBLE_DEVICES=g python3 bench/gpu/gpu_tp_nccl.py --model DIR \\
         --device GPU-<uuid> --runtime-dir RD [--lib build/lib/libwcache.so]
 
-bench/gpu_multi.sh starts one per GPU. Exit 0 when the logits agree.
+bench/gpu/gpu_multi.sh starts one per GPU. Exit 0 when the logits agree.
 """
 import argparse
 import json
@@ -27,7 +27,7 @@ import sys
 import torch
 import torch.distributed as dist
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "test", "layout_ref"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "test", "layout_ref"))
 import torch_forward as tf  # noqa: E402
 
 TOKENS = tf.TOKENS

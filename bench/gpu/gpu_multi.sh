@@ -4,12 +4,12 @@
 # repository root on the GPU machine with build/ carried (the `run` tool,
 # kind nvidia-h200-x2/-x4/-x8). Logs go to $OUT (at most 8 files come back).
 #
-#   bench/gpu_multi.sh all        everything below, in this order
-#   bench/gpu_multi.sh ceilings   single-GPU H2D ceiling (GPU 0), the N GPUs'
+#   bench/gpu/gpu_multi.sh all        everything below, in this order
+#   bench/gpu/gpu_multi.sh ceilings   single-GPU H2D ceiling (GPU 0), the N GPUs'
 #                                 H2D at once, and the page cache read by N
 #                                 readers at once (the host's limit when every
 #                                 daemon loads from the page cache)
-#   bench/gpu_multi.sh load       `wcctl start --tp-size N` on $MODEL (default
+#   bench/gpu/gpu_multi.sh load       `wcctl start --tp-size N` on $MODEL (default
 #                                 wcgen llama-8b in /root/m8b): warm, then cold
 #                                 (drop_caches); aggregate GB/s = the ranks'
 #                                 bytes / wall time to "all ready", against
@@ -18,9 +18,9 @@
 #                                 preset); wcctl status; one engine process per
 #                                 GPU (CUDA_VISIBLE_DEVICES=g) attaches its
 #                                 rank by UUID and verifies every hash
-#   bench/gpu_multi.sh forward    the tensor-parallel forward across the GPUs
+#   bench/gpu/gpu_multi.sh forward    the tensor-parallel forward across the GPUs
 #                                 with torch.distributed (NCCL) from the
-#                                 served shards (bench/gpu_tp_nccl.py), tiny
+#                                 served shards (bench/gpu/gpu_tp_nccl.py), tiny
 #                                 GQA Llama and Mixtral of test/data/layouts,
 #                                 against transformers' logits
 #
@@ -124,7 +124,7 @@ forward() {
 			$B/wcctl start --model "$PWD/$m" --tp-size "$N" --runtime-dir "$RD" --timeout 120 2>&1 | tail -1
 			for ((g = 0; g < N; g++)); do
 				CUDA_VISIBLE_DEVICES=$g RANK=$g WORLD_SIZE=$N MASTER_ADDR=127.0.0.1 \
-					MASTER_PORT=$port python3 bench/gpu_tp_nccl.py --model "$PWD/$m" \
+					MASTER_PORT=$port python3 bench/gpu/gpu_tp_nccl.py --model "$PWD/$m" \
 					--device "${UUIDS[g]}" --runtime-dir "$RD" --lib "$PWD/$BUILD/lib/libwcache.so" \
 					>"$RD/nccl.$g" 2>&1 &
 			done

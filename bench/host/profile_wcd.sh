@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 # Where does wcd's time go per PING? Two views of the same daemon:
 #
-#   bench/profile_wcd.sh [--model DIR] [--out DIR] [-c CONNS] [-n N]
+#   bench/host/profile_wcd.sh [--model DIR] [--out DIR] [-c CONNS] [-n N]
 #
 #   perf       perf record -e cpu-clock -g on the running daemon while
 #              `wcbench rtt` drives it (software clock sampling: this VM has
@@ -16,7 +16,7 @@
 # printed. Needs perf and valgrind; the model defaults to wcgen tiny (the
 # request path does not depend on the model's size).
 set -euo pipefail
-TOP=$(cd "$(dirname "$0")/.." && pwd)
+TOP=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${BUILD:-build}
 BIN=$TOP/$BUILD/bin
 OUT=/tmp/wcbench-profile

@@ -2,28 +2,28 @@
 # SPDX-License-Identifier: MIT
 # Issue 13 on the GPU machine, from a copy of the tree with build/ carried:
 #
-#   bench/py_gpu.sh tests    the Python tests (test/py/test_py_*.py on the
+#   bench/py/py_gpu.sh tests    the Python tests (test/py/test_py_*.py on the
 #                            machine's torch and numpy, and the GPU model
 #                            tests test_gpu_models.py)
-#   bench/py_gpu.sh bench    on wcgen llama-8b (291 tensors, 16 GB), one wcd:
+#   bench/py/py_gpu.sh bench    on wcgen llama-8b (291 tensors, 16 GB), one wcd:
 #                            Python attach into a dict of CUDA tensors x100
 #                            against the C attach (wcbench attach) and torch's
 #                            per-tensor CUDA IPC rebuild; engine start
-#                            (bench/py_start.py) against from_pretrained
-#   bench/py_gpu.sh all      both
-#   bench/py_gpu.sh packab   the pools' packing before ($WCD_BASE) and after,
+#                            (bench/py/py_start.py) against from_pretrained
+#   bench/py/py_gpu.sh all      both
+#   bench/py/py_gpu.sh packab   the pools' packing before ($WCD_BASE) and after,
 #                            alternated: the Python and the C attach x100
-#   bench/py_gpu.sh restart  what a restart reads instead of computing: the
+#   bench/py/py_gpu.sh restart  what a restart reads instead of computing: the
 #                            module cache's hit against transformers'
-#                            construction (bench/py_modcache.py) and the
+#                            construction (bench/py/py_modcache.py) and the
 #                            identity on disk against its build
-#                            (bench/ident_start), fresh processes each
-#   bench/py_gpu.sh startab  engine start, the steps before and after in one
-#                            run (bench/py_start.py --variants, --profile)
-#   bench/py_gpu.sh lazy     the lazy Model (issue 27, item 4): on wcgen
+#                            (bench/host/ident_start), fresh processes each
+#   bench/py/py_gpu.sh startab  engine start, the steps before and after in one
+#                            run (bench/py/py_start.py --variants, --profile)
+#   bench/py/py_gpu.sh lazy     the lazy Model (issue 27, item 4): on wcgen
 #                            deepseek-v3-shape (45,633 served tensors), then
 #                            llama-8b (291 + views), one wcd each: the C attach
-#                            (wcbench attach) and bench/py_lazy.py's ratios to
+#                            (wcbench attach) and bench/py/py_lazy.py's ratios to
 #                            it (attach + load_into, tensors() of all, a fresh
 #                            process's first attach), then py_attach.py on
 #                            llama-8b (the no-regression figures)
@@ -32,7 +32,7 @@
 # PY_RUNS, AB_RUNS, SPAN_RUNS: how many times the Python attach runs, the
 # A/B runs of the views (py_attach.py --ab) and of the pools back to back
 # or apart (--ab-span) repeat (default 2 each); ROUNDS: engine starts
-# (bench/py_start.py -r; 0 skips them, default 3); PLAIN_RUNS: after all
+# (bench/py/py_start.py -r; 0 skips them, default 3); PLAIN_RUNS: after all
 # that, wcd again without the layouts (no fused views: the 291 checkpoint
 # tensors the issue's target counts), the C and the Python attach that
 # many times (default 0).
@@ -53,7 +53,7 @@ PY=${PY:-python3}
 tests() {
 	date -u
 	nvidia-smi -L
-	$PY bench/gpu_peers.py env 2>&1 | grep -v xxhash
+	$PY bench/gpu/gpu_peers.py env 2>&1 | grep -v xxhash
 	timeout 240 $PY -m pytest -q -rs -s test/py/test_gpu_models.py 2>&1 | tee "$OUT/gpu_models.log" | tail -25
 	timeout 200 $PY -m pytest -q -rs ${PY_TESTS:-test/py/test_py_*.py} 2>&1 | tee "$OUT/py_tests.log" | tail -15
 }
@@ -89,29 +89,29 @@ bench() {
 		wcbench attach --runtime-dir $rd --device $uuid -n 100 -q
 		echo "== attach x100: Python into a dict of CUDA torch tensors, identity checked, then without"
 		for _ in $(seq ${PY_RUNS:-2}); do
-			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
-			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100
+			timeout 120 $PY bench/py/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
+			timeout 120 $PY bench/py/py_attach.py --runtime-dir $rd --device 0 -n 100
 		done
 		echo "== the views three ways in one process, cycle by cycle: batched, one as_strided per tensor (before the batches), batched with the plan made every cycle"
 		for _ in $(seq ${AB_RUNS:-2}); do
-			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100 --ab
-			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100 --ab
+			timeout 120 $PY bench/py/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100 --ab
+			timeout 120 $PY bench/py/py_attach.py --runtime-dir $rd --device 0 -n 100 --ab
 		done
 		echo "== pools back to back (one DLPack tensor for all) or apart (one per pool), cycle by cycle"
 		for _ in $(seq ${SPAN_RUNS:-2}); do
-			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100 --ab-span
-			timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100 --ab-span
+			timeout 120 $PY bench/py/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100 --ab-span
+			timeout 120 $PY bench/py/py_attach.py --runtime-dir $rd --device 0 -n 100 --ab-span
 		done
-		timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 20 --micro
+		timeout 120 $PY bench/py/py_attach.py --runtime-dir $rd --device 0 -n 20 --micro
 		echo "== C again after the Python runs (the spread of the C cycle in this run)"
 		wcbench attach --runtime-dir $rd --device $uuid --model $m -n 100 -q
 		wcbench attach --runtime-dir $rd --device $uuid -n 100 -q
 		echo "== attach x100: torch per-tensor CUDA IPC rebuild of the same tensors"
-		timeout 180 $PY bench/gpu_peers.py ipc-attach $m -n 100
+		timeout 180 $PY bench/gpu/gpu_peers.py ipc-attach $m -n 100
 		if [ "${ROUNDS:-3}" -gt 0 ]; then
 			echo "== engine start: fresh process to first logits (warm page cache)"
 			cat $m/*.safetensors >/dev/null
-			timeout 240 $PY bench/py_start.py --model $m --runtime-dir $rd --device 0 -r ${ROUNDS:-3}
+			timeout 240 $PY bench/py/py_start.py --model $m --runtime-dir $rd --device 0 -r ${ROUNDS:-3}
 		fi
 		if [ "${PLAIN_RUNS:-0}" -gt 0 ]; then
 			# this block is a subshell (the pipe to tee): no wait for $pid here
@@ -124,8 +124,8 @@ bench() {
 			grep -E '^(bytes|tensors|load_seconds)=' $rd/*.ready
 			for _ in $(seq $PLAIN_RUNS); do
 				wcbench attach --runtime-dir $rd --device $uuid -n 100 -q
-				timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100
-				timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
+				timeout 120 $PY bench/py/py_attach.py --runtime-dir $rd --device 0 -n 100
+				timeout 120 $PY bench/py/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
 			done
 			kill $pid
 			while kill -0 $pid 2>/dev/null; do sleep 0.1; done
@@ -135,7 +135,7 @@ bench() {
 }
 
 # Engine start, the steps before and after in one run: one wcd on wcgen
-# llama-8b, then bench/py_start.py -r $ROUNDS (default 2) over $VARIANTS
+# llama-8b, then bench/py/py_start.py -r $ROUNDS (default 2) over $VARIANTS
 # (default seq,ov,seq-cache,ov-cache: now sequential, now overlapped
 # (attach(wait=False)), each again with the construction read from the
 # module cache (a restart: wcache.torch.empty_pretrained); seq-each and
@@ -150,7 +150,7 @@ startab() {
 	start_wcd wcd $m $rd || return 1
 	grep -E '^(bytes|tensors|pools|load_seconds)=' $rd/*.ready
 	cat $m/*.safetensors >/dev/null
-	timeout 540 $PY bench/py_start.py --model $m --runtime-dir $rd --device 0 \
+	timeout 540 $PY bench/py/py_start.py --model $m --runtime-dir $rd --device 0 \
 		-r ${ROUNDS:-2} --variants ${VARIANTS:-seq,ov,seq-cache,ov-cache} \
 		--profile "$OUT/start_profile.txt" 2>&1 | tee "$OUT/startab.log"
 	kill $pid 2>/dev/null && wait $pid
@@ -175,8 +175,8 @@ packab() {
 				grep -E '^(bytes|tensors|pools|load_seconds)=' $rd/*.ready
 				grep -oE '[0-9]+ pools' $rd/wcd.log | head -1
 				wcbench attach --runtime-dir $rd --device $uuid --model $m -n 100 -q
-				timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
-				timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 -n 100
+				timeout 120 $PY bench/py/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
+				timeout 120 $PY bench/py/py_attach.py --runtime-dir $rd --device 0 -n 100
 				kill $pid
 				while kill -0 $pid 2>/dev/null; do sleep 0.1; done
 			done
@@ -203,11 +203,11 @@ lazy() {
 			grep -E '^(bytes|tensors|load_seconds)=' $rd/*.ready
 			for _ in $(seq ${LAZY_RUNS:-2}); do
 				wcbench attach --runtime-dir $rd --device $uuid --model $m -n ${LAZY_N:-20} -q
-				timeout 300 $PY bench/py_lazy.py --runtime-dir $rd --device 0 --model $m \
+				timeout 300 $PY bench/py/py_lazy.py --runtime-dir $rd --device 0 --model $m \
 					-n ${LAZY_N:-20} -r 5 --wcbench $BUILD/bin/wcbench --wcbench-device $uuid
 			done
 			if [ $m = $m8 ]; then
-				timeout 120 $PY bench/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
+				timeout 120 $PY bench/py/py_attach.py --runtime-dir $rd --device 0 --model $m -n 100
 				wcbench attach --runtime-dir $rd --device $uuid --model $m -n 100 -q
 			fi
 			kill $pid
@@ -222,9 +222,9 @@ restart() {
 	[ -f $m/config.json ] || wcgen llama-8b --out $m >/dev/null || return 1
 	{
 		echo "== module cache: empty_pretrained's hit against AutoConfig + from_config"
-		timeout 300 $PY bench/py_modcache.py --model $m --device cuda -n ${RESTART_RUNS:-10}
+		timeout 300 $PY bench/py/py_modcache.py --model $m --device cuda -n ${RESTART_RUNS:-10}
 		echo "== the same for a plain-torch module of Llama-3-8B's shapes"
-		timeout 200 $PY bench/py_modcache.py --device cuda -n ${RESTART_RUNS:-10}
+		timeout 200 $PY bench/py/py_modcache.py --device cuda -n ${RESTART_RUNS:-10}
 		echo "== the first HELLO's identity: built, written, read from disk"
 		timeout 120 $BUILD/bench/ident_start --model $m -n ${RESTART_RUNS:-10}
 	} 2>&1 | tee "$OUT/restart.log"
@@ -238,5 +238,5 @@ startab) startab ;;
 restart) restart ;;
 lazy) lazy ;;
 all) tests; bench ;;
-*) echo "usage: bench/py_gpu.sh tests|bench|packab|startab|restart|lazy|all" >&2; exit 2 ;;
+*) echo "usage: bench/py/py_gpu.sh tests|bench|packab|startab|restart|lazy|all" >&2; exit 2 ;;
 esac

@@ -12,7 +12,7 @@ one wcache process per --variants entry, then the hf one. Variants:
   ov      connect, attach(wait=False) (a PendingModel: the attach on a
           thread), AutoConfig and the construction meanwhile, load_into
           waits for the attach and binds: the same steps, overlapped
-  -old    (seq-old, ov-old) the same with bench/load_into_old.py
+  -old    (seq-old, ov-old) the same with bench/py/load_into_old.py
           (load_into before its per-parameter cut)
   -each   (seq-each, ...) the first attach makes one view each instead of
           the plan of batched views (wcache._core._PLAN_FIRST = False, what
@@ -141,7 +141,7 @@ def construct(cfg, skip_init=True):
 def child_wcache(a):
     """a.child "wcache": attach, then construct (sequential); "wcache_ov":
     attach(wait=False), construct meanwhile, load_into waits (overlapped).
-    a.load_into "old": bench/load_into_old.py (before its per-parameter
+    a.load_into "old": bench/py/load_into_old.py (before its per-parameter
     cut) instead of wcache.torch.load_into. Both timed from connect to
     load_into's return, every step in the window."""
     t = {"start": time.monotonic()}
@@ -322,7 +322,7 @@ def main():
     ap.add_argument("-r", type=int, default=3)
     ap.add_argument("--child")
     ap.add_argument("--load-into", default="new", choices=("new", "old"),
-                    help="the wcache children's load_into (old: bench/load_into_old.py)")
+                    help="the wcache children's load_into (old: bench/py/load_into_old.py)")
     ap.add_argument("--variants", default="seq,ov",
                     help="wcache processes per round, in order: seq (attach, then construct), "
                          "ov (attach(wait=False) while constructing), each with -old (the old "

@@ -4,47 +4,50 @@
 # repository root, with build/ carried from the build machine. Logs go to
 # $OUT (at most 8 files come back).
 #
-#   bench/gpu_run.sh probe     machine facts, the GPU tests, the H2D and hash
-#                              ceilings (C and torch), the reference checkpoint
-#   bench/gpu_run.sh e2e       every GPU test, wcd end to end included (and on
-#                              the reference checkpoints when present)
-#   bench/gpu_run.sh bench     the load benchmarks on wcgen llama-8b: warm
-#                              and cold load against their limits, attach
-#                              x100 against torch CUDA IPC, daemon memory
-#   bench/gpu_run.sh handover  issue 17 on wcgen llama-8b, warm: spawn to
-#                              ready against bytes / H2D ceiling; wcctl
-#                              restart with an engine attached (plain and
-#                              --verify hash) against stop-and-reload;
-#                              level-1 sleep/wake against D2H/H2D ceilings
-#   bench/gpu_run.sh handover3 the same after perf17 (context on a thread,
-#                              none on --takeover, overlapped pinning), and
-#                              wcd --sleep-arena keep
-#   bench/gpu_run.sh startup   issue 17's start-up: bench/cuda/startprobe
-#                              (each CUDA step alone, with and without a
-#                              second process holding the driver), wcd's
-#                              spawn-to-ready timeline (--log-level debug),
-#                              the H2D ceiling; then a level-1 sleep after
-#                              two stop-and-reloads, with /proc/vmstat
-#   bench/gpu_run.sh startup2  after the change: first touch of fresh
-#                              memory (startprobe touch), wcd spawn to ready
-#                              against the build before ($WCD_BASE),
-#                              interleaved, with the probe's lower bound in
-#                              the same run; a small staging sweep; the
-#                              sleep after two stop-and-reloads again
-#   bench/gpu_run.sh startup3  the final figures: GPU tests, spawn to ready
-#                              beside its bound, the load's gap to H2D
-#   bench/gpu_run.sh wake5     issue 17's wake as its client waits for it:
-#                              wcctl wake's wall time before ($WCD_BASE),
-#                              with the free after the reply ($WCD_FREE) and
-#                              with the hashes queued with the copies too
-#   bench/gpu_run.sh hash6     whole tensors hashed side by side: spawn to
-#                              ready, restart --verify hash, sleep/wake,
-#                              before ($WCD_BASE) and after, alternated
-#   bench/gpu_run.sh sleep4    issue 17's sleep pipeline: bench/cuda/sleepprep
-#                              QUICK=1 (warms 64 GiB, then ways of preparing
-#                              and copying 16 GiB beside the D2H ceiling),
-#                              then wcd's level-1 sleep of llama-8b before
-#                              ($WCD_BASE) and after, alternated
+#   bench/gpu/gpu_run.sh PHASE, PHASE one of:
+#
+#   probe          machine facts, the GPU tests, the H2D and hash ceilings
+#                  (C and torch), the reference checkpoint
+#   e2e            every GPU test, wcd end to end included (and on the
+#                  reference checkpoints when present)
+#   bench          the load benchmarks on wcgen llama-8b: warm and cold load
+#                  against their limits, attach x100 against torch CUDA IPC,
+#                  daemon memory
+#   handover       wcgen llama-8b, warm: spawn to ready against bytes / H2D
+#                  ceiling; wcctl restart with an engine attached (plain and
+#                  --verify hash) against stop-and-reload; level-1
+#                  sleep/wake against D2H/H2D ceilings, by default and with
+#                  wcd --sleep-arena keep
+#   sleep_copy     the ways to sleep at copy speed (bench/cuda/sleepcopy),
+#                  the daemon's level-1 sleep/wake, restarts with an engine
+#   startup        where spawn to ready goes: bench/cuda/startprobe (each
+#                  CUDA step alone, with and without a second process
+#                  holding the driver), wcd's spawn-to-ready timeline
+#                  (--log-level debug), the H2D ceiling; then a level-1
+#                  sleep after two stop-and-reloads, with /proc/vmstat
+#   startup_ab     first touch of fresh memory (startprobe touch), wcd spawn
+#                  to ready against the build before ($WCD_BASE),
+#                  interleaved, with the probe's lower bound in the same
+#                  run; a small staging sweep; the sleep after two
+#                  stop-and-reloads again
+#   startup_bound  GPU tests, spawn to ready beside its bound, the load's gap
+#                  to H2D
+#   wake_wait      a level-1 wake as its client waits for it: wcctl wake's
+#                  wall time before ($WCD_BASE), with the free after the
+#                  reply ($WCD_FREE) and the build's, alternated
+#   hashing        whole tensors hashed side by side: spawn to ready,
+#                  restart --verify hash, sleep/wake, before ($WCD_BASE) and
+#                  after, alternated
+#   sleep_pipeline the sleep's pipeline: bench/cuda/sleepprep QUICK=1 (warms
+#                  64 GiB, then ways of preparing and copying 16 GiB beside
+#                  the D2H ceiling), then wcd's level-1 sleep of llama-8b
+#                  before ($WCD_BASE) and after, alternated
+#
+# The phases were named after the work that added them until issue 28;
+# bench/RESULTS.md's history keeps the old names: handover3 is handover
+# (the first handover phase, a subset of it, is gone), handover2
+# sleep_copy, startup2 startup_ab, startup3 startup_bound, wake5
+# wake_wait, hash6 hashing, sleep4 sleep_pipeline.
 set -u
 OUT=${OUT:-/tmp/gpu_out}
 mkdir -p "$OUT"
@@ -60,14 +63,14 @@ probe() {
 		grep -E 'MemTotal|Huge' /proc/meminfo
 		ulimit -l
 		df -hT /tmp /root . 2>&1
-		python3 bench/gpu_peers.py env
+		python3 bench/gpu/gpu_peers.py env
 	} >"$OUT/probe.log" 2>&1
 	cat "$OUT/probe.log"
 	test/run.sh $BUILD/test/gpu_* 2>&1 | tee "$OUT/tests.log"
 	for t in $BUILD/test/gpu_*; do echo "== $t"; "$t"; echo "rc=$?"; done >"$OUT/tests_verbose.log" 2>&1
 	grep -E '^(mode|  |device|1 GiB|io_uring)|rc=' "$OUT/tests_verbose.log"
 	$BUILD/bench/gpu_h2d --gib 16 2>&1 | tee "$OUT/h2d.log"
-	python3 bench/gpu_peers.py h2d --gib 16 2>&1 | tee -a "$OUT/h2d.log"
+	python3 bench/gpu/gpu_peers.py h2d --gib 16 2>&1 | tee -a "$OUT/h2d.log"
 	reference
 }
 
@@ -129,7 +132,7 @@ tune() {
 		done
 		echo "-- candidate, --no-hash"
 		wcbench load --model $m --device $uuid --wcd $alt -r 1 -- --slots 32 --no-hash
-		python3 bench/gpu_peers.py st-load $m
+		python3 bench/gpu/gpu_peers.py st-load $m
 		echo "== cold"
 		sync; echo 3 >/proc/sys/vm/drop_caches
 		$BUILD/bench/gpu_dread $m/*.safetensors
@@ -141,7 +144,7 @@ tune() {
 			grep -E 'VmRSS|VmHWM' /proc/$WCD_PID/status
 			nvidia-smi --query-compute-apps=pid,used_memory --format=csv
 			wcbench attach --runtime-dir $rd --device $uuid -n 100
-			python3 bench/gpu_peers.py ipc-attach $m -n 100
+			python3 bench/gpu/gpu_peers.py ipc-attach $m -n 100
 			grep -E 'phase|ready' $rd/wcd.log
 			kill $WCD_PID
 		}
@@ -179,14 +182,14 @@ bench() {
 		done
 		echo "-- wcd defaults again"
 		wcbench load --model $m --device $uuid -r 3
-		python3 bench/gpu_peers.py st-load $m
+		python3 bench/gpu/gpu_peers.py st-load $m
 		echo "== daemon memory (wcd defaults, warm)"
 		memwatch $m $rd
 		memwatch $m $rd --keep-context
 		echo "== attach, sleep/wake (wcd defaults, warm)"
 		wcd_up $m $rd && {
 			wcbench attach --runtime-dir $rd --device $uuid -n 100
-			python3 bench/gpu_peers.py ipc-attach $m -n 100
+			python3 bench/gpu/gpu_peers.py ipc-attach $m -n 100
 			wcctl sleep --level 1 --device $uuid --runtime-dir $rd
 			nvidia-smi --query-gpu=memory.used --format=csv,noheader
 			wcctl wake --device $uuid --runtime-dir $rd
@@ -249,58 +252,10 @@ spawn_ready() {
 	echo "spawn to ready: $(awk "BEGIN{print $t1 - $t0}") s (spawned at $(date -u -d @$t0 +%H:%M:%S.%3N))"
 }
 
-# Issue 17 on wcgen llama-8b (warm page cache).
-handover() {
-	local m=/root/m8b rd=/tmp/who/rt uuid t0 att bytes
-	gpu_env
-	m8b $m || return 1
-	{
-		date -u; nvidia-smi -L
-		cat $m/*.safetensors >/dev/null
-		$BUILD/bench/gpu_h2d --gib 8 | grep -E 'ceiling'
-		d2h_ceiling
-		echo "== start-up: spawn to ready (warm), 3 times"
-		for i in 1 2 3; do
-			spawn_ready $m $rd || return 1
-			grep -E '^(bytes|load_seconds)=' $rd/*.ready | tr '\n' ' '; echo
-			kill $WCD_PID; wait $WCD_PID
-		done
-		grep -E 'phase|ready:' /tmp/who/wcd-rt.log | tail -8
-		echo "== handover with an engine attached"
-		spawn_ready $m $rd || return 1
-		wcattach --device $uuid --runtime-dir $rd --hold 300 >/tmp/who/att.log 2>&1 &
-		att=$!
-		for i in $(seq 500); do grep -q attached /tmp/who/att.log && break; sleep 0.01; done
-		head -2 /tmp/who/att.log
-		for i in 1 2 3; do wcctl restart --device $uuid --runtime-dir $rd --json; done
-		for i in 1 2; do wcctl restart --device $uuid --runtime-dir $rd --verify hash --json; done
-		grep -E 'handover|hashed again|idle|took' $rd/*.log | tail -12
-		wcctl status --device $uuid --runtime-dir $rd
-		nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
-		cat /tmp/who/att.log
-		echo "== stop and reload (what a restart was before), 2 times"
-		for i in 1 2; do
-			t0=$(date +%s.%N)
-			wcctl stop --device $uuid --runtime-dir $rd >/dev/null
-			spawn_ready $m $rd || return 1
-			echo "stop + spawn to ready: $(awk "BEGIN{print $(date +%s.%N) - $t0}") s"
-		done
-		kill $att 2>/dev/null
-		echo "== level-1 sleep / wake (no engine)"
-		for i in 1 2; do
-			wcctl sleep --level 1 --device $uuid --runtime-dir $rd --json
-			wcctl wake --device $uuid --runtime-dir $rd --json
-		done
-		grep -E 'MemAvailable|MemFree' /proc/meminfo
-		kill $WCD_PID; wait $WCD_PID
-		tail -30 /tmp/who/wcd-rt.log
-	} 2>&1 | tee "$OUT/handover.log"
-}
-
 # Issue 17, second call: the ways to sleep at copy speed (bench/cuda/
 # sleepcopy, built by hand on the build machine into $BUILD/bench), then
 # the daemon's level-1 sleep with prefaulted staging, and restarts again.
-handover2() {
+sleep_copy() {
 	local m=/root/m8b rd=/tmp/who/rt uuid att
 	gpu_env
 	m8b $m || return 1
@@ -329,13 +284,13 @@ handover2() {
 		kill $att
 		wcctl stop --device $uuid --runtime-dir $rd
 		kill $WCD_PID 2>/dev/null
-	} 2>&1 | tee "$OUT/handover2.log"
+	} 2>&1 | tee "$OUT/sleep_copy.log"
 }
 
 # Issue 17, third call (perf17): the same figures after the context moved
 # to a thread (spawn to ready), off the --takeover path (restart), and the
 # sleep's pinning overlapped with its copy; then --sleep-arena keep.
-handover3() {
+handover() {
 	local m=/root/m8b rd=/tmp/who/rt uuid att t0
 	gpu_env
 	m8b $m || return 1
@@ -389,7 +344,7 @@ handover3() {
 		nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader
 		kill $WCD_PID; wait $WCD_PID
 		tail -12 /tmp/who/wcd-rt.log
-	} 2>&1 | tee "$OUT/handover3.log"
+	} 2>&1 | tee "$OUT/handover.log"
 }
 
 # Issue 17, whole tensors hashed side by side (hash_batch): wcd before
@@ -397,7 +352,7 @@ handover3() {
 # to ready (the fused views are hashed after the last copy), wcctl restart
 # --verify hash with an engine attached (every tensor hashed again), and
 # level-1 sleep/wake (each pool hashed as its copy lands).
-hash6() {
+hashing() {
 	local m=/root/m8b rd=/tmp/who/rt uuid att r w i
 	gpu_env
 	m8b $m || return 1
@@ -429,7 +384,7 @@ hash6() {
 				wcctl stop --device $uuid --runtime-dir $rd >/dev/null
 			done
 		done
-	} 2>&1 | tee "$OUT/hash6.log"
+	} 2>&1 | tee "$OUT/hashing.log"
 }
 
 # Issue 17, the sleep's pipeline (host buffers mapped on a thread, pinned
@@ -437,7 +392,7 @@ hash6() {
 # touched before (bench/cuda/sleepprep, built by hand into $BUILD/bench),
 # then the daemon's level-1 sleep before ($WCD_BASE, a wcd binary) and
 # after ($BUILD/bin/wcd), alternated, two sleeps each, three rounds.
-sleep4() {
+sleep_pipeline() {
 	local m=/root/m8b rd=/tmp/who/rt uuid r w i
 	gpu_env
 	m8b $m || return 1
@@ -458,7 +413,7 @@ sleep4() {
 			done
 		done
 		grep -E 'sleep: ' /tmp/who/wcd-rt.log | tail -24
-	} 2>&1 | tee "$OUT/sleep4.log"
+	} 2>&1 | tee "$OUT/sleep_pipeline.log"
 }
 
 # Issue 17, what a client waits for at a level-1 wake: the wall time of
@@ -468,7 +423,7 @@ sleep4() {
 # $WCD_FREE (the free after the reply) and $BUILD/bin/wcd (also the hashes
 # queued with the copies), alternated, two sleep/wakes each, three rounds;
 # the H2D ceiling in the same run.
-wake5() {
+wake_wait() {
 	local m=/root/m8b rd=/tmp/who/rt uuid r w i t0 t1 t2
 	gpu_env
 	m8b $m || return 1
@@ -495,7 +450,7 @@ wake5() {
 			done
 		done
 		grep -E 'host copy|idle' /tmp/who/wcd-rt.log | tail -16
-	} 2>&1 | tee "$OUT/wake5.log"
+	} 2>&1 | tee "$OUT/wake_wait.log"
 }
 
 # /proc/vmstat counters that a slow first touch of fresh memory shows in.
@@ -562,7 +517,7 @@ startup() {
 	} 2>&1 | tee "$OUT/startup.log"
 }
 
-startup2() {
+startup_ab() {
 	local m=/root/m8b rd=/tmp/who/rt uuid hold i cfg base=${WCD_BASE:-$BUILD/bin/wcd.base}
 	gpu_env
 	{
@@ -620,7 +575,7 @@ startup2() {
 		done
 		kill $WCD_PID; wait $WCD_PID
 		grep -E 'sleep: pool' /tmp/who/wcd-rt.log | tail -16
-	} 2>&1 | tee "$OUT/startup2.log"
+	} 2>&1 | tee "$OUT/startup_ab.log"
 	echo "== GPU tests"
 	WC_GPU_MODELS=test/data/reference/llama test/run.sh $BUILD/test/gpu_* 2>&1 | tee "$OUT/tests.log"
 }
@@ -628,7 +583,7 @@ startup2() {
 # Issue 17, the final figures on the merged build: the GPU tests, spawn to
 # ready beside the probe's lower bound and the H2D ceiling, the load's gap
 # to H2D (page-cache reads alone, --no-hash, a staging sweep).
-startup3() {
+startup_bound() {
 	local m=/root/m8b rd=/tmp/who/rt uuid i cfg
 	gpu_env
 	WC_GPU_MODELS=test/data/reference/llama test/run.sh $BUILD/test/gpu_* 2>&1 | tee "$OUT/tests.log"
@@ -653,7 +608,7 @@ startup3() {
 			echo "-- ${cfg:-defaults}"
 			wcbench load --model $m --device $uuid -r 3 ${cfg:+-- $cfg} 2>&1 | grep -vE 'copy_|publish_'
 		done
-	} 2>&1 | tee "$OUT/startup3.log"
+	} 2>&1 | tee "$OUT/startup_bound.log"
 }
 
 # Starts wcd on $1 in runtime dir $2 (extra options after) and samples its

@@ -6,7 +6,7 @@
  * over to a new process (wcctl restart) every so often. Reports requests,
  * errors, p50/p99 per request kind, the kills and handovers, and the
  * daemon's RSS and descriptor count sampled every second, as one JSON
- * object (bench/soak runs it and draws the plot).
+ * object (bench/host/soak runs it and draws the plot).
  *
  * Request mix per client, by a per-process xorshift: 60% PING, 15% STATUS,
  * 10% MANIFEST (HELLO first), 10% ATTACH+DETACH (a lease, pools mapped and
