@@ -105,6 +105,8 @@ SO_CLIENT   := $(BUILD)/lib/libwcache.so
 LIBS        := $(LIB_CLIENT) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR)
 LINK_LIBS   := $(LIBS) $(STATIC_LIBS) $(CUDA_LIBS) $(SYS_LIBS)
 LIB_TEST    := $(BUILD)/lib/libwctest.a
+# the shell tests' helper programs (test/lib/bin/*.c)
+TEST_TOOLS  := $(patsubst test/%.c,$(BUILD)/test/%,$(wildcard test/lib/bin/*.c))
 
 BINS  := $(addprefix $(BUILD)/bin/,$(TOOLS))
 # man pages, made from each tool's --help (see install)
@@ -120,7 +122,7 @@ BENCHES := $(addprefix $(BUILD)/bench/,$(basename $(notdir $(BENCH_SRC))))
 .DELETE_ON_ERROR:
 .DEFAULT_GOAL := all
 
-all: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(LIB_TEST) $(TESTS) $(BENCHES)
+all: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(LIB_TEST) $(TEST_TOOLS) $(TESTS) $(BENCHES)
 
 # --- compile -------------------------------------------------------------
 
@@ -251,7 +253,7 @@ run: deps
 # to run.sh, which reports it failed: an old binary never runs and passes.
 # TEST_JOBS tests run at once (most wait on daemons, not on the CPU).
 TEST_JOBS ?= $(shell n=$$(nproc); echo $$((n < 4 ? 4 : n)))
-BUILT     := $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(MANS) $(LIB_TEST) $(TESTS) $(BENCHES)
+BUILT     := $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(MANS) $(LIB_TEST) $(TEST_TOOLS) $(TESTS) $(BENCHES)
 PYTHON    ?= /usr/bin/python3
 # Python is not built with ASan: pytest loads an ASan libwcache.so only with
 # the runtime preloaded (and without leak checks of the interpreter).

@@ -38,13 +38,12 @@ e2e_start_wcd() {
 		>>"$E2E_DIR/wcd.log" 2>&1 &
 	WCD_PID=$!
 	WCD_PIDS+=("$WCD_PID")
-	local i
-	for ((i = 0; i < 3000; i++)); do
-		[ -e "$READY" ] && return 0
-		kill -0 "$WCD_PID" 2>/dev/null ||
-			{ cat "$E2E_DIR/wcd.log"; fail "wcd exited before it was ready"; }
-		sleep 0.01
-	done
-	cat "$E2E_DIR/wcd.log"
-	fail "wcd not ready after 30 s"
+	# the ready file's creation or wcd's end (test/lib/bin/wc_waitfor)
+	local rc=0
+	"$WC_TOP/$BUILD/test/lib/bin/wc_waitfor" -p "$WCD_PID" -t 30 "$READY" || rc=$?
+	case $rc in
+	0) return 0 ;;
+	1) cat "$E2E_DIR/wcd.log"; fail "wcd exited before it was ready" ;;
+	*) cat "$E2E_DIR/wcd.log"; fail "wcd not ready after 30 s" ;;
+	esac
 }

@@ -29,24 +29,15 @@ wcd_bg() {
 	WCD_PIDS+=("$LAST")
 }
 
-# wait_file PATH PID: waits up to 20 s for PATH while PID lives.
+# wait_file PATH PID: waits up to 20 s for PATH while PID lives: on the
+# file's creation (inotify) or PID's end (its pidfd), test/lib/bin/wc_waitfor.
 wait_file() {
-	local i
-	for ((i = 0; i < 2000; i++)); do
-		[ -e "$1" ] && return 0
-		kill -0 "$2" 2>/dev/null || return 1
-		sleep 0.01
-	done
-	return 1
+	"$WC_TOP/$BUILD/test/lib/bin/wc_waitfor" -p "$2" -t 20 "$1"
 }
 
-# wait_exit PID: waits up to 20 s for PID to exit; its status in $RC.
+# wait_exit PID: waits for PID (a child of this shell) to exit; its status
+# in $RC. Bounded by run.sh's timeout of the test.
 wait_exit() {
-	local i
-	for ((i = 0; i < 2000; i++)); do
-		kill -0 "$1" 2>/dev/null || break
-		sleep 0.01
-	done
 	wait "$1"
 	RC=$?
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Test library (libwctest): the end-to-end client tests' helpers (client_util.h). */
 #include "client_util.h"
+#include "t_wait.h"
 
 static struct e2e *e2e_g;
 static pid_t e2e_parent;       /* forked children do not clean up */
@@ -118,7 +119,7 @@ void e2e_start_wcd(struct e2e *x, const char *const *extra)
 	char wcd[600];
 	char *argv[32];
 	int n = 0;
-	uint64_t end = e2e_now_ms() + 30000;
+	int r;
 
 	snprintf(wcd, sizeof(wcd), "%s/wcd", x->bin);
 	argv[n++] = wcd;
@@ -150,20 +151,21 @@ void e2e_start_wcd(struct e2e *x, const char *const *extra)
 		execv(argv[0], argv);
 		_exit(127);
 	}
-	while (access(x->ready, F_OK)) {
-		int st;
+	/* the ready file's creation (inotify) or wcd's end (its pidfd) */
+	r = t_wait_file(x->ready, x->wcd, 30000);
+	if (r == -ESRCH) {
+		int st = 0;
 
-		if (waitpid(x->wcd, &st, WNOHANG) == x->wcd) {
-			x->wcd = 0;
-			e2e_show_log(x->log);
-			T_FAIL("wcd exited (status 0x%x) before it was ready", st);
-		}
-		if (e2e_now_ms() > end) {
-			e2e_show_log(x->log);
-			T_FAIL("wcd not ready after 30 s (no %s)", x->ready);
-		}
-		usleep(10000);
+		waitpid(x->wcd, &st, 0);
+		x->wcd = 0;
+		e2e_show_log(x->log);
+		T_FAIL("wcd exited (status 0x%x) before it was ready", st);
 	}
+	if (r == -ETIMEDOUT) {
+		e2e_show_log(x->log);
+		T_FAIL("wcd not ready after 30 s (no %s)", x->ready);
+	}
+	T_OK(r);
 	/* the mode the contract promises */
 	{
 		struct stat st;
