@@ -87,8 +87,11 @@ PROTO_SRC   := $(wildcard proto/*.c)
 CLIENT_SRC  := $(wildcard tools/libwcache/*.c)
 TOOLS       := $(filter-out libwcache common dist,$(notdir $(patsubst %/,%,$(wildcard tools/*/))))
 COMMON_SRC  := $(wildcard tools/common/*.c)
-TEST_SRC    := $(wildcard test/$(T)*.c)
-TEST_SH     := $(filter-out test/run.sh test/lib.sh,$(wildcard test/$(T)*.sh))
+# the tests live in test/ROOM/ (test/lib/lib: their helpers, test/fuzz: the
+# fuzz targets, test/py: the Python tests); T filters by file name
+TEST_ROOMS  := $(filter-out test/lib/ test/fuzz/ test/py/ test/data/,$(sort $(dir $(wildcard test/*/))))
+TEST_SRC    := $(wildcard $(addsuffix $(T)*.c,$(TEST_ROOMS)))
+TEST_SH     := $(wildcard $(addsuffix $(T)*.sh,$(TEST_ROOMS)))
 TEST_PY     := $(wildcard test/py/test_$(T)*.py)
 # the helpers the test programs share (test/lib/*.h), compiled once
 TESTLIB_SRC := $(wildcard test/lib/*.c)
@@ -113,7 +116,8 @@ BINS  := $(addprefix $(BUILD)/bin/,$(TOOLS))
 MAN8     := wcd wcctl
 MAN1     := wcattach wcgen wcbench
 MANS     := $(MAN8:%=$(BUILD)/man/%.8) $(MAN1:%=$(BUILD)/man/%.1)
-TESTS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRC))
+# one folder of test programs: test/ROOM/NAME.c makes $(BUILD)/test/NAME
+TESTS := $(addprefix $(BUILD)/test/,$(basename $(notdir $(TEST_SRC))))
 BENCHES := $(addprefix $(BUILD)/bench/,$(basename $(notdir $(BENCH_SRC))))
 
 .PHONY: all run test bench fuzz install python-install uninstall man clean deps deps-bench deps-fuzz deps-python check-deps
@@ -180,7 +184,11 @@ $(BUILD)/bin/%: $$(call obj,$$(wildcard tools/$$*/*.c) $(COMMON_SRC)) $(LIBS)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
 
-$(BUILD)/test/%: $(BUILD)/obj/test/%.o $(call obj,$(COMMON_SRC)) $(LIB_TEST) $(LIBS)
+# a test's source is test/ROOM/NAME.c (all of them, whatever T is); a
+# helper program's test/lib/bin/NAME.c
+test_src = $(or $(filter %/$(1).c,$(ALL_TEST_SRC)),test/$(1).c)
+ALL_TEST_SRC := $(wildcard $(addsuffix *.c,$(TEST_ROOMS)))
+$(BUILD)/test/%: $$(call obj,$$(call test_src,$$*)) $(call obj,$(COMMON_SRC)) $(LIB_TEST) $(LIBS)
 	$(call say,LD,$@)
 	$(built)
 	@mkdir -p $(@D)

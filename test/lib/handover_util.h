@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Helpers of the hot handover tests that kill or stop a daemon mid-way
- * (test/handover_kill.c, test/handover_stop.c): waiting on a child's end
+ * (test/wcd/handover_kill.c, test/wcd/handover_stop.c): waiting on a child's end
  * through a pidfd, the flock of the lock file as /proc/locks names it, the
  * engine's notices and STATUS on its own connection. Every wait is bounded
  * by the caller's ms and fails naming what it waited for. On top of
