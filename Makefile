@@ -91,10 +91,16 @@ PROTO_SRC   := $(wildcard $(PROTO_MODS:%=proto/%/*.c))
 CLIENT_SRC  := $(wildcard tools/libwcache/*.c)
 TOOLS       := $(filter-out libwcache common dist,$(notdir $(patsubst %/,%,$(wildcard tools/*/))))
 COMMON_SRC  := $(wildcard tools/common/*.c)
-TEST_SRC    := $(wildcard test/$(T)*.c)
-TEST_SH     := $(filter-out test/run.sh test/lib.sh,$(wildcard test/$(T)*.sh))
+# the tests live in test/ROOM/ (test/lib/lib: their helpers, test/fuzz: the
+# fuzz targets, test/py: the Python tests); T filters by file name
+TEST_ROOMS  := $(filter-out test/lib/ test/fuzz/ test/py/ test/data/,$(sort $(dir $(wildcard test/*/))))
+TEST_SRC    := $(wildcard $(addsuffix $(T)*.c,$(TEST_ROOMS)))
+TEST_SH     := $(wildcard $(addsuffix $(T)*.sh,$(TEST_ROOMS)))
 TEST_PY     := $(wildcard test/py/test_$(T)*.py)
-BENCH_SRC   := $(wildcard bench/*.c)
+# the helpers the test programs share (test/lib/*.h), compiled once
+TESTLIB_SRC := $(wildcard test/lib/*.c)
+# bench/cuda/'s probes are built by hand (each has its line)
+BENCH_SRC   := $(filter-out bench/cuda/%,$(wildcard bench/*/*.c))
 
 obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(1))
 
@@ -105,14 +111,18 @@ LIB_CLIENT  := $(BUILD)/lib/libwcache.a
 SO_CLIENT   := $(BUILD)/lib/libwcache.so
 LIBS        := $(LIB_CLIENT) $(LIB_GPU) $(LIB_PROTO) $(LIB_REACTOR)
 LINK_LIBS   := $(LIBS) $(STATIC_LIBS) $(CUDA_LIBS) $(SYS_LIBS)
+LIB_TEST    := $(BUILD)/lib/libwctest.a
+# the shell tests' helper programs (test/lib/bin/*.c)
+TEST_TOOLS  := $(patsubst test/%.c,$(BUILD)/test/%,$(wildcard test/lib/bin/*.c))
 
 BINS  := $(addprefix $(BUILD)/bin/,$(TOOLS))
 # man pages, made from each tool's --help (see install)
 MAN8     := wcd wcctl
 MAN1     := wcattach wcgen wcbench
 MANS     := $(MAN8:%=$(BUILD)/man/%.8) $(MAN1:%=$(BUILD)/man/%.1)
-TESTS := $(patsubst test/%.c,$(BUILD)/test/%,$(TEST_SRC))
-BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
+# one folder of test programs: test/ROOM/NAME.c makes $(BUILD)/test/NAME
+TESTS := $(addprefix $(BUILD)/test/,$(basename $(notdir $(TEST_SRC))))
+BENCHES := $(addprefix $(BUILD)/bench/,$(basename $(notdir $(BENCH_SRC))))
 
 .PHONY: all run test bench fuzz install python-install uninstall man clean deps deps-bench deps-fuzz deps-python check-deps
 .SECONDARY:
@@ -120,7 +130,7 @@ BENCHES := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_SRC))
 .DELETE_ON_ERROR:
 .DEFAULT_GOAL := all
 
-all: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(TESTS) $(BENCHES)
+all: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(LIB_TEST) $(TEST_TOOLS) $(TESTS) $(BENCHES)
 
 # --- compile -------------------------------------------------------------
 
@@ -152,6 +162,8 @@ $(LIB_REACTOR): $(call obj,$(REACTOR_SRC)) ; $(archive)
 $(LIB_PROTO):   $(call obj,$(PROTO_SRC))   ; $(archive)
 $(LIB_GPU):     $(call obj,$(GPU_SRC)) $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(GPU_CU)) ; $(archive)
 $(LIB_CLIENT):  $(call obj,$(CLIENT_SRC))  ; $(archive)
+$(LIB_TEST):    $(call obj,$(TESTLIB_SRC)) ; $(archive)
+$(BUILD)/obj/test/%.o: WC_CPPFLAGS += -Itest/lib
 
 # The shared client library carries everything it needs but libc and
 # jansson; --no-undefined: nothing is left for the engine to supply.
@@ -176,13 +188,19 @@ $(BUILD)/bin/%: $$(call obj,$$(wildcard tools/$$*/*.c) $(COMMON_SRC)) $(LIBS)
 	@mkdir -p $(@D)
 	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
 
-$(BUILD)/test/%: $(BUILD)/obj/test/%.o $(call obj,$(COMMON_SRC)) $(LIBS)
+# a test's source is test/ROOM/NAME.c (all of them, whatever T is); a
+# helper program's test/lib/bin/NAME.c
+test_src = $(or $(filter %/$(1).c,$(ALL_TEST_SRC)),test/$(1).c)
+ALL_TEST_SRC := $(wildcard $(addsuffix *.c,$(TEST_ROOMS)))
+$(BUILD)/test/%: $$(call obj,$$(call test_src,$$*)) $(call obj,$(COMMON_SRC)) $(LIB_TEST) $(LIBS)
 	$(call say,LD,$@)
 	$(built)
 	@mkdir -p $(@D)
-	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LINK_LIBS)
+	$(Q)$(CC) $(ALL_LDFLAGS) -o $@ $(filter %.o,$^) $(LIB_TEST) $(LINK_LIBS)
 
-$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(call obj,$(COMMON_SRC)) $(LIBS)
+# bench/KIND/NAME.c makes $(BUILD)/bench/NAME (one folder of programs)
+bench_src = $(foreach f,$(BENCH_SRC),$(if $(filter $(1).c,$(notdir $(f))),$(f)))
+$(BUILD)/bench/%: $$(call obj,$$(call bench_src,$$*)) $(call obj,$(COMMON_SRC)) $(LIBS)
 	$(call say,LD,$@)
 	$(built)
 	@mkdir -p $(@D)
@@ -247,7 +265,7 @@ run: deps
 # to run.sh, which reports it failed: an old binary never runs and passes.
 # TEST_JOBS tests run at once (most wait on daemons, not on the CPU).
 TEST_JOBS ?= $(shell n=$$(nproc); echo $$((n < 4 ? 4 : n)))
-BUILT     := $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(MANS) $(TESTS) $(BENCHES)
+BUILT     := $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(MANS) $(LIB_TEST) $(TEST_TOOLS) $(TESTS) $(BENCHES)
 PYTHON    ?= /usr/bin/python3
 # Python is not built with ASan: pytest loads an ASan libwcache.so only with
 # the runtime preloaded (and without leak checks of the interpreter).
@@ -258,7 +276,7 @@ test: deps
 	@stale=; $(MAKE) --no-print-directory $(if $(V),,-s) $(if $(T),-k) $(BUILT) || { \
 		$(if $(T),,exit 1;) \
 		for f in $$($(MAKE) --no-print-directory -n -k $(BUILT) 2>/dev/null | sed -n 's/^: wc-built //p'); do \
-			rm -f $$f; case " $(LIBS) $(TESTS) " in *" $$f "*) ;; *) stale="$$stale --not-built $$f" ;; esac; \
+			rm -f $$f; case " $(LIBS) $(LIB_TEST) $(TESTS) " in *" $$f "*) ;; *) stale="$$stale --not-built $$f" ;; esac; \
 		done; }; \
 	BUILD=$(BUILD) WC_TOP=$(CURDIR) PYTHON=$(PYTHON) WC_PYTEST_PRELOAD=$(PYTEST_PRELOAD) \
 	PYTHONPATH=$(CURDIR)/tools/libwcache/python WCACHE_LIB=$(CURDIR)/$(SO_CLIENT) \

@@ -18,7 +18,7 @@
  * this header does not have: the caller hashes those on the CPU.
  *
  * Written for both compilers: nvcc builds gpu/cuda_xxh3.cu from it, and
- * test/xxh3_split.c checks the same code on the CPU against libxxhash, so
+ * test/proto/xxh3_split.c checks the same code on the CPU against libxxhash, so
  * CI (no GPU) tests the arithmetic the kernel runs.
  */
 #ifndef WC_XXH3_SPLIT_H

@@ -97,7 +97,7 @@ void rx__read_cqe(struct rx_op *op, int res, unsigned cflags)
 	/* 0 is the end of the file: what was read is the result. A direct
 	 * read of the aligned superset of a file's tail re-queues at an
 	 * unaligned offset, but at the end of the file, where the kernel
-	 * answers 0 before it checks alignment (test/rx_direct.c). */
+	 * answers 0 before it checks alignment (test/reactor/rx_direct.c). */
 	r->done += (size_t)res;
 	if (!res || r->done == r->len) {
 		res = (int)r->done;

@@ -84,7 +84,7 @@ void rx_loop_stop(struct rx_loop *loop)
 }
 
 /* The ring fd itself: it polls readable while CQEs are waiting (checked by
- * test/rx_embed.c, with COOP_TASKRUN on; no registered eventfd needed). */
+ * test/reactor/rx_embed.c, with COOP_TASKRUN on; no registered eventfd needed). */
 int rx_loop_fd(const struct rx_loop *loop)
 {
 	return loop->ring.ring_fd;

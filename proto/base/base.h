@@ -9,7 +9,7 @@
  * further. It is compiled into every build this Makefile makes (plain,
  * -O0, sanitizer): each check is one compare on a path that is not hot.
  * Building with -DNDEBUG compiles every check out (the condition is not
- * evaluated: no side effects in it). test/wcd_state.c shows one firing. Library code asserts only what its
+ * evaluated: no side effects in it). test/wcd/wcd_state.c shows one firing. Library code asserts only what its
  * own code guarantees, never what a caller or a peer sends (those are
  * errors with a message).
  */

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Writes reference safetensors files with the reference writers, for
-test/st_reference.sh to parse with our strict C parser.
+test/proto/st_reference.sh to parse with our strict C parser.
 
 Needs torch, safetensors, transformers and xxhash (the GPU machine has them;
 this checkout's build machine does not). Run from the repository root:

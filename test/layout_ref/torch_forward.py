@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: MIT
 """The tensor-parallel forward of a tiny Llama or Mixtral in torch, one rank
-of it: comm is torch.distributed (bench/gpu_tp_nccl.py, one process per
+of it: comm is torch.distributed (bench/gpu/gpu_tp_nccl.py, one process per
 GPU, NCCL) or ThreadComm (test/py/test_gpu_layout_forward.py: every rank a
 thread of one process). attach() reads a rank's served tensors from a wcd
 through libwcache (ctypes); on the CUDA backend its device pointers are

@@ -2,7 +2,7 @@
 /*
  * libwcache internals shared by its .c files (not installed). Internal
  * non-static functions use the wc__ prefix. The files call only the ones
- * below them (test/lib_deps.sh checks):
+ * below them (test/make/lib_deps.sh checks):
  *   connect.c    wc_connect, wc_close (which detaches what is attached)
  *   attach.c     wc_attach, wc_manifest, wc_detach (pools, import)
  *   life.c       SLEEP, WAKE, UPDATE

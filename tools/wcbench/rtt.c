@@ -5,7 +5,7 @@
  * Two clients, chosen so that the client is not what gets measured:
  *   - blocking (the default for one connection at depth 1): write the frame,
  *     read the reply; two system calls per round trip, the same as the
- *     socketpair floor (bench/pingpong_floor.c), so the difference between
+ *     socketpair floor (bench/host/pingpong_floor.c), so the difference between
  *     the two is the daemon.
  *   - uring (the default otherwise): every connection in one io_uring, one
  *     recv always armed per connection, sends queued as replies arrive, the

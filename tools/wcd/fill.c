@@ -459,7 +459,7 @@ static void fill_groups(struct fill *f)
 	}
 }
 
-/* Test hook (test/wcd_load_stop.sh): with WCD_TEST_STALL_AT=fill, the
+/* Test hook (test/wcd/wcd_load_stop.sh): with WCD_TEST_STALL_AT=fill, the
  * first worker writes one byte to the FIFO WCD_TEST_STALL_FIFO (whoever
  * reads it knows that the fill has begun), and every worker waits before
  * its first claim until the loop asks them to stop: a load that is still

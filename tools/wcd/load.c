@@ -328,7 +328,7 @@ static void alias_hashes(struct wcd_version *v)
 /* Padded entries: the rows past the real ones must read as zeros. Host
  * pools are fresh memfds, whose pages read as zeros; device memory is
  * whatever it was, so the backend zeroes it. WCD_TEST_DIRTY_POOLS=1 (for
- * test/gpu_e2e) first fills every device pool with 0xa5, so that a
+ * test/gpu/gpu_e2e) first fills every device pool with 0xa5, so that a
  * missing zeroing shows even where the driver hands out clean memory. */
 static int zero_padding(struct wcd *d, struct wcd_version *v, char *err)
 {

@@ -7,7 +7,7 @@
  * (CPU, memory, descriptors, start time), read from /proc/self. Rendered on each scrape from the daemon's own state (one pass
  * over the clients: O(clients)) and the counters of metrics.h; nothing is
  * kept between scrapes. promtool check metrics passes on the output
- * (test/metrics_scrape.sh).
+ * (test/wcd/metrics_scrape.sh).
  */
 #include <dirent.h>
 #include <errno.h>

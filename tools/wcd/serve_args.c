@@ -10,7 +10,7 @@
  * one start only are left out: --model and the tp/pp rank (the ready
  * file's own keys), --device, --runtime-dir, --force, --force-wait,
  * --takeover, --takeover-verify. A new option that shapes serving adds
- * one line below (and a word to test/handover_reload.sh).
+ * one line below (and a word to test/wcd/handover_reload.sh).
  * Paths are absolute (main.c makes them so), since the next daemon may
  * start in another directory.
  */

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * wcd, the rank daemon: internals shared by its files. Calls go one way,
- * top to bottom (test/wcd_deps.sh fails on a circle, and on a file this
+ * top to bottom (test/wcd/wcd_deps.sh fails on a circle, and on a file this
  * map does not name):
  *
  *   main.c      options, start-up order, signals, shutdown; wires the hooks

@@ -79,7 +79,7 @@ static const struct preset presets[] = {
 	  "DeepSeek-V3: MLA, 1 dense + 1 MoE layer, 5 experts + 1 shared, block FP8" },
 	/* the real model's names and counts, tiny dimensions: 45,395 tensors
 	 * (45,633 served with the layout's views), a few MB; what the Python
-	 * package's lazy Model is measured on (bench/py_lazy.py) */
+	 * package's lazy Model is measured on (bench/py/py_lazy.py) */
 	{ "deepseek-v3-shape", F_DEEPSEEK_V3, "DeepseekV3ForCausalLM", "deepseek_v3", 64, 128, 61, 8, 8, 0, 1024, false, 10000.0,
 	  256, 16, 8, 1, 3, 32, 16, 8, 8, 8, NULL,
 	  "DeepSeek-V3's names and counts with tiny dimensions: 61 layers (3 dense), 256 experts + 1 shared, MLA; 45,395 tensors, bf16" },

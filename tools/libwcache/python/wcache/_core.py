@@ -542,7 +542,7 @@ class Model(collections.abc.Mapping):
     an engine that binds a few hundred of a DeepSeek-V3 rank's 45,633
     tensors (the stacked expert views: load_into asks for the names the
     module binds) makes those alone. made counts the tensors this Model
-    has made (tests, bench/py_lazy.py)."""
+    has made (tests, bench/py/py_lazy.py)."""
 
     def __init__(self, lease, writable, framework, times):
         self._lease = lease
@@ -902,7 +902,7 @@ class Model(collections.abc.Mapping):
         that (here, torch 1.13, llama-1b's 179 tensors: 1.4-1.6 ms made
         and used against 1.9-2.1 one each), so the first attach makes the
         plan (_PLAN_FIRST; False: one view each at the first, the plan at
-        the second, as before: bench/py_start.py's -each variants), and
+        the second, as before: bench/py/py_start.py's -each variants), and
         the later ones (a re-attach, the next version after an update)
         use it."""
         box = self._plan_box    # shared by the Models of one table (_table)

@@ -1,0 +1,132 @@
+#!/usr/bin/env bash
+# The libraries' files depend one way (issue 28, item 4): proto/'s modules
+# in the order of proto/README.md (base, wire, model, plan: a module
+# includes and calls only itself and the modules before it), and within
+# each proto module, gpu/ and tools/libwcache no circle among the files,
+# by #include (from the sources) and by call (an edge A -> B when A.o uses
+# a symbol B.o defines, as test/wcd/wcd_deps.sh reads them; a call through a
+# table of function pointers, gpu's backend table, is no edge).
+#
+# First it proves itself: two objects that call each other, and two headers
+# that include each other, must be found.
+. "$(dirname "$0")/../lib/lib.sh"
+command -v nm >/dev/null || skip "nm (binutils) is not installed"
+command -v tsort >/dev/null || skip "tsort (coreutils) is not installed"
+
+MODS="base wire model plan"
+
+# sym_edges OBJ...: "A B sym" for every symbol A.o uses that B.o defines
+sym_edges() {
+	local o
+	for o in "$@"; do
+		nm --defined-only "$o" | awk -v f="$(basename "$o" .o)" \
+			'$2 ~ /^[TDBRC]$/ { print "D", f, $3 }'
+		nm -u "$o" | awk -v f="$(basename "$o" .o)" '{ print "U", f, $2 }'
+	done | awk '$1 == "D" { def[$3] = $2; next }
+		    { use[NR] = $2 " " $3 }
+		    END { for (i in use) { split(use[i], a, " ");
+			  if (a[2] in def && def[a[2]] != a[1])
+				print a[1], def[a[2]], a[2] } }' | sort -u
+}
+
+# inc_edges FILE...: "A B" for every #include "B" of A that is one of FILE
+inc_edges() {
+	local f names=" "
+	for f in "$@"; do names+="$(basename "$f") "; done
+	for f in "$@"; do
+		sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f" | while read -r h; do
+			[[ $names == *" $h "* ]] && echo "$(basename "$f") $h"
+		done
+	done | sort -u
+}
+
+# acyclic WHAT: reads "A B ..." lines; 0 when they form no circle, else
+# prints the loop tsort names and returns 1
+acyclic() {
+	local e out
+	e=$(cat)
+	[ -n "$e" ] || return 0
+	out=$(awk '$1 != $2 { print $1, $2 }' <<<"$e" | tsort 2>&1 >/dev/null) || true
+	[ -z "$out" ] && return 0
+	echo "$1: $out"
+	echo "the edges (from to [symbol]):"
+	echo "$e"
+	return 1
+}
+
+d=$(tmpdir)
+trap 'rm -rf "$d"' EXIT
+printf 'int b(int);\nint a(int x) { return x ? b(x - 1) : 0; }\n' >"$d/a.c"
+printf 'int a(int);\nint b(int x) { return a(x); }\n' >"$d/b.c"
+for f in a b; do cc -c -o "$d/$f.o" "$d/$f.c" || fail "cc $f.c"; done
+sym_edges "$d/a.o" "$d/b.o" | acyclic planted >/dev/null && fail "a call circle a <-> b was not found"
+printf '#include "y.h"\n' >"$d/x.h"
+printf '#include "x.h"\n' >"$d/y.h"
+inc_edges "$d/x.h" "$d/y.h" | acyclic planted >/dev/null && fail "an include circle x.h <-> y.h was not found"
+sym_edges "$d/a.o" | acyclic alone >/dev/null || fail "one object alone is no circle"
+
+top=$WC_TOP
+obj=$WC_TOP/$BUILD/obj
+# objects of DIR's sources (stale ones are left out)
+objs() {
+	local c
+	for c in "$top/$1"/*.c; do
+		if [ ! -f "$obj/$1/$(basename "$c" .c).o" ]; then
+			# gpu/ builds either cuda*.c or nocuda.c (the Makefile's CUDA)
+			case $1/$(basename "$c") in gpu/cuda*.c|gpu/nocuda.c) continue ;; esac
+			fail "$obj/$1/$(basename "$c" .c).o is not built (make first)"
+		fi
+		echo "$obj/$1/$(basename "$c" .c).o"
+	done
+	for c in "$top/$1"/*.cu; do
+		[ -f "$c" ] && [ -f "$obj/$1/$(basename "$c").o" ] && echo "$obj/$1/$(basename "$c").o"
+	done
+	return 0
+}
+
+# proto: every header a module's file includes is its own or an earlier
+# module's; every call goes to its own module or an earlier one
+declare -A mod_of rank
+i=0
+for m in $MODS; do
+	[ -d "$top/proto/$m" ] || fail "proto/$m is missing (proto/README.md lists the modules)"
+	rank[$m]=$i; i=$((i + 1))
+	for f in "$top/proto/$m"/*.[ch]; do mod_of[$(basename "$f")]=$m; done
+done
+for f in "$top"/proto/*.[ch]; do
+	[ -e "$f" ] && fail "proto/$(basename "$f") is outside the modules: move it into one of proto/{${MODS// /,}}"
+done
+n=0
+for m in $MODS; do
+	for f in "$top/proto/$m"/*.[ch]; do
+		n=$((n + 1))
+		while read -r h; do
+			hm=${mod_of[$h]:-}
+			[ -n "$hm" ] || continue
+			[ "${rank[$hm]}" -le "${rank[$m]}" ] ||
+				fail "proto/$m/$(basename "$f") includes $h of proto/$hm, a module after $m (proto/README.md has the order)"
+		done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f")
+	done
+done
+inc_edges "$top"/proto/*/*.[ch] | acyclic "proto includes" || fail "an include circle among proto/'s headers (above)"
+all=()
+for m in $MODS; do mapfile -t -O "${#all[@]}" all < <(objs "proto/$m"); done
+while read -r a b s; do
+	ma=${mod_of[$a.c]:-} mb=${mod_of[$b.c]:-}
+	[ -n "$ma" ] && [ -n "$mb" ] || continue
+	[ "${rank[$mb]}" -le "${rank[$ma]}" ] ||
+		fail "proto/$ma/$a.c calls $s of proto/$mb/$b.c, a module after $ma (proto/README.md has the order)"
+done < <(sym_edges "${all[@]}")
+for m in $MODS; do
+	mapfile -t o < <(objs "proto/$m")
+	sym_edges "${o[@]}" | acyclic "proto/$m" || fail "a call circle among proto/$m's files (above)"
+done
+
+# gpu/ and tools/libwcache: no circle, by call and by include
+for dir in gpu tools/libwcache; do
+	mapfile -t o < <(objs "$dir")
+	[ "${#o[@]}" -gt 1 ] || fail "no objects of $dir found"
+	sym_edges "${o[@]}" | acyclic "$dir" || fail "a call circle among $dir's files (above): move the shared part down or call up through a table"
+	inc_edges "$top/$dir"/*.[ch] | acyclic "$dir includes" || fail "an include circle among $dir's headers (above)"
+done
+echo "proto: $n files in 4 modules, one way; gpu, tools/libwcache: no circle"
