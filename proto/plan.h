@@ -3,7 +3,7 @@
  * Layouts and the per-rank plan (prefix plan_): which tensors a rank serves,
  * where each one's bytes come from, and where they lie in the pools.
  *
- * A layout is text (README "Layouts" has the grammar with examples): the
+ * A layout is text (proto/layouts/README.md has the grammar with examples): the
  * presets proto/layouts/<family>.layout and the --rules / --layout files
  * share it. Lines, '#' comments, blank lines allowed:
  *
