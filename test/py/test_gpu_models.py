@@ -52,7 +52,7 @@ class GpuDaemon:
 
 
 def served_logits(model_dir, rundir, arch):
-    """The README's example: connect, attach, meta init, load_into, run."""
+    """The package README's example: connect, attach, meta init, load_into, run."""
     conn = wcache.connect(device="0", runtime_dir=rundir)
     served = conn.attach(model_dir=model_dir)              # torch tensors on cuda:0
     cfg = transformers.AutoConfig.from_pretrained(model_dir)

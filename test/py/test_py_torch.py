@@ -420,16 +420,37 @@ def test_ctypes_mirrors_wcache_h(tmp_path):
             assert int(got["%s.%s" % (cname, f)]) == getattr(py, f).offset, (cname, f)
 
 
+def python_readme():
+    from conftest import WC_TOP
+    return open(os.path.join(WC_TOP, "tools", "libwcache", "python", "README.md")).read()
+
+
+def python_blocks(text):
+    return [b[:b.index("```")] for b in text.split("```python\n")[1:]]
+
+
+def test_readme_dropin_is_the_packages():
+    """The top-level README's Python one-liner (the block that
+    test_gpu_dropin.py runs as written) is the package README's drop-in,
+    its first example, character for character."""
+    from conftest import WC_TOP
+    top = open(os.path.join(WC_TOP, "README.md")).read()
+    sec = top[top.index("## From Python / PyTorch"):]
+    want = python_blocks(sec)[0]
+    assert "wcache.transformers.from_pretrained(" in want
+    sec = python_readme()
+    sec = sec[sec.index("## Drop-in: wcache.transformers.from_pretrained"):]
+    assert python_blocks(sec)[0] == want
+
+
 def test_readme_example_is_the_gpu_test():
-    """README's "From Python / PyTorch" example is the code that
+    """The package README's load_into example is the code that
     test_gpu_models.py runs (served_logits), line for line."""
     import textwrap
     from conftest import WC_TOP
-    readme = open(os.path.join(WC_TOP, "README.md")).read()
-    sec = readme[readme.index("## From Python / PyTorch"):]
-    # the meta-init example's block (the section leads with the drop-in's)
-    blocks = [b[:b.index("```")] for b in sec.split("```python\n")[1:]]
-    block = next(b for b in blocks if "wcache.torch.init_empty" in b)
+    readme = python_readme()
+    sec = readme[readme.index("## Binding a module built on meta: load_into"):]
+    block = next(b for b in python_blocks(sec) if "wcache.torch.init_empty" in b)
     src = open(os.path.join(WC_TOP, "test", "py", "test_gpu_models.py")).read()
     body = src[src.index("def served_logits"):]
     body = body[body.index("\n") + 1:body.index("    return ")]
@@ -438,13 +459,12 @@ def test_readme_example_is_the_gpu_test():
 
 
 def test_readme_quickest_start_is_the_gpu_test():
-    """README's quickest engine start (under the module cache) is what
-    test_gpu_models.py's restart process runs, line for line."""
+    """The package README's quickest engine start (under the module cache)
+    is what test_gpu_models.py's restart process runs, line for line."""
     from conftest import WC_TOP
-    readme = open(os.path.join(WC_TOP, "README.md")).read()
-    sec = readme[readme.index("- **Module cache (restarts).**"):]
-    block = sec[sec.index("```python\n") + 10:]
-    block = block[:block.index("```")]
+    readme = python_readme()
+    sec = readme[readme.index("## Module cache (restarts)"):]
+    block = python_blocks(sec)[0]
     src = open(os.path.join(WC_TOP, "test", "py", "test_gpu_models.py")).read()
     body = src[src.index("# README's quickest start"):src.index("# end of README's")]
     body = body[body.index("\n") + 1:]

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /* Embedding the reactor in an engine's own poll() loop: rx_loop_fd polls
  * readable when completions wait, rx_run_once(0) handles them. The marked
- * region is quoted verbatim in README.md (checked by test/reactor/rx_readme.sh). */
+ * region is quoted verbatim in reactor/README.md (checked by
+ * test/reactor/rx_readme.sh). */
 #include <poll.h>
 #include <unistd.h>
 

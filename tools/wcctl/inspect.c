@@ -39,7 +39,7 @@ static void inspect_usage(FILE *f)
 		"every shard header) and prints a summary, or the rejection (exit 1).\n"
 		"With --tp-size or --ep-size: prints each rank's layout instead (every\n"
 		"served tensor, its shape, its source rows or columns, the fused views),\n"
-		"as wcd would serve it, without loading anything (README \"Layouts\").\n\n"
+		"as wcd would serve it, without loading anything (proto/plan/layouts/README.md).\n\n"
 		"  --hashes   read every tensor and print its XXH3-128 (as xxhsum -H2 prints it)\n"
 		"  --json     one JSON object instead of text\n"
 		"  --rank R   only rank R (tp rank R %% tp, ep rank R %% ep)\n"

@@ -49,4 +49,4 @@ for t in wcd.8 wcctl.8 wcattach.1 wcgen.1 wcbench.1; do
 }.BR ${t%.*} (${t##*.})"
 done
 printf '.SH SEE ALSO\n%s\n' "$see"
-printf '.PP\nThe README and the tools/dist/ directory of the wcache sources.\n'
+printf '.PP\nThe README.md of the wcache sources, and those of tools/wcd/, tools/wcctl/\nand tools/dist/ for the details.\n'

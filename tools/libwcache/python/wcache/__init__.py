@@ -12,8 +12,8 @@
 
 Pure Python over libwcache.so (ctypes) with DLPack hand-off; see
 wcache.torch.load_into for binding a meta-initialised nn.Module, and the
-top-level README ("From Python / PyTorch") for the lifetime and read-only
-rules.
+package's README.md (tools/libwcache/python) for the lifetime and
+read-only rules.
 """
 from ._core import (Connection, LifeResult, Model, Notice,
                     PendingModel, ReadOnlyWarning,
