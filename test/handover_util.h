@@ -15,6 +15,7 @@
 #include <sys/sysmacros.h>
 
 #include "client_util.h"
+#include "compat.h"
 
 static inline bool fd_readable(int fd, int ms)
 {
@@ -30,7 +31,7 @@ static inline siginfo_t wait_end(struct e2e *x, pid_t pid, int ms,
 				 const char *what, bool keep)
 {
 	siginfo_t si = { 0 };
-	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	int fd = rx_pidfd_open(pid);
 
 	T_ASSERT(fd >= 0);
 	if (!fd_readable(fd, ms)) {
