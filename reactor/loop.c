@@ -51,14 +51,15 @@ int rx_loop_init(struct rx_loop *loop, unsigned entries)
 /* Cancels every active operation and runs the loop until their callbacks
  * have all run (bounded by RX_CLOSE_DRAIN_MS: an io-wq read of a slow disk
  * cannot be interrupted), then closes the ring. Starting operations from the
- * callbacks it runs fails with -ESHUTDOWN. */
+ * callbacks it runs fails with -ESHUTDOWN. A pool's threads would post to a
+ * wake-up that is gone: an open pool makes it -EBUSY at once. */
 int rx_loop_close(struct rx_loop *loop)
 {
 	uint64_t give_up_ns;
 	struct rx_op *op;
 	int ret;
 
-	if (loop->in_run)
+	if (loop->in_run || loop->pools)
 		return -EBUSY;
 	loop->closing = true;
 	for (op = loop->ops; op; op = op->next)
@@ -370,11 +371,16 @@ bool rx_loop_in_callback(const struct rx_loop *loop)
 	return loop->in_run > 0;
 }
 
+bool rx_loop_alive(const struct rx_loop *loop)
+{
+	return loop->active > loop->unref;
+}
+
 int rx_run(struct rx_loop *loop)
 {
 	int ret = 0;
 
-	while (!loop->stop && loop->active) {
+	while (!loop->stop && rx_loop_alive(loop)) {
 		ret = rx_run_once(loop, -1);
 		if (ret < 0)
 			break;

@@ -16,7 +16,8 @@
  * the size given to rx_loop_init (requests past it are flushed, then queued);
  * the completion queue is four times that.
  *
- * Threads: everything but rx_wake_post runs in the loop's thread. Callbacks
+ * Threads: everything but rx_wake_post (and the work functions of a worker
+ * pool, on the pool's threads) runs in the loop's thread. Callbacks
  * may start, restart and cancel operations, but must not call rx_run,
  * rx_run_once or rx_loop_close (the loop is not re-entrant: those return
  * -EBUSY from a callback; rx_loop_in_callback() says whether the thread is
@@ -41,6 +42,7 @@
 #define WCREACTOR_H
 
 #include <liburing.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -105,6 +107,8 @@ struct rx_loop {
 	/* internal */
 	unsigned cq_entries;
 	unsigned in_run;    /* nesting guard */
+	unsigned unref;     /* active ops that keep no rx_run going (idle pools) */
+	unsigned pools;     /* worker pools open on this loop */
 	struct rx_op *ops;  /* active operations, for rx_loop_close */
 };
 
@@ -117,11 +121,16 @@ struct rx_loop {
 int rx_loop_init(struct rx_loop *loop, unsigned entries);
 /* Cancels every pending operation, runs their callbacks with -ECANCELED,
  * and tears the ring down. Returns -EBUSY (and leaves the ring open) if some
- * operation could not be drained within 5 s or when called from a callback;
- * 0 when nothing is left open. */
+ * operation could not be drained within 5 s, when called from a callback, or
+ * while a worker pool is open (rx_pool_close it first); 0 when nothing is
+ * left open. */
 int rx_loop_close(struct rx_loop *loop);
-/* Runs until rx_loop_stop() or until no operation is active. */
+/* Runs until rx_loop_stop() or until the loop is not alive (below). */
 int rx_run(struct rx_loop *loop);
+/* Whether some operation is active that keeps rx_run going: every active
+ * operation does, but the wake-up of a worker pool with no job pending. An
+ * engine that drives the loop itself tests this, not loop->active. */
+bool rx_loop_alive(const struct rx_loop *loop);
 /* Submits, waits up to timeout_ms for a completion (0: do not wait, -1: wait
  * forever), handles the whole batch. Returns the number of completions
  * handled, or -errno. */
@@ -385,6 +394,106 @@ void rx_wake_post(struct rx_wake *w, struct rx_wake_node *node);
  * then cb runs once more with node == NULL: the eventfd is closed and w may
  * be freed. Posting after rx_wake_close is a caller bug. */
 int rx_wake_close(struct rx_wake *w);
+
+/* --- a bounded worker pool: work off the loop, completions on it ----------
+ *
+ * libuv's uv_queue_work: a job's work function runs on one of the pool's
+ * threads, then its after function runs on the loop's thread, delivered
+ * through the pool's own rx_wake (one eventfd; the wake-up batching of
+ * rx_wake_post). Use it for work that blocks or computes (hashing, a fill
+ * worker that copies for a whole load), never for I/O the ring can do.
+ *
+ * Ownership: the pool and every rx_work are the caller's (zeroed before first
+ * use, = { 0 }); a job's rx_work must stay alive and untouched from
+ * rx_queue_work until its after function has been called. After may free or
+ * queue it again (or queue other work).
+ *
+ * Threads: rx_pool_init, rx_queue_work, rx_cancel_work and rx_pool_close are
+ * called on the loop's thread; work runs on a pool thread; after runs on the
+ * loop's thread, from a callback of the loop (so it may do what any callback
+ * may: start operations, queue and cancel work; not close the pool or drive
+ * the loop). Threads start lazily, one whenever a job is queued while no
+ * thread is idle, up to threads_max; they then stay until rx_pool_close.
+ * They run with every signal blocked (signals go to the loop's signalfd).
+ *
+ * Bounds: at most threads_max (<= RX_POOL_THREADS_MAX) jobs run at once and
+ * at most queue_max wait to start (rx_queue_work returns -EAGAIN beyond);
+ * nothing is allocated per job. The order in which jobs start is the order
+ * they were queued; the order in which they finish and their after functions
+ * run is not promised.
+ *
+ * Liveness: while any job is pending (queued, running, or its after not yet
+ * called) the pool keeps rx_run going, as an active operation does; an idle
+ * pool does not (rx_loop_alive). */
+#define RX_POOL_THREADS_MAX 64
+
+struct rx_work;
+struct rx_pool;
+/* Runs on a pool thread; must not call the reactor (but rx_wake_post). */
+typedef void (*rx_work_fn)(struct rx_work *w);
+/* Runs on the loop's thread: status 0 after work ran, or -ECANCELED when the
+ * job was cancelled (rx_cancel_work, rx_pool_close) before it started. */
+typedef void (*rx_after_work_fn)(struct rx_work *w, int status);
+
+struct rx_work {
+	struct rx_wake_node node; /* internal: the completion's hand-over */
+	void *data;               /* the caller's */
+	struct rx_pool *pool;
+	rx_work_fn work;
+	rx_after_work_fn after;
+	/* internal, under the pool's mutex */
+	struct rx_work *next, *prev; /* the queue of jobs not yet started */
+	uint8_t state;
+	int status;
+};
+
+struct rx_pool {
+	struct rx_loop *loop;
+	unsigned threads_max;
+	unsigned queue_max;
+	unsigned pending;   /* jobs queued and not yet after'd (loop thread) */
+	/* internal */
+	struct rx_wake wake;
+	bool reffed;        /* the wake counts for rx_run (pending > 0) */
+	bool wake_closed;
+	bool closing;       /* also read by the threads, under mu */
+	pthread_mutex_t mu;
+	pthread_cond_t cond;  /* a job was queued, or closing */
+	struct rx_work *head, *tail;
+	unsigned queued;    /* jobs waiting to start */
+	unsigned idle;      /* threads waiting for a job */
+	unsigned threads;   /* threads started */
+	pthread_t tids[RX_POOL_THREADS_MAX];
+};
+
+/* Sets the pool up on loop (no thread starts yet). threads_max: 1 to
+ * RX_POOL_THREADS_MAX; queue_max: at least 1. Returns 0 or -errno (-EINVAL
+ * for a bound out of range, -ESHUTDOWN when the loop is closing). */
+int rx_pool_init(struct rx_pool *p, struct rx_loop *loop,
+		 unsigned threads_max, unsigned queue_max);
+/* Queues w: work(w) will run on a pool thread, then after(w, 0) on the
+ * loop (after may be NULL). Starts a thread when none is idle and fewer than
+ * threads_max run. Returns 0; -EAGAIN when queue_max jobs already wait to
+ * start; -EBUSY when w is pending already; -EINVAL for a NULL work;
+ * -ESHUTDOWN once rx_pool_close has begun; or a pthread_create error when
+ * the pool has no thread at all and could not start one. */
+int rx_queue_work(struct rx_pool *p, struct rx_work *w, rx_work_fn work,
+		  rx_after_work_fn after);
+/* Takes w out of the queue if it has not started: returns 0, and after(w,
+ * -ECANCELED) comes later from the loop (never inside this call). -EBUSY:
+ * w is running, done, or already cancelled (its after is still to come);
+ * -ENOENT: w is not pending. */
+int rx_cancel_work(struct rx_work *w);
+/* Cancels every job that has not started, waits for the running ones to
+ * return (a long-running job must be told to stop by its own means first),
+ * joins the threads, and runs every after function still due -- with
+ * -ECANCELED for the cancelled, 0 for the others -- on the loop's thread
+ * before it returns: it drives the loop (rx_run_once) for that, so other
+ * operations' callbacks may run inside it too. Must not be called from a
+ * callback (asserted). rx_queue_work fails with -ESHUTDOWN from the first
+ * moment of the close on, from the after functions too. p may be freed on
+ * return. */
+void rx_pool_close(struct rx_pool *p);
 
 /* --- signals through signalfd --------------------------------------------- */
 

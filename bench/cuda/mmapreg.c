@@ -9,7 +9,8 @@
  * staged loader's rate: pinning and unpinning 16 GB take 0.3 s each.
  *
  * Not built by make (it calls the CUDA runtime directly, which only gpu/
- * may): gcc -O2 -I/usr/local/cuda/include -o mmapreg bench/cuda/mmapreg.c \
+ * may): gcc -O2 -I/usr/local/cuda/include -Itools/common -o mmapreg \
+ *	bench/cuda/mmapreg.c tools/common/clock.c \
  *	-L/usr/local/cuda/lib64 -lcudart_static -lpthread -ldl -lrt
  * Usage: mmapreg CHUNK_MIB DEPTH FLAGS FILE...
  */
@@ -23,7 +24,8 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now(void){struct timespec t;clock_gettime(CLOCK_MONOTONIC,&t);return t.tv_sec+t.tv_nsec/1e9;}
+#include "clock.h"
+
 #define CK(x) do { cudaError_t e_ = (x); if (e_) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1);} } while (0)
 
 int main(int argc, char **argv)
@@ -44,7 +46,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < 256; i++) CK(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
 	for (int f = 0; f < nf; f++) { struct stat sb; stat(argv[4 + f], &sb); total += sb.st_size; }
 	CK(cudaMalloc((void **)&dev, total + (64 << 20)));
-	t0 = now();
+	t0 = clock_secs();
 	for (int f = 0; f < nf; f++) {
 		int fd = open(argv[4 + f], O_RDONLY);
 		struct stat sb; fstat(fd, &sb);
@@ -54,15 +56,15 @@ int main(int argc, char **argv)
 			size_t n = sb.st_size - o < chunk ? sb.st_size - o : chunk;
 			int s = k % depth;
 			if (k >= depth) {
-				double a = now();
+				double a = clock_secs();
 				CK(cudaEventSynchronize(ev[s]));
 				CK(cudaHostUnregister(ptr[s]));
-				tunreg += now() - a;
+				tunreg += clock_secs() - a;
 			}
-			double a = now();
+			double a = clock_secs();
 			cudaError_t e = cudaHostRegister(m + o, (n + 4095) & ~4095ul, cudaHostRegisterReadOnly);
 			if (e) { printf("cudaHostRegister of file pages: %s\n", cudaGetErrorString(e)); return 1; }
-			treg += now() - a;
+			treg += clock_secs() - a;
 			ptr[s] = m + o;
 			CK(cudaMemcpyAsync(dev + off, m + o, n, cudaMemcpyHostToDevice, st[k % 4]));
 			CK(cudaEventRecord(ev[s], st[k % 4]));
@@ -74,7 +76,7 @@ int main(int argc, char **argv)
 		CK(cudaEventSynchronize(ev[s]));
 		CK(cudaHostUnregister(ptr[s]));
 	}
-	t = now() - t0;
+	t = clock_secs() - t0;
 	printf("mmap+register: chunk %zu MiB depth %d populate %d: %zu bytes in %.3f s: %.2f GB/s (register %.3f s, wait+unregister %.3f s)\n",
 	       chunk >> 20, depth, flags & 1, total, t, total / t / 1e9, treg, tunreg);
 	return 0;

@@ -18,7 +18,8 @@
  *             printed too)
  *
  * Not built by make (it calls the CUDA runtime directly, which only gpu/
- * may): gcc -O2 -I/usr/local/cuda/include -o sleepcopy bench/cuda/sleepcopy.c \
+ * may): gcc -O2 -I/usr/local/cuda/include -Itools/common -o sleepcopy \
+ *	bench/cuda/sleepcopy.c tools/common/clock.c \
  *	-L/usr/local/cuda/lib64 -lcudart_static -lpthread -ldl -lrt
  * Usage: sleepcopy [GIB [THREADS]]   (default 16, 16)
  */
@@ -31,17 +32,11 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #define PIECE (2ull << 30)
 #define RING_SLOT (64ull << 20)
 #define RING_N 4
-
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); exit(1); } } while (0)
 
@@ -110,7 +105,7 @@ static void serial(int pre)
 {
 	int n = (int)(total / PIECE);
 	char *h[64];
-	double t0 = now();
+	double t0 = clock_secs();
 
 	for (int i = 0; i < n; i++) {
 		h[i] = map(PIECE);
@@ -119,7 +114,7 @@ static void serial(int pre)
 		CK(cudaHostRegister(h[i], PIECE, cudaHostRegisterDefault));
 		CK(cudaMemcpy(h[i], dev + i * PIECE, PIECE, cudaMemcpyDeviceToHost));
 	}
-	report(pre ? "prefault" : "serial", now() - t0);
+	report(pre ? "prefault" : "serial", clock_secs() - t0);
 	unmap_all(h, n, 1);
 }
 
@@ -150,7 +145,7 @@ static void pipeline(void)
 	int n = (int)(total / PIECE);
 	char *h[64];
 	pthread_t th;
-	double t0 = now();
+	double t0 = clock_secs();
 
 	for (int i = 0; i < n; i++) {
 		preps[i].done = 0;
@@ -167,7 +162,7 @@ static void pipeline(void)
 		CK(cudaMemcpy(h[i], dev + i * PIECE, PIECE, cudaMemcpyDeviceToHost));
 	}
 	pthread_join(th, NULL);
-	report("pipeline", now() - t0);
+	report("pipeline", clock_secs() - t0);
 	unmap_all(h, n, 1);
 }
 
@@ -194,7 +189,7 @@ static void ring(void)
 		CK(cudaEventCreate(&ev[i]));
 	}
 	CK(cudaStreamCreate(&st));
-	t0 = now();
+	t0 = clock_secs();
 	host = map(total);
 	for (size_t off = 0, k = 0; off < total; off += RING_SLOT, k++) {
 		int s = (int)(k % RING_N);
@@ -213,12 +208,12 @@ static void ring(void)
 		for (int i = 0; i < nthreads; i++)
 			pthread_join(th[i], NULL);
 	}
-	report("ring", now() - t0);
+	report("ring", clock_secs() - t0);
 	/* the wake from pageable memory */
-	t = now();
+	t = clock_secs();
 	CK(cudaMemcpy(dev, host, total, cudaMemcpyHostToDevice));
 	printf("          wake from that pageable copy: %.3f s, %.2f GB/s\n",
-	       now() - t, total / (now() - t) / 1e9);
+	       clock_secs() - t, total / (clock_secs() - t) / 1e9);
 	munmap(host, total);
 	for (int i = 0; i < RING_N; i++) {
 		cudaHostUnregister(slot[i]);
@@ -234,14 +229,14 @@ static void ceiling(void)
 	prefault(h, total);
 	CK(cudaHostRegister(h, total, cudaHostRegisterDefault));
 	for (int r = 0; r < 3; r++) {
-		t = now();
+		t = clock_secs();
 		CK(cudaMemcpy(h, dev, total, cudaMemcpyDeviceToHost));
-		report("ceiling", now() - t);
+		report("ceiling", clock_secs() - t);
 	}
-	t = now();
+	t = clock_secs();
 	CK(cudaMemcpy(dev, h, total, cudaMemcpyHostToDevice));
-	printf("          H2D from it: %.3f s, %.2f GB/s\n", now() - t,
-	       total / (now() - t) / 1e9);
+	printf("          H2D from it: %.3f s, %.2f GB/s\n", clock_secs() - t,
+	       total / (clock_secs() - t) / 1e9);
 	cudaHostUnregister(h);
 	munmap(h, total);
 }

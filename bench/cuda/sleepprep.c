@@ -36,7 +36,8 @@
  *               copied one sub-range at a time.
  *
  * Not built by make (it calls the CUDA runtime directly, which only gpu/
- * may): gcc -O2 -I/usr/local/cuda/include -o sleepprep bench/cuda/sleepprep.c \
+ * may): gcc -O2 -I/usr/local/cuda/include -Itools/common -o sleepprep \
+ *	bench/cuda/sleepprep.c tools/common/clock.c \
  *	-L/usr/local/cuda/lib64 -lcudart_static -lpthread -ldl -lrt
  * Usage: sleepprep [GIB]   (default 16; WARM_GIB=N in the environment;
  *        QUICK=1: the warm-up, the ceiling and wcd's way against the
@@ -54,6 +55,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23
 #endif
@@ -62,14 +65,6 @@
 #define HUGE (2ull << 20)
 #define NMAX 64
 #define SUBMAX 16
-
-static double now(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec + t.tv_nsec / 1e9;
-}
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_) { printf("%s: %s\n", #x, cudaGetErrorString(e_)); fflush(stdout); exit(1); } } while (0)
 
@@ -187,7 +182,7 @@ static int vmm_host_ok = 1;
 
 static void buf_prep(const struct way *w, struct buf *b)
 {
-	double t0 = now(), t1, t2;
+	double t0 = clock_secs(), t1, t2;
 	int r;
 
 	memset(b, 0, sizeof(*b));
@@ -209,7 +204,7 @@ static void buf_prep(const struct way *w, struct buf *b)
 			fflush(stdout);
 			exit(0);
 		}
-		t1 = now();
+		t1 = clock_secs();
 		if (Reserve(&va, PIECE, HUGE, 0, 0) || Map(va, PIECE, 0, b->h, 0)) {
 			printf("reserve/map of host VMM memory failed\n");
 			exit(1);
@@ -235,7 +230,7 @@ static void buf_prep(const struct way *w, struct buf *b)
 		b->vmm = 1;
 		b->t_map = 0;
 		b->t_touch = t1 - t0;      /* create */
-		b->t_reg = now() - t1;     /* reserve + map + access */
+		b->t_reg = clock_secs() - t1;     /* reserve + map + access */
 		return;
 	}
 	b->p = mmap(NULL, PIECE, PROT_READ | PROT_WRITE, MAP_PRIVATE |
@@ -245,7 +240,7 @@ static void buf_prep(const struct way *w, struct buf *b)
 		exit(1);
 	}
 	madvise(b->p, PIECE, MADV_HUGEPAGE);
-	t1 = now();
+	t1 = clock_secs();
 	if (w->populate == 2) {
 		r = on_threads(b->p, PIECE, w->touch ? w->touch : 1, OP_POPULATE);
 		if (r) {
@@ -255,7 +250,7 @@ static void buf_prep(const struct way *w, struct buf *b)
 	} else if (w->touch) {
 		on_threads(b->p, PIECE, w->touch, OP_TOUCH);
 	}
-	t2 = now();
+	t2 = clock_secs();
 	if (w->split) {
 		r = on_threads(b->p, PIECE, w->split, OP_REG);
 		if (r) {
@@ -265,28 +260,28 @@ static void buf_prep(const struct way *w, struct buf *b)
 	}
 	b->t_map = t1 - t0;
 	b->t_touch = t2 - t1;
-	b->t_reg = now() - t2;
+	b->t_reg = clock_secs() - t2;
 }
 
 static void buf_free(struct buf *b, double *unreg, double *unmap)
 {
-	double t = now();
+	double t = clock_secs();
 
 	if (b->vmm) {
 		Unmap((CUdeviceptr)(uintptr_t)b->p, PIECE);
 		AddrFree((CUdeviceptr)(uintptr_t)b->p, PIECE);
-		*unreg += now() - t;
-		t = now();
+		*unreg += clock_secs() - t;
+		t = clock_secs();
 		MemRelease(b->h);
-		*unmap += now() - t;
+		*unmap += clock_secs() - t;
 		return;
 	}
 	if (b->split)
 		on_threads(b->p, PIECE, b->split, OP_UNREG);
-	*unreg += now() - t;
-	t = now();
+	*unreg += clock_secs() - t;
+	t = clock_secs();
 	munmap(b->p, PIECE);
-	*unmap += now() - t;
+	*unmap += clock_secs() - t;
 }
 
 /* --- the ways of sleeping --------------------------------------------- */
@@ -341,13 +336,13 @@ static void *registrar(void *a)
 		int r;
 
 		await(&touched[k]);
-		t = now();
+		t = clock_secs();
 		r = on_threads(bufs[k].p, PIECE, cur->split, OP_REG);
 		if (r) {
 			printf("cudaHostRegister: %s\n", cudaGetErrorString(r));
 			exit(1);
 		}
-		bufs[k].t_reg = now() - t;
+		bufs[k].t_reg = clock_secs() - t;
 		if (cur->stages == 2) {
 			size_t per = (PIECE / cur->split + HUGE - 1) / HUGE * HUGE;
 
@@ -418,27 +413,27 @@ static double sleep_wcd(void)
 {
 	struct job jobs[2];
 	int next = 0;
-	double t0 = now(), t;
+	double t0 = clock_secs(), t;
 
 	for (int i = 0; i < npieces; i++) {
 		for (; next < npieces && next < i + 2; next++) {
 			jobs[next % 2].k = next;
 			pthread_create(&jobs[next % 2].th, NULL, job_fn, &jobs[next % 2]);
 		}
-		t = now();
+		t = clock_secs();
 		pthread_join(jobs[i % 2].th, NULL);
-		wait_s += now() - t;
-		t = now();
+		wait_s += clock_secs() - t;
+		t = clock_secs();
 		copy_piece(&bufs[i], i);
-		copy_s += now() - t;
+		copy_s += clock_secs() - t;
 	}
-	return now() - t0;
+	return clock_secs() - t0;
 }
 
 static double sleep_workers(const struct way *w)
 {
 	pthread_t th[NMAX];
-	double t0 = now(), t;
+	double t0 = clock_secs(), t;
 
 	int nth = w->stages ? 2 : w->workers;
 
@@ -454,20 +449,20 @@ static double sleep_workers(const struct way *w)
 			pthread_create(&th[i], NULL, worker, NULL);
 	}
 	for (int k = 0; k < npieces; k++) {
-		t = now();
+		t = clock_secs();
 		await(&ready[k]);
-		wait_s += now() - t;
-		t = now();
+		wait_s += clock_secs() - t;
+		t = clock_secs();
 		if (w->stages != 2)
 			copy_piece(&bufs[k], k);
-		copy_s += now() - t;
+		copy_s += clock_secs() - t;
 	}
 	if (w->stages == 2) {
-		t = now();
+		t = clock_secs();
 		CK(cudaStreamSynchronize(st));
-		copy_s += now() - t;
+		copy_s += clock_secs() - t;
 	}
-	t = now() - t0;
+	t = clock_secs() - t0;
 	for (int i = 0; i < nth; i++)
 		pthread_join(th[i], NULL);
 	return t;
@@ -506,7 +501,7 @@ static void run_way(const struct way *w)
 			mx = p;
 	}
 	ok = check_bytes() ? "bytes ok" : "BYTES WRONG";
-	wake = now();
+	wake = clock_secs();
 	for (int k = 0; k < npieces; k++)
 		if (bufs[k].split > 1)
 			copy_sub(dev + (size_t)k * PIECE, bufs[k].p, bufs[k].split,
@@ -514,7 +509,7 @@ static void run_way(const struct way *w)
 		else
 			CK(cudaMemcpy(dev + (size_t)k * PIECE, bufs[k].p, PIECE,
 				      bufs[k].vmm ? cudaMemcpyDefault : cudaMemcpyHostToDevice));
-	wake = now() - wake;
+	wake = clock_secs() - wake;
 	for (int k = 0; k < npieces; k++)
 		buf_free(&bufs[k], &ur, &um);
 	printf("%-30s %6.3f s %6.2f GB/s %5.2fx | prep/piece: map %.3f %s %.3f reg %.3f (max %.3f) | copy %.3f waited %.3f | wake H2D %.3f s (%.1f GB/s) | free: unreg %.3f unmap %.3f | %s\n",
@@ -564,7 +559,7 @@ static double multi(int nth, int op, int split)
 {
 	pthread_t th[NMAX];
 	struct multi m[NMAX];
-	double t = now();
+	double t = clock_secs();
 
 	for (int i = 0; i < nth; i++) {
 		m[i] = (struct multi){ i, nth, op, split };
@@ -572,7 +567,7 @@ static double multi(int nth, int op, int split)
 	}
 	for (int i = 0; i < nth; i++)
 		pthread_join(th[i], NULL);
-	return now() - t;
+	return clock_secs() - t;
 }
 
 static void unmap_all(void)
@@ -598,10 +593,10 @@ static void components(void)
 				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		madvise(bufs[k].p, PIECE, MADV_HUGEPAGE);
 	}
-	t = now();
+	t = clock_secs();
 	for (int k = 0; k < npieces; k++)
 		on_threads(bufs[k].p, PIECE, 16, OP_TOUCH);
-	line("touch, pieces one by one, 16 threads each", now() - t);
+	line("touch, pieces one by one, 16 threads each", clock_secs() - t);
 	line("register, 1 thread (touched pieces)", multi(1, OP_REG, 1));
 	line("unregister, 1 thread", multi(1, OP_UNREG, 1));
 	for (int n = 2; n <= 8; n *= 2) {
@@ -622,22 +617,22 @@ static void components(void)
 			       s, cudaGetErrorString(e1), cudaGetErrorString(e2));
 			cudaGetLastError();
 		}
-		t = now();
+		t = clock_secs();
 		for (int k = 0; k < npieces; k++)
 			copy_sub(bufs[k].p, dev + (size_t)k * PIECE, s, cudaMemcpyDeviceToHost);
 		snprintf(name, sizeof(name), "  D2H, 1 cudaMemcpy per sub-range (%d per piece)", s);
-		line(name, now() - t);
-		t = now();
+		line(name, clock_secs() - t);
+		t = clock_secs();
 		for (int k = 0; k < npieces; k++)
 			copy_sub(dev + (size_t)k * PIECE, bufs[k].p, s, cudaMemcpyHostToDevice);
 		snprintf(name, sizeof(name), "  H2D, 1 cudaMemcpy per sub-range (%d per piece)", s);
-		line(name, now() - t);
+		line(name, clock_secs() - t);
 		snprintf(name, sizeof(name), "unregister %d sub-ranges on %d threads", s, s);
 		line(name, multi(1, OP_UNREG, s));
 	}
-	t = now();
+	t = clock_secs();
 	unmap_all();
-	line("munmap of touched pieces, 1 thread", now() - t);
+	line("munmap of touched pieces, 1 thread", clock_secs() - t);
 
 	map_all(1);
 	multi(1, OP_REG, 1);
@@ -664,7 +659,7 @@ static void components(void)
 	map_all(0);
 	line("touch, pieces one by one, 8 threads each", multi(1, OP_TOUCH, 8));
 	multi(8, OP_UNMAP, 1);
-	t = now();
+	t = clock_secs();
 	for (int k = 0; k < npieces; k++) {
 		bufs[k].p = mmap(NULL, PIECE, PROT_READ | PROT_WRITE,
 				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
@@ -673,7 +668,7 @@ static void components(void)
 			exit(1);
 		}
 	}
-	line("mmap MAP_POPULATE (no THP: madvise comes after), 1 thread", now() - t);
+	line("mmap MAP_POPULATE (no THP: madvise comes after), 1 thread", clock_secs() - t);
 	line("  register of those (4 KiB pages), 1 thread", multi(1, OP_REG, 1));
 	multi(1, OP_UNREG, 1);
 	multi(8, OP_UNMAP, 1);
@@ -695,24 +690,24 @@ static void warm(size_t gib)
 			exit(1);
 		}
 		madvise(p, n, MADV_HUGEPAGE);
-		t = now();
+		t = clock_secs();
 		on_threads(p, n, 16, OP_TOUCH);
-		t = now() - t;
+		t = clock_secs() - t;
 		printf("warm-up %d: %zu GiB touched by 16 threads in %.3f s (%.2f GB/s)\n",
 		       r, n >> 30, t, n / t / 1e9);
-		t = now();
+		t = clock_secs();
 		for (size_t o = 0; o < n; o += PIECE)
 			CK(cudaHostRegister(p + o, PIECE, cudaHostRegisterDefault));
-		t = now() - t;
+		t = clock_secs() - t;
 		printf("          cudaHostRegister of them (2 GiB at a time, 1 thread): %.3f s (%.2f GB/s)\n",
 		       t, n / t / 1e9);
-		t = now();
+		t = clock_secs();
 		for (size_t o = 0; o < n; o += PIECE)
 			CK(cudaHostUnregister(p + o));
-		printf("          unregister %.3f s", now() - t);
-		t = now();
+		printf("          unregister %.3f s", clock_secs() - t);
+		t = clock_secs();
 		munmap(p, n);
-		printf(", munmap %.3f s\n", now() - t);
+		printf(", munmap %.3f s\n", clock_secs() - t);
 		fflush(stdout);
 	}
 }
@@ -722,19 +717,19 @@ static void ceiling(char *h)
 	double t, best = 1e9;
 
 	for (int r = 0; r < 3; r++) {
-		t = now();
+		t = clock_secs();
 		for (int k = 0; k < npieces; k++)
 			CK(cudaMemcpy(h + (size_t)k * PIECE, dev + (size_t)k * PIECE,
 				      PIECE, cudaMemcpyDeviceToHost));
-		t = now() - t;
+		t = clock_secs() - t;
 		if (t < best)
 			best = t;
 		printf("ceiling: D2H into %zu GiB registered before: %.3f s (%.2f GB/s)\n",
 		       total >> 30, t, total / t / 1e9);
 	}
-	t = now();
+	t = clock_secs();
 	CK(cudaMemcpy(dev, h, total, cudaMemcpyHostToDevice));
-	t = now() - t;
+	t = clock_secs() - t;
 	printf("ceiling: H2D from it: %.3f s (%.2f GB/s)\n", t, total / t / 1e9);
 	fflush(stdout);
 	if (!ceil_s || best < ceil_s)
@@ -798,13 +793,13 @@ int main(int argc, char **argv)
 	h = mmap(NULL, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	madvise(h, total, MADV_HUGEPAGE);
 	{
-		double t = now();
+		double t = clock_secs();
 
 		on_threads(h, total, 16, OP_TOUCH);
-		printf("ceiling's buffer: touch %.3f s", now() - t);
-		t = now();
+		printf("ceiling's buffer: touch %.3f s", clock_secs() - t);
+		t = clock_secs();
 		CK(cudaHostRegister(h, total, cudaHostRegisterDefault));
-		printf(", register (one range) %.3f s\n", now() - t);
+		printf(", register (one range) %.3f s\n", clock_secs() - t);
 	}
 	ceiling(h);
 	if (getenv("QUICK")) {

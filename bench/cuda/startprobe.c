@@ -30,7 +30,8 @@
  * more than a later one (a level-1 sleep's first host copy).
  *
  * Not built by make (it calls the CUDA runtime directly, which only gpu/
- * may): gcc -O2 -I/usr/local/cuda/include -o startprobe bench/cuda/startprobe.c \
+ * may): gcc -O2 -I/usr/local/cuda/include -Itools/common -o startprobe \
+ *	bench/cuda/startprobe.c tools/common/clock.c \
  *	-L/usr/local/cuda/lib64 -lcudart_static -lpthread -ldl -lrt
  * Usage: startprobe [NPOOLS [POOL_MIB]] (default 8 x 1915: llama-8b's pools)
  *        startprobe hold | startprobe touch GIB
@@ -47,23 +48,17 @@
 #include <time.h>
 #include <unistd.h>
 
-static double now_ms(void)
-{
-	struct timespec t;
-
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
-}
+#include "clock.h"
 
 static double T0, Tl;
 
 static void mark(const char *what)
 {
-	double t = now_ms();
+	double t = clock_secs() * 1e3;
 
 	printf("%-44s %8.2f ms  (at %8.2f ms)\n", what, t - Tl, t - T0);
 	fflush(stdout);
-	Tl = now_ms();
+	Tl = clock_secs() * 1e3;
 }
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { \
@@ -152,7 +147,7 @@ int main(int argc, char **argv)
 	double t;
 
 	clock_gettime(CLOCK_REALTIME, &rt);
-	T0 = Tl = now_ms();
+	T0 = Tl = clock_secs() * 1e3;
 	if (sp)
 		printf("%-44s %8.2f ms\n", "spawn -> main",
 		       (rt.tv_sec * 1e9 + rt.tv_nsec - atof(sp)) / 1e6);
@@ -174,12 +169,12 @@ int main(int argc, char **argv)
 			char *b = anon(len);
 
 			touch(b, len, 16);
-			t = now_ms();
+			t = clock_secs() * 1e3;
 			printf("round %d: %zu GiB fresh, touched by 16 threads: %.1f ms (%.2f GB/s)\n",
 			       r, len >> 30, t - Tl, len / (t - Tl) / 1e6);
 			Tl = t;
 			CK(cudaHostRegister(b, len, cudaHostRegisterDefault));
-			t = now_ms();
+			t = clock_secs() * 1e3;
 			printf("round %d: cudaHostRegister of them: %.1f ms\n", r, t - Tl);
 			Tl = t;
 			CK(cudaHostUnregister(b));
@@ -238,7 +233,7 @@ int main(int argc, char **argv)
 		CUdeviceptr p;
 		int fd;
 
-		t = now_ms();
+		t = clock_secs() * 1e3;
 		DK(MemCreate(&h, pool, &prop, 0));
 		DK(Reserve(&p, pool, gran, 0, 0));
 		DK(Map(p, pool, 0, h, 0));
@@ -249,7 +244,7 @@ int main(int argc, char **argv)
 		DK(Export(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
 		if (!dptr)
 			dptr = (char *)(uintptr_t)p;
-		printf("  pool %d (%zu MiB): %.2f ms\n", i, pool >> 20, now_ms() - t);
+		printf("  pool %d (%zu MiB): %.2f ms\n", i, pool >> 20, clock_secs() * 1e3 - t);
 	}
 	mark("pools (create+reserve+map+access+export)");
 	for (int i = 0; i < 12; i++) {
@@ -293,12 +288,12 @@ int main(int argc, char **argv)
 		size_t chunk = 128u << 20, tot = 4ul << 30;
 
 		if (npools * pool >= tot) {
-			t = now_ms();
+			t = clock_secs() * 1e3;
 			for (size_t o = 0, k = 0; o < tot; o += chunk, k++)
 				CK(cudaMemcpyAsync(dptr + k % (pool / chunk) * chunk, big + o % (1ul << 30),
 						   chunk, cudaMemcpyHostToDevice, st[k % 4]));
 			CK(cudaDeviceSynchronize());
-			t = now_ms() - t;
+			t = clock_secs() * 1e3 - t;
 			printf("H2D ceiling: %.2f GB/s (4 GiB, 128 MiB chunks, 4 streams)\n",
 			       tot / t / 1e6);
 		}

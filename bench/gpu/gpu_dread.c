@@ -26,16 +26,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #define QD_MAX 256
 #define FILES_MAX 4096
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {
@@ -82,7 +76,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "gpu_dread: io_uring: %s\n", strerror(-ret));
 		return 1;
 	}
-	t0 = now_s();
+	t0 = clock_secs();
 	for (;;) {
 		/* fill every free slot with the next chunk */
 		while (inflight < qd && cur < nfiles) {
@@ -113,7 +107,7 @@ int main(int argc, char **argv)
 			done++;
 		}
 	}
-	dt = now_s() - t0;
+	dt = clock_secs() - t0;
 	printf("%s read, %u files, QD %u x %u MiB: %llu bytes in %.3f s: %.2f GB/s\n",
 	       oflags & O_DIRECT ? "O_DIRECT" : "buffered", nfiles, qd, chunk_mib, (unsigned long long)total, dt, total / dt / 1e9);
 	for (i = 0; i < nfiles; i++)

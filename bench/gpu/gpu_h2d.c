@@ -23,19 +23,12 @@
 #include <xxhash.h>
 
 #include "gpu.h"
+#include "clock.h"
 
 #define STAGE_BYTES (1ull << 30)
 #define POOL_BYTES (4ull << 30)
 
 static atomic_long done_n;
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void on_done(void *arg, int res)
 {
@@ -56,7 +49,7 @@ static double h2d(const struct gpu_backend *be, struct gpu_dev *dev,
 	int ret;
 
 	atomic_store(&done_n, 0);
-	t0 = now_s();
+	t0 = clock_secs();
 	for (i = 0; i < n; i++) {
 		while ((long)i - atomic_load(&done_n) >= (long)inflight)
 			;
@@ -72,7 +65,7 @@ static double h2d(const struct gpu_backend *be, struct gpu_dev *dev,
 	}
 	while (atomic_load(&done_n) < (long)n)
 		;
-	return n * chunk / (now_s() - t0) / 1e9;
+	return n * chunk / (clock_secs() - t0) / 1e9;
 }
 
 static unsigned char *hash_buf;
@@ -84,7 +77,7 @@ static void *hash_thread(void *arg)
 {
 	uint64_t bytes = 0, piece = 64ull << 20, off = 0;
 	volatile uint64_t sink = 0;
-	double t0 = now_s();
+	double t0 = clock_secs();
 
 	(void)arg;
 	do {
@@ -94,7 +87,7 @@ static void *hash_thread(void *arg)
 		bytes += piece;
 		off = (off + piece) % STAGE_BYTES;
 	} while (!atomic_load(&hash_stop) || bytes < STAGE_BYTES);
-	hash_gbps = bytes / (now_s() - t0) / 1e9;
+	hash_gbps = bytes / (clock_secs() - t0) / 1e9;
 	return NULL;
 }
 
@@ -122,7 +115,7 @@ static double hash_mt(unsigned t)
 	struct mt_arg args[16];
 	pthread_t th[16];
 	uint64_t part = STAGE_BYTES / t / (16ull << 20) * (16ull << 20);
-	double t0 = now_s();
+	double t0 = clock_secs();
 	unsigned i;
 
 	for (i = 0; i < t; i++) {
@@ -132,7 +125,7 @@ static double hash_mt(unsigned t)
 	}
 	for (i = 0; i < t; i++)
 		pthread_join(th[i], NULL);
-	return 4.0 * part * t / (now_s() - t0) / 1e9;
+	return 4.0 * part * t / (clock_secs() - t0) / 1e9;
 }
 
 int main(int argc, char **argv)

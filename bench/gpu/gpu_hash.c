@@ -28,6 +28,8 @@
 #define XXH_VECTOR XXH_AVX2
 #include <xxhash.h>
 
+#include "clock.h"
+
 static void hash_avx2(const void *p, size_t n, uint8_t out[16])
 {
 	XXH128_canonical_t c;
@@ -52,14 +54,6 @@ struct job {
 
 static unsigned char *buf;
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 /* Hashes len bytes: fresh memory in PIECE steps, or one HOT block again. */
 static void *run_job(void *arg)
 {
@@ -83,14 +77,14 @@ static double rate(hash_fn fn, unsigned threads, bool hot)
 	double t0;
 	unsigned i;
 
-	t0 = now_s();
+	t0 = clock_secs();
 	for (i = 0; i < threads; i++) {
 		jobs[i] = (struct job){ fn, buf + i * part, part, hot };
 		pthread_create(&th[i], NULL, run_job, &jobs[i]);
 	}
 	for (i = 0; i < threads; i++)
 		pthread_join(th[i], NULL);
-	return (double)part * threads / (now_s() - t0) / 1e9;
+	return (double)part * threads / (clock_secs() - t0) / 1e9;
 }
 
 int main(void)

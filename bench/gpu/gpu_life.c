@@ -35,6 +35,7 @@
 
 #include "gpu.h"
 #include "wcache.h"
+#include "clock.h"
 
 #define REPS_MAX 16
 #define CEIL_BYTES (2ull << 30)
@@ -47,14 +48,6 @@ static struct gpu_dev dev;
 static char bindir[PATH_MAX], tmp[] = "/tmp/wcbench-life.XXXXXX";
 static pid_t wcd_pid;
 static atomic_long done_n;
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void die_msg(const char *what, const char *msg)
 {
@@ -104,7 +97,7 @@ static double h2d(struct gpu_pool *pool, const unsigned char *stage,
 	double t0;
 
 	atomic_store(&done_n, 0);
-	t0 = now_s();
+	t0 = clock_secs();
 	for (uint64_t i = 0; i < n; i++) {
 		c.dst_off = i * chunk;
 		c.src = stage + i * chunk;
@@ -116,7 +109,7 @@ static double h2d(struct gpu_pool *pool, const unsigned char *stage,
 	}
 	while (atomic_load(&done_n) < (long)n)
 		;
-	return (double)(n * chunk) / (now_s() - t0) / 1e9;
+	return (double)(n * chunk) / (clock_secs() - t0) / 1e9;
 }
 
 static double ceiling(double *one, double *chunked)
@@ -247,10 +240,10 @@ int main(int argc, char **argv)
 			die_msg("sleep", e.msg);
 		dev.be->mem_info(&dev, &f1, &tot);
 		ceil_v[r] = ceiling(&one, &chunked);
-		t0 = now_s();
+		t0 = clock_secs();
 		if (wc_wake(c, &lr, &e))
 			die_msg("wake", e.msg);
-		wall = now_s() - t0;
+		wall = clock_secs() - t0;
 		wake[r] = lr.seconds > 0 ? lr.bytes / lr.seconds / 1e9 : 0;
 		printf("%5d  %11lld  %7.3f  %6.2f (%6.2f, %6.2f)  %14.2f  %5.2f  %.3f (verify %.3f)\n",
 		       r, (long long)(f1 - f0), lr.seconds, ceil_v[r], one,

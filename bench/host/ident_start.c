@@ -35,19 +35,12 @@
 #include "client.h"
 #include "gpu.h"
 #include "identity.h"
+#include "clock.h"
 
 #define IS_N_MAX 1000
 
 enum { M_BUILD, M_WRITE, M_DISK, M_N };
 static const char *const mode_name[M_N] = { "build", "write", "disk" };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 static void die(const char *fmt, const char *a, const char *b)
 {
@@ -78,19 +71,19 @@ static int child(const char *model, const char *spec, int m,
 
 		if (wc_connect(&o, &conn, &e))
 			die("cannot connect to %s: %s", spec, e.msg);
-		t0 = now_ns();
+		t0 = clock_ns();
 		if (wc_hello(conn, &x, NULL, &e))
 			die("HELLO with %s: %s", model, e.msg);
-		t1 = now_ns();
+		t1 = clock_ns();
 		wc_close(conn);
 		goto out_check;
 	}
 	if (gpu_dev_open(&dev, spec, err))
 		die("cannot open device %s: %s", spec, err);
-	t0 = now_ns();
+	t0 = clock_ns();
 	if (wc__ident_get(&id, &x, &dev, &e))
 		die("the identity of %s: %s", model, e.msg);
-	t1 = now_ns();
+	t1 = clock_ns();
 	gpu_dev_close(&dev);
 out_check:
 	wc__ident_cache_counts(&c);

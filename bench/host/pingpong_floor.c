@@ -29,16 +29,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
+
 #define PP_N_MAX 100000000ull
 #define PP_SIZE_MAX 4096
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* Reads exactly n bytes; 0, or -1 on EOF or error. */
 static int read_full(int fd, char *buf, size_t n)
@@ -176,7 +170,7 @@ int main(int argc, char **argv)
 	close(sv[1]);
 	pin(cpu_a);
 	for (unsigned long long i = 0; i < warmup + n; i++) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = clock_ns();
 
 		if (i == warmup)
 			t_start = t0;
@@ -187,9 +181,9 @@ int main(int argc, char **argv)
 			return 1;
 		}
 		if (i >= warmup)
-			lat[i - warmup] = now_ns() - t0;
+			lat[i - warmup] = clock_ns() - t0;
 	}
-	t_end = now_ns();
+	t_end = clock_ns();
 	close(sv[0]);
 	waitpid(pid, &status, 0);
 

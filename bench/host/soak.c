@@ -34,6 +34,7 @@
 
 #include "cli.h"
 #include "wcache.h"
+#include "clock.h"
 
 #define CLIENTS_MAX 1024
 #define NBUCKETS 512
@@ -62,14 +63,6 @@ static struct shared *sh;
 static const char *sock, *device, *rundir;
 static volatile sig_atomic_t stop_flag;
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 static unsigned bucket(uint64_t ns)
 {
 	int e;
@@ -97,7 +90,7 @@ static void record(enum kind k, uint64_t t0, int ret, const char *msg)
 			fprintf(stderr, "soak: %s failed: %s\n", kind_name[k], msg);
 		return;
 	}
-	__atomic_add_fetch(&sh->hist[k][bucket(now_ns() - t0)], 1,
+	__atomic_add_fetch(&sh->hist[k][bucket(clock_ns() - t0)], 1,
 			   __ATOMIC_RELAXED);
 }
 
@@ -126,7 +119,7 @@ static void client(unsigned seed)
 	int ret;
 
 	while (!stop_flag) {
-		uint64_t t0 = now_ns();
+		uint64_t t0 = clock_ns();
 		unsigned r;
 
 		x ^= x << 13;
@@ -238,7 +231,7 @@ static void sample_daemon(struct sample *s)
 /* wcctl restart --device D --runtime-dir R: 0 or its exit status. */
 static int restart(const char *wcctl, double *secs)
 {
-	uint64_t t0 = now_ns();
+	uint64_t t0 = clock_ns();
 	pid_t p = fork();
 	int st;
 
@@ -249,7 +242,7 @@ static int restart(const char *wcctl, double *secs)
 		_exit(127);
 	}
 	waitpid(p, &st, 0);
-	*secs = (double)(now_ns() - t0) / 1e9;
+	*secs = (double)(clock_ns() - t0) / 1e9;
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
@@ -316,12 +309,12 @@ int main(int argc, char **argv)
 	signal(SIGPIPE, SIG_IGN);
 	for (unsigned i = 0; i < nclients; i++)
 		kids[i] = spawn(seed++);
-	t0 = now_ns();
+	t0 = clock_ns();
 	next_kill = t0 + (uint64_t)(kill_ms * 1e6);
 	next_restart = restart_s > 0 ? t0 + (uint64_t)(restart_s * 1e9) : UINT64_MAX;
 	next_sample = t0;
-	while (now_ns() - t0 < (uint64_t)(seconds * 1e9)) {
-		uint64_t t = now_ns();
+	while (clock_ns() - t0 < (uint64_t)(seconds * 1e9)) {
+		uint64_t t = clock_ns();
 
 		if (t >= next_sample && nsamples < SAMPLES_MAX) {
 			struct sample *s = &samples[nsamples++];
@@ -345,7 +338,7 @@ int main(int argc, char **argv)
 			restarts++;
 			rs_sum += rs;
 			rs_max = rs > rs_max ? rs : rs_max;
-			next_restart = now_ns() + (uint64_t)(restart_s * 1e9);
+			next_restart = clock_ns() + (uint64_t)(restart_s * 1e9);
 		}
 		usleep(10000);
 	}
@@ -356,7 +349,7 @@ int main(int argc, char **argv)
 	if (nsamples < SAMPLES_MAX) {
 		struct sample *s = &samples[nsamples++];
 
-		s->t = (double)(now_ns() - t0) / 1e9;
+		s->t = (double)(clock_ns() - t0) / 1e9;
 		sample_daemon(s);
 	}
 

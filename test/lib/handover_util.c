@@ -13,7 +13,7 @@ siginfo_t wait_end(struct e2e *x, pid_t pid, int ms,
 		   const char *what, bool keep)
 {
 	siginfo_t si = { 0 };
-	int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+	int fd = rx_pidfd_open(pid);
 
 	T_ASSERT(fd >= 0);
 	if (!fd_readable(fd, ms)) {

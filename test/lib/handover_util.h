@@ -15,6 +15,7 @@
 #include <sys/sysmacros.h>
 
 #include "client_util.h"
+#include "compat.h"
 
 /* Whether fd is readable within ms. */
 bool fd_readable(int fd, int ms);

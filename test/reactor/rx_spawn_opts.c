@@ -10,6 +10,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "rx_util.h"
 
 extern char **environ;
@@ -96,7 +97,7 @@ int main(void)
 	T_EQ_INT(posix_spawnp(&pid, "sh", NULL, NULL,
 			      (char *[]){ "sh", "-c", "exit 6", NULL },
 			      environ), 0);
-	pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	pidfd = rx_pidfd_open(pid);
 	T_CMP_INT(pidfd, >=, 0);
 	T_OK(rx_child_watch_pidfd(&loop, &c, pidfd, on_exit_cb));
 	wait_exit(&loop, &c, 6);

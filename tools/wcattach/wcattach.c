@@ -29,6 +29,7 @@
 #include "cli.h"
 #include "log.h"
 #include "wcache.h"
+#include "clock.h"
 
 struct opts {
 	struct wc_connect_opts co;
@@ -252,27 +253,19 @@ static void report_attach(const struct opts *o, const struct wc_model *m,
 	fflush(stdout);
 }
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
 /* Runs wc_verify and returns its time in ms; exits on anything but a clean
  * result. */
 static double verify(const struct opts *o, const struct wc_model *m,
 		     uint64_t *bad)
 {
 	struct wc_error e;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = clock_ns();
 
 	if (wc_verify(m, bad, &e) < 0 && e.code != EILSEQ)
 		fail(o, "verify", &e);
 	if (*bad)
 		fprintf(stderr, "wcattach: %s\n", e.msg);
-	return ms(now_ns() - t0);
+	return ms(clock_ns() - t0);
 }
 
 /* A new version was published: HELLO again (the engine's identity, now
@@ -315,18 +308,18 @@ static int follow(const struct opts *o, struct wc_conn *c,
  * notice fd when the daemon announces a shutdown or a new version. */
 static int hold(const struct opts *o, struct wc_conn *c, struct wc_model **mp)
 {
-	uint64_t end = now_ns() + (uint64_t)(o->hold_s * 1e9);
+	uint64_t end = clock_ns() + (uint64_t)(o->hold_s * 1e9);
 	bool daemon_alive = true, conn_open = true;
 	struct wc_notice n;
 	struct wc_error e;
 	int rc = 0;
 
-	while (now_ns() < end) {
+	while (clock_ns() < end) {
 		struct pollfd p[2] = {
 			{ .fd = daemon_alive ? wc_daemon_fd(c) : -1, .events = POLLIN },
 			{ .fd = conn_open ? wc_notice_fd(c) : -1, .events = POLLIN },
 		};
-		uint64_t left_ms = (end - now_ns()) / 1000000 + 1;
+		uint64_t left_ms = (end - clock_ns()) / 1000000 + 1;
 
 		if (poll(p, 2, (int)(left_ms > 1000 ? 1000 : left_ms)) < 0)
 			continue;

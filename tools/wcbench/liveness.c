@@ -75,13 +75,13 @@ int wb_liveness_child(int argc, char **argv)
 	slot = strtoull(argv[1], NULL, 10);
 	while (read(STDIN_FILENO, &b, 1) > 0)
 		;
-	deadline = wb_now_ns() + strtoull(argv[2], NULL, 10);
+	deadline = clock_ns() + strtoull(argv[2], NULL, 10);
 	ts.tv_sec = (time_t)(deadline / 1000000000ull);
 	ts.tv_nsec = (long)(deadline % 1000000000ull);
 	while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) ==
 	       EINTR)
 		;
-	now = wb_now_ns();
+	now = clock_ns();
 	if (pwrite(STDOUT_FILENO, &now, sizeof(now), (off_t)(slot * 8)) != 8)
 		_exit(3);
 	_exit(0);
@@ -270,7 +270,7 @@ static void lv_floor_round(struct lv_run *run, struct lv_floor *fl,
 	while (left) {
 		int status;
 		pid_t pid = waitpid(-1, &status, 0);
-		uint64_t now = wb_now_ns(), stamp;
+		uint64_t now = clock_ns(), stamp;
 
 		if (pid < 0) {
 			if (errno == EINTR)
@@ -298,7 +298,7 @@ static void lv_rounds_run(struct lv_run *run, struct wb_report *r)
 						      : o->children;
 	struct lv_reactor lr = { 0 };
 	struct lv_floor fl = { .base = o->children + o->poll_children };
-	uint64_t t0 = wb_now_ns();
+	uint64_t t0 = clock_ns();
 
 	lv_reactor_init(&lr, run, r, conc);
 	if (o->floor) {
@@ -317,7 +317,7 @@ static void lv_rounds_run(struct lv_run *run, struct wb_report *r)
 	}
 	wb_progress_end(run->out);
 	lv_reactor_end(&lr, r);
-	wb_metric_add(r, "rounds_seconds", (double)(wb_now_ns() - t0) / 1e9,
+	wb_metric_add(r, "rounds_seconds", (double)(clock_ns() - t0) / 1e9,
 		      "s");
 	if (fl.bad)
 		wb_note_add(r, "%u floor children exited without a stamp or "
@@ -337,7 +337,7 @@ static void lv_poll_run(struct lv_run *run, struct wb_report *r)
 		.tv_sec = (time_t)(o->poll_interval_ns / 1000000000ull),
 		.tv_nsec = (long)(o->poll_interval_ns % 1000000000ull),
 	};
-	uint64_t t0 = wb_now_ns();
+	uint64_t t0 = clock_ns();
 	int start[2];
 
 	if (o->poll_interval_ns != 2000000000ull)
@@ -360,7 +360,7 @@ static void lv_poll_run(struct lv_run *run, struct wb_report *r)
 
 			if (!pids[i] || waitpid(pids[i], &status, WNOHANG) <= 0)
 				continue;
-			now = wb_now_ns();
+			now = clock_ns();
 			stamp = run->stamps[o->children + i];
 			pids[i] = 0;
 			alive--;
@@ -372,7 +372,7 @@ static void lv_poll_run(struct lv_run *run, struct wb_report *r)
 		wb_progress(run->out, "polled children", n - alive, n);
 	}
 	wb_progress_end(run->out);
-	wb_metric_add(r, "poll_seconds", (double)(wb_now_ns() - t0) / 1e9, "s");
+	wb_metric_add(r, "poll_seconds", (double)(clock_ns() - t0) / 1e9, "s");
 	if (bad)
 		wb_note_add(r, "%u polled children exited without a stamp or "
 			    "with a non-zero code (not counted)", bad);

@@ -198,7 +198,7 @@ static void ld_run(const struct ld_opts *o, const char *dir,
 	posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, logpath,
 					 O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
 	posix_spawn_file_actions_adddup2(&fa, STDERR_FILENO, STDOUT_FILENO);
-	t0 = wb_now_ns();
+	t0 = clock_ns();
 	rc = posix_spawn(&pid, o->wcd, &fa, NULL, argv, environ);
 	posix_spawn_file_actions_destroy(&fa);
 	if (rc)
@@ -213,7 +213,7 @@ static void ld_run(const struct ld_opts *o, const char *dir,
 		if (waitpid(pid, &status, WNOHANG) == pid)
 			die("load: wcd exited before it was ready "
 			    "(status %d); its log is %s", status, logpath);
-		if (wb_now_ns() - t0 > LD_WAIT_S * 1000000000ull) {
+		if (clock_ns() - t0 > LD_WAIT_S * 1000000000ull) {
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
 			die("load: wcd not ready after %d s; its log is "
@@ -221,7 +221,7 @@ static void ld_run(const struct ld_opts *o, const char *dir,
 		}
 		nanosleep(&ts, NULL);
 	}
-	t1 = wb_now_ns();
+	t1 = clock_ns();
 	wb_series_push(ready_s, t1 - t0);
 	wb_series_push(load_s, (uint64_t)(ri.load_seconds * 1e9));
 	*bytes = ri.bytes;

@@ -290,7 +290,7 @@ void wb_progress(const struct wb_out *o, const char *what, uint64_t done,
 		return;
 	if (tty < 0)
 		tty = isatty(STDERR_FILENO);
-	now = wb_now_ns();
+	now = clock_ns();
 	every = tty ? 250000000ull : 2000000000ull;
 	if (!progress_last_ns) {
 		progress_last_ns = now;
@@ -315,14 +315,6 @@ void wb_progress_end(const struct wb_out *o)
 }
 
 /* --- helpers -------------------------------------------------------------- */
-
-uint64_t wb_now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 uint64_t wb_parse_count(const char *opt, const char *s, uint64_t min,
 			uint64_t max)

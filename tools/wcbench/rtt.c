@@ -151,9 +151,9 @@ static void rtt_blocking(struct rtt_state *st, struct rtt_conn *c)
 {
 	uint8_t *buf = c->rbuf;
 
-	st->t_start = wb_now_ns();
+	st->t_start = clock_ns();
 	while (st->done < st->total) {
-		uint64_t t0 = wb_now_ns();
+		uint64_t t0 = clock_ns();
 		size_t have = 0, used;
 		ssize_t n;
 
@@ -176,7 +176,7 @@ static void rtt_blocking(struct rtt_state *st, struct rtt_conn *c)
 				    "%s", n < 0 ? strerror(errno) :
 				    "it closed the connection");
 			have += (size_t)n;
-			used = rtt_reply(st, c, buf, have, wb_now_ns());
+			used = rtt_reply(st, c, buf, have, clock_ns());
 		} while (!used);
 		if (used != have)
 			die("rtt: %zu unexpected bytes after a PONG",
@@ -184,7 +184,7 @@ static void rtt_blocking(struct rtt_state *st, struct rtt_conn *c)
 		if ((st->done & 4095) == 0)
 			wb_progress(st->out, "requests", st->done, st->total);
 	}
-	st->t_end = wb_now_ns();
+	st->t_end = clock_ns();
 }
 
 /* --- io_uring client ------------------------------------------------------ */
@@ -262,9 +262,9 @@ static void rtt_uring(struct rtt_state *st, struct rtt_conn *cs)
 		die("rtt: io_uring_queue_init failed: %s; try "
 		    "--client blocking", strerror(-rc));
 	if (!o->warmup)
-		st->t_start = wb_now_ns();
+		st->t_start = clock_ns();
 	for (unsigned i = 0; i < o->conns; i++) {
-		ur_fill(st, &cs[i], wb_now_ns());
+		ur_fill(st, &cs[i], clock_ns());
 		if (cs[i].s_len)
 			ur_send(&ring, &cs[i]);
 		ur_recv(&ring, &cs[i]);
@@ -285,7 +285,7 @@ static void rtt_uring(struct rtt_state *st, struct rtt_conn *cs)
 		io_uring_for_each_cqe(&ring, head, cqe) {
 			uint64_t ud = io_uring_cqe_get_data64(cqe);
 			struct rtt_conn *c = &cs[ud >> 1];
-			uint64_t now = wb_now_ns();
+			uint64_t now = clock_ns();
 			size_t off = 0, used;
 
 			seen++;
@@ -318,7 +318,7 @@ static void rtt_uring(struct rtt_state *st, struct rtt_conn *cs)
 		io_uring_cq_advance(&ring, seen);
 		wb_progress(st->out, "requests", st->done, st->total);
 	}
-	st->t_end = wb_now_ns();
+	st->t_end = clock_ns();
 	io_uring_queue_exit(&ring);
 }
 

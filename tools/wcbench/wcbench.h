@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "clock.h" /* clock_ns: the durations measured here */
+
 #define WB_SERIES_MAX 8
 #define WB_METRICS_MAX 48
 #define WB_NOTES_MAX 8
@@ -111,7 +113,6 @@ void wb_progress_end(const struct wb_out *o);
 
 /* --- helpers -------------------------------------------------------------- */
 
-uint64_t wb_now_ns(void);             /* CLOCK_MONOTONIC */
 /* Latency for people: "12.3 us" below 1 ms, then "1.234 ms", "1.234 s". */
 void wb_fmt_ns(char *buf, size_t size, uint64_t ns);
 /* Parses a count with an optional k/m suffix (1000s); dies with the option

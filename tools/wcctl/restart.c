@@ -35,6 +35,7 @@
 #include "utf8.h"
 #include "wcache.h"
 #include "wcctl.h"
+#include "clock.h"
 
 extern char **environ;
 
@@ -77,14 +78,6 @@ static void restart_usage(FILE *f)
 static int pidfd_open_(pid_t pid)
 {
 	return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
 /* The wcd spec of a device's file name: host-X is host:X. */
@@ -384,7 +377,7 @@ int wcctl_restart(int argc, char **argv)
 	}
 	nargv[na] = NULL;
 
-	t0 = now_ns();
+	t0 = clock_ns();
 	nw = spawn_new(wcd, nargv, p.log);
 	if (nw < 0) {
 		log_error("cannot start %s: %s; pass the daemon's path with --wcd",
@@ -397,7 +390,7 @@ int wcctl_restart(int argc, char **argv)
 	for (;;) {
 		struct pollfd pf[2] = { { t_exit ? -1 : old_fd, POLLIN, 0 },
 					{ new_fd, POLLIN, 0 } };
-		uint64_t now = now_ns();
+		uint64_t now = clock_ns();
 		int k;
 
 		if (now >= end) {
@@ -433,11 +426,11 @@ int wcctl_restart(int argc, char **argv)
 			goto out;
 		}
 		if (pf[0].revents && !t_exit)
-			t_exit = now_ns();
+			t_exit = clock_ns();
 		if (t_exit) {
 			answered = status_pid(p.sock);
 			if (answered == nw) {
-				t_served = now_ns();
+				t_served = clock_ns();
 				break;
 			}
 		}

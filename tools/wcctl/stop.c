@@ -24,6 +24,7 @@
 #include "log.h"
 #include "rundir.h"
 #include "wcctl.h"
+#include "clock.h"
 
 #define STOP_KILL_WAIT_MS 5000
 
@@ -68,14 +69,6 @@ static int pidfd_open_(pid_t pid)
 static int pidfd_kill(int pidfd, int sig)
 {
 	return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-}
-
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
 /* Finds the device's daemon and opens a pidfd on it. Returns 1 when there
@@ -129,14 +122,14 @@ static int stop_find(struct victim *v)
 /* Polls the pidfds of the victims not yet gone until all are or ms pass. */
 static void stop_wait(struct victim *vs, int n, uint64_t ms)
 {
-	uint64_t end = now_ms() + ms;
+	uint64_t end = clock_ns() / 1000000 + ms;
 	struct pollfd *p = calloc((size_t)n, sizeof(*p));
 
 	if (!p)
 		return;
 	for (;;) {
 		int k = 0, left = 0;
-		uint64_t now = now_ms();
+		uint64_t now = clock_ns() / 1000000;
 
 		for (int i = 0; i < n; i++) {
 			p[i].fd = vs[i].gone || vs[i].pidfd < 0 ? -1 :

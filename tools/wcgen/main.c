@@ -22,6 +22,7 @@
 #include "log.h"
 #include "model.h"
 #include "wcgen.h"
+#include "clock.h"
 
 enum family {
 	F_LLAMA,        /* q/k/v/o, gate/up/down (Llama, Mistral) */
@@ -604,14 +605,6 @@ static void prepare_dir(const struct opts *o)
 	closedir(d);
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 static void parse_quant(struct opts *o, const char *arg)
 {
 	static char quant[64];
@@ -731,7 +724,7 @@ int main(int argc, char **argv)
 	layout_shards(&o);
 	for (uint32_t k = 0; k < nshards; k++)
 		build_header(&shards[k]);
-	t0 = now_s();
+	t0 = clock_secs();
 	if (!o.verify_only) {
 		prepare_dir(&o);
 		for (uint32_t k = 0; k < nshards; k++)
@@ -743,18 +736,18 @@ int main(int argc, char **argv)
 		printf("wrote %s: %s, %u tensors, %u shard%s, %" PRIu64 " bytes%s in %.2f s (%.0f MB/s)\n",
 		       o.out, o.p->name, ntensors, nshards, nshards > 1 ? "s" : "",
 		       bytes, o.headers_only ? " (headers only, data sparse)" : "",
-		       now_s() - t0, bytes / 1e6 / (now_s() - t0 + 1e-9));
+		       clock_secs() - t0, bytes / 1e6 / (clock_secs() - t0 + 1e-9));
 	}
 	check_model(&o);
 	if (o.verify || o.verify_only) {
-		t0 = now_s();
+		t0 = clock_secs();
 		for (uint32_t k = 0; k < nshards; k++)
 			bad += gen_verify_shard(o.out, &shards[k], tensors, o.seed);
 		if (bad)
 			die("%s: %u tensors differ from preset %s seed %" PRIu64,
 			    o.out, bad, o.p->name, o.seed);
 		printf("verified %s: %u tensors match seed %" PRIu64 " in %.2f s\n",
-		       o.out, ntensors, o.seed, now_s() - t0);
+		       o.out, ntensors, o.seed, clock_secs() - t0);
 	}
 	for (uint32_t k = 0; k < nshards; k++)
 		free(shards[k].header);
