@@ -135,6 +135,9 @@ all: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(LIB_TEST) $(TEST_TOOLS) $(TES
 # --- compile -------------------------------------------------------------
 
 $(BUILD)/obj/gpu/cuda%.o: WC_CPPFLAGS += $(CUDA_CPPFLAGS)
+# wcd's files name each other's headers by folder ("serve/server.h"); so
+# does the test that compiles its state machine in.
+$(BUILD)/obj/tools/wcd/%.o $(BUILD)/obj/test/wcd/wcd_state.o: WC_CPPFLAGS += -Itools/wcd
 $(BUILD)/obj/%.o: %.c | check-deps
 	$(call say,CC,$<)
 	@mkdir -p $(@D)
@@ -182,7 +185,7 @@ $(SO_CLIENT).0: $(SO_CLIENT)
 	$(Q)ln -sf libwcache.so $@
 
 .SECONDEXPANSION:
-$(BUILD)/bin/%: $$(call obj,$$(wildcard tools/$$*/*.c) $(COMMON_SRC)) $(LIBS)
+$(BUILD)/bin/%: $$(call obj,$$(wildcard tools/$$*/*.c tools/$$*/*/*.c) $(COMMON_SRC)) $(LIBS)
 	$(call say,LD,$@)
 	$(built)
 	@mkdir -p $(@D)

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Hot handover refusals and the drain (tools/wcd/handover_old.c):
+ * Hot handover refusals and the drain (tools/wcd/handover/handover_old.c):
  *   - a client that has sent part of a frame header and stalls keeps the
  *     old daemon from coming to rest: after the drain bound
  *     (WCD_HANDOVER_DRAIN_MS here) the handover is refused naming that

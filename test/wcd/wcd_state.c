@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wcd's state machine (tools/wcd/state.c, compiled in here): every state
+ * wcd's state machine (tools/wcd/daemon/state.c, compiled in here): every state
  * has its STATUS name, the allowed transitions pass, STOPPING is final (a
  * job that ends after SIGTERM leaves the daemon stopping), and a transition
  * the table does not allow aborts through WC_ASSERT, in a child, with the
@@ -14,7 +14,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "../../tools/wcd/state.c"
+#include "../../tools/wcd/daemon/state.c"
 #include "t.h"
 
 /* Runs fn in a child with stderr into a pipe; returns the signal that

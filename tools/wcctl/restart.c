@@ -2,7 +2,7 @@
 /*
  * wcctl restart: hot handover of one rank daemon to a new wcd (possibly a
  * new build, --wcd), without a reload and without closing an engine's
- * connection (tools/wcd/handover.c has the protocol). It finds the daemon
+ * connection (tools/wcd/handover/handover.c has the protocol). It finds the daemon
  * as stop does (the ready file's pid must hold the device's lock), starts
  * `wcd --takeover` in its own session with the old daemon's model and rank
  * (from the ready file; the new daemon also gets the plan-deciding options

@@ -25,12 +25,18 @@
 #include "err.h"
 #include "cli.h"
 #include "log.h"
-#include "hashpool.h"
-#include "base.h"
 #include "wcd.h"
-#include "lifecycle.h"
+#include "serve/server.h"
+#include "serve/own.h"
+#include "serve/access.h"
+#include "load/load.h"
+#include "load/hashpool.h"
+#include "model/versions.h"
+#include "life/lifecycle.h"
+#include "handover/handover.h"
+#include "metrics/metrics.h"
+#include "base.h"
 #include "sdnotify.h"
-#include "versions.h"
 
 static const char usage_text[] =
 "usage: wcd --model DIR [options]\n"
@@ -742,6 +748,7 @@ int main(int argc, char **argv)
 	if (cli_version(argc, argv, "wcd"))
 		return 0;
 	log_init("wcd", LOG_INFO);
+	d.ready_write = status_write_ready;
 	lvl = parse_opts(&d.o, argc, argv);
 	log_init("wcd", lvl);
 	sdnotify_init();

@@ -15,9 +15,11 @@
 #include "err.h"
 #include "log.h"
 #include "wcd.h"
-#include "conn.h"
-#include "lifecycle.h"
-#include "versions.h"
+#include "serve/server.h"
+#include "model/versions.h"
+#include "life/lifecycle.h"
+#include "handover/handover.h"
+#include "metrics/metrics.h"
 
 /* MANIFEST and ATTACH need a successful HELLO; checked after the payload
  * (a malformed frame is malformed in any state). */

@@ -14,8 +14,8 @@
 #include "ready.h"
 #include "utf8.h"
 #include "wcd.h"
-#include "conn.h"
-#include "versions.h"
+#include "serve/server.h"
+#include "model/versions.h"
 
 #define STATUS_CLIENTS_MAX WCD_CLIENTS_MAX
 

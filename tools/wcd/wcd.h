@@ -1,404 +1,50 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wcd, the rank daemon: internals shared by its files. Calls go one way,
- * top to bottom (test/wcd/wcd_deps.sh fails on a circle, and on a file this
- * map does not name):
+ * wcd, the rank daemon: a map of its folders. Calls and #includes go one
+ * way, top to bottom, among the folders and among the files of each
+ * (test/wcd/wcd_deps.sh fails on a circle, and on a file that its folder's
+ * header does not name); each folder's header lists its files:
  *
- *   main.c      options, start-up order, signals, shutdown; wires the hooks
- *   requests.c  what each request does (client_dispatch)
- *   handover_old.c  hot handover, the running daemon's side (HANDOVER
- *               requests; the design in handover.h)
- *   handover_new.c  hot handover, the new daemon's side (wcd --takeover:
- *               handover_take)
- *   handover.c  what both sides share (handover.h): state, kill hook,
- *               lock owner, pidfds, blocking frames with descriptors
- *   lifecycle.c SLEEP, WAKE, UPDATE: the checks, the job queue, device idle
- *               (lifecycle.h, shared with life_job.c)
- *   life_job.c  the WAKE and UPDATE jobs and their replies
- *   status.c    STATUS JSON and the ready file
- *   serve_args.c  the options a restart keeps (the ready file's
- *               serve_args)
- *   versions.c  resident versions: publish, retire, lease counts, memory
- *               (versions.h)
- *   load.c      the loader: model -> plan -> pools, the direct path (load.h)
- *   staged.c    the loader's staged path: staging slots, copies, hashes
- *   fill.c      the direct path's splice fill: workers splice the pieces
- *               into the memfds, hash tensors as they land, read ahead
- *   prep.c      the header reads, the gate and the plan, off the loop (load.h)
- *   ld.c        the loader's shared helpers (failure, progress)
- *   hashpool.c  hash worker threads for the staged path (hashpool.h)
- *   metrics_http.c  --metrics-listen: GET /metrics from the loop (metrics.h)
- *   metrics.c   the Prometheus text of the state and the counters
- *   server.c    the socket: connections, framing, notices, leases (conn.h)
- *   own.c       ownership of the device's files: flock, --force, stale files
- *   access.c    who may connect: the socket's group and mode, the runtime
- *               directory's x bits, the check of every peer's credentials
- *   state.c     the daemon's state machine: names and transitions
- *   wcd.h       this file: options, struct wcd, the state enum, versions
+ *   tools/wcd/  the top: what sees every subsystem and wires them
+ *     main.c        options, start-up order, signals, shutdown; the hooks
+ *     requests.c    what each request does (client_dispatch)
+ *     status.c      STATUS JSON and the ready file
+ *     serve_args.c  the options a restart keeps (the ready file's
+ *                   serve_args)
+ *     wcd.h         this file: the map, and the top files' API
+ *   metrics/    the Prometheus text and GET /metrics (metrics.h)
+ *   handover/   hot handover, both sides (handover.h)
+ *   life/       SLEEP, WAKE, UPDATE: checks, job queue, jobs (lifecycle.h)
+ *   model/      a model's resident versions: publish, retire, leases,
+ *               memory (versions.h)
+ *   load/       the loader: model -> plan -> pools, its paths (load.h)
+ *   serve/      the socket: connections, framing, notices, leases; who may
+ *               connect; the device's files (server.h)
+ *   daemon/     the bottom: options, struct wcd, the state machine, the
+ *               counters (daemon.h)
  *
  * Where to hook in:
- *   change state            wcd_enter() (state.c); read it with d->state,
- *                           wcd_stopping()
- *   notify every client     server_notify() (conn.h)
+ *   change state            wcd_enter() (daemon/state.c); read it with
+ *                           d->state, wcd_stopping()
+ *   notify every client     server_notify() (serve/server.h)
  *   iterate clients/leases  client_first()/client_next(), server_clients(),
- *                           server_lease_pids() (conn.h)
+ *                           server_lease_pids() (serve/server.h)
  *   answer a request later  struct wcd_waiter: waiter_hold(), waiter_take()
  *   publish/retire versions version_publish(), version_retire(),
- *                           version_attach(), version_find() (versions.h)
+ *                           version_attach(), version_find()
+ *                           (model/versions.h)
  *   count for the metrics   metrics_reply(), metrics_attach(),
- *                           metrics_life() (inline in metrics.h: d->m)
+ *                           metrics_life() (inline in daemon/counters.h:
+ *                           d->m)
+ *   rewrite the ready file  status_write_ready(); from below it:
+ *                           d->ready_write (set by main.c)
  */
 #ifndef WCD_H
 #define WCD_H
 
-#include <stdbool.h>
-#include <stdint.h>
-#include <sys/types.h>
+#include <stddef.h>
 
-#include "gpu.h"
-#include "hash.h"
-#include "identity.h"
-#include "metrics.h"
-#include "model.h"
-#include "paths.h"
-#include "plan.h"
-#include "quant.h"
-#include "wcreactor.h"
-#include "wire.h"
-
-#define WCD_ALLOW_UID_MAX 16
-#define WCD_ALLOW_GID_MAX 16          /* --allow-gid, --socket-group among them */
-#define WCD_CLIENTS_MAX 1024          /* connections at once */
-#define WCD_LEASES_PER_CLIENT 64
-/* Request payload bytes we buffer per client: the largest request (HELLO
- * with an identity, IDENT_ENC_MAX) is under 6 KiB; 1024 clients pin at most
- * 64 MiB with this bound (1 GiB with the 1 MiB it was). */
-#define WCD_REQ_MAX (64u << 10)
-/* A connection must send its first frame within --frame-timeout, and finish
- * each frame it has begun within it (a silent or half-sent client holds a
- * slot and a buffer); idle between frames is fine. */
-#define WCD_FRAME_MS 10000           /* --frame-timeout's default */
-/* The header reads of a load (config.json, index, shard headers: a few
- * small reads per shard) must finish within --read-timeout. */
-#define WCD_READ_TIMEOUT_MS 60000
-#define WCD_OUTQ_MAX 16               /* frames queued per client */
-#define WCD_VERSIONS 2                /* resident model versions (N, N+1) */
-#define WCD_POOL_SIZE_DEFAULT (2ull << 30)
-/* Staging: 12 x 8 MiB (96 MiB), page-cache reads in 1 MiB parts. Measured
- * on the H200 (warm llama-8b, hashes on the device; bench/RESULTS.md):
- * 47.4 GB/s, against 45.5 for 16 x 4 MiB and 43.8 for 32 x 4 MiB; a ring
- * small enough to stay in the CPU's cache while the DMA reads it, with
- * copies large enough for PCIe. */
-#define WCD_SLOTS_DEFAULT 12
-#define WCD_SLOT_SIZE_DEFAULT (8u << 20)
-#define WCD_SLOTS_MAX 64
-#define WCD_READ_PART_DEFAULT (1u << 20)
-#define WCD_READ_CHUNK (8u << 20)     /* direct path: bytes per read */
-#define WCD_READ_DEPTH 32             /* direct path: reads in flight */
-#define WCD_READ_AHEAD_DEFAULT (256ull << 20) /* splice fill: --read-ahead */
-#define WCD_READ_AHEAD_MAX (16ull << 30)
-#define WCD_FORCE_WAIT_MS 10000       /* --force: SIGTERM, then SIGKILL */
-#define WCD_FORCE_WAIT_MS_MAX 3600000 /* --force-wait: at most an hour */
-
-enum wcd_load_path { WCD_LOAD_AUTO, WCD_LOAD_DIRECT, WCD_LOAD_STAGED };
-enum wcd_direct_io { WCD_DIO_AUTO, WCD_DIO_ON, WCD_DIO_OFF };
-/* How the direct path fills the pools: splice(2) into the memfds on
- * worker threads, hashing as tensors land (fill.c), or io_uring reads into
- * their mappings, then a hash phase (load.c). */
-enum wcd_direct_fill { WCD_FILL_SPLICE, WCD_FILL_READ };
-/* Where tensor hashes are computed: on the device from the pools where the
- * backend can (cuda), else on CPU threads from the staging slots. */
-enum wcd_hash_on { WCD_HASH_AUTO, WCD_HASH_DEVICE, WCD_HASH_CPU };
-
-struct wcd_opts {
-	const char *model;
-	uint32_t tp_size, tp_rank, pp_size, pp_rank;
-	const char *device;
-	const char *runtime_dir;
-	bool force;
-	uint32_t force_wait_ms;       /* --force: SIGTERM to SIGKILL */
-	uint32_t frame_timeout_ms;    /* --frame-timeout (WCD_FRAME_MS) */
-	uint32_t read_timeout_ms;     /* --read-timeout (WCD_READ_TIMEOUT_MS) */
-	bool hash;
-	uid_t allow_uid[WCD_ALLOW_UID_MAX];
-	unsigned nallow_uid;
-	gid_t allow_gid[WCD_ALLOW_GID_MAX];
-	unsigned nallow_gid;
-	const char *socket_group;     /* --socket-group NAME|GID, or NULL */
-	gid_t socket_gid;             /* its gid (access_resolve) */
-	int socket_mode;              /* --socket-mode; -1: from the options */
-	const char *allow_quant;
-	const char *rules;
-	const char *layout;           /* --layout FILE: instead of the preset */
-	uint32_t ep_size, ep_rank;    /* expert parallelism (1, 0) */
-	int32_t vocab_pad;            /* --vocab-pad; -1: the layout's (64) */
-	uint64_t pool_size;
-	bool ipc_legacy;
-	bool keep_context;            /* no gpu idle while serving */
-	bool sleep_arena_keep;        /* --sleep-arena keep */
-	enum wcd_load_path load_path;
-	unsigned slots;
-	uint64_t slot_size;
-	uint64_t read_part;           /* buffered reads: bytes per part, 0 whole */
-	unsigned hash_threads;        /* 0: hash on the loop thread */
-	bool hash_threads_given;      /* --hash-threads (not the default) */
-	enum wcd_hash_on hash_on;
-	enum wcd_direct_io direct_io;
-	enum wcd_direct_fill direct_fill;
-	uint64_t read_ahead;          /* splice fill: bytes past the workers */
-	bool takeover;                /* --takeover: ask the running wcd */
-	bool ho_rehash;               /* --takeover-verify hash */
-	const char *metrics_listen;   /* --metrics-listen ADDR, or NULL */
-	const char *log_file;         /* --log-file PATH, or NULL: stderr */
-	enum log_format log_format;
-	enum log_level log_level;     /* --log-level */
-};
-
-/* Phase timings of one load, for the log and STATUS. */
-struct wcd_phases {
-	double parse_s, read_s, copy_s, hash_s, publish_s, total_s;
-	uint64_t read_bytes;          /* bytes read from files (supersets) */
-	bool staged, direct_io;
-};
-
-/* One resident model version: its pools, manifest and leases. The daemon
- * holds up to WCD_VERSIONS so that an update can load N+1 beside
- * N; new attaches get `current`, N is freed when its last lease ends. */
-struct wcd_version {
-	bool used;
-	uint64_t number;              /* 1, 2, ... */
-	struct model model;
-	struct plan_rules rules;
-	struct plan plan;
-	struct ident ident;
-	uint8_t digest[BASE_HASH_LEN];  /* ident_digest */
-	uint8_t ident_enc[IDENT_ENC_MAX];
-	size_t ident_len;
-	uint32_t npools;
-	struct gpu_pool pools[GPU_POOLS_MAX];
-	uint8_t (*hash)[BASE_HASH_LEN]; /* per plan tensor */
-	bool hashed;
-	unsigned leases;              /* leases held on this version */
-	struct wcd_phases phases;
-	double load_seconds, load_gbps;
-};
-
-struct wcd;
-struct wcd_client;
-
-/*
- * The daemon's state: one value, changed only by wcd_enter() (state.c),
- * which holds the table of allowed transitions. STATUS and the ready file
- * show wcd_state_name(). STOPPING is final: a job that ends after a
- * SIGTERM or SHUTDOWN leaves the daemon stopping.
- *
- *   STARTING -> LOADING -> READY <-> UPDATING
- *      \           ^         ^
- *       TAKING_OVER ---------/  (wcd --takeover; LOADING when the old
- *                                daemon died before it handed over)
- *                            |  \
- *                            |   SLEEPING -> WAKING -> READY (or SLEEPING
- *                            |                        when the wake failed)
- *   any state -> STOPPING
- */
-enum wcd_state {
-	WCD_STARTING,   /* options, device, ownership */
-	WCD_LOADING,    /* the first load */
-	WCD_READY,      /* serving one version (two after an update) */
-	WCD_SLEEPING,   /* pools released; life.level says how */
-	WCD_WAKING,     /* a WAKE job is queued or running */
-	WCD_UPDATING,   /* an UPDATE job is queued or running; N serves */
-	WCD_STOPPING,   /* no new connections; ends when the clients are gone */
-	WCD_TAKING_OVER, /* --takeover: receiving and checking a handover */
-	WCD_NSTATES
-};
-
-/* A request answered later (a lifecycle job): server.c forgets the client
- * (c = NULL) if it goes away before the answer. */
-struct wcd_waiter {
-	struct wcd_waiter *next;      /* server.c's list of held waiters */
-	struct wcd_client *c;
-	uint64_t id;
-	uint16_t type;                /* the request's (for the metrics) */
-	bool held;
-};
-
-/* The lifecycle's data (lifecycle.c, life_job.c); the state is d->state. */
-struct wcd_life {
-	/* 1 or 2 while SLEEPING or WAKING (and STOPPING after them), else 0 */
-	unsigned level;
-	/* sleep level 1: a host copy (backend staging: pinned on CUDA) of
-	 * each pool's first pools[i].size bytes */
-	void *host[GPU_POOLS_MAX];
-	uint64_t host_len[GPU_POOLS_MAX];
-	uint32_t nhost;
-	uint64_t host_bytes;
-	/* --sleep-arena keep: host[] outlives the wake (arena_bytes held
-	 * while awake, 0 otherwise) and the next sleep copies into it */
-	uint64_t arena_bytes;
-	/* the host copy a level-1 wake restored from, being freed on a
-	 * thread after the wake's reply (lifecycle.c, host_free_later), and
-	 * its bytes (STATUS host_freeing_bytes); NULL and 0 when none is.
-	 * SLEEP, UPDATE and exit wait for it (life_host_settle). */
-	struct host_freer *freeing;
-	uint64_t freeing_bytes;
-	/* the job queued (WIRE_WAKE or WIRE_UPDATE, 0 for none) and whom to
-	 * answer */
-	unsigned job;
-	struct wcd_waiter who;
-	char model[WIRE_PATH_MAX + 1];    /* UPDATE: "" for the same dir */
-	uint32_t update_flags;            /* UPDATE: WIRE_UPDATE_* */
-	char model_served[WIRE_PATH_MAX + 1]; /* d->o.model after an update */
-	/* for STATUS */
-	uint64_t sleeps, wakes, updates, failures;
-	double wake_copy_s, wake_copy_gbps, wake_verify_s, sleep_copy_s;
-	char last[WIRE_MSG_MAX + 1];  /* the last outcome, one line */
-};
-
-/* What server.c calls upwards, registered by main.c (server.c knows no
- * file above it). */
-struct server_hooks {
-	/* one whole, header-checked request frame (requests.c) */
-	void (*dispatch)(struct wcd_client *c, const uint8_t *p, uint32_t n);
-	/* a lease on version index vi ended (versions.c counts and retires) */
-	void (*lease_ended)(struct wcd *d, int vi);
-	/* while paused (server_pause): something a pause waits for may have
-	 * changed; and client c is being freed (handover_old.c) */
-	void (*pause_poke)(struct wcd *d);
-	void (*client_gone)(struct wcd *d, struct wcd_client *c);
-	/* server_stop while d->lent: the stop waits for the handover's end
-	 * (handover_old.c calls server_stop again if this daemon still owns
-	 * the clients then) */
-	void (*stop_hold)(struct wcd *d);
-	/* client c's process died: true to read its connection on to the
-	 * end of file (what it sent before it died) instead of closing it
-	 * now (handover_old.c: the new daemon after DONE) */
-	bool (*read_to_end)(struct wcd *d, struct wcd_client *c);
-};
-
-struct wcd {
-	struct wcd_opts o;
-	struct gpu_dev dev;
-	struct paths paths;
-	int lock_fd;
-	struct rx_loop loop;
-	enum wcd_state state;         /* change with wcd_enter() only */
-	struct wcd_version ver[WCD_VERSIONS];
-	int cur;                      /* index of the current version */
-	uint64_t start_ns;
-
-	/* server */
-	const struct server_hooks *hooks;
-	int listen_fd;
-	struct rx_accept accept;
-	struct rx_signal sig;
-	struct rx_timer stop_timer;
-	struct wcd_client *clients;
-	unsigned nclients;
-	struct wcd_waiter *waiters;
-	uint64_t next_lease;
-	uint64_t requests;
-	uint64_t mismatches;
-	uint64_t fd_shortages;        /* accepts paused: out of descriptors */
-	uint64_t shed;                /* idle connections closed for them */
-	uint64_t frame_timeouts;      /* clients closed by WCD_FRAME_NS */
-	bool fd_short;                /* in a shortage episode (logged once) */
-	int exit_code;
-
-	struct wcd_life life;         /* lifecycle.c: sleep, wake, update */
-
-	/* hot handover (handover*.c) */
-	struct wcd_ho *ho;
-	bool pausing;                 /* no accept, no new receive */
-	struct wcd_client *pause_except;  /* the new daemon's connection */
-	bool accept_again;            /* resume: restart a stopping accept */
-	/* after DONE: the clients' connections are the new daemon's (shared
-	 * sockets): no shutdown() of one, and a stop waits (stop_hold) */
-	bool lent;
-	struct wcd_metrics m;         /* counters (metrics.h) */
-	struct mhttp *mhttp;          /* --metrics-listen (metrics_http.c) */
-	char metrics_addr[256];       /* where it listens: port 0 resolved */
-	/* why a --takeover loaded from disk instead (the ready file's
-	 * reloaded key), "" after a load or a handover */
-	char reloaded[512];
-};
-
-static inline struct wcd_version *wcd_current(struct wcd *d)
-{
-	return &d->ver[d->cur];
-}
-
-/* state.c */
-const char *wcd_state_name(enum wcd_state s);
-/* Moves d to state `to`. Returns false, changing nothing, when d is
- * STOPPING (final) and `to` is another state; aborts (WC_ASSERT) on a
- * transition the table does not allow. */
-bool wcd_enter(struct wcd *d, enum wcd_state to);
-
-static inline bool wcd_stopping(const struct wcd *d)
-{
-	return d->state == WCD_STOPPING;
-}
-
-/* own.c */
-int own_acquire(struct wcd *d, char *err);
-void own_release(struct wcd *d);
-void own_remove_published(struct wcd *d);
-
-/* access.c (its design at its top). access_resolve looks the socket group
- * up, adds it to the allowed gids and settles the socket's mode; the dir
- * and socket calls set the file permissions that mode needs; a peer is
- * allowed by its uid, primary gid or supplementary groups. */
-int access_add_gid(struct wcd_opts *o, gid_t gid);
-int access_resolve(struct wcd_opts *o, char *err);
-int access_dir_open(const struct wcd *d, char *err);
-int access_sock_publish(const struct wcd *d, char *err);
-bool access_peer_allowed(const struct wcd *d, int fd, uid_t uid, gid_t gid);
-
-/* load.c: parse + plan (no I/O on tensor data), then the load. */
-int load_prepare(struct wcd *d, struct wcd_version *v, char *err);
-int load_run(struct wcd *d, struct wcd_version *v, char *err);
-/* Creates v's pools as planned (v->npools counts those made); no check of
- * free memory (the callers word that differently). */
-int load_pools_alloc(struct wcd *d, struct wcd_version *v, char *err);
-void load_version_free(struct wcd *d, struct wcd_version *v);
-
-/* server.c (the rest of its API, over clients, is in conn.h) */
-int server_listen(struct wcd *d, char *err);
-/* Starts accepting; hooks stay registered for the daemon's life. */
-void server_start(struct wcd *d, const struct server_hooks *hooks);
-void server_stop(struct wcd *d);
-
-/* Hot handover (issue 17), server.c's side: pausing stops accepting and
- * lets every client but `except` come to rest at a frame boundary (a frame
- * half received is read to its end and answered; nothing more is
- * received); server_at_rest says when all are, else names one that is not;
- * resume undoes it. */
-void server_pause(struct wcd *d, struct wcd_client *except);
-bool server_at_rest(struct wcd *d, pid_t *busy_pid);
-void server_resume(struct wcd *d);
-
-/* handover_old.c, handover_new.c (handover.c: handover_free) */
-struct wcd_ho;
-/* server_hooks.pause_poke: something a pause waits for may have changed. */
-void handover_poke(struct wcd *d);
-/* The running daemon's side: the HANDOVER request of client c. */
-void handover_request(struct wcd_client *c, const uint8_t *p, uint32_t n);
-/* server_hooks.client_gone: a handover c asked for ends (resume). */
-void handover_client_gone(struct wcd *d, struct wcd_client *c);
-/* server_hooks.stop_hold: SIGTERM or SHUTDOWN after DONE (d->lent). */
-void handover_stop_hold(struct wcd *d);
-/* server_hooks.read_to_end: c is the new daemon after DONE (its SERVING
- * may still be in the socket when its pidfd fires). */
-bool handover_read_to_end(struct wcd *d, struct wcd_client *c);
-/* The new daemon's side (--takeover), before anything is loaded: 0 when it
- * serves the old daemon's pools and clients (the loop set up, the server
- * started, the ready file written); -ECONNRESET when the old daemon died
- * before it had handed everything over (nothing kept: the caller may load
- * from disk); another -errno (err says why) when it was refused or failed,
- * the old daemon serving on. */
-int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err);
-void handover_free(struct wcd *d);
+#include "daemon/daemon.h"
 
 /* status.c */
 char *status_json(struct wcd *d);       /* malloc'ed, NUL-terminated */

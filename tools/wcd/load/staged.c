@@ -29,7 +29,7 @@
 #include <unistd.h>
 
 #include "err.h"
-#include "load.h"
+#include "load/staged.h"
 #include "log.h"
 
 static const struct plan_tensor *tensor(struct ld *L, uint32_t i)

@@ -26,7 +26,7 @@
 #include <unistd.h>
 
 #include "err.h"
-#include "load.h"
+#include "load/prep.h"
 #include "log.h"
 #include "quant.h"
 

@@ -7,7 +7,7 @@
 
 #include "base.h"
 #include "log.h"
-#include "wcd.h"
+#include "daemon/daemon.h"
 
 static const char *const state_names[WCD_NSTATES] = {
 	[WCD_STARTING] = "starting",

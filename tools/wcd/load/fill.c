@@ -73,7 +73,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "load.h"
+#include "load/fill.h"
 #include "log.h"
 
 #define FILL_THREADS_MAX 8

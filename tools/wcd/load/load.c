@@ -54,7 +54,11 @@
 #include <unistd.h>
 
 #include "err.h"
-#include "load.h"
+#include "load/load.h"
+#include "load/ld.h"
+#include "load/prep.h"
+#include "load/fill.h"
+#include "load/staged.h"
 #include "log.h"
 
 static double secs(uint64_t ns)

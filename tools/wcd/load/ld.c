@@ -15,7 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "load.h"
+#include "load/ld.h"
 #include "log.h"
 
 #define PROGRESS_NS 500000000ull

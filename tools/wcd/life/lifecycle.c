@@ -39,10 +39,10 @@
 #include "base.h"
 #include "err.h"
 #include "log.h"
-#include "wcd.h"
-#include "conn.h"
-#include "lifecycle.h"
-#include "versions.h"
+#include "life/lifecycle.h"
+#include "life/life_job.h"
+#include "serve/server.h"
+#include "model/versions.h"
 #include "wire_life.h"
 
 /* Why the daemon cannot start another lifecycle request now, or NULL. */
@@ -387,7 +387,7 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 	L->level = level;
 	L->sleeps++;
 	wcd_enter(d, WCD_SLEEPING);
-	if (status_write_ready(d, err))
+	if (d->ready_write(d, err))
 		log_warn("cannot rewrite the ready file: %s", err);
 	r.version = v->number;
 	r.bytes = level == 1 ? L->host_bytes : released;

@@ -18,11 +18,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "conn.h"
-#include "metrics.h"
-#include "versions.h"
+#include "metrics/metrics.h"
+#include "daemon/daemon.h"
+#include "serve/server.h"
+#include "model/versions.h"
 #include "release.h"
-#include "wcd.h"
 
 struct out {
 	char *buf;

@@ -1,21 +1,18 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wcd's metrics: counters the other files bump (inline here, so that
- * counting adds no call between wcd's files), and the Prometheus text
- * exposition of them and of the daemon's state (metrics.c), served by
- * metrics_http.c on --metrics-listen.
+ * wcd's counters: the subsystems bump them inline (no call between wcd's
+ * files for a count); metrics/metrics.c renders them with the daemon's
+ * state as Prometheus text.
  *
- *   a reply left              metrics_reply() (server.c: every ERROR and
- *                             every last frame of a reply)
+ *   a reply left              metrics_reply() (serve/server.c: every
+ *                             ERROR and every last frame of a reply)
  *   an ATTACH was handled     metrics_attach() (requests.c)
- *   a lifecycle job ended     metrics_life() (lifecycle.c, life_job.c)
+ *   a lifecycle job ended     metrics_life() (life/)
  *
- * Bounds: fixed arrays by wire type and error code; the text is at most
- * METRICS_TEXT_MAX bytes (about 15 KiB today, the rank's labels on every
- * sample).
+ * Bounds: fixed arrays by wire type and error code.
  */
-#ifndef WCD_METRICS_H
-#define WCD_METRICS_H
+#ifndef WCD_COUNTERS_H
+#define WCD_COUNTERS_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -24,8 +21,6 @@
 #include "log.h"
 #include "wire.h"
 
-#define METRICS_TEXT_MAX (64u << 10)
-#define METRICS_LINE_MAX 1024         /* one sample with its labels */
 #define METRICS_ATTACH_BUCKETS 12
 
 /* Upper bounds (seconds) of the attach histogram's buckets; +Inf after. */
@@ -117,21 +112,5 @@ static inline bool metrics_malformed_log(struct wcd_metrics *m,
 	}
 	return log_limit_allow(&m->malformed_log, now_ns, suppressed);
 }
-
-struct wcd;
-/* The Prometheus text exposition (format 0.0.4) of d into buf[0..cap);
- * returns its length, or -ENOSPC. */
-int metrics_render(struct wcd *d, char *buf, size_t cap);
-
-/* metrics_http.c: GET /metrics on addr ("host:port", "[v6]:port" or
- * "unix:PATH"), served from d's loop. 0, or -errno with err set. With
- * wait_ms, a port still in use (an old daemon after a handover) is tried
- * again from the loop every 20 ms for that long; 0 fails at once. The
- * address bound (a port 0 resolved) goes to d->metrics_addr. */
-int metrics_http_start(struct wcd *d, const char *addr, unsigned wait_ms,
-		       char *err);
-/* Closes the listener and every connection (their callbacks run with
- * -ECANCELED); frees it all once they have. */
-void metrics_http_stop(struct wcd *d);
 
 #endif

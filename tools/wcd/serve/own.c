@@ -24,7 +24,8 @@
 #include "err.h"
 #include "log.h"
 #include "ready.h"
-#include "wcd.h"
+#include "serve/own.h"
+#include "serve/access.h"
 
 static int pidfd_open_(pid_t pid)
 {

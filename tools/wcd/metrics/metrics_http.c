@@ -42,8 +42,8 @@
 #include "err.h"
 #include "http.h"
 #include "log.h"
-#include "metrics.h"
-#include "wcd.h"
+#include "metrics/metrics.h"
+#include "daemon/daemon.h"
 
 #define MHTTP_CONNS_MAX 16
 #define MHTTP_PEER_MAX 8              /* connections of one peer */

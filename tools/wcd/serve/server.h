@@ -1,6 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wcd: server.c's client API. One client connection (struct wcd_client),
+ * wcd's serve/ folder: the socket and who may use it.
+ *
+ *   server.c    connections, framing, notices, leases (this header)
+ *   access.c    who may connect: the socket's group and mode, the runtime
+ *               directory's x bits, every peer's credentials (access.h)
+ *   own.c       ownership of the device's files: flock, --force, stale
+ *               files (own.h)
+ *
+ * server.c's client API. One client connection (struct wcd_client),
  * and what the files above server.c may do with clients:
  *
  *   reply to a request      reply_send() (the request being handled),
@@ -26,7 +34,7 @@
 
 #include <stdarg.h>
 
-#include "wcd.h"
+#include "daemon/daemon.h"
 
 struct out_msg {
 	struct out_msg *next;
@@ -135,5 +143,40 @@ struct sockaddr_un;
  * listen (server_listen) and to reach the daemon being taken over
  * (handover_new.c). */
 int server_sock_open(const struct wcd *d, struct sockaddr_un *sa, char *err);
+
+/* What server.c calls upwards, registered by main.c (server.c knows no
+ * file above it). */
+struct server_hooks {
+	/* one whole, header-checked request frame (requests.c) */
+	void (*dispatch)(struct wcd_client *c, const uint8_t *p, uint32_t n);
+	/* a lease on version index vi ended (versions.c counts and retires) */
+	void (*lease_ended)(struct wcd *d, int vi);
+	/* while paused (server_pause): something a pause waits for may have
+	 * changed; and client c is being freed (handover_old.c) */
+	void (*pause_poke)(struct wcd *d);
+	void (*client_gone)(struct wcd *d, struct wcd_client *c);
+	/* server_stop while d->lent: the stop waits for the handover's end
+	 * (handover_old.c calls server_stop again if this daemon still owns
+	 * the clients then) */
+	void (*stop_hold)(struct wcd *d);
+	/* client c's process died: true to read its connection on to the
+	 * end of file (what it sent before it died) instead of closing it
+	 * now (handover_old.c: the new daemon after DONE) */
+	bool (*read_to_end)(struct wcd *d, struct wcd_client *c);
+};
+
+int server_listen(struct wcd *d, char *err);
+/* Starts accepting; hooks stay registered for the daemon's life. */
+void server_start(struct wcd *d, const struct server_hooks *hooks);
+void server_stop(struct wcd *d);
+
+/* Hot handover (issue 17), server.c's side: pausing stops accepting and
+ * lets every client but `except` come to rest at a frame boundary (a frame
+ * half received is read to its end and answered; nothing more is
+ * received); server_at_rest says when all are, else names one that is not;
+ * resume undoes it. */
+void server_pause(struct wcd *d, struct wcd_client *except);
+bool server_at_rest(struct wcd *d, pid_t *busy_pid);
+void server_resume(struct wcd *d);
 
 #endif

@@ -42,7 +42,7 @@
 
 #include "err.h"
 #include "log.h"
-#include "wcd.h"
+#include "serve/access.h"
 
 static bool gid_allowed(const struct wcd_opts *o, gid_t gid)
 {

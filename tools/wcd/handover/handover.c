@@ -18,8 +18,7 @@
 #include "base.h"
 #include "err.h"
 #include "log.h"
-#include "wcd.h"
-#include "handover.h"
+#include "handover/handover.h"
 #include "wire_handover.h"
 
 struct wcd_ho *ho_get(struct wcd *d)

@@ -1,16 +1,16 @@
 /* SPDX-License-Identifier: MIT */
-/* wcd's loader internals, shared by load.c (prepare, run, the direct path)
- * and staged.c (the staged path). See load.c for the design. */
-#ifndef WCD_LOAD_H
-#define WCD_LOAD_H
+/* wcd's loader: what its files share (struct ld, one load in progress)
+ * and ld.c's helpers over it. See load.c for the design. */
+#ifndef WCD_LD_H
+#define WCD_LD_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "base.h"
 #include "err.h"
-#include "hashpool.h"
-#include "wcd.h"
+#include "load/hashpool.h"
+#include "daemon/daemon.h"
 
 #define LD_DIO_ALIGN 4096u
 #define LD_COPY_STREAMS 4
@@ -149,38 +149,4 @@ const char *ld_shard_name(struct ld *L, uint32_t shard);
  * descriptor and a read of its header (usually in the page cache), on
  * the calling thread. */
 void ld_check_shards(struct ld *L);
-/* prep.c: reads d->o.model's headers, applies the quantization gate, reads
- * the layout and builds and packs this rank's plan into v->model,
- * v->rules and v->plan, all on a thread of its own while d's loop turns
- * (--read-timeout bounds the header reads; the plan has no deadline; a
- * stopping daemon gives up at once: -ECANCELED). */
-int ld_prepare_bounded(struct wcd *d, struct wcd_version *v, char *err);
-/* Test hook (test/wcd/rel_hung.sh, test/wcd/rel_truncated.sh, test/wcd/life_plan.sh):
- * WCD_TEST_STALL_FIFO names a FIFO and WCD_TEST_STALL_DIR a model
- * directory whose load then blocks on that FIFO (a pipe-backed stand-in
- * for a hung file system or a long plan) at WCD_TEST_STALL_AT: "open"
- * (the default: before the header reads), "parsed" (after them), "plan"
- * (before the layout is read and planned), all three on prep.c's thread,
- * "opened" (after the shards were opened and their sizes checked, on
- * the loop's thread: a shard cut while it is read) or "filled" (after
- * the last read and copy, before ld_check_shards: test/wcd/rel_rewritten.sh);
- * point is where the caller is. */
-void ld_test_stall(const char *path, const char *point);
-
-/* fill.c (load.c calls it): the direct path's splice fill. Moves every
- * piece into its pool and hashes (into v->hash, marking L->hashed) each
- * entry with pieces once it has landed; failures go to ld_fail. *refused:
- * splice was refused and pread took over. 0, or -errno with err set when
- * the fill could not start. */
-int fill_run(struct ld *L, bool *refused, char *err);
-
-/* staged.c (load.c calls it) */
-int staged_setup(struct ld *L, char *err);
-void staged_start(struct ld *L);
-/* After the last copy: waits for the device's hashes (if any). */
-void staged_finish(struct ld *L);
-void staged_teardown(struct ld *L);
-bool ld_streamed(struct ld *L, uint32_t e);
-bool ld_dev_post(struct ld *L, uint32_t e);
-
 #endif

@@ -18,10 +18,11 @@
 #include "base.h"
 #include "err.h"
 #include "log.h"
-#include "wcd.h"
-#include "conn.h"
-#include "handover.h"
-#include "lifecycle.h"
+#include "handover/handover.h"
+#include "serve/server.h"
+#include "life/lifecycle.h"
+#include "life/life_job.h"
+#include "load/load.h"
 #include "ready.h"
 #include "wire_handover.h"
 
@@ -553,7 +554,7 @@ static int ho_setup(struct wcd *d, struct ho_got *g,
 			     "WCD_TEST_HO_READY_FAIL: the ready file %s cannot be written",
 			     d->paths.ready);
 	else
-		r2 = status_write_ready(d, e2);
+		r2 = d->ready_write(d, e2);
 	if (r2 && !ret) {
 		ret = r2;
 		snprintf(err, BASE_ERR_LEN, "%s", e2);

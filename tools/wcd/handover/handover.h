@@ -1,5 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
+ * wcd's handover/ folder (its API at the end of this header):
+ *
+ *   handover_old.c  the running daemon's side (HANDOVER requests)
+ *   handover_new.c  the new daemon's side (wcd --takeover: handover_take)
+ *   handover.c      what both share: the state, kill hook, lock owner,
+ *                   pidfds, blocking frames with descriptors
+ *
  * Hot handover (issue 17): a new wcd takes the device over from the running
  * one without a reload and without closing an engine's connection. The
  * conversation and its frames are in proto/wire/wire_handover.h; this header
@@ -105,7 +112,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "wcd.h"
+#include "daemon/daemon.h"
 #include "wire.h"
 
 #define HO_IO_TIMEOUT_S 30                  /* one blocking frame */
@@ -161,5 +168,27 @@ int ho_send(int fd, struct wire_put *w, const int *fds, unsigned nfds,
 	    char *err);
 int ho_recv(int fd, struct ho_frame *f, char *err);
 void ho_frame_free(struct ho_frame *f);
+
+/* handover_old.c, handover_new.c (handover.c: handover_free) */
+struct wcd_ho;
+/* server_hooks.pause_poke: something a pause waits for may have changed. */
+void handover_poke(struct wcd *d);
+/* The running daemon's side: the HANDOVER request of client c. */
+void handover_request(struct wcd_client *c, const uint8_t *p, uint32_t n);
+/* server_hooks.client_gone: a handover c asked for ends (resume). */
+void handover_client_gone(struct wcd *d, struct wcd_client *c);
+/* server_hooks.stop_hold: SIGTERM or SHUTDOWN after DONE (d->lent). */
+void handover_stop_hold(struct wcd *d);
+/* server_hooks.read_to_end: c is the new daemon after DONE (its SERVING
+ * may still be in the socket when its pidfd fires). */
+bool handover_read_to_end(struct wcd *d, struct wcd_client *c);
+/* The new daemon's side (--takeover), before anything is loaded: 0 when it
+ * serves the old daemon's pools and clients (the loop set up, the server
+ * started, the ready file written); -ECONNRESET when the old daemon died
+ * before it had handed everything over (nothing kept: the caller may load
+ * from disk); another -errno (err says why) when it was refused or failed,
+ * the old daemon serving on. */
+int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err);
+void handover_free(struct wcd *d);
 
 #endif

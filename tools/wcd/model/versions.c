@@ -13,9 +13,9 @@
 #include "base.h"
 #include "err.h"
 #include "log.h"
-#include "wcd.h"
-#include "conn.h"
-#include "versions.h"
+#include "model/versions.h"
+#include "serve/server.h"
+#include "load/load.h"
 
 int version_find(struct wcd *d, uint64_t number)
 {

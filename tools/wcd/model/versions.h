@@ -1,6 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wcd's resident versions (struct wcd_version, d->ver[], d->cur): which one
+ * wcd's model/ folder, one model's resident versions:
+ *
+ *   versions.c  publish, retire, lease counts, memory (this header)
+ *
+ * The versions (struct wcd_version, d->ver[], d->cur): which one
  * serves, the leases counted on each, publishing a new one and retiring an
  * old one, and the memory they take.
  *

@@ -40,10 +40,10 @@
 #include "base.h"
 #include "err.h"
 #include "log.h"
-#include "wcd.h"
-#include "conn.h"
-#include "lifecycle.h"
-#include "versions.h"
+#include "life/life_job.h"
+#include "serve/server.h"
+#include "model/versions.h"
+#include "load/load.h"
 #include "wire_life.h"
 
 #define COPY_STREAMS 4
@@ -686,7 +686,7 @@ void life_run_wake(struct wcd *d)
 	}
 	L->level = 0;
 	L->wakes++;
-	if (wcd_enter(d, WCD_READY) && status_write_ready(d, err))
+	if (wcd_enter(d, WCD_READY) && d->ready_write(d, err))
 		log_warn("cannot rewrite the ready file: %s", err);
 	log_info("%s", r.msg);
 	life_reply(d, WIRE_WAKE, &r);
@@ -891,7 +891,7 @@ void life_run_update(struct wcd *d)
 	d->o.model = L->model_served;
 	wcd_enter(d, WCD_READY);
 	version_publish(d, ni, &pub);
-	if (status_write_ready(d, err))
+	if (d->ready_write(d, err))
 		log_warn("cannot rewrite the ready file: %s", err);
 	r.version = nv->number;
 	r.bytes = nv->plan.total_bytes;
@@ -942,7 +942,7 @@ void life_run_update_asleep(struct wcd *d)
 	L->level = 0;
 	wcd_enter(d, WCD_READY);
 	version_publish(d, ni, &pub);
-	if (status_write_ready(d, err))
+	if (d->ready_write(d, err))
 		log_warn("cannot rewrite the ready file: %s", err);
 	r.version = nv->number;
 	r.bytes = nv->plan.total_bytes;

@@ -2,7 +2,7 @@
 #include <errno.h>
 #include <string.h>
 
-#include "hashpool.h"
+#include "load/hashpool.h"
 
 static void *hworker_main(void *arg)
 {

@@ -31,8 +31,9 @@
 #include "base.h"
 #include "err.h"
 #include "log.h"
-#include "wcd.h"
-#include "conn.h"
+#include "serve/server.h"
+#include "serve/access.h"
+#include "serve/own.h"
 
 #define STOP_FLUSH_NS 1000000000ull   /* notices get 1 s to leave */
 

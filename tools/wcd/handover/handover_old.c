@@ -19,9 +19,8 @@
 #include "base.h"
 #include "err.h"
 #include "log.h"
-#include "wcd.h"
-#include "conn.h"
-#include "handover.h"
+#include "handover/handover.h"
+#include "serve/server.h"
 #include "wire_handover.h"
 
 #define HO_DRAIN_NS (5ull * 1000000000)     /* clients to reach rest */
@@ -54,7 +53,7 @@ static void ho_take_back(struct wcd *d)
 
 	if (ho_claim_lock(d, err))
 		log_error("handover: %s", err);
-	if (status_write_ready(d, err))
+	if (d->ready_write(d, err))
 		log_error("handover: cannot rewrite the ready file under pid %d: %s",
 			  (int)getpid(), err);
 	snprintf(nt.msg, sizeof(nt.msg),

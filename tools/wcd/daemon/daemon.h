@@ -1,0 +1,290 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wcd's daemon/ folder, the bottom of the daemon: what every subsystem
+ * shares and nothing else (test/wcd/wcd_deps.sh: no file here calls or
+ * includes a file above it).
+ *
+ *   daemon.h    this file: options, struct wcd (the daemon, with a
+ *               pointer to each subsystem's own state), struct wcd_model
+ *               (one model: its versions), the state enum
+ *   state.c     the daemon's state machine: names and transitions
+ *   counters.h  the metrics' counters, bumped inline by the subsystems
+ *               (rendered by metrics/metrics.c)
+ */
+#ifndef WCD_DAEMON_H
+#define WCD_DAEMON_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "gpu.h"
+#include "hash.h"
+#include "identity.h"
+#include "model.h"
+#include "paths.h"
+#include "plan.h"
+#include "quant.h"
+#include "wcreactor.h"
+#include "wire.h"
+
+#include "daemon/counters.h"
+
+#define WCD_ALLOW_UID_MAX 16
+#define WCD_ALLOW_GID_MAX 16          /* --allow-gid, --socket-group among them */
+#define WCD_CLIENTS_MAX 1024          /* connections at once */
+#define WCD_LEASES_PER_CLIENT 64
+/* Request payload bytes we buffer per client: the largest request (HELLO
+ * with an identity, IDENT_ENC_MAX) is under 6 KiB; 1024 clients pin at most
+ * 64 MiB with this bound (1 GiB with the 1 MiB it was). */
+#define WCD_REQ_MAX (64u << 10)
+/* A connection must send its first frame within --frame-timeout, and finish
+ * each frame it has begun within it (a silent or half-sent client holds a
+ * slot and a buffer); idle between frames is fine. */
+#define WCD_FRAME_MS 10000           /* --frame-timeout's default */
+/* The header reads of a load (config.json, index, shard headers: a few
+ * small reads per shard) must finish within --read-timeout. */
+#define WCD_READ_TIMEOUT_MS 60000
+#define WCD_OUTQ_MAX 16               /* frames queued per client */
+#define WCD_VERSIONS 2                /* resident model versions (N, N+1) */
+#define WCD_POOL_SIZE_DEFAULT (2ull << 30)
+/* Staging: 12 x 8 MiB (96 MiB), page-cache reads in 1 MiB parts. Measured
+ * on the H200 (warm llama-8b, hashes on the device; bench/RESULTS.md):
+ * 47.4 GB/s, against 45.5 for 16 x 4 MiB and 43.8 for 32 x 4 MiB; a ring
+ * small enough to stay in the CPU's cache while the DMA reads it, with
+ * copies large enough for PCIe. */
+#define WCD_SLOTS_DEFAULT 12
+#define WCD_SLOT_SIZE_DEFAULT (8u << 20)
+#define WCD_SLOTS_MAX 64
+#define WCD_READ_PART_DEFAULT (1u << 20)
+#define WCD_READ_CHUNK (8u << 20)     /* direct path: bytes per read */
+#define WCD_READ_DEPTH 32             /* direct path: reads in flight */
+#define WCD_READ_AHEAD_DEFAULT (256ull << 20) /* splice fill: --read-ahead */
+#define WCD_READ_AHEAD_MAX (16ull << 30)
+#define WCD_FORCE_WAIT_MS 10000       /* --force: SIGTERM, then SIGKILL */
+#define WCD_FORCE_WAIT_MS_MAX 3600000 /* --force-wait: at most an hour */
+
+enum wcd_load_path { WCD_LOAD_AUTO, WCD_LOAD_DIRECT, WCD_LOAD_STAGED };
+enum wcd_direct_io { WCD_DIO_AUTO, WCD_DIO_ON, WCD_DIO_OFF };
+/* How the direct path fills the pools: splice(2) into the memfds on
+ * worker threads, hashing as tensors land (fill.c), or io_uring reads into
+ * their mappings, then a hash phase (load.c). */
+enum wcd_direct_fill { WCD_FILL_SPLICE, WCD_FILL_READ };
+/* Where tensor hashes are computed: on the device from the pools where the
+ * backend can (cuda), else on CPU threads from the staging slots. */
+enum wcd_hash_on { WCD_HASH_AUTO, WCD_HASH_DEVICE, WCD_HASH_CPU };
+
+struct wcd_opts {
+	const char *model;
+	uint32_t tp_size, tp_rank, pp_size, pp_rank;
+	const char *device;
+	const char *runtime_dir;
+	bool force;
+	uint32_t force_wait_ms;       /* --force: SIGTERM to SIGKILL */
+	uint32_t frame_timeout_ms;    /* --frame-timeout (WCD_FRAME_MS) */
+	uint32_t read_timeout_ms;     /* --read-timeout (WCD_READ_TIMEOUT_MS) */
+	bool hash;
+	uid_t allow_uid[WCD_ALLOW_UID_MAX];
+	unsigned nallow_uid;
+	gid_t allow_gid[WCD_ALLOW_GID_MAX];
+	unsigned nallow_gid;
+	const char *socket_group;     /* --socket-group NAME|GID, or NULL */
+	gid_t socket_gid;             /* its gid (access_resolve) */
+	int socket_mode;              /* --socket-mode; -1: from the options */
+	const char *allow_quant;
+	const char *rules;
+	const char *layout;           /* --layout FILE: instead of the preset */
+	uint32_t ep_size, ep_rank;    /* expert parallelism (1, 0) */
+	int32_t vocab_pad;            /* --vocab-pad; -1: the layout's (64) */
+	uint64_t pool_size;
+	bool ipc_legacy;
+	bool keep_context;            /* no gpu idle while serving */
+	bool sleep_arena_keep;        /* --sleep-arena keep */
+	enum wcd_load_path load_path;
+	unsigned slots;
+	uint64_t slot_size;
+	uint64_t read_part;           /* buffered reads: bytes per part, 0 whole */
+	unsigned hash_threads;        /* 0: hash on the loop thread */
+	bool hash_threads_given;      /* --hash-threads (not the default) */
+	enum wcd_hash_on hash_on;
+	enum wcd_direct_io direct_io;
+	enum wcd_direct_fill direct_fill;
+	uint64_t read_ahead;          /* splice fill: bytes past the workers */
+	bool takeover;                /* --takeover: ask the running wcd */
+	bool ho_rehash;               /* --takeover-verify hash */
+	const char *metrics_listen;   /* --metrics-listen ADDR, or NULL */
+	const char *log_file;         /* --log-file PATH, or NULL: stderr */
+	enum log_format log_format;
+	enum log_level log_level;     /* --log-level */
+};
+
+/* Phase timings of one load, for the log and STATUS. */
+struct wcd_phases {
+	double parse_s, read_s, copy_s, hash_s, publish_s, total_s;
+	uint64_t read_bytes;          /* bytes read from files (supersets) */
+	bool staged, direct_io;
+};
+
+/* One resident model version: its pools, manifest and leases. The daemon
+ * holds up to WCD_VERSIONS so that an update can load N+1 beside
+ * N; new attaches get `current`, N is freed when its last lease ends. */
+struct wcd_version {
+	bool used;
+	uint64_t number;              /* 1, 2, ... */
+	struct model model;
+	struct plan_rules rules;
+	struct plan plan;
+	struct ident ident;
+	uint8_t digest[BASE_HASH_LEN];  /* ident_digest */
+	uint8_t ident_enc[IDENT_ENC_MAX];
+	size_t ident_len;
+	uint32_t npools;
+	struct gpu_pool pools[GPU_POOLS_MAX];
+	uint8_t (*hash)[BASE_HASH_LEN]; /* per plan tensor */
+	bool hashed;
+	unsigned leases;              /* leases held on this version */
+	struct wcd_phases phases;
+	double load_seconds, load_gbps;
+};
+
+struct wcd;
+struct wcd_client;
+struct server_hooks;
+
+/*
+ * The daemon's state: one value, changed only by wcd_enter() (state.c),
+ * which holds the table of allowed transitions. STATUS and the ready file
+ * show wcd_state_name(). STOPPING is final: a job that ends after a
+ * SIGTERM or SHUTDOWN leaves the daemon stopping.
+ *
+ *   STARTING -> LOADING -> READY <-> UPDATING
+ *      \           ^         ^
+ *       TAKING_OVER ---------/  (wcd --takeover; LOADING when the old
+ *                                daemon died before it handed over)
+ *                            |  \
+ *                            |   SLEEPING -> WAKING -> READY (or SLEEPING
+ *                            |                        when the wake failed)
+ *   any state -> STOPPING
+ */
+enum wcd_state {
+	WCD_STARTING,   /* options, device, ownership */
+	WCD_LOADING,    /* the first load */
+	WCD_READY,      /* serving one version (two after an update) */
+	WCD_SLEEPING,   /* pools released; life.level says how */
+	WCD_WAKING,     /* a WAKE job is queued or running */
+	WCD_UPDATING,   /* an UPDATE job is queued or running; N serves */
+	WCD_STOPPING,   /* no new connections; ends when the clients are gone */
+	WCD_TAKING_OVER, /* --takeover: receiving and checking a handover */
+	WCD_NSTATES
+};
+
+/* A request answered later (a lifecycle job): server.c forgets the client
+ * (c = NULL) if it goes away before the answer. */
+struct wcd_waiter {
+	struct wcd_waiter *next;      /* server.c's list of held waiters */
+	struct wcd_client *c;
+	uint64_t id;
+	uint16_t type;                /* the request's (for the metrics) */
+	bool held;
+};
+
+/* The lifecycle's data (lifecycle.c, life_job.c); the state is d->state. */
+struct wcd_life {
+	/* 1 or 2 while SLEEPING or WAKING (and STOPPING after them), else 0 */
+	unsigned level;
+	/* sleep level 1: a host copy (backend staging: pinned on CUDA) of
+	 * each pool's first pools[i].size bytes */
+	void *host[GPU_POOLS_MAX];
+	uint64_t host_len[GPU_POOLS_MAX];
+	uint32_t nhost;
+	uint64_t host_bytes;
+	/* --sleep-arena keep: host[] outlives the wake (arena_bytes held
+	 * while awake, 0 otherwise) and the next sleep copies into it */
+	uint64_t arena_bytes;
+	/* the host copy a level-1 wake restored from, being freed on a
+	 * thread after the wake's reply (lifecycle.c, host_free_later), and
+	 * its bytes (STATUS host_freeing_bytes); NULL and 0 when none is.
+	 * SLEEP, UPDATE and exit wait for it (life_host_settle). */
+	struct host_freer *freeing;
+	uint64_t freeing_bytes;
+	/* the job queued (WIRE_WAKE or WIRE_UPDATE, 0 for none) and whom to
+	 * answer */
+	unsigned job;
+	struct wcd_waiter who;
+	char model[WIRE_PATH_MAX + 1];    /* UPDATE: "" for the same dir */
+	uint32_t update_flags;            /* UPDATE: WIRE_UPDATE_* */
+	char model_served[WIRE_PATH_MAX + 1]; /* d->o.model after an update */
+	/* for STATUS */
+	uint64_t sleeps, wakes, updates, failures;
+	double wake_copy_s, wake_copy_gbps, wake_verify_s, sleep_copy_s;
+	char last[WIRE_MSG_MAX + 1];  /* the last outcome, one line */
+};
+
+struct wcd {
+	struct wcd_opts o;
+	struct gpu_dev dev;
+	struct paths paths;
+	int lock_fd;
+	struct rx_loop loop;
+	enum wcd_state state;         /* change with wcd_enter() only */
+	struct wcd_version ver[WCD_VERSIONS];
+	int cur;                      /* index of the current version */
+	uint64_t start_ns;
+
+	/* server */
+	const struct server_hooks *hooks; /* serve/server.h */
+	/* status_write_ready (status.c, above every subsystem), set by
+	 * main.c: how the files below rewrite the ready file */
+	int (*ready_write)(struct wcd *d, char *err);
+	int listen_fd;
+	struct rx_accept accept;
+	struct rx_signal sig;
+	struct rx_timer stop_timer;
+	struct wcd_client *clients;
+	unsigned nclients;
+	struct wcd_waiter *waiters;
+	uint64_t next_lease;
+	uint64_t requests;
+	uint64_t mismatches;
+	uint64_t fd_shortages;        /* accepts paused: out of descriptors */
+	uint64_t shed;                /* idle connections closed for them */
+	uint64_t frame_timeouts;      /* clients closed by WCD_FRAME_NS */
+	bool fd_short;                /* in a shortage episode (logged once) */
+	int exit_code;
+
+	struct wcd_life life;         /* lifecycle.c: sleep, wake, update */
+
+	/* hot handover (handover*.c) */
+	struct wcd_ho *ho;
+	bool pausing;                 /* no accept, no new receive */
+	struct wcd_client *pause_except;  /* the new daemon's connection */
+	bool accept_again;            /* resume: restart a stopping accept */
+	/* after DONE: the clients' connections are the new daemon's (shared
+	 * sockets): no shutdown() of one, and a stop waits (stop_hold) */
+	bool lent;
+	struct wcd_metrics m;         /* counters (metrics.h) */
+	struct mhttp *mhttp;          /* --metrics-listen (metrics_http.c) */
+	char metrics_addr[256];       /* where it listens: port 0 resolved */
+	/* why a --takeover loaded from disk instead (the ready file's
+	 * reloaded key), "" after a load or a handover */
+	char reloaded[512];
+};
+
+static inline struct wcd_version *wcd_current(struct wcd *d)
+{
+	return &d->ver[d->cur];
+}
+
+/* state.c */
+const char *wcd_state_name(enum wcd_state s);
+/* Moves d to state `to`. Returns false, changing nothing, when d is
+ * STOPPING (final) and `to` is another state; aborts (WC_ASSERT) on a
+ * transition the table does not allow. */
+bool wcd_enter(struct wcd *d, enum wcd_state to);
+
+static inline bool wcd_stopping(const struct wcd *d)
+{
+	return d->state == WCD_STOPPING;
+}
+
+#endif
