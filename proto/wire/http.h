@@ -3,7 +3,7 @@
  * The smallest HTTP/1.x request parser a Prometheus scrape needs: pure C, no
  * I/O, no allocation, so that it can be fuzzed (test/fuzz/http_request.c)
  * and so that the daemon's loop only moves bytes. wcd's metrics endpoint
- * (tools/wcd/metrics_http.c) feeds it what has arrived so far and answers
+ * (tools/wcd/metrics/metrics_http.c) feeds it what has arrived so far and answers
  * once the head is complete; every answer closes the connection.
  *
  * Bounds: the whole head (request line + headers + the blank line) is at

@@ -87,7 +87,7 @@ enum wire_type {
 	WIRE_NOTICE = 8,        /* daemon -> client, unsolicited, id 0 */
 	WIRE_ERROR = 9,         /* a reply to any request */
 	WIRE_ATTACH_MORE = 10,  /* further pools of one ATTACH reply */
-	/* the lifecycle (tools/wcd/lifecycle.c) and the metrics */
+	/* the lifecycle (tools/wcd/life/lifecycle.c) and the metrics */
 	WIRE_SLEEP = 11,
 	WIRE_WAKE = 12,
 	WIRE_UPDATE = 13,
