@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # reactor/README.md's "Embedding the reactor" example is test/reactor/rx_embed.c's
 # marked region, byte for byte, so the two cannot drift apart.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 readme=$WC_TOP/reactor/README.md
 src=$WC_TOP/test/reactor/rx_embed.c
 want=$(sed -n '\#^/\* --- README: embedding --- \*/$#,\#^/\* --- end --- \*/$#p' "$src" | sed '1d;$d')

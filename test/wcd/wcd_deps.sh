@@ -16,7 +16,7 @@
 #
 # First it proves itself: circles it plants (of calls between two files,
 # of includes between two folders) must be found.
-. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/../lib/lib.sh"
 command -v nm >/dev/null || skip "nm (binutils) is not installed"
 command -v tsort >/dev/null || skip "tsort (coreutils) is not installed"
 
