@@ -9,20 +9,14 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/inotify.h>
-#include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
-#ifndef SYS_pidfd_open
-#define SYS_pidfd_open 434
-#endif
+#include "clock.h"
+#include "compat.h"
 
 static int64_t now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+	return (int64_t)(clock_ns() / 1000000);
 }
 
 /* The nearest directory above path that exists (path's own first). */
@@ -58,9 +52,9 @@ int t_wait_file(const char *path, pid_t pid, int ms)
 	if (in < 0)
 		return -errno;
 	if (pid > 0) {
-		pfd = (int)syscall(SYS_pidfd_open, pid, 0);
+		pfd = rx_pidfd_open(pid);
 		if (pfd < 0) {
-			ret = errno == ESRCH ? -ESRCH : -errno;
+			ret = pfd;
 			close(in);
 			return access(path, F_OK) ? ret : 0;
 		}

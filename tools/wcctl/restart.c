@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "cli.h"
 #include "err.h"
 #include "gpus.h"
@@ -73,11 +74,6 @@ static void restart_usage(FILE *f)
 "Exit status: 0 the new daemon serves (handed over, or reloaded), 1 failed\n"
 "(the log says which daemon serves; with --all: any of them), 2 usage, 3 no\n"
 "daemon was running.\n");
-}
-
-static int pidfd_open_(pid_t pid)
-{
-	return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
 /* The wcd spec of a device's file name: host-X is host:X. */
@@ -318,7 +314,7 @@ int wcctl_restart(int argc, char **argv)
 			  name, ri.pid, (int)holder, p.lock);
 		return 1;
 	}
-	old_fd = pidfd_open_(ri.pid);
+	old_fd = rx_pidfd_open(ri.pid);
 	if (old_fd < 0) {
 		log_error("cannot watch wcd pid %d on %s: %s", ri.pid, name,
 			  strerror(errno));
@@ -385,7 +381,7 @@ int wcctl_restart(int argc, char **argv)
 		close(old_fd);
 		return 1;
 	}
-	new_fd = pidfd_open_(nw);
+	new_fd = rx_pidfd_open(nw);
 	end = t0 + (uint64_t)(timeout_s * 1e9);
 	for (;;) {
 		struct pollfd pf[2] = { { t_exit ? -1 : old_fd, POLLIN, 0 },

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "cli.h"
 #include "err.h"
 #include "gpus.h"
@@ -61,16 +62,6 @@ static void stop_usage(FILE *f)
 "3 no daemon was running.\n");
 }
 
-static int pidfd_open_(pid_t pid)
-{
-	return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
-static int pidfd_kill(int pidfd, int sig)
-{
-	return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-}
-
 /* Finds the device's daemon and opens a pidfd on it. Returns 1 when there
  * is one to stop, 0 when none runs, -1 on an error (printed). */
 static int stop_find(struct victim *v)
@@ -100,7 +91,7 @@ static int stop_find(struct victim *v)
 			  v->paths.device, v->paths.lock);
 		return -1;
 	}
-	v->pidfd = pidfd_open_(v->pid);
+	v->pidfd = rx_pidfd_open(v->pid);
 	if (v->pidfd < 0 && errno == ESRCH)
 		return 0;   /* exited just now */
 	if (v->pidfd < 0) {
@@ -246,7 +237,7 @@ int wcctl_stop(int argc, char **argv)
 			failed++;
 		if (ret <= 0)
 			continue;
-		if (pidfd_kill(v->pidfd, SIGTERM) && errno != ESRCH) {
+		if (rx_pidfd_send_signal(v->pidfd, SIGTERM) && errno != ESRCH) {
 			log_error("cannot signal wcd pid %d on %s: %s (is it another user's?)",
 				  (int)v->pid, v->paths.device,
 				  strerror(errno));
@@ -264,7 +255,7 @@ int wcctl_stop(int argc, char **argv)
 			continue;
 		log_warn("wcd pid %d on %s did not stop within %g s; sending SIGKILL",
 			 (int)vs[i].pid, vs[i].paths.device, timeout_s);
-		pidfd_kill(vs[i].pidfd, SIGKILL);
+		rx_pidfd_send_signal(vs[i].pidfd, SIGKILL);
 		vs[i].killed = true;
 	}
 	stop_wait(vs, nv, STOP_KILL_WAIT_MS);

@@ -79,11 +79,6 @@ int ho_claim_lock(struct wcd *d, char *err)
 	return 0;
 }
 
-int ho_pidfd_open(pid_t pid)
-{
-	return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
 bool ho_pidfd_exited(int pidfd, int wait_ms)
 {
 	struct pollfd p = { .fd = pidfd, .events = POLLIN };

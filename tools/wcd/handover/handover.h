@@ -147,7 +147,6 @@ struct wcd_ho *ho_get(struct wcd *d);
 void ho_step(const char *side, int k);
 /* The lock's owner pid (/proc/locks, the lock file) made this process. */
 int ho_claim_lock(struct wcd *d, char *err);
-int ho_pidfd_open(pid_t pid);
 /* Whether the process of pidfd has exited, waiting up to wait_ms. */
 bool ho_pidfd_exited(int pidfd, int wait_ms);
 

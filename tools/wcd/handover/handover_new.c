@@ -15,6 +15,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "base.h"
 #include "err.h"
 #include "log.h"
@@ -119,7 +120,7 @@ static int ho_connect(struct wcd *d, struct ho_got *g, char *err)
 		g->old_pid = ri.pid;
 	else if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0)
 		g->old_pid = cr.pid;
-	g->old_pidfd = ho_pidfd_open(g->old_pid);
+	g->old_pidfd = rx_pidfd_open(g->old_pid);
 	g->sock = fd;
 	return 0;
 }
@@ -329,7 +330,7 @@ static int recv_state(struct wcd *d, struct ho_got *g, char *err)
 		if (g->old_pidfd >= 0)
 			close(g->old_pidfd);
 		g->old_pid = (pid_t)g->b.pid;
-		g->old_pidfd = ho_pidfd_open(g->old_pid);
+		g->old_pidfd = rx_pidfd_open(g->old_pid);
 	}
 	ho_step("new", 2);
 	/* the old daemon's options that decide the plan and whom it serves */

@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "base.h"
 #include "err.h"
 #include "log.h"
@@ -330,7 +331,7 @@ static void ho_serving_overdue(struct wcd *d)
 		  (double)(rx_now_ns() - ho->t_done) / 1e9,
 		  ho->stop_held ? "stop as asked" : "serve on");
 	if (pidfd < 0)
-		pidfd = own = ho_pidfd_open(ho->peer_pid);
+		pidfd = own = rx_pidfd_open(ho->peer_pid);
 	if (pidfd < 0 || syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0))
 		e = errno;
 	if (own >= 0)
@@ -497,7 +498,7 @@ static void test_wait_peer_exit(struct wcd_ho *ho)
 
 	if (!getenv("WCD_TEST_HO_WAIT_PEER_EXIT"))
 		return;
-	fd = ho_pidfd_open(ho->peer_pid);
+	fd = rx_pidfd_open(ho->peer_pid);
 	if (fd >= 0) {
 		ho_pidfd_exited(fd, 60000);
 		close(fd);

@@ -21,21 +21,12 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "compat.h"
 #include "err.h"
 #include "log.h"
 #include "ready.h"
 #include "serve/own.h"
 #include "serve/access.h"
-
-static int pidfd_open_(pid_t pid)
-{
-	return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
-static int pidfd_kill(int pidfd, int sig)
-{
-	return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
-}
 
 /* The pid the owner wrote into the lock file, or -1. */
 static pid_t owner_pid(int fd)
@@ -74,7 +65,7 @@ static bool wait_exit(int pidfd, int ms)
 /* Stops the live owner pid: SIGTERM, wait, SIGKILL. */
 static int force_stop(struct wcd *d, pid_t pid, char *err)
 {
-	int pidfd = pidfd_open_(pid);
+	int pidfd = rx_pidfd_open(pid);
 
 	if (pidfd < 0) {
 		if (errno == ESRCH)
@@ -85,7 +76,7 @@ static int force_stop(struct wcd *d, pid_t pid, char *err)
 	}
 	log_warn("--force: sending SIGTERM to the owner of device %s, pid %d",
 		 d->paths.device, (int)pid);
-	if (pidfd_kill(pidfd, SIGTERM) && errno != ESRCH) {
+	if (rx_pidfd_send_signal(pidfd, SIGTERM) && errno != ESRCH) {
 		int e = errno;
 
 		close(pidfd);
@@ -96,7 +87,7 @@ static int force_stop(struct wcd *d, pid_t pid, char *err)
 	if (!wait_exit(pidfd, (int)d->o.force_wait_ms)) {
 		log_warn("--force: pid %d did not exit within %g s; sending SIGKILL",
 			 (int)pid, d->o.force_wait_ms / 1000.0);
-		pidfd_kill(pidfd, SIGKILL);
+		rx_pidfd_send_signal(pidfd, SIGKILL);
 		wait_exit(pidfd, 5000);
 	}
 	close(pidfd);
