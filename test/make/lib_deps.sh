@@ -10,6 +10,7 @@
 # First it proves itself: two objects that call each other, and two headers
 # that include each other, must be found.
 . "$(dirname "$0")/../lib/lib.sh"
+. "$(dirname "$0")/../lib/deps.sh"
 command -v nm >/dev/null || skip "nm (binutils) is not installed"
 command -v tsort >/dev/null || skip "tsort (coreutils) is not installed"
 
@@ -18,15 +19,7 @@ MODS="base wire model plan"
 # sym_edges OBJ...: "A B sym" for every symbol A.o uses that B.o defines
 sym_edges() {
 	local o
-	for o in "$@"; do
-		nm --defined-only "$o" | awk -v f="$(basename "$o" .o)" \
-			'$2 ~ /^[TDBRC]$/ { print "D", f, $3 }'
-		nm -u "$o" | awk -v f="$(basename "$o" .o)" '{ print "U", f, $2 }'
-	done | awk '$1 == "D" { def[$3] = $2; next }
-		    { use[NR] = $2 " " $3 }
-		    END { for (i in use) { split(use[i], a, " ");
-			  if (a[2] in def && def[a[2]] != a[1])
-				print a[1], def[a[2]], a[2] } }' | sort -u
+	for o in "$@"; do echo "$(basename "$o" .o) $o"; done | nm_edges
 }
 
 # inc_edges FILE...: "A B" for every #include "B" of A that is one of FILE
@@ -40,30 +33,16 @@ inc_edges() {
 	done | sort -u
 }
 
-# acyclic WHAT: reads "A B ..." lines; 0 when they form no circle, else
-# prints the loop tsort names and returns 1
-acyclic() {
-	local e out
-	e=$(cat)
-	[ -n "$e" ] || return 0
-	out=$(awk '$1 != $2 { print $1, $2 }' <<<"$e" | tsort 2>&1 >/dev/null) || true
-	[ -z "$out" ] && return 0
-	echo "$1: $out"
-	echo "the edges (from to [symbol]):"
-	echo "$e"
-	return 1
-}
-
 d=$(tmpdir)
 trap 'rm -rf "$d"' EXIT
 printf 'int b(int);\nint a(int x) { return x ? b(x - 1) : 0; }\n' >"$d/a.c"
 printf 'int a(int);\nint b(int x) { return a(x); }\n' >"$d/b.c"
 for f in a b; do cc -c -o "$d/$f.o" "$d/$f.c" || fail "cc $f.c"; done
-sym_edges "$d/a.o" "$d/b.o" | acyclic planted >/dev/null && fail "a call circle a <-> b was not found"
+sym_edges "$d/a.o" "$d/b.o" | circle planted >/dev/null && fail "a call circle a <-> b was not found"
 printf '#include "y.h"\n' >"$d/x.h"
 printf '#include "x.h"\n' >"$d/y.h"
-inc_edges "$d/x.h" "$d/y.h" | acyclic planted >/dev/null && fail "an include circle x.h <-> y.h was not found"
-sym_edges "$d/a.o" | acyclic alone >/dev/null || fail "one object alone is no circle"
+inc_edges "$d/x.h" "$d/y.h" | circle planted >/dev/null && fail "an include circle x.h <-> y.h was not found"
+sym_edges "$d/a.o" | circle alone >/dev/null || fail "one object alone is no circle"
 
 top=$WC_TOP
 obj=$WC_TOP/$BUILD/obj
@@ -108,7 +87,7 @@ for m in $MODS; do
 		done < <(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f")
 	done
 done
-inc_edges "$top"/proto/*/*.[ch] | acyclic "proto includes" || fail "an include circle among proto/'s headers (above)"
+inc_edges "$top"/proto/*/*.[ch] | circle "proto includes" || fail "an include circle among proto/'s headers (above)"
 all=()
 for m in $MODS; do mapfile -t -O "${#all[@]}" all < <(objs "proto/$m"); done
 while read -r a b s; do
@@ -119,14 +98,14 @@ while read -r a b s; do
 done < <(sym_edges "${all[@]}")
 for m in $MODS; do
 	mapfile -t o < <(objs "proto/$m")
-	sym_edges "${o[@]}" | acyclic "proto/$m" || fail "a call circle among proto/$m's files (above)"
+	sym_edges "${o[@]}" | circle "proto/$m" || fail "a call circle among proto/$m's files (above)"
 done
 
 # gpu/ and tools/libwcache: no circle, by call and by include
 for dir in gpu tools/libwcache; do
 	mapfile -t o < <(objs "$dir")
 	[ "${#o[@]}" -gt 1 ] || fail "no objects of $dir found"
-	sym_edges "${o[@]}" | acyclic "$dir" || fail "a call circle among $dir's files (above): move the shared part down or call up through a table"
-	inc_edges "$top/$dir"/*.[ch] | acyclic "$dir includes" || fail "an include circle among $dir's headers (above)"
+	sym_edges "${o[@]}" | circle "$dir" || fail "a call circle among $dir's files (above): move the shared part down or call up through a table"
+	inc_edges "$top/$dir"/*.[ch] | circle "$dir includes" || fail "an include circle among $dir's headers (above)"
 done
 echo "proto: $n files in 4 modules, one way; gpu, tools/libwcache: no circle"

@@ -17,11 +17,9 @@
 # First it proves itself: circles it plants (of calls between two files,
 # of includes between two folders) must be found.
 . "$(dirname "$0")/../lib/lib.sh"
+. "$(dirname "$0")/../lib/deps.sh"
 command -v nm >/dev/null || skip "nm (binutils) is not installed"
 command -v tsort >/dev/null || skip "tsort (coreutils) is not installed"
-
-FILE_LINES_MAX=800
-FUNC_LINES_MAX=120
 
 # node SRC PATH: a file's node, its path under SRC without .c/.h
 node() { local p=${2#"$1"/}; echo "${p%.[ch]}"; }
@@ -29,18 +27,11 @@ node() { local p=${2#"$1"/}; echo "${p%.[ch]}"; }
 # edges SRC OBJ: "A B why" for every symbol A.o uses that B.o defines and
 # every header of SRC that A includes (OBJ: SRC's objects, one per .c)
 edges() {
-	local src=$1 obj=$2 f n o inc
+	local src=$1 obj=$2 f n inc
 	for f in $(find "$src" -name '*.c' | sort); do
 		n=$(node "$src" "$f")
-		o=$obj/$n.o
-		nm --defined-only "$o" | awk -v f="$n" \
-			'$2 ~ /^[TDBRC]$/ { print "D", f, $3 }'
-		nm -u "$o" | awk -v f="$n" '{ print "U", f, $2 }'
-	done | awk '$1 == "D" { def[$3] = $2; next }
-		    { use[NR] = $2 " " $3 }
-		    END { for (i in use) { split(use[i], a, " ");
-			  if (a[2] in def && def[a[2]] != a[1])
-				print a[1], def[a[2]], a[2] } }'
+		echo "$n $obj/$n.o"
+	done | nm_edges
 	for f in $(find "$src" -name '*.[ch]' | sort); do
 		n=$(node "$src" "$f")
 		for inc in $(sed -n 's/^#include "\([^"]*\)".*/\1/p' "$f"); do
@@ -59,32 +50,17 @@ edges() {
 
 folder() { case $1 in */*) echo "${1%%/*}" ;; *) echo . ;; esac; }
 
-# circle NAME EDGES: 0 when the "A B why" edges form no circle; else prints
-# it with the edges among its members, returns 1
-circle() {
-	local what=$1 e=$2 out loop
-	if ! out=$(awk '{ print $1, $2 }' <<<"$e" | sort -u | tsort 2>&1 >/dev/null) ||
-	   [ -n "$out" ]; then
-		echo "$out"
-		loop=$(sed -n 's/^tsort: \([A-Za-z0-9_./]*\)$/\1/p' <<<"$out" | tr '\n' ' ')
-		echo "the edges among these $what (from to symbol-or-#include):"
-		awk -v l=" $loop" 'index(l, " " $1 " ") && index(l, " " $2 " ")' <<<"$e" | sort -u
-		return 1
-	fi
-	return 0
-}
-
 # check SRC OBJ: 0 when neither the files nor the folders form a circle
 check() {
 	local e fe a b w
 	e=$(edges "$1" "$2")
 	[ -n "$e" ] || { echo "no edges found in $1"; return 2; }
-	circle files "$e" || return 1
+	circle files <<<"$e" || return 1
 	fe=$(while read -r a b w; do
 		a=$(folder "$a") b=$(folder "$b")
 		[ "$a" = "$b" ] || echo "$a $b $w"
 	done <<<"$e")
-	[ -z "$fe" ] || circle folders "$fe" || return 1
+	[ -z "$fe" ] || circle folders <<<"$fe" || return 1
 	return 0
 }
 
