@@ -18,7 +18,6 @@
  */
 #include <errno.h>
 #include <signal.h>
-#include <stddef.h>
 #include <string.h>
 
 #include "base.h"
@@ -47,8 +46,7 @@ static void rx_pool_ref(struct rx_pool *p, bool ref)
  * wake-up's end (node NULL) during rx_pool_close. */
 static void rx_pool_deliver(struct rx_wake *wk, struct rx_wake_node *node)
 {
-	struct rx_pool *p = (struct rx_pool *)((char *)wk -
-					       offsetof(struct rx_pool, wake));
+	struct rx_pool *p = container_of(wk, struct rx_pool, wake);
 	struct rx_work *w;
 	rx_after_work_fn after;
 	int status;
@@ -57,7 +55,7 @@ static void rx_pool_deliver(struct rx_wake *wk, struct rx_wake_node *node)
 		p->wake_closed = true;
 		return;
 	}
-	w = (struct rx_work *)((char *)node - offsetof(struct rx_work, node));
+	w = container_of(node, struct rx_work, node);
 	WC_ASSERT(w->state == RX_WORK_DUE && w->pool == p && p->pending > 0);
 	after = w->after;
 	status = w->status;
