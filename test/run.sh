@@ -89,7 +89,13 @@ run_one() {
 	local i=$1 t=$2 log=$logdir/$1.log start rc
 	start=${EPOCHREALTIME/./}
 	case $t in
-	*.sh) timeout -k 5 "$timeout_s" bash "$t" >"$log" 2>&1 </dev/null; rc=$? ;;
+	*.sh) timeout -k 5 "$timeout_s" bash "$t" >"$log" 2>&1 </dev/null; rc=$?
+		# bash goes on past a command it cannot find (a helper not
+		# sourced, a typo): such a test may pass without checking anything
+		if [ "$rc" = 0 ] && grep -qE "^$t: line [0-9]+: .*: command not found$" "$log"; then
+			echo "(bash could not find a command the test runs: it fails)" >>"$log"
+			rc=1
+		fi ;;
 	*.py) env ${WC_PYTEST_PRELOAD:+LD_PRELOAD=$WC_PYTEST_PRELOAD \
 		ASAN_OPTIONS=detect_leaks=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}} \
 		timeout -k 5 "$timeout_s" "$PYTHON" -m pytest -q -rs -p no:cacheprovider \
