@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Test library (libwctest): the end-to-end client tests' helpers (client_util.h). */
 #include "client_util.h"
+#include "clock.h"
 #include "t_wait.h"
 
 static struct e2e *e2e_g;
@@ -9,10 +10,7 @@ unsigned long e2e_wcd_nofile;
 
 uint64_t e2e_now_ms(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+	return clock_ns() / 1000000;
 }
 
 void e2e_kill_wcd(struct e2e *x)

@@ -50,11 +50,11 @@ edges() {
 
 folder() { case $1 in */*) echo "${1%%/*}" ;; *) echo . ;; esac; }
 
-# check SRC OBJ: 0 when neither the files nor the folders form a circle
-check() {
-	local e fe a b w
-	e=$(edges "$1" "$2")
-	[ -n "$e" ] || { echo "no edges found in $1"; return 2; }
+# check_edges EDGES: 0 when neither the files nor the folders of the
+# "A B why" edges form a circle
+check_edges() {
+	local e=$1 fe a b w
+	[ -n "$e" ] || { echo "no edges found"; return 2; }
 	circle files <<<"$e" || return 1
 	fe=$(while read -r a b w; do
 		a=$(folder "$a") b=$(folder "$b")
@@ -63,6 +63,9 @@ check() {
 	[ -z "$fe" ] || circle folders <<<"$fe" || return 1
 	return 0
 }
+
+# check SRC OBJ: check_edges of SRC's edges
+check() { check_edges "$(edges "$1" "$2")"; }
 
 d=$(tmpdir)
 trap 'rm -rf "$d"' EXIT
@@ -118,7 +121,7 @@ for dir in "$src"/*/; do
 	done
 done
 
-check "$src" "$obj" || fail "a circle in tools/wcd (above): move the shared part down or call up through a hook"
 e=$(edges "$src" "$obj")
+check_edges "$e" || fail "a circle in tools/wcd (above): move the shared part down or call up through a hook"
 echo "tools/wcd: $(awk '{ print $1, $2 }' <<<"$e" | sort -u | wc -l) edges among $n files," \
 	"$(find "$src" -mindepth 1 -type d | wc -l) folders, no circle"
