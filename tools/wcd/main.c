@@ -565,8 +565,8 @@ static int serve(struct wcd *d)
 	int ret;
 
 	do {
-		ret = rx_run(&d->loop);
-		if (ret < 0 && ret != -EINTR) {
+		ret = wcd_serve(d);
+		if (ret < 0) {
 			log_error("event loop: %s", strerror(-ret));
 			break;
 		}

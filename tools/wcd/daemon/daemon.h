@@ -8,6 +8,8 @@
  *               pointer to each subsystem's own state), struct wcd_model
  *               (one model: its versions), the state enum
  *   state.c     the daemon's state machine: names and transitions
+ *   turn.c      the one place the loop is turned (wcd_serve,
+ *               wcd_turn_until)
  *   counters.h  the metrics' counters, bumped inline by the subsystems
  *               (rendered by metrics/metrics.c)
  */
@@ -281,6 +283,13 @@ const char *wcd_state_name(enum wcd_state s);
  * STOPPING (final) and `to` is another state; aborts (WC_ASSERT) on a
  * transition the table does not allow. */
 bool wcd_enter(struct wcd *d, enum wcd_state to);
+
+/* turn.c. wcd_serve runs the loop until it has nothing left (rx_run),
+ * past -EINTR; wcd_turn_until turns it until done(arg) holds, for a job
+ * that waits on its own completions outside every callback. Both return 0
+ * or the loop's negative errno (then done(arg) may still be false). */
+int wcd_serve(struct wcd *d);
+int wcd_turn_until(struct wcd *d, bool (*done)(void *arg), void *arg);
 
 static inline bool wcd_stopping(const struct wcd *d)
 {

@@ -162,6 +162,17 @@ static void restore_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
 	R->pending--;
 }
 
+/* wcd_turn_until's tests: every copy back, the wake closed */
+static bool restore_done(void *arg)
+{
+	return !((struct restore *)arg)->pending;
+}
+
+static bool restore_closed(void *arg)
+{
+	return !((struct restore *)arg)->wake_open;
+}
+
 /* Whether the wake hashes on the device as the copies land: each pool's
  * tensors are queued on the hash chains right after the pool's copy
  * (hash_step waits for that copy on the device, not here), so the hashes
@@ -249,11 +260,7 @@ static int restore_pools(struct wcd *d, struct wcd_version *v,
 			*hashing = false;
 		}
 	}
-	while (R->pending) {
-		ret = rx_run_once(&d->loop, -1);
-		if (ret < 0 && ret != -EINTR)
-			break;
-	}
+	wcd_turn_until(d, restore_done, R);
 	for (uint32_t i = 0; !R->err && i < v->npools; i++) {
 		ret = be->pool_seal(&d->dev, &v->pools[i], err);
 		if (ret)
@@ -262,8 +269,7 @@ static int restore_pools(struct wcd *d, struct wcd_version *v,
 	*copy_ns = rx_now_ns() - t0;
 	ret = R->err;
 	rx_wake_close(&R->wake);
-	while (R->wake_open && rx_run_once(&d->loop, -1) >= 0)
-		;
+	wcd_turn_until(d, restore_closed, R);
 	free(R);
 	if (ret && *hashing) {
 		be->hash_end(&d->dev, NULL, NULL);

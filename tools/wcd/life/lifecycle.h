@@ -14,8 +14,8 @@
  * changed with wcd_enter(); the lifecycle's data is d->life.
  *
  * A job (WAKE, UPDATE) runs the load pipeline, which drives the reactor
- * itself (rx_run_once); the reactor is not re-entrant, so a request's
- * callback only queues the job and stops the loop, and serve() runs it at
+ * itself (wcd_turn_until, daemon/turn.c); the reactor is not re-entrant,
+ * so a request's callback only queues the job and stops the loop, and serve() runs it at
  * the top level. Other clients are served meanwhile by the load's own turns
  * of the loop; the requester gets its reply when the job ends.
  */

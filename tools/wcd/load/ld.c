@@ -25,7 +25,22 @@ struct wait_fd {
 	struct rx_poll poll;
 	bool fired;
 	int res;
+	struct wcd *d;
+	bool (*stopping)(void *arg);
+	void *arg;
 };
+
+/* wcd_turn_until's test: cancels the poll when the daemon stops and the
+ * caller agrees (once), and is done when the poll has completed. */
+static bool wait_fd_done(void *arg)
+{
+	struct wait_fd *w = arg;
+
+	if (!w->fired && wcd_stopping(w->d) && w->stopping(w->arg) &&
+	    !w->poll.op.cancelled)
+		rx_cancel(&w->poll.op);
+	return w->fired;
+}
 
 static void wait_fd_polled(struct rx_poll *p, int res)
 {
@@ -45,13 +60,11 @@ int ld_wait_readable(struct wcd *d, int fd, uint64_t ns,
 	ret = rx_poll_start(&d->loop, &w.poll, fd, POLLIN, wait_fd_polled);
 	if (ret)
 		return ret;
-	while (!w.fired) {
-		if (wcd_stopping(d) && stopping(arg) && !w.poll.op.cancelled)
-			rx_cancel(&w.poll.op);
-		ret = rx_run_once(&d->loop, -1);
-		if (ret < 0 && ret != -EINTR && !w.fired)
-			rx_cancel(&w.poll.op);
-	}
+	w.d = d;
+	w.stopping = stopping;
+	w.arg = arg;
+	while (wcd_turn_until(d, wait_fd_done, &w) < 0)
+		rx_cancel(&w.poll.op);
 	*res = w.res;
 	return 0;
 }

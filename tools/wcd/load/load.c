@@ -152,6 +152,12 @@ static bool gen_more(struct ld *L)
 
 static void direct_issue(struct ld *L);
 
+/* wcd_turn_until's test: the reads and copies of the load are done */
+static bool ld_finished(void *arg)
+{
+	return ((struct ld *)arg)->finished;
+}
+
 static void direct_read_cb(struct rx_read *r, int res)
 {
 	struct dread *dr = container_of(r, struct dread, r);
@@ -608,14 +614,9 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	} else {
 		direct_issue(L);
 	}
-	while (!L->finished) {
-		ret = rx_run_once(&d->loop, -1);
-		if (ret < 0 && ret != -EINTR) {
-			ld_fail(L, ret, "the event loop failed: %s",
-				strerror(-ret));
-			break;
-		}
-	}
+	ret = wcd_turn_until(d, ld_finished, L);
+	if (ret < 0)
+		ld_fail(L, ret, "the event loop failed: %s", strerror(-ret));
 	step_done("reads and copies done", &ts);
 	if (!L->err)
 		ld_test_stall(v->model.path, "filled");

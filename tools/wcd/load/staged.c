@@ -594,6 +594,14 @@ void staged_finish(struct ld *L)
 	L->hash_tail_ns = rx_now_ns() - t0;
 }
 
+/* wcd_turn_until's test: both of the load's wakes are closed */
+static bool wakes_closed(void *arg)
+{
+	struct ld *L = arg;
+
+	return !L->wake_open && !L->hwake_open;
+}
+
 void staged_teardown(struct ld *L)
 {
 	if (L->dev_hash_begun)
@@ -606,9 +614,7 @@ void staged_teardown(struct ld *L)
 		rx_wake_close(&L->wake);
 	if (L->hwake_open)
 		rx_wake_close(&L->hwake);
-	while ((L->wake_open || L->hwake_open) &&
-	       rx_run_once(&L->d->loop, -1) >= 0)
-		;
+	wcd_turn_until(L->d, wakes_closed, L);
 	if (L->fixed)
 		rx_loop_unregister_buffers(&L->d->loop);
 	if (L->ring)
