@@ -627,6 +627,13 @@ static int start(struct wcd *d)
 			  strerror(-ret));
 		return 1;
 	}
+	ret = rx_pool_init(&d->work, &d->loop, WCD_WORK_THREADS_MAX,
+			   WCD_WORK_QUEUE_MAX);
+	if (ret) {
+		log_error("cannot set up the worker pool: %s", strerror(-ret));
+		return 1;
+	}
+	d->work_open = true;
 	sigemptyset(&mask);
 	sigaddset(&mask, SIGTERM);
 	sigaddset(&mask, SIGINT);
@@ -794,6 +801,9 @@ int main(int argc, char **argv)
 	/* a wake's host copy still being freed: its thread posts to the loop
 	 * when done, so it ends before the loop closes */
 	life_host_settle(&d);
+	if (d.work_open)
+		rx_pool_close(&d.work);
+	d.work_open = false;
 	if (d.loop.ring.ring_fd > 0)
 		rx_loop_close(&d.loop);
 	metrics_http_stop(&d);

@@ -65,6 +65,12 @@
 #define WCD_READ_AHEAD_MAX (16ull << 30)
 #define WCD_FORCE_WAIT_MS 10000       /* --force: SIGTERM, then SIGKILL */
 #define WCD_FORCE_WAIT_MS_MAX 3600000 /* --force-wait: at most an hour */
+/* The daemon's worker pool (reactor/work.c), which every thread wcd starts
+ * goes through: the most threads at once (a load's fill workers and
+ * read-ahead, its hash workers, a plan's preparation, a sleep's host
+ * mapping, a freer) and the most jobs waiting to start. */
+#define WCD_WORK_THREADS_MAX RX_POOL_THREADS_MAX
+#define WCD_WORK_QUEUE_MAX 256
 
 enum wcd_load_path { WCD_LOAD_AUTO, WCD_LOAD_DIRECT, WCD_LOAD_STAGED };
 enum wcd_direct_io { WCD_DIO_AUTO, WCD_DIO_ON, WCD_DIO_OFF };
@@ -228,6 +234,10 @@ struct wcd {
 	struct paths paths;
 	int lock_fd;
 	struct rx_loop loop;
+	/* work off the loop: every thread wcd starts (rx_queue_work), its
+	 * after functions on the loop; open from rx_loop_init to exit */
+	struct rx_pool work;
+	bool work_open;
 	enum wcd_state state;         /* change with wcd_enter() only */
 	struct wcd_version ver[WCD_VERSIONS];
 	int cur;                      /* index of the current version */
