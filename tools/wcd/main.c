@@ -748,6 +748,7 @@ static void raise_nofile(void)
 int main(int argc, char **argv)
 {
 	static struct wcd d;
+	static struct wcd_server srv;
 	enum log_level lvl;
 	sigset_t mask;
 	int rc;
@@ -785,6 +786,7 @@ int main(int argc, char **argv)
 	 * the driver maps into the process. A value set by the user wins. */
 	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 0);
 	d.lock_fd = -1;
+	server_init(&d, &srv);
 	d.listen_fd = -1;
 	d.state = WCD_STARTING;
 	d.start_ns = rx_now_ns();

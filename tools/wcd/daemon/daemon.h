@@ -157,6 +157,7 @@ struct wcd_version {
 
 struct wcd;
 struct wcd_client;
+struct wcd_server;
 struct server_hooks;
 
 /*
@@ -228,6 +229,22 @@ struct wcd_life {
 	char last[WIRE_MSG_MAX + 1];  /* the last outcome, one line */
 };
 
+/*
+ * One model the daemon serves (d->model, wcd_model()): its resident
+ * versions, the directory it is served from, and its lifecycle. Sleep,
+ * wake and update act on one model's pools, so all of struct wcd_life is
+ * the model's: its sleep level, the host copy of its pools, the job queued
+ * on it and its counts. The daemon holds one today; code that works on a
+ * model reaches it through wcd_model(), so that a second one is a loop.
+ */
+struct wcd_model {
+	struct wcd_version ver[WCD_VERSIONS];
+	int cur;                      /* index of the current version */
+	/* the directory served after an update (d->o.model points here) */
+	char path[WIRE_PATH_MAX + 1];
+	struct wcd_life life;         /* life/: sleep, wake, update */
+};
+
 struct wcd {
 	struct wcd_opts o;
 	struct gpu_dev dev;
@@ -241,9 +258,11 @@ struct wcd {
 	enum wcd_state state;         /* change with wcd_enter() only */
 	struct wcd_version ver[WCD_VERSIONS];
 	int cur;                      /* index of the current version */
+	struct wcd_model model;       /* the one model served (wcd_model) */
 	uint64_t start_ns;
 
 	/* server */
+	struct wcd_server *srv;       /* serve/'s own state (server_init) */
 	const struct server_hooks *hooks; /* serve/server.h */
 	/* status_write_ready (status.c, above every subsystem), set by
 	 * main.c: how the files below rewrite the ready file */
@@ -282,9 +301,21 @@ struct wcd {
 	char reloaded[512];
 };
 
+/* The model the daemon serves: the one place that says there is one. */
+static inline struct wcd_model *wcd_model(struct wcd *d)
+{
+	return &d->model;
+}
+
+/* m's current version: what new attaches get. */
+static inline struct wcd_version *model_current(struct wcd_model *m)
+{
+	return &m->ver[m->cur];
+}
+
 static inline struct wcd_version *wcd_current(struct wcd *d)
 {
-	return &d->ver[d->cur];
+	return model_current(wcd_model(d));
 }
 
 /* state.c */

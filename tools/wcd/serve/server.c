@@ -715,6 +715,12 @@ static void accept_cb(struct rx_accept *a, int fd, bool final)
 
 /* --- listen, stop ------------------------------------------------------------ */
 
+void server_init(struct wcd *d, struct wcd_server *s)
+{
+	*s = (struct wcd_server){ .d = d, .listen_fd = -1 };
+	d->srv = s;
+}
+
 int server_sock_open(const struct wcd *d, struct sockaddr_un *sa, char *err)
 {
 	int fd;

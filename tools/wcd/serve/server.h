@@ -137,6 +137,37 @@ void server_client_start(struct wcd_client *c);
 
 struct sockaddr_un;
 
+/* serve/'s state (d->srv): the socket, the connections, the waiters, the
+ * counts STATUS shows and a handover's pause. Owned by server.c; the
+ * files above read the counts and the handover moves them. */
+struct wcd_server {
+	struct wcd *d;
+	const struct server_hooks *hooks; /* server_start's */
+	int listen_fd;
+	struct rx_accept accept;
+	struct rx_timer stop_timer;   /* server_stop: STOP_FLUSH_NS */
+	struct wcd_client *clients;
+	unsigned nclients;
+	struct wcd_waiter *waiters;   /* held (waiter_hold) */
+	uint64_t next_lease;
+	uint64_t requests;
+	uint64_t mismatches;
+	uint64_t fd_shortages;        /* accepts paused: out of descriptors */
+	uint64_t shed;                /* idle connections closed for them */
+	uint64_t frame_timeouts;      /* clients closed by --frame-timeout */
+	bool fd_short;                /* in a shortage episode (logged once) */
+	/* hot handover (handover*.c) */
+	bool pausing;                 /* no accept, no new receive */
+	struct wcd_client *pause_except;  /* the new daemon's connection */
+	bool accept_again;            /* resume: restart a stopping accept */
+	/* after DONE: the clients' connections are the new daemon's (shared
+	 * sockets): no shutdown() of one, and a stop waits (stop_hold) */
+	bool lent;
+};
+
+/* Gives d its server state s (zeroed, no socket yet): d->srv. */
+void server_init(struct wcd *d, struct wcd_server *s);
+
 /* The daemon's unix socket: fills sa with d->paths.sock (-ENAMETOOLONG when
  * it does not fit) and returns a new stream socket for it (close-on-exec),
  * not yet bound or connected; -errno with err set on failure. Used to
