@@ -689,8 +689,8 @@ static int start(struct wcd *d)
 		return 1;
 	}
 
-	v = &d->ver[0];
-	d->cur = 0;
+	v = &d->model.ver[0];
+	d->model.cur = 0;
 	v->used = true;
 	v->number = 1;
 	wcd_enter(d, WCD_LOADING);
@@ -787,16 +787,16 @@ int main(int argc, char **argv)
 	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 0);
 	d.lock_fd = -1;
 	server_init(&d, &srv);
-	d.listen_fd = -1;
+	d.srv->listen_fd = -1;
 	d.state = WCD_STARTING;
 	d.start_ns = rx_now_ns();
 
 	rc = start(&d);
 
 	/* Closing: unpublish (if not yet), free, release the lock last. */
-	if (d.listen_fd >= 0) {
-		close(d.listen_fd);
-		d.listen_fd = -1;
+	if (d.srv->listen_fd >= 0) {
+		close(d.srv->listen_fd);
+		d.srv->listen_fd = -1;
 	}
 	if (d.lock_fd >= 0)
 		own_remove_published(&d);
@@ -813,8 +813,8 @@ int main(int argc, char **argv)
 	life_free(&d);
 	handover_free(&d);
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		if (d.ver[i].used)
-			load_version_free(&d, &d.ver[i]);
+		if (d.model.ver[i].used)
+			load_version_free(&d, &d.model.ver[i]);
 	if (d.dev.be)
 		gpu_dev_close(&d.dev);
 	own_release(&d);

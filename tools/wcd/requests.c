@@ -77,7 +77,7 @@ static void do_hello(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	r.identity = v->ident_enc;
 	r.identity_len = v->ident_len;
 	if (r.nmismatch) {
-		d->mismatches++;
+		d->srv->mismatches++;
 		d->m.refusals[WIRE_E_MISMATCH]++;
 		log_warn("client pid %d (%s): identity mismatch in %u field(s), first: %s (daemon %s, client %s)",
 			 (int)c->pid, h.label, r.nmismatch, mm[0].field,
@@ -209,7 +209,7 @@ static void do_attach(struct wcd_client *c, const uint8_t *p, uint32_t n)
 			    q.version, wcd_current(d)->number);
 		return;
 	}
-	v = &d->ver[vi];
+	v = &d->model.ver[vi];
 	if ((q.flags & WIRE_ATTACH_WRITABLE) && v->npools && v->pools[0].sealed) {
 		reply_error(c, c->h.id, WIRE_E_READONLY, false,
 			    "read-write attach refused: the pools are sealed so that no engine can change a byte another engine reads; attach read-only");
@@ -384,7 +384,7 @@ void client_dispatch(struct wcd_client *c, const uint8_t *p, uint32_t n)
 {
 	struct wcd *d = c->d;
 
-	d->requests++;
+	d->srv->requests++;
 	c->requests++;
 	if (c->h.flags & WIRE_F_REPLY) {
 		reply_error(c, c->h.id, WIRE_E_TYPE, true,

@@ -20,9 +20,9 @@
 int version_find(struct wcd *d, uint64_t number)
 {
 	if (number == 0)
-		return d->cur;
+		return d->model.cur;
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		if (d->ver[i].used && d->ver[i].number == number)
+		if (d->model.ver[i].used && d->model.ver[i].number == number)
 			return i;
 	return -1;
 }
@@ -31,7 +31,7 @@ uint64_t version_attach(struct wcd_client *c, int vi)
 {
 	uint64_t id = client_lease_add(c, vi);
 
-	c->d->ver[vi].leases++;
+	c->d->model.ver[vi].leases++;
 	return id;
 }
 
@@ -40,10 +40,10 @@ void version_lease_ended(struct wcd *d, int vi)
 	struct wcd_version *v;
 
 	WC_ASSERT(vi >= 0 && vi < WCD_VERSIONS);
-	v = &d->ver[vi];
+	v = &d->model.ver[vi];
 	WC_ASSERT(v->used && v->leases > 0);
 	v->leases--;
-	if (vi == d->cur || v->leases)
+	if (vi == d->model.cur || v->leases)
 		return;
 	log_info("version %" PRIu64 ": its last lease ended; freeing its %" PRIu64 " bytes (version %" PRIu64 " serves)",
 		 v->number, v->plan.total_bytes, wcd_current(d)->number);
@@ -53,7 +53,7 @@ void version_lease_ended(struct wcd *d, int vi)
 int version_slot_free(struct wcd *d)
 {
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		if (!d->ver[i].used && i != d->cur)
+		if (!d->model.ver[i].used && i != d->model.cur)
 			return i;
 	return -1;
 }
@@ -67,13 +67,13 @@ void version_retire(struct wcd *d, struct wcd_version *v)
 
 void version_publish(struct wcd *d, int vi, struct version_published *out)
 {
-	struct wcd_version *nv = &d->ver[vi], *old = wcd_current(d);
+	struct wcd_version *nv = &d->model.ver[vi], *old = wcd_current(d);
 	struct wire_notice nt = { .kind = WIRE_NOTICE_NEW_VERSION };
 
-	WC_ASSERT(vi != d->cur && !nv->used);
+	WC_ASSERT(vi != d->model.cur && !nv->used);
 	nv->used = true;
 	nv->number = old->number + 1;
-	d->cur = vi;
+	d->model.cur = vi;
 	nt.version = nv->number;
 	snprintf(nt.msg, sizeof(nt.msg),
 		 "model version %" PRIu64 " (%s) is now served: re-attach (HELLO, ATTACH) to use it; your lease on version %" PRIu64 " stays valid until you detach",
@@ -128,7 +128,7 @@ uint64_t version_resident_bytes(struct wcd *d)
 	uint64_t n = 0;
 
 	for (int i = 0; i < WCD_VERSIONS; i++) {
-		const struct wcd_version *v = &d->ver[i];
+		const struct wcd_version *v = &d->model.ver[i];
 
 		for (uint32_t k = 0; v->used && k < v->npools; k++)
 			n += v->pools[k].alloc_size;

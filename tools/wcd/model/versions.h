@@ -4,7 +4,7 @@
  *
  *   versions.c  publish, retire, lease counts, memory (this header)
  *
- * The versions (struct wcd_version, d->ver[], d->cur): which one
+ * The versions (struct wcd_version, d->model.ver[], d->model.cur): which one
  * serves, the leases counted on each, publishing a new one and retiring an
  * old one, and the memory they take.
  *

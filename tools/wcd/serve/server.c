@@ -43,8 +43,8 @@ static void client_recv_hdr(struct wcd_client *c);
  * to rest (hooks->pause_poke, handover_old.c). */
 static void pause_poke(struct wcd *d)
 {
-	if (d->pausing && d->hooks && d->hooks->pause_poke)
-		d->hooks->pause_poke(d);
+	if (d->srv->pausing && d->srv->hooks && d->srv->hooks->pause_poke)
+		d->srv->hooks->pause_poke(d);
 }
 static void server_maybe_done(struct wcd *d);
 
@@ -55,9 +55,9 @@ uint64_t client_lease_add(struct wcd_client *c, int vi)
 	struct lease *l;
 
 	WC_ASSERT(c->nleases < WCD_LEASES_PER_CLIENT);
-	WC_ASSERT(vi >= 0 && vi < WCD_VERSIONS && c->d->ver[vi].used);
+	WC_ASSERT(vi >= 0 && vi < WCD_VERSIONS && c->d->model.ver[vi].used);
 	l = &c->leases[c->nleases++];
-	l->id = ++c->d->next_lease;
+	l->id = ++c->d->srv->next_lease;
 	l->ver = vi;
 	return l->id;
 }
@@ -69,7 +69,7 @@ void client_lease_drop(struct wcd_client *c, unsigned i)
 	WC_ASSERT(i < c->nleases);
 	vi = c->leases[i].ver;
 	c->leases[i] = c->leases[--c->nleases];
-	c->d->hooks->lease_ended(c->d, vi);
+	c->d->srv->hooks->lease_ended(c->d, vi);
 }
 
 static void leases_end(struct wcd_client *c, const char *why)
@@ -136,19 +136,19 @@ static void client_free_if_idle(struct wcd_client *c)
 	if (c->prev)
 		c->prev->next = c->next;
 	else
-		d->clients = c->next;
+		d->srv->clients = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	d->nclients--;
-	for (struct wcd_waiter *w = d->waiters; w; w = w->next)
+	d->srv->nclients--;
+	for (struct wcd_waiter *w = d->srv->waiters; w; w = w->next)
 		if (w->c == c)
 			w->c = NULL;
-	if (d->hooks && d->hooks->client_gone)
-		d->hooks->client_gone(d, c);
+	if (d->srv->hooks && d->srv->hooks->client_gone)
+		d->srv->hooks->client_gone(d, c);
 	free(c->payload);
 	free(c);
 	server_maybe_done(d);
-	if (d->pausing)
+	if (d->srv->pausing)
 		pause_poke(d);
 }
 
@@ -165,7 +165,7 @@ void client_close(struct wcd_client *c, const char *why)
 	leases_end(c, why);
 	/* a lent connection is shared with the new daemon: shutdown() would
 	 * cut it there too; close() drops only this process's copy */
-	if (!c->d->lent)
+	if (!c->d->srv->lent)
 		shutdown(c->fd, SHUT_RDWR);
 	if (rx_op_busy(&c->rx.op))
 		rx_cancel(&c->rx.op);
@@ -176,7 +176,7 @@ void client_close(struct wcd_client *c, const char *why)
 	 * client_log_end can give the death as the cause. Not while the
 	 * daemon stops or hands over: those wait for nobody. */
 	if (c->watching && rx_op_busy(&c->watch.op) &&
-	    (wcd_stopping(c->d) || c->d->pausing ||
+	    (wcd_stopping(c->d) || c->d->srv->pausing ||
 	     !rx_child_exiting(&c->watch)))
 		rx_cancel(&c->watch.op);
 	client_free_if_idle(c);
@@ -218,7 +218,7 @@ static void client_sent(struct rx_send *s, int res)
 		c->recv_paused = false;
 		client_recv_next(c);
 	}
-	if (c->d->pausing)
+	if (c->d->srv->pausing)
 		pause_poke(c->d);
 }
 
@@ -359,8 +359,8 @@ void waiter_hold(struct wcd_waiter *w, struct wcd_client *c, uint64_t id)
 	w->id = id;
 	w->type = c->h.type;
 	w->held = true;
-	w->next = d->waiters;
-	d->waiters = w;
+	w->next = d->srv->waiters;
+	d->srv->waiters = w;
 }
 
 struct wcd_client *waiter_take(struct wcd *d, struct wcd_waiter *w,
@@ -370,7 +370,7 @@ struct wcd_client *waiter_take(struct wcd *d, struct wcd_waiter *w,
 
 	if (!w->held)
 		return NULL;
-	for (struct wcd_waiter **p = &d->waiters; *p; p = &(*p)->next) {
+	for (struct wcd_waiter **p = &d->srv->waiters; *p; p = &(*p)->next) {
 		if (*p == w) {
 			*p = w->next;
 			break;
@@ -396,7 +396,7 @@ static void client_recv_next(struct wcd_client *c)
 
 	if (c->closing)
 		return;
-	if (d->pausing && c != d->pause_except) {
+	if (d->srv->pausing && c != d->srv->pause_except) {
 		c->ho_held = true;
 		pause_poke(d);
 		return;
@@ -417,8 +417,8 @@ static uint64_t frame_ns(const struct wcd_client *c)
 static void client_frame_timeout(struct wcd_client *c, size_t got,
 				 size_t want)
 {
-	c->d->frame_timeouts++;
-	c->d->requests++;
+	c->d->srv->frame_timeouts++;
+	c->d->srv->requests++;
 	reply_error(c, c->h.id, WIRE_E_MALFORMED, true,
 		    "%s: %zu of %zu bytes arrived within %.3g s (--frame-timeout); closing the connection",
 		    got ? "a frame was left unfinished" : "no first frame",
@@ -441,7 +441,7 @@ static void client_payload_cb(struct rx_recv *r, int res)
 	}
 	if (res == -ECONNRESET) {
 		/* half-closed mid-payload: it can still read our answer */
-		c->d->requests++;
+		c->d->srv->requests++;
 		reply_error(c, c->h.id, WIRE_E_MALFORMED, true,
 			    "truncated %s frame: %zu of %u payload bytes arrived before the peer closed",
 			    wire_type_name(c->h.type), r->done, c->h.len);
@@ -451,7 +451,7 @@ static void client_payload_cb(struct rx_recv *r, int res)
 		client_close(c, "receive failed");
 		return;
 	}
-	c->d->hooks->dispatch(c, c->payload, c->h.len);
+	c->d->srv->hooks->dispatch(c, c->payload, c->h.len);
 	client_recv_next(c);
 }
 
@@ -482,7 +482,7 @@ static void client_hdr_cb(struct rx_recv *r, int res)
 				client_close(c, "cannot start a receive");
 			return;
 		}
-		if (c->d->pausing) {
+		if (c->d->srv->pausing) {
 			c->ho_held = true;
 			pause_poke(c->d);
 			return;
@@ -515,7 +515,7 @@ static void client_hdr_cb(struct rx_recv *r, int res)
 	if (res > 0)
 		res = WIRE_HDR_LEN;
 	if (res == -ECONNRESET) {
-		c->d->requests++;
+		c->d->srv->requests++;
 		reply_error(c, 0, WIRE_E_MALFORMED, true,
 			    "truncated frame header: %zu of %d bytes arrived before the peer closed",
 			    have, WIRE_HDR_LEN);
@@ -527,19 +527,19 @@ static void client_hdr_cb(struct rx_recv *r, int res)
 	}
 	ret = wire_hdr_decode(c->hdr, WIRE_HDR_LEN, &c->h, err);
 	if (ret) {
-		c->d->requests++;
+		c->d->srv->requests++;
 		reply_error(c, c->h.id, wire_errcode(ret), true, "%s", err);
 		return;
 	}
 	if (c->h.len > WCD_REQ_MAX) {
-		c->d->requests++;
+		c->d->srv->requests++;
 		reply_error(c, c->h.id, WIRE_E_TOO_LARGE, true,
 			    "a %s request of %u bytes is over this daemon's request limit of %u bytes",
 			    wire_type_name(c->h.type), c->h.len, WCD_REQ_MAX);
 		return;
 	}
 	if (c->h.len == 0) {
-		c->d->hooks->dispatch(c, NULL, 0);
+		c->d->srv->hooks->dispatch(c, NULL, 0);
 		client_recv_next(c);
 		return;
 	}
@@ -593,8 +593,8 @@ static void client_died(struct rx_child *ch, int res)
 	 * already (its disconnect came first: the exit in the same batch,
 	 * before our cancel, or awaited by client_close): client_close
 	 * would do nothing, and nothing else would free it. */
-	if (res == 0 && !c->closing && c->d->hooks &&
-	    c->d->hooks->read_to_end && c->d->hooks->read_to_end(c->d, c))
+	if (res == 0 && !c->closing && c->d->srv->hooks &&
+	    c->d->srv->hooks->read_to_end && c->d->srv->hooks->read_to_end(c->d, c))
 		return;
 	if (res == 0 && !c->closing)
 		client_close(c, "the client process died");
@@ -608,7 +608,7 @@ static struct wcd_client *oldest_idle(struct wcd *d)
 {
 	struct wcd_client *c, *found = NULL;
 
-	for (c = d->clients; c; c = c->next)   /* newest first */
+	for (c = d->srv->clients; c; c = c->next)   /* newest first */
 		if (!c->closing && !c->nleases && !c->noq)
 			found = c;
 	return found;
@@ -621,18 +621,18 @@ static void fd_shortage(struct wcd *d, int err)
 {
 	struct wcd_client *c = oldest_idle(d);
 
-	d->fd_shortages++;
-	if (!d->fd_short) {
+	d->srv->fd_shortages++;
+	if (!d->srv->fd_short) {
 		struct rlimit rl = { 0 };
 
 		getrlimit(RLIMIT_NOFILE, &rl);
-		d->fd_short = true;
+		d->srv->fd_short = true;
 		log_warn("out of descriptors (%s, limit %llu, %u connections): accepting again every %d ms and closing the oldest idle connections; raise the limit (ulimit -n) if this lasts",
 			 strerror(-err), (unsigned long long)rl.rlim_cur,
-			 d->nclients, RX_ACCEPT_PAUSE_NS / 1000000);
+			 d->srv->nclients, RX_ACCEPT_PAUSE_NS / 1000000);
 	}
 	if (c) {
-		d->shed++;
+		d->srv->shed++;
 		log_debug("client pid %d: closed to free a descriptor",
 			  (int)c->pid);
 		client_close(c, "out of descriptors: the oldest idle connection");
@@ -641,33 +641,33 @@ static void fd_shortage(struct wcd *d, int err)
 
 static void accept_cb(struct rx_accept *a, int fd, bool final)
 {
-	struct wcd *d = container_of(a, struct wcd, accept);
+	struct wcd *d = container_of(a, struct wcd_server, accept)->d;
 	struct wcd_client *c;
 	struct ucred cred = { .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
 	socklen_t len = sizeof(cred);
 
 	if (fd < 0) {
-		if (final && d->accept_again && !wcd_stopping(d) &&
-		    d->listen_fd >= 0) {
+		if (final && d->srv->accept_again && !wcd_stopping(d) &&
+		    d->srv->listen_fd >= 0) {
 			/* a handover's pause ended before its stop did */
-			d->accept_again = false;
-			if (!d->pausing)
-				server_start(d, d->hooks);
+			d->srv->accept_again = false;
+			if (!d->srv->pausing)
+				server_start(d, d->srv->hooks);
 			return;
 		}
-		if (final && !wcd_stopping(d) && !d->pausing)
+		if (final && !wcd_stopping(d) && !d->srv->pausing)
 			log_error("accept stopped: %s", strerror(-fd));
 		else if (!final && fd != -ECONNABORTED && fd != -EINTR &&
 			 fd != -EAGAIN)
 			fd_shortage(d, fd);
-		if (final && d->pausing)
+		if (final && d->srv->pausing)
 			pause_poke(d);
 		return;
 	}
-	if (d->fd_short) {
-		d->fd_short = false;
+	if (d->srv->fd_short) {
+		d->srv->fd_short = false;
 		log_info("accepting again after the descriptor shortage (%" PRIu64 " pauses, %" PRIu64 " idle connections shed so far)",
-			 d->fd_shortages, d->shed);
+			 d->srv->fd_shortages, d->srv->shed);
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -681,11 +681,11 @@ static void accept_cb(struct rx_accept *a, int fd, bool final)
 		c->pid = cred.pid;
 		c->uid = cred.uid;
 	}
-	c->next = d->clients;
-	if (d->clients)
-		d->clients->prev = c;
-	d->clients = c;
-	d->nclients++;
+	c->next = d->srv->clients;
+	if (d->srv->clients)
+		d->srv->clients->prev = c;
+	d->srv->clients = c;
+	d->srv->nclients++;
 	if (wcd_stopping(d)) {
 		client_close(c, "shutting down");
 		return;
@@ -697,7 +697,7 @@ static void accept_cb(struct rx_accept *a, int fd, bool final)
 			    (unsigned)geteuid(), (unsigned)c->uid);
 		return;
 	}
-	if (d->nclients > WCD_CLIENTS_MAX) {
+	if (d->srv->nclients > WCD_CLIENTS_MAX) {
 		reply_error(c, 0, WIRE_E_LIMIT, true,
 			    "this daemon already serves %d connections (the limit)",
 			    WCD_CLIENTS_MAX);
@@ -762,7 +762,7 @@ int server_listen(struct wcd *d, char *err)
 		close(fd);
 		return ret;
 	}
-	d->listen_fd = fd;
+	d->srv->listen_fd = fd;
 	return 0;
 }
 
@@ -770,25 +770,25 @@ void server_start(struct wcd *d, const struct server_hooks *hooks)
 {
 	int ret;
 
-	d->hooks = hooks;
-	ret = rx_accept_start(&d->loop, &d->accept, d->listen_fd, accept_cb);
+	d->srv->hooks = hooks;
+	ret = rx_accept_start(&d->loop, &d->srv->accept, d->srv->listen_fd, accept_cb);
 	if (ret)
 		die("cannot accept on %s: %s", d->paths.sock, strerror(-ret));
 }
 
 static void server_maybe_done(struct wcd *d)
 {
-	if (wcd_stopping(d) && !d->nclients)
+	if (wcd_stopping(d) && !d->srv->nclients)
 		rx_loop_stop(&d->loop);
 }
 
 static void stop_timer_cb(struct rx_timer *t, int res)
 {
-	struct wcd *d = container_of(t, struct wcd, stop_timer);
+	struct wcd *d = container_of(t, struct wcd_server, stop_timer)->d;
 
 	if (res == -ECANCELED)
 		return;
-	for (struct wcd_client *c = d->clients, *n; c; c = n) {
+	for (struct wcd_client *c = d->srv->clients, *n; c; c = n) {
 		n = c->next;
 		client_close(c, "shutting down");
 	}
@@ -805,18 +805,18 @@ void server_stop(struct wcd *d)
 
 	if (wcd_stopping(d))
 		return;
-	if (d->lent) {
-		WC_ASSERT(d->hooks && d->hooks->stop_hold);
-		d->hooks->stop_hold(d);
+	if (d->srv->lent) {
+		WC_ASSERT(d->srv->hooks && d->srv->hooks->stop_hold);
+		d->srv->hooks->stop_hold(d);
 		return;
 	}
 	wcd_enter(d, WCD_STOPPING);
 	log_info("stopping: no new connections; telling %u client(s)",
-		 d->nclients);
-	if (d->listen_fd >= 0) {
-		rx_accept_stop(&d->accept);
-		close(d->listen_fd);
-		d->listen_fd = -1;
+		 d->srv->nclients);
+	if (d->srv->listen_fd >= 0) {
+		rx_accept_stop(&d->srv->accept);
+		close(d->srv->listen_fd);
+		d->srv->listen_fd = -1;
 	}
 	own_remove_published(d);
 	nt.version = wcd_current(d)->number;
@@ -824,7 +824,7 @@ void server_stop(struct wcd *d)
 		 "wcd pid %d is shutting down; with the host backend your mappings stay valid",
 		 (int)getpid());
 	server_notify(d, &nt, SERVER_NOTIFY_CLOSE);
-	if (rx_timer_start(&d->loop, &d->stop_timer, STOP_FLUSH_NS,
+	if (rx_timer_start(&d->loop, &d->srv->stop_timer, STOP_FLUSH_NS,
 			   stop_timer_cb))
 		rx_loop_stop(&d->loop);
 	server_maybe_done(d);
@@ -834,7 +834,7 @@ void server_stop(struct wcd *d)
 
 struct wcd_client *client_first(struct wcd *d)
 {
-	struct wcd_client *c = d->clients;
+	struct wcd_client *c = d->srv->clients;
 
 	while (c && c->closing)
 		c = c->next;
@@ -854,7 +854,7 @@ unsigned server_notify(struct wcd *d, const struct wire_notice *nt,
 {
 	unsigned n = 0;
 
-	for (struct wcd_client *c = d->clients, *next; c; c = next) {
+	for (struct wcd_client *c = d->srv->clients, *next; c; c = next) {
 		struct wire_put w;
 
 		next = c->next;   /* client_queue may close and free c */
@@ -894,7 +894,7 @@ unsigned server_clients(struct wcd *d, pid_t *pids, unsigned *leases,
 {
 	unsigned n = 0;
 
-	for (struct wcd_client *c = d->clients; c && n < max; c = c->next) {
+	for (struct wcd_client *c = d->srv->clients; c && n < max; c = c->next) {
 		if (c->closing)
 			continue;
 		pids[n] = c->pid;
@@ -908,12 +908,12 @@ unsigned server_clients(struct wcd *d, pid_t *pids, unsigned *leases,
 
 void server_pause(struct wcd *d, struct wcd_client *except)
 {
-	d->pausing = true;
-	d->pause_except = except;
-	d->accept_again = false;
-	if (rx_op_busy(&d->accept.op))
-		rx_accept_stop(&d->accept);
-	for (struct wcd_client *c = d->clients; c; c = c->next) {
+	d->srv->pausing = true;
+	d->srv->pause_except = except;
+	d->srv->accept_again = false;
+	if (rx_op_busy(&d->srv->accept.op))
+		rx_accept_stop(&d->srv->accept);
+	for (struct wcd_client *c = d->srv->clients; c; c = c->next) {
 		if (c == except || c->closing)
 			continue;
 		/* waiting for a header: stop waiting (client_hdr_cb); a
@@ -931,10 +931,10 @@ void server_pause(struct wcd *d, struct wcd_client *except)
 bool server_at_rest(struct wcd *d, pid_t *busy_pid)
 {
 	*busy_pid = 0;
-	if (rx_op_busy(&d->accept.op))
+	if (rx_op_busy(&d->srv->accept.op))
 		return false;
-	for (struct wcd_client *c = d->clients; c; c = c->next) {
-		if (c == d->pause_except)
+	for (struct wcd_client *c = d->srv->clients; c; c = c->next) {
+		if (c == d->srv->pause_except)
 			continue;
 		if (c->closing || !c->ho_held || rx_op_busy(&c->rx.op) ||
 		    rx_op_busy(&c->tx.op) || c->noq) {
@@ -947,23 +947,23 @@ bool server_at_rest(struct wcd *d, pid_t *busy_pid)
 
 void server_resume(struct wcd *d)
 {
-	if (!d->pausing)
+	if (!d->srv->pausing)
 		return;
-	d->pausing = false;
-	d->pause_except = NULL;
-	for (struct wcd_client *c = d->clients, *n; c; c = n) {
+	d->srv->pausing = false;
+	d->srv->pause_except = NULL;
+	for (struct wcd_client *c = d->srv->clients, *n; c; c = n) {
 		n = c->next;
 		if (!c->ho_held || c->closing)
 			continue;
 		c->ho_held = false;
 		client_recv_next(c);
 	}
-	if (d->listen_fd < 0 || wcd_stopping(d))
+	if (d->srv->listen_fd < 0 || wcd_stopping(d))
 		return;
-	if (rx_op_busy(&d->accept.op))
-		d->accept_again = true;
+	if (rx_op_busy(&d->srv->accept.op))
+		d->srv->accept_again = true;
 	else
-		server_start(d, d->hooks);
+		server_start(d, d->srv->hooks);
 }
 
 struct wcd_client *server_adopt_client(struct wcd *d, int fd, pid_t pid,
@@ -980,11 +980,11 @@ struct wcd_client *server_adopt_client(struct wcd *d, int fd, pid_t pid,
 	c->uid = uid;
 	c->hello_ok = hello_ok;
 	c->requests = requests;
-	c->next = d->clients;
-	if (d->clients)
-		d->clients->prev = c;
-	d->clients = c;
-	d->nclients++;
+	c->next = d->srv->clients;
+	if (d->srv->clients)
+		d->srv->clients->prev = c;
+	d->srv->clients = c;
+	d->srv->nclients++;
 	if (rx_child_watch_pid(&d->loop, &c->watch, c->pid, client_died) == 0)
 		c->watching = true;
 	else

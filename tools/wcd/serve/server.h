@@ -47,7 +47,7 @@ struct out_msg {
 
 struct lease {
 	uint64_t id;
-	int ver;                      /* index into d->ver */
+	int ver;                      /* index into d->model.ver */
 };
 
 struct wcd_client {
@@ -186,7 +186,7 @@ struct server_hooks {
 	 * changed; and client c is being freed (handover_old.c) */
 	void (*pause_poke)(struct wcd *d);
 	void (*client_gone)(struct wcd *d, struct wcd_client *c);
-	/* server_stop while d->lent: the stop waits for the handover's end
+	/* server_stop while d->srv->lent: the stop waits for the handover's end
 	 * (handover_old.c calls server_stop again if this daemon still owns
 	 * the clients then) */
 	void (*stop_hold)(struct wcd *d);
