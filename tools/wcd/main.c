@@ -787,7 +787,6 @@ int main(int argc, char **argv)
 	setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 0);
 	d.lock_fd = -1;
 	server_init(&d, &srv);
-	d.srv->listen_fd = -1;
 	d.state = WCD_STARTING;
 	d.start_ns = rx_now_ns();
 

@@ -6,7 +6,8 @@
  *
  *   daemon.h    this file: options, struct wcd (the daemon, with a
  *               pointer to each subsystem's own state), struct wcd_model
- *               (one model: its versions), the state enum
+ *               (one model: its versions, its path, its lifecycle), the
+ *               state enum
  *   state.c     the daemon's state machine: names and transitions
  *   turn.c      the one place the loop is turned (wcd_serve,
  *               wcd_turn_until)
@@ -197,7 +198,8 @@ struct wcd_waiter {
 	bool held;
 };
 
-/* The lifecycle's data (lifecycle.c, life_job.c); the state is d->state. */
+/* One model's lifecycle (lifecycle.c, life_job.c): d->model.life; the
+ * state is d->state. */
 struct wcd_life {
 	/* 1 or 2 while SLEEPING or WAKING (and STOPPING after them), else 0 */
 	unsigned level;
@@ -222,7 +224,6 @@ struct wcd_life {
 	struct wcd_waiter who;
 	char model[WIRE_PATH_MAX + 1];    /* UPDATE: "" for the same dir */
 	uint32_t update_flags;            /* UPDATE: WIRE_UPDATE_* */
-	char model_served[WIRE_PATH_MAX + 1]; /* d->o.model after an update */
 	/* for STATUS */
 	uint64_t sleeps, wakes, updates, failures;
 	double wake_copy_s, wake_copy_gbps, wake_verify_s, sleep_copy_s;
@@ -256,45 +257,19 @@ struct wcd {
 	struct rx_pool work;
 	bool work_open;
 	enum wcd_state state;         /* change with wcd_enter() only */
-	struct wcd_version ver[WCD_VERSIONS];
-	int cur;                      /* index of the current version */
 	struct wcd_model model;       /* the one model served (wcd_model) */
 	uint64_t start_ns;
+	struct rx_signal sig;         /* main.c: SIGTERM, SIGINT, SIGHUP */
+	int exit_code;
 
-	/* server */
-	struct wcd_server *srv;       /* serve/'s own state (server_init) */
-	const struct server_hooks *hooks; /* serve/server.h */
+	/* Each subsystem's own state, behind its own header: */
+	struct wcd_server *srv;       /* serve/server.h (server_init) */
+	struct wcd_ho *ho;            /* handover/handover.h (on first use) */
+	struct mhttp *mhttp;          /* metrics/metrics_http.c */
 	/* status_write_ready (status.c, above every subsystem), set by
 	 * main.c: how the files below rewrite the ready file */
 	int (*ready_write)(struct wcd *d, char *err);
-	int listen_fd;
-	struct rx_accept accept;
-	struct rx_signal sig;
-	struct rx_timer stop_timer;
-	struct wcd_client *clients;
-	unsigned nclients;
-	struct wcd_waiter *waiters;
-	uint64_t next_lease;
-	uint64_t requests;
-	uint64_t mismatches;
-	uint64_t fd_shortages;        /* accepts paused: out of descriptors */
-	uint64_t shed;                /* idle connections closed for them */
-	uint64_t frame_timeouts;      /* clients closed by WCD_FRAME_NS */
-	bool fd_short;                /* in a shortage episode (logged once) */
-	int exit_code;
-
-	struct wcd_life life;         /* lifecycle.c: sleep, wake, update */
-
-	/* hot handover (handover*.c) */
-	struct wcd_ho *ho;
-	bool pausing;                 /* no accept, no new receive */
-	struct wcd_client *pause_except;  /* the new daemon's connection */
-	bool accept_again;            /* resume: restart a stopping accept */
-	/* after DONE: the clients' connections are the new daemon's (shared
-	 * sockets): no shutdown() of one, and a stop waits (stop_hold) */
-	bool lent;
-	struct wcd_metrics m;         /* counters (metrics.h) */
-	struct mhttp *mhttp;          /* --metrics-listen (metrics_http.c) */
+	struct wcd_metrics m;         /* counters (counters.h: bumped inline) */
 	char metrics_addr[256];       /* where it listens: port 0 resolved */
 	/* why a --takeover loaded from disk instead (the ready file's
 	 * reloaded key), "" after a load or a handover */
