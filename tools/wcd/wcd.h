@@ -6,7 +6,8 @@
  * header does not name); each folder's header lists its files:
  *
  *   tools/wcd/  the top: what sees every subsystem and wires them
- *     main.c        options, start-up order, signals, shutdown; the hooks
+ *     main.c        start-up order, signals, shutdown; the hooks
+ *     opts.c        the command line: usage, options, their checks
  *     requests.c    what each request does (client_dispatch)
  *     status.c      STATUS JSON and the ready file
  *     serve_args.c  the options a restart keeps (the ready file's
@@ -45,6 +46,10 @@
 #include <stddef.h>
 
 #include "daemon/daemon.h"
+
+/* opts.c: fills o from argv (defaults first); exits 2 on a bad option,
+ * 0 after --help. Returns the --log-level. */
+enum log_level opts_parse(struct wcd_opts *o, int argc, char **argv);
 
 /* status.c */
 char *status_json(struct wcd *d);       /* malloc'ed, NUL-terminated */
