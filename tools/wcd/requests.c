@@ -202,14 +202,14 @@ static void do_attach(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	}
 	if (!need_hello(c))
 		return;
-	vi = version_find(d, q.version);
+	vi = version_find(wcd_model(d), q.version);
 	if (vi < 0) {
 		reply_error(c, c->h.id, WIRE_E_STATE, false,
 			    "model version %" PRIu64 " is not resident (the current one is %" PRIu64 "): send HELLO again and attach that",
 			    q.version, wcd_current(d)->number);
 		return;
 	}
-	v = &d->model.ver[vi];
+	v = &wcd_model(d)->ver[vi];
 	if ((q.flags & WIRE_ATTACH_WRITABLE) && v->npools && v->pools[0].sealed) {
 		reply_error(c, c->h.id, WIRE_E_READONLY, false,
 			    "read-write attach refused: the pools are sealed so that no engine can change a byte another engine reads; attach read-only");

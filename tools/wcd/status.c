@@ -34,10 +34,10 @@ static json_t *version_pids(struct wcd *d, int vi)
 	return a;
 }
 
-/* The lifecycle's fields (d->model.life). */
+/* The lifecycle's fields (wcd_model(d)->life). */
 static void life_status(struct wcd *d, json_t *o)
 {
-	const struct wcd_life *L = &d->model.life;
+	const struct wcd_life *L = &wcd_model(d)->life;
 	json_t *lc;
 
 	json_object_set_new(o, "sleep_level", json_integer(L->level));
@@ -84,7 +84,7 @@ char *status_json(struct wcd *d)
 						    (int)leases[i]));
 	vs = json_array();
 	for (int i = 0; i < WCD_VERSIONS; i++) {
-		const struct wcd_version *x = &d->model.ver[i];
+		const struct wcd_version *x = &wcd_model(d)->ver[i];
 
 		if (!x->used)
 			continue;
@@ -93,7 +93,7 @@ char *status_json(struct wcd *d)
 			(json_int_t)x->number, "bytes",
 			(json_int_t)x->plan.total_bytes, "tensors",
 			(json_int_t)x->plan.ntensors, "leases", (int)x->leases,
-			"current", i == d->model.cur,
+			"current", i == wcd_model(d)->cur,
 			"pids", version_pids(d, i)));
 	}
 	/* paths are bytes, JSON is UTF-8: json_text shows what is not UTF-8

@@ -129,7 +129,8 @@ static void put_begin(struct wcd *d, struct wire_put *w)
 	struct wcd_ho *ho = d->ho;
 	struct wire_ho_begin b = {
 		.ho_version = ho->proto, .pid = (uint32_t)getpid(),
-		.cur = (uint32_t)d->model.cur, .next_lease = d->srv->next_lease,
+		.cur = (uint32_t)wcd_model(d)->cur,
+		.next_lease = d->srv->next_lease,
 		.requests = d->srv->requests, .mismatches = d->srv->mismatches,
 		.lock_fd = 0, .listen_fd = 1, .hash = d->o.hash,
 		.pool_size = d->o.pool_size, .nallow_uid = d->o.nallow_uid,
@@ -137,7 +138,7 @@ static void put_begin(struct wcd *d, struct wire_put *w)
 	};
 
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		b.nversions += d->model.ver[i].used;
+		b.nversions += wcd_model(d)->ver[i].used;
 	for (struct wcd_client *c = d->srv->clients; c; c = c->next)
 		b.nclients += c != ho->peer;
 	snprintf(b.rules, sizeof(b.rules), "%s", d->o.rules ? d->o.rules : "");
@@ -152,7 +153,7 @@ static void put_begin(struct wcd *d, struct wire_put *w)
 static void put_version(struct wcd *d, int slot, struct wire_put *w,
 			int *fds, unsigned *nfds, bool last)
 {
-	struct wcd_version *v = &d->model.ver[slot];
+	struct wcd_version *v = &wcd_model(d)->ver[slot];
 	static struct wire_ho_version x;
 
 	memset(&x, 0, sizeof(x));
@@ -166,7 +167,7 @@ static void put_version(struct wcd *d, int slot, struct wire_put *w,
 	x.identity = v->ident_enc;
 	x.identity_len = v->ident_len;
 	memcpy(x.digest, v->digest, sizeof(x.digest));
-	x.flags = (slot == d->model.cur ? WIRE_HO_V_CURRENT : 0) |
+	x.flags = (slot == wcd_model(d)->cur ? WIRE_HO_V_CURRENT : 0) |
 		  (v->hashed ? WIRE_HO_V_HASHED : 0);
 	x.ntensors = v->plan.ntensors;
 	x.hashes = v->hashed ? &v->hash[0][0] : NULL;
@@ -200,7 +201,7 @@ static int ho_send_state(struct wcd *d, char *err)
 
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		nv += d->model.ver[i].used;
+		nv += wcd_model(d)->ver[i].used;
 	for (struct wcd_client *x = d->srv->clients; x; x = x->next)
 		left += x != ho->peer;
 	wire_put_init(&w);
@@ -210,7 +211,7 @@ static int ho_send_state(struct wcd *d, char *err)
 	ret = ho_send(fd, &w, fds, 2, err);
 	ho_step("old", 2);
 	for (int i = 0; !ret && i < WCD_VERSIONS; i++) {
-		if (!d->model.ver[i].used)
+		if (!wcd_model(d)->ver[i].used)
 			continue;
 		sent_v++;
 		put_version(d, i, &w, fds, &nfds, sent_v == nv && !left);
@@ -233,8 +234,10 @@ static int ho_send_state(struct wcd *d, char *err)
 			x->nleases = c->nleases;
 			for (unsigned k = 0; k < c->nleases; k++) {
 				x->leases[k].id = c->leases[k].id;
+				int vi = c->leases[k].ver;
+
 				x->leases[k].version =
-					d->model.ver[c->leases[k].ver].number;
+					wcd_model(d)->ver[vi].number;
 			}
 			fds[n++] = c->fd;
 		}
@@ -401,11 +404,11 @@ static const char *ho_refusal(struct wcd *d, uint32_t *code, char *buf,
 		*code = WIRE_E_SLEEPING;
 		snprintf(buf, cap,
 			 "the daemon sleeps (level %u): wake it first (wcctl wake), then restart",
-			 d->model.life.level);
+			 wcd_model(d)->life.level);
 		return buf;
 	}
 	if (d->state == WCD_WAKING || d->state == WCD_UPDATING ||
-	    d->model.life.job) {
+	    wcd_model(d)->life.job) {
 		*code = WIRE_E_BUSY;
 		return "a wake or an update is running: wait for it to finish (wcctl status), then restart";
 	}

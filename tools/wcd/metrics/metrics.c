@@ -161,12 +161,13 @@ static void put_info(struct out *o, struct wcd *d)
 	}
 	family(o, "wcache_sleep_level", "gauge",
 	       "The sleep level (1: host copy kept, 2: dropped), 0 when awake.");
-	put(o, "wcache_sleep_level %u\n", d->model.life.level);
+	put(o, "wcache_sleep_level %u\n", wcd_model(d)->life.level);
 }
 
 static void put_versions(struct out *o, struct wcd *d)
 {
-	const struct wcd_version *cur = wcd_current(d);
+	const struct wcd_model *model = wcd_model(d);
+	const struct wcd_version *cur = model_current(wcd_model(d));
 	bool host = d->dev.be && !strcmp(d->dev.be->name, "host");
 	uint64_t resident = version_resident_bytes(d);
 
@@ -182,29 +183,30 @@ static void put_versions(struct out *o, struct wcd *d)
 	put(o, "wcache_resident_bytes{memory=\"device\"} %llu\n",
 	    (unsigned long long)(host ? 0 : resident));
 	put(o, "wcache_resident_bytes{memory=\"host\"} %llu\n",
-	    (unsigned long long)((host ? resident : 0) + d->model.life.host_bytes +
-				 d->model.life.freeing_bytes));
+	    (unsigned long long)((host ? resident : 0) +
+				 model->life.host_bytes +
+				 model->life.freeing_bytes));
 	family(o, "wcache_version_bytes", "gauge",
 	       "Bytes of each resident version's tensors.");
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		if (d->model.ver[i].used)
+		if (model->ver[i].used)
 			put(o, "wcache_version_bytes{version=\"%llu\"} %llu\n",
-			    (unsigned long long)d->model.ver[i].number,
-			    (unsigned long long)d->model.ver[i].plan.total_bytes);
+			    (unsigned long long)model->ver[i].number,
+			    (unsigned long long)model->ver[i].plan.total_bytes);
 	family(o, "wcache_version_load_seconds", "gauge",
 	       "How long loading each resident version took (version 1: the start-up load; later ones: updates).");
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		if (d->model.ver[i].used)
+		if (model->ver[i].used)
 			put(o, "wcache_version_load_seconds{version=\"%llu\"} %.6f\n",
-			    (unsigned long long)d->model.ver[i].number,
-			    d->model.ver[i].load_seconds);
+			    (unsigned long long)model->ver[i].number,
+			    model->ver[i].load_seconds);
 	family(o, "wcache_leases", "gauge",
 	       "Leases held, by model version.");
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		if (d->model.ver[i].used)
+		if (model->ver[i].used)
 			put(o, "wcache_leases{version=\"%llu\"} %u\n",
-			    (unsigned long long)d->model.ver[i].number,
-			    d->model.ver[i].leases);
+			    (unsigned long long)model->ver[i].number,
+			    model->ver[i].leases);
 }
 
 static void put_clients(struct out *o, struct wcd *d)
