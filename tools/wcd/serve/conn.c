@@ -34,8 +34,10 @@ static void client_recv_hdr(struct wcd_client *c);
 
 void server_poke(struct wcd *d)
 {
-	if (d->srv->pausing && d->srv->hooks && d->srv->hooks->pause_poke)
-		d->srv->hooks->pause_poke(d);
+	struct wcd_server *srv = d->srv;
+
+	if (srv->pausing && srv->hooks && srv->hooks->pause_poke)
+		srv->hooks->pause_poke(d);
 }
 
 void server_maybe_done(struct wcd *d)
@@ -44,14 +46,15 @@ void server_maybe_done(struct wcd *d)
 		rx_loop_stop(&d->loop);
 }
 
-/* --- leases ---------------------------------------------------------------- */
+/* --- leases --------------------------------------------------------------- */
 
 uint64_t client_lease_add(struct wcd_client *c, int vi)
 {
 	struct lease *l;
 
 	WC_ASSERT(c->nleases < WCD_LEASES_PER_CLIENT);
-	WC_ASSERT(vi >= 0 && vi < WCD_VERSIONS && c->d->model.ver[vi].used);
+	WC_ASSERT(vi >= 0 && vi < WCD_VERSIONS);
+	WC_ASSERT(wcd_model(c->d)->ver[vi].used);
 	l = &c->leases[c->nleases++];
 	l->id = ++c->d->srv->next_lease;
 	l->ver = vi;
@@ -79,7 +82,7 @@ static void leases_end(struct wcd_client *c, const char *why)
 		client_lease_drop(c, c->nleases - 1);
 }
 
-/* --- lifetime ---------------------------------------------------------------- */
+/* --- lifetime ------------------------------------------------------------- */
 
 static bool client_busy(const struct wcd_client *c)
 {
@@ -115,6 +118,7 @@ static void client_log_end(const struct wcd_client *c)
 void client_free_if_idle(struct wcd_client *c)
 {
 	struct wcd *d = c->d;
+	struct wcd_server *srv = d->srv;
 
 	if (!c->closing || client_busy(c))
 		return;
@@ -132,19 +136,19 @@ void client_free_if_idle(struct wcd_client *c)
 	if (c->prev)
 		c->prev->next = c->next;
 	else
-		d->srv->clients = c->next;
+		srv->clients = c->next;
 	if (c->next)
 		c->next->prev = c->prev;
-	d->srv->nclients--;
-	for (struct wcd_waiter *w = d->srv->waiters; w; w = w->next)
+	srv->nclients--;
+	for (struct wcd_waiter *w = srv->waiters; w; w = w->next)
 		if (w->c == c)
 			w->c = NULL;
-	if (d->srv->hooks && d->srv->hooks->client_gone)
-		d->srv->hooks->client_gone(d, c);
+	if (srv->hooks && srv->hooks->client_gone)
+		srv->hooks->client_gone(d, c);
 	free(c->payload);
 	free(c);
 	server_maybe_done(d);
-	if (d->srv->pausing)
+	if (srv->pausing)
 		server_poke(d);
 }
 
@@ -178,7 +182,7 @@ void client_close(struct wcd_client *c, const char *why)
 	client_free_if_idle(c);
 }
 
-/* --- sending ------------------------------------------------------------- */
+/* --- sending -------------------------------------------------------------- */
 
 static void client_send_next(struct wcd_client *c);
 
@@ -343,7 +347,7 @@ void reply_send(struct wcd_client *c, struct wire_put *w,
 	reply_frame(c, c->h.id, w, fds, nfds);
 }
 
-/* --- replies that come later --------------------------------------------- */
+/* --- replies that come later ---------------------------------------------- */
 
 void waiter_hold(struct wcd_waiter *w, struct wcd_client *c, uint64_t id)
 {
@@ -381,7 +385,7 @@ struct wcd_client *waiter_take(struct wcd *d, struct wcd_waiter *w,
 	w->held = false;
 	return c;
 }
-/* --- receiving ------------------------------------------------------------- */
+/* --- receiving ------------------------------------------------------------ */
 
 void client_recv_next(struct wcd_client *c)
 {
@@ -572,11 +576,12 @@ static void client_recv_hdr(struct wcd_client *c)
 }
 
 
-/* --- the process behind it ---------------------------------------------- */
+/* --- the process behind it ------------------------------------------------ */
 
 static void client_died(struct rx_child *ch, int res)
 {
 	struct wcd_client *c = container_of(ch, struct wcd_client, watch);
+	const struct server_hooks *hooks = c->d->srv->hooks;
 
 	/* client_log_end says how it ended (ch->exited, its status). A
 	 * client whose last frames decide what this daemon does
@@ -587,8 +592,8 @@ static void client_died(struct rx_child *ch, int res)
 	 * already (its disconnect came first: the exit in the same batch,
 	 * before our cancel, or awaited by client_close): client_close
 	 * would do nothing, and nothing else would free it. */
-	if (res == 0 && !c->closing && c->d->srv->hooks &&
-	    c->d->srv->hooks->read_to_end && c->d->srv->hooks->read_to_end(c->d, c))
+	if (res == 0 && !c->closing && hooks && hooks->read_to_end &&
+	    hooks->read_to_end(c->d, c))
 		return;
 	if (res == 0 && !c->closing)
 		client_close(c, "the client process died");

@@ -11,12 +11,14 @@
 
 void server_pause(struct wcd *d, struct wcd_client *except)
 {
-	d->srv->pausing = true;
-	d->srv->pause_except = except;
-	d->srv->accept_again = false;
-	if (rx_op_busy(&d->srv->accept.op))
-		rx_accept_stop(&d->srv->accept);
-	for (struct wcd_client *c = d->srv->clients; c; c = c->next) {
+	struct wcd_server *srv = d->srv;
+
+	srv->pausing = true;
+	srv->pause_except = except;
+	srv->accept_again = false;
+	if (rx_op_busy(&srv->accept.op))
+		rx_accept_stop(&srv->accept);
+	for (struct wcd_client *c = srv->clients; c; c = c->next) {
 		if (c == except || c->closing)
 			continue;
 		/* waiting for a header: stop waiting (client_hdr_cb); a
@@ -32,11 +34,13 @@ void server_pause(struct wcd *d, struct wcd_client *except)
 
 bool server_at_rest(struct wcd *d, pid_t *busy_pid)
 {
+	struct wcd_server *srv = d->srv;
+
 	*busy_pid = 0;
-	if (rx_op_busy(&d->srv->accept.op))
+	if (rx_op_busy(&srv->accept.op))
 		return false;
-	for (struct wcd_client *c = d->srv->clients; c; c = c->next) {
-		if (c == d->srv->pause_except)
+	for (struct wcd_client *c = srv->clients; c; c = c->next) {
+		if (c == srv->pause_except)
 			continue;
 		if (c->closing || !c->ho_held || rx_op_busy(&c->rx.op) ||
 		    rx_op_busy(&c->tx.op) || c->noq) {
@@ -49,29 +53,32 @@ bool server_at_rest(struct wcd *d, pid_t *busy_pid)
 
 void server_resume(struct wcd *d)
 {
-	if (!d->srv->pausing)
+	struct wcd_server *srv = d->srv;
+
+	if (!srv->pausing)
 		return;
-	d->srv->pausing = false;
-	d->srv->pause_except = NULL;
-	for (struct wcd_client *c = d->srv->clients, *n; c; c = n) {
+	srv->pausing = false;
+	srv->pause_except = NULL;
+	for (struct wcd_client *c = srv->clients, *n; c; c = n) {
 		n = c->next;
 		if (!c->ho_held || c->closing)
 			continue;
 		c->ho_held = false;
 		client_recv_next(c);
 	}
-	if (d->srv->listen_fd < 0 || wcd_stopping(d))
+	if (srv->listen_fd < 0 || wcd_stopping(d))
 		return;
-	if (rx_op_busy(&d->srv->accept.op))
-		d->srv->accept_again = true;
+	if (rx_op_busy(&srv->accept.op))
+		srv->accept_again = true;
 	else
-		server_start(d, d->srv->hooks);
+		server_start(d, srv->hooks);
 }
 
 struct wcd_client *server_adopt_client(struct wcd *d, int fd, pid_t pid,
 				       uid_t uid, bool hello_ok,
 				       uint64_t requests)
 {
+	struct wcd_server *srv = d->srv;
 	struct wcd_client *c = calloc(1, sizeof(*c));
 
 	if (!c)
@@ -82,11 +89,11 @@ struct wcd_client *server_adopt_client(struct wcd *d, int fd, pid_t pid,
 	c->uid = uid;
 	c->hello_ok = hello_ok;
 	c->requests = requests;
-	c->next = d->srv->clients;
-	if (d->srv->clients)
-		d->srv->clients->prev = c;
-	d->srv->clients = c;
-	d->srv->nclients++;
+	c->next = srv->clients;
+	if (srv->clients)
+		srv->clients->prev = c;
+	srv->clients = c;
+	srv->nclients++;
 	if (!client_watch(c))
 		log_info("handed-over client pid %d is gone (no pidfd); its leases end",
 			 (int)pid);

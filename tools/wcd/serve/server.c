@@ -26,7 +26,7 @@
 
 #define STOP_FLUSH_NS 1000000000ull   /* notices get 1 s to leave */
 
-/* --- accepting -------------------------------------------------------------- */
+/* --- accepting ------------------------------------------------------------ */
 
 /* The oldest connection that holds no lease and has nothing queued, or
  * NULL. O(clients), only while descriptors are short. */
@@ -45,20 +45,21 @@ static struct wcd_client *oldest_idle(struct wcd *d)
  * the next accept has a descriptor. */
 static void fd_shortage(struct wcd *d, int err)
 {
+	struct wcd_server *srv = d->srv;
 	struct wcd_client *c = oldest_idle(d);
 
-	d->srv->fd_shortages++;
-	if (!d->srv->fd_short) {
+	srv->fd_shortages++;
+	if (!srv->fd_short) {
 		struct rlimit rl = { 0 };
 
 		getrlimit(RLIMIT_NOFILE, &rl);
-		d->srv->fd_short = true;
+		srv->fd_short = true;
 		log_warn("out of descriptors (%s, limit %llu, %u connections): accepting again every %d ms and closing the oldest idle connections; raise the limit (ulimit -n) if this lasts",
 			 strerror(-err), (unsigned long long)rl.rlim_cur,
-			 d->srv->nclients, RX_ACCEPT_PAUSE_NS / 1000000);
+			 srv->nclients, RX_ACCEPT_PAUSE_NS / 1000000);
 	}
 	if (c) {
-		d->srv->shed++;
+		srv->shed++;
 		log_debug("client pid %d: closed to free a descriptor",
 			  (int)c->pid);
 		client_close(c, "out of descriptors: the oldest idle connection");
@@ -67,33 +68,34 @@ static void fd_shortage(struct wcd *d, int err)
 
 static void accept_cb(struct rx_accept *a, int fd, bool final)
 {
-	struct wcd *d = container_of(a, struct wcd_server, accept)->d;
+	struct wcd_server *srv = container_of(a, struct wcd_server, accept);
+	struct wcd *d = srv->d;
 	struct wcd_client *c;
 	struct ucred cred = { .pid = 0, .uid = (uid_t)-1, .gid = (gid_t)-1 };
 	socklen_t len = sizeof(cred);
 
 	if (fd < 0) {
-		if (final && d->srv->accept_again && !wcd_stopping(d) &&
-		    d->srv->listen_fd >= 0) {
+		if (final && srv->accept_again && !wcd_stopping(d) &&
+		    srv->listen_fd >= 0) {
 			/* a handover's pause ended before its stop did */
-			d->srv->accept_again = false;
-			if (!d->srv->pausing)
-				server_start(d, d->srv->hooks);
+			srv->accept_again = false;
+			if (!srv->pausing)
+				server_start(d, srv->hooks);
 			return;
 		}
-		if (final && !wcd_stopping(d) && !d->srv->pausing)
+		if (final && !wcd_stopping(d) && !srv->pausing)
 			log_error("accept stopped: %s", strerror(-fd));
 		else if (!final && fd != -ECONNABORTED && fd != -EINTR &&
 			 fd != -EAGAIN)
 			fd_shortage(d, fd);
-		if (final && d->srv->pausing)
+		if (final && srv->pausing)
 			server_poke(d);
 		return;
 	}
-	if (d->srv->fd_short) {
-		d->srv->fd_short = false;
+	if (srv->fd_short) {
+		srv->fd_short = false;
 		log_info("accepting again after the descriptor shortage (%" PRIu64 " pauses, %" PRIu64 " idle connections shed so far)",
-			 d->srv->fd_shortages, d->srv->shed);
+			 srv->fd_shortages, srv->shed);
 	}
 	c = calloc(1, sizeof(*c));
 	if (!c) {
@@ -107,11 +109,11 @@ static void accept_cb(struct rx_accept *a, int fd, bool final)
 		c->pid = cred.pid;
 		c->uid = cred.uid;
 	}
-	c->next = d->srv->clients;
-	if (d->srv->clients)
-		d->srv->clients->prev = c;
-	d->srv->clients = c;
-	d->srv->nclients++;
+	c->next = srv->clients;
+	if (srv->clients)
+		srv->clients->prev = c;
+	srv->clients = c;
+	srv->nclients++;
 	if (wcd_stopping(d)) {
 		client_close(c, "shutting down");
 		return;
@@ -123,7 +125,7 @@ static void accept_cb(struct rx_accept *a, int fd, bool final)
 			    (unsigned)geteuid(), (unsigned)c->uid);
 		return;
 	}
-	if (d->srv->nclients > WCD_CLIENTS_MAX) {
+	if (srv->nclients > WCD_CLIENTS_MAX) {
 		reply_error(c, 0, WIRE_E_LIMIT, true,
 			    "this daemon already serves %d connections (the limit)",
 			    WCD_CLIENTS_MAX);
@@ -137,7 +139,7 @@ static void accept_cb(struct rx_accept *a, int fd, bool final)
 	client_recv_next(c);
 }
 
-/* --- listen, stop ------------------------------------------------------------ */
+/* --- listen, stop --------------------------------------------------------- */
 
 void server_init(struct wcd *d, struct wcd_server *s)
 {
@@ -192,21 +194,25 @@ int server_listen(struct wcd *d, char *err)
 
 void server_start(struct wcd *d, const struct server_hooks *hooks)
 {
+	struct wcd_server *srv = d->srv;
 	int ret;
 
-	d->srv->hooks = hooks;
-	ret = rx_accept_start(&d->loop, &d->srv->accept, d->srv->listen_fd, accept_cb);
+	srv->hooks = hooks;
+	ret = rx_accept_start(&d->loop, &srv->accept, srv->listen_fd,
+			      accept_cb);
 	if (ret)
 		die("cannot accept on %s: %s", d->paths.sock, strerror(-ret));
 }
 
 static void stop_timer_cb(struct rx_timer *t, int res)
 {
-	struct wcd *d = container_of(t, struct wcd_server, stop_timer)->d;
+	struct wcd_server *srv = container_of(t, struct wcd_server,
+					      stop_timer);
+	struct wcd *d = srv->d;
 
 	if (res == -ECANCELED)
 		return;
-	for (struct wcd_client *c = d->srv->clients, *n; c; c = n) {
+	for (struct wcd_client *c = srv->clients, *n; c; c = n) {
 		n = c->next;
 		client_close(c, "shutting down");
 	}
@@ -219,22 +225,23 @@ static void stop_timer_cb(struct rx_timer *t, int res)
  * held (hooks->stop_hold) until the handover ends. */
 void server_stop(struct wcd *d)
 {
+	struct wcd_server *srv = d->srv;
 	struct wire_notice nt = { .kind = WIRE_NOTICE_SHUTDOWN };
 
 	if (wcd_stopping(d))
 		return;
-	if (d->srv->lent) {
-		WC_ASSERT(d->srv->hooks && d->srv->hooks->stop_hold);
-		d->srv->hooks->stop_hold(d);
+	if (srv->lent) {
+		WC_ASSERT(srv->hooks && srv->hooks->stop_hold);
+		srv->hooks->stop_hold(d);
 		return;
 	}
 	wcd_enter(d, WCD_STOPPING);
 	log_info("stopping: no new connections; telling %u client(s)",
-		 d->srv->nclients);
-	if (d->srv->listen_fd >= 0) {
-		rx_accept_stop(&d->srv->accept);
-		close(d->srv->listen_fd);
-		d->srv->listen_fd = -1;
+		 srv->nclients);
+	if (srv->listen_fd >= 0) {
+		rx_accept_stop(&srv->accept);
+		close(srv->listen_fd);
+		srv->listen_fd = -1;
 	}
 	own_remove_published(d);
 	nt.version = wcd_current(d)->number;
@@ -242,12 +249,12 @@ void server_stop(struct wcd *d)
 		 "wcd pid %d is shutting down; with the host backend your mappings stay valid",
 		 (int)getpid());
 	server_notify(d, &nt, SERVER_NOTIFY_CLOSE);
-	if (rx_timer_start(&d->loop, &d->srv->stop_timer, STOP_FLUSH_NS,
+	if (rx_timer_start(&d->loop, &srv->stop_timer, STOP_FLUSH_NS,
 			   stop_timer_cb))
 		rx_loop_stop(&d->loop);
 	server_maybe_done(d);
 }
-/* --- every client ----------------------------------------------------------- */
+/* --- every client --------------------------------------------------------- */
 
 unsigned server_notify(struct wcd *d, const struct wire_notice *nt,
 		       unsigned flags)
@@ -294,7 +301,8 @@ unsigned server_clients(struct wcd *d, pid_t *pids, unsigned *leases,
 {
 	unsigned n = 0;
 
-	for (struct wcd_client *c = d->srv->clients; c && n < max; c = c->next) {
+	for (struct wcd_client *c = d->srv->clients; c && n < max;
+	     c = c->next) {
 		if (c->closing)
 			continue;
 		pids[n] = c->pid;
