@@ -87,7 +87,7 @@ static int serve(struct wcd *d)
 	return 0;
 }
 
-/* What server.c calls upwards (it knows no file above it). */
+/* What serve/ calls upwards (it knows no file above it). */
 static const struct server_hooks hooks = {
 	.dispatch = client_dispatch,
 	.lease_ended = version_lease_ended,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The requests a client can make, one function each; server.c does the
+ * The requests a client can make, one function each; serve/conn.c does the
  * framing and calls client_dispatch with one whole, header-checked frame.
  * Every request gets exactly one reply (ATTACH: one frame per 253 pools) or
  * an ERROR; a malformed payload gets an ERROR and the connection closes.

@@ -11,7 +11,7 @@
  * file's own keys), --device, --runtime-dir, --force, --force-wait,
  * --takeover, --takeover-verify. A new option that shapes serving adds
  * one line below (and a word to test/wcd/handover_reload.sh).
- * Paths are absolute (main.c makes them so), since the next daemon may
+ * Paths are absolute (opts.c makes them so), since the next daemon may
  * start in another directory.
  */
 #include <errno.h>

@@ -20,13 +20,15 @@
  *               memory (versions.h)
  *   load/       the loader: model -> plan -> pools, its paths (load.h)
  *   serve/      the socket: connections, framing, notices, leases; who may
- *               connect; the device's files (server.h)
- *   daemon/     the bottom: options, struct wcd, the state machine, the
- *               counters (daemon.h)
+ *               connect; the device's files; its state d->srv (server.h)
+ *   daemon/     the bottom: options, struct wcd, struct wcd_model, the
+ *               state machine, the counters (daemon.h)
  *
  * Where to hook in:
  *   change state            wcd_enter() (daemon/state.c); read it with
  *                           d->state, wcd_stopping()
+ *   the model served        wcd_model(d) (struct wcd_model: versions,
+ *                           path, lifecycle), wcd_current(d)
  *   notify every client     server_notify() (serve/server.h)
  *   iterate clients/leases  client_first()/client_next(), server_clients(),
  *                           server_lease_pids() (serve/server.h)

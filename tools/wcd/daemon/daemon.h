@@ -188,10 +188,10 @@ enum wcd_state {
 	WCD_NSTATES
 };
 
-/* A request answered later (a lifecycle job): server.c forgets the client
+/* A request answered later (a lifecycle job): serve/ forgets the client
  * (c = NULL) if it goes away before the answer. */
 struct wcd_waiter {
-	struct wcd_waiter *next;      /* server.c's list of held waiters */
+	struct wcd_waiter *next;      /* serve/'s list of held waiters */
 	struct wcd_client *c;
 	uint64_t id;
 	uint16_t type;                /* the request's (for the metrics) */
