@@ -21,6 +21,7 @@
 
 #include "ready.h"
 #include "wcd.h"
+#include "metrics/metrics.h"
 
 struct args {
 	char *buf;
@@ -106,8 +107,8 @@ int serve_args_format(const struct wcd *d, char *buf, size_t cap)
 		put_secs(&a, "--frame-timeout", o->frame_timeout_ms);
 	/* the endpoint and the log */
 	if (o->metrics_listen)
-		put(&a, "--metrics-listen", d->metrics_addr[0] ?
-		    d->metrics_addr : o->metrics_listen);
+		put(&a, "--metrics-listen", metrics_http_addr(d)[0] ?
+		    metrics_http_addr(d) : o->metrics_listen);
 	if (o->log_level != LOG_INFO)
 		put(&a, "--log-level", levels[o->log_level]);
 	if (o->log_format == LOG_JSON)

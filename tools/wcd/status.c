@@ -16,6 +16,7 @@
 #include "wcd.h"
 #include "serve/server.h"
 #include "model/versions.h"
+#include "metrics/metrics.h"
 
 #define STATUS_CLIENTS_MAX WCD_CLIENTS_MAX
 
@@ -174,7 +175,7 @@ int status_write_ready(struct wcd *d, char *err)
 	/* what a handover's new daemon must be given again (wcctl restart) */
 	if (d->o.metrics_listen)
 		snprintf(r.metrics_listen, sizeof(r.metrics_listen), "%s",
-			 d->metrics_addr[0] ? d->metrics_addr :
+			 metrics_http_addr(d)[0] ? metrics_http_addr(d) :
 			 d->o.metrics_listen);
 	if (d->o.log_format == LOG_JSON)
 		snprintf(r.log_format, sizeof(r.log_format), "json");

@@ -265,12 +265,11 @@ struct wcd {
 	/* Each subsystem's own state, behind its own header: */
 	struct wcd_server *srv;       /* serve/server.h (server_init) */
 	struct wcd_ho *ho;            /* handover/handover.h (on first use) */
-	struct mhttp *mhttp;          /* metrics/metrics_http.c */
+	struct mhttp *mhttp;          /* metrics/metrics.h (http_start) */
 	/* status_write_ready (status.c, above every subsystem), set by
 	 * main.c: how the files below rewrite the ready file */
 	int (*ready_write)(struct wcd *d, char *err);
 	struct wcd_metrics m;         /* counters (counters.h: bumped inline) */
-	char metrics_addr[256];       /* where it listens: port 0 resolved */
 	/* why a --takeover loaded from disk instead (the ready file's
 	 * reloaded key), "" after a load or a handover */
 	char reloaded[512];
