@@ -35,12 +35,6 @@
 
 #define WCD_ALLOW_UID_MAX 16
 #define WCD_ALLOW_GID_MAX 16          /* --allow-gid, --socket-group among them */
-#define WCD_CLIENTS_MAX 1024          /* connections at once */
-#define WCD_LEASES_PER_CLIENT 64
-/* Request payload bytes we buffer per client: the largest request (HELLO
- * with an identity, IDENT_ENC_MAX) is under 6 KiB; 1024 clients pin at most
- * 64 MiB with this bound (1 GiB with the 1 MiB it was). */
-#define WCD_REQ_MAX (64u << 10)
 /* A connection must send its first frame within --frame-timeout, and finish
  * each frame it has begun within it (a silent or half-sent client holds a
  * slot and a buffer); idle between frames is fine. */
@@ -48,7 +42,6 @@
 /* The header reads of a load (config.json, index, shard headers: a few
  * small reads per shard) must finish within --read-timeout. */
 #define WCD_READ_TIMEOUT_MS 60000
-#define WCD_OUTQ_MAX 16               /* frames queued per client */
 #define WCD_VERSIONS 2                /* resident model versions (N, N+1) */
 #define WCD_POOL_SIZE_DEFAULT (2ull << 30)
 /* Staging: 12 x 8 MiB (96 MiB), page-cache reads in 1 MiB parts. Measured

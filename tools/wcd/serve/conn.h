@@ -11,6 +11,14 @@
 
 #include "daemon/daemon.h"
 
+#define WCD_CLIENTS_MAX 1024          /* connections at once */
+#define WCD_LEASES_PER_CLIENT 64
+/* Request payload bytes we buffer per client: the largest request (HELLO
+ * with an identity, IDENT_ENC_MAX) is under 6 KiB; 1024 clients pin at most
+ * 64 MiB with this bound (1 GiB with the 1 MiB it was). */
+#define WCD_REQ_MAX (64u << 10)
+#define WCD_OUTQ_MAX 16               /* frames queued per client */
+
 /* What serve/ calls upwards, registered by main.c (serve/ knows no file
  * above it). */
 struct server_hooks {
