@@ -911,7 +911,7 @@ class Model(collections.abc.Mapping):
             box[0] = None
             return self._torch_tensors_each()
         plan, bases = self._plan_bases()
-        _, ops, names, order, _ = plan
+        ops, names, fill = plan[1], plan[2], plan[5]
         self._ops = ops
         vals = []
         put, put_all = vals.append, vals.extend
@@ -920,9 +920,16 @@ class Model(collections.abc.Mapping):
                 put_all(bases[b].as_strided(shape, st, off).unbind(0))
             else:
                 put(bases[b].as_strided(shape, st, off))
-        # manifest order: the views (made in op order) picked by one
-        # itemgetter, then one dict of (name, view) pairs
-        return dict(zip(names, order(vals))) if len(vals) > 1 else dict(zip(names, vals))
+        # manifest order: a copy of the plan's dict of every name in table
+        # order (values None), its values set in op order; a copy keeps the
+        # keys' order and stored hashes, and the update replaces values in
+        # place (no insertion, no resize), cheaper than one new dict of the
+        # views picked in table order (_plan's order)
+        if fill[0] is None:
+            fill[0] = (dict.fromkeys(names), [names[i] for i in plan[6]])
+        d = fill[0][0].copy()
+        d.update(zip(fill[0][1], vals))
+        return d
 
     def _plan_bases(self):
         """The plan of this table and placement (_plan, made when first
@@ -1181,21 +1188,22 @@ def _forget_plans():
 
 
 def _plan(fields, dts, names, pools_off=None):
-    """How _torch_tensors makes every tensor: (pools, ops, names,
-    order). pools: the (dtype, pool) of each 1-D base view, pool None
+    """How _torch_tensors makes every tensor: (pools, ops, names, order,
+    at, fill, made). pools: the (dtype, pool) of each 1-D base view, pool None
     for the span (pools_off: pool i at byte pools_off[i] of it; None: the
     pools apart, one base per pool); ops: (base, shape, strides, offset, k)
     in elements of the dtype, k == 0 one as_strided, else a run of k
     tensors at offset + j * step as one as_strided (shape and strides with
     the run's dimension in front: k, step) and unbind; names: every name
-    in table order (the dict's order); order: an itemgetter that puts the
-    views, made in op order, in table order (cheaper than filling a dict
-    of the names in op order: a 45k-entry table's 45k stores); at: a box
-    for Model._torch_runs' index of each entry's op. Runs are found among entries of one dtype,
-    shape, next-to-last name part ("q_proj" of
-    "model.layers.7.self_attn.q_proj.weight": the same weight of
-    consecutive layers, or experts) and base (pools apart: their pool),
-    sorted by offset, cut where the step changes; the grouping only
+    in table order (the dict's order); order: an itemgetter that puts
+    things listed in op order in table order; at: a box for
+    Model._torch_runs' index of each entry's op; fill: a box for the dict
+    template _torch_tensors copies (every name, in table order) and the
+    names in op order; made: the table index of each view in op order.
+    Runs are found among entries of one dtype, shape, next-to-last name
+    part ("q_proj" of "model.layers.7.self_attn.q_proj.weight": the same
+    weight of consecutive layers, or experts) and base (pools apart: their
+    pool), sorted by offset, cut where the step changes; the grouping only
     decides how many views one call makes, never where a view points.
     Sub-byte dtypes are byte views of their nbytes."""
     import torch
@@ -1240,7 +1248,8 @@ def _plan(fields, dts, names, pools_off=None):
     where = [0] * len(order)    # entry i's place among the views
     for j, i in enumerate(order):
         where[i] = j
-    return list(pools), ops, list(names), operator.itemgetter(*where) if len(where) > 1 else None, [None]
+    return (list(pools), ops, list(names), operator.itemgetter(*where) if len(where) > 1 else None, [None],
+            [None], order)
 
 
 _ESIZE = {}
