@@ -161,12 +161,13 @@ static void put_info(struct out *o, struct wcd *d)
 	}
 	family(o, "wcache_sleep_level", "gauge",
 	       "The sleep level (1: host copy kept, 2: dropped), 0 when awake.");
-	put(o, "wcache_sleep_level %u\n", d->life.level);
+	put(o, "wcache_sleep_level %u\n", wcd_model(d)->life.level);
 }
 
 static void put_versions(struct out *o, struct wcd *d)
 {
-	const struct wcd_version *cur = wcd_current(d);
+	const struct wcd_model *model = wcd_model(d);
+	const struct wcd_version *cur = model_current(wcd_model(d));
 	bool host = d->dev.be && !strcmp(d->dev.be->name, "host");
 	uint64_t resident = version_resident_bytes(d);
 
@@ -182,36 +183,37 @@ static void put_versions(struct out *o, struct wcd *d)
 	put(o, "wcache_resident_bytes{memory=\"device\"} %llu\n",
 	    (unsigned long long)(host ? 0 : resident));
 	put(o, "wcache_resident_bytes{memory=\"host\"} %llu\n",
-	    (unsigned long long)((host ? resident : 0) + d->life.host_bytes +
-				 d->life.freeing_bytes));
+	    (unsigned long long)((host ? resident : 0) +
+				 model->life.host_bytes +
+				 model->life.freeing_bytes));
 	family(o, "wcache_version_bytes", "gauge",
 	       "Bytes of each resident version's tensors.");
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		if (d->ver[i].used)
+		if (model->ver[i].used)
 			put(o, "wcache_version_bytes{version=\"%llu\"} %llu\n",
-			    (unsigned long long)d->ver[i].number,
-			    (unsigned long long)d->ver[i].plan.total_bytes);
+			    (unsigned long long)model->ver[i].number,
+			    (unsigned long long)model->ver[i].plan.total_bytes);
 	family(o, "wcache_version_load_seconds", "gauge",
 	       "How long loading each resident version took (version 1: the start-up load; later ones: updates).");
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		if (d->ver[i].used)
+		if (model->ver[i].used)
 			put(o, "wcache_version_load_seconds{version=\"%llu\"} %.6f\n",
-			    (unsigned long long)d->ver[i].number,
-			    d->ver[i].load_seconds);
+			    (unsigned long long)model->ver[i].number,
+			    model->ver[i].load_seconds);
 	family(o, "wcache_leases", "gauge",
 	       "Leases held, by model version.");
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		if (d->ver[i].used)
+		if (model->ver[i].used)
 			put(o, "wcache_leases{version=\"%llu\"} %u\n",
-			    (unsigned long long)d->ver[i].number,
-			    d->ver[i].leases);
+			    (unsigned long long)model->ver[i].number,
+			    model->ver[i].leases);
 }
 
 static void put_clients(struct out *o, struct wcd *d)
 {
 	unsigned leased = 0, hello = 0, other = 0, closing = 0;
 
-	for (struct wcd_client *c = d->clients; c; c = c->next) {
+	for (struct wcd_client *c = d->srv->clients; c; c = c->next) {
 		if (c->closing)
 			closing++;
 		else if (c->nleases)
@@ -256,7 +258,7 @@ static void put_requests(struct out *o, struct wcd *d)
 	family(o, "wcache_identity_mismatches_total", "counter",
 	       "HELLOs whose identity differed from the daemon's.");
 	put(o, "wcache_identity_mismatches_total %llu\n",
-	    (unsigned long long)d->mismatches);
+	    (unsigned long long)d->srv->mismatches);
 	family(o, "wcache_attach_duration_seconds", "histogram",
 	       "ATTACH requests: from the whole request received to the reply queued (the daemon's part of an engine's attach).");
 	{
