@@ -255,6 +255,7 @@ int ld_prepare_bounded(struct wcd *d, struct wcd_version *v, char *err)
 
 	if (!b)
 		return -ENOMEM;
+	/* a thread, not a pool job: a hung file system may keep it for good */
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	ret = pthread_create(&th, &at, prep_thread, b);
