@@ -16,6 +16,7 @@
 #include "model/versions.h"
 #include "serve/server.h"
 #include "load/load.h"
+#include "daemon/fault.h"
 
 int version_find(struct wcd *d, uint64_t number)
 {
@@ -92,7 +93,7 @@ void version_publish(struct wcd *d, int vi, struct version_published *out)
 
 int version_host_available(uint64_t *free_b)
 {
-	const char *path = getenv("WCD_MEMINFO");
+	const char *path = fault_str(FAULT_MEMINFO);
 	char line[256];
 	FILE *f;
 	int ret = -ENOENT;
