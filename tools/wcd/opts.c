@@ -20,6 +20,7 @@
 #include "serve/access.h"
 #include "load/hashpool.h"
 #include "base.h"
+#include "daemon/fault.h"
 
 static const char usage_text[] =
 "usage: wcd --model DIR [options]\n"
@@ -246,7 +247,7 @@ static uint32_t parse_seconds_ms(const char *s, const char *opt)
  * ahead of a PCIe copy, without taking every core from the engines. */
 static unsigned default_hash_threads(void)
 {
-	const char *env = getenv("WCD_HASH_THREADS");   /* for bench scripts */
+	const char *env = fault_str(FAULT_HASH_THREADS);   /* for bench scripts */
 	long n;
 
 	if (env && *env) {

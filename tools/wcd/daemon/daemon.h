@@ -13,6 +13,9 @@
  *               wcd_turn_until)
  *   counters.h  the metrics' counters, bumped inline by the subsystems
  *               (rendered by metrics/metrics.c)
+ *   fault.h     the fault points (the tests' hooks) and their accessors
+ *   fault.c     their table and the one getenv that reads them
+ *               (README.md's "Fault points" lists them)
  */
 #ifndef WCD_DAEMON_H
 #define WCD_DAEMON_H

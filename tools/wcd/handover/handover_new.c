@@ -26,6 +26,7 @@
 #include "load/load.h"
 #include "ready.h"
 #include "wire_handover.h"
+#include "daemon/fault.h"
 
 #define HO_EXIT_WAIT_MS 5000                /* old daemon gone after EOF */
 
@@ -80,9 +81,8 @@ static void got_close(struct wcd *d, struct ho_got *g, bool versions)
  * hangs, and this one gives up, having taken nothing over. */
 static struct timeval io_timeout(void)
 {
-	const char *e = getenv("WCD_HANDOVER_IO_MS");
-	unsigned long long ms = e && *e ? strtoull(e, NULL, 10) :
-				HO_IO_TIMEOUT_S * 1000ull;
+	unsigned long long ms = fault_num(FAULT_HANDOVER_IO_MS,
+					  HO_IO_TIMEOUT_S * 1000ull);
 
 	if (ms < 10)
 		ms = 10;
@@ -129,7 +129,7 @@ static int ho_connect(struct wcd *d, struct ho_got *g, char *err)
  * pretends to be another build (the version refusal's test). */
 static void ask_versions(struct wire_ho_ask *a)
 {
-	const char *e = getenv("WCD_TEST_HO_PROTO");
+	const char *e = fault_str(FAULT_HO_PROTO);
 	unsigned lo, hi;
 
 	a->ho_min = WIRE_HO_PROTO_MIN;
@@ -554,7 +554,7 @@ static int ho_setup(struct wcd *d, struct ho_got *g,
 	d->srv->hooks = hooks;
 	ret = adopt(d, g, err);
 	ho_tell_clients(d, g->old_pid);
-	if (getenv("WCD_TEST_HO_READY_FAIL"))
+	if (fault_on(FAULT_HO_READY_FAIL))
 		r2 = base_errf(e2, EIO,
 			     "WCD_TEST_HO_READY_FAIL: the ready file %s cannot be written",
 			     d->paths.ready);
@@ -627,9 +627,9 @@ static void ho_serve_start(struct wcd *d)
  * in SENT), WCD_TEST_HO_SERVE_GATE after the set-up and before SERVING
  * (or the ABORT of a set-up that failed; the old daemon in DONE). PATH.held
  * is made first: the test's sign that this daemon waits there. */
-static void test_gate(const char *env)
+static void test_gate(enum fault_point env)
 {
-	const char *gate = getenv(env);
+	const char *gate = fault_str(env);
 	char held[WIRE_PATH_MAX + 8];
 	int fd;
 
@@ -690,7 +690,7 @@ int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 		return died ? -ECONNRESET : ret;
 	}
 	ho_step("new", 3);
-	test_gate("WCD_TEST_HO_COMMIT_GATE");
+	test_gate(FAULT_HO_COMMIT_GATE);
 	wire_put_init(&w);
 	wire_frame_begin(&w, WIRE_HANDOVER, 0, 2);
 	wire_ho_empty_put(&w, WIRE_HO_COMMIT);
@@ -716,7 +716,7 @@ int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 	}
 	ho_step("new", 5);
 	ret = ho_setup(d, &g, hooks, err);
-	test_gate("WCD_TEST_HO_SERVE_GATE");
+	test_gate(FAULT_HO_SERVE_GATE);
 	if (ret) {
 		if (!ho_pidfd_exited(g.old_pidfd, 0))
 			ho_give_up(&g, err);

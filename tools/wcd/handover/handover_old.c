@@ -23,6 +23,7 @@
 #include "handover/handover.h"
 #include "serve/server.h"
 #include "wire_handover.h"
+#include "daemon/fault.h"
 
 #define HO_DRAIN_NS (5ull * 1000000000)     /* clients to reach rest */
 #define HO_DRAIN_NS_MIN (10ull * 1000000)
@@ -284,9 +285,7 @@ void handover_poke(struct wcd *d)
  * driver call; 0x7f: one the kernel refuses). */
 static int kill_sig(void)
 {
-	const char *e = getenv("WCD_TEST_HO_KILL_SIG");
-
-	return e && *e ? (int)strtol(e, NULL, 0) : SIGKILL;
+	return (int)fault_num(FAULT_HO_KILL_SIG, SIGKILL);
 }
 
 /* The new daemon has neither served nor ended within HO_SERVING_NS of
@@ -376,9 +375,9 @@ static void ho_timer_cb(struct rx_timer *t, int res)
 /* def_ns, or the milliseconds in environment variable env (the tests'
  * shorter bounds: WCD_HANDOVER_DRAIN_MS, WCD_HANDOVER_SERVING_MS); at
  * least HO_DRAIN_NS_MIN. */
-static uint64_t env_bound(const char *env, uint64_t def_ns)
+static uint64_t env_bound(enum fault_point env, uint64_t def_ns)
 {
-	const char *e = getenv(env);
+	const char *e = fault_str(env);
 	uint64_t ns = e && *e ? strtoull(e, NULL, 10) * 1000000 : def_ns;
 
 	return ns < HO_DRAIN_NS_MIN ? HO_DRAIN_NS_MIN : ns;
@@ -486,7 +485,7 @@ static void ho_ask(struct wcd_client *c, const uint8_t *p, uint32_t n)
 		 (int)c->pid, hi, d->srv->nclients - 1);
 	server_pause(d, c);
 	ho_step("old", 1);
-	ho->drain_ns = env_bound("WCD_HANDOVER_DRAIN_MS", HO_DRAIN_NS);
+	ho->drain_ns = env_bound(FAULT_HANDOVER_DRAIN_MS, HO_DRAIN_NS);
 	ho_arm(d, &ho->drain_timer, ho->drain_ns);
 	handover_poke(d);
 }
@@ -499,7 +498,7 @@ static void test_wait_peer_exit(struct wcd_ho *ho)
 {
 	int fd;
 
-	if (!getenv("WCD_TEST_HO_WAIT_PEER_EXIT"))
+	if (!fault_on(FAULT_HO_WAIT_PEER_EXIT))
 		return;
 	fd = rx_pidfd_open(ho->peer_pid);
 	if (fd >= 0) {
@@ -542,7 +541,7 @@ static void ho_commit(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	ho->st = HO_DONE;
 	d->srv->lent = true;
 	ho->t_done = rx_now_ns();
-	ho->serving_ns = env_bound("WCD_HANDOVER_SERVING_MS", HO_SERVING_NS);
+	ho->serving_ns = env_bound(FAULT_HANDOVER_SERVING_MS, HO_SERVING_NS);
 	ho_arm(d, &ho->serving_timer, ho->serving_ns);
 	ho_step("old", 5);
 	test_wait_peer_exit(ho);

@@ -45,6 +45,7 @@
 #include "model/versions.h"
 #include "load/load.h"
 #include "wire_life.h"
+#include "daemon/fault.h"
 
 #define COPY_STREAMS 4
 
@@ -499,13 +500,13 @@ static void release_pools(struct wcd *d, struct wcd_version *v)
  * succeeds. */
 static uint8_t *test_corrupt(struct wcd *d, struct wcd_version *v)
 {
-	const char *on = getenv("WCD_TEST_WAKE_CORRUPT");
+	bool on = fault_on(FAULT_WAKE_CORRUPT);
 	const struct plan_tensor *big = NULL;
 	uint8_t *b;
 
-	if (!on || !*on)
+	if (!on)
 		return NULL;
-	unsetenv("WCD_TEST_WAKE_CORRUPT");
+	fault_clear(FAULT_WAKE_CORRUPT);
 	for (uint32_t i = 0; i < v->plan.ntensors; i++)
 		if (!big || v->plan.t[i].size > big->size)
 			big = &v->plan.t[i];

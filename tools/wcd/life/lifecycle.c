@@ -44,6 +44,7 @@
 #include "serve/server.h"
 #include "model/versions.h"
 #include "wire_life.h"
+#include "daemon/fault.h"
 
 /* Why the daemon cannot start another lifecycle request now, or NULL. */
 static const char *life_busy(struct wcd *d, char *buf, size_t cap)
@@ -104,7 +105,6 @@ struct host_mapper {
 static void *host_mapper_fn(void *arg)
 {
 	struct host_mapper *M = arg;
-	const char *fail = getenv("WCD_TEST_SLEEP_ALLOC_FAIL");
 	const struct wcd_version *v = M->v;
 	char err[BASE_ERR_LEN];
 
@@ -120,7 +120,7 @@ static void *host_mapper_fn(void *arg)
 		if (stop)
 			break;
 		/* the tests' hook: the host buffer of pool N cannot be had */
-		if (len && fail && *fail && strtoul(fail, NULL, 10) == i)
+		if (len && fault_num(FAULT_SLEEP_ALLOC_FAIL, -1) == i)
 			ret = base_errf(err, ENOMEM,
 				      "WCD_TEST_SLEEP_ALLOC_FAIL: no host buffer for pool %u",
 				      i);
@@ -181,9 +181,7 @@ static int host_mapper_take(struct host_mapper *M, uint32_t i, void **p,
  * failure are there for the drain (host_mapper_end) to free. */
 static int test_pin_fail(struct host_mapper *M, uint32_t i, char *err)
 {
-	const char *fail = getenv("WCD_TEST_SLEEP_PIN_FAIL");
-
-	if (!fail || !*fail || strtoul(fail, NULL, 10) != i)
+	if (fault_num(FAULT_SLEEP_PIN_FAIL, -1) != i)
 		return 0;
 	pthread_mutex_lock(&M->mu);
 	while (M->done < M->v->npools && !M->ret[M->done - 1])
@@ -588,10 +586,9 @@ struct host_freer {
  * before buffer K with WCD_TEST_WAKE_FREE_GATE_AT=K. */
 static void test_free_gate(struct host_freer *F, uint32_t i)
 {
-	const char *gate = getenv("WCD_TEST_WAKE_FREE_GATE");
-	const char *at = getenv("WCD_TEST_WAKE_FREE_GATE_AT");
+	const char *gate = fault_str(FAULT_WAKE_FREE_GATE);
 
-	if (!gate || !*gate || (at && *at ? strtoul(at, NULL, 10) : 0) != i)
+	if (!gate || !*gate || fault_num(FAULT_WAKE_FREE_GATE_AT, 0) != i)
 		return;
 	for (int k = 0; k < 6000 && access(gate, F_OK) &&
 	     !__atomic_load_n(&F->stop, __ATOMIC_ACQUIRE); k++)
@@ -718,7 +715,7 @@ static bool life_host_freeing(const struct wcd *d)
 static void host_free_later(struct wcd *d)
 {
 	struct wcd_life *L = &d->model.life;
-	const char *nothread = getenv("WCD_TEST_WAKE_FREE_NO_THREAD");
+	bool nothread = fault_on(FAULT_WAKE_FREE_NO_THREAD);
 	struct host_freer *F;
 	int ret;
 
@@ -746,7 +743,7 @@ static void host_free_later(struct wcd *d)
 	L->arena_bytes = 0;
 	F->t0 = rx_now_ns();
 	/* the tests' hook: as if no thread could be made */
-	ret = nothread && *nothread ? EAGAIN :
+	ret = nothread ? EAGAIN :
 	      pthread_create(&F->th, NULL, freer_fn, F);
 	if (ret) {
 		log_warn("freeing the host copy now, on the loop's thread: no thread for it: %s",

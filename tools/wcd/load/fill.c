@@ -78,6 +78,7 @@
 #include "load/fill.h"
 #include "load/fill_int.h"
 #include "log.h"
+#include "daemon/fault.h"
 
 #define FILL_POLL_NS 500000000ull
 
@@ -206,8 +207,8 @@ static void fill_groups(struct fill *f)
  * running when SIGTERM comes, whatever the machine's speed. */
 static void fill_test_stall(struct worker *w)
 {
-	const char *fifo = getenv("WCD_TEST_STALL_FIFO");
-	const char *at = getenv("WCD_TEST_STALL_AT");
+	const char *fifo = fault_str(FAULT_STALL_FIFO);
+	const char *at = fault_str(FAULT_STALL_AT);
 	struct timespec ms = { .tv_nsec = 1000000 };
 	int fd;
 
@@ -359,13 +360,12 @@ static unsigned fill_threads(void)
  * WCD_TEST_RA_FAIL (see the top of this file), read once per fill. */
 static void fill_test_hooks(struct fill *f)
 {
-	const char *ff = getenv("WCD_TEST_FILL_FAIL");
-	const char *dir = getenv("WCD_TEST_FILL_FAIL_DIR");
-	const char *ra = getenv("WCD_TEST_RA_FAIL");
-	const char *th = getenv("WCD_TEST_FILL_THREADS");
-	const char *pf = getenv("WCD_TEST_FILL_POLL_FAIL");
-	const char *ef = getenv("WCD_TEST_FILL_EVENTFD_FAIL");
-	const char *pp = getenv("WCD_TEST_FILL_PIPE_FAIL");
+	const char *ff = fault_str(FAULT_FILL_FAIL);
+	const char *dir = fault_str(FAULT_FILL_FAIL_DIR);
+	const char *ra = fault_str(FAULT_RA_FAIL);
+	const char *th = fault_str(FAULT_FILL_THREADS);
+	bool pf = fault_on(FAULT_FILL_POLL_FAIL);
+	bool ef = fault_on(FAULT_FILL_EVENTFD_FAIL);
 	char *end;
 
 	f->fail_piece = -1;
@@ -376,9 +376,9 @@ static void fill_test_hooks(struct fill *f)
 			f->fail_errno = (int)strtol(end + 1, &end, 10);
 		f->fail_shard = !strcmp(end, ":shard");
 	}
-	f->poll_fail = pf && !strcmp(pf, "1");
-	f->efd_fail = ef && !strcmp(ef, "1");
-	f->pipe_fail = pp && *pp ? (int)strtol(pp, NULL, 10) : -1;
+	f->poll_fail = pf;
+	f->efd_fail = ef;
+	f->pipe_fail = (int)fault_num(FAULT_FILL_PIPE_FAIL, -1);
 	f->threads_max = f->n;
 	if (th && *th && strtoul(th, NULL, 10) < f->n)
 		f->threads_max = (unsigned)strtoul(th, NULL, 10);
@@ -501,10 +501,10 @@ static void fill_join(struct fill *f)
 static int fill_run(struct ld *L, bool *refused, char *err)
 {
 	struct worker w[FILL_THREADS_MAX];
-	const char *ns = getenv("WCD_TEST_NO_SPLICE");
+	bool ns = fault_on(FAULT_NO_SPLICE);
 	struct fill f = {
 		.L = L, .efd = -1, .n = fill_threads(),
-		.no_splice = ns && !strcmp(ns, "1"),
+		.no_splice = ns,
 	};
 	int ret;
 

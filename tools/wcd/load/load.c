@@ -61,6 +61,7 @@
 #include "load/fill.h"
 #include "load/staged.h"
 #include "log.h"
+#include "daemon/fault.h"
 
 static double secs(uint64_t ns)
 {
@@ -129,11 +130,11 @@ int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
  * missing zeroing shows even where the driver hands out clean memory. */
 static int zero_padding(struct wcd *d, struct wcd_version *v, char *err)
 {
-	const char *dirty = getenv("WCD_TEST_DIRTY_POOLS");
+	bool dirty = fault_on(FAULT_DIRTY_POOLS);
 	const struct gpu_backend *be = d->dev.be;
 	int ret;
 
-	for (uint32_t i = 0; dirty && !strcmp(dirty, "1") && be->pool_fill &&
+	for (uint32_t i = 0; dirty && be->pool_fill &&
 			     i < v->npools; i++) {
 		if (v->pools[i].host_ptr)
 			continue;
@@ -188,7 +189,7 @@ static double cached_fraction(int fd, uint64_t size)
 
 	if (!size)
 		return 1.0;
-	if (!getenv("WCD_TEST_NO_CACHESTAT") &&
+	if (!fault_on(FAULT_NO_CACHESTAT) &&
 	    syscall(__NR_cachestat, fd, &r, &cs, 0) == 0)
 		return cs.nr_cache >= pages ? 1.0 :
 		       (double)cs.nr_cache / (double)pages;

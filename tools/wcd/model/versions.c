@@ -17,6 +17,7 @@
 #include "model/versions.h"
 #include "serve/server.h"
 #include "load/load.h"
+#include "daemon/fault.h"
 
 int version_find(const struct wcd_model *m, uint64_t number)
 {
@@ -97,7 +98,7 @@ void version_publish(struct wcd *d, int vi, struct version_published *out)
 
 int version_host_available(uint64_t *free_b)
 {
-	const char *path = getenv("WCD_MEMINFO");
+	const char *path = fault_str(FAULT_MEMINFO);
 	char line[256];
 	FILE *f;
 	int ret = -ENOENT;
