@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "load/dread.h"
+#include "clock.h"
 #include "log.h"
 
 struct dread_st;
@@ -175,7 +176,7 @@ static void dread_describe(struct ld *L, uint64_t read_ns)
 	log_info("phase copy: none (direct path: the reads landed in the pools)");
 	if (L->v->hashed)
 		log_info("phase hash: %.3f s, %.2f GB/s (XXH3-128 per tensor on %u thread%s)",
-			 ld_secs(L->hash_phase_ns),
+			 clock_ns_secs(L->hash_phase_ns),
 			 ld_gbps(L->total, L->hash_ns), threads,
 			 threads == 1 ? "" : "s");
 	else

@@ -77,6 +77,7 @@
 
 #include "load/fill.h"
 #include "load/fill_int.h"
+#include "clock.h"
 #include "log.h"
 #include "daemon/fault.h"
 
@@ -598,8 +599,8 @@ static void fill_describe(struct ld *L, uint64_t read_ns)
 	log_info("phase copy: none (direct path: the reads landed in the pools)");
 	if (L->v->hashed)
 		log_info("phase hash: %.3f s after the fill on %u thread%s (the entries its workers could not hash as they landed), %.3f s of hashing overlapped with it (XXH3-128 per tensor on the fill's workers)",
-			 ld_secs(L->hash_phase_ns), threads,
-			 threads == 1 ? "" : "s", ld_secs(st->fill_hash_ns));
+			 clock_ns_secs(L->hash_phase_ns), threads,
+			 threads == 1 ? "" : "s", clock_ns_secs(st->fill_hash_ns));
 	else
 		log_info("phase hash: skipped (--no-hash)");
 }

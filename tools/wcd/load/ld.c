@@ -17,6 +17,7 @@
 
 #include "load/hashpool.h"
 #include "load/ld.h"
+#include "clock.h"
 #include "log.h"
 
 #define PROGRESS_NS 500000000ull
@@ -238,11 +239,6 @@ void ld_check_shards(struct ld *L)
 
 /* --- after the fill: the hashes it left, the phases' lines ---------------- */
 
-double ld_secs(uint64_t ns)
-{
-	return (double)ns / 1e9;
-}
-
 double ld_gbps(uint64_t bytes, uint64_t ns)
 {
 	return ns ? (double)bytes / (double)ns : 0.0;   /* bytes/ns = GB/s */
@@ -354,7 +350,7 @@ void ld_hash_rest(struct ld *L)
 void ld_log_read(struct ld *L, uint64_t read_ns, const char *what)
 {
 	log_info("phase read: %.3f s, %.2f GB/s (%" PRIu64 " bytes read for %" PRIu64 ", %s, %u of %u shards O_DIRECT)",
-		 ld_secs(read_ns), ld_gbps(L->read_bytes, read_ns),
+		 clock_ns_secs(read_ns), ld_gbps(L->read_bytes, read_ns),
 		 L->read_bytes, L->total, what, L->ndirect,
 		 L->v->model.nshards);
 }

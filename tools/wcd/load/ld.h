@@ -88,6 +88,5 @@ void ld_fill_over(struct ld *L);
 void ld_hash_rest(struct ld *L);
 /* The read phase's log line; what says which path filled the pools. */
 void ld_log_read(struct ld *L, uint64_t read_ns, const char *what);
-double ld_secs(uint64_t ns);
 double ld_gbps(uint64_t bytes, uint64_t ns);
 #endif

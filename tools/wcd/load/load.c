@@ -60,20 +60,16 @@
 #include "load/dread.h"
 #include "load/fill.h"
 #include "load/staged.h"
+#include "clock.h"
 #include "log.h"
 #include "daemon/fault.h"
-
-static double secs(uint64_t ns)
-{
-	return ld_secs(ns);
-}
 
 /* Start-up timeline at debug level: what took how long since *t. */
 static void step_done(const char *what, uint64_t *t)
 {
 	uint64_t n = rx_now_ns();
 
-	log_debug("load step: %s in %.3f s", what, secs(n - *t));
+	log_debug("load step: %s in %.3f s", what, clock_ns_secs(n - *t));
 	*t = n;
 }
 
@@ -115,7 +111,7 @@ int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 	if (ret)
 		return base_errf(err, -ret, "cannot encode the identity: %s",
 			       strerror(-ret));
-	v->phases.parse_s = secs(rx_now_ns() - t0);
+	v->phases.parse_s = clock_ns_secs(rx_now_ns() - t0);
 	log_info("phase parse: %.3f s: %u shards, %u tensors for this rank (tp rank %u of %u, pp rank %u of %u), %" PRIu64 " bytes in %u pools",
 		 v->phases.parse_s, v->model.nshards, v->plan.ntensors,
 		 d->o.tp_rank, d->o.tp_size, d->o.pp_rank, d->o.pp_size,
@@ -383,7 +379,7 @@ static int publish(struct ld *L, char *err)
 		if (ret)
 			return ret;
 	}
-	v->phases.publish_s = secs(rx_now_ns() - t0);
+	v->phases.publish_s = clock_ns_secs(rx_now_ns() - t0);
 	v->load_seconds = v->phases.parse_s + v->phases.read_s +
 			  (L->path->hash_in_read ? 0 : v->phases.hash_s);
 	v->load_gbps = v->load_seconds > 0 ?
@@ -453,10 +449,10 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 		ret = base_errf(err, L->err, "%s", L->errbuf);
 		goto out_teardown;
 	}
-	v->phases.read_s = secs(L->read_ns);
+	v->phases.read_s = clock_ns_secs(L->read_ns);
 	v->phases.read_bytes = L->read_bytes;
-	v->phases.copy_s = secs(L->copy_ns);
-	v->phases.hash_s = secs(L->hash_phase_ns);
+	v->phases.copy_s = clock_ns_secs(L->copy_ns);
+	v->phases.hash_s = clock_ns_secs(L->hash_phase_ns);
 	path->describe(L, L->read_ns);
 	ret = publish(L, err);
 out_teardown:

@@ -31,6 +31,7 @@
 #include "err.h"
 #include "load/staged.h"
 #include "load/staged_int.h"
+#include "clock.h"
 #include "log.h"
 
 static const struct plan_tensor *tensor(struct ld *L, uint32_t i)
@@ -726,14 +727,14 @@ static void staged_describe(struct ld *L, uint64_t read_ns)
 
 	ld_log_read(L, read_ns, "staged");
 	log_info("phase copy: %.3f s, %.2f GB/s (copy_to_pool submissions, overlapped with the reads)",
-		 ld_secs(L->copy_ns), ld_gbps(L->total, L->copy_ns));
+		 clock_ns_secs(L->copy_ns), ld_gbps(L->total, L->copy_ns));
 	if (v->hashed && S->dev_hash)
 		log_info("phase hash: on the device, %.3f s, %.2f GB/s (XXH3-128 over the pools: %" PRIu64 " steps queued behind the copies, %.3f s of it after the last copy)",
-			 ld_secs(read_ns), ld_gbps(L->total, read_ns),
-			 S->dev_hash_steps, ld_secs(S->hash_tail_ns));
+			 clock_ns_secs(read_ns), ld_gbps(L->total, read_ns),
+			 S->dev_hash_steps, clock_ns_secs(S->hash_tail_ns));
 	else if (v->hashed)
 		log_info("phase hash: %.3f s of hashing, %.2f GB/s per thread (XXH3-128 per tensor on %s, overlapped with the copies)",
-			 ld_secs(L->hash_phase_ns),
+			 clock_ns_secs(L->hash_phase_ns),
 			 ld_gbps(L->total, L->hash_ns),
 			 L->d->o.hash_threads ? "hash threads" : "the loop thread");
 	else

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "metrics/metrics.h"
+#include "clock.h"
 #include "daemon/daemon.h"
 #include "serve/server.h"
 #include "model/versions.h"
@@ -129,11 +130,6 @@ static void lower(char *dst, size_t len, const char *src)
 	dst[i] = '\0';
 }
 
-static double secs(uint64_t ns)
-{
-	return (double)ns / 1e9;
-}
-
 static void put_info(struct out *o, struct wcd *d)
 {
 	struct timespec rt;
@@ -147,11 +143,11 @@ static void put_info(struct out *o, struct wcd *d)
 	    WCACHE_VERSION, WIRE_VERSION, d->dev.be ? d->dev.be->name : "");
 	family(o, "wcache_uptime_seconds", "gauge",
 	       "Seconds since this wcd started.");
-	put(o, "wcache_uptime_seconds %.3f\n", secs(up_ns));
+	put(o, "wcache_uptime_seconds %.3f\n", clock_ns_secs(up_ns));
 	family(o, "wcache_start_time_seconds", "gauge",
 	       "When this wcd started, in seconds since the Unix epoch.");
 	put(o, "wcache_start_time_seconds %.3f\n",
-	    (double)rt.tv_sec + rt.tv_nsec / 1e9 - secs(up_ns));
+	    (double)rt.tv_sec + rt.tv_nsec / 1e9 - clock_ns_secs(up_ns));
 	family(o, "wcache_state", "gauge",
 	       "The daemon's state: 1 for the current one, 0 for the others.");
 	for (int s = 0; s < WCD_NSTATES; s++) {
@@ -273,7 +269,7 @@ static void put_requests(struct out *o, struct wcd *d)
 		put(o, "wcache_attach_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
 		    (unsigned long long)cum);
 		put(o, "wcache_attach_duration_seconds_sum %.9f\n",
-		    secs(m->attach_ns_total));
+		    clock_ns_secs(m->attach_ns_total));
 		put(o, "wcache_attach_duration_seconds_count %llu\n",
 		    (unsigned long long)m->attach_count);
 	}
@@ -296,7 +292,7 @@ static void put_life(struct out *o, struct wcd *d)
 	       "How long the last successful sleep (copy to host), wake (restore and hash check) or update (load) took.");
 	for (int k = 0; k < METRICS_LIFE_KINDS; k++)
 		put(o, "wcache_lifecycle_last_seconds{op=\"%s\"} %.6f\n",
-		    kind[k], secs(m->life[k].last_ns));
+		    kind[k], clock_ns_secs(m->life[k].last_ns));
 	family(o, "wcache_lifecycle_last_bytes", "gauge",
 	       "Bytes the last successful sleep copied, wake restored or update loaded.");
 	for (int k = 0; k < METRICS_LIFE_KINDS; k++)
@@ -306,7 +302,7 @@ static void put_life(struct out *o, struct wcd *d)
 	       "Seconds spent in successful sleeps, wakes and updates.");
 	for (int k = 0; k < METRICS_LIFE_KINDS; k++)
 		put(o, "wcache_lifecycle_seconds_total{op=\"%s\"} %.6f\n",
-		    kind[k], secs(m->life[k].ns_total));
+		    kind[k], clock_ns_secs(m->life[k].ns_total));
 	family(o, "wcache_lifecycle_bytes_total", "counter",
 	       "Bytes moved by successful sleeps, wakes and updates.");
 	for (int k = 0; k < METRICS_LIFE_KINDS; k++)
