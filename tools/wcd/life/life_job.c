@@ -48,11 +48,6 @@
 
 #define COPY_STREAMS 4
 
-static double secs(uint64_t ns)
-{
-	return (double)ns / 1e9;
-}
-
 /* --- the requester's reply ----------------------------------------------- */
 
 void life_reply_frame(struct wcd_client *c, unsigned type, uint64_t id,
@@ -558,10 +553,10 @@ static void wake_level1(struct wcd *d, struct wire_life_reply *r, char *err)
 	}
 	r->bytes = L->host_bytes;
 	r->ns = copy_ns;
-	L->wake_copy_s = secs(copy_ns);
+	L->wake_copy_s = (double)copy_ns / 1e9;
 	L->wake_copy_gbps = copy_ns ?
 			    (double)L->host_bytes / (double)copy_ns : 0;
-	L->wake_verify_s = secs(r->verify_ns);
+	L->wake_verify_s = (double)r->verify_ns / 1e9;
 	if (d->o.sleep_arena_keep) {
 		L->arena_bytes = 0;
 		for (uint32_t i = 0; i < L->nhost; i++)
@@ -571,9 +566,10 @@ static void wake_level1(struct wcd *d, struct wire_life_reply *r, char *err)
 	/* else the host copy is freed after the reply (life_run_job) */
 	snprintf(r->msg, sizeof(r->msg),
 		 "awake: version %" PRIu64 " restored from host memory, %" PRIu64 " bytes in %.3f s (%.2f GB/s); %u tensor hashes %s in %.3f s%s",
-		 v->number, r->bytes, secs(copy_ns), L->wake_copy_gbps,
-		 v->plan.ntensors, v->hashed ? "re-checked" :
-		 "not re-checked (wcd --no-hash)", secs(r->verify_ns),
+		 v->number, r->bytes, (double)copy_ns / 1e9,
+		 L->wake_copy_gbps, v->plan.ntensors,
+		 v->hashed ? "re-checked" : "not re-checked (wcd --no-hash)",
+		 (double)r->verify_ns / 1e9,
 		 L->arena_bytes ? "; the host arena is kept for the next sleep (--sleep-arena keep)" : "");
 }
 
@@ -662,12 +658,12 @@ static void wake_level2(struct wcd *d, struct wire_life_reply *r, char *err)
 	r->bytes = v->plan.total_bytes;
 	r->ns = rx_now_ns() - t0;
 	r->verify_ns = (uint64_t)(v->phases.hash_s * 1e9);
-	L->wake_copy_s = secs(r->ns);
+	L->wake_copy_s = (double)r->ns / 1e9;
 	L->wake_copy_gbps = r->ns ? (double)r->bytes / (double)r->ns : 0;
 	L->wake_verify_s = v->phases.hash_s;
 	snprintf(r->msg, sizeof(r->msg),
 		 "awake: version %" PRIu64 " reloaded from %s, %" PRIu64 " bytes in %.3f s (%.2f GB/s); %u tensor hashes %s",
-		 v->number, d->o.model, r->bytes, secs(r->ns),
+		 v->number, d->o.model, r->bytes, (double)r->ns / 1e9,
 		 L->wake_copy_gbps, v->plan.ntensors,
 		 v->hashed ? "re-checked against the manifest" :
 		 "not re-checked (wcd --no-hash)");
@@ -904,7 +900,8 @@ void life_run_update(struct wcd *d)
 	r.ns = rx_now_ns() - t0;
 	snprintf(r.msg, sizeof(r.msg),
 		 "updated: version %" PRIu64 " (%s) serves, %" PRIu64 " bytes loaded in %.3f s; version %" PRIu64 " %s",
-		 nv->number, nv->model.path, r.bytes, secs(r.ns), pub.old_number,
+		 nv->number, nv->model.path, r.bytes, (double)r.ns / 1e9,
+		 pub.old_number,
 		 pub.old_freed ? "was freed (no lease held it)" :
 				 "stays until its engines detach");
 	L->updates++;
@@ -956,7 +953,8 @@ void life_run_update_asleep(struct wcd *d)
 	r.verify_ns = (uint64_t)(nv->phases.hash_s * 1e9);
 	snprintf(r.msg, sizeof(r.msg),
 		 "awake and updated: version %" PRIu64 " (%s) loaded straight from its checkpoint while asleep at level 2, %" PRIu64 " bytes in %.3f s (one load); version %" PRIu64 " was freed",
-		 nv->number, nv->model.path, r.bytes, secs(r.ns), pub.old_number);
+		 nv->number, nv->model.path, r.bytes, (double)r.ns / 1e9,
+		 pub.old_number);
 	L->updates++;
 	L->wakes++;
 	log_info("%s", r.msg);
