@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * life/host_copy.c: a level-1 sleep's copy of the pools into host memory
- * (d->life.host[]): the buffers mapped ahead by a thread, pinned and
- * their copies queued on the loop's thread, or the kept arena.
+ * (d->life.host[]): the buffers mapped ahead on the daemon's worker pool,
+ * pinned and their copies queued on the loop's thread, or the kept arena.
  */
 #ifndef WCD_LIFE_HOST_COPY_H
 #define WCD_LIFE_HOST_COPY_H
@@ -14,8 +14,8 @@
 
 /* Copies every pool of v to host memory from the backend's staging memory
  * (pinned on CUDA, so that WAKE copies at full speed): into the kept arena
- * when there is one that fits (*reused), else into buffers mapped ahead by
- * a thread and pinned here. A sleep right after a wake takes back
+ * when there is one that fits (*reused), else into buffers mapped ahead on
+ * a job of d->work and pinned here. A sleep right after a wake takes back
  * the buffers of that wake's host copy that its free has not reached yet
  * (*took of them: life_host_reclaim), and maps and pins only the others.
  * Every queued copy is waited for before anything is freed, failure or

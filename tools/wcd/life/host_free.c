@@ -1,11 +1,28 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The host copy a level-1 wake restored from, freed on a thread after the
- * wake's reply: the unpinning of 16 GiB takes 0.26-0.30 s on the H200 and
- * the munmap 0.05 s, no faster from more threads (bench/RESULTS.md, issue
- * 17). One per wake, allocated: d->life.freeing points to it until it is
- * joined (freer_done); it frees itself when its rx_wake has closed, which
- * may be after a later wake made the next one.
+ * The host copy a level-1 wake restored from is freed after the wake's
+ * reply, on a job of the daemon's worker pool (d->work, reactor/work.c):
+ * the unpinning of 16 GiB takes 0.26-0.30 s on the H200 and the munmap
+ * 0.05 s, no faster from more threads (bench/RESULTS.md, issue 17), and
+ * nothing needs that memory back before the next sleep.
+ *
+ * One struct host_freer per wake, allocated, owned by its job until the
+ * job's after function has run on the loop: that function logs the free,
+ * frees the struct and lets the device idle (the buffers were registered
+ * in the CUDA context). d->life.freeing points to it from the queueing
+ * until the free is over. Three ends:
+ *   - the job runs through: its after function ends it;
+ *   - a level-1 sleep comes first (life_host_reclaim, in the request's
+ *     callback, which cannot turn the loop): it cancels the job if it has
+ *     not started, else stops it at its next buffer and waits on the
+ *     struct's own condition for its work function to return; then it
+ *     takes the buffers not freed back (still pinned);
+ *   - an UPDATE or the exit waits for it (life_host_settle, outside every
+ *     callback): it turns the loop until the after function has run.
+ *
+ * The struct's mutex and condition are destroyed by the after function
+ * only: the pool hands the job to the loop after its work function has
+ * returned, so no pool thread holds them any more.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -22,16 +39,17 @@
 
 struct host_freer {
 	struct wcd *d;
-	void *p[GPU_POOLS_MAX];
+	struct rx_work w;
+	void *p[GPU_POOLS_MAX];       /* NULL once freed or taken back */
 	uint64_t len[GPU_POOLS_MAX];
 	uint32_t n;
 	uint64_t bytes;
-	uint64_t t0, ns;              /* ns: the thread's, read after join */
+	uint64_t t0, ns;              /* ns: the work's, read once returned */
 	int stop;                     /* atomic: a sleep takes the rest back */
-	pthread_t th;
-	bool closing;
-	struct rx_wake wake;
-	struct rx_wake_node node;
+	const char *how;              /* for the log: "" or " (waited for)" */
+	pthread_mutex_t mu;           /* guards returned */
+	pthread_cond_t cv;
+	bool returned;                /* the work function is done with p[] */
 };
 
 /* The tests' hook (WCD_TEST_WAKE_FREE_GATE=PATH): the free waits, up to
@@ -51,9 +69,11 @@ static void test_free_gate(struct host_freer *F, uint32_t i)
 	unlink(gate);
 }
 
-static void *freer_fn(void *arg)
+/* On a pool thread (or the loop's, where it could not be queued): frees
+ * the buffers in order until a sleep says stop. */
+static void freer_work(struct rx_work *w)
 {
-	struct host_freer *F = arg;
+	struct host_freer *F = w->data;
 	struct gpu_dev *dev = &F->d->dev;
 
 	for (uint32_t i = 0; i < F->n; i++) {
@@ -65,52 +85,64 @@ static void *freer_fn(void *arg)
 		F->p[i] = NULL;
 	}
 	F->ns = rx_now_ns() - F->t0;
-	/* the last thing this thread does with F: the loop joins it next */
-	rx_wake_post(&F->wake, &F->node);
-	return NULL;
+	/* the last touch of F here: p[] is a waiting sleep's from now on */
+	pthread_mutex_lock(&F->mu);
+	F->returned = true;
+	pthread_cond_broadcast(&F->cv);
+	pthread_mutex_unlock(&F->mu);
 }
 
-/* Joins the running free: its bytes are gone. */
-static void freer_done(struct wcd *d, const char *how)
+/* Waits for the work function to return (the loop's thread, which may be
+ * inside a callback: the job runs on its own and ends in bounded time). */
+static void freer_wait(struct host_freer *F)
 {
-	struct host_freer *F = d->life.freeing;
+	pthread_mutex_lock(&F->mu);
+	while (!F->returned)
+		pthread_cond_wait(&F->cv, &F->mu);
+	pthread_mutex_unlock(&F->mu);
+}
 
-	pthread_join(F->th, NULL);
+/* The free is over: its bytes are gone. */
+static void freer_done(struct wcd *d, struct host_freer *F)
+{
 	log_info("the host copy of the last wake (%" PRIu64 " bytes in %u buffers) was freed %.3f s after the wake's reply%s",
-		 F->bytes, F->n, (double)F->ns / 1e9, how);
+		 F->bytes, F->n, (double)F->ns / 1e9, F->how);
 	d->life.freeing = NULL;
 	d->life.freeing_bytes = 0;
 }
 
-static void freer_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
+static void freer_destroy(struct host_freer *F)
 {
-	struct host_freer *F = container_of(w, struct host_freer, wake);
-	struct wcd *d = F->d;
-
-	if (!node) {
-		free(F);
-		/* skipped while the free was pending; not in the middle of a
-		 * handover (the old daemon exits after it, or resumes with
-		 * the context it has) */
-		if (!d->pausing)
-			life_device_idle(d);
-		return;
-	}
-	if (d->life.freeing == F)
-		freer_done(d, "");
-	if (!F->closing) {
-		F->closing = true;
-		rx_wake_close(w);
-	}
+	pthread_mutex_destroy(&F->mu);
+	pthread_cond_destroy(&F->cv);
+	free(F);
 }
 
-/* A level-1 sleep while the last wake's host copy is being freed (in
- * the request's callback): the free stops at its next buffer (on the H200 it unpins 16 GiB in 0.3 s,
- * and the sleep would pin as much again in 0.37 s) and the buffers it has
- * not freed come back into d->life.host[] for v's pools they fit (those of
- * the version that woke, unless an update came between: then none fit
- * and they are freed here). Returns how many came back, their bytes in
- * *bytes. */
+/* On the loop, once the job is the loop's again: status -ECANCELED when it
+ * never started (a sleep took every buffer back, or the pool closed: then
+ * what is left is freed here). */
+static void freer_after(struct rx_work *w, int status)
+{
+	struct host_freer *F = w->data;
+	struct wcd *d = F->d;
+
+	for (uint32_t i = 0; status && i < F->n; i++)
+		if (F->p[i])
+			d->dev.be->staging_free(&d->dev, F->p[i], F->len[i]);
+	if (d->life.freeing == F)
+		freer_done(d, F);
+	freer_destroy(F);
+	/* skipped while the free was pending; not in the middle of a
+	 * handover (the old daemon exits after it, or resumes with the
+	 * context it has) */
+	if (!d->pausing)
+		life_device_idle(d);
+}
+
+/* Stopping the free beats letting it end: on the H200 it unpins 16 GiB in
+ * 0.3 s, and the sleep would pin as much again in 0.37 s. The buffers fit
+ * v's pools when v is the version that woke, unless an update came
+ * between: then none fit and they are freed here. */
 uint32_t life_host_reclaim(struct wcd *d, const struct wcd_version *v,
 			   uint64_t *bytes)
 {
@@ -122,7 +154,9 @@ uint32_t life_host_reclaim(struct wcd *d, const struct wcd_version *v,
 	if (!F)
 		return 0;
 	__atomic_store_n(&F->stop, 1, __ATOMIC_RELEASE);
-	pthread_join(F->th, NULL);
+	/* 0: it had not started and never will; else wait for its work */
+	if (rx_cancel_work(&F->w))
+		freer_wait(F);
 	d->life.freeing = NULL;
 	d->life.freeing_bytes = 0;
 	for (uint32_t i = 0; i < F->n; i++) {
@@ -148,38 +182,54 @@ uint32_t life_host_reclaim(struct wcd *d, const struct wcd_version *v,
 	return took;
 }
 
-void life_host_settle(struct wcd *d)
+/* wcd_turn_until's test: the free's after function has run */
+static bool freer_gone(void *arg)
 {
-	if (!d->life.freeing)
-		return;
-	log_info("waiting for the host copy of the last wake (%" PRIu64 " bytes) to be freed",
-		 d->life.freeing_bytes);
-	freer_done(d, " (waited for)");
+	return !((struct wcd *)arg)->life.freeing;
 }
 
-/* Hands the host copy (L->host[]) to a thread that frees it (CUDA:
- * cudaHostUnregister and munmap), so that the wake's reply, queued
- * before, goes out without waiting for it; the thread posts to the loop
- * when it is done. Where no thread can be had (the tests' hook:
- * WCD_TEST_WAKE_FREE_NO_THREAD), frees it here. */
+void life_host_settle(struct wcd *d)
+{
+	struct host_freer *F = d->life.freeing;
+	int ret;
+
+	if (!F)
+		return;
+	WC_ASSERT(!rx_loop_in_callback(&d->loop));
+	log_info("waiting for the host copy of the last wake (%" PRIu64 " bytes) to be freed",
+		 d->life.freeing_bytes);
+	F->how = " (waited for)";
+	ret = wcd_turn_until(d, freer_gone, d);
+	if (ret && d->life.freeing == F) {
+		/* the loop cannot turn: wait for the work itself; the after
+		 * function, whenever it comes, only frees F */
+		log_warn("waiting for the host copy's free without the loop: %s",
+			 strerror(-ret));
+		freer_wait(F);
+		freer_done(d, F);
+	}
+}
+
 void life_host_free_later(struct wcd *d)
 {
 	struct wcd_life *L = &d->life;
-	const char *nothread = getenv("WCD_TEST_WAKE_FREE_NO_THREAD");
+	const char *noqueue = getenv("WCD_TEST_WAKE_FREE_NO_THREAD");
 	struct host_freer *F;
 	int ret;
 
 	WC_ASSERT(!L->freeing);
 	F = calloc(1, sizeof(*F));
-	ret = F ? rx_wake_init(&d->loop, &F->wake, freer_wake_cb) : -ENOMEM;
-	if (ret) {
+	if (!F) {
 		log_warn("freeing the host copy now, on the loop's thread: %s",
-			 strerror(-ret));
-		free(F);
+			 strerror(ENOMEM));
 		life_host_free(d);
 		return;
 	}
+	pthread_mutex_init(&F->mu, NULL);
+	pthread_cond_init(&F->cv, NULL);
 	F->d = d;
+	F->w.data = F;
+	F->how = "";
 	F->n = L->nhost;
 	for (uint32_t i = 0; i < L->nhost; i++) {
 		F->p[i] = L->host[i];
@@ -192,21 +242,22 @@ void life_host_free_later(struct wcd *d)
 	L->host_bytes = 0;
 	L->arena_bytes = 0;
 	F->t0 = rx_now_ns();
-	/* the tests' hook: as if no thread could be made */
-	ret = nothread && *nothread ? EAGAIN :
-	      pthread_create(&F->th, NULL, freer_fn, F);
+	/* the tests' hook: as if the job could not be queued */
+	ret = noqueue && *noqueue ? -EAGAIN :
+	      !d->work_open ? -ESHUTDOWN :
+	      rx_queue_work(&d->work, &F->w, freer_work, freer_after);
 	if (ret) {
-		log_warn("freeing the host copy now, on the loop's thread: no thread for it: %s",
-			 strerror(ret));
-		freer_fn(F);          /* posts: the callback closes the wake */
+		log_warn("freeing the host copy now, on the loop's thread: it cannot be queued on the worker pool: %s",
+			 strerror(-ret));
+		freer_work(&F->w);
 		log_info("the host copy (%" PRIu64 " bytes) was freed in %.3f s before the wake's reply went out",
 			 F->bytes, (double)F->ns / 1e9);
+		freer_destroy(F);
 		return;
 	}
 	L->freeing = F;
 	L->freeing_bytes = F->bytes;
 }
-
 
 void life_host_free(struct wcd *d)
 {

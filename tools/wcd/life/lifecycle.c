@@ -24,10 +24,9 @@
  * daemon's own uid only (as SHUTDOWN).
  *
  * Known costs: SLEEP level 1 runs on the loop's thread (it pins the host
- * buffers a thread maps, queues each pool's copy, and waits for the last:
- * host_copy.c),
- * so other clients wait for it (bench/RESULTS.md, issue 17, has the
- * figures); the jobs do not block the loop.
+ * buffers a worker-pool job maps, queues each pool's copy, and waits for
+ * the last: host_copy.c), so other clients wait for it (bench/RESULTS.md,
+ * issue 17, has the figures); the jobs do not block the loop.
  */
 #include <errno.h>
 #include <inttypes.h>

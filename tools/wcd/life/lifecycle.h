@@ -5,24 +5,25 @@
  *
  *   lifecycle.c  the requests and their checks, SLEEP, the job queue
  *                (this header: the folder's API for the files above)
- *   host_copy.c  a level-1 sleep's host copy: map (on a thread), pin,
- *                copy; or the kept arena (host_copy.h)
+ *   host_copy.c  a level-1 sleep's host copy: map (on the worker pool),
+ *                pin, copy; or the kept arena (host_copy.h)
  *   wake.c       the WAKE job: restore from the host copy, or reload
  *                (wake.h)
  *   update.c     the UPDATE job, awake or asleep at level 2 (update.h)
  *   verify.c     the hashes re-checked from the pools, on the device
  *                where it can (verify.h)
- *   host_free.c  the host copy's free: now, or after a wake's reply on a
- *                thread; taken back by a sleep, waited for by an update
- *                and the exit (host_free.h)
+ *   host_free.c  the host copy's free: now, or after a wake's reply on the
+ *                worker pool; taken back by a sleep, waited for by an
+ *                update and the exit (host_free.h)
  *   reply.c      the replies to the requester (reply.h)
  *   idle.c       the device's idle: the CUDA context released while only
  *                serving (idle.h)
  *
  * Outside: requests.c hands SLEEP, WAKE, UPDATE to life_request and asks
  * life_refusal before HELLO and ATTACH; main.c runs a pending job between
- * turns of the loop (serve()) and settles the host copy's free at exit;
- * the handover verifies pools and idles the device.
+ * turns of the loop (serve()) and settles the host copy's free before it
+ * closes the worker pool; the handover verifies pools and idles the
+ * device.
  *
  * The state is d->state (wcd.h: WCD_SLEEPING, WCD_WAKING, WCD_UPDATING),
  * changed with wcd_enter(); the lifecycle's data is d->life.
@@ -33,6 +34,12 @@
  * serve() runs it at the top level. Other clients are served meanwhile by
  * the load's own turns of the loop; the requester gets its reply when the
  * job ends.
+ *
+ * Threads: none of life/'s own. What blocks for long off the loop (a
+ * sleep's host mapping, a wake's host free) is a job of the daemon's
+ * worker pool (d->work, rx_queue_work), its after function on the loop.
+ * SLEEP runs in its request's callback and so cannot wait for an after
+ * function: it waits on the job's own condition for the work to return.
  */
 #ifndef WCD_LIFECYCLE_H
 #define WCD_LIFECYCLE_H

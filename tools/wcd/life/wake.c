@@ -11,8 +11,8 @@
  * (verify.c: on the device, queued behind each pool's copy where the
  * backend can, else after the copies) and compared with the manifest. A
  * mismatch releases the new pools and leaves the daemon asleep with its
- * host copy. Once the reply is queued, a thread frees the host copy
- * (host_free.c) and the device idles after it.
+ * host copy. Once the reply is queued, the host copy is freed on the
+ * worker pool (host_free.c) and the device idles after it.
  *
  * Level 2: the normal load pipeline (load_prepare + load_run) into a
  * scratch version, whose layout and hashes must equal the manifest's; its

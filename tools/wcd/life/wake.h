@@ -12,7 +12,7 @@
 /* Runs the queued WAKE (state WAKING) outside every callback: READY and
  * the requester answered, or SLEEPING again and the requester told why.
  * The host copy of a level-1 wake is the caller's to free afterwards
- * (life_run_job: after the reply, on a thread). */
+ * (life_run_job: after the reply, on the worker pool). */
 void life_run_wake(struct wcd *d);
 
 #endif
