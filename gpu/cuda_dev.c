@@ -124,6 +124,7 @@ int gpu_cuda_context(struct gpu_dev *dev, enum gpu_ctx how, char *err)
 		return 0;
 	case GPU_CTX_ASYNC:
 		/* dev must stay where it is until close (wcd's is in struct wcd) */
+		/* not wcd's pool: gpu/ is a library below the reactor */
 		if (!pthread_create(&cd->ctx_th, NULL, ctx_thread, dev)) {
 			cd->ctx_th_started = true;
 			return 0;

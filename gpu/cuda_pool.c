@@ -385,6 +385,7 @@ static void prefault(char *p, size_t len)
 		if (off >= len)
 			break;
 		f[i] = (struct prefault){ p + off, len - off < per ? len - off : per };
+		/* not wcd's pool: gpu/ is a library below the reactor */
 		if (n == 1 || pthread_create(&th[i], NULL, prefault_fn, &f[i])) {
 			prefault_fn(&f[i]);
 			continue;

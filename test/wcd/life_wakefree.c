@@ -19,8 +19,9 @@
  *   mapped again;
  * - an UPDATE likewise waits, then publishes version 2;
  * - SIGTERM while it is pending: wcd finishes the free and exits 0;
- * - no thread for the free (WCD_TEST_WAKE_FREE_NO_THREAD): freed before
- *   the reply, as before, nothing left behind;
+ * - the free cannot be queued on wcd's worker pool
+ *   (WCD_TEST_WAKE_FREE_NO_THREAD): freed on the loop's thread before the
+ *   reply, as before, nothing left behind;
  * - a wake whose check fails (WCD_TEST_WAKE_CORRUPT) frees nothing and
  *   keeps the host copy; the next wake succeeds;
  * - --sleep-arena keep: nothing is freed, no free is waited for.
@@ -192,6 +193,8 @@ static void pending_free(long *held_kb)
 	open_gate();
 	wait_freed();
 	log_wait("after the wake's reply", 0);
+	/* the sleep's mapper and the wake's free both ran on the pool */
+	T_EQ_INT(log_count("cannot be queued"), 0);
 	T_CMP_INT(rss_anon_kb() - rss0, <, (long)(x.m.total_bytes >> 10) / 4);
 	fds_back(fds0);
 	*held_kb = rss;
@@ -333,8 +336,9 @@ static void update_while_freeing(void)
 	}
 }
 
-/* No thread for the free: freed before the reply, nothing left behind. */
-static void no_thread(void)
+/* The free cannot be queued: freed before the reply, nothing left
+ * behind. */
+static void no_queue(void)
 {
 	struct wc_life_result r;
 	long rss0;
@@ -352,10 +356,11 @@ static void no_thread(void)
 	T_EQ_INT(status_int("host_copy_bytes"), 0);
 	T_CMP_INT(rss_anon_kb() - rss0, <, (long)(x.m.total_bytes >> 10) / 4);
 	T_EQ_INT(log_count("before the wake's reply went out"), 1);
+	T_EQ_INT(log_count("it cannot be queued on the worker pool"), 1);
 	fds_back(fds0);
 	e2e_attach_verify(&x, "while the free runs or after it");
 	e2e_kill_wcd(&x);
-	printf("ok  no thread for the free: freed before the reply, RssAnon and %d descriptors back\n",
+	printf("ok  the free cannot be queued: freed before the reply, RssAnon and %d descriptors back\n",
 	       fds0);
 }
 
@@ -434,7 +439,7 @@ int main(void)
 	failed_wake();
 	arena_keep();
 	unsetenv("WCD_TEST_WAKE_FREE_GATE");
-	no_thread();
+	no_queue();
 	printf("life_wakefree: ok\n");
 	return 0;
 }

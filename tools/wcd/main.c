@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "err.h"
 #include "cli.h"
 #include "log.h"
@@ -120,7 +121,7 @@ static int start_device(struct wcd *d)
 	}
 	log_set_device(d->dev.name);
 	log_info("device open: %.3f s (context %s)",
-		  (double)(rx_now_ns() - t0) / 1e9,
+		  clock_ns_secs(rx_now_ns() - t0),
 		  d->o.takeover ? "at first use" : "made on a thread");
 	if (d->o.ipc_legacy) {
 		if (d->dev.be == &gpu_host_backend) {
@@ -216,7 +217,7 @@ static int start_serving(struct wcd *d, struct wcd_version *v)
 		log_error("%s", err);
 		return 1;
 	}
-	v->phases.publish_s += (double)(rx_now_ns() - t0) / 1e9;
+	v->phases.publish_s += clock_ns_secs(rx_now_ns() - t0);
 	log_info("phase publish: %.3f s (seal, listen, ready file)",
 		 v->phases.publish_s);
 	log_info("ready: %u tensors, %" PRIu64 " bytes in %u pools, loaded in %.3f s (%.2f GB/s); socket %s",

@@ -194,8 +194,8 @@ struct wcd_waiter {
 	bool held;
 };
 
-/* One model's lifecycle (lifecycle.c, life_job.c): d->model.life; the
- * state is d->state. */
+/* One model's lifecycle (life/, lifecycle.h): d->model.life; the state
+ * is d->state. */
 struct wcd_life {
 	/* 1 or 2 while SLEEPING or WAKING (and STOPPING after them), else 0 */
 	unsigned level;
@@ -208,10 +208,10 @@ struct wcd_life {
 	/* --sleep-arena keep: host[] outlives the wake (arena_bytes held
 	 * while awake, 0 otherwise) and the next sleep copies into it */
 	uint64_t arena_bytes;
-	/* the host copy a level-1 wake restored from, being freed on a
-	 * thread after the wake's reply (lifecycle.c, host_free_later), and
-	 * its bytes (STATUS host_freeing_bytes); NULL and 0 when none is.
-	 * SLEEP, UPDATE and exit wait for it (life_host_settle). */
+	/* the host copy a level-1 wake restored from, being freed on the
+	 * worker pool after the wake's reply (life/host_free.c), and its
+	 * bytes (STATUS host_freeing_bytes); NULL and 0 when none is.
+	 * SLEEP takes it back, UPDATE and exit wait for it. */
 	struct host_freer *freeing;
 	uint64_t freeing_bytes;
 	/* the job queued (WIRE_WAKE or WIRE_UPDATE, 0 for none) and whom to

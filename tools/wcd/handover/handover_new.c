@@ -22,7 +22,6 @@
 #include "handover/handover.h"
 #include "serve/server.h"
 #include "life/lifecycle.h"
-#include "life/life_job.h"
 #include "load/load.h"
 #include "ready.h"
 #include "wire_handover.h"

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * wcd's lifecycle requests: SLEEP, WAKE, UPDATE, and what HELLO and ATTACH
- * see of them. The jobs (WAKE, UPDATE) are in life_job.c.
+ * see of them: their checks, SLEEP itself, and the queue of the jobs
+ * (WAKE: wake.c, UPDATE: update.c) that serve() runs (life_run_job).
  *
  * States (d->state, wcd.h; its name in STATUS and the ready file):
  *   ready     serving one version, or two while an old one still has
@@ -23,28 +24,29 @@
  * daemon's own uid only (as SHUTDOWN).
  *
  * Known costs: SLEEP level 1 runs on the loop's thread (it pins the host
- * buffers a thread maps, queues each pool's copy, and waits for the last),
- * so other clients wait for it (bench/RESULTS.md, issue 17, has the
- * figures); the jobs do not block the loop.
+ * buffers a worker-pool job maps, queues each pool's copy, and waits for
+ * the last: host_copy.c), so other clients wait for it (bench/RESULTS.md,
+ * issue 17, has the figures); the jobs do not block the loop.
  */
 #include <errno.h>
 #include <inttypes.h>
-#include <pthread.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "base.h"
+#include "clock.h"
 #include "err.h"
 #include "log.h"
 #include "life/lifecycle.h"
-#include "life/life_job.h"
+#include "life/host_copy.h"
+#include "life/reply.h"
+#include "life/update.h"
+#include "life/wake.h"
 #include "serve/server.h"
 #include "model/versions.h"
 #include "wire_life.h"
-#include "daemon/fault.h"
 
 /* Why the daemon cannot start another lifecycle request now, or NULL. */
 static const char *life_busy(struct wcd *d, char *buf, size_t cap)
@@ -74,244 +76,6 @@ static void pids_list(char *buf, size_t cap, const pid_t *pids, unsigned n)
 	if (n > LIFE_PIDS_SHOWN && off < cap)
 		snprintf(buf + off, cap - off, ", and %u more",
 			 n - LIFE_PIDS_SHOWN);
-}
-
-/* A level-1 sleep's host buffers come in three stages that overlap (issue
- * 17; bench/RESULTS.md measured each on the H200, per 16 GiB): a mapper
- * thread maps and first-touches every pool's buffer in order (host_map:
- * faulting fresh memory in, 0.3 s with 16 threads, no device call); the
- * calling thread pins each one (staging_pin: cudaHostRegister, 0.37 s,
- * serialised by the driver whatever the threads) and queues its copy
- * (copy_from_pool_async, 0.31 s at the D2H rate) right after, so that a
- * copy is never called while a register holds the driver (a cudaMemcpy
- * then waits for it) and the device copies pool i while pool i+1 is
- * pinned. The mapper runs ahead freely: every buffer is needed anyway. */
-struct host_mapper {
-	struct gpu_dev *dev;
-	const struct wcd_version *v;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	uint32_t done;            /* pools [0, done) are mapped, or failed */
-	bool stop;                /* the sleep failed: map no more */
-	bool thread;              /* on a thread (else ran when started) */
-	pthread_t th;
-	void *p[GPU_POOLS_MAX];   /* until the sleep takes it */
-	bool have[GPU_POOLS_MAX]; /* held already (taken back): not mapped */
-	int ret[GPU_POOLS_MAX];
-	uint64_t ns[GPU_POOLS_MAX];
-	char err[BASE_ERR_LEN];     /* of the failed pool */
-};
-
-static void *host_mapper_fn(void *arg)
-{
-	struct host_mapper *M = arg;
-	const struct wcd_version *v = M->v;
-	char err[BASE_ERR_LEN];
-
-	for (uint32_t i = 0; i < v->npools; i++) {
-		uint64_t t = rx_now_ns(), len = v->pools[i].size;
-		void *p = NULL;
-		bool stop;
-		int ret = 0;
-
-		pthread_mutex_lock(&M->mu);
-		stop = M->stop;
-		pthread_mutex_unlock(&M->mu);
-		if (stop)
-			break;
-		/* the tests' hook: the host buffer of pool N cannot be had */
-		if (len && fault_num(FAULT_SLEEP_ALLOC_FAIL, -1) == i)
-			ret = base_errf(err, ENOMEM,
-				      "WCD_TEST_SLEEP_ALLOC_FAIL: no host buffer for pool %u",
-				      i);
-		else if (len && !M->have[i])
-			ret = M->dev->be->host_map(M->dev, len, &p, err);
-		pthread_mutex_lock(&M->mu);
-		M->p[i] = p;
-		M->ret[i] = ret;
-		M->ns[i] = rx_now_ns() - t;
-		if (ret)
-			snprintf(M->err, sizeof(M->err), "%s", err);
-		M->done = i + 1;
-		pthread_cond_broadcast(&M->cv);
-		pthread_mutex_unlock(&M->mu);
-		if (ret)
-			break;
-	}
-	return NULL;
-}
-
-static void host_mapper_start(struct host_mapper *M, struct gpu_dev *dev,
-			      const struct wcd_version *v, void *const *have)
-{
-	memset(M, 0, sizeof(*M));
-	M->dev = dev;
-	M->v = v;
-	for (uint32_t i = 0; i < v->npools; i++)
-		M->have[i] = have[i] != NULL;
-	pthread_mutex_init(&M->mu, NULL);
-	pthread_cond_init(&M->cv, NULL);
-	M->thread = !pthread_create(&M->th, NULL, host_mapper_fn, M);
-	if (!M->thread)
-		host_mapper_fn(M);
-}
-
-/* Waits for pool i's buffer: 0 and *p (now the caller's), or the mapping's
- * error (in err). */
-static int host_mapper_take(struct host_mapper *M, uint32_t i, void **p,
-			    uint64_t *ns, char *err)
-{
-	int ret;
-
-	pthread_mutex_lock(&M->mu);
-	while (M->done <= i)
-		pthread_cond_wait(&M->cv, &M->mu);
-	ret = M->ret[i];
-	*p = M->p[i];
-	*ns = M->ns[i];
-	M->p[i] = NULL;
-	if (ret)
-		snprintf(err, BASE_ERR_LEN, "%s", M->err);
-	pthread_mutex_unlock(&M->mu);
-	return ret;
-}
-
-/* The tests' hook: pinning pool N fails (WCD_TEST_SLEEP_PIN_FAIL=N), once
- * the mapper has mapped every pool, so that buffers mapped ahead of the
- * failure are there for the drain (host_mapper_end) to free. */
-static int test_pin_fail(struct host_mapper *M, uint32_t i, char *err)
-{
-	if (fault_num(FAULT_SLEEP_PIN_FAIL, -1) != i)
-		return 0;
-	pthread_mutex_lock(&M->mu);
-	while (M->done < M->v->npools && !M->ret[M->done - 1])
-		pthread_cond_wait(&M->cv, &M->mu);
-	pthread_mutex_unlock(&M->mu);
-	return base_errf(err, ENOMEM,
-		       "WCD_TEST_SLEEP_PIN_FAIL: pool %u cannot be pinned", i);
-}
-
-/* Stops the mapper, waits for it and unmaps what it mapped that the sleep
- * did not take. */
-static void host_mapper_end(struct host_mapper *M)
-{
-	pthread_mutex_lock(&M->mu);
-	M->stop = true;
-	pthread_mutex_unlock(&M->mu);
-	if (M->thread)
-		pthread_join(M->th, NULL);
-	for (uint32_t i = 0; i < M->done; i++)
-		if (M->p[i])
-			M->dev->be->host_unmap(M->dev, M->p[i],
-					       M->v->pools[i].size);
-	pthread_mutex_destroy(&M->mu);
-	pthread_cond_destroy(&M->cv);
-}
-
-static uint32_t life_host_reclaim(struct wcd *d, const struct wcd_version *v,
-				  uint64_t *bytes);
-
-/* Whether the kept arena (--sleep-arena keep) fits v's pools as they are. */
-static bool arena_fits(const struct wcd_life *L, const struct wcd_version *v)
-{
-	if (!L->arena_bytes || L->nhost != v->npools)
-		return false;
-	for (uint32_t i = 0; i < v->npools; i++)
-		if (L->host_len[i] != v->pools[i].size ||
-		    (v->pools[i].size && !L->host[i]))
-			return false;
-	return true;
-}
-
-/* Level 1: copies every pool of v to host memory from the backend's
- * staging memory (pinned on CUDA, so that WAKE copies at full speed): into
- * the kept arena when there is one that fits, else into buffers mapped
- * ahead by a thread and pinned here (host_mapper). *reused says which.
- * A sleep right after a wake takes back the buffers of that wake's host
- * copy that its free has not reached yet (still mapped and pinned: *took
- * of them), and maps and pins only the others. Every queued copy is
- * waited for before anything is freed, failure or not. */
-static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
-		      uint32_t *took, char *err)
-{
-	const struct gpu_backend *be = d->dev.be;
-	struct wcd_life *L = &d->model.life;
-	struct host_mapper M;
-	uint64_t need = 0, have, t0 = rx_now_ns(), pin_ns = 0, wait_ns = 0;
-	uint64_t tw, tp;
-	char werr[BASE_ERR_LEN];
-	bool queued = false;
-	uint64_t back = 0;
-	int ret = 0, wret;
-
-	/* the last wake's copy: what is not freed yet comes back */
-	*took = life_host_reclaim(d, v, &back);
-	*reused = arena_fits(L, v);
-	if (!*reused && !*took)
-		life_host_free(d);
-	L->arena_bytes = 0;
-	L->host_bytes = 0;
-	for (uint32_t i = 0; i < v->npools; i++)
-		need += v->pools[i].size;
-	need -= back;
-	if (!*reused && version_host_available(&have) == 0 && need > have)
-		return base_errf(err, ENOMEM,
-			       "the host copy needs %" PRIu64 " bytes but only %" PRIu64 " bytes of host memory are available (MemAvailable)",
-			       need, have);
-	L->nhost = v->npools;
-	if (!*reused)
-		host_mapper_start(&M, &d->dev, v, L->host);
-	for (uint32_t i = 0; i < v->npools; i++) {
-		uint64_t len = v->pools[i].size, map_ns = 0;
-		void *p;
-
-		if (!len)
-			continue;
-		tw = tp = rx_now_ns();
-		if (!*reused && !L->host[i]) {
-			ret = host_mapper_take(&M, i, &p, &map_ns, err);
-			if (ret)
-				break;
-			tp = rx_now_ns();
-			ret = test_pin_fail(&M, i, err);
-			if (!ret)
-				ret = be->staging_pin(&d->dev, p, len, err);
-			if (ret) {
-				be->host_unmap(&d->dev, p, len);
-				break;
-			}
-			L->host[i] = p;
-			L->host_len[i] = len;
-			pin_ns += rx_now_ns() - tp;
-			wait_ns += tp - tw;
-		}
-		ret = be->copy_from_pool_async(&d->dev, &v->pools[i], 0,
-					       L->host[i], len);
-		log_debug("sleep: pool %u (%" PRIu64 " bytes): host buffer mapped in %.3f s (%.3f s of it waited for), pinned and its copy queued in %.3f s",
-			  i, len, (double)map_ns / 1e9, (double)(tp - tw) / 1e9,
-			  (double)(rx_now_ns() - tp) / 1e9);
-		if (ret) {
-			base_errf(err, -ret,
-				"copying pool %u (%" PRIu64 " bytes) to host memory failed: %s",
-				i, len, strerror(-ret));
-			break;
-		}
-		queued = true;
-		L->host_bytes += len;
-	}
-	tw = rx_now_ns();
-	wret = queued ? be->copy_wait(&d->dev, werr) : 0;
-	if (wret && !ret) {
-		ret = wret;
-		snprintf(err, BASE_ERR_LEN, "%s", werr);
-	}
-	if (!*reused)
-		host_mapper_end(&M);
-	log_debug("sleep: %" PRIu64 " bytes in %.3f s: mappings waited for %.3f s, pinning %.3f s, the last copies %.3f s",
-		  L->host_bytes, (double)(rx_now_ns() - t0) / 1e9,
-		  (double)wait_ns / 1e9, (double)pin_ns / 1e9,
-		  (double)(rx_now_ns() - tw) / 1e9);
-	return ret;
 }
 
 static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
@@ -363,7 +127,7 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 	}
 	free(pids);
 	if (level == 1) {
-		ret = sleep_copy(d, v, &reused, &took, err);
+		ret = life_sleep_copy(d, v, &reused, &took, err);
 		if (ret) {
 			life_host_free(d);
 			snprintf(busy, sizeof(busy),
@@ -375,7 +139,7 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 				    WIRE_E_INTERNAL, false, "%s", busy);
 			return;
 		}
-		L->sleep_copy_s = (double)(rx_now_ns() - t0) / 1e9;
+		L->sleep_copy_s = clock_ns_secs(rx_now_ns() - t0);
 	}
 	for (uint32_t i = 0; i < v->npools; i++) {
 		released += v->pools[i].alloc_size;
@@ -558,233 +322,6 @@ const char *life_refusal(struct wcd *d, unsigned type)
 	return msg;
 }
 
-/* --- the host copy's free after a wake ------------------------------------ */
-
-/* The host copy a level-1 wake restored from, freed on a thread after the
- * wake's reply: the unpinning of 16 GiB takes 0.26-0.30 s on the H200 and
- * the munmap 0.05 s, no faster from more threads (bench/RESULTS.md, issue
- * 17). One per wake, allocated: d->model.life.freeing points to it until it is
- * joined (freer_done); it frees itself when its rx_wake has closed, which
- * may be after a later wake made the next one. */
-struct host_freer {
-	struct wcd *d;
-	void *p[GPU_POOLS_MAX];
-	uint64_t len[GPU_POOLS_MAX];
-	uint32_t n;
-	uint64_t bytes;
-	uint64_t t0, ns;              /* ns: the thread's, read after join */
-	int stop;                     /* atomic: a sleep takes the rest back */
-	pthread_t th;
-	bool closing;
-	struct rx_wake wake;
-	struct rx_wake_node node;
-};
-
-/* The tests' hook (WCD_TEST_WAKE_FREE_GATE=PATH): the free waits, up to
- * 60 s, for PATH to exist (and removes it) or for a sleep to stop it, so
- * that a test can act while a free is pending; before the first buffer, or
- * before buffer K with WCD_TEST_WAKE_FREE_GATE_AT=K. */
-static void test_free_gate(struct host_freer *F, uint32_t i)
-{
-	const char *gate = fault_str(FAULT_WAKE_FREE_GATE);
-
-	if (!gate || !*gate || fault_num(FAULT_WAKE_FREE_GATE_AT, 0) != i)
-		return;
-	for (int k = 0; k < 6000 && access(gate, F_OK) &&
-	     !__atomic_load_n(&F->stop, __ATOMIC_ACQUIRE); k++)
-		usleep(10000);
-	unlink(gate);
-}
-
-static void *freer_fn(void *arg)
-{
-	struct host_freer *F = arg;
-	struct gpu_dev *dev = &F->d->dev;
-
-	for (uint32_t i = 0; i < F->n; i++) {
-		test_free_gate(F, i);
-		if (__atomic_load_n(&F->stop, __ATOMIC_ACQUIRE))
-			break;
-		if (F->p[i])
-			dev->be->staging_free(dev, F->p[i], F->len[i]);
-		F->p[i] = NULL;
-	}
-	F->ns = rx_now_ns() - F->t0;
-	/* the last thing this thread does with F: the loop joins it next */
-	rx_wake_post(&F->wake, &F->node);
-	return NULL;
-}
-
-/* Joins the running free: its bytes are gone. */
-static void freer_done(struct wcd *d, const char *how)
-{
-	struct host_freer *F = d->model.life.freeing;
-
-	pthread_join(F->th, NULL);
-	log_info("the host copy of the last wake (%" PRIu64 " bytes in %u buffers) was freed %.3f s after the wake's reply%s",
-		 F->bytes, F->n, (double)F->ns / 1e9, how);
-	d->model.life.freeing = NULL;
-	d->model.life.freeing_bytes = 0;
-}
-
-static void freer_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
-{
-	struct host_freer *F = container_of(w, struct host_freer, wake);
-	struct wcd *d = F->d;
-
-	if (!node) {
-		free(F);
-		/* skipped while the free was pending; not in the middle of a
-		 * handover (the old daemon exits after it, or resumes with
-		 * the context it has) */
-		if (!d->srv->pausing)
-			life_device_idle(d);
-		return;
-	}
-	if (d->model.life.freeing == F)
-		freer_done(d, "");
-	if (!F->closing) {
-		F->closing = true;
-		rx_wake_close(w);
-	}
-}
-
-/* A level-1 sleep while the last wake's host copy is being freed: the
- * free stops at its next buffer (on the H200 it unpins 16 GiB in 0.3 s,
- * and the sleep would pin as much again in 0.37 s) and the buffers it has
- * not freed come back into d->model.life.host[] for v's pools they fit (those of
- * the version that woke, unless an update came between: then none fit
- * and they are freed here). Returns how many came back, their bytes in
- * *bytes. */
-static uint32_t life_host_reclaim(struct wcd *d, const struct wcd_version *v,
-				  uint64_t *bytes)
-{
-	struct host_freer *F = d->model.life.freeing;
-	struct wcd_life *L = &d->model.life;
-	uint32_t took = 0, freed = 0;
-
-	*bytes = 0;
-	if (!F)
-		return 0;
-	__atomic_store_n(&F->stop, 1, __ATOMIC_RELEASE);
-	pthread_join(F->th, NULL);
-	d->model.life.freeing = NULL;
-	d->model.life.freeing_bytes = 0;
-	for (uint32_t i = 0; i < F->n; i++) {
-		if (!F->p[i]) {
-			freed += F->len[i] != 0;
-			continue;
-		}
-		if (F->n == v->npools && F->len[i] == v->pools[i].size &&
-		    !L->host[i]) {
-			L->host[i] = F->p[i];
-			L->host_len[i] = F->len[i];
-			*bytes += F->len[i];
-			took++;
-		} else {
-			d->dev.be->staging_free(&d->dev, F->p[i], F->len[i]);
-		}
-		F->p[i] = NULL;
-	}
-	if (took)
-		L->nhost = v->npools;
-	log_info("sleep: %u of the last wake's host buffers (%" PRIu64 " bytes) taken back from their free, still pinned; %u had been freed",
-		 took, *bytes, freed);
-	return took;
-}
-
-void life_host_settle(struct wcd *d)
-{
-	if (!d->model.life.freeing)
-		return;
-	log_info("waiting for the host copy of the last wake (%" PRIu64 " bytes) to be freed",
-		 d->model.life.freeing_bytes);
-	freer_done(d, " (waited for)");
-}
-
-static bool life_host_freeing(const struct wcd *d)
-{
-	return d->model.life.freeing != NULL;
-}
-
-/* Hands the host copy (L->host[]) to a thread that frees it (CUDA:
- * cudaHostUnregister and munmap), so that the wake's reply, queued
- * before, goes out without waiting for it; the thread posts to the loop
- * when it is done. Where no thread can be had (the tests' hook:
- * WCD_TEST_WAKE_FREE_NO_THREAD), frees it here. */
-static void host_free_later(struct wcd *d)
-{
-	struct wcd_life *L = &d->model.life;
-	bool nothread = fault_on(FAULT_WAKE_FREE_NO_THREAD);
-	struct host_freer *F;
-	int ret;
-
-	WC_ASSERT(!L->freeing);
-	F = calloc(1, sizeof(*F));
-	ret = F ? rx_wake_init(&d->loop, &F->wake, freer_wake_cb) : -ENOMEM;
-	if (ret) {
-		log_warn("freeing the host copy now, on the loop's thread: %s",
-			 strerror(-ret));
-		free(F);
-		life_host_free(d);
-		return;
-	}
-	F->d = d;
-	F->n = L->nhost;
-	for (uint32_t i = 0; i < L->nhost; i++) {
-		F->p[i] = L->host[i];
-		F->len[i] = L->host_len[i];
-		F->bytes += L->host[i] ? L->host_len[i] : 0;
-		L->host[i] = NULL;
-		L->host_len[i] = 0;
-	}
-	L->nhost = 0;
-	L->host_bytes = 0;
-	L->arena_bytes = 0;
-	F->t0 = rx_now_ns();
-	/* the tests' hook: as if no thread could be made */
-	ret = nothread ? EAGAIN :
-	      pthread_create(&F->th, NULL, freer_fn, F);
-	if (ret) {
-		log_warn("freeing the host copy now, on the loop's thread: no thread for it: %s",
-			 strerror(ret));
-		freer_fn(F);          /* posts: the callback closes the wake */
-		log_info("the host copy (%" PRIu64 " bytes) was freed in %.3f s before the wake's reply went out",
-			 F->bytes, (double)F->ns / 1e9);
-		return;
-	}
-	L->freeing = F;
-	L->freeing_bytes = F->bytes;
-}
-
-void life_device_idle(struct wcd *d)
-{
-	struct gpu_pool *pools[WCD_VERSIONS * GPU_POOLS_MAX];
-	char err[BASE_ERR_LEN];
-	unsigned n = 0;
-	uint64_t t0;
-	int ret;
-
-	/* a kept sleep arena (--sleep-arena keep) is registered in the
-	 * context: releasing it would unpin the arena */
-	/* nor while a thread frees the last wake's host copy (registered in
-	 * it): its end calls this again */
-	if (!d->dev.be->idle || d->o.keep_context || d->o.ipc_legacy ||
-	    d->state != WCD_READY || d->model.life.arena_bytes ||
-	    life_host_freeing(d))
-		return;
-	for (int i = 0; i < WCD_VERSIONS; i++)
-		for (uint32_t k = 0; d->model.ver[i].used && k < d->model.ver[i].npools; k++)
-			pools[n++] = &d->model.ver[i].pools[k];
-	t0 = rx_now_ns();
-	ret = d->dev.be->idle(&d->dev, pools, n, err);
-	if (ret)
-		log_warn("keeping the CUDA context: %s", err);
-	else
-		log_info("device idle: CUDA context released in %.3f s; %u pools live on through their fds (--keep-context keeps it)",
-			 (double)(rx_now_ns() - t0) / 1e9, n);
-}
-
 bool life_run_job(struct wcd *d)
 {
 	struct wcd_life *L = &d->model.life;
@@ -805,7 +342,7 @@ bool life_run_job(struct wcd *d)
 		life_run_wake(d);
 		/* the reply is queued: the host copy is freed after it */
 		if (d->state == WCD_READY && L->nhost && !L->arena_bytes)
-			host_free_later(d);
+			life_host_free_later(d);
 	} else if (d->state == WCD_WAKING) {
 		life_run_update_asleep(d);
 	} else {
