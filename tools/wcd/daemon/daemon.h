@@ -157,6 +157,7 @@ struct wcd_version {
 
 struct wcd;
 struct wcd_client;
+struct wcd_push;
 struct server_hooks;
 
 /*
@@ -265,6 +266,9 @@ struct wcd {
 	int exit_code;
 
 	struct wcd_life life;         /* lifecycle.c: sleep, wake, update */
+	/* push/: the update session from a trainer's memory (its own
+	 * struct, made at the first PUSH_OPEN; NULL before) */
+	struct wcd_push *push;
 
 	/* hot handover (handover*.c) */
 	struct wcd_ho *ho;

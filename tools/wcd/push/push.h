@@ -1,0 +1,88 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wcd's push/ folder: version N+1 written from a trainer's memory (an
+ * update session; the wire side is proto/wire/wire_push.h).
+ *
+ *   push.c       the session: open (a job, as an UPDATE's load), plan,
+ *                commit (coverage, seal, hash, publish), abort, deadline,
+ *                the trainer's end (this header)
+ *   push_plan.c  the PUSH_PLAN reply: where each checkpoint tensor's
+ *                pieces go (push_plan.h)
+ *
+ * The life of a session, one per daemon at a time (d->push):
+ *
+ *   IDLE --PUSH_OPEN--> OPENING --job--> WRITING --PUSH_COMMIT--> IDLE
+ *                          |                |  (N+1 published)
+ *                          +--refused-------+--PUSH_ABORT, deadline,
+ *                                              connection closed--> IDLE
+ *                                              (N+1 freed, N serves on)
+ *
+ * One at a time because the daemon holds two versions (WCD_VERSIONS): the
+ * served one and the one being written; a disk update is refused while a
+ * session is open, and a session while an update loads, both through the
+ * daemon's UPDATING state, which the session holds from its open to its
+ * end (life_busy words the refusal of UPDATE and SLEEP then).
+ *
+ * Open: N+1's plan is made from the served directory's headers as a load
+ * makes it (load_prepare: a few small reads, no tensor bytes), and must
+ * equal N's layout (names, dtypes, shapes) unless the trainer allows a
+ * layout change; its pools are created as a load creates them
+ * (load_pools_alloc; fresh memfds read as zeros, device pools are zeroed)
+ * and sent to the trainer's connection alone, writable, unsealed. Engines
+ * see none of it: N+1 is no resident version (not used) until commit, so
+ * HELLO, MANIFEST and ATTACH serve N throughout.
+ *
+ * Commit: the trainer says which tensors it wrote; every checkpoint tensor
+ * of the plan must be written exactly once (the missing and the doubled
+ * are named); the pools are sealed (host: F_SEAL_WRITE, refused while the
+ * trainer still maps them writable), hashed from the pools on the loop
+ * thread (host: XXH3-128 over the mapping, about 10 GB/s, so a 16 GB rank
+ * holds the loop 1.6 s; cuda: on the device, as a wake verifies), and
+ * published as a disk update publishes (version_publish: the notice, N
+ * freed with its last lease; the ready file rewritten).
+ */
+#ifndef WCD_PUSH_H
+#define WCD_PUSH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon/daemon.h"
+
+#define PUSH_TIMEOUT_MS_DEFAULT 60000   /* open to commit, unless asked */
+
+struct wcd_client;
+
+/* PUSH_OPEN, PUSH_PLAN, PUSH_COMMIT, PUSH_ABORT (requests.c). */
+void push_request(struct wcd_client *c, const uint8_t *p, uint32_t n);
+/* Runs a queued open (serve() calls it between turns of the loop, as a
+ * lifecycle job); true when one ran. */
+bool push_run_job(struct wcd *d);
+/* server_hooks.client_gone: a trainer's connection ends its session. */
+void push_client_gone(struct wcd *d, struct wcd_client *c);
+/* Frees the session state at exit, after the loop closed (a session
+ * still open is freed with it: its connection's end normally ended it). */
+void push_free(struct wcd *d);
+
+/* For STATUS: the open session and the last one. */
+struct push_info {
+	bool open;                    /* OPENING or WRITING */
+	bool writing;
+	uint64_t session, version, bytes;
+	pid_t pid;
+	uid_t uid;
+	double seconds;               /* since open */
+	uint32_t timeout_ms;
+	uint64_t opened, committed, aborted;
+	/* the last session that ended */
+	bool last_ok;
+	uint64_t last_version, last_bytes;
+	pid_t last_pid;
+	uid_t last_uid;
+	double last_seconds;
+	char last[WIRE_MSG_MAX + 1];  /* its outcome, one line; "" if none */
+};
+void push_info(struct wcd *d, struct push_info *out);
+
+#endif
