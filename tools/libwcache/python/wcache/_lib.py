@@ -165,6 +165,12 @@ _PROTOS = {
     "wc_dl_shutdown": (None, []),
 }
 _OPTIONAL = {
+    # update sessions from a trainer's memory (issue 29)
+    "wc_push_open": (c_int, [c_void_p, c_uint, c_u64, c_uint, P(c_void_p), _E]),
+    "wc_push_write": (c_int, [c_void_p, c_char_p, c_char_p, c_u32, P(c_u64), c_void_p,
+                              c_u64, _E]),
+    "wc_push_commit": (c_int, [c_void_p, P(WcLifeResult), _E]),
+    "wc_push_abort": (c_int, [c_void_p, _E]),
     # HELLO and ATTACH in one call (libwcache after 0.1.0's first cut; an
     # older one: the two calls)
     "wc_hello_attach": (c_int, [c_void_p, P(WcExpect), P(WcInfo), c_uint, P(c_void_p),
