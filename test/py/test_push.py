@@ -113,6 +113,17 @@ def status(rank):
         return c.status()
 
 
+def session_ended(rank):
+    """STATUS's push object once no session is open (the daemon hears of a
+    trainer's end through its connection: wait for it, 5 s at most)."""
+    for _ in range(500):
+        st = status(rank)["push"]
+        if st["open"] is None:
+            return st
+        __import__("time").sleep(0.01)
+    raise AssertionError("the session is still open: %s" % st)
+
+
 def test_refusals_name_the_tensor(llama):
     r, new, _ = llama
     before = hashes(r)
@@ -209,6 +220,18 @@ TRAINER = textwrap.dedent("""
 """)
 
 
+def pool_fds(pid):
+    """The daemon's memfd pools (its open descriptors): what N+1 holds."""
+    d = "/proc/%d/fd" % pid
+    n = 0
+    for f in os.listdir(d):
+        try:
+            n += "wcache-pool" in os.readlink(os.path.join(d, f))
+        except OSError:
+            pass
+    return n
+
+
 @pytest.mark.parametrize("step", ["open", "mid", "commit"])
 def test_trainer_killed(llama, tmp_path, step):
     """A trainer killed after open, mid-write or before commit: N serves
@@ -216,6 +239,7 @@ def test_trainer_killed(llama, tmp_path, step):
     the next session opens), and engines saw only N."""
     r, new, _ = llama
     before = hashes(r)
+    pools = pool_fds(r.proc.pid)
     pt = str(tmp_path / "new.pt")
     torch.save(new, pt)
     script = tmp_path / "trainer.py"
@@ -228,20 +252,16 @@ def test_trainer_killed(llama, tmp_path, step):
         st = status(r)
         assert st["push"]["open"]["writing"] and st["push"]["open"]["pid"] == p.pid, st
         assert hashes(r) == before       # an engine sees N only
+        assert pool_fds(r.proc.pid) > pools  # N+1's pools exist
     finally:
         p.send_signal(signal.SIGKILL)
         p.wait()
-    # the daemon hears of it through the connection's end (a pidfd watch)
-    for _ in range(500):
-        st = status(r)
-        if st["push"]["open"] is None:
-            break
-        __import__("time").sleep(0.01)
-    assert st["push"]["open"] is None, st
-    assert st["push"]["aborted"] == 1 and not st["push"]["last"]["committed"], st
-    assert "connection closed before commit" in st["push"]["last"]["outcome"], st
-    assert st["version"] == 1 if "version" in st else True
+    st = session_ended(r)
+    assert st["aborted"] == 1 and not st["last"]["committed"], st
+    assert "connection closed before commit" in st["last"]["outcome"], st
+    assert "version 1 serves on" in st["last"]["outcome"], st
     assert hashes(r) == before
+    assert pool_fds(r.proc.pid) == pools  # and are gone
     with connect(r) as c:
         assert c.update_from(new).version == 2
 
@@ -305,3 +325,152 @@ def test_deadline_aborts(llama):
         assert lib.wc_push_commit(p, ctypes.byref(r2), ctypes.byref(err)) < 0
         assert "without an open update session" in err.msg.decode(), err.msg
         assert c.update_from(new).version == 2
+
+
+# --- the daemon's own checks, through raw frames ------------------------------
+
+import socket  # noqa: E402
+import struct  # noqa: E402
+
+PUSH_OPEN, PUSH_PLAN, PUSH_COMMIT, PUSH_ABORT, ERROR = 16, 17, 18, 19, 9
+
+
+class Raw:
+    """A bare connection that speaks the wire protocol itself (wire.h),
+    to send what libwcache never would."""
+
+    def __init__(self, rank):
+        sock = [f for f in os.listdir(rank.rundir) if f.endswith(".sock")][0]
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.connect(os.path.join(rank.rundir, sock))
+        self.id = 0
+
+    def call(self, typ, payload):
+        self.id += 1
+        self.s.sendall(struct.pack("<IHHIIQ", 0x43414357, 2, typ, 0, len(payload), self.id)
+                       + payload)
+        hdr, fds, _, _ = socket.recv_fds(self.s, 24, 253)
+        for fd in fds:
+            os.close(fd)
+        if not hdr:
+            return None, None
+        _, _, t, _, n, _ = struct.unpack("<IHHIIQ", hdr)
+        body = b""
+        while len(body) < n:
+            body += self.s.recv(n - len(body))
+        if t == ERROR:
+            code, ln = struct.unpack("<II", body[:8])
+            return "error", body[8:8 + ln].decode()
+        return t, body
+
+    def close(self):
+        self.s.close()
+
+
+def commit_runs(session, runs):
+    return struct.pack("<QI", session, len(runs)) + b"".join(struct.pack("<II", *r) for r in runs)
+
+
+def test_daemon_refuses_doubled_missing_and_foreign_runs(llama):
+    """The daemon's coverage check (libwcache refuses a second write
+    itself): a commit naming a tensor twice, none at all, or past the
+    plan is refused with the names; a malformed commit closes the
+    connection; the session, still open, aborts."""
+    r, new, _ = llama
+    before = hashes(r)
+    raw = Raw(r)
+    t, body = raw.call(PUSH_OPEN, struct.pack("<IQI", 0, 0, 0))
+    assert t == PUSH_OPEN, body
+    session, version, base, ntensors = struct.unpack("<QQQI", body[:28])
+    assert (version, base) == (2, 1)
+    names = sorted(new)
+    t, msg = raw.call(PUSH_COMMIT, commit_runs(session, [(0, ntensors), (0, 1)]))
+    assert t == "error" and "1 written more than once (%s)" % names[0] in msg, msg
+    t, msg = raw.call(PUSH_COMMIT, commit_runs(session, [(1, ntensors - 1)]))
+    assert t == "error" and "1 tensor(s) not written (%s)" % names[0] in msg, msg
+    t, msg = raw.call(PUSH_COMMIT, commit_runs(session, [(0, ntensors + 1)]))
+    assert t == "error" and "but the session writes %d" % ntensors in msg, msg
+    t, msg = raw.call(PUSH_COMMIT, commit_runs(session + 1, [(0, ntensors)]))
+    assert t == "error" and "this connection's session is %d" % session in msg, msg
+    t, msg = raw.call(PUSH_ABORT, struct.pack("<Q", session))
+    assert t == PUSH_ABORT, msg
+    t, msg = raw.call(PUSH_COMMIT, commit_runs(session, [(0, ntensors)]))
+    assert t == "error" and "without an open update session" in msg, msg
+    t, msg = raw.call(PUSH_COMMIT, struct.pack("<QI", session, 5))  # runs missing
+    assert t == "error" and "past the end" in msg, msg
+    try:                                  # and the connection is closed
+        assert raw.call(PUSH_ABORT, struct.pack("<Q", session)) == (None, None)
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    raw.close()
+    st = status(r)["push"]
+    assert st["open"] is None and st["aborted"] == 1, st
+    assert hashes(r) == before
+
+
+def test_one_session_at_a_time(llama):
+    r, new, _ = llama
+    a, b = Raw(r), Raw(r)
+    t, body = a.call(PUSH_OPEN, struct.pack("<IQI", 0, 0, 0))
+    assert t == PUSH_OPEN
+    t, msg = b.call(PUSH_OPEN, struct.pack("<IQI", 0, 0, 0))
+    assert t == "error" and "one session at a time" in msg, msg
+    with connect(r) as c:
+        with pytest.raises(wcache.Busy) as e:
+            c.update(llama[2])
+        assert "is loading" in str(e.value) or "update" in str(e.value), str(e.value)
+    t, msg = b.call(PUSH_OPEN, struct.pack("<IQI", 0, 5, 0))
+    assert t == "error", msg
+    a.close()
+    for _ in range(500):
+        t, body = b.call(PUSH_OPEN, struct.pack("<IQI", 0, 5, 0))
+        if "one session at a time" not in str(body):
+            break
+        __import__("time").sleep(0.01)
+    # against a version that does not serve
+    assert t == "error" and "would replace version 5, but version 1 serves" in body, body
+    b.close()
+
+
+RAW_OPEN = """
+import os, socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+s.sendall(struct.pack("<IHHIIQ", 0x43414357, 2, 16, 0, 16, 1) + struct.pack("<IQI", 0, 0, 0))
+hdr, fds, _, _ = socket.recv_fds(s, 24, 253)
+_, _, t, _, n, _ = struct.unpack("<IHHIIQ", hdr)
+body = b""
+while len(body) < n:
+    body += s.recv(n - len(body))
+print("type", t, "fds", len(fds), body[8:].decode(errors="replace") if t == 9 else "")
+"""
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_uid_not_allowed(tmp_path, allowed):
+    """A connection the daemon serves (--allow-gid) but whose uid is
+    neither the daemon's nor an --allow-uid may not open a session; with
+    --allow-uid it may."""
+    if os.getuid() != 0:
+        pytest.skip("needs root to run a client under another uid")
+    if not shutil.which("setpriv") or subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "true"]).returncode:
+        pytest.skip("setpriv cannot switch to uid 65534 here")
+    extra = ["--allow-gid", "65534"] + (["--allow-uid", "65534"] if allowed else [])
+    with daemon.Ranks(models.path("hf", "llama"), [extra]) as rs:
+        r = rs.ranks[0]
+        sock = [os.path.join(r.rundir, f) for f in os.listdir(r.rundir) if f.endswith(".sock")][0]
+        out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                              sys.executable, "-c", RAW_OPEN, sock],
+                             capture_output=True, text=True, timeout=60)
+        if "Permission denied" in out.stderr:
+            pytest.skip("uid 65534 cannot reach the socket here: " + out.stderr[-200:])
+        assert out.returncode == 0, out.stderr
+        if allowed:
+            assert out.stdout.startswith("type 16 fds 1"), out.stdout
+        else:
+            assert ("type 9" in out.stdout and
+                    "only accepted from the daemon's own uid 0 or an allowed uid (you are uid 65534)"
+                    in out.stdout and "--allow-uid 65534" in out.stdout), out.stdout
+        st = session_ended(r)
+        assert st["opened"] == (1 if allowed else 0), st
