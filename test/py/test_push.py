@@ -474,3 +474,42 @@ def test_uid_not_allowed(tmp_path, allowed):
                     in out.stdout and "--allow-uid 65534" in out.stdout), out.stdout
         st = session_ended(r)
         assert st["opened"] == (1 if allowed else 0), st
+
+
+def test_deadline_while_the_open_reply_is_unsent(llama):
+    """A trainer that stops reading: its replies back up behind a full
+    socket, the session's deadline passes while the OPEN reply (which
+    names N+1's pools by descriptor number) is still queued. The daemon
+    closes that connection and keeps the pools until the connection is
+    freed (no descriptor number is reused under a pending send), then
+    frees them; N serves on."""
+    r, new, _ = llama
+    before = hashes(r)
+    pools = pool_fds(r.proc.pid)
+    raw = Raw(r)
+    raw.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    frames = b""
+    for i in range(14):     # METRICS replies (17 KB each), unread, fill the socket
+        frames += struct.pack("<IHHIIQ", 0x43414357, 2, 14, 0, 0, 100 + i)
+    frames += struct.pack("<IHHIIQ", 0x43414357, 2, PUSH_OPEN, 0, 16, 200) + \
+        struct.pack("<IQI", 0, 0, 300)
+    raw.s.sendall(frames)
+    for _ in range(500):
+        if status(r)["push"]["opened"]:
+            break
+        __import__("time").sleep(0.01)
+    st = session_ended(r)
+    assert st["aborted"] == 1 and "not committed within 300 ms" in st["last"]["outcome"], st
+    log = r.log_text()
+    stuck = "still being sent" in log
+    raw.close()
+    for _ in range(500):
+        if pool_fds(r.proc.pid) == pools:
+            break
+        __import__("time").sleep(0.01)
+    assert pool_fds(r.proc.pid) == pools
+    assert hashes(r) == before
+    with connect(r) as c:
+        assert c.update_from(new).version == 2
+    if not stuck:
+        pytest.skip("the replies did not back up here (the socket took them all)")

@@ -47,6 +47,13 @@ struct wcd_push {
 	uid_t uid;
 	struct push_timer *timer;
 	struct push_info last;        /* the last_* fields and counts */
+	/* pools of an aborted session whose open reply (their fd numbers)
+	 * may still be unsent to parked_for: released once that connection
+	 * is freed (no send in flight then), so that no reused number goes
+	 * out in their place */
+	struct gpu_pool parked[GPU_POOLS_MAX];
+	uint32_t nparked;
+	struct wcd_client *parked_for;
 };
 
 static double secs(uint64_t ns)
@@ -109,6 +116,36 @@ static void session_end(struct wcd *d, struct wcd_push *p, bool ok,
 		wcd_enter(d, WCD_READY);
 }
 
+static void parked_release(struct wcd *d, struct wcd_push *p)
+{
+	for (uint32_t i = 0; i < p->nparked; i++)
+		d->dev.be->pool_release(&d->dev, &p->parked[i]);
+	p->nparked = 0;
+	p->parked_for = NULL;
+}
+
+/* A reply to the trainer may still be queued or being sent (a deadline
+ * while it does not read, an ABORT sent before the OPEN reply was read):
+ * it names N+1's pools by fd number, so they outlive the session until
+ * that connection is freed, and the connection is closed (it broke the
+ * conversation, or it stalled past its deadline). */
+static void park_pools(struct wcd *d, struct wcd_push *p)
+{
+	struct wcd_version *nv = &d->ver[p->vi];
+	struct wcd_client *c = p->c;
+
+	if (!c || c->closing || (!c->noq && !rx_op_busy(&c->tx.op)))
+		return;
+	WC_ASSERT(!p->nparked); /* do_open refuses a session meanwhile */
+	memcpy(p->parked, nv->pools, sizeof(nv->pools[0]) * nv->npools);
+	p->nparked = nv->npools;
+	p->parked_for = c;
+	nv->npools = 0;
+	log_warn("update session %" PRIu64 ": a reply naming its pools is still being sent to pid %d: closing that connection; the pools are freed with it",
+		 p->session, (int)c->pid);
+	client_close(c, "its update session ended while a reply naming the session's pools was still being sent");
+}
+
 /* Aborts the open session: N+1's pools and plan are freed (a trainer that
  * still maps them keeps its own pages until it unmaps), N serves on. */
 static void session_abort(struct wcd *d, struct wcd_push *p, const char *why)
@@ -119,6 +156,7 @@ static void session_abort(struct wcd *d, struct wcd_push *p, const char *why)
 	snprintf(msg, sizeof(msg),
 		 "update session %" PRIu64 " of pid %d aborted: %s; version %" PRIu64 " serves on, untouched",
 		 p->session, (int)p->pid, why, wcd_current(d)->number);
+	park_pools(d, p);
 	load_version_free(d, &d->ver[p->vi]);
 	log_with(LOG_WARN, &lf, "%s", msg);
 	session_end(d, p, false, msg);
@@ -174,6 +212,12 @@ static void do_open(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 		reply_error(c, c->h.id, WIRE_E_SLEEPING, false,
 			    "the daemon is %s (sleep level %u): wake it first (wcctl wake), then open the update session",
 			    wcd_state_name(d->state), d->life.level);
+		return;
+	}
+	if (p->nparked) {
+		reply_error(c, c->h.id, WIRE_E_BUSY, false,
+			    "the last update session's connection (pid %d) is still closing: try again in a moment",
+			    (int)p->pid);
 		return;
 	}
 	if (p->phase != PUSH_IDLE) {
@@ -671,6 +715,8 @@ void push_client_gone(struct wcd *d, struct wcd_client *c)
 	struct wcd_push *p = d->push;
 	char why[128];
 
+	if (p && p->nparked && p->parked_for == c)
+		parked_release(d, p);
 	if (!p || p->phase != PUSH_WRITING || p->c != c)
 		return;
 	snprintf(why, sizeof(why),
@@ -687,6 +733,7 @@ void push_free(struct wcd *d)
 		return;
 	/* after the loop closed: no timer to stop, its memory is ours */
 	free(p->timer);
+	parked_release(d, p);
 	if (p->phase != PUSH_IDLE && !d->ver[p->vi].used)
 		load_version_free(d, &d->ver[p->vi]);
 	free(p);
