@@ -513,3 +513,25 @@ def test_deadline_while_the_open_reply_is_unsent(llama):
         assert c.update_from(new).version == 2
     if not stuck:
         pytest.skip("the replies did not back up here (the socket took them all)")
+
+
+def test_torch_update_from_module(llama):
+    """wcache.torch.update_from(conn, module, name_map): a module holding
+    the checkpoint's tensors (one under another name, one extra buffer
+    skipped with None) pushes as its state_dict; the result is the disk
+    update's, hash for hash."""
+    import wcache.torch as wt
+    r, new, newdir = llama
+    m = torch.nn.Module()
+    for i, (k, v) in enumerate(sorted(new.items())):
+        m.register_buffer("b%d" % i, v.clone())
+    m.register_buffer("extra", torch.zeros(3))
+    name_map = {"b%d" % i: k for i, k in enumerate(sorted(new))}
+    name_map["extra"] = None
+    with connect(r) as c:
+        with pytest.raises(wcache.Error) as e:   # the extra buffer, not skipped
+            wt.update_from(c, m, name_map={k: v for k, v in name_map.items() if v})
+        assert "'extra' is not a checkpoint tensor" in str(e.value), str(e.value)
+        assert wt.update_from(c, m, name_map=name_map).version == 2
+    pushed = hashes(r)
+    assert pushed == hashes_after_disk(r, newdir)
