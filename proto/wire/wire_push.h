@@ -7,7 +7,8 @@
  *
  * The conversation, one session per connection:
  *
- *   PUSH_OPEN    u32 flags (WIRE_PUSH_*), u64 base (the version the session
+ *   PUSH_OPEN    u32 flags (WIRE_PUSH_*: allow a layout change; partial),
+ *                u64 base (the version the session
  *                replaces; 0: whichever is current), u32 timeout_ms (0:
  *                the daemon's default; at most WIRE_PUSH_TIMEOUT_MAX_MS).
  *     reply      u64 session, u64 version (N+1), u64 base (N), u32 tensors
@@ -33,7 +34,8 @@
  *                x (u32 first, u32 count): the plan indices written, as
  *                runs; an index written twice is in two runs. The daemon
  *                checks that every tensor was written exactly once (naming
- *                the missing and the doubled), seals, hashes and publishes.
+ *                the missing and the doubled; partial: at most once, the
+ *                others keep N's bytes), seals, hashes and publishes.
  *     reply      the lifecycle reply (wire_life.h): the version now served,
  *                bytes, ns from open to publish, a line for people.
  *   PUSH_ABORT   u64 session. reply: empty. N+1 is freed.
@@ -51,7 +53,10 @@
 #include "wire.h"
 
 #define WIRE_PUSH_ALLOW_LAYOUT 0x1u   /* = WIRE_UPDATE_ALLOW_LAYOUT */
-#define WIRE_PUSH_KNOWN WIRE_PUSH_ALLOW_LAYOUT
+/* a partial update: tensors not written keep N's bytes (COMMIT may leave
+ * them out) */
+#define WIRE_PUSH_PARTIAL 0x2u
+#define WIRE_PUSH_KNOWN (WIRE_PUSH_ALLOW_LAYOUT | WIRE_PUSH_PARTIAL)
 #define WIRE_PUSH_TIMEOUT_MAX_MS (3600u * 1000) /* an hour */
 #define WIRE_PUSH_POOLS_MAX 64        /* = GPU_POOLS_MAX (< one fd frame) */
 #define WIRE_PUSH_TENSORS_MAX (1u << 20)  /* = WC_TENSORS_MAX */

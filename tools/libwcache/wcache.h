@@ -401,6 +401,10 @@ int wc_update_flags(struct wc_conn *c, const char *model_dir,
  * still held), ESTALE (the layout changed), EINVAL (out of order). */
 struct wc_push;
 #define WC_PUSH_ALLOW_LAYOUT_CHANGE 0x1u  /* as WC_UPDATE_ALLOW_LAYOUT_CHANGE */
+/* A partial update: write only the tensors that changed; at commit every
+ * other checkpoint tensor keeps version N's bytes (and hash). Host devices
+ * only for now (ENOSYS elsewhere); not with a layout change. */
+#define WC_PUSH_PARTIAL 0x2u
 
 struct wc_push_tensor {
 	const char *name;            /* valid until commit or abort */
@@ -431,7 +435,8 @@ int wc_push_write(struct wc_push *p, const char *name, const char *dtype,
 		  uint32_t ndim, const uint64_t *shape, const void *src,
 		  uint64_t bytes, struct wc_error *err);
 /* Commits: the daemon publishes N+1 (r->version; r->seconds from open to
- * publish). Missing tensors refuse it (EINVAL, named). p is freed in every
+ * publish; r->bytes those written). Missing tensors refuse it (EINVAL,
+ * named) unless the session is partial. p is freed in every
  * case; a refused commit aborts the session. */
 int wc_push_commit(struct wc_push *p, struct wc_life_result *r,
 		   struct wc_error *err);

@@ -16,6 +16,7 @@
 #include "wire_life.h"
 #include "wire_push.h"
 #include "push/push.h"
+#include "push/push_keep.h"
 #include "push/push_plan.h"
 #include "serve/server.h"
 #include "model/versions.h"
@@ -321,6 +322,21 @@ static int open_version(struct wcd *d, struct wcd_push *p,
 			 nd > PUSH_NAMES_SHOWN ? "; ..." : "", cur->number);
 		return -1;
 	}
+	if (nd && (p->flags & WIRE_PUSH_PARTIAL)) {
+		*code = WIRE_E_MISMATCH;
+		snprintf(msg, cap,
+			 "update session refused: a partial update keeps version %" PRIu64 "'s bytes for the tensors it does not write, so the layout must stay its own, and %u tensor(s) differ (%s%s); push every tensor instead",
+			 cur->number, nd, diff,
+			 nd > PUSH_NAMES_SHOWN ? "; ..." : "");
+		return -1;
+	}
+	if ((p->flags & WIRE_PUSH_PARTIAL) && d->dev.be != &gpu_host_backend) {
+		*code = WIRE_E_NOT_IMPLEMENTED;
+		snprintf(msg, cap,
+			 "update session refused: partial updates on device %s are not built yet (they need a copy between device pools); push every tensor; version %" PRIu64 " serves on",
+			 d->dev.name, cur->number);
+		return -1;
+	}
 	if (nd)
 		log_warn("update session: %u tensors change name, dtype or shape (allow_layout_change): %s",
 			 nd, diff);
@@ -440,21 +456,18 @@ bool push_run_job(struct wcd *d)
 
 /* --- commit ----------------------------------------------------------------- */
 
-/* Every checkpoint tensor written exactly once, by the runs; 0, or -1 with
- * the refusal in msg. */
+/* Counts into cnt (p->ntensors bytes, zeroed) how often the runs name
+ * each checkpoint tensor; every one exactly once (partial: at most once);
+ * 0, or -1 with the refusal in msg. */
 static int coverage(struct wcd *d, struct wcd_push *p, const uint8_t *runs,
-		    uint32_t nruns, char *msg, size_t cap)
+		    uint32_t nruns, uint8_t *cnt, char *msg, size_t cap)
 {
 	const struct plan *pl = &d->ver[p->vi].plan;
-	uint8_t *cnt = calloc(p->ntensors ? p->ntensors : 1, 1);
+	bool partial = p->flags & WIRE_PUSH_PARTIAL;
 	char miss[1024] = "", dup[1024] = "";
 	size_t mo = 0, dof = 0;
 	unsigned nmiss = 0, ndup = 0;
 
-	if (!cnt) {
-		snprintf(msg, cap, "out of memory");
-		return -1;
-	}
 	for (uint32_t r = 0; r < nruns; r++) {
 		struct wire_push_run run = wire_push_run_at(runs, r);
 
@@ -464,7 +477,6 @@ static int coverage(struct wcd *d, struct wcd_push *p, const uint8_t *runs,
 				 "commit refused: it names tensors %u..%u, but the session writes %u (0..%u)",
 				 run.first, run.first + run.count, p->ntensors,
 				 p->ntensors ? p->ntensors - 1 : 0);
-			free(cnt);
 			return -1;
 		}
 		for (uint32_t i = run.first; i < run.first + run.count; i++)
@@ -472,7 +484,7 @@ static int coverage(struct wcd *d, struct wcd_push *p, const uint8_t *runs,
 				cnt[i]++;
 	}
 	for (uint32_t i = 0; i < p->ntensors; i++) {
-		if (cnt[i] == 1)
+		if (cnt[i] == 1 || (!cnt[i] && partial))
 			continue;
 		if (!cnt[i] && nmiss++ < PUSH_NAMES_SHOWN && mo < sizeof(miss))
 			mo += (size_t)snprintf(miss + mo, sizeof(miss) - mo,
@@ -484,69 +496,15 @@ static int coverage(struct wcd *d, struct wcd_push *p, const uint8_t *runs,
 						"%s%s", ndup > 1 ? ", " : "",
 						pl->t[i].name);
 	}
-	free(cnt);
 	if (!nmiss && !ndup)
 		return 0;
 	snprintf(msg, cap,
-		 "commit refused: %u tensor(s) not written%s%s%s and %u written more than once%s%s%s: write every checkpoint tensor exactly once, then commit; the session stays open until its deadline",
+		 "commit refused: %u tensor(s) not written%s%s%s and %u written more than once%s%s%s: write every checkpoint tensor exactly once (or open the session as a partial update, which keeps the others' bytes from the served version), then commit; the session stays open until its deadline",
 		 nmiss, nmiss ? " (" : "", miss,
 		 nmiss > PUSH_NAMES_SHOWN ? ", ...)" : nmiss ? ")" : "",
 		 ndup, ndup ? " (" : "", dup,
 		 ndup > PUSH_NAMES_SHOWN ? ", ...)" : ndup ? ")" : "");
 	return -1;
-}
-
-/* Every tensor's XXH3-128 from the sealed pools: the CPU over the host
- * mapping, else read back through a bounce buffer of staging memory (the
- * device hash of a wake is life_job.c's; the slice hashes on the CPU,
- * which every backend can). Aliases take their target's. */
-#define PUSH_HASH_CHUNK (8u << 20)
-static int hash_version(struct wcd *d, struct wcd_version *v, char *err)
-{
-	const struct gpu_backend *be = d->dev.be;
-	uint8_t *bounce = NULL;
-	int ret = 0;
-
-	for (uint32_t i = 0; i < v->plan.ntensors && !ret; i++) {
-		const struct plan_tensor *t = &v->plan.t[i];
-		struct gpu_pool *pl = &v->pools[t->pool];
-		struct base_hasher h;
-
-		if (t->flags & PLAN_T_ALIAS)
-			continue;
-		if (pl->host_ptr) {
-			base_hash128((const uint8_t *)pl->host_ptr + t->pool_off,
-				     t->size, v->hash[i]);
-			continue;
-		}
-		if (!bounce) {
-			ret = be->staging_alloc(&d->dev, PUSH_HASH_CHUNK,
-						(void **)&bounce, err);
-			if (ret)
-				break;
-		}
-		base_hasher_init(&h);
-		for (uint64_t o = 0; o < t->size && !ret; o += PUSH_HASH_CHUNK) {
-			size_t n = t->size - o < PUSH_HASH_CHUNK ?
-				   (size_t)(t->size - o) : PUSH_HASH_CHUNK;
-
-			ret = be->copy_from_pool(&d->dev, pl, t->pool_off + o,
-						 bounce, n);
-			if (ret)
-				base_errf(err, -ret, "reading tensor %s back to hash it failed: %s",
-					  t->name, strerror(-ret));
-			else
-				base_hasher_update(&h, bounce, n);
-		}
-		base_hasher_final(&h, v->hash[i]);
-	}
-	if (bounce)
-		be->staging_free(&d->dev, bounce, PUSH_HASH_CHUNK);
-	for (uint32_t i = 0; !ret && i < v->plan.ntensors; i++)
-		if (v->plan.t[i].flags & PLAN_T_ALIAS)
-			memcpy(v->hash[i], v->hash[v->plan.t[i].target],
-			       BASE_HASH_LEN);
-	return ret;
 }
 
 static void do_commit(struct wcd_client *c, struct wcd_push *p,
@@ -558,8 +516,9 @@ static void do_commit(struct wcd_client *c, struct wcd_push *p,
 	struct version_published pub;
 	char err[BASE_ERR_LEN], msg[WIRE_MSG_MAX + 1];
 	const uint8_t *runs;
+	uint8_t *cnt = NULL, *keep = NULL;
 	uint32_t nruns;
-	uint64_t session, t_seal;
+	uint64_t session, t_seal, kept = 0;
 	int ret;
 
 	ret = wire_push_commit_get(pl, n, &session, &runs, &nruns, err);
@@ -573,12 +532,21 @@ static void do_commit(struct wcd_client *c, struct wcd_push *p,
 			    session, p->session);
 		return;
 	}
-	if (coverage(d, p, runs, nruns, msg, sizeof(msg))) {
-		reply_error(c, c->h.id, WIRE_E_STATE, false, "%s", msg);
-		return;
-	}
 	nv = &d->ver[p->vi];
+	cnt = calloc(p->ntensors ? p->ntensors : 1, 1);
+	keep = calloc(nv->plan.ntensors ? nv->plan.ntensors : 1, 1);
+	if (!cnt || !keep) {
+		reply_error(c, c->h.id, WIRE_E_INTERNAL, false, "out of memory");
+		goto out_free;
+	}
+	if (coverage(d, p, runs, nruns, cnt, msg, sizeof(msg))) {
+		reply_error(c, c->h.id, WIRE_E_STATE, false, "%s", msg);
+		goto out_free;
+	}
 	t_seal = rx_now_ns();
+	/* partial: what was not written keeps N's bytes (and hashes) */
+	if (p->flags & WIRE_PUSH_PARTIAL)
+		kept = push_keep(wcd_current(d), nv, p->ntensors, cnt, keep);
 	for (uint32_t i = 0; i < nv->npools; i++) {
 		ret = d->dev.be->pool_seal(&d->dev, &nv->pools[i], err);
 		if (ret) {
@@ -589,24 +557,24 @@ static void do_commit(struct wcd_client *c, struct wcd_push *p,
 				    "%s; the session is aborted, version %" PRIu64 " serves on",
 				    msg, wcd_current(d)->number);
 			session_abort(d, p, msg);
-			return;
+			goto out_free;
 		}
 	}
 	nv->hashed = d->o.hash;
-	if (nv->hashed && hash_version(d, nv, err)) {
+	if (nv->hashed && push_hash(d, nv, wcd_current(d), keep, err)) {
 		snprintf(msg, sizeof(msg), "commit failed: %s", err);
 		reply_error(c, c->h.id, WIRE_E_INTERNAL, false,
 			    "%s; the session is aborted, version %" PRIu64 " serves on",
 			    msg, wcd_current(d)->number);
 		session_abort(d, p, msg);
-		return;
+		goto out_free;
 	}
 	nv->phases.hash_s = secs(rx_now_ns() - t_seal);
 	r = calloc(1, sizeof(*r));
 	if (!r) {
 		reply_error(c, c->h.id, WIRE_E_INTERNAL, false, "out of memory");
 		session_abort(d, p, "out of memory at commit");
-		return;
+		goto out_free;
 	}
 	timer_disarm(p);
 	wcd_enter(d, WCD_READY);
@@ -614,13 +582,15 @@ static void do_commit(struct wcd_client *c, struct wcd_push *p,
 	if (d->ready_write(d, err))
 		log_warn("cannot rewrite the ready file: %s", err);
 	r->version = nv->number;
-	r->bytes = p->bytes;
 	r->ns = rx_now_ns() - p->t0;
 	r->verify_ns = rx_now_ns() - t_seal;
+	r->bytes = p->bytes - kept;
 	snprintf(r->msg, sizeof(r->msg),
-		 "updated from memory: version %" PRIu64 " serves, %" PRIu64 " bytes of %u tensors written by pid %d in %.3f s (seal and hash %.3f s); version %" PRIu64 " %s",
-		 nv->number, p->bytes, p->ntensors, (int)p->pid, secs(r->ns),
-		 secs(r->verify_ns), pub.old_number,
+		 "updated from memory: version %" PRIu64 " serves, %" PRIu64 " bytes written by pid %d%s in %.3f s (%" PRIu64 " bytes kept from version %" PRIu64 "; seal and hash %.3f s); version %" PRIu64 " %s",
+		 nv->number, r->bytes, (int)p->pid,
+		 p->flags & WIRE_PUSH_PARTIAL ? " (a partial update)" : "",
+		 secs(r->ns), kept, pub.old_number, secs(r->verify_ns),
+		 pub.old_number,
 		 pub.old_freed ? "was freed (no lease held it)" :
 				 "stays until its engines detach");
 	log_info("%s", r->msg);
@@ -632,8 +602,12 @@ static void do_commit(struct wcd_client *c, struct wcd_push *p,
 		wire_life_reply_put(&w, r);
 		reply_send(c, &w, NULL, 0);
 	}
+	p->bytes = r->bytes;
 	session_end(d, p, true, r->msg);
 	free(r);
+out_free:
+	free(cnt);
+	free(keep);
 }
 
 /* --- dispatch, and the other ends ------------------------------------------ */

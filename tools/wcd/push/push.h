@@ -6,6 +6,8 @@
  *   push.c       the session: open (a job, as an UPDATE's load), plan,
  *                commit (coverage, seal, hash, publish), abort, deadline,
  *                the trainer's end (this header)
+ *   push_keep.c  a commit's bytes: a partial update's kept tensors, the
+ *                hashes (push_keep.h)
  *   push_plan.c  the PUSH_PLAN reply: where each checkpoint tensor's
  *                pieces go (push_plan.h)
  *
@@ -40,6 +42,12 @@
  * holds the loop 1.6 s; cuda: on the device, as a wake verifies), and
  * published as a disk update publishes (version_publish: the notice, N
  * freed with its last lease; the ready file rewritten).
+ *
+ * Partial (WIRE_PUSH_PARTIAL): the trainer writes some tensors; at commit
+ * the others get N's bytes (a copy on the host: the layouts are equal, so
+ * each keeps its place) and N's hashes, and only the written tensors and
+ * the views over them are hashed. Host pools only for now (a device copy
+ * between pools is not in the backend yet): refused at open on cuda.
  */
 #ifndef WCD_PUSH_H
 #define WCD_PUSH_H

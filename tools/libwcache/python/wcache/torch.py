@@ -281,7 +281,7 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
 
 
 def update_from(conn, module_or_state_dict, name_map=None, allow_layout_change=False,
-                timeout_ms=0):
+                timeout_ms=0, partial=False):
     """A trainer's weights as the next version (conn.update_from): the
     module's state_dict() (or a state dict given as it is), each name
     through name_map ({module name: checkpoint name}, as load_into's;
@@ -299,4 +299,4 @@ def update_from(conn, module_or_state_dict, name_map=None, allow_layout_change=F
             if n is not None:
                 yield n, v
     return conn.update_from(items(), allow_layout_change=allow_layout_change,
-                            timeout_ms=timeout_ms)
+                            timeout_ms=timeout_ms, partial=partial)
