@@ -200,13 +200,15 @@ int wire_push_plan_next(struct wire_push_plan *m, struct wire_push_tensor *t,
 }
 
 void wire_push_commit_put(struct wire_put *w, uint64_t session,
-			  const struct wire_push_run *runs, uint32_t nruns)
+			  uint32_t flags, const struct wire_push_run *runs,
+			  uint32_t nruns)
 {
 	if (nruns > WIRE_PUSH_RUNS_MAX) {
 		w->err = w->err ? w->err : -E2BIG;
 		return;
 	}
 	wire_put_u64(w, session);
+	wire_put_u32(w, flags);
 	wire_put_u32(w, nruns);
 	for (uint32_t i = 0; i < nruns; i++) {
 		wire_put_u32(w, runs[i].first);
@@ -215,12 +217,16 @@ void wire_push_commit_put(struct wire_put *w, uint64_t session,
 }
 
 int wire_push_commit_get(const void *p, size_t n, uint64_t *session,
-			 const uint8_t **runs, uint32_t *nruns, char *err)
+			 uint32_t *flags, const uint8_t **runs,
+			 uint32_t *nruns, char *err)
 {
 	struct wire_get g;
 
 	wire_get_init(&g, p, n);
 	*session = wire_get_u64(&g);
+	*flags = wire_get_u32(&g);
+	if (*flags & ~WIRE_PUSH_COMMIT_KNOWN)
+		get_bad(&g, "unknown PUSH_COMMIT flags");
 	*nruns = wire_get_count(&g, WIRE_PUSH_RUNS_MAX, 8);
 	*runs = g.err ? NULL : g.p + g.off;
 	if (!g.err)

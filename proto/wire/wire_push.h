@@ -30,7 +30,9 @@
  *                between rows), u64 dst (offset inside the part). WIRE_F_MORE
  *                when first + count < total. Rows past the pieces (padded
  *                vocabularies) stay zero.
- *   PUSH_COMMIT  u64 session, u32 nruns (<= WIRE_PUSH_RUNS_MAX), then nruns
+ *   PUSH_COMMIT  u64 session, u32 flags (WIRE_PUSH_COMMIT_PREPARE: check,
+ *                seal and hash only; a second COMMIT, with no runs,
+ *                publishes), u32 nruns (<= WIRE_PUSH_RUNS_MAX), then nruns
  *                x (u32 first, u32 count): the plan indices written, as
  *                runs; an index written twice is in two runs. The daemon
  *                checks that every tensor was written exactly once (naming
@@ -63,7 +65,7 @@
 #define WIRE_PUSH_PIECES_MAX 4096     /* pieces of one tensor */
 /* COMMIT's runs: 8 bytes each, a request stays under the daemon's 64 KiB
  * request buffer (WCD_REQ_MAX) */
-#define WIRE_PUSH_RUNS_MAX 8000
+#define WIRE_PUSH_RUNS_MAX 8000      /* 8 + 64000 + 16 bytes */
 #define WIRE_PUSH_PIECE_LEN 40
 #define WIRE_PUSH_TENSOR_MIN 33       /* encoded bytes: empty strings, ndim 0 */
 
@@ -135,13 +137,17 @@ int wire_push_plan_next(struct wire_push_plan *m, struct wire_push_tensor *t,
 struct wire_push_run {
 	uint32_t first, count;
 };
+#define WIRE_PUSH_COMMIT_PREPARE 0x1u
+#define WIRE_PUSH_COMMIT_KNOWN WIRE_PUSH_COMMIT_PREPARE
 /* COMMIT: -E2BIG (sticky) for more than WIRE_PUSH_RUNS_MAX runs. */
 void wire_push_commit_put(struct wire_put *w, uint64_t session,
-			  const struct wire_push_run *runs, uint32_t nruns);
+			  uint32_t flags, const struct wire_push_run *runs,
+			  uint32_t nruns);
 /* *runs points into the payload (unaligned: read them with
- * wire_push_run_at). */
+ * wire_push_run_at); unknown flags are malformed. */
 int wire_push_commit_get(const void *p, size_t n, uint64_t *session,
-			 const uint8_t **runs, uint32_t *nruns, char *err);
+			 uint32_t *flags, const uint8_t **runs,
+			 uint32_t *nruns, char *err);
 struct wire_push_run wire_push_run_at(const uint8_t *runs, uint32_t i);
 
 /* ABORT: u64 session. */

@@ -72,14 +72,14 @@ static void commit(struct wire_put *w, const uint8_t *p, size_t n)
 	static struct wire_push_run runs[WIRE_PUSH_RUNS_MAX];
 	const uint8_t *raw;
 	uint64_t session;
-	uint32_t nruns;
+	uint32_t nruns, flags;
 
-	if (wire_push_commit_get(p, n, &session, &raw, &nruns, NULL))
+	if (wire_push_commit_get(p, n, &session, &flags, &raw, &nruns, NULL))
 		return;
 	for (uint32_t i = 0; i < nruns; i++)
 		runs[i] = wire_push_run_at(raw, i);
 	wire_frame_begin(w, WIRE_PUSH_COMMIT, 0, 1);
-	wire_push_commit_put(w, session, runs, nruns);
+	wire_push_commit_put(w, session, flags, runs, nruns);
 	same(w, p, n);
 }
 

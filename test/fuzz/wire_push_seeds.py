@@ -27,7 +27,7 @@ def tensor(name, dims, pool_i, off, size, pieces):
 
 
 SEEDS = {
-    "open": bytes([0]) + struct.pack("<IQI", 1, 3, 5000),
+    "open": bytes([0]) + struct.pack("<IQI", 3, 3, 5000),
     "opened": bytes([1]) + struct.pack("<QQQIQII", 7, 4, 3, 2, 4096, 60000, 2)
     + pool(4096, 0) + pool(8192, 1),
     "plan_req": bytes([2]) + struct.pack("<II", 0, 0),
@@ -35,7 +35,7 @@ SEEDS = {
     + tensor(b"model.embed_tokens.weight", [64, 16], 0, 0, 1024, [(1024, 1024, 1, 1024, 0)])
     + tensor(b"model.layers.0.mlp.down_proj.weight", [16, 32], 0, 1024, 512,
              [(32, 32, 16, 64, 0)]),
-    "commit": bytes([4]) + struct.pack("<QI", 7, 2) + struct.pack("<IIII", 0, 3, 3, 1),
+    "commit": bytes([4]) + struct.pack("<QII", 7, 1, 2) + struct.pack("<IIII", 0, 3, 3, 1),
     "abort": bytes([5]) + struct.pack("<Q", 7),
 }
 

@@ -158,21 +158,27 @@ static void test_commit_abort(void)
 	struct wire_put w;
 	const uint8_t *p;
 	uint64_t s;
-	uint32_t nr;
+	uint32_t nr, fl;
 	size_t n;
 
 	wire_put_init(&w);
 	wire_frame_begin(&w, WIRE_PUSH_COMMIT, 0, 1);
-	wire_push_commit_put(&w, 9, runs, 2);
+	wire_push_commit_put(&w, 9, WIRE_PUSH_COMMIT_PREPARE, runs, 2);
 	p = payload(&w, &n);
-	T_OK(wire_push_commit_get(p, n, &s, &raw, &nr, err));
+	T_OK(wire_push_commit_get(p, n, &s, &fl, &raw, &nr, err));
+	T_EQ_INT(fl, WIRE_PUSH_COMMIT_PREPARE);
 	T_EQ_U64(s, 9);
 	T_EQ_INT(nr, 2);
 	T_EQ_INT(wire_push_run_at(raw, 1).first, 3);
 	T_EQ_INT(wire_push_run_at(raw, 0).count, 3);
-	T_EQ_INT(wire_push_commit_get(p, n - 1, &s, &raw, &nr, err), -EBADMSG);
+	T_EQ_INT(wire_push_commit_get(p, n - 1, &s, &fl, &raw, &nr, err), -EBADMSG);
 	wire_frame_begin(&w, WIRE_PUSH_COMMIT, 0, 1);
-	wire_push_commit_put(&w, 9, runs, WIRE_PUSH_RUNS_MAX + 1);
+	wire_push_commit_put(&w, 9, 0x4, runs, 2);
+	p = payload(&w, &n);
+	T_EQ_INT(wire_push_commit_get(p, n, &s, &fl, &raw, &nr, err), -EBADMSG);
+	T_HAS(err, "unknown PUSH_COMMIT flags");
+	wire_frame_begin(&w, WIRE_PUSH_COMMIT, 0, 1);
+	wire_push_commit_put(&w, 9, 0, runs, WIRE_PUSH_RUNS_MAX + 1);
 	T_EQ_INT(wire_frame_end(&w, err), -E2BIG);
 	wire_frame_begin(&w, WIRE_PUSH_ABORT, 0, 1);
 	wire_push_abort_put(&w, 9);
@@ -237,9 +243,9 @@ static void test_seeds(void)
 		case 4: {
 			const uint8_t *raw;
 			uint64_t s;
-			uint32_t nr;
+			uint32_t nr, fl;
 
-			T_OK(wire_push_commit_get(buf + 1, n - 1, &s, &raw, &nr, err));
+			T_OK(wire_push_commit_get(buf + 1, n - 1, &s, &fl, &raw, &nr, err));
 			break;
 		}
 		case 5: {

@@ -367,8 +367,8 @@ class Raw:
         self.s.close()
 
 
-def commit_runs(session, runs):
-    return struct.pack("<QI", session, len(runs)) + b"".join(struct.pack("<II", *r) for r in runs)
+def commit_runs(session, runs, flags=0):
+    return struct.pack("<QII", session, flags, len(runs)) + b"".join(struct.pack("<II", *r) for r in runs)
 
 
 def test_daemon_refuses_doubled_missing_and_foreign_runs(llama):
@@ -396,7 +396,7 @@ def test_daemon_refuses_doubled_missing_and_foreign_runs(llama):
     assert t == PUSH_ABORT, msg
     t, msg = raw.call(PUSH_COMMIT, commit_runs(session, [(0, ntensors)]))
     assert t == "error" and "without an open update session" in msg, msg
-    t, msg = raw.call(PUSH_COMMIT, struct.pack("<QI", session, 5))  # runs missing
+    t, msg = raw.call(PUSH_COMMIT, struct.pack("<QII", session, 0, 5))  # runs missing
     assert t == "error" and "past the end" in msg, msg
     try:                                  # and the connection is closed
         assert raw.call(PUSH_ABORT, struct.pack("<Q", session)) == (None, None)
@@ -589,3 +589,37 @@ def test_partial_equals_disk_update(name, tmp_path):
             assert set(pick) - set(same) == set(pick)
             assert len(same) >= len(before) - 2 - sum(1 for k in before if ".qkv_proj" in k
                                                        or "gate_up" in k), (same, before)
+
+
+def test_update_ranks_all_or_none(tmp_path):
+    """wcache.update_ranks over the two stages of pp 2: each tensor goes to
+    the stage that holds it, both publish, each equal to a disk update;
+    with a tensor of the last stage missing, that stage refuses at prepare
+    and neither publishes (the first stage was prepared, then aborted)."""
+    src = models.path("hf", "llama")
+    new = new_weights(src, str(tmp_path / "new"), seed=11)
+    args = [["--pp-size", "2", "--pp-rank", str(r)] for r in range(2)]
+    with daemon.Ranks(src, args) as rs:
+        before = [hashes(r) for r in rs.ranks]
+        last_only = sorted(set(before[1]) - set(before[0]))
+        assert "model.norm.weight" in last_only, last_only
+        conns = [connect(r) for r in rs.ranks]
+        try:
+            short = {k: v for k, v in new.items() if k != "model.norm.weight"}
+            with pytest.raises(wcache.Error) as e:
+                wcache.update_ranks(conns, short)
+            assert "rank 1 of 2 refused the update, so no rank publishes it" in str(e.value)
+            assert "model.norm.weight" in str(e.value), str(e.value)
+            assert [hashes(r) for r in rs.ranks] == before
+            assert [status(r)["push"]["aborted"] for r in rs.ranks] == [1, 1]
+            with pytest.raises(wcache.Error) as e:
+                wcache.update_ranks(conns, {**new, "x.weight": new["model.norm.weight"]})
+            assert "'x.weight' is in no rank's plan" in str(e.value)
+            res = wcache.update_ranks(conns, new)
+            assert [x.version for x in res] == [2, 2], res
+            pushed = [hashes(r) for r in rs.ranks]
+        finally:
+            for c in conns:
+                c.close()
+        for r, h in zip(rs.ranks, pushed):
+            assert h == hashes_after_disk(r, str(tmp_path / "new"))

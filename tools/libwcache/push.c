@@ -49,6 +49,7 @@ struct wc_push {
 	uint32_t ntensors;
 	struct push_tensor *t;
 	uint32_t *by_name;           /* indices sorted by name */
+	bool prepared;               /* wc_push_prepare succeeded */
 };
 
 static void push_unmap(struct wc_push *p)
@@ -445,8 +446,11 @@ int wc_push_write(struct wc_push *p, const char *name, const char *dtype,
 	return 0;
 }
 
-int wc_push_commit(struct wc_push *p, struct wc_life_result *r,
-		   struct wc_error *err)
+/* Sends COMMIT (flags: WIRE_PUSH_COMMIT_*) with the runs of what was
+ * written (none once prepared) and decodes the reply into r (may be
+ * NULL). p stays the caller's. */
+static int commit_call(struct wc_push *p, uint32_t flags,
+		       struct wc_life_result *r, struct wc_error *err)
 {
 	struct wc_conn *c = p->c;
 	struct wire_push_run *runs;
@@ -461,9 +465,9 @@ int wc_push_commit(struct wc_push *p, struct wc_life_result *r,
 	lr = malloc(sizeof(*lr));
 	if (!runs || !lr) {
 		ret = wc__fail(err, ENOMEM, "out of memory");
-		goto out_abort;
+		goto out;
 	}
-	for (uint32_t i = 0; i < p->ntensors; i++) {
+	for (uint32_t i = 0; !p->prepared && i < p->ntensors; i++) {
 		if (!p->t[i].written)
 			continue;
 		if (nruns && runs[nruns - 1].first + runs[nruns - 1].count == i) {
@@ -478,10 +482,10 @@ int wc_push_commit(struct wc_push *p, struct wc_life_result *r,
 	push_unmap(p);
 	id = c->next_id++;
 	wire_frame_begin(&c->w, WIRE_PUSH_COMMIT, 0, id);
-	wire_push_commit_put(&c->w, p->session, runs, nruns);
+	wire_push_commit_put(&c->w, p->session, flags, runs, nruns);
 	ret = wc__call(c, &c->w, id, WIRE_PUSH_COMMIT, &f, err);
 	if (ret)
-		goto out_abort;
+		goto out;
 	wc__frame_release(&f);
 	ret = wire_life_reply_get(f.payload, f.h.len, lr, e);
 	if (ret) {
@@ -498,18 +502,35 @@ int wc_push_commit(struct wc_push *p, struct wc_life_result *r,
 		wc__strlcpy(r->msg, lr->msg, sizeof(r->msg));
 	}
 	wc__ok(err);
-	goto out;
-out_abort:
-	/* a refused commit leaves the session open: end it, keep the error */
-	if (!c->eof)
-		wc_push_abort(p, NULL);
-	else
-		push_free(p);
-	p = NULL;
 out:
 	free(runs);
 	free(lr);
-	push_free(p);
+	return ret;
+}
+
+int wc_push_prepare(struct wc_push *p, struct wc_life_result *r,
+		    struct wc_error *err)
+{
+	int ret;
+
+	if (p->prepared)
+		return wc__fail(err, EINVAL, "the update session is prepared already: commit or abort it");
+	ret = commit_call(p, WIRE_PUSH_COMMIT_PREPARE, r, err);
+	if (!ret)
+		p->prepared = true;
+	return ret;
+}
+
+int wc_push_commit(struct wc_push *p, struct wc_life_result *r,
+		   struct wc_error *err)
+{
+	int ret = commit_call(p, 0, r, err);
+
+	/* a refused commit leaves the session open: end it, keep the error */
+	if (ret && !p->c->eof)
+		wc_push_abort(p, NULL);
+	else
+		push_free(p);
 	return ret;
 }
 

@@ -440,6 +440,15 @@ int wc_push_write(struct wc_push *p, const char *name, const char *dtype,
  * case; a refused commit aborts the session. */
 int wc_push_commit(struct wc_push *p, struct wc_life_result *r,
 		   struct wc_error *err);
+/* The first half of a commit, for several ranks committed together
+ * (prepare every rank's session, then commit each; a failed prepare:
+ * abort them all, and no rank publishes): the daemon checks, seals and
+ * hashes N+1 without publishing it; r->version is the version a commit
+ * will publish. p stays the caller's either way: wc_push_commit (which
+ * then only publishes, and cannot be refused but by a dead daemon) or
+ * wc_push_abort. */
+int wc_push_prepare(struct wc_push *p, struct wc_life_result *r,
+		    struct wc_error *err);
 /* Aborts: N+1 is freed, N serves on. p is freed (NULL is allowed). */
 int wc_push_abort(struct wc_push *p, struct wc_error *err);
 

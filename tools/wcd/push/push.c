@@ -22,7 +22,7 @@
 #include "model/versions.h"
 #include "load/load.h"
 
-enum push_phase { PUSH_IDLE, PUSH_OPENING, PUSH_WRITING };
+enum push_phase { PUSH_IDLE, PUSH_OPENING, PUSH_WRITING, PUSH_PREPARED };
 
 /* The deadline's timer, allocated per session: a stopped timer still
  * completes later (-ECANCELED), so it outlives the session that armed it
@@ -44,6 +44,9 @@ struct wcd_push {
 	uint32_t ntensors;
 	uint64_t bytes;
 	uint64_t t0;                  /* the open request */
+	uint64_t t_seal;              /* the commit's first half began */
+	uint64_t prepared_ns;         /* PREPARED: that half took */
+	uint64_t kept;                /* partial: bytes kept from N */
 	pid_t pid;
 	uid_t uid;
 	struct push_timer *timer;
@@ -268,6 +271,8 @@ static void do_open(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 	p->uid = c->uid;
 	p->t0 = rx_now_ns();
 	p->bytes = 0;
+	p->kept = 0;
+	p->prepared_ns = 0;
 	p->session = p->next_session++;
 	p->last.opened++;
 	waiter_hold(&p->who, c, c->h.id);
@@ -507,32 +512,29 @@ static int coverage(struct wcd *d, struct wcd_push *p, const uint8_t *runs,
 	return -1;
 }
 
-static void do_commit(struct wcd_client *c, struct wcd_push *p,
-		      const uint8_t *pl, uint32_t n)
+/* A reply to COMMIT with r (the lifecycle reply's layout). */
+static void commit_reply(struct wcd_client *c, const struct wire_life_reply *r)
+{
+	struct wire_put w;
+
+	wire_put_init(&w);
+	wire_frame_begin(&w, WIRE_PUSH_COMMIT, WIRE_F_REPLY, c->h.id);
+	wire_life_reply_put(&w, r);
+	reply_send(c, &w, NULL, 0);
+}
+
+/* The first half of a commit: coverage, a partial update's kept tensors,
+ * the seal, the hashes. 0, or -1 with the refusal sent (a refused
+ * coverage leaves the session open; a failed seal or hash aborts it). */
+static int commit_prepare(struct wcd_client *c, struct wcd_push *p,
+			  const uint8_t *runs, uint32_t nruns)
 {
 	struct wcd *d = c->d;
-	struct wcd_version *nv;
-	struct wire_life_reply *r;
-	struct version_published pub;
+	struct wcd_version *nv = &d->ver[p->vi];
 	char err[BASE_ERR_LEN], msg[WIRE_MSG_MAX + 1];
-	const uint8_t *runs;
-	uint8_t *cnt = NULL, *keep = NULL;
-	uint32_t nruns;
-	uint64_t session, t_seal, kept = 0;
-	int ret;
+	uint8_t *cnt, *keep;
+	int ret = -1;
 
-	ret = wire_push_commit_get(pl, n, &session, &runs, &nruns, err);
-	if (ret) {
-		reply_error(c, c->h.id, wire_errcode(ret), true, "%s", err);
-		return;
-	}
-	if (session != p->session) {
-		reply_error(c, c->h.id, WIRE_E_STATE, false,
-			    "commit of session %" PRIu64 ", but this connection's session is %" PRIu64,
-			    session, p->session);
-		return;
-	}
-	nv = &d->ver[p->vi];
 	cnt = calloc(p->ntensors ? p->ntensors : 1, 1);
 	keep = calloc(nv->plan.ntensors ? nv->plan.ntensors : 1, 1);
 	if (!cnt || !keep) {
@@ -543,38 +545,50 @@ static void do_commit(struct wcd_client *c, struct wcd_push *p,
 		reply_error(c, c->h.id, WIRE_E_STATE, false, "%s", msg);
 		goto out_free;
 	}
-	t_seal = rx_now_ns();
+	p->t_seal = rx_now_ns();
 	/* partial: what was not written keeps N's bytes (and hashes) */
-	if (p->flags & WIRE_PUSH_PARTIAL)
-		kept = push_keep(wcd_current(d), nv, p->ntensors, cnt, keep);
+	p->kept = p->flags & WIRE_PUSH_PARTIAL ?
+		  push_keep(wcd_current(d), nv, p->ntensors, cnt, keep) : 0;
 	for (uint32_t i = 0; i < nv->npools; i++) {
-		ret = d->dev.be->pool_seal(&d->dev, &nv->pools[i], err);
-		if (ret) {
+		if (d->dev.be->pool_seal(&d->dev, &nv->pools[i], err)) {
 			snprintf(msg, sizeof(msg),
 				 "commit refused: pool %u cannot be sealed (%s): the trainer must unmap the session's pools before it commits (wc_push_commit does)",
 				 i, err);
-			reply_error(c, c->h.id, WIRE_E_BUSY, false,
-				    "%s; the session is aborted, version %" PRIu64 " serves on",
-				    msg, wcd_current(d)->number);
-			session_abort(d, p, msg);
-			goto out_free;
+			goto out_abort;
 		}
 	}
 	nv->hashed = d->o.hash;
 	if (nv->hashed && push_hash(d, nv, wcd_current(d), keep, err)) {
 		snprintf(msg, sizeof(msg), "commit failed: %s", err);
-		reply_error(c, c->h.id, WIRE_E_INTERNAL, false,
-			    "%s; the session is aborted, version %" PRIu64 " serves on",
-			    msg, wcd_current(d)->number);
-		session_abort(d, p, msg);
-		goto out_free;
+		goto out_abort;
 	}
-	nv->phases.hash_s = secs(rx_now_ns() - t_seal);
-	r = calloc(1, sizeof(*r));
+	nv->phases.hash_s = secs(rx_now_ns() - p->t_seal);
+	ret = 0;
+	goto out_free;
+out_abort:
+	reply_error(c, c->h.id, WIRE_E_BUSY, false,
+		    "%s; the session is aborted, version %" PRIu64 " serves on",
+		    msg, wcd_current(d)->number);
+	session_abort(d, p, msg);
+out_free:
+	free(cnt);
+	free(keep);
+	return ret;
+}
+
+/* The second half: N+1 becomes current, as a disk update's does. */
+static void commit_publish(struct wcd_client *c, struct wcd_push *p)
+{
+	struct wcd *d = c->d;
+	struct wcd_version *nv = &d->ver[p->vi];
+	struct version_published pub;
+	struct wire_life_reply *r = calloc(1, sizeof(*r));
+	char err[BASE_ERR_LEN];
+
 	if (!r) {
 		reply_error(c, c->h.id, WIRE_E_INTERNAL, false, "out of memory");
 		session_abort(d, p, "out of memory at commit");
-		goto out_free;
+		return;
 	}
 	timer_disarm(p);
 	wcd_enter(d, WCD_READY);
@@ -582,32 +596,77 @@ static void do_commit(struct wcd_client *c, struct wcd_push *p,
 	if (d->ready_write(d, err))
 		log_warn("cannot rewrite the ready file: %s", err);
 	r->version = nv->number;
+	r->bytes = p->bytes - p->kept;
 	r->ns = rx_now_ns() - p->t0;
-	r->verify_ns = rx_now_ns() - t_seal;
-	r->bytes = p->bytes - kept;
+	r->verify_ns = p->prepared_ns ? p->prepared_ns : rx_now_ns() - p->t_seal;
 	snprintf(r->msg, sizeof(r->msg),
 		 "updated from memory: version %" PRIu64 " serves, %" PRIu64 " bytes written by pid %d%s in %.3f s (%" PRIu64 " bytes kept from version %" PRIu64 "; seal and hash %.3f s); version %" PRIu64 " %s",
 		 nv->number, r->bytes, (int)p->pid,
 		 p->flags & WIRE_PUSH_PARTIAL ? " (a partial update)" : "",
-		 secs(r->ns), kept, pub.old_number, secs(r->verify_ns),
+		 secs(r->ns), p->kept, pub.old_number, secs(r->verify_ns),
 		 pub.old_number,
 		 pub.old_freed ? "was freed (no lease held it)" :
 				 "stays until its engines detach");
 	log_info("%s", r->msg);
-	{
-		struct wire_put w;
-
-		wire_put_init(&w);
-		wire_frame_begin(&w, WIRE_PUSH_COMMIT, WIRE_F_REPLY, c->h.id);
-		wire_life_reply_put(&w, r);
-		reply_send(c, &w, NULL, 0);
-	}
+	commit_reply(c, r);
 	p->bytes = r->bytes;
 	session_end(d, p, true, r->msg);
 	free(r);
-out_free:
-	free(cnt);
-	free(keep);
+}
+
+/* COMMIT: both halves, or (WIRE_PUSH_COMMIT_PREPARE) the first, the
+ * session then waiting, prepared, for a COMMIT without runs that
+ * publishes (a trainer committing several ranks together: every rank is
+ * prepared before any publishes). */
+static void do_commit(struct wcd_client *c, struct wcd_push *p,
+		      const uint8_t *pl, uint32_t n)
+{
+	struct wire_life_reply r = { 0 };
+	char err[BASE_ERR_LEN];
+	const uint8_t *runs;
+	uint32_t nruns, flags;
+	uint64_t session;
+	int ret;
+
+	ret = wire_push_commit_get(pl, n, &session, &flags, &runs, &nruns,
+				   err);
+	if (ret) {
+		reply_error(c, c->h.id, wire_errcode(ret), true, "%s", err);
+		return;
+	}
+	if (session != p->session) {
+		reply_error(c, c->h.id, WIRE_E_STATE, false,
+			    "commit of session %" PRIu64 ", but this connection's session is %" PRIu64,
+			    session, p->session);
+		return;
+	}
+	if (p->phase == PUSH_PREPARED) {
+		if ((flags & WIRE_PUSH_COMMIT_PREPARE) || nruns) {
+			reply_error(c, c->h.id, WIRE_E_STATE, false,
+				    "session %" PRIu64 " is prepared already: send COMMIT without runs or flags to publish it, or ABORT",
+				    p->session);
+			return;
+		}
+		commit_publish(c, p);
+		return;
+	}
+	if (commit_prepare(c, p, runs, nruns))
+		return;
+	if (!(flags & WIRE_PUSH_COMMIT_PREPARE)) {
+		commit_publish(c, p);
+		return;
+	}
+	p->phase = PUSH_PREPARED;
+	p->prepared_ns = rx_now_ns() - p->t_seal;
+	r.version = p->base + 1;
+	r.bytes = p->bytes - p->kept;
+	r.ns = rx_now_ns() - p->t0;
+	r.verify_ns = p->prepared_ns;
+	snprintf(r.msg, sizeof(r.msg),
+		 "prepared: version %" PRIu64 " is sealed and hashed; send COMMIT again to publish it (or ABORT) within the session's %u ms",
+		 p->base + 1, p->timeout_ms);
+	log_info("update session %" PRIu64 ": %s", p->session, r.msg);
+	commit_reply(c, &r);
 }
 
 /* --- dispatch, and the other ends ------------------------------------------ */
@@ -618,7 +677,8 @@ static struct wcd_push *session_of(struct wcd_client *c)
 {
 	struct wcd_push *p = c->d->push;
 
-	if (p && p->phase == PUSH_WRITING && p->c == c)
+	if (p && (p->phase == PUSH_WRITING || p->phase == PUSH_PREPARED) &&
+	    p->c == c)
 		return p;
 	reply_error(c, c->h.id, WIRE_E_STATE, false,
 		    "%s without an open update session on this connection: send PUSH_OPEN first (and wait for its reply)",
@@ -651,8 +711,8 @@ void push_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 		return;
 	case WIRE_PUSH_COMMIT:
 		/* the payload is checked first: malformed in any state */
-		ret = wire_push_commit_get(pl, n, &session, &runs, &first,
-					   err);
+		ret = wire_push_commit_get(pl, n, &session, &max, &runs,
+					   &first, err);
 		if (ret)
 			break;
 		p = session_of(c);
@@ -691,7 +751,8 @@ void push_client_gone(struct wcd *d, struct wcd_client *c)
 
 	if (p && p->nparked && p->parked_for == c)
 		parked_release(d, p);
-	if (!p || p->phase != PUSH_WRITING || p->c != c)
+	if (!p || (p->phase != PUSH_WRITING && p->phase != PUSH_PREPARED) ||
+	    p->c != c)
 		return;
 	snprintf(why, sizeof(why),
 		 "the trainer's connection closed before commit (pid %d)",
@@ -724,6 +785,7 @@ void push_info(struct wcd *d, struct push_info *out)
 	*out = p->last;
 	out->open = p->phase != PUSH_IDLE;
 	out->writing = p->phase == PUSH_WRITING;
+	out->prepared = p->phase == PUSH_PREPARED;
 	if (!out->open)
 		return;
 	out->session = p->session;

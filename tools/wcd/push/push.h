@@ -14,10 +14,18 @@
  * The life of a session, one per daemon at a time (d->push):
  *
  *   IDLE --PUSH_OPEN--> OPENING --job--> WRITING --PUSH_COMMIT--> IDLE
- *                          |                |  (N+1 published)
+ *                          |                | \  (N+1 published)     ^
+ *                          |                |  COMMIT(prepare)       |
+ *                          |                |   \--> PREPARED --COMMIT
  *                          +--refused-------+--PUSH_ABORT, deadline,
  *                                              connection closed--> IDLE
  *                                              (N+1 freed, N serves on)
+ *
+ * PREPARED (a commit in two halves, for several ranks committed
+ * together): coverage checked, sealed, hashed, not yet published; the
+ * second COMMIT only publishes, which cannot fail, so a trainer that
+ * prepared every rank before publishing any publishes all of them or, if
+ * a prepare failed and it aborts the others, none.
  *
  * One at a time because the daemon holds two versions (WCD_VERSIONS): the
  * served one and the one being written; a disk update is refused while a
@@ -77,6 +85,7 @@ void push_free(struct wcd *d);
 struct push_info {
 	bool open;                    /* OPENING or WRITING */
 	bool writing;
+	bool prepared;                /* sealed and hashed, not published */
 	uint64_t session, version, bytes;
 	pid_t pid;
 	uid_t uid;

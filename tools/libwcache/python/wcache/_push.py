@@ -102,3 +102,88 @@ def update_from(conn, tensors, allow_layout_change=False, timeout_ms=0, partial=
             err = _lib.new(_lib.WcError)
             with conn._h.lock:
                 lib.wc_push_abort(p, ctypes.byref(err))
+
+
+class _Session:
+    """One rank's open session in update_ranks."""
+
+    def __init__(self, conn, flags, timeout_ms):
+        self.conn = conn
+        self.p = ctypes.c_void_p()
+        _call(conn, lib.wc_push_open, conn._ptr(), flags, 0, int(timeout_ms),
+              ctypes.byref(self.p))
+        self.names = set()
+        t = _lib.new(_lib.WcPushTensor)
+        for i in range(lib.wc_push_tensor_count(self.p)):
+            lib.wc_push_tensor_at(self.p, i, ctypes.byref(t))
+            self.names.add(_lib.s(t.name))
+        self.open = True
+
+    def abort(self):
+        if self.open:
+            self.open = False
+            err = _lib.new(_lib.WcError)
+            with self.conn._h.lock:
+                lib.wc_push_abort(self.p, ctypes.byref(err))
+
+
+def update_ranks(conns, tensors, allow_layout_change=False, timeout_ms=0, partial=False):
+    """update_from for every rank of a model at once, from one trainer
+    that holds the whole tensors: a session per connection (one per rank
+    daemon), each tensor written to every rank whose plan has it (a
+    pipeline stage holds its layers only; a name no rank has is refused),
+    then every session prepared (checked, sealed, hashed) before any is
+    published. A failure up to the last prepare aborts every session: no
+    rank publishes. Publishing cannot be refused, only lost with a daemon
+    that dies in between: then the error names the ranks that published.
+    Returns a LifeResult per connection."""
+    from ._core import _life
+    if not _lib.HAVE.get("wc_push_prepare"):
+        raise errors.Error(errno.ENOSYS, "wcache: this libwcache has no wc_push_prepare: "
+                           "install a newer one")
+    conns = list(conns)
+    flags = (1 if allow_layout_change else 0) | (2 if partial else 0)
+    items = tensors.items() if isinstance(tensors, collections.abc.Mapping) else tensors
+    sessions = []
+    try:
+        for c in conns:
+            sessions.append(_Session(c, flags, timeout_ms))
+        for name, t in items:
+            st, shape, addr, nbytes, keep = _source(name, t)
+            dims = (ctypes.c_uint64 * max(len(shape), 1))(*shape)
+            to = [s for s in sessions if name in s.names]
+            if not to:
+                raise errors.Error(errno.ENOENT, "wcache: tensor %r is in no rank's plan "
+                                   "(%d ranks): write the checkpoint's own names" %
+                                   (name, len(sessions)))
+            for s in to:
+                _call(s.conn, lib.wc_push_write, s.p, _lib.b(name), _lib.b(st), len(shape),
+                      dims, ctypes.c_void_p(addr), nbytes)
+            del keep
+        for i, s in enumerate(sessions):
+            r = _lib.new(_lib.WcLifeResult)
+            try:
+                _call(s.conn, lib.wc_push_prepare, s.p, ctypes.byref(r))
+            except errors.Error as e:
+                raise type(e)(e.errno, "wcache: rank %d of %d refused the update, so no rank "
+                              "publishes it: %s" % (i, len(sessions), e)) from None
+    except BaseException:
+        for s in sessions:
+            s.abort()
+        raise
+    out, failed = [], None
+    for i, s in enumerate(sessions):
+        r = _lib.new(_lib.WcLifeResult)
+        s.open = False           # commit frees the session whatever it answers
+        try:
+            _call(s.conn, lib.wc_push_commit, s.p, ctypes.byref(r))
+            out.append(_life(r))
+        except errors.Error as e:
+            out.append(None)
+            failed = failed or (i, e)
+    if failed:
+        i, e = failed
+        done = [k for k, r in enumerate(out) if r]
+        raise type(e)(e.errno, "wcache: rank %d lost its prepared update (%s); ranks %s "
+                      "published it" % (i, e, done or "none"))
+    return out
