@@ -3,9 +3,11 @@
  * wcd's push/ folder: version N+1 written from a trainer's memory (an
  * update session; the wire side is proto/wire/wire_push.h).
  *
- *   push.c       the session: open (a job, as an UPDATE's load), plan,
- *                commit (coverage, seal, hash, publish), abort, deadline,
- *                the trainer's end (this header)
+ *   push.c       the requests' dispatch, the folder's API (this header)
+ *   push_open.c  PUSH_OPEN and the job that opens (push_open.h)
+ *   push_commit.c PUSH_COMMIT: coverage, the two halves (push_commit.h)
+ *   push_session.c the session's state and its ends: abort, deadline,
+ *                the trainer's end (push_session.h)
  *   push_keep.c  a commit's bytes: a partial update's kept tensors, the
  *                hashes (push_keep.h)
  *   push_plan.c  the PUSH_PLAN reply: where each checkpoint tensor's
@@ -47,7 +49,8 @@
  * are named); the pools are sealed (host: F_SEAL_WRITE, refused while the
  * trainer still maps them writable), hashed from the pools on the loop
  * thread (host: XXH3-128 over the mapping, about 10 GB/s, so a 16 GB rank
- * holds the loop 1.6 s; cuda: on the device, as a wake verifies), and
+ * holds the loop 1.6 s; cuda: read back through staging memory, slower
+ * still: the device hash a wake uses is the next step), and
  * published as a disk update publishes (version_publish: the notice, N
  * freed with its last lease; the ready file rewritten).
  *
@@ -65,8 +68,7 @@
 #include <sys/types.h>
 
 #include "daemon/daemon.h"
-
-#define PUSH_TIMEOUT_MS_DEFAULT 60000   /* open to commit, unless asked */
+#include "push/push_session.h"
 
 struct wcd_client;
 
@@ -81,25 +83,7 @@ void push_client_gone(struct wcd *d, struct wcd_client *c);
  * still open is freed with it: its connection's end normally ended it). */
 void push_free(struct wcd *d);
 
-/* For STATUS: the open session and the last one. */
-struct push_info {
-	bool open;                    /* OPENING or WRITING */
-	bool writing;
-	bool prepared;                /* sealed and hashed, not published */
-	uint64_t session, version, bytes;
-	pid_t pid;
-	uid_t uid;
-	double seconds;               /* since open */
-	uint32_t timeout_ms;
-	uint64_t opened, committed, aborted;
-	/* the last session that ended */
-	bool last_ok;
-	uint64_t last_version, last_bytes;
-	pid_t last_pid;
-	uid_t last_uid;
-	double last_seconds;
-	char last[WIRE_MSG_MAX + 1];  /* its outcome, one line; "" if none */
-};
+/* For STATUS (struct push_info: push_session.h). */
 void push_info(struct wcd *d, struct push_info *out);
 
 #endif
