@@ -156,6 +156,13 @@ def test_refusals_name_the_tensor(llama):
     # the slot is free again: a good push goes through
     with connect(r) as c:
         assert c.update_from(new).version == 2
+    raw = Raw(r)
+    t, body = raw.call(14, b"")          # METRICS: the Prometheus text
+    raw.close()
+    text = body[4:].decode()
+    import re
+    got = dict(re.findall(r'wcache_lifecycle_total\{.*op="push",result="(\w+)"\} (\d+)', text))
+    assert got == {"ok": "1", "error": "6"}, text
 
 
 def test_refused_while_sleeping(llama):

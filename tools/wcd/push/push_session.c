@@ -58,6 +58,7 @@ void push_session_end(struct wcd *d, struct wcd_push *p, bool ok,
 		p->last.committed++;
 	else
 		p->last.aborted++;
+	metrics_life(&d->m, METRICS_PUSH, ok, rx_now_ns() - p->t0, p->bytes);
 	p->phase = PUSH_IDLE;
 	p->c = NULL;
 	p->queued = false;
