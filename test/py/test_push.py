@@ -308,7 +308,13 @@ def test_engine_attached_during_session_reads_n(llama):
             __import__("time").sleep(0.01)
         assert n and n.kind == "version" and n.version == 2, n
         assert got == {k: v[3] for k, v in before.items()}
+        # version 1 is still held: no slot for version 3 until it goes
+        with pytest.raises(wcache.Busy) as e:
+            trainer.update_from(new)
+        assert "version 1 is still held by 1 engine(s) (first pid %d)" % os.getpid() \
+            in str(e.value), str(e.value)
         m.detach()
+        assert trainer.update_from(new).version == 3
     assert hashes(r) != before
 
 

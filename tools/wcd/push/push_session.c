@@ -93,6 +93,7 @@ static void park_pools(struct wcd *d, struct wcd_push *p)
 	nv->npools = 0;
 	log_warn("update session %" PRIu64 ": a reply naming its pools is still being sent to pid %d: closing that connection; the pools are freed with it",
 		 p->session, (int)c->pid);
+	p->c = NULL;    /* its end (push_session_gone) is no second abort */
 	client_close(c, "its update session ended while a reply naming the session's pools was still being sent");
 }
 
@@ -130,7 +131,6 @@ static void deadline_cb(struct rx_timer *t, int res)
 	push_session_abort(d, d->push, why);
 }
 
-
 void push_session_gone(struct wcd *d, struct wcd_client *c)
 {
 	struct wcd_push *p = d->push;
@@ -161,7 +161,6 @@ void push_session_free(struct wcd *d)
 	free(p);
 	d->push = NULL;
 }
-
 
 int push_deadline_arm(struct wcd *d, struct wcd_push *p)
 {
