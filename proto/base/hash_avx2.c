@@ -5,11 +5,9 @@
  * cached data about 1.4x faster per thread (bench/RESULTS.md, "Hashing"), and
  * the loader hashes staging slots that the reads have just written.
  */
-#if defined(__clang__)
-#pragma clang attribute push(__attribute__((target("avx2"))), apply_to = function)
-#else
-#pragma GCC target("avx2")
-#endif
+#include "hash_impl.h"
+
+BASE_AVX2_BEGIN
 
 /* xxhash.h includes the intrinsics only where __AVX2__ is predefined, which
  * clang does not do for a target pragma. */
@@ -18,8 +16,6 @@
 #define XXH_INLINE_ALL
 #define XXH_VECTOR XXH_AVX2
 #include <xxhash.h>
-
-#include "hash_impl.h"
 
 void base__xxh3_128_avx2(const void *p, size_t n, uint64_t *lo, uint64_t *hi)
 {
@@ -34,6 +30,4 @@ void base__xxh3_128_update_avx2(void *state, const void *p, size_t n)
 	XXH3_128bits_update((XXH3_state_t *)state, p, n);
 }
 
-#if defined(__clang__)
-#pragma clang attribute pop
-#endif
+BASE_AVX2_END

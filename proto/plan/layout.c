@@ -20,13 +20,6 @@
 #include "glob.h"
 #include "layout.h"
 
-#ifndef WC_LAYOUT_SRC_DIR
-#define WC_LAYOUT_SRC_DIR ""
-#endif
-#ifndef WC_LAYOUT_INSTALL_DIR
-#define WC_LAYOUT_INSTALL_DIR "/usr/local/share/wcache/layouts"
-#endif
-
 const char *plan_split_name(enum plan_split s)
 {
 	switch (s) {

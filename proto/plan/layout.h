@@ -137,6 +137,14 @@ int plan_rules_preset(struct plan_rules *r, const char *arch, char *err);
  * source tree's proto/plan/layouts (compiled in), else ../share/wcache/layouts
  * next to the running binary, else PREFIX/share/wcache/layouts. */
 const char *plan_layout_dir(void);
+/* Those two directories, set by the Makefile for layout.c (the fuzz build
+ * sets the first alone); these are the defaults of another build. */
+#ifndef WC_LAYOUT_SRC_DIR
+#define WC_LAYOUT_SRC_DIR ""
+#endif
+#ifndef WC_LAYOUT_INSTALL_DIR
+#define WC_LAYOUT_INSTALL_DIR "/usr/local/share/wcache/layouts"
+#endif
 /* Reads a layout file (at most PLAN_RULES_FILE_MAX bytes) and puts its
  * lines before those already in r. */
 int plan_rules_file(struct plan_rules *r, const char *path, char *err);

@@ -163,6 +163,26 @@ def test_tensors_still_all_with_runs(served, views_made):
             m.tensors(names=some)
 
 
+def test_views_of_bases_that_are_no_views(served):
+    """Every view tensors() (of all, by runs, and by name) and load_into
+    make is a view of a base that is itself no view: a dtype view of the
+    pool's bytes is detached first (_core._unchained), because torch 2.x
+    composes a dtype view's replay function into every view made of it
+    (half again the cost of each of the 45k views on the H200). The base
+    still shares the pool's storage, so the lease lives while a view does
+    (test_py_life.py)."""
+    with served.connect() as c:
+        m = c.attach(framework="torch")
+        every = m.tensors()
+        some = list(every)[::97]
+        one = m.tensors(names=some)
+        for name in some:
+            for t in (every[name], one[name]):
+                assert t._base is not None and not t._base._is_view(), name
+                assert t._base.dtype == t.dtype, name
+        m.detach()
+
+
 def test_tensors_leave_the_collector_as_it_was(served):
     """tensors() pauses the cyclic collector while it makes the views (45k
     objects, no cycle) and leaves it as it found it: on, or off."""

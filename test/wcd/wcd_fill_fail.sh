@@ -126,7 +126,7 @@ for k in 1 0; do
 	serves th$k WCD_TEST_FILL_THREADS=$k
 	expect_has "$k threads: said" "$(cat "$W/th$k.log")" "fill: $k of "
 done
-expect_has "no threads: the loop fills" "$(cat "$W/th0.log")" "worker threads made (Resource temporarily unavailable): the loop thread fills alone"
+expect_has "no threads: the loop fills" "$(cat "$W/th0.log")" "worker jobs queued on the worker pool (Resource temporarily unavailable): the loop thread fills alone"
 
 # the loop cannot watch the fill: the workers go on (they were told to stop,
 # and the pools were published with holes: 25 to 37 of 39 hashes wrong)

@@ -68,7 +68,7 @@ for m in "$W/model" "$W/q2"; do
 	serve "$t-thread" "$m" WCD_TEST_RA_FAIL=thread --
 	expect_eq "$t thread: logged once" "$(ra_lines "$t-thread")" 1
 	expect_has "$t thread: the line" "$(cat "$W/$t-thread.log")" \
-		"read-ahead: no thread (Resource temporarily unavailable): the kernel's read-ahead only"
+		"read-ahead: its job cannot be queued on the worker pool (Resource temporarily unavailable): the kernel's read-ahead only"
 	serve "$t-off" "$m" WCD_TEST_RA_FAIL=open -- --read-ahead 0
 	expect_eq "$t --read-ahead 0: no thread, nothing logged" "$(ra_lines "$t-off")" 0
 	serve "$t-small" "$m" WCD_TEST_RA_FAIL=drain -- --read-ahead 64K

@@ -15,4 +15,10 @@ double clock_secs(void);
 /* CLOCK_MONOTONIC in nanoseconds. */
 uint64_t clock_ns(void);
 
+/* A duration of ns nanoseconds in seconds, for a report. */
+static inline double clock_ns_secs(uint64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
 #endif

@@ -20,6 +20,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/syscall.h>
 
 #include "gpu.h"
 #include "wcache.h"
@@ -141,8 +142,13 @@ int wc__reply(struct wc_conn *c, uint64_t id, unsigned type,
 int wc__call(struct wc_conn *c, struct wire_put *w, uint64_t id,
 	     unsigned type, struct wc_frame *f, struct wc_error *err);
 
-/* pidfd_open(2) of pid, or -1 with errno (ENOSYS where the kernel's
- * headers lack it). */
+/* pidfd_open(2) of pid, or -1 with errno (ENOSYS on a kernel before 5.3).
+ * Its number where the C library's headers lack it: 434 on every
+ * architecture (reactor/compat.h has the same; libwcache does not include
+ * the reactor's liburing shims). */
+#ifndef SYS_pidfd_open
+#define SYS_pidfd_open 434
+#endif
 int wc__pidfd_open(pid_t pid);
 /* Opens the backend for spec into c->dev (once), adding its time to
  * c->times.device_ns; err gets the backend's sentence. */

@@ -31,12 +31,7 @@
 
 int wc__pidfd_open(pid_t pid)
 {
-#ifdef SYS_pidfd_open
 	return (int)syscall(SYS_pidfd_open, pid, 0);
-#else
-	errno = ENOSYS;
-	return -1;
-#endif
 }
 
 void wc__frame_release(struct wc_frame *f)

@@ -25,7 +25,6 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli.h"
 #include "err.h"
 #include "log.h"
 #include "ready.h"
@@ -154,8 +153,7 @@ static void usage(FILE *f)
 "Times the whole attach cycle of an engine (connect, hello, manifest, attach,\n"
 "map every tensor) against a running wcd, N times from M processes started\n"
 "together: p50/p99 of the cycle and of each phase.\n\n"
-"  --socket PATH          the daemon's socket (else from --runtime-dir/--device)\n"
-"  --runtime-dir DIR      runtime directory (the socket is DIR/<device>.sock)\n"
+WB_HELP_SOCKET
 "  --device D             host, host:NAME, host-NAME (as wcctl status prints\n"
 "                         it), an index or GPU-<uuid> (default: from the\n"
 "                         ready file beside --socket, else host)\n"
@@ -176,66 +174,110 @@ WB_HELP_OUT
 "2 usage.\n", AT_CYCLES_MAX, AT_PROCS_MAX);
 }
 
+/* One of attach's own options into ctx (struct at_opts). */
+static bool at_opt(void *ctx, int c, const char *arg)
+{
+	struct at_opts *o = ctx;
+
+	switch (c) {
+	case 'n':
+		o->cycles = (unsigned)wb_parse_count("--cycles", arg, 1,
+						     AT_CYCLES_MAX);
+		return true;
+	case 'p':
+		o->procs = (unsigned)wb_parse_count("--procs", arg, 1,
+						    AT_PROCS_MAX);
+		return true;
+	case 'w':
+		o->warmup = (unsigned)wb_parse_count("--warmup", arg, 0, 1000);
+		return true;
+	case 'T':
+		o->touch = true;
+		return true;
+	}
+	return false;
+}
+
+static const struct option at_longopts[] = {
+	{ "cycles", required_argument, NULL, 'n' },
+	{ "procs", required_argument, NULL, 'p' },
+	{ "warmup", required_argument, NULL, 'w' },
+	{ "touch", no_argument, NULL, 'T' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static const struct wb_cmd at_cmd = {
+	"wcbench attach", WB_TAKES_TARGET | WB_TAKES_MODEL, "n:p:",
+	at_longopts, usage, at_opt,
+};
+
+/* Forks the worker processes (their rows: cycles first, then each one's
+ * first cycle), starts them together and waits for them all; dies when
+ * one failed. Returns when they started (the clock of cycles_per_s). */
+static uint64_t at_run(const struct at_opts *o, const struct wb_out *out,
+		       struct at_row *rows)
+{
+	pid_t *pids = calloc(o->procs, sizeof(*pids));
+	unsigned failed = 0;
+	int start[2];
+	uint64_t t0;
+
+	if (!pids)
+		die("attach: no memory for %u processes", o->procs);
+	if (pipe2(start, O_CLOEXEC) < 0)
+		die("attach: pipe: %s", strerror(errno));
+	fflush(NULL);
+	for (unsigned i = 0, first = 0; i < o->procs; i++) {
+		unsigned count = o->cycles / o->procs +
+				 (i < o->cycles % o->procs ? 1 : 0);
+
+		pids[i] = fork();
+		if (pids[i] < 0)
+			die("attach: fork: %s", strerror(errno));
+		if (pids[i] == 0) {
+			close(start[1]);
+			at_worker(o, i, start[0], rows + first, count,
+				  rows + o->cycles + i);
+		}
+		first += count;
+	}
+	close(start[0]);
+	t0 = clock_ns();
+	close(start[1]); /* go */
+	for (unsigned i = 0; i < o->procs; i++) {
+		int status;
+
+		while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR)
+			;
+		if (!WIFEXITED(status) || WEXITSTATUS(status))
+			failed++;
+		wb_progress(out, "processes done", i + 1, o->procs);
+	}
+	free(pids);     /* before any die() below: LSan saw it leak there */
+	wb_progress_end(out);
+	if (failed)
+		die("attach: %u of %u processes failed (their error is "
+		    "above)", failed, o->procs);
+	return t0;
+}
+
 int wb_attach(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{ "socket", required_argument, NULL, 'S' },
-		{ "runtime-dir", required_argument, NULL, 'R' },
-		{ "device", required_argument, NULL, 'D' },
-		{ "model", required_argument, NULL, 'M' },
-		{ "cycles", required_argument, NULL, 'n' },
-		{ "procs", required_argument, NULL, 'p' },
-		{ "warmup", required_argument, NULL, 'w' },
-		{ "touch", no_argument, NULL, 'T' },
-		WB_LONGOPTS_OUT,
-		{ NULL, 0, NULL, 0 },
-	};
 	struct at_opts o = { .cycles = 1000, .procs = 1, .warmup = 2 };
 	char devbuf[80];
-	struct wb_out out = { 0 };
+	struct wb_args a;
 	struct wb_series *ser[AT_NPHASE];
 	struct wb_report r;
 	struct at_row *rows;
 	size_t map_len;
-	pid_t *pids;
-	unsigned failed = 0;
 	uint64_t t0, tensors = 0;
-	int c, rc, start[2];
+	int rc;
 
-	while ((c = cli_getopt(argc, argv, "n:p:qh", lo, "wcbench attach")) != -1) {
-		if (wb_out_opt(&out, c, optarg))
-			continue;
-		switch (c) {
-		case 'S': o.socket = optarg; break;
-		case 'R': o.runtime_dir = optarg; break;
-		case 'D': o.device = optarg; break;
-		case 'M': o.model = optarg; break;
-		case 'n':
-			o.cycles = (unsigned)wb_parse_count("--cycles", optarg,
-							    1, AT_CYCLES_MAX);
-			break;
-		case 'p':
-			o.procs = (unsigned)wb_parse_count("--procs", optarg, 1,
-							   AT_PROCS_MAX);
-			break;
-		case 'w':
-			o.warmup = (unsigned)wb_parse_count("--warmup", optarg,
-							    0, 1000);
-			break;
-		case 'T': o.touch = true; break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "wcbench attach: unexpected argument '%s'\n",
-			argv[optind]);
-		return 2;
-	}
+	wb_parse(argc, argv, &at_cmd, &o, &a);
+	o.socket = a.socket;
+	o.runtime_dir = a.runtime_dir;
+	o.device = a.device;
+	o.model = a.model;
 	if (o.procs > o.cycles)
 		o.procs = o.cycles;
 	if (!o.device && o.socket)
@@ -246,43 +288,9 @@ int wb_attach(int argc, char **argv)
 	map_len = ((size_t)o.cycles + o.procs) * sizeof(*rows);
 	rows = mmap(NULL, map_len, PROT_READ | PROT_WRITE,
 		    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	pids = calloc(o.procs, sizeof(*pids));
-	if (rows == MAP_FAILED || !pids)
+	if (rows == MAP_FAILED)
 		die("attach: no memory for %u cycles", o.cycles);
-	if (pipe2(start, O_CLOEXEC) < 0)
-		die("attach: pipe: %s", strerror(errno));
-	fflush(NULL);
-	for (unsigned i = 0, first = 0; i < o.procs; i++) {
-		unsigned count = o.cycles / o.procs +
-				 (i < o.cycles % o.procs ? 1 : 0);
-
-		pids[i] = fork();
-		if (pids[i] < 0)
-			die("attach: fork: %s", strerror(errno));
-		if (pids[i] == 0) {
-			close(start[1]);
-			at_worker(&o, i, start[0], rows + first, count,
-				  rows + o.cycles + i);
-		}
-		first += count;
-	}
-	close(start[0]);
-	t0 = clock_ns();
-	close(start[1]); /* go */
-	for (unsigned i = 0; i < o.procs; i++) {
-		int status;
-
-		while (waitpid(pids[i], &status, 0) < 0 && errno == EINTR)
-			;
-		if (!WIFEXITED(status) || WEXITSTATUS(status))
-			failed++;
-		wb_progress(&out, "processes done", i + 1, o.procs);
-	}
-	free(pids);     /* before any die() below: LSan saw it leak there */
-	wb_progress_end(&out);
-	if (failed)
-		die("attach: %u of %u processes failed (their error is "
-		    "above)", failed, o.procs);
+	t0 = at_run(&o, &a.out, rows);
 
 	wb_report_init(&r, "attach");
 	for (unsigned k = 0; k < AT_NPHASE; k++)
@@ -307,7 +315,7 @@ int wb_attach(int argc, char **argv)
 	wb_metric_add(&r, "tensors", (double)tensors, "");
 	wb_metric_add(&r, "cycles_per_s", (double)o.cycles /
 		      ((double)(clock_ns() - t0) / 1e9), "1/s");
-	rc = wb_report_emit(&r, &out);
+	rc = wb_report_emit(&r, &a.out);
 	wb_report_free(&r);
 	munmap(rows, map_len);
 	return rc;

@@ -29,7 +29,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
 #include "log.h"
 #include "wcbench.h"
 #include "wcreactor.h"
@@ -406,85 +405,84 @@ WB_HELP_OUT
 "2 usage.\n");
 }
 
+/* One of liveness's own options into ctx (struct lv_opts). */
+static bool lv_opt(void *ctx, int c, const char *arg)
+{
+	struct lv_opts *o = ctx;
+	double dmin, dmax;
+
+	switch (c) {
+	case 'n':
+		o->children = (unsigned)wb_parse_count("--children", arg, 1,
+						       LV_CHILDREN_MAX);
+		return true;
+	case 'c':
+		o->concurrency = (unsigned)wb_parse_count("--concurrency", arg,
+							  1, LV_CONC_MAX);
+		return true;
+	case 'D':
+		if (sscanf(arg, "%lf,%lf", &dmin, &dmax) != 2 ||
+		    !(dmin >= 0 && dmax >= dmin && dmax <= 60000))
+			die("liveness: --delay-ms '%s' is not "
+			    "MIN,MAX milliseconds with 0 <= MIN <= MAX "
+			    "<= 60000 (e.g. 5,50)", arg);
+		o->delay_min_ns = (uint64_t)(dmin * 1e6);
+		o->delay_max_ns = (uint64_t)(dmax * 1e6);
+		return true;
+	case 'P':
+		o->poll_children = (unsigned)wb_parse_count("--poll-children",
+							    arg, 0,
+							    LV_CHILDREN_MAX);
+		return true;
+	case 'I':
+		o->poll_interval_ns = (uint64_t)(wb_parse_double(
+			"--poll-interval", arg, 0.001, 60) * 1e9);
+		return true;
+	case 'N':
+		o->poll = false;
+		return true;
+	case 'F':
+		o->floor = false;
+		return true;
+	case 's':
+		o->seed = (unsigned)wb_parse_count("--seed", arg, 0,
+						   UINT32_MAX);
+		return true;
+	}
+	return false;
+}
+
+static const struct option lv_longopts[] = {
+	{ "children", required_argument, NULL, 'n' },
+	{ "concurrency", required_argument, NULL, 'c' },
+	{ "delay-ms", required_argument, NULL, 'D' },
+	{ "poll-children", required_argument, NULL, 'P' },
+	{ "poll-interval", required_argument, NULL, 'I' },
+	{ "no-poll", no_argument, NULL, 'N' },
+	{ "no-floor", no_argument, NULL, 'F' },
+	{ "seed", required_argument, NULL, 's' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static const struct wb_cmd lv_cmd = {
+	"wcbench liveness", 0, "n:c:", lv_longopts, usage, lv_opt,
+};
+
 int wb_liveness(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{ "children", required_argument, NULL, 'n' },
-		{ "concurrency", required_argument, NULL, 'c' },
-		{ "delay-ms", required_argument, NULL, 'D' },
-		{ "poll-children", required_argument, NULL, 'P' },
-		{ "poll-interval", required_argument, NULL, 'I' },
-		{ "no-poll", no_argument, NULL, 'N' },
-		{ "no-floor", no_argument, NULL, 'F' },
-		{ "seed", required_argument, NULL, 's' },
-		WB_LONGOPTS_OUT,
-		{ NULL, 0, NULL, 0 },
-	};
 	struct lv_opts o = {
 		.children = 1000, .concurrency = 32,
 		.delay_min_ns = 5000000, .delay_max_ns = 50000000,
 		.poll_children = 100, .poll_interval_ns = 2000000000ull,
 		.poll = true, .floor = true, .seed = 1,
 	};
-	struct wb_out out = { 0 };
-	struct lv_run run = { .o = &o, .out = &out };
+	struct wb_args a;
+	struct lv_run run = { .o = &o, .out = &a.out };
 	struct wb_report r;
-	double dmin, dmax;
 	ssize_t n;
-	int c, rc;
+	int rc;
 
-	while ((c = cli_getopt(argc, argv, "n:c:qh", lo, "wcbench liveness")) != -1) {
-		if (wb_out_opt(&out, c, optarg))
-			continue;
-		switch (c) {
-		case 'n':
-			o.children = (unsigned)wb_parse_count("--children",
-					optarg, 1, LV_CHILDREN_MAX);
-			break;
-		case 'c':
-			o.concurrency = (unsigned)wb_parse_count(
-					"--concurrency", optarg, 1, LV_CONC_MAX);
-			break;
-		case 'D':
-			if (sscanf(optarg, "%lf,%lf", &dmin, &dmax) != 2 ||
-			    !(dmin >= 0 && dmax >= dmin && dmax <= 60000))
-				die("liveness: --delay-ms '%s' is not "
-				    "MIN,MAX milliseconds with 0 <= MIN <= MAX "
-				    "<= 60000 (e.g. 5,50)", optarg);
-			o.delay_min_ns = (uint64_t)(dmin * 1e6);
-			o.delay_max_ns = (uint64_t)(dmax * 1e6);
-			break;
-		case 'P':
-			o.poll_children = (unsigned)wb_parse_count(
-				"--poll-children", optarg, 0, LV_CHILDREN_MAX);
-			break;
-		case 'I':
-			o.poll_interval_ns = (uint64_t)(wb_parse_double(
-				"--poll-interval", optarg, 0.001, 60) * 1e9);
-			break;
-		case 'N':
-			o.poll = false;
-			break;
-		case 'F':
-			o.floor = false;
-			break;
-		case 's':
-			o.seed = (unsigned)wb_parse_count("--seed", optarg, 0,
-							  UINT32_MAX);
-			break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "wcbench liveness: unexpected argument '%s'\n",
-			argv[optind]);
-		return 2;
-	}
+	wb_parse(argc, argv, &lv_cmd, &o, &a);
 	if (!o.poll)
 		o.poll_children = 0;
 	/* Polled delays span two periods so exits fall at every phase. */
@@ -515,7 +513,7 @@ int wb_liveness(int argc, char **argv)
 	lv_rounds_run(&run, &r);
 	if (o.poll_children)
 		lv_poll_run(&run, &r);
-	rc = wb_report_emit(&r, &out);
+	rc = wb_report_emit(&r, &a.out);
 	wb_report_free(&r);
 	munmap((void *)run.stamps, (size_t)run.slots * 8);
 	close(run.memfd);

@@ -24,7 +24,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli.h"
 #include "err.h"
 #include "log.h"
 #include "paths.h"
@@ -293,53 +292,61 @@ WB_HELP_OUT
 "2 usage.\n", LD_REPEAT_MAX);
 }
 
+/* One of load's own options into ctx (struct ld_opts). */
+static bool ld_opt(void *ctx, int c, const char *arg)
+{
+	struct ld_opts *o = ctx;
+
+	switch (c) {
+	case 'W':
+		o->wcd = arg;
+		return true;
+	case 'C':
+		o->drop_caches = true;
+		return true;
+	case 'r':
+		o->repeat = (unsigned)wb_parse_count("--repeat", arg, 1,
+						     LD_REPEAT_MAX);
+		return true;
+	case 'K':
+		o->keep_dir = true;
+		return true;
+	}
+	return false;
+}
+
+static const struct option ld_longopts[] = {
+	{ "wcd", required_argument, NULL, 'W' },
+	{ "drop-caches", no_argument, NULL, 'C' },
+	{ "repeat", required_argument, NULL, 'r' },
+	{ "keep", no_argument, NULL, 'K' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static const struct wb_cmd ld_cmd = {
+	"wcbench load", WB_TAKES_DEVICE | WB_TAKES_MODEL | WB_TAKES_OPERANDS,
+	"r:", ld_longopts, usage, ld_opt,
+};
+
 int wb_load(int argc, char **argv)
 {
-	static const struct option lo[] = {
-		{ "model", required_argument, NULL, 'M' },
-		{ "device", required_argument, NULL, 'D' },
-		{ "wcd", required_argument, NULL, 'W' },
-		{ "drop-caches", no_argument, NULL, 'C' },
-		{ "repeat", required_argument, NULL, 'r' },
-		{ "keep", no_argument, NULL, 'K' },
-		WB_LONGOPTS_OUT,
-		{ NULL, 0, NULL, 0 },
-	};
-	struct ld_opts o = { .device = "host", .repeat = 1 };
+	struct ld_opts o = { .repeat = 1 };
 	struct ld_phase ph[LD_PHASES_MAX] = { 0 };
 	struct wb_series *ready_s, *load_s;
-	struct wb_out out = { 0 };
+	struct wb_args a;
 	struct wb_report r;
 	char wcd[4096], dir[] = "/tmp/wcbench-load.XXXXXX";
 	uint64_t bytes = 0, tensors = 0;
 	unsigned nph = 0;
 	double gbps = 0;
 	ssize_t n;
-	int c, rc;
+	int rc;
 
-	while ((c = cli_getopt(argc, argv, "r:qh", lo, "wcbench load")) != -1) {
-		if (wb_out_opt(&out, c, optarg))
-			continue;
-		switch (c) {
-		case 'M': o.model = optarg; break;
-		case 'D': o.device = optarg; break;
-		case 'W': o.wcd = optarg; break;
-		case 'C': o.drop_caches = true; break;
-		case 'r':
-			o.repeat = (unsigned)wb_parse_count("--repeat", optarg,
-							    1, LD_REPEAT_MAX);
-			break;
-		case 'K': o.keep_dir = true; break;
-		case 'h':
-			usage(stdout);
-			return 0;
-		default:
-			usage(stderr);
-			return 2;
-		}
-	}
-	o.extra = argv + optind;
-	o.nextra = argc - optind;
+	wb_parse(argc, argv, &ld_cmd, &o, &a);
+	o.model = a.model;
+	o.device = a.device ? a.device : "host";
+	o.extra = a.operands;
+	o.nextra = a.noperands;
 	if (o.nextra > 64)
 		die("load: %d options for wcd after '--'; at most 64",
 		    o.nextra);
@@ -366,9 +373,9 @@ int wb_load(int argc, char **argv)
 	for (unsigned i = 0; i < o.repeat; i++) {
 		ld_run(&o, dir, ready_s, load_s, &gbps, &bytes, &tensors, ph,
 		       &nph);
-		wb_progress(&out, "runs", i + 1, o.repeat);
+		wb_progress(&a.out, "runs", i + 1, o.repeat);
 	}
-	wb_progress_end(&out);
+	wb_progress_end(&a.out);
 	snprintf(r.params, sizeof(r.params), "%s on %s, %u run%s, %s page "
 		 "cache, %llu tensors, %.3f GB", o.model, o.device, o.repeat,
 		 o.repeat == 1 ? "" : "s", o.drop_caches ? "cold (dropped)" :
@@ -390,7 +397,7 @@ int wb_load(int argc, char **argv)
 	if (!nph)
 		wb_note_add(&r, "wcd reported no per-phase times (neither in "
 			    "STATUS nor in its log)");
-	rc = wb_report_emit(&r, &out);
+	rc = wb_report_emit(&r, &a.out);
 	wb_report_free(&r);
 	if (o.keep_dir) {
 		fprintf(stderr, "wcbench load: kept %s\n", dir);

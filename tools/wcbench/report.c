@@ -20,22 +20,6 @@
 #include "paths.h"
 #include "wcbench.h"
 
-bool wb_out_opt(struct wb_out *o, int c, const char *arg)
-{
-	switch (c) {
-	case WB_OPT_JSON:
-		o->json = true;
-		return true;
-	case WB_OPT_SVG:
-		o->svg = arg;
-		return true;
-	case 'q':
-		o->quiet = true;
-		return true;
-	}
-	return false;
-}
-
 void wb_report_init(struct wb_report *r, const char *bench)
 {
 	memset(r, 0, sizeof(*r));

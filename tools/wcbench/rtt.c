@@ -31,7 +31,6 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "cli.h"
 #include "err.h"
 #include "log.h"
 #include "wcbench.h"
@@ -355,8 +354,7 @@ static void usage(FILE *f)
 "usage: wcbench rtt [--socket PATH | --runtime-dir DIR --device D] [options]\n\n"
 "Times PING round trips to a running wcd: p50, p90, p99, p99.9, max and\n"
 "requests per second over all connections.\n\n"
-"  --socket PATH          the daemon's socket (else from --runtime-dir/--device)\n"
-"  --runtime-dir DIR      runtime directory (the socket is DIR/<device>.sock)\n"
+WB_HELP_SOCKET
 "  --device D             host, host:NAME, host-NAME, GPU-<uuid> (default host)\n"
 "  -n, --requests N       timed requests in all (default 100k; k, m suffixes)\n"
 "  -c, --connections N    concurrent connections (default 1, at most %d)\n"
@@ -381,80 +379,82 @@ WB_HELP_OUT
 "2 usage.\n", RTT_CONNS_MAX, WIRE_PING_MAX);
 }
 
+/* rtt's own options, into ctx: the options, and --client's word until
+ * rtt_parse checks it against them. */
+struct rtt_parsed {
+	struct rtt_opts *o;
+	const char *client;
+};
+
+static bool rtt_opt(void *ctx, int c, const char *arg)
+{
+	struct rtt_parsed *p = ctx;
+	struct rtt_opts *o = p->o;
+
+	switch (c) {
+	case 'n':
+		o->n = wb_parse_count("--requests", arg, 1, RTT_N_MAX);
+		return true;
+	case 'c':
+		o->conns = (unsigned)wb_parse_count("--connections", arg, 1,
+						    RTT_CONNS_MAX);
+		return true;
+	case 'd':
+		o->depth = (unsigned)wb_parse_count("--depth", arg, 1,
+						    RTT_DEPTH_MAX);
+		return true;
+	case 'p':
+		o->payload = (unsigned)wb_parse_count("--payload", arg, 0,
+						      WIRE_PING_MAX);
+		return true;
+	case 'w':
+		o->warmup = wb_parse_count("--warmup", arg, 0, RTT_N_MAX);
+		return true;
+	case 'k':
+		p->client = arg;
+		return true;
+	case 'C':
+		o->cpu = (int)wb_parse_count("--cpu", arg, 0, CPU_SETSIZE - 1);
+		return true;
+	case 't':
+		o->timeout_s = wb_parse_double("--timeout", arg, 0.001, 3600);
+		return true;
+	case 'P':
+		o->server_pid = (int)wb_parse_count("--server-pid", arg, 1,
+						    1u << 22);
+		return true;
+	}
+	return false;
+}
+
+static const struct option rtt_longopts[] = {
+	{ "requests", required_argument, NULL, 'n' },
+	{ "connections", required_argument, NULL, 'c' },
+	{ "depth", required_argument, NULL, 'd' },
+	{ "payload", required_argument, NULL, 'p' },
+	{ "warmup", required_argument, NULL, 'w' },
+	{ "client", required_argument, NULL, 'k' },
+	{ "server-pid", required_argument, NULL, 'P' },
+	{ "timeout", required_argument, NULL, 't' },
+	{ "cpu", required_argument, NULL, 'C' },
+	{ NULL, 0, NULL, 0 },
+};
+
+static const struct wb_cmd rtt_cmd = {
+	"wcbench rtt", WB_TAKES_TARGET, "n:c:d:", rtt_longopts, usage,
+	rtt_opt,
+};
+
 static void rtt_parse(int argc, char **argv, struct rtt_opts *o,
 		      struct wb_out *out)
 {
-	static const struct option lo[] = {
-		{ "socket", required_argument, NULL, 'S' },
-		{ "runtime-dir", required_argument, NULL, 'R' },
-		{ "device", required_argument, NULL, 'D' },
-		{ "requests", required_argument, NULL, 'n' },
-		{ "connections", required_argument, NULL, 'c' },
-		{ "depth", required_argument, NULL, 'd' },
-		{ "payload", required_argument, NULL, 'p' },
-		{ "warmup", required_argument, NULL, 'w' },
-		{ "client", required_argument, NULL, 'k' },
-		{ "server-pid", required_argument, NULL, 'P' },
-		{ "timeout", required_argument, NULL, 't' },
-		{ "cpu", required_argument, NULL, 'C' },
-		WB_LONGOPTS_OUT,
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *sock = NULL, *rdir = NULL, *dev = NULL, *client = NULL;
-	int c;
+	struct rtt_parsed p = { .o = o };
+	const char *client;
+	struct wb_args a;
 
-	while ((c = cli_getopt(argc, argv, "n:c:d:qh", lo, "wcbench rtt")) != -1) {
-		if (wb_out_opt(out, c, optarg))
-			continue;
-		switch (c) {
-		case 'S': sock = optarg; break;
-		case 'R': rdir = optarg; break;
-		case 'D': dev = optarg; break;
-		case 'n':
-			o->n = wb_parse_count("--requests", optarg, 1, RTT_N_MAX);
-			break;
-		case 'c':
-			o->conns = (unsigned)wb_parse_count("--connections",
-					optarg, 1, RTT_CONNS_MAX);
-			break;
-		case 'd':
-			o->depth = (unsigned)wb_parse_count("--depth", optarg, 1,
-							    RTT_DEPTH_MAX);
-			break;
-		case 'p':
-			o->payload = (unsigned)wb_parse_count("--payload",
-					optarg, 0, WIRE_PING_MAX);
-			break;
-		case 'w':
-			o->warmup = wb_parse_count("--warmup", optarg, 0,
-						   RTT_N_MAX);
-			break;
-		case 'k': client = optarg; break;
-		case 'C':
-			o->cpu = (int)wb_parse_count("--cpu", optarg, 0,
-						     CPU_SETSIZE - 1);
-			break;
-		case 't':
-			o->timeout_s = wb_parse_double("--timeout", optarg,
-						       0.001, 3600);
-			break;
-		case 'P':
-			o->server_pid = (int)wb_parse_count("--server-pid",
-					optarg, 1, 1u << 22);
-			break;
-		case 'h':
-			usage(stdout);
-			exit(0);
-		default:
-			usage(stderr);
-			exit(2);
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "wcbench rtt: unexpected argument '%s'\n",
-			argv[optind]);
-		exit(2);
-	}
+	wb_parse(argc, argv, &rtt_cmd, &p, &a);
+	*out = a.out;
+	client = p.client;
 	o->uring = o->conns > 1 || o->depth > 1;
 	if (client && !strcmp(client, "uring"))
 		o->uring = true;
@@ -468,7 +468,8 @@ static void rtt_parse(int argc, char **argv, struct rtt_opts *o,
 		die("rtt: --client '%s' is not blocking or uring",
 		    client);
 	}
-	wb_socket_path(o->sock, sizeof(o->sock), sock, rdir, dev);
+	wb_socket_path(o->sock, sizeof(o->sock), a.socket, a.runtime_dir,
+		       a.device);
 }
 
 int wb_rtt(int argc, char **argv)

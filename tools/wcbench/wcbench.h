@@ -57,23 +57,63 @@ struct wb_out {
 	const char *svg;
 };
 
-/* --json, --svg FILE, -q/--quiet, -h/--help: append to a subcommand's
- * getopt_long table; wb_out_opt handles their codes. */
-#define WB_OPT_JSON 0x1001
-#define WB_OPT_SVG 0x1002
-#define WB_LONGOPTS_OUT                                     \
-	{ "json", no_argument, NULL, WB_OPT_JSON },         \
-	{ "svg", required_argument, NULL, WB_OPT_SVG },     \
-	{ "quiet", no_argument, NULL, 'q' },                \
-	{ "help", no_argument, NULL, 'h' }
+/* The help lines of the output options (their parsing is wb_parse's). */
 #define WB_HELP_OUT                                                          \
 	"  --json          print one JSON object on stdout instead of the table\n" \
 	"  --svg FILE      draw the latency CDF of every series into FILE\n"    \
 	"  -q, --quiet     no progress on stderr\n"                              \
 	"  -h, --help      this text\n"
+/* The help lines of --socket and --runtime-dir (WB_TAKES_TARGET). */
+#define WB_HELP_SOCKET                                                   \
+	"  --socket PATH          the daemon's socket (else from "         \
+	"--runtime-dir/--device)\n"                                        \
+	"  --runtime-dir DIR      runtime directory (the socket is "       \
+	"DIR/<device>.sock)\n"
 
-/* Returns true when c was one of the output options. */
-bool wb_out_opt(struct wb_out *o, int c, const char *arg);
+/* --- the command line (opts.c) ------------------------------------------- */
+
+/* The options a command shares with others, besides the output ones
+ * (--json, --svg FILE, -q/--quiet, -h/--help), which every command takes. */
+#define WB_TAKES_TARGET   0x1u  /* --socket, --runtime-dir, --device */
+#define WB_TAKES_DEVICE   0x2u  /* --device alone */
+#define WB_TAKES_MODEL    0x4u  /* --model DIR */
+#define WB_TAKES_OPERANDS 0x8u  /* arguments after the options (load's
+				 * "-- WCD-OPTIONS") instead of a usage error */
+/* The most long options of one command, shared ones included. */
+#define WB_LONGOPTS_MAX 32
+
+/* What the shared options gave (NULL: not given). */
+struct wb_args {
+	struct wb_out out;
+	const char *socket;
+	const char *runtime_dir;
+	const char *device;
+	const char *model;
+	char **operands;        /* WB_TAKES_OPERANDS: what follows */
+	int noperands;
+};
+
+/* A command's line: its shared options and its own. */
+struct wb_cmd {
+	const char *prog;               /* "wcbench attach", for messages */
+	unsigned takes;                 /* WB_TAKES_* */
+	const char *shortopts;          /* its own, in getopt's form ("n:p:") */
+	const struct option *longopts;  /* its own, ending with a NULL name */
+	void (*usage)(FILE *f);         /* its --help */
+	/* takes one of its own options (getopt's code, its argument or
+	 * NULL); false when c is none of them */
+	bool (*opt)(void *ctx, int c, const char *arg);
+};
+
+/* Parses argv for cmd (cli_getopt: whole option names only): the shared
+ * options into a, the command's own through cmd->opt(ctx, ...). --help
+ * prints cmd->usage on stdout and exits 0; an unknown, abbreviated or
+ * incomplete option prints it on stderr and exits 2, as does an operand
+ * where the command takes none ("unexpected argument"). The long options
+ * are the shared ones first, then the command's, then the output ones:
+ * the order getopt lists an ambiguous prefix's candidates in. */
+void wb_parse(int argc, char **argv, const struct wb_cmd *cmd, void *ctx,
+	      struct wb_args *a);
 
 /* --- report --------------------------------------------------------------- */
 

@@ -27,6 +27,7 @@
 #include "launch.h"
 #include "log.h"
 #include "sdnotify.h"
+#include "sys_compat.h"
 
 #define say(l, lvl, ...)                                                     \
 	do {                                                                 \
@@ -587,10 +588,8 @@ static void launch_cloexec_inherited(void)
 	struct dirent *de;
 	DIR *d;
 
-#ifdef SYS_close_range
-	if (syscall(SYS_close_range, 3u, ~0u, 1u << 2 /* CLOEXEC */) == 0)
+	if (syscall(SYS_close_range, 3u, ~0u, WCCTL_CLOSE_RANGE_CLOEXEC) == 0)
 		return;
-#endif
 	d = opendir("/proc/self/fd");
 	if (!d)
 		return;

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The requests a client can make, one function each; server.c does the
+ * The requests a client can make, one function each; serve/conn.c does the
  * framing and calls client_dispatch with one whole, header-checked frame.
  * Every request gets exactly one reply (ATTACH: one frame per 253 pools) or
  * an ERROR; a malformed payload gets an ERROR and the connection closes.
@@ -78,7 +78,7 @@ static void do_hello(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	r.identity = v->ident_enc;
 	r.identity_len = v->ident_len;
 	if (r.nmismatch) {
-		d->mismatches++;
+		d->srv->mismatches++;
 		d->m.refusals[WIRE_E_MISMATCH]++;
 		log_warn("client pid %d (%s): identity mismatch in %u field(s), first: %s (daemon %s, client %s)",
 			 (int)c->pid, h.label, r.nmismatch, mm[0].field,
@@ -203,14 +203,14 @@ static void do_attach(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	}
 	if (!need_hello(c))
 		return;
-	vi = version_find(d, q.version);
+	vi = version_find(wcd_model(d), q.version);
 	if (vi < 0) {
 		reply_error(c, c->h.id, WIRE_E_STATE, false,
 			    "model version %" PRIu64 " is not resident (the current one is %" PRIu64 "): send HELLO again and attach that",
 			    q.version, wcd_current(d)->number);
 		return;
 	}
-	v = &d->ver[vi];
+	v = &wcd_model(d)->ver[vi];
 	if ((q.flags & WIRE_ATTACH_WRITABLE) && v->npools && v->pools[0].sealed) {
 		reply_error(c, c->h.id, WIRE_E_READONLY, false,
 			    "read-write attach refused: the pools are sealed so that no engine can change a byte another engine reads; attach read-only");
@@ -385,7 +385,7 @@ void client_dispatch(struct wcd_client *c, const uint8_t *p, uint32_t n)
 {
 	struct wcd *d = c->d;
 
-	d->requests++;
+	d->srv->requests++;
 	c->requests++;
 	if (c->h.flags & WIRE_F_REPLY) {
 		reply_error(c, c->h.id, WIRE_E_TYPE, true,

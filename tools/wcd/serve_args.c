@@ -11,7 +11,7 @@
  * file's own keys), --device, --runtime-dir, --force, --force-wait,
  * --takeover, --takeover-verify. A new option that shapes serving adds
  * one line below (and a word to test/wcd/handover_reload.sh).
- * Paths are absolute (main.c makes them so), since the next daemon may
+ * Paths are absolute (opts.c makes them so), since the next daemon may
  * start in another directory.
  */
 #include <errno.h>
@@ -21,6 +21,7 @@
 
 #include "ready.h"
 #include "wcd.h"
+#include "metrics/metrics.h"
 
 struct args {
 	char *buf;
@@ -106,8 +107,8 @@ int serve_args_format(const struct wcd *d, char *buf, size_t cap)
 		put_secs(&a, "--frame-timeout", o->frame_timeout_ms);
 	/* the endpoint and the log */
 	if (o->metrics_listen)
-		put(&a, "--metrics-listen", d->metrics_addr[0] ?
-		    d->metrics_addr : o->metrics_listen);
+		put(&a, "--metrics-listen", metrics_http_addr(d)[0] ?
+		    metrics_http_addr(d) : o->metrics_listen);
 	if (o->log_level != LOG_INFO)
 		put(&a, "--log-level", levels[o->log_level]);
 	if (o->log_format == LOG_JSON)

@@ -16,6 +16,7 @@
 #include "wcd.h"
 #include "serve/server.h"
 #include "model/versions.h"
+#include "metrics/metrics.h"
 #include "push/push.h"
 
 #define STATUS_CLIENTS_MAX WCD_CLIENTS_MAX
@@ -35,10 +36,10 @@ static json_t *version_pids(struct wcd *d, int vi)
 	return a;
 }
 
-/* The lifecycle's fields (d->life). */
+/* The lifecycle's fields (wcd_model(d)->life). */
 static void life_status(struct wcd *d, json_t *o)
 {
-	const struct wcd_life *L = &d->life;
+	const struct wcd_life *L = &wcd_model(d)->life;
 	json_t *lc;
 
 	json_object_set_new(o, "sleep_level", json_integer(L->level));
@@ -121,7 +122,7 @@ char *status_json(struct wcd *d)
 						    (int)leases[i]));
 	vs = json_array();
 	for (int i = 0; i < WCD_VERSIONS; i++) {
-		const struct wcd_version *x = &d->ver[i];
+		const struct wcd_version *x = &wcd_model(d)->ver[i];
 
 		if (!x->used)
 			continue;
@@ -130,7 +131,7 @@ char *status_json(struct wcd *d)
 			(json_int_t)x->number, "bytes",
 			(json_int_t)x->plan.total_bytes, "tensors",
 			(json_int_t)x->plan.ntensors, "leases", (int)x->leases,
-			"current", i == d->cur,
+			"current", i == wcd_model(d)->cur,
 			"pids", version_pids(d, i)));
 	}
 	/* paths are bytes, JSON is UTF-8: json_text shows what is not UTF-8
@@ -148,8 +149,8 @@ char *status_json(struct wcd *d)
 		      "uptime_seconds",
 		      (double)(rx_now_ns() - d->start_ns) / 1e9,
 		      "clients", cl,
-		      "requests", (json_int_t)d->requests,
-		      "mismatches", (json_int_t)d->mismatches,
+		      "requests", (json_int_t)d->srv->requests,
+		      "mismatches", (json_int_t)d->srv->mismatches,
 		      "device", d->dev.name,
 		      "tp_size", (int)d->o.tp_size, "tp_rank", (int)d->o.tp_rank,
 		      "pp_size", (int)d->o.pp_size, "pp_rank", (int)d->o.pp_rank,
@@ -173,9 +174,9 @@ char *status_json(struct wcd *d)
 		json_object_set_new(o, "phases", ph);
 		json_object_set_new(o, "connections", json_pack(
 			"{s:I, s:I, s:I}",
-			"fd_shortages", (json_int_t)d->fd_shortages,
-			"shed", (json_int_t)d->shed,
-			"frame_timeouts", (json_int_t)d->frame_timeouts));
+			"fd_shortages", (json_int_t)d->srv->fd_shortages,
+			"shed", (json_int_t)d->srv->shed,
+			"frame_timeouts", (json_int_t)d->srv->frame_timeouts));
 		life_status(d, o);
 		push_status(d, o);
 		s = json_dumps(o, JSON_COMPACT);
@@ -212,7 +213,7 @@ int status_write_ready(struct wcd *d, char *err)
 	/* what a handover's new daemon must be given again (wcctl restart) */
 	if (d->o.metrics_listen)
 		snprintf(r.metrics_listen, sizeof(r.metrics_listen), "%s",
-			 d->metrics_addr[0] ? d->metrics_addr :
+			 metrics_http_addr(d)[0] ? metrics_http_addr(d) :
 			 d->o.metrics_listen);
 	if (d->o.log_format == LOG_JSON)
 		snprintf(r.log_format, sizeof(r.log_format), "json");

@@ -6,7 +6,8 @@
  * header does not name); each folder's header lists its files:
  *
  *   tools/wcd/  the top: what sees every subsystem and wires them
- *     main.c        options, start-up order, signals, shutdown; the hooks
+ *     main.c        start-up order, signals, shutdown; the hooks
+ *     opts.c        the command line: usage, options, their checks
  *     requests.c    what each request does (client_dispatch)
  *     status.c      STATUS JSON and the ready file
  *     serve_args.c  the options a restart keeps (the ready file's
@@ -21,13 +22,15 @@
  *               memory (versions.h)
  *   load/       the loader: model -> plan -> pools, its paths (load.h)
  *   serve/      the socket: connections, framing, notices, leases; who may
- *               connect; the device's files (server.h)
- *   daemon/     the bottom: options, struct wcd, the state machine, the
- *               counters (daemon.h)
+ *               connect; the device's files; its state d->srv (server.h)
+ *   daemon/     the bottom: options, struct wcd, struct wcd_model, the
+ *               state machine, the counters (daemon.h)
  *
  * Where to hook in:
  *   change state            wcd_enter() (daemon/state.c); read it with
  *                           d->state, wcd_stopping()
+ *   the model served        wcd_model(d) (struct wcd_model: versions,
+ *                           path, lifecycle), wcd_current(d)
  *   notify every client     server_notify() (serve/server.h)
  *   iterate clients/leases  client_first()/client_next(), server_clients(),
  *                           server_lease_pids() (serve/server.h)
@@ -47,6 +50,10 @@
 #include <stddef.h>
 
 #include "daemon/daemon.h"
+
+/* opts.c: fills o from argv (defaults first); exits 2 on a bad option,
+ * 0 after --help. Returns the --log-level. */
+enum log_level opts_parse(struct wcd_opts *o, int argc, char **argv);
 
 /* status.c */
 char *status_json(struct wcd *d);       /* malloc'ed, NUL-terminated */

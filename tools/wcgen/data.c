@@ -4,6 +4,7 @@
  * an 8 MiB buffer and written with pwrite, so writing runs at disk speed on
  * one core. Verification regenerates and compares in the same chunks.
  */
+#include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -26,12 +27,8 @@ static inline uint64_t mix(uint64_t z)
 
 static inline void put_le64(unsigned char *p, uint64_t v)
 {
-#if __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+	v = htole64(v);         /* <endian.h>: a no-op on little-endian */
 	memcpy(p, &v, 8);
-#else
-	for (int i = 0; i < 8; i++)
-		p[i] = (unsigned char)(v >> (8 * i));
-#endif
 }
 
 void gen_fill(uint64_t seed, uint32_t index, uint64_t off, void *buf,

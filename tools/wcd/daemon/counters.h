@@ -4,7 +4,7 @@
  * files for a count); metrics/metrics.c renders them with the daemon's
  * state as Prometheus text.
  *
- *   a reply left              metrics_reply() (serve/server.c: every
+ *   a reply left              metrics_reply() (serve/conn.c: every
  *                             ERROR and every last frame of a reply)
  *   an ATTACH was handled     metrics_attach() (requests.c)
  *   a lifecycle job ended     metrics_life() (life/)

@@ -6,12 +6,16 @@
  *
  *   daemon.h    this file: options, struct wcd (the daemon, with a
  *               pointer to each subsystem's own state), struct wcd_model
- *               (one model: its versions), the state enum
+ *               (one model: its versions, its path, its lifecycle), the
+ *               state enum
  *   state.c     the daemon's state machine: names and transitions
  *   turn.c      the one place the loop is turned (wcd_serve,
  *               wcd_turn_until)
  *   counters.h  the metrics' counters, bumped inline by the subsystems
  *               (rendered by metrics/metrics.c)
+ *   fault.h     the fault points (the tests' hooks) and their accessors
+ *   fault.c     their table and the one getenv that reads them
+ *               (README.md's "Fault points" lists them)
  */
 #ifndef WCD_DAEMON_H
 #define WCD_DAEMON_H
@@ -34,12 +38,6 @@
 
 #define WCD_ALLOW_UID_MAX 16
 #define WCD_ALLOW_GID_MAX 16          /* --allow-gid, --socket-group among them */
-#define WCD_CLIENTS_MAX 1024          /* connections at once */
-#define WCD_LEASES_PER_CLIENT 64
-/* Request payload bytes we buffer per client: the largest request (HELLO
- * with an identity, IDENT_ENC_MAX) is under 6 KiB; 1024 clients pin at most
- * 64 MiB with this bound (1 GiB with the 1 MiB it was). */
-#define WCD_REQ_MAX (64u << 10)
 /* A connection must send its first frame within --frame-timeout, and finish
  * each frame it has begun within it (a silent or half-sent client holds a
  * slot and a buffer); idle between frames is fine. */
@@ -47,7 +45,6 @@
 /* The header reads of a load (config.json, index, shard headers: a few
  * small reads per shard) must finish within --read-timeout. */
 #define WCD_READ_TIMEOUT_MS 60000
-#define WCD_OUTQ_MAX 16               /* frames queued per client */
 #define WCD_VERSIONS 2                /* resident model versions (N, N+1) */
 #define WCD_POOL_SIZE_DEFAULT (2ull << 30)
 /* Staging: 12 x 8 MiB (96 MiB), page-cache reads in 1 MiB parts. Measured
@@ -158,6 +155,7 @@ struct wcd_version {
 struct wcd;
 struct wcd_client;
 struct wcd_push;
+struct wcd_server;
 struct server_hooks;
 
 /*
@@ -187,17 +185,18 @@ enum wcd_state {
 	WCD_NSTATES
 };
 
-/* A request answered later (a lifecycle job): server.c forgets the client
+/* A request answered later (a lifecycle job): serve/ forgets the client
  * (c = NULL) if it goes away before the answer. */
 struct wcd_waiter {
-	struct wcd_waiter *next;      /* server.c's list of held waiters */
+	struct wcd_waiter *next;      /* serve/'s list of held waiters */
 	struct wcd_client *c;
 	uint64_t id;
 	uint16_t type;                /* the request's (for the metrics) */
 	bool held;
 };
 
-/* The lifecycle's data (lifecycle.c, life_job.c); the state is d->state. */
+/* One model's lifecycle (lifecycle.c, life_job.c): d->model.life; the
+ * state is d->state. */
 struct wcd_life {
 	/* 1 or 2 while SLEEPING or WAKING (and STOPPING after them), else 0 */
 	unsigned level;
@@ -222,11 +221,26 @@ struct wcd_life {
 	struct wcd_waiter who;
 	char model[WIRE_PATH_MAX + 1];    /* UPDATE: "" for the same dir */
 	uint32_t update_flags;            /* UPDATE: WIRE_UPDATE_* */
-	char model_served[WIRE_PATH_MAX + 1]; /* d->o.model after an update */
 	/* for STATUS */
 	uint64_t sleeps, wakes, updates, failures;
 	double wake_copy_s, wake_copy_gbps, wake_verify_s, sleep_copy_s;
 	char last[WIRE_MSG_MAX + 1];  /* the last outcome, one line */
+};
+
+/*
+ * One model the daemon serves (d->model, wcd_model()): its resident
+ * versions, the directory it is served from, and its lifecycle. Sleep,
+ * wake and update act on one model's pools, so all of struct wcd_life is
+ * the model's: its sleep level, the host copy of its pools, the job queued
+ * on it and its counts. The daemon holds one today; code that works on a
+ * model reaches it through wcd_model(), so that a second one is a loop.
+ */
+struct wcd_model {
+	struct wcd_version ver[WCD_VERSIONS];
+	int cur;                      /* index of the current version */
+	/* the directory served after an update (d->o.model points here) */
+	char path[WIRE_PATH_MAX + 1];
+	struct wcd_life life;         /* life/: sleep, wake, update */
 };
 
 struct wcd {
@@ -240,55 +254,42 @@ struct wcd {
 	struct rx_pool work;
 	bool work_open;
 	enum wcd_state state;         /* change with wcd_enter() only */
-	struct wcd_version ver[WCD_VERSIONS];
-	int cur;                      /* index of the current version */
+	struct wcd_model model;       /* the one model served (wcd_model) */
 	uint64_t start_ns;
+	struct rx_signal sig;         /* main.c: SIGTERM, SIGINT, SIGHUP */
+	int exit_code;
 
-	/* server */
-	const struct server_hooks *hooks; /* serve/server.h */
+	/* Each subsystem's own state, behind its own header: */
+	struct wcd_server *srv;       /* serve/server.h (server_init) */
+	struct wcd_ho *ho;            /* handover/handover.h (on first use) */
+	struct mhttp *mhttp;          /* metrics/metrics.h (http_start) */
 	/* status_write_ready (status.c, above every subsystem), set by
 	 * main.c: how the files below rewrite the ready file */
 	int (*ready_write)(struct wcd *d, char *err);
-	int listen_fd;
-	struct rx_accept accept;
-	struct rx_signal sig;
-	struct rx_timer stop_timer;
-	struct wcd_client *clients;
-	unsigned nclients;
-	struct wcd_waiter *waiters;
-	uint64_t next_lease;
-	uint64_t requests;
-	uint64_t mismatches;
-	uint64_t fd_shortages;        /* accepts paused: out of descriptors */
-	uint64_t shed;                /* idle connections closed for them */
-	uint64_t frame_timeouts;      /* clients closed by WCD_FRAME_NS */
-	bool fd_short;                /* in a shortage episode (logged once) */
-	int exit_code;
-
-	struct wcd_life life;         /* lifecycle.c: sleep, wake, update */
+	struct wcd_metrics m;         /* counters (counters.h: bumped inline) */
 	/* push/: the update session from a trainer's memory (its own
 	 * struct, made at the first PUSH_OPEN; NULL before) */
 	struct wcd_push *push;
-
-	/* hot handover (handover*.c) */
-	struct wcd_ho *ho;
-	bool pausing;                 /* no accept, no new receive */
-	struct wcd_client *pause_except;  /* the new daemon's connection */
-	bool accept_again;            /* resume: restart a stopping accept */
-	/* after DONE: the clients' connections are the new daemon's (shared
-	 * sockets): no shutdown() of one, and a stop waits (stop_hold) */
-	bool lent;
-	struct wcd_metrics m;         /* counters (metrics.h) */
-	struct mhttp *mhttp;          /* --metrics-listen (metrics_http.c) */
-	char metrics_addr[256];       /* where it listens: port 0 resolved */
 	/* why a --takeover loaded from disk instead (the ready file's
 	 * reloaded key), "" after a load or a handover */
 	char reloaded[512];
 };
 
+/* The model the daemon serves: the one place that says there is one. */
+static inline struct wcd_model *wcd_model(struct wcd *d)
+{
+	return &d->model;
+}
+
+/* m's current version: what new attaches get. */
+static inline struct wcd_version *model_current(struct wcd_model *m)
+{
+	return &m->ver[m->cur];
+}
+
 static inline struct wcd_version *wcd_current(struct wcd *d)
 {
-	return &d->ver[d->cur];
+	return model_current(wcd_model(d));
 }
 
 /* state.c */

@@ -20,6 +20,7 @@
 #include "log.h"
 #include "handover/handover.h"
 #include "wire_handover.h"
+#include "daemon/fault.h"
 
 struct wcd_ho *ho_get(struct wcd *d)
 {
@@ -41,7 +42,7 @@ void handover_free(struct wcd *d)
  * with SIGKILL, so that every step's failure is reached by an event. */
 void ho_step(const char *side, int k)
 {
-	const char *e = getenv("WCD_HANDOVER_KILL");
+	const char *e = fault_str(FAULT_HANDOVER_KILL);
 	size_t n = strlen(side);
 
 	if (!e || strncmp(e, side, n) || e[n] != ':' || atoi(e + n + 1) != k)

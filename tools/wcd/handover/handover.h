@@ -35,7 +35,7 @@
  *   copies); if ABORT comes or the connection ends before SERVING,
  *   resume, taking back what the new daemon may have taken meanwhile (the
  *   lock's pid, the ready file, the clients' daemon fd: ho_take_back).
- *   After DONE the clients are lent (d->lent): their sockets are shared
+ *   After DONE the clients are lent (d->srv->lent): their sockets are shared
  *   with the new daemon, so nothing here shuts one down, and a stop
  *   (SIGTERM, SHUTDOWN) is held (handover_stop_hold): on SERVING the
  *   daemon exits 0 as above (the stop is done: it is gone, the new one
@@ -176,7 +176,7 @@ void handover_poke(struct wcd *d);
 void handover_request(struct wcd_client *c, const uint8_t *p, uint32_t n);
 /* server_hooks.client_gone: a handover c asked for ends (resume). */
 void handover_client_gone(struct wcd *d, struct wcd_client *c);
-/* server_hooks.stop_hold: SIGTERM or SHUTDOWN after DONE (d->lent). */
+/* server_hooks.stop_hold: SIGTERM or SHUTDOWN after DONE (d->srv->lent). */
 void handover_stop_hold(struct wcd *d);
 /* server_hooks.read_to_end: c is the new daemon after DONE (its SERVING
  * may still be in the socket when its pidfd fires). */

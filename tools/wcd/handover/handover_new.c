@@ -26,6 +26,7 @@
 #include "load/load.h"
 #include "ready.h"
 #include "wire_handover.h"
+#include "daemon/fault.h"
 
 #define HO_EXIT_WAIT_MS 5000                /* old daemon gone after EOF */
 
@@ -63,8 +64,8 @@ static void got_close(struct wcd *d, struct ho_got *g, bool versions)
 		close(g->listen_fd);
 	g->lock_fd = g->listen_fd = -1;
 	for (int i = 0; versions && i < WCD_VERSIONS; i++)
-		if (d->ver[i].used)
-			load_version_free(d, &d->ver[i]);
+		if (wcd_model(d)->ver[i].used)
+			load_version_free(d, &wcd_model(d)->ver[i]);
 	if (g->sock >= 0)
 		close(g->sock);
 	g->sock = -1;
@@ -80,9 +81,8 @@ static void got_close(struct wcd *d, struct ho_got *g, bool versions)
  * hangs, and this one gives up, having taken nothing over. */
 static struct timeval io_timeout(void)
 {
-	const char *e = getenv("WCD_HANDOVER_IO_MS");
-	unsigned long long ms = e && *e ? strtoull(e, NULL, 10) :
-				HO_IO_TIMEOUT_S * 1000ull;
+	unsigned long long ms = fault_num(FAULT_HANDOVER_IO_MS,
+					  HO_IO_TIMEOUT_S * 1000ull);
 
 	if (ms < 10)
 		ms = 10;
@@ -129,7 +129,7 @@ static int ho_connect(struct wcd *d, struct ho_got *g, char *err)
  * pretends to be another build (the version refusal's test). */
 static void ask_versions(struct wire_ho_ask *a)
 {
-	const char *e = getenv("WCD_TEST_HO_PROTO");
+	const char *e = fault_str(FAULT_HO_PROTO);
 	unsigned lo, hi;
 
 	a->ho_min = WIRE_HO_PROTO_MIN;
@@ -197,7 +197,8 @@ static int take_fd(struct ho_frame *f, uint32_t i)
 static int verify_version(struct wcd *d, struct ho_frame *f,
 			  const struct wire_ho_version *x, char *err)
 {
-	struct wcd_version *v = &d->ver[x->slot];
+	struct wcd_model *model = wcd_model(d);
+	struct wcd_version *v = &model->ver[x->slot];
 	struct wcd_ho *ho = d->ho;
 	struct ident theirs;
 	struct wire_mismatch mm[4];
@@ -208,7 +209,8 @@ static int verify_version(struct wcd *d, struct ho_frame *f,
 			       x->slot);
 	if (x->tp_size != d->o.tp_size || x->tp_rank != d->o.tp_rank ||
 	    x->pp_size != d->o.pp_size || x->pp_rank != d->o.pp_rank) {
-		if (x->slot != (uint32_t)d->cur && d->ver[d->cur].used)
+		if (x->slot != (uint32_t)model->cur &&
+		    model_current(model)->used)
 			return base_errf(err, EBADMSG,
 				       "handover: two versions of different ranks");
 		d->o.tp_size = x->tp_size;
@@ -347,7 +349,7 @@ static int recv_state(struct wcd *d, struct ho_got *g, char *err)
 	d->o.nallow_gid = g->b.nallow_gid;
 	for (uint32_t i = 0; i < g->b.nallow_gid; i++)
 		d->o.allow_gid[i] = g->b.allow_gid[i];
-	d->cur = (int)g->b.cur;
+	wcd_model(d)->cur = (int)g->b.cur;
 
 	for (unsigned k = 0; k < g->b.nversions; k++) {
 		ret = recv_part(g, &f, 1, &part, err);
@@ -385,11 +387,11 @@ static int recv_state(struct wcd *d, struct ho_got *g, char *err)
 		if (ret)
 			return ret;
 	}
-	if (!d->ver[d->cur].used)
+	if (!wcd_model(d)->ver[wcd_model(d)->cur].used)
 		return base_errf(err, EBADMSG,
 			       "handover: the current version's slot %d was not sent",
-			       d->cur);
-	d->o.model = ho->model[d->cur];
+			       wcd_model(d)->cur);
+	d->o.model = ho->model[wcd_model(d)->cur];
 	g->complete = true;
 	return 0;
 }
@@ -461,7 +463,7 @@ static void ho_tell_clients(struct wcd *d, pid_t old_pid)
 		wire_put_free(&w);
 		return;
 	}
-	for (struct wcd_client *c = d->clients; c; c = c->next) {
+	for (struct wcd_client *c = d->srv->clients; c; c = c->next) {
 		if (send(c->fd, w.buf, w.len, MSG_DONTWAIT | MSG_NOSIGNAL) !=
 		    (ssize_t)w.len)
 			missed++;
@@ -479,16 +481,17 @@ static void ho_tell_clients(struct wcd *d, pid_t old_pid)
  * is gone). */
 static int adopt(struct wcd *d, struct ho_got *g, char *err)
 {
+	struct wcd_model *model = wcd_model(d);
 	int ret;
 
 	d->lock_fd = g->lock_fd;
 	g->lock_fd = -1;
 	ret = ho_claim_lock(d, err);
-	d->listen_fd = g->listen_fd;
+	d->srv->listen_fd = g->listen_fd;
 	g->listen_fd = -1;
-	d->next_lease = g->b.next_lease;
-	d->requests = g->b.requests;
-	d->mismatches = g->b.mismatches;
+	d->srv->next_lease = g->b.next_lease;
+	d->srv->requests = g->b.requests;
+	d->srv->mismatches = g->b.mismatches;
 	wcd_enter(d, WCD_READY);
 	for (uint32_t i = 0; i < g->ncl; i++) {
 		const struct wire_ho_client *x = &g->cl[i].x;
@@ -509,8 +512,9 @@ static int adopt(struct wcd *d, struct ho_got *g, char *err)
 			int vi = -1;
 
 			for (int s = 0; s < WCD_VERSIONS; s++)
-				if (d->ver[s].used &&
-				    d->ver[s].number == x->leases[k].version)
+				if (model->ver[s].used &&
+				    model->ver[s].number ==
+				    x->leases[k].version)
 					vi = s;
 			if (vi < 0) {
 				log_warn("client pid %u: lease %" PRIu64 " on version %" PRIu64 ", which was not handed over; dropped",
@@ -521,9 +525,9 @@ static int adopt(struct wcd *d, struct ho_got *g, char *err)
 			c->leases[c->nleases].id = x->leases[k].id;
 			c->leases[c->nleases].ver = vi;
 			c->nleases++;
-			d->ver[vi].leases++;
-			if (x->leases[k].id > d->next_lease)
-				d->next_lease = x->leases[k].id;
+			model->ver[vi].leases++;
+			if (x->leases[k].id > d->srv->next_lease)
+				d->srv->next_lease = x->leases[k].id;
 		}
 	}
 	return ret;
@@ -547,10 +551,10 @@ static int ho_setup(struct wcd *d, struct ho_got *g,
 	char e2[BASE_ERR_LEN];
 	int ret, r2;
 
-	d->hooks = hooks;
+	d->srv->hooks = hooks;
 	ret = adopt(d, g, err);
 	ho_tell_clients(d, g->old_pid);
-	if (getenv("WCD_TEST_HO_READY_FAIL"))
+	if (fault_on(FAULT_HO_READY_FAIL))
 		r2 = base_errf(e2, EIO,
 			     "WCD_TEST_HO_READY_FAIL: the ready file %s cannot be written",
 			     d->paths.ready);
@@ -607,8 +611,8 @@ static void idle_timer_cb(struct rx_timer *t, int res)
  * refuses them only when the kernel refuses a submission. */
 static void ho_serve_start(struct wcd *d)
 {
-	server_start(d, d->hooks);
-	for (struct wcd_client *c = d->clients, *n; c; c = n) {
+	server_start(d, d->srv->hooks);
+	for (struct wcd_client *c = d->srv->clients, *n; c; c = n) {
 		n = c->next;
 		server_client_start(c);
 	}
@@ -623,9 +627,9 @@ static void ho_serve_start(struct wcd *d)
  * in SENT), WCD_TEST_HO_SERVE_GATE after the set-up and before SERVING
  * (or the ABORT of a set-up that failed; the old daemon in DONE). PATH.held
  * is made first: the test's sign that this daemon waits there. */
-static void test_gate(const char *env)
+static void test_gate(enum fault_point env)
 {
-	const char *gate = getenv(env);
+	const char *gate = fault_str(env);
 	char held[WIRE_PATH_MAX + 8];
 	int fd;
 
@@ -668,8 +672,8 @@ int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 	if (!ret)
 		ret = recv_state(d, &g, err);
 	for (int i = 0; !ret && d->o.ho_rehash && i < WCD_VERSIONS; i++)
-		if (d->ver[i].used)
-			ret = rehash_version(d, &d->ver[i], err);
+		if (wcd_model(d)->ver[i].used)
+			ret = rehash_version(d, &wcd_model(d)->ver[i], err);
 	t1 = rx_now_ns();
 	if (ret) {
 		bool died = ho_pidfd_exited(g.old_pidfd,
@@ -686,7 +690,7 @@ int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 		return died ? -ECONNRESET : ret;
 	}
 	ho_step("new", 3);
-	test_gate("WCD_TEST_HO_COMMIT_GATE");
+	test_gate(FAULT_HO_COMMIT_GATE);
 	wire_put_init(&w);
 	wire_frame_begin(&w, WIRE_HANDOVER, 0, 2);
 	wire_ho_empty_put(&w, WIRE_HO_COMMIT);
@@ -712,7 +716,7 @@ int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 	}
 	ho_step("new", 5);
 	ret = ho_setup(d, &g, hooks, err);
-	test_gate("WCD_TEST_HO_SERVE_GATE");
+	test_gate(FAULT_HO_SERVE_GATE);
 	if (ret) {
 		if (!ho_pidfd_exited(g.old_pidfd, 0))
 			ho_give_up(&g, err);
@@ -731,6 +735,6 @@ int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 	ho_serve_start(d);
 	log_info("handover: took device %s over from pid %d in %.3f ms (state received and checked in %.3f ms): %u client(s), %u version(s)",
 		 d->dev.name, (int)g.old_pid, (double)(rx_now_ns() - t0) / 1e6,
-		 (double)(t1 - t0) / 1e6, d->nclients, g.b.nversions);
+		 (double)(t1 - t0) / 1e6, d->srv->nclients, g.b.nversions);
 	return 0;
 }

@@ -23,6 +23,7 @@
 #include "handover/handover.h"
 #include "serve/server.h"
 #include "wire_handover.h"
+#include "daemon/fault.h"
 
 #define HO_DRAIN_NS (5ull * 1000000000)     /* clients to reach rest */
 #define HO_DRAIN_NS_MIN (10ull * 1000000)
@@ -99,7 +100,7 @@ static void ho_old_abort(struct wcd *d, uint32_t code, const char *fmt, ...)
 		 "serving on");
 	ho->st = HO_IDLE;
 	ho->stop_held = false;
-	d->lent = false;
+	d->srv->lent = false;
 	if (rx_op_busy(&ho->drain_timer.op))
 		rx_cancel(&ho->drain_timer.op);
 	if (rx_op_busy(&ho->commit_timer.op))
@@ -129,16 +130,17 @@ static void put_begin(struct wcd *d, struct wire_put *w)
 	struct wcd_ho *ho = d->ho;
 	struct wire_ho_begin b = {
 		.ho_version = ho->proto, .pid = (uint32_t)getpid(),
-		.cur = (uint32_t)d->cur, .next_lease = d->next_lease,
-		.requests = d->requests, .mismatches = d->mismatches,
+		.cur = (uint32_t)wcd_model(d)->cur,
+		.next_lease = d->srv->next_lease,
+		.requests = d->srv->requests, .mismatches = d->srv->mismatches,
 		.lock_fd = 0, .listen_fd = 1, .hash = d->o.hash,
 		.pool_size = d->o.pool_size, .nallow_uid = d->o.nallow_uid,
 		.nallow_gid = d->o.nallow_gid,
 	};
 
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		b.nversions += d->ver[i].used;
-	for (struct wcd_client *c = d->clients; c; c = c->next)
+		b.nversions += wcd_model(d)->ver[i].used;
+	for (struct wcd_client *c = d->srv->clients; c; c = c->next)
 		b.nclients += c != ho->peer;
 	snprintf(b.rules, sizeof(b.rules), "%s", d->o.rules ? d->o.rules : "");
 	snprintf(b.allow_quant, sizeof(b.allow_quant), "%s",
@@ -152,7 +154,7 @@ static void put_begin(struct wcd *d, struct wire_put *w)
 static void put_version(struct wcd *d, int slot, struct wire_put *w,
 			int *fds, unsigned *nfds, bool last)
 {
-	struct wcd_version *v = &d->ver[slot];
+	struct wcd_version *v = &wcd_model(d)->ver[slot];
 	static struct wire_ho_version x;
 
 	memset(&x, 0, sizeof(x));
@@ -166,7 +168,7 @@ static void put_version(struct wcd *d, int slot, struct wire_put *w,
 	x.identity = v->ident_enc;
 	x.identity_len = v->ident_len;
 	memcpy(x.digest, v->digest, sizeof(x.digest));
-	x.flags = (slot == d->cur ? WIRE_HO_V_CURRENT : 0) |
+	x.flags = (slot == wcd_model(d)->cur ? WIRE_HO_V_CURRENT : 0) |
 		  (v->hashed ? WIRE_HO_V_HASHED : 0);
 	x.ntensors = v->plan.ntensors;
 	x.hashes = v->hashed ? &v->hash[0][0] : NULL;
@@ -193,24 +195,24 @@ static int ho_send_state(struct wcd *d, char *err)
 	struct wcd_ho *ho = d->ho;
 	int fd = ho->peer->fd, fds[WIRE_FDS_PER_FRAME];
 	struct timeval tv = { .tv_sec = HO_IO_TIMEOUT_S };
-	struct wcd_client *c = d->clients;
+	struct wcd_client *c = d->srv->clients;
 	unsigned nfds, nv = 0, sent_v = 0, left = 0;
 	struct wire_put w;
 	int ret;
 
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		nv += d->ver[i].used;
-	for (struct wcd_client *x = d->clients; x; x = x->next)
+		nv += wcd_model(d)->ver[i].used;
+	for (struct wcd_client *x = d->srv->clients; x; x = x->next)
 		left += x != ho->peer;
 	wire_put_init(&w);
 	put_begin(d, &w);
 	fds[0] = d->lock_fd;
-	fds[1] = d->listen_fd;
+	fds[1] = d->srv->listen_fd;
 	ret = ho_send(fd, &w, fds, 2, err);
 	ho_step("old", 2);
 	for (int i = 0; !ret && i < WCD_VERSIONS; i++) {
-		if (!d->ver[i].used)
+		if (!wcd_model(d)->ver[i].used)
 			continue;
 		sent_v++;
 		put_version(d, i, &w, fds, &nfds, sent_v == nv && !left);
@@ -233,8 +235,10 @@ static int ho_send_state(struct wcd *d, char *err)
 			x->nleases = c->nleases;
 			for (unsigned k = 0; k < c->nleases; k++) {
 				x->leases[k].id = c->leases[k].id;
+				int vi = c->leases[k].ver;
+
 				x->leases[k].version =
-					d->ver[c->leases[k].ver].number;
+					wcd_model(d)->ver[vi].number;
 			}
 			fds[n++] = c->fd;
 		}
@@ -269,7 +273,7 @@ void handover_poke(struct wcd *d)
 	}
 	ho_step("old", 3);
 	log_info("handover: state sent to pid %d (%u client(s)) in %.3f ms; waiting for its commit",
-		 (int)ho->peer_pid, d->nclients - 1,
+		 (int)ho->peer_pid, d->srv->nclients - 1,
 		 (double)(rx_now_ns() - ho->t0) / 1e6);
 	if (rx_op_busy(&ho->drain_timer.op))
 		rx_cancel(&ho->drain_timer.op);
@@ -281,9 +285,7 @@ void handover_poke(struct wcd *d)
  * driver call; 0x7f: one the kernel refuses). */
 static int kill_sig(void)
 {
-	const char *e = getenv("WCD_TEST_HO_KILL_SIG");
-
-	return e && *e ? (int)strtol(e, NULL, 0) : SIGKILL;
+	return (int)fault_num(FAULT_HO_KILL_SIG, SIGKILL);
 }
 
 /* The new daemon has neither served nor ended within HO_SERVING_NS of
@@ -373,9 +375,9 @@ static void ho_timer_cb(struct rx_timer *t, int res)
 /* def_ns, or the milliseconds in environment variable env (the tests'
  * shorter bounds: WCD_HANDOVER_DRAIN_MS, WCD_HANDOVER_SERVING_MS); at
  * least HO_DRAIN_NS_MIN. */
-static uint64_t env_bound(const char *env, uint64_t def_ns)
+static uint64_t env_bound(enum fault_point env, uint64_t def_ns)
 {
-	const char *e = getenv(env);
+	const char *e = fault_str(env);
 	uint64_t ns = e && *e ? strtoull(e, NULL, 10) * 1000000 : def_ns;
 
 	return ns < HO_DRAIN_NS_MIN ? HO_DRAIN_NS_MIN : ns;
@@ -401,11 +403,11 @@ static const char *ho_refusal(struct wcd *d, uint32_t *code, char *buf,
 		*code = WIRE_E_SLEEPING;
 		snprintf(buf, cap,
 			 "the daemon sleeps (level %u): wake it first (wcctl wake), then restart",
-			 d->life.level);
+			 wcd_model(d)->life.level);
 		return buf;
 	}
 	if (d->state == WCD_WAKING || d->state == WCD_UPDATING ||
-	    d->life.job) {
+	    wcd_model(d)->life.job) {
 		*code = WIRE_E_BUSY;
 		return "a wake or an update is running: wait for it to finish (wcctl status), then restart";
 	}
@@ -480,10 +482,10 @@ static void ho_ask(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	ho->stop_held = false;
 	ho->overdue = HO_OVERDUE_NO;
 	log_info("handover: pid %d asks for the device (protocol %u); pausing %u client(s)",
-		 (int)c->pid, hi, d->nclients - 1);
+		 (int)c->pid, hi, d->srv->nclients - 1);
 	server_pause(d, c);
 	ho_step("old", 1);
-	ho->drain_ns = env_bound("WCD_HANDOVER_DRAIN_MS", HO_DRAIN_NS);
+	ho->drain_ns = env_bound(FAULT_HANDOVER_DRAIN_MS, HO_DRAIN_NS);
 	ho_arm(d, &ho->drain_timer, ho->drain_ns);
 	handover_poke(d);
 }
@@ -496,7 +498,7 @@ static void test_wait_peer_exit(struct wcd_ho *ho)
 {
 	int fd;
 
-	if (!getenv("WCD_TEST_HO_WAIT_PEER_EXIT"))
+	if (!fault_on(FAULT_HO_WAIT_PEER_EXIT))
 		return;
 	fd = rx_pidfd_open(ho->peer_pid);
 	if (fd >= 0) {
@@ -508,7 +510,7 @@ static void test_wait_peer_exit(struct wcd_ho *ho)
 /* COMMIT: let go (DONE), then wait for SERVING, or for the new daemon's
  * end (it died before it served: resume), HO_SERVING_NS at most
  * (ho_serving_overdue: then it is killed). Nothing here touches a client,
- * and from DONE on the clients are lent (d->lent). */
+ * and from DONE on the clients are lent (d->srv->lent). */
 static void ho_commit(struct wcd_client *c, const uint8_t *p, uint32_t n)
 {
 	struct wcd *d = c->d;
@@ -537,15 +539,15 @@ static void ho_commit(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	}
 	wire_put_free(&w);
 	ho->st = HO_DONE;
-	d->lent = true;
+	d->srv->lent = true;
 	ho->t_done = rx_now_ns();
-	ho->serving_ns = env_bound("WCD_HANDOVER_SERVING_MS", HO_SERVING_NS);
+	ho->serving_ns = env_bound(FAULT_HANDOVER_SERVING_MS, HO_SERVING_NS);
 	ho_arm(d, &ho->serving_timer, ho->serving_ns);
 	ho_step("old", 5);
 	test_wait_peer_exit(ho);
 }
 
-/* SIGTERM or SHUTDOWN after DONE (server_stop while d->lent): the
+/* SIGTERM or SHUTDOWN after DONE (server_stop while d->srv->lent): the
  * clients, the lock and the socket are the new daemon's now (it is
  * setting itself up to serve), and this daemon's normal stop (a notice
  * to every client, shutdown() of each connection, the socket and the

@@ -45,6 +45,7 @@
 #include "model/versions.h"
 #include "load/load.h"
 #include "wire_life.h"
+#include "daemon/fault.h"
 
 #define COPY_STREAMS 4
 
@@ -68,7 +69,7 @@ void life_reply_frame(struct wcd_client *c, unsigned type, uint64_t id,
 
 void life_reply(struct wcd *d, unsigned type, const struct wire_life_reply *r)
 {
-	struct wcd_life *L = &d->life;
+	struct wcd_life *L = &d->model.life;
 	struct wcd_client *c;
 	uint64_t id;
 
@@ -82,7 +83,7 @@ void life_reply(struct wcd *d, unsigned type, const struct wire_life_reply *r)
 
 void life_fail(struct wcd *d, uint32_t code, const char *fmt, ...)
 {
-	struct wcd_life *L = &d->life;
+	struct wcd_life *L = &d->model.life;
 	struct wcd_client *c;
 	uint64_t id;
 	va_list ap;
@@ -101,7 +102,7 @@ void life_fail(struct wcd *d, uint32_t code, const char *fmt, ...)
 
 void life_host_free(struct wcd *d)
 {
-	struct wcd_life *L = &d->life;
+	struct wcd_life *L = &d->model.life;
 
 	for (uint32_t i = 0; i < L->nhost; i++) {
 		if (L->host[i])
@@ -202,7 +203,7 @@ static int restore_pools(struct wcd *d, struct wcd_version *v,
 			 uint64_t *copy_ns, bool *hashing, char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
-	struct wcd_life *L = &d->life;
+	struct wcd_life *L = &d->model.life;
 	struct restore *R;
 	uint64_t t0;
 	uint64_t need = version_plan_need(d, v), have;
@@ -499,20 +500,20 @@ static void release_pools(struct wcd *d, struct wcd_version *v)
  * succeeds. */
 static uint8_t *test_corrupt(struct wcd *d, struct wcd_version *v)
 {
-	const char *on = getenv("WCD_TEST_WAKE_CORRUPT");
+	bool on = fault_on(FAULT_WAKE_CORRUPT);
 	const struct plan_tensor *big = NULL;
 	uint8_t *b;
 
-	if (!on || !*on)
+	if (!on)
 		return NULL;
-	unsetenv("WCD_TEST_WAKE_CORRUPT");
+	fault_clear(FAULT_WAKE_CORRUPT);
 	for (uint32_t i = 0; i < v->plan.ntensors; i++)
 		if (!big || v->plan.t[i].size > big->size)
 			big = &v->plan.t[i];
-	if (!big || !big->size || big->pool >= d->life.nhost ||
-	    !d->life.host[big->pool])
+	if (!big || !big->size || big->pool >= d->model.life.nhost ||
+	    !d->model.life.host[big->pool])
 		return NULL;
-	b = (uint8_t *)d->life.host[big->pool] + big->pool_off + big->size / 2;
+	b = (uint8_t *)d->model.life.host[big->pool] + big->pool_off + big->size / 2;
 	*b ^= 0x5a;
 	log_info("WCD_TEST_WAKE_CORRUPT: a byte of tensor %s's host copy flipped for this wake",
 		 big->name);
@@ -522,7 +523,7 @@ static uint8_t *test_corrupt(struct wcd *d, struct wcd_version *v)
 static void wake_level1(struct wcd *d, struct wire_life_reply *r, char *err)
 {
 	struct wcd_version *v = wcd_current(d);
-	struct wcd_life *L = &d->life;
+	struct wcd_life *L = &d->model.life;
 	uint8_t *corrupt = test_corrupt(d, v);
 	uint64_t copy_ns = 0, t0;
 	bool hashing = false;
@@ -619,7 +620,7 @@ static bool same_as_manifest(const struct wcd_version *v,
 static void wake_level2(struct wcd *d, struct wire_life_reply *r, char *err)
 {
 	struct wcd_version *v = wcd_current(d), *t;
-	struct wcd_life *L = &d->life;
+	struct wcd_life *L = &d->model.life;
 	uint64_t t0 = rx_now_ns();
 	int ret;
 
@@ -677,7 +678,7 @@ static void wake_level2(struct wcd *d, struct wire_life_reply *r, char *err)
 
 void life_run_wake(struct wcd *d)
 {
-	struct wcd_life *L = &d->life;
+	struct wcd_life *L = &d->model.life;
 	struct wire_life_reply r = { .level = L->level };
 	char err[BASE_ERR_LEN] = "";
 
@@ -800,7 +801,7 @@ static int update_check(struct wcd *d, struct wcd_version *nv,
 		return -1;
 	}
 	n = layout_diff(&cur->plan, &nv->plan, diff, sizeof(diff));
-	if (n && !(d->life.update_flags & WIRE_UPDATE_ALLOW_LAYOUT)) {
+	if (n && !(d->model.life.update_flags & WIRE_UPDATE_ALLOW_LAYOUT)) {
 		life_fail(d, WIRE_E_MISMATCH,
 			  "update refused: the checkpoint in %s changes the layout the engines bound: %u tensor(s) differ in name, dtype or shape (%" PRIu32 " served, %" PRIu32 " new: %s%s); an update may change only the weights. To publish it anyway: wcctl update --allow-layout-change (engines following updates then get tensors they did not bind). Version %" PRIu64 " keeps serving",
 			  dir, n, cur->plan.ntensors, nv->plan.ntensors, diff,
@@ -838,7 +839,7 @@ static int update_check(struct wcd *d, struct wcd_version *nv,
 static int update_load(struct wcd *d, struct wcd_version *nv, uint64_t n,
 		       const char *tail, char *err)
 {
-	struct wcd_life *L = &d->life;
+	struct wcd_life *L = &d->model.life;
 	const char *served = d->o.model;
 	int ret;
 
@@ -872,7 +873,7 @@ static int update_load(struct wcd *d, struct wcd_version *nv, uint64_t n,
 
 void life_run_update(struct wcd *d)
 {
-	struct wcd_life *L = &d->life;
+	struct wcd_life *L = &d->model.life;
 	struct wcd_version *cur = wcd_current(d), *nv;
 	struct wire_life_reply r = { 0 };
 	struct version_published pub;
@@ -885,16 +886,16 @@ void life_run_update(struct wcd *d)
 		life_fail(d, WIRE_E_BUSY, "update refused: no free version slot");
 		goto out_state;
 	}
-	nv = &d->ver[ni];
+	nv = &d->model.ver[ni];
 	snprintf(tail, sizeof(tail),
 		 "version %" PRIu64 " keeps serving, untouched", cur->number);
 	if (update_load(d, nv, cur->number, tail, err))
 		goto out_state;
 
 	/* publish: one step, between two turns of the loop */
-	snprintf(L->model_served, sizeof(L->model_served), "%s",
+	snprintf(d->model.path, sizeof(d->model.path), "%s",
 		 nv->model.path);
-	d->o.model = L->model_served;
+	d->o.model = d->model.path;
 	wcd_enter(d, WCD_READY);
 	version_publish(d, ni, &pub);
 	if (d->ready_write(d, err))
@@ -923,7 +924,7 @@ out_state:
  * manifest; N is retired when N+1 is published. */
 void life_run_update_asleep(struct wcd *d)
 {
-	struct wcd_life *L = &d->life;
+	struct wcd_life *L = &d->model.life;
 	struct wcd_version *cur = wcd_current(d), *nv;
 	struct wire_life_reply r = { .level = 2 };
 	struct version_published pub;
@@ -937,14 +938,14 @@ void life_run_update_asleep(struct wcd *d)
 			  "update refused: no free version slot; the daemon stays asleep (level 2)");
 		goto out_asleep;
 	}
-	nv = &d->ver[ni];
+	nv = &d->model.ver[ni];
 	snprintf(tail, sizeof(tail),
 		 "the daemon stays asleep (level 2) with version %" PRIu64, n);
 	if (update_load(d, nv, n, tail, err))
 		goto out_asleep;
-	snprintf(L->model_served, sizeof(L->model_served), "%s",
+	snprintf(d->model.path, sizeof(d->model.path), "%s",
 		 nv->model.path);
-	d->o.model = L->model_served;
+	d->o.model = d->model.path;
 	L->level = 0;
 	wcd_enter(d, WCD_READY);
 	version_publish(d, ni, &pub);

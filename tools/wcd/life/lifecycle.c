@@ -44,6 +44,7 @@
 #include "serve/server.h"
 #include "model/versions.h"
 #include "wire_life.h"
+#include "daemon/fault.h"
 
 /* Why the daemon cannot start another lifecycle request now, or NULL. */
 static const char *life_busy(struct wcd *d, char *buf, size_t cap)
@@ -55,7 +56,7 @@ static const char *life_busy(struct wcd *d, char *buf, size_t cap)
 	else if (d->state == WCD_WAKING)
 		snprintf(buf, cap,
 			 "the daemon is waking up from sleep level %u: wait for it to finish (wcctl status shows the state), then try again",
-			 d->life.level);
+			 d->model.life.level);
 	else
 		return NULL;
 	return buf;
@@ -104,7 +105,6 @@ struct host_mapper {
 static void *host_mapper_fn(void *arg)
 {
 	struct host_mapper *M = arg;
-	const char *fail = getenv("WCD_TEST_SLEEP_ALLOC_FAIL");
 	const struct wcd_version *v = M->v;
 	char err[BASE_ERR_LEN];
 
@@ -120,7 +120,7 @@ static void *host_mapper_fn(void *arg)
 		if (stop)
 			break;
 		/* the tests' hook: the host buffer of pool N cannot be had */
-		if (len && fail && *fail && strtoul(fail, NULL, 10) == i)
+		if (len && fault_num(FAULT_SLEEP_ALLOC_FAIL, -1) == i)
 			ret = base_errf(err, ENOMEM,
 				      "WCD_TEST_SLEEP_ALLOC_FAIL: no host buffer for pool %u",
 				      i);
@@ -181,9 +181,7 @@ static int host_mapper_take(struct host_mapper *M, uint32_t i, void **p,
  * failure are there for the drain (host_mapper_end) to free. */
 static int test_pin_fail(struct host_mapper *M, uint32_t i, char *err)
 {
-	const char *fail = getenv("WCD_TEST_SLEEP_PIN_FAIL");
-
-	if (!fail || !*fail || strtoul(fail, NULL, 10) != i)
+	if (fault_num(FAULT_SLEEP_PIN_FAIL, -1) != i)
 		return 0;
 	pthread_mutex_lock(&M->mu);
 	while (M->done < M->v->npools && !M->ret[M->done - 1])
@@ -237,7 +235,7 @@ static int sleep_copy(struct wcd *d, struct wcd_version *v, bool *reused,
 		      uint32_t *took, char *err)
 {
 	const struct gpu_backend *be = d->dev.be;
-	struct wcd_life *L = &d->life;
+	struct wcd_life *L = &d->model.life;
 	struct host_mapper M;
 	uint64_t need = 0, have, t0 = rx_now_ns(), pin_ns = 0, wait_ns = 0;
 	uint64_t tw, tp;
@@ -320,7 +318,7 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 		     uint32_t level)
 {
 	struct wcd_version *v = wcd_current(d);
-	struct wcd_life *L = &d->life;
+	struct wcd_life *L = &d->model.life;
 	struct wire_life_reply r = { .level = level };
 	char err[BASE_ERR_LEN], busy[WIRE_MSG_MAX + 1], list[512], how[160];
 	uint64_t released = 0, t0 = rx_now_ns();
@@ -420,7 +418,7 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 static void queue_job(struct wcd *d, struct wcd_client *c, uint64_t id,
 		      unsigned job)
 {
-	struct wcd_life *L = &d->life;
+	struct wcd_life *L = &d->model.life;
 
 	WC_ASSERT(!L->job && !L->who.held);
 	L->job = job;
@@ -453,7 +451,7 @@ static void do_wake(struct wcd *d, struct wcd_client *c, uint64_t id)
 static void do_update(struct wcd *d, struct wcd_client *c, uint64_t id,
 		      const char *model, uint32_t flags)
 {
-	struct wcd_life *L = &d->life;
+	struct wcd_life *L = &d->model.life;
 	char msg[WIRE_MSG_MAX + 1], list[512];
 	pid_t pids[LIFE_PIDS_SHOWN];
 	int free_slot;
@@ -482,14 +480,14 @@ static void do_update(struct wcd *d, struct wcd_client *c, uint64_t id,
 	}
 	free_slot = version_slot_free(d);
 	if (free_slot < 0) {
-		int old = d->cur == 0 ? 1 : 0;
+		int old = d->model.cur == 0 ? 1 : 0;
 		unsigned n = server_lease_pids(d, old, pids, LIFE_PIDS_SHOWN);
 
 		pids_list(list, sizeof(list), pids, n);
 		snprintf(msg, sizeof(msg),
 			 "versions %" PRIu64 " and %" PRIu64 " are both resident (version %" PRIu64 " is still attached by pids %s) and a daemon holds at most %d: those engines were told to re-attach; once they detach, update again",
-			 d->ver[old].number, wcd_current(d)->number,
-			 d->ver[old].number, list, WCD_VERSIONS);
+			 d->model.ver[old].number, wcd_current(d)->number,
+			 d->model.ver[old].number, list, WCD_VERSIONS);
 		reply_error(c, id, WIRE_E_BUSY, false, "%s", msg);
 		return;
 	}
@@ -548,7 +546,7 @@ void life_request(struct wcd *d, struct wcd_client *c, uint64_t id,
 const char *life_refusal(struct wcd *d, unsigned type)
 {
 	static char msg[160];
-	const struct wcd_life *L = &d->life;
+	const struct wcd_life *L = &d->model.life;
 
 	if (!L->level || (type != WIRE_HELLO && type != WIRE_ATTACH))
 		return NULL;
@@ -565,7 +563,7 @@ const char *life_refusal(struct wcd *d, unsigned type)
 /* The host copy a level-1 wake restored from, freed on a thread after the
  * wake's reply: the unpinning of 16 GiB takes 0.26-0.30 s on the H200 and
  * the munmap 0.05 s, no faster from more threads (bench/RESULTS.md, issue
- * 17). One per wake, allocated: d->life.freeing points to it until it is
+ * 17). One per wake, allocated: d->model.life.freeing points to it until it is
  * joined (freer_done); it frees itself when its rx_wake has closed, which
  * may be after a later wake made the next one. */
 struct host_freer {
@@ -588,10 +586,9 @@ struct host_freer {
  * before buffer K with WCD_TEST_WAKE_FREE_GATE_AT=K. */
 static void test_free_gate(struct host_freer *F, uint32_t i)
 {
-	const char *gate = getenv("WCD_TEST_WAKE_FREE_GATE");
-	const char *at = getenv("WCD_TEST_WAKE_FREE_GATE_AT");
+	const char *gate = fault_str(FAULT_WAKE_FREE_GATE);
 
-	if (!gate || !*gate || (at && *at ? strtoul(at, NULL, 10) : 0) != i)
+	if (!gate || !*gate || fault_num(FAULT_WAKE_FREE_GATE_AT, 0) != i)
 		return;
 	for (int k = 0; k < 6000 && access(gate, F_OK) &&
 	     !__atomic_load_n(&F->stop, __ATOMIC_ACQUIRE); k++)
@@ -621,13 +618,13 @@ static void *freer_fn(void *arg)
 /* Joins the running free: its bytes are gone. */
 static void freer_done(struct wcd *d, const char *how)
 {
-	struct host_freer *F = d->life.freeing;
+	struct host_freer *F = d->model.life.freeing;
 
 	pthread_join(F->th, NULL);
 	log_info("the host copy of the last wake (%" PRIu64 " bytes in %u buffers) was freed %.3f s after the wake's reply%s",
 		 F->bytes, F->n, (double)F->ns / 1e9, how);
-	d->life.freeing = NULL;
-	d->life.freeing_bytes = 0;
+	d->model.life.freeing = NULL;
+	d->model.life.freeing_bytes = 0;
 }
 
 static void freer_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
@@ -640,11 +637,11 @@ static void freer_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
 		/* skipped while the free was pending; not in the middle of a
 		 * handover (the old daemon exits after it, or resumes with
 		 * the context it has) */
-		if (!d->pausing)
+		if (!d->srv->pausing)
 			life_device_idle(d);
 		return;
 	}
-	if (d->life.freeing == F)
+	if (d->model.life.freeing == F)
 		freer_done(d, "");
 	if (!F->closing) {
 		F->closing = true;
@@ -655,15 +652,15 @@ static void freer_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
 /* A level-1 sleep while the last wake's host copy is being freed: the
  * free stops at its next buffer (on the H200 it unpins 16 GiB in 0.3 s,
  * and the sleep would pin as much again in 0.37 s) and the buffers it has
- * not freed come back into d->life.host[] for v's pools they fit (those of
+ * not freed come back into d->model.life.host[] for v's pools they fit (those of
  * the version that woke, unless an update came between: then none fit
  * and they are freed here). Returns how many came back, their bytes in
  * *bytes. */
 static uint32_t life_host_reclaim(struct wcd *d, const struct wcd_version *v,
 				  uint64_t *bytes)
 {
-	struct host_freer *F = d->life.freeing;
-	struct wcd_life *L = &d->life;
+	struct host_freer *F = d->model.life.freeing;
+	struct wcd_life *L = &d->model.life;
 	uint32_t took = 0, freed = 0;
 
 	*bytes = 0;
@@ -671,8 +668,8 @@ static uint32_t life_host_reclaim(struct wcd *d, const struct wcd_version *v,
 		return 0;
 	__atomic_store_n(&F->stop, 1, __ATOMIC_RELEASE);
 	pthread_join(F->th, NULL);
-	d->life.freeing = NULL;
-	d->life.freeing_bytes = 0;
+	d->model.life.freeing = NULL;
+	d->model.life.freeing_bytes = 0;
 	for (uint32_t i = 0; i < F->n; i++) {
 		if (!F->p[i]) {
 			freed += F->len[i] != 0;
@@ -698,16 +695,16 @@ static uint32_t life_host_reclaim(struct wcd *d, const struct wcd_version *v,
 
 void life_host_settle(struct wcd *d)
 {
-	if (!d->life.freeing)
+	if (!d->model.life.freeing)
 		return;
 	log_info("waiting for the host copy of the last wake (%" PRIu64 " bytes) to be freed",
-		 d->life.freeing_bytes);
+		 d->model.life.freeing_bytes);
 	freer_done(d, " (waited for)");
 }
 
 static bool life_host_freeing(const struct wcd *d)
 {
-	return d->life.freeing != NULL;
+	return d->model.life.freeing != NULL;
 }
 
 /* Hands the host copy (L->host[]) to a thread that frees it (CUDA:
@@ -717,8 +714,8 @@ static bool life_host_freeing(const struct wcd *d)
  * WCD_TEST_WAKE_FREE_NO_THREAD), frees it here. */
 static void host_free_later(struct wcd *d)
 {
-	struct wcd_life *L = &d->life;
-	const char *nothread = getenv("WCD_TEST_WAKE_FREE_NO_THREAD");
+	struct wcd_life *L = &d->model.life;
+	bool nothread = fault_on(FAULT_WAKE_FREE_NO_THREAD);
 	struct host_freer *F;
 	int ret;
 
@@ -746,7 +743,7 @@ static void host_free_later(struct wcd *d)
 	L->arena_bytes = 0;
 	F->t0 = rx_now_ns();
 	/* the tests' hook: as if no thread could be made */
-	ret = nothread && *nothread ? EAGAIN :
+	ret = nothread ? EAGAIN :
 	      pthread_create(&F->th, NULL, freer_fn, F);
 	if (ret) {
 		log_warn("freeing the host copy now, on the loop's thread: no thread for it: %s",
@@ -773,12 +770,12 @@ void life_device_idle(struct wcd *d)
 	/* nor while a thread frees the last wake's host copy (registered in
 	 * it): its end calls this again */
 	if (!d->dev.be->idle || d->o.keep_context || d->o.ipc_legacy ||
-	    d->state != WCD_READY || d->life.arena_bytes ||
+	    d->state != WCD_READY || d->model.life.arena_bytes ||
 	    life_host_freeing(d))
 		return;
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		for (uint32_t k = 0; d->ver[i].used && k < d->ver[i].npools; k++)
-			pools[n++] = &d->ver[i].pools[k];
+		for (uint32_t k = 0; d->model.ver[i].used && k < d->model.ver[i].npools; k++)
+			pools[n++] = &d->model.ver[i].pools[k];
 	t0 = rx_now_ns();
 	ret = d->dev.be->idle(&d->dev, pools, n, err);
 	if (ret)
@@ -790,7 +787,7 @@ void life_device_idle(struct wcd *d)
 
 bool life_run_job(struct wcd *d)
 {
-	struct wcd_life *L = &d->life;
+	struct wcd_life *L = &d->model.life;
 	unsigned job = L->job;
 
 	if (!job)

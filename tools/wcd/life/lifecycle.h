@@ -11,7 +11,7 @@
  *   main.c       runs a pending job between turns of the loop (serve())
  *
  * The state is d->state (wcd.h: WCD_SLEEPING, WCD_WAKING, WCD_UPDATING),
- * changed with wcd_enter(); the lifecycle's data is d->life.
+ * changed with wcd_enter(); the lifecycle's data is d->model.life.
  *
  * A job (WAKE, UPDATE) runs the load pipeline, which drives the reactor
  * itself (wcd_turn_until, daemon/turn.c); the reactor is not re-entrant,

@@ -15,7 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "load/hashpool.h"
 #include "load/ld.h"
+#include "clock.h"
 #include "log.h"
 
 #define PROGRESS_NS 500000000ull
@@ -233,4 +235,122 @@ void ld_check_shards(struct ld *L)
 	for (uint32_t i = 0; !L->err && i < L->v->model.nshards; i++)
 		if (!shard_unchanged(L, i))
 			break;
+}
+
+/* --- after the fill: the hashes it left, the phases' lines ---------------- */
+
+double ld_gbps(uint64_t bytes, uint64_t ns)
+{
+	return ns ? (double)bytes / (double)ns : 0.0;   /* bytes/ns = GB/s */
+}
+
+void ld_alias_hashes(struct wcd_version *v)
+{
+	for (uint32_t i = 0; i < v->plan.ntensors; i++)
+		if (v->plan.t[i].flags & PLAN_T_ALIAS)
+			memcpy(v->hash[i], v->hash[v->plan.t[i].target],
+			       BASE_HASH_LEN);
+}
+
+void ld_fill_over(struct ld *L)
+{
+	L->read_ns = rx_now_ns() - L->start_ns;
+	if (!L->err && wcd_stopping(L->d))
+		ld_fail(L, ECANCELED, "stopped by a signal while loading");
+}
+
+struct hash_part {
+	struct rx_work work;
+	struct ld *L;
+	unsigned k, n;
+	bool due;                 /* queued: its after is still to come */
+	bool cancelled;           /* never ran: its share is still to do */
+};
+
+/* Hashes entries k, k + n, k + 2n, ... in their pools. */
+static void hash_part_run(struct hash_part *hp)
+{
+	struct ld *L = hp->L;
+	struct wcd_version *v = L->v;
+
+	for (uint32_t i = hp->k; i < v->plan.ntensors; i += hp->n) {
+		const struct plan_tensor *t = &v->plan.t[i];
+		const uint8_t *p = v->pools[t->pool].host_ptr;
+
+		if (L->hashed && (L->hashed[i] ||
+				  ((t->flags & PLAN_T_ALIAS) &&
+				   L->hashed[t->target])))
+			continue;       /* the splice fill's workers did it
+					 * (an alias has its target's:
+					 * ld_alias_hashes) */
+		base_hash128(p + t->pool_off, t->size, v->hash[i]);
+	}
+}
+
+static void hash_part_work(struct rx_work *w)
+{
+	hash_part_run(container_of(w, struct hash_part, work));
+}
+
+static void hash_part_after(struct rx_work *w, int status)
+{
+	struct hash_part *hp = container_of(w, struct hash_part, work);
+
+	hp->cancelled = status == -ECANCELED;
+	hp->due = false;
+}
+
+struct hash_phase {
+	struct hash_part part[HASHPOOL_MAX];
+	unsigned n;
+};
+
+/* wcd_turn_until's test: every queued share's after has run. */
+static bool hash_phase_done(void *arg)
+{
+	struct hash_phase *ph = arg;
+
+	for (unsigned k = 1; k < ph->n; k++)
+		if (ph->part[k].due)
+			return false;
+	return true;
+}
+
+void ld_hash_rest(struct ld *L)
+{
+	struct hash_phase ph = { .n = L->d->o.hash_threads };
+	uint64_t t0 = rx_now_ns();
+	int ret;
+
+	WC_ASSERT(!rx_loop_in_callback(&L->d->loop));
+	if (ph.n < 1)
+		ph.n = 1;
+	if (ph.n > L->v->plan.ntensors)
+		ph.n = L->v->plan.ntensors ? L->v->plan.ntensors : 1;
+	for (unsigned k = 0; k < ph.n; k++)
+		ph.part[k] = (struct hash_part){ .L = L, .k = k, .n = ph.n };
+	for (unsigned k = 1; k < ph.n; k++) {
+		/* a share that cannot be queued is hashed here */
+		ret = rx_queue_work(&L->d->work, &ph.part[k].work,
+				    hash_part_work, hash_part_after);
+		ph.part[k].due = !ret;
+		ph.part[k].cancelled = ret != 0;
+	}
+	hash_part_run(&ph.part[0]);
+	/* the shares live on this stack: wait for every after, as
+	 * ld_wait_readable waits for its poll, whatever the loop says */
+	while ((ret = wcd_turn_until(L->d, hash_phase_done, &ph)) < 0)
+		ld_fail(L, ret, "the event loop failed: %s", strerror(-ret));
+	for (unsigned k = 1; k < ph.n; k++)
+		if (ph.part[k].cancelled)
+			hash_part_run(&ph.part[k]);
+	L->hash_ns += rx_now_ns() - t0;
+}
+
+void ld_log_read(struct ld *L, uint64_t read_ns, const char *what)
+{
+	log_info("phase read: %.3f s, %.2f GB/s (%" PRIu64 " bytes read for %" PRIu64 ", %s, %u of %u shards O_DIRECT)",
+		 clock_ns_secs(read_ns), ld_gbps(L->read_bytes, read_ns),
+		 L->read_bytes, L->total, what, L->ndirect,
+		 L->v->model.nshards);
 }

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* wcd's loader: what its files share (struct ld, one load in progress)
- * and ld.c's helpers over it. See load.c for the design. */
+/* wcd's loader: what its files share (struct ld, one load in progress;
+ * struct ld_path, one way of filling the pools) and ld.c's helpers over
+ * them. See load.c for the design. */
 #ifndef WCD_LD_H
 #define WCD_LD_H
 
@@ -9,125 +10,51 @@
 
 #include "base.h"
 #include "err.h"
-#include "load/hashpool.h"
 #include "daemon/daemon.h"
 
 #define LD_DIO_ALIGN 4096u
-#define LD_COPY_STREAMS 4
-#define LD_DEV_HASH_LANES 8   /* tensors in flight when the device hashes */
 
 struct ld;
 
-struct dread {                /* direct path: one read in flight */
-	struct rx_read r;
-	struct ld *L;
-	uint64_t len;
-	uint32_t shard;           /* for the messages */
+/* One load path: what load_run calls, in this order, for the path it
+ * chose (load.c: choose_path). setup: the path's state (L->priv), before
+ * the pools are made (the device's context may still be in the making);
+ * start: the fill begins, the pools made, and load_run turns the loop
+ * until L->finished; finish: after the fill, the hashes the fill left,
+ * then ld_fill_over; teardown: frees the state, whatever came before
+ * (also after a failed setup); describe: the read, copy and hash phases'
+ * log lines, read_ns being the read phase. */
+struct ld_path {
+	const char *name;         /* "staged", "splice", "read" */
+	bool o_direct;            /* shards also opened O_DIRECT */
+	bool hash_in_read;        /* the hashes overlap the read phase */
+	int (*setup)(struct ld *L, char *err);
+	int (*start)(struct ld *L, char *err);
+	void (*finish)(struct ld *L);
+	void (*teardown)(struct ld *L);
+	void (*describe)(struct ld *L, uint64_t read_ns);
 };
 
-/* A staging slot goes round FREE -> READING -> READ -> BUSY -> FREE
- * (slot_to asserts it): READING while its read (or its parts) is in
- * flight, READ once it is back (or failed), BUSY while its copy and hash
- * run. */
-enum slot_state { SLOT_FREE, SLOT_READING, SLOT_READ, SLOT_BUSY };
-
-/* A buffered (page-cache) read of a slot is split into parts of at most
- * --read-part bytes (o.read_part, WCD_READ_PART_DEFAULT; at most
- * LD_PARTS_MAX parts, larger ones when the slot needs more), read at once
- * by as many io-wq workers: the copy out
- * of the page cache is the warm load's CPU work, and more copiers on a
- * smaller staging ring kept in cache beat fewer on a larger one
- * (bench/RESULTS.md). O_DIRECT reads stay whole. */
-#define LD_PARTS_MAX 16
-
-struct part {
-	struct rx_read r;
-	struct slot *s;
-	uint64_t len;             /* asked; all of it must come back */
-};
-
-struct slot {                 /* staged path: one staging buffer */
-	struct rx_read r;         /* the O_DIRECT read */
-	struct part part[LD_PARTS_MAX]; /* the buffered read's parts */
-	unsigned parts_left;
-	int part_err;
-	struct rx_wake_node node; /* copy done */
-	struct hjob hjob;         /* hash done (hash workers) */
-	struct ld *L;
-	int idx;
-	uint8_t *buf;
-	enum slot_state state;
-	unsigned busy;            /* copy and hash still running */
-	uint64_t seq;
-	unsigned lane;
-	uint32_t ti;              /* plan entry the piece belongs to */
-	uint32_t shard;
-	bool direct;              /* read with O_DIRECT */
-	uint64_t read_off, read_len;
-	uint64_t delta;           /* first wanted byte in the slot */
-	uint64_t need;            /* bytes the read must deliver */
-	uint64_t dst_off;         /* in the pool */
-	uint64_t width, height, src_pitch;
-	bool first, last;         /* of its piece */
-	bool stream;              /* hash it on the way (ld_streamed) */
-	int copy_res;
-};
-
-static inline void slot_to(struct slot *s, enum slot_state to)
-{
-	WC_ASSERT(s->state == (to == SLOT_FREE ? SLOT_BUSY : to - 1));
-	s->state = to;
-}
-
-/* A lane streams one tensor at a time; the staged path interleaves pieces
- * of one tensor per lane so that the hash workers have one each. */
-struct lane {
-	uint32_t ti;
-	uint64_t tpos;            /* next byte of the destination */
-	bool active;
-};
-
+/* One load in progress: what every path shares. */
 struct ld {
 	struct wcd *d;
 	struct wcd_version *v;
 	const struct gpu_backend *be;
+	const struct ld_path *path;
+	void *priv;               /* the path's state */
 	int *fd;                  /* per shard: buffered */
 	int *dfd;                 /* per shard: O_DIRECT, or -1 */
+	uint32_t ndirect;         /* shards read with O_DIRECT */
 	uint64_t total, done_bytes, read_bytes;
 	uint64_t start_ns, last_progress_ns;
-	uint64_t hash_ns, copy_ns;
+	uint64_t read_ns;         /* the read phase (ld_fill_over) */
+	uint64_t copy_ns;         /* copy submissions (staged), else 0 */
+	uint64_t hash_ns;         /* time spent hashing */
+	uint64_t hash_phase_ns;   /* the hash phase as reported (finish) */
 	int err;
 	char errbuf[BASE_ERR_LEN];
-	unsigned inflight;        /* reads, or slots not free */
-	bool finished;
-	/* direct: the next read is of piece ti at byte tpos */
-	uint32_t ti;
-	uint64_t tpos;
-	struct dread reads[WCD_READ_DEPTH];
-	struct dread *free_reads[WCD_READ_DEPTH];
-	unsigned nfree_reads;
-	/* direct, splice fill (fill.c): entries hashed by its workers */
-	uint8_t *hashed;
-	uint64_t fill_hash_ns;
-	/* staged */
-	unsigned nslots;
-	uint64_t slot_size;
-	uint8_t *ring;            /* nslots * slot_size: one staging_alloc */
-	struct slot *slots;
-	struct slot *pending[WCD_SLOTS_MAX]; /* by seq % nslots */
-	uint64_t next_seq, hash_seq;
-	unsigned nlanes, rr;
-	struct lane lanes[HASHPOOL_MAX];
-	uint32_t next_ti;         /* next piece a lane takes */
-	struct base_hasher hasher;  /* hashing on the loop thread */
-	struct hashpool hp;
-	bool hp_started;
-	struct rx_wake wake, hwake;
-	bool wake_open, hwake_open;
-	bool fixed;
-	/* hashes on the device (backend hash_*) */
-	bool dev_hash, dev_hash_begun;
-	uint64_t dev_hash_steps, hash_tail_ns;
+	bool finished;            /* the fill is done: load_run's wait ends */
+	uint8_t *hashed;          /* per entry: hashed by the fill, or NULL */
 };
 
 /* ld.c */
@@ -149,4 +76,17 @@ const char *ld_shard_name(struct ld *L, uint32_t shard);
  * descriptor and a read of its header (usually in the page cache), on
  * the calling thread. */
 void ld_check_shards(struct ld *L);
+/* An alias's hash is its target's (the same bytes). */
+void ld_alias_hashes(struct wcd_version *v);
+/* The fill is over: the read phase ends here (L->read_ns, from
+ * L->start_ns), and a stopping daemon fails the load. */
+void ld_fill_over(struct ld *L);
+/* The direct paths' hash phase: every entry not hashed yet (not marked in
+ * L->hashed) from the pools' mappings, on --hash-threads jobs of the
+ * worker pool (this thread does one share; with 0 or 1 it does all), the
+ * loop turning meanwhile; adds to L->hash_ns. Outside every callback. */
+void ld_hash_rest(struct ld *L);
+/* The read phase's log line; what says which path filled the pools. */
+void ld_log_read(struct ld *L, uint64_t read_ns, const char *what);
+double ld_gbps(uint64_t bytes, uint64_t ns);
 #endif

@@ -7,22 +7,24 @@
  * packs it into pools (those on a thread of their own: prep.c), and
  * computes the identity.
  *
- * load_run fills the pools along one of two paths behind the backend
- * interface:
+ * load_run fills the pools along one of three paths behind the backend
+ * interface, each a struct ld_path (ld.h: setup, start, finish, teardown,
+ * describe, with its state of its own); load_run chooses one
+ * (choose_path) and calls its ops, the same for all:
  *
  *   direct  (host backend default: the pool has a CPU mapping, host_ptr)
- *           --direct-fill splice (the default): worker threads splice
- *           each piece from the shard's page cache into the pool's memfd
- *           and hash each tensor as soon as it has landed (fill.c: why).
- *           --direct-fill read: io_uring reads straight from the shard
- *           files into the pool mapping (through io-wq: RX_READ_ASYNC),
- *           WCD_READ_CHUNK bytes per read, WCD_READ_DEPTH in flight; a
- *           dim-1 split is read one row at a time. Then every tensor not
- *           hashed yet (all of them after read; views and aliases after
- *           splice) is hashed in the pool by --hash-threads threads (the
- *           hash phase).
+ *           --direct-fill splice (the default, ld_fill_path): worker pool
+ *           jobs splice each piece from the shard's page cache into the
+ *           pool's memfd and hash each tensor as soon as it has landed
+ *           (fill.c: why). --direct-fill read (ld_read_path, dread.c):
+ *           io_uring reads straight from the shard files into the pool
+ *           mapping. Then every tensor not hashed yet (all of them after
+ *           read; views and aliases after splice) is hashed in the pool on
+ *           --hash-threads jobs of the worker pool (the hash phase,
+ *           ld_hash_rest).
  *
- *   staged  (the CUDA backend; --load-path staged runs it on the host)
+ *   staged  (ld_staged_path: the CUDA backend; --load-path staged runs it
+ *           on the host)
  *           staging slots, copy_to_pool, hashing while the copy runs: see
  *           staged.c. Shards go O_DIRECT when the file system takes it
  *           (probed by opening with O_DIRECT) and they are not already in
@@ -41,13 +43,11 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -57,26 +57,19 @@
 #include "load/load.h"
 #include "load/ld.h"
 #include "load/prep.h"
+#include "load/dread.h"
 #include "load/fill.h"
 #include "load/staged.h"
+#include "clock.h"
 #include "log.h"
-
-static double secs(uint64_t ns)
-{
-	return (double)ns / 1e9;
-}
-
-static double gbps(uint64_t bytes, uint64_t ns)
-{
-	return ns ? (double)bytes / (double)ns : 0.0;   /* bytes/ns = GB/s */
-}
+#include "daemon/fault.h"
 
 /* Start-up timeline at debug level: what took how long since *t. */
 static void step_done(const char *what, uint64_t *t)
 {
 	uint64_t n = rx_now_ns();
 
-	log_debug("load step: %s in %.3f s", what, secs(n - *t));
+	log_debug("load step: %s in %.3f s", what, clock_ns_secs(n - *t));
 	*t = n;
 }
 
@@ -118,221 +111,12 @@ int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 	if (ret)
 		return base_errf(err, -ret, "cannot encode the identity: %s",
 			       strerror(-ret));
-	v->phases.parse_s = secs(rx_now_ns() - t0);
+	v->phases.parse_s = clock_ns_secs(rx_now_ns() - t0);
 	log_info("phase parse: %.3f s: %u shards, %u tensors for this rank (tp rank %u of %u, pp rank %u of %u), %" PRIu64 " bytes in %u pools",
 		 v->phases.parse_s, v->model.nshards, v->plan.ntensors,
 		 d->o.tp_rank, d->o.tp_size, d->o.pp_rank, d->o.pp_size,
 		 v->plan.total_bytes, v->plan.npools);
 	return 0;
-}
-
-static const struct plan_piece *ld_piece(struct ld *L, uint32_t i)
-{
-	return &L->v->plan.pc[i];
-}
-
-/* A piece whose bytes are one contiguous source range. */
-static bool contiguous(const struct plan_piece *pc)
-{
-	return pc->height <= 1 || pc->src_pitch == pc->width;
-}
-
-/* --- direct path ----------------------------------------------------------- */
-
-/* Skips empty pieces; true while pieces remain. */
-static bool gen_more(struct ld *L)
-{
-	while (L->ti < L->v->plan.npieces &&
-	       L->tpos >= ld_piece(L, L->ti)->size) {
-		L->ti++;
-		L->tpos = 0;
-	}
-	return L->ti < L->v->plan.npieces && !L->err && !wcd_stopping(L->d);
-}
-
-static void direct_issue(struct ld *L);
-
-/* wcd_turn_until's test: the reads and copies of the load are done */
-static bool ld_finished(void *arg)
-{
-	return ((struct ld *)arg)->finished;
-}
-
-static void direct_read_cb(struct rx_read *r, int res)
-{
-	struct dread *dr = container_of(r, struct dread, r);
-	struct ld *L = dr->L;
-
-	L->inflight--;
-	L->free_reads[L->nfree_reads++] = dr;
-	if (res < 0)
-		ld_fail(L, res, "read of %" PRIu64 " bytes of %s at offset %" PRIu64 " failed: %s",
-			dr->len, ld_shard_name(L, dr->shard), r->off,
-			strerror(-res));
-	else if ((uint64_t)res < dr->len)
-		ld_fail(L, EIO,
-			"%s ended early: read %d of %" PRIu64 " bytes at offset %" PRIu64 " (was the file truncated while loading?)",
-			ld_shard_name(L, dr->shard), res, dr->len, r->off);
-	else {
-		L->done_bytes += dr->len;
-		L->read_bytes += dr->len;
-	}
-	ld_progress(L);
-	direct_issue(L);
-}
-
-static void direct_issue(struct ld *L)
-{
-	while (L->nfree_reads && gen_more(L)) {
-		const struct plan_piece *t = ld_piece(L, L->ti);
-		const struct plan_tensor *e = &L->v->plan.t[t->entry];
-		struct gpu_pool *pool = &L->v->pools[e->pool];
-		struct dread *dr = L->free_reads[--L->nfree_reads];
-		uint64_t src, len;
-		uint8_t *dst;
-		int ret;
-
-		if (contiguous(t)) {
-			len = t->size - L->tpos;
-			if (len > WCD_READ_CHUNK)
-				len = WCD_READ_CHUNK;
-			src = t->file_off + L->tpos;
-		} else {          /* one row of a dim-1 split */
-			uint64_t row = L->tpos / t->width;
-			uint64_t col = L->tpos % t->width;
-
-			len = t->width - col;
-			if (len > WCD_READ_CHUNK)
-				len = WCD_READ_CHUNK;
-			src = t->file_off + row * t->src_pitch + col;
-		}
-		dst = (uint8_t *)pool->host_ptr + e->pool_off + t->dst + L->tpos;
-		dr->L = L;
-		dr->len = len;
-		dr->shard = t->shard;
-		ret = rx_read_start(&L->d->loop, &dr->r, L->fd[t->shard], dst,
-				    len, src, -1, RX_READ_ASYNC,
-				    direct_read_cb);
-		if (ret) {
-			L->free_reads[L->nfree_reads++] = dr;
-			ld_fail(L, ret, "cannot start a read of %s: %s",
-				ld_shard_name(L, t->shard), strerror(-ret));
-			break;
-		}
-		L->inflight++;
-		L->tpos += len;
-	}
-	if (!L->inflight)
-		L->finished = true;
-}
-
-struct hash_part {
-	struct ld *L;
-	unsigned k, n;
-	pthread_t thread;
-};
-
-/* Hashes tensors k, k + n, k + 2n, ... in their pools. */
-static void *hash_part_main(void *arg)
-{
-	struct hash_part *hp = arg;
-	struct wcd_version *v = hp->L->v;
-
-	for (uint32_t i = hp->k; i < v->plan.ntensors; i += hp->n) {
-		const struct plan_tensor *t = &v->plan.t[i];
-		const uint8_t *p = v->pools[t->pool].host_ptr;
-
-		if (hp->L->hashed && (hp->L->hashed[i] ||
-				      ((t->flags & PLAN_T_ALIAS) &&
-				       hp->L->hashed[t->target])))
-			continue;       /* the splice fill's workers did it
-					 * (an alias has its target's:
-					 * alias_hashes) */
-		base_hash128(p + t->pool_off, t->size, v->hash[i]);
-	}
-	return NULL;
-}
-
-/* The direct path's hash phase: every tensor not hashed yet, on
- * --hash-threads threads (the loop's own thread when 0 or 1). Blocks the
- * loop meanwhile. */
-static void direct_hash(struct ld *L)
-{
-	struct hash_part parts[HASHPOOL_MAX];
-	unsigned n = L->d->o.hash_threads;
-	uint64_t t0 = rx_now_ns();
-	unsigned started = 1;
-
-	if (n < 1)
-		n = 1;
-	if (n > L->v->plan.ntensors)
-		n = L->v->plan.ntensors ? L->v->plan.ntensors : 1;
-	for (unsigned k = 0; k < n; k++)
-		parts[k] = (struct hash_part){ .L = L, .k = k, .n = n };
-	for (unsigned k = 1; k < n; k++, started++)
-		if (pthread_create(&parts[k].thread, NULL, hash_part_main,
-				   &parts[k]))
-			break;
-	if (started < n) {      /* no thread: hash their share here */
-		for (unsigned k = started; k < n; k++)
-			hash_part_main(&parts[k]);
-	}
-	hash_part_main(&parts[0]);
-	for (unsigned k = 1; k < started; k++)
-		pthread_join(parts[k].thread, NULL);
-	L->hash_ns += rx_now_ns() - t0;
-}
-
-/* The staged path's hashes of what did not stream (views, entries of
- * several pieces; aliases copy their target's), from the pools: on the
- * CPU where a pool has a mapping, else read back through a staging slot.
- * The device hashed the rest already (staged_finish). */
-static void post_hash(struct ld *L)
-{
-	struct wcd_version *v = L->v;
-	uint64_t t0 = rx_now_ns();
-	uint8_t *bounce = L->slots ? L->slots[0].buf : NULL;
-
-	for (uint32_t i = 0; !L->err && i < v->plan.ntensors; i++) {
-		const struct plan_tensor *t = &v->plan.t[i];
-		struct gpu_pool *pl = &v->pools[t->pool];
-		struct base_hasher h;
-
-		if (!t->size || ld_streamed(L, i) || ld_dev_post(L, i) ||
-		    (t->flags & PLAN_T_ALIAS))
-			continue;
-		if (pl->host_ptr) {
-			base_hash128((const uint8_t *)pl->host_ptr + t->pool_off,
-				   t->size, v->hash[i]);
-			continue;
-		}
-		base_hasher_init(&h);
-		for (uint64_t o = 0; o < t->size; o += L->slot_size) {
-			size_t n = t->size - o < L->slot_size ?
-				   (size_t)(t->size - o) : (size_t)L->slot_size;
-			int ret = bounce ? L->be->copy_from_pool(&L->d->dev, pl,
-						t->pool_off + o, bounce, n) :
-					   -ENOMEM;
-
-			if (ret) {
-				ld_fail(L, ret, "reading %s back to hash it failed: %s",
-					t->name, strerror(-ret));
-				break;
-			}
-			base_hasher_update(&h, bounce, n);
-		}
-		base_hasher_final(&h, v->hash[i]);
-	}
-	L->hash_ns += rx_now_ns() - t0;
-}
-
-/* An alias's hash is its target's (the same bytes). */
-static void alias_hashes(struct wcd_version *v)
-{
-	for (uint32_t i = 0; i < v->plan.ntensors; i++)
-		if (v->plan.t[i].flags & PLAN_T_ALIAS)
-			memcpy(v->hash[i], v->hash[v->plan.t[i].target],
-			       BASE_HASH_LEN);
 }
 
 /* Padded entries: the rows past the real ones must read as zeros. Host
@@ -342,11 +126,11 @@ static void alias_hashes(struct wcd_version *v)
  * missing zeroing shows even where the driver hands out clean memory. */
 static int zero_padding(struct wcd *d, struct wcd_version *v, char *err)
 {
-	const char *dirty = getenv("WCD_TEST_DIRTY_POOLS");
+	bool dirty = fault_on(FAULT_DIRTY_POOLS);
 	const struct gpu_backend *be = d->dev.be;
 	int ret;
 
-	for (uint32_t i = 0; dirty && !strcmp(dirty, "1") && be->pool_fill &&
+	for (uint32_t i = 0; dirty && be->pool_fill &&
 			     i < v->npools; i++) {
 		if (v->pools[i].host_ptr)
 			continue;
@@ -401,7 +185,7 @@ static double cached_fraction(int fd, uint64_t size)
 
 	if (!size)
 		return 1.0;
-	if (!getenv("WCD_TEST_NO_CACHESTAT") &&
+	if (!fault_on(FAULT_NO_CACHESTAT) &&
 	    syscall(__NR_cachestat, fd, &r, &cs, 0) == 0)
 		return cs.nr_cache >= pages ? 1.0 :
 		       (double)cs.nr_cache / (double)pages;
@@ -521,27 +305,57 @@ static int create_pools(struct wcd *d, struct wcd_version *v, char *err)
 	return ret;
 }
 
-int load_run(struct wcd *d, struct wcd_version *v, char *err)
+/* wcd_turn_until's test: the path's fill is done */
+static bool ld_finished(void *arg)
+{
+	return ((struct ld *)arg)->finished;
+}
+
+/* The path that fills v's pools (ld_path): staged where the pools have no
+ * CPU mapping or --load-path staged asks; else the direct path's splice
+ * fill, or its read fill (--direct-fill read). NULL with err set when the
+ * options cannot be met. */
+static const struct ld_path *choose_path(struct wcd *d, struct wcd_version *v,
+					 char *err)
+{
+	/* only host pools have a CPU mapping (gpu.h: host_ptr) */
+	bool staged = d->o.load_path == WCD_LOAD_STAGED ||
+		      (v->plan.npools && d->dev.be != &gpu_host_backend);
+
+	if (d->o.load_path == WCD_LOAD_DIRECT && staged) {
+		base_errf(err, EINVAL,
+			  "--load-path direct needs pools with a CPU mapping, and device %s has none: use --load-path staged",
+			  d->dev.name);
+		return NULL;
+	}
+	if (v->hashed && d->o.hash_on == WCD_HASH_DEVICE &&
+	    (!staged || !d->dev.be->hash_begin)) {
+		base_errf(err, EINVAL,
+			  "--hash-on device needs a CUDA device, and %s is not one: use --hash-on cpu (or auto)",
+			  d->dev.name);
+		return NULL;
+	}
+	if (staged)
+		return &ld_staged_path;
+	return d->o.direct_fill == WCD_FILL_SPLICE ? &ld_fill_path :
+						      &ld_read_path;
+}
+
+/* The version's hash table (empty tensors get no piece: their hash is the
+ * empty input's) and the load's state. NULL with err set. */
+static struct ld *ld_new(struct wcd *d, struct wcd_version *v, char *err)
 {
 	struct ld *L;
-	uint64_t t0, t_read, ts;
-	uint32_t ndirect = 0;
-	unsigned threads;
-	bool staged, splice, refused = false;
-	int ret;
 
-	/* drives the loop itself: never from a callback (wcreactor.h) */
-	WC_ASSERT(!rx_loop_in_callback(&d->loop));
-	ts = rx_now_ns();
 	v->hash = calloc(v->plan.ntensors ? v->plan.ntensors : 1,
 			 sizeof(*v->hash));
 	L = calloc(1, sizeof(*L));
 	if (!v->hash || !L) {
 		free(L);
-		return base_errf(err, ENOMEM, "out of memory");
+		base_errf(err, ENOMEM, "out of memory");
+		return NULL;
 	}
 	v->hashed = d->o.hash;
-	/* empty tensors get no piece: their hash is the empty input's */
 	for (uint32_t i = 0; i < v->plan.ntensors; i++)
 		if (!v->plan.t[i].size)
 			base_hash128("", 0, v->hash[i]);
@@ -549,150 +363,102 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err)
 	L->v = v;
 	L->be = d->dev.be;
 	L->total = v->plan.read_bytes;
-	/* only host pools have a CPU mapping (gpu.h: host_ptr) */
-	staged = d->o.load_path == WCD_LOAD_STAGED ||
-		 (v->plan.npools && d->dev.be != &gpu_host_backend);
-	if (d->o.load_path == WCD_LOAD_DIRECT && staged) {
-		ret = base_errf(err, EINVAL,
-			      "--load-path direct needs pools with a CPU mapping, and device %s has none: use --load-path staged",
-			      d->dev.name);
+	return L;
+}
+
+/* Seals the pools (from here on no byte of one changes) and sets the
+ * version's load figures. */
+static int publish(struct ld *L, char *err)
+{
+	struct wcd_version *v = L->v;
+	uint64_t t0 = rx_now_ns();
+	int ret;
+
+	for (uint32_t i = 0; i < v->npools; i++) {
+		ret = L->be->pool_seal(&L->d->dev, &v->pools[i], err);
+		if (ret)
+			return ret;
+	}
+	v->phases.publish_s = clock_ns_secs(rx_now_ns() - t0);
+	v->load_seconds = v->phases.parse_s + v->phases.read_s +
+			  (L->path->hash_in_read ? 0 : v->phases.hash_s);
+	v->load_gbps = v->load_seconds > 0 ?
+		       (double)L->total / 1e9 / v->load_seconds : 0;
+	return 0;
+}
+
+int load_run(struct wcd *d, struct wcd_version *v, char *err)
+{
+	const struct ld_path *path;
+	struct ld *L;
+	uint64_t ts;
+	int ret;
+
+	/* drives the loop itself: never from a callback (wcreactor.h) */
+	WC_ASSERT(!rx_loop_in_callback(&d->loop));
+	ts = rx_now_ns();
+	L = ld_new(d, v, err);
+	if (!L)
+		return -ENOMEM;
+	path = choose_path(d, v, err);
+	if (!path) {
+		ret = -EINVAL;
 		goto out_free;
 	}
-	if (v->hashed && d->o.hash_on == WCD_HASH_DEVICE &&
-	    (!staged || !L->be->hash_begin)) {
-		ret = base_errf(err, EINVAL,
-			      "--hash-on device needs a CUDA device, and %s is not one: use --hash-on cpu (or auto)",
-			      d->dev.name);
-		goto out_free;
-	}
-	splice = !staged && d->o.direct_fill == WCD_FILL_SPLICE;
+	L->path = path;
 	/* What needs no device context first (the shards' page-cache
 	 * probes, the staging ring's pages): the context may still be in
 	 * the making on its thread (GPU_CTX_ASYNC); then the pools. */
-	ret = open_shards(L, staged, err);
+	ret = open_shards(L, path->o_direct, err);
 	if (ret)
 		goto out_close;
 	ld_test_stall(v->model.path, "opened");
 	step_done("shards opened (page-cache probes)", &ts);
-	if (staged) {
-		ret = staged_setup(L, err);
-		if (ret)
-			goto out_staged;
-		step_done("staging set up", &ts);
-	} else if (splice) {
-		L->hashed = calloc(v->plan.ntensors ? v->plan.ntensors : 1, 1);
-		if (!L->hashed) {
-			ret = base_errf(err, ENOMEM, "out of memory");
-			goto out_close;
-		}
-	} else {
-		for (unsigned i = 0; i < WCD_READ_DEPTH; i++)
-			L->free_reads[L->nfree_reads++] = &L->reads[i];
-	}
+	ret = path->setup(L, err);
+	if (ret)
+		goto out_teardown;
+	step_done("path set up", &ts);
 	ret = create_pools(d, v, err);
 	ts = rx_now_ns();
 	if (!ret)
 		ret = zero_padding(d, v, err);
 	if (ret)
-		goto out_staged;
+		goto out_teardown;
 	step_done("padding zeroed", &ts);
-	v->phases.staged = staged;
-	for (uint32_t i = 0; staged && i < v->model.nshards; i++)
+	v->phases.staged = path == &ld_staged_path;
+	for (uint32_t i = 0; i < v->model.nshards; i++)
 		if (L->dfd[i] >= 0)
-			ndirect++;
-	v->phases.direct_io = ndirect > 0;
+			L->ndirect++;
+	v->phases.direct_io = L->ndirect > 0;
 
-	L->start_ns = L->last_progress_ns = t0 = rx_now_ns();
-	if (staged) {
-		staged_start(L);
-	} else if (splice) {
-		ret = fill_run(L, &refused, err);
-		if (ret)
-			goto out_staged;
-		L->fill_hash_ns = L->hash_ns;
-		L->finished = true;
-	} else {
-		direct_issue(L);
-	}
+	L->start_ns = L->last_progress_ns = rx_now_ns();
+	ret = path->start(L, err);
+	if (ret)
+		goto out_teardown;
 	ret = wcd_turn_until(d, ld_finished, L);
 	if (ret < 0)
 		ld_fail(L, ret, "the event loop failed: %s", strerror(-ret));
 	step_done("reads and copies done", &ts);
 	if (!L->err)
 		ld_test_stall(v->model.path, "filled");
-	if (staged)
-		staged_finish(L);
-	if (staged && v->hashed && !L->err)
-		post_hash(L);
-	if (v->hashed)
-		alias_hashes(v);
-	t_read = rx_now_ns() - t0;
-	if (!L->err && wcd_stopping(d))
-		ld_fail(L, ECANCELED, "stopped by a signal while loading");
-	if (!L->err && !staged && v->hashed)
-		direct_hash(L);
+	path->finish(L);
 	/* After the hashes too (they read the pools, not the files): a
 	 * write at any time from the header read until here fails it. */
 	ld_check_shards(L);
 	if (L->err) {
 		ret = base_errf(err, L->err, "%s", L->errbuf);
-		goto out_staged;
+		goto out_teardown;
 	}
-	v->phases.read_s = secs(t_read);
+	v->phases.read_s = clock_ns_secs(L->read_ns);
 	v->phases.read_bytes = L->read_bytes;
-	v->phases.copy_s = secs(L->copy_ns);
-	v->phases.hash_s = secs(L->dev_hash ? L->hash_tail_ns :
-				L->hash_ns - L->fill_hash_ns);
-	log_info("phase read: %.3f s, %.2f GB/s (%" PRIu64 " bytes read for %" PRIu64 ", %s, %u of %u shards O_DIRECT)",
-		 v->phases.read_s, gbps(L->read_bytes, t_read), L->read_bytes,
-		 L->total, staged ? "staged" : !splice ? "direct into the pools" :
-		 refused ? "direct into the pools, pread: splice refused" :
-			   "direct into the pools, splice",
-		 ndirect, v->model.nshards);
-	if (staged)
-		log_info("phase copy: %.3f s, %.2f GB/s (copy_to_pool submissions, overlapped with the reads)",
-			 v->phases.copy_s, gbps(L->total, L->copy_ns));
-	else
-		log_info("phase copy: none (direct path: the reads landed in the pools)");
-	threads = d->o.hash_threads ? d->o.hash_threads : 1;
-	if (v->hashed && L->dev_hash)
-		log_info("phase hash: on the device, %.3f s, %.2f GB/s (XXH3-128 over the pools: %" PRIu64 " steps queued behind the copies, %.3f s of it after the last copy)",
-			 v->phases.read_s, gbps(L->total, t_read),
-			 L->dev_hash_steps, secs(L->hash_tail_ns));
-	else if (v->hashed && staged)
-		log_info("phase hash: %.3f s of hashing, %.2f GB/s per thread (XXH3-128 per tensor on %s, overlapped with the copies)",
-			 v->phases.hash_s, gbps(L->total, L->hash_ns),
-			 d->o.hash_threads ? "hash threads" : "the loop thread");
-	else if (v->hashed && splice)
-		log_info("phase hash: %.3f s after the fill on %u thread%s (the entries its workers could not hash as they landed), %.3f s of hashing overlapped with it (XXH3-128 per tensor on the fill's workers)",
-			 v->phases.hash_s, threads, threads == 1 ? "" : "s",
-			 secs(L->fill_hash_ns));
-	else if (v->hashed)
-		log_info("phase hash: %.3f s, %.2f GB/s (XXH3-128 per tensor on %u thread%s)",
-			 v->phases.hash_s, gbps(L->total, L->hash_ns), threads,
-			 threads == 1 ? "" : "s");
-	else
-		log_info("phase hash: skipped (--no-hash)");
-
-	/* Seal: from here on no byte of a pool changes. */
-	t0 = rx_now_ns();
-	for (uint32_t i = 0; i < v->npools; i++) {
-		ret = L->be->pool_seal(&d->dev, &v->pools[i], err);
-		if (ret)
-			goto out_staged;
-	}
-	v->phases.publish_s = secs(rx_now_ns() - t0);
-	v->load_seconds = v->phases.parse_s + secs(t_read) +
-			  (staged ? 0 : v->phases.hash_s);
-	v->load_gbps = v->load_seconds > 0 ?
-		       (double)L->total / 1e9 / v->load_seconds : 0;
-	ret = 0;
-out_staged:
-	if (staged)
-		staged_teardown(L);
+	v->phases.copy_s = clock_ns_secs(L->copy_ns);
+	v->phases.hash_s = clock_ns_secs(L->hash_phase_ns);
+	path->describe(L, L->read_ns);
+	ret = publish(L, err);
+out_teardown:
+	path->teardown(L);
 out_close:
 	close_shards(L);
-	free(L->hashed);
 out_free:
 	free(L);
 	return ret;

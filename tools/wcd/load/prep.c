@@ -29,6 +29,7 @@
 #include "load/prep.h"
 #include "log.h"
 #include "quant.h"
+#include "daemon/fault.h"
 
 enum prep_stage {
 	PREP_STARTED,
@@ -75,9 +76,9 @@ static void box_put(struct prep_box *b)
 
 void ld_test_stall(const char *path, const char *point)
 {
-	const char *fifo = getenv("WCD_TEST_STALL_FIFO");
-	const char *dir = getenv("WCD_TEST_STALL_DIR");
-	const char *at = getenv("WCD_TEST_STALL_AT");
+	const char *fifo = fault_str(FAULT_STALL_FIFO);
+	const char *dir = fault_str(FAULT_STALL_DIR);
+	const char *at = fault_str(FAULT_STALL_AT);
 	char b;
 	int fd;
 
@@ -211,7 +212,7 @@ static bool wait_stage(struct wcd *d, struct prep_box *b, enum prep_stage s,
 static struct prep_box *box_new(struct wcd *d, char *err)
 {
 	struct prep_box *b = calloc(1, sizeof(*b));
-	const char *flat = getenv("WCD_TEST_PACK");
+	const char *flat = fault_str(FAULT_PACK);
 
 	if (!b) {
 		base_errf(err, ENOMEM, "out of memory");
@@ -255,6 +256,7 @@ int ld_prepare_bounded(struct wcd *d, struct wcd_version *v, char *err)
 
 	if (!b)
 		return -ENOMEM;
+	/* a thread, not a pool job: a hung file system may keep it for good */
 	pthread_attr_init(&at);
 	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 	ret = pthread_create(&th, &at, prep_thread, b);

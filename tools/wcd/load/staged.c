@@ -30,6 +30,8 @@
 
 #include "err.h"
 #include "load/staged.h"
+#include "load/staged_int.h"
+#include "clock.h"
 #include "log.h"
 
 static const struct plan_tensor *tensor(struct ld *L, uint32_t i)
@@ -50,9 +52,10 @@ static bool contiguous(const struct plan_piece *t)
 /* Whether entry e is hashed as its bytes stream through the slots: one
  * piece that is the whole entry (and, hashing on the device, a place the
  * device hash can start at). Views, aliases and entries of several pieces
- * are hashed from the pools afterwards (ld_post_hash). */
-bool ld_streamed(struct ld *L, uint32_t e)
+ * are hashed from the pools afterwards (post_hash). */
+static bool ld_streamed(struct ld *L, uint32_t e)
 {
+	struct staged *S = L->priv;
 	const struct plan_tensor *t = tensor(L, e);
 	const struct plan_piece *pc;
 
@@ -61,16 +64,17 @@ bool ld_streamed(struct ld *L, uint32_t e)
 	pc = piece(L, t->piece0);
 	if (pc->dst || pc->size != t->size)
 		return false;
-	return !L->dev_hash || t->size <= GPU_HASH_MIN_LEN ||
+	return !S->dev_hash || t->size <= GPU_HASH_MIN_LEN ||
 	       t->pool_off % 16 == 0;
 }
 
 /* Whether the device hashes entry e after the load (not streamed). */
-bool ld_dev_post(struct ld *L, uint32_t e)
+static bool ld_dev_post(struct ld *L, uint32_t e)
 {
+	struct staged *S = L->priv;
 	const struct plan_tensor *t = tensor(L, e);
 
-	return L->dev_hash && !(t->flags & PLAN_T_ALIAS) &&
+	return S->dev_hash && !(t->flags & PLAN_T_ALIAS) &&
 	       t->size > GPU_HASH_MIN_LEN && t->pool_off % 16 == 0;
 }
 
@@ -78,24 +82,26 @@ bool ld_dev_post(struct ld *L, uint32_t e)
  * from the plan; false when the plan is exhausted. */
 static bool lane_pick(struct ld *L, unsigned *out)
 {
+	struct staged *S = L->priv;
+
 	if (L->err || wcd_stopping(L->d))
 		return false;
-	for (unsigned k = 0; k < L->nlanes; k++) {
-		unsigned i = (L->rr + k) % L->nlanes;
-		struct lane *ln = &L->lanes[i];
+	for (unsigned k = 0; k < S->nlanes; k++) {
+		unsigned i = (S->rr + k) % S->nlanes;
+		struct lane *ln = &S->lanes[i];
 
 		while (!ln->active || ln->tpos >= piece(L, ln->ti)->size) {
-			if (L->next_ti >= L->v->plan.npieces) {
+			if (S->next_ti >= L->v->plan.npieces) {
 				ln->active = false;
 				break;
 			}
-			ln->ti = L->next_ti++;
+			ln->ti = S->next_ti++;
 			ln->tpos = 0;
 			ln->active = true;
 		}
 		if (ln->active) {
 			*out = i;
-			L->rr = (i + 1) % L->nlanes;
+			S->rr = (i + 1) % S->nlanes;
 			return true;
 		}
 	}
@@ -105,10 +111,11 @@ static bool lane_pick(struct ld *L, unsigned *out)
 /* Fills s with the next piece of lane k. */
 static void next_piece(struct ld *L, struct slot *s, unsigned k)
 {
-	struct lane *ln = &L->lanes[k];
+	struct staged *S = L->priv;
+	struct lane *ln = &S->lanes[k];
 	const struct plan_piece *t = piece(L, ln->ti);
 	uint64_t A = L->dfd[t->shard] >= 0 ? LD_DIO_ALIGN : 1;
-	uint64_t room = L->slot_size - 2 * A;
+	uint64_t room = S->slot_size - 2 * A;
 	uint64_t src, span;
 
 	s->lane = k;
@@ -226,6 +233,7 @@ static void part_cb(struct rx_read *r, int res)
  * at most --read-part bytes (at most LD_PARTS_MAX parts). */
 static void start_parts(struct ld *L, struct slot *s)
 {
+	struct staged *S = L->priv;
 	uint64_t psize = L->d->o.read_part ? L->d->o.read_part : s->need;
 	uint64_t off = 0;
 	unsigned n;
@@ -243,7 +251,7 @@ static void start_parts(struct ld *L, struct slot *s)
 		pt->len = s->need - off < psize ? s->need - off : psize;
 		ret = rx_read_start(&L->d->loop, &pt->r, L->fd[s->shard],
 				    s->buf + off, pt->len, s->read_off + off,
-				    L->fixed ? s->idx : -1, RX_READ_ASYNC, part_cb);
+				    S->fixed ? s->idx : -1, RX_READ_ASYNC, part_cb);
 		if (ret) {
 			/* counted as a failed part; the others still land */
 			if (!s->part_err)
@@ -259,6 +267,7 @@ static void start_parts(struct ld *L, struct slot *s)
 
 static void start_read(struct ld *L, struct slot *s)
 {
+	struct staged *S = L->priv;
 	int fd = s->direct ? L->dfd[s->shard] : -1;
 	int ret;
 
@@ -272,7 +281,7 @@ static void start_read(struct ld *L, struct slot *s)
 		return;
 	}
 	ret = rx_read_start(&L->d->loop, &s->r, fd, s->buf, s->read_len,
-			    s->read_off, L->fixed ? s->idx : -1,
+			    s->read_off, S->fixed ? s->idx : -1,
 			    RX_READ_DIRECT, read_cb);
 	if (ret == -EINVAL) {
 		close(L->dfd[s->shard]);
@@ -291,10 +300,11 @@ static void start_read(struct ld *L, struct slot *s)
 
 static void issue(struct ld *L)
 {
+	struct staged *S = L->priv;
 	unsigned k;
 
-	for (unsigned i = 0; i < L->nslots; i++) {
-		struct slot *s = &L->slots[i];
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct slot *s = &S->slots[i];
 
 		if (s->state != SLOT_FREE)
 			continue;
@@ -302,29 +312,31 @@ static void issue(struct ld *L)
 			break;
 		next_piece(L, s, k);
 		/* fewer than nslots pieces unprocessed: pending[] is unique */
-		WC_ASSERT(L->next_seq - L->hash_seq < L->nslots);
-		s->seq = L->next_seq++;
-		L->pending[s->seq % L->nslots] = s;
+		WC_ASSERT(S->next_seq - S->hash_seq < S->nslots);
+		s->seq = S->next_seq++;
+		S->pending[s->seq % S->nslots] = s;
 		slot_to(s, SLOT_READING);
-		L->inflight++;
+		S->inflight++;
 		start_read(L, s);
 	}
 	if (L->err)
 		drain(L);
-	if (!L->inflight)
+	if (!S->inflight)
 		L->finished = true;
 }
 
 /* One of the slot's jobs (copy, hash) is done. */
 static void slot_put(struct ld *L, struct slot *s)
 {
-	WC_ASSERT(s->busy > 0 && L->inflight > 0);
+	struct staged *S = L->priv;
+
+	WC_ASSERT(s->busy > 0 && S->inflight > 0);
 	if (--s->busy)
 		return;
 	if (!L->err)
 		L->done_bytes += s->width * s->height;
 	slot_to(s, SLOT_FREE);
-	L->inflight--;
+	S->inflight--;
 	ld_progress(L);
 	issue(L);
 }
@@ -334,18 +346,20 @@ static void slot_put(struct ld *L, struct slot *s)
 static void copy_done(void *arg, int res)
 {
 	struct slot *s = arg;
+	struct staged *S = s->L->priv;
 
 	s->copy_res = res;
-	rx_wake_post(&s->L->wake, &s->node);
+	rx_wake_post(&S->wake, &s->node);
 }
 
 static void copy_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
 {
-	struct ld *L = container_of(w, struct ld, wake);
+	struct staged *S = container_of(w, struct staged, wake);
+	struct ld *L = S->L;
 	struct slot *s;
 
 	if (!node) {              /* rx_wake_close finished */
-		L->wake_open = false;
+		S->wake_open = false;
 		return;
 	}
 	s = container_of(node, struct slot, node);
@@ -357,12 +371,12 @@ static void copy_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
 
 static void hash_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
 {
-	struct ld *L = container_of(w, struct ld, hwake);
-
+	struct staged *S = container_of(w, struct staged, hwake);
+	struct ld *L = S->L;
 	struct slot *s;
 
 	if (!node) {
-		L->hwake_open = false;
+		S->hwake_open = false;
 		return;
 	}
 	s = container_of(node, struct slot, hjob.node);
@@ -373,25 +387,26 @@ static void hash_wake_cb(struct rx_wake *w, struct rx_wake_node *node)
 /* Hashes the slot's rows: on the lane's worker, or here. */
 static void hash_slot(struct ld *L, struct slot *s)
 {
+	struct staged *S = L->priv;
 	const uint8_t *p = s->buf + s->delta;
 	uint64_t t0;
 
-	if (L->hp_started) {
+	if (S->hp_started) {
 		s->hjob = (struct hjob){
 			.p = p, .width = s->width, .height = s->height,
 			.pitch = s->src_pitch, .first = s->first,
 			.last = s->last, .out = L->v->hash[s->ti],
 		};
-		hashpool_submit(&L->hp, s->lane % L->hp.n, &s->hjob);
+		hashpool_submit(&S->hp, s->lane % S->hp.n, &s->hjob);
 		return;
 	}
 	t0 = rx_now_ns();
 	if (s->first)
-		base_hasher_init(&L->hasher);
+		base_hasher_init(&S->hasher);
 	for (uint64_t r = 0; r < s->height; r++)
-		base_hasher_update(&L->hasher, p + r * s->src_pitch, s->width);
+		base_hasher_update(&S->hasher, p + r * s->src_pitch, s->width);
 	if (s->last)
-		base_hasher_final(&L->hasher, L->v->hash[s->ti]);
+		base_hasher_final(&S->hasher, L->v->hash[s->ti]);
 	L->hash_ns += rx_now_ns() - t0;
 }
 
@@ -400,6 +415,7 @@ static void hash_slot(struct ld *L, struct slot *s)
  * at most GPU_HASH_MIN_LEN bytes (one piece) are hashed here. */
 static void dev_hash_step(struct ld *L, struct slot *s)
 {
+	struct staged *S = L->priv;
 	const struct plan_tensor *t = tensor(L, s->ti);
 	char err[BASE_ERR_LEN];
 	int ret;
@@ -414,7 +430,7 @@ static void dev_hash_step(struct ld *L, struct slot *s)
 			       (unsigned)(s->seq % LD_COPY_STREAMS), s->lane, err);
 	if (ret)
 		ld_fail(L, ret, "%s", err);
-	L->dev_hash_steps++;
+	S->dev_hash_steps++;
 }
 
 /* Hands on, in issue order, every piece whose read is complete: start the
@@ -422,16 +438,18 @@ static void dev_hash_step(struct ld *L, struct slot *s)
  * queue the hash behind the copy). */
 static void drain(struct ld *L)
 {
-	while (L->hash_seq < L->next_seq) {
-		struct slot *s = L->pending[L->hash_seq % L->nslots];
-		bool async_hash = L->v->hashed && L->hp_started;
+	struct staged *S = L->priv;
+
+	while (S->hash_seq < S->next_seq) {
+		struct slot *s = S->pending[S->hash_seq % S->nslots];
+		bool async_hash = L->v->hashed && S->hp_started;
 		struct gpu_copy c;
 		uint64_t t0;
 		int ret;
 
-		if (s->seq != L->hash_seq || s->state != SLOT_READ)
+		if (s->seq != S->hash_seq || s->state != SLOT_READ)
 			return;
-		L->hash_seq++;
+		S->hash_seq++;
 		slot_to(s, SLOT_BUSY);
 		if (L->err) {     /* failing: just give the slot back */
 			s->busy = 1;
@@ -460,7 +478,7 @@ static void drain(struct ld *L)
 			slot_put(L, s);
 			continue;
 		}
-		if (L->v->hashed && s->stream && L->dev_hash)
+		if (L->v->hashed && s->stream && S->dev_hash)
 			dev_hash_step(L, s);
 		else if (L->v->hashed && s->stream)
 			hash_slot(L, s);
@@ -471,89 +489,98 @@ static void drain(struct ld *L)
  * it in while the device's context may still be in the making (wcd opens
  * the device with GPU_CTX_ASYNC), and only its register waits; the hash
  * set-up, which needs the context, comes after. */
-int staged_setup(struct ld *L, char *err)
+static int staged_setup(struct ld *L, char *err)
 {
 	struct iovec iov[WCD_SLOTS_MAX];
+	struct staged *S;
 	unsigned threads;
 	int ret;
 
-	L->nslots = L->d->o.slots;
-	L->slot_size = L->d->o.slot_size;
-	L->slots = calloc(L->nslots, sizeof(*L->slots));
-	if (!L->slots)
+	S = L->priv = calloc(1, sizeof(*S));
+	if (!S)
+		return base_errf(err, ENOMEM, "out of memory");
+	S->L = L;
+	S->nslots = L->d->o.slots;
+	S->slot_size = L->d->o.slot_size;
+	S->slots = calloc(S->nslots, sizeof(*S->slots));
+	if (!S->slots)
 		return base_errf(err, ENOMEM, "out of memory for staging slots");
-	ret = L->be->staging_alloc(&L->d->dev, L->nslots * L->slot_size,
-				   (void **)&L->ring, err);
+	ret = L->be->staging_alloc(&L->d->dev, S->nslots * S->slot_size,
+				   (void **)&S->ring, err);
 	if (ret)
 		return ret;
-	for (unsigned i = 0; i < L->nslots; i++) {
-		struct slot *s = &L->slots[i];
+	for (unsigned i = 0; i < S->nslots; i++) {
+		struct slot *s = &S->slots[i];
 
 		s->L = L;
 		s->idx = (int)i;
-		s->buf = L->ring + i * L->slot_size;
+		s->buf = S->ring + i * S->slot_size;
 		iov[i].iov_base = s->buf;
-		iov[i].iov_len = L->slot_size;
+		iov[i].iov_len = S->slot_size;
 	}
-	L->fixed = rx_loop_register_buffers(&L->d->loop, iov, L->nslots) == 0;
-	if (!L->fixed)
+	S->fixed = rx_loop_register_buffers(&L->d->loop, iov, S->nslots) == 0;
+	if (!S->fixed)
 		log_info("staging slots are not registered as fixed buffers; plain reads instead");
-	L->dev_hash = L->v->hashed && L->be->hash_begin &&
+	S->dev_hash = L->v->hashed && L->be->hash_begin &&
 		      L->d->o.hash_on != WCD_HASH_CPU;
-	if (L->dev_hash) {
+	if (S->dev_hash) {
 		ret = L->be->hash_begin(&L->d->dev, L->v->plan.ntensors, err);
 		if (ret == -ENOTSUP && L->d->o.hash_on == WCD_HASH_AUTO) {
 			log_info("%s; hashing on CPU threads instead", err);
-			L->dev_hash = false;
+			S->dev_hash = false;
 		} else if (ret) {
 			return ret;
 		} else {
-			L->dev_hash_begun = true;
+			S->dev_hash_begun = true;
 		}
 	}
-	threads = L->v->hashed && !L->dev_hash ? L->d->o.hash_threads : 0;
-	ret = rx_wake_init(&L->d->loop, &L->wake, copy_wake_cb);
+	threads = L->v->hashed && !S->dev_hash ? L->d->o.hash_threads : 0;
+	ret = rx_wake_init(&L->d->loop, &S->wake, copy_wake_cb);
 	if (ret)
 		return base_errf(err, -ret, "rx_wake_init: %s", strerror(-ret));
-	L->wake_open = true;
+	S->wake_open = true;
 	/* one lane per hash worker (or per device hash chain), but never
 	 * more lanes than slots */
-	L->nlanes = L->dev_hash ? LD_DEV_HASH_LANES : threads ? threads : 1;
-	if (L->nlanes > L->nslots)
-		L->nlanes = L->nslots;
+	S->nlanes = S->dev_hash ? LD_DEV_HASH_LANES : threads ? threads : 1;
+	if (S->nlanes > S->nslots)
+		S->nlanes = S->nslots;
 	if (threads) {
-		ret = rx_wake_init(&L->d->loop, &L->hwake, hash_wake_cb);
+		ret = rx_wake_init(&L->d->loop, &S->hwake, hash_wake_cb);
 		if (ret)
 			return base_errf(err, -ret, "rx_wake_init: %s",
 				       strerror(-ret));
-		L->hwake_open = true;
-		ret = hashpool_start(&L->hp, threads, &L->hwake);
+		S->hwake_open = true;
+		ret = hashpool_start(&S->hp, &L->d->work, threads, &S->hwake);
 		if (ret)
-			return base_errf(err, -ret, "cannot start %u hash threads: %s",
+			return base_errf(err, -ret, "cannot queue %u hash workers on the worker pool: %s",
 				       threads, strerror(-ret));
-		L->hp_started = true;
+		S->hp_started = true;
 	}
 	return 0;
 }
 
-void staged_start(struct ld *L)
+static int staged_start(struct ld *L, char *err)
 {
+	(void)err;
 	issue(L);
+	return 0;
 }
 
-void staged_finish(struct ld *L)
+/* After the last copy: the device's hashes (if any) of the views and
+ * entries of several pieces; every copy is done. In one batch where the
+ * backend can (64 fused views of llama-8b took 0.079 s after the last
+ * copy on 8 chains). */
+static void dev_hash_finish(struct ld *L)
 {
+	struct staged *S = L->priv;
 	struct gpu_hash_job *jobs;
 	char err[BASE_ERR_LEN];
 	uint32_t n = 0;
 	uint64_t t0 = rx_now_ns();
 	int ret;
 
-	if (!L->dev_hash_begun)
+	if (!S->dev_hash_begun)
 		return;
-	/* the views and entries of several pieces: every copy is done; in
-	 * one batch where the backend can (64 fused views of llama-8b took
-	 * 0.079 s after the last copy on 8 chains) */
 	jobs = L->be->hash_batch ?
 	       malloc(sizeof(*jobs) * (L->v->plan.ntensors ? L->v->plan.ntensors : 1)) :
 	       NULL;
@@ -562,7 +589,7 @@ void staged_finish(struct ld *L)
 
 		if (ld_streamed(L, i) || !ld_dev_post(L, i))
 			continue;
-		L->dev_hash_steps++;
+		S->dev_hash_steps++;
 		if (jobs) {
 			jobs[n++] = (struct gpu_hash_job){
 				.pool = &L->v->pools[t->pool],
@@ -580,45 +607,147 @@ void staged_finish(struct ld *L)
 		ld_fail(L, -ENOMEM, "out of memory");
 	if (jobs && !L->err && n) {
 		/* copy stream 0: hash_step waited for it alone too; the
-		 * copies of every stream are done by now (staged_finish
-		 * runs once the last one completed) */
+		 * copies of every stream are done by now (this runs once the
+		 * last one completed) */
 		ret = L->be->hash_batch(&L->d->dev, jobs, n, 0, err);
 		if (ret)
 			ld_fail(L, ret, "%s", err);
 	}
 	free(jobs);
-	L->dev_hash_begun = false;
+	S->dev_hash_begun = false;
 	ret = L->be->hash_end(&L->d->dev, L->err ? NULL : L->v->hash, err);
 	if (ret)
 		ld_fail(L, ret, "%s", err);
-	L->hash_tail_ns = rx_now_ns() - t0;
+	S->hash_tail_ns = rx_now_ns() - t0;
+}
+
+/* The hashes of what did not stream (views, entries of several pieces;
+ * aliases copy their target's), from the pools: on the CPU where a pool
+ * has a mapping, else read back through a staging slot. The device hashed
+ * the rest already (dev_hash_finish). */
+static void post_hash(struct ld *L)
+{
+	struct staged *S = L->priv;
+	struct wcd_version *v = L->v;
+	uint64_t t0 = rx_now_ns();
+	uint8_t *bounce = S->slots ? S->slots[0].buf : NULL;
+
+	for (uint32_t i = 0; !L->err && i < v->plan.ntensors; i++) {
+		const struct plan_tensor *t = &v->plan.t[i];
+		struct gpu_pool *pl = &v->pools[t->pool];
+		struct base_hasher h;
+
+		if (!t->size || ld_streamed(L, i) || ld_dev_post(L, i) ||
+		    (t->flags & PLAN_T_ALIAS))
+			continue;
+		if (pl->host_ptr) {
+			base_hash128((const uint8_t *)pl->host_ptr + t->pool_off,
+				   t->size, v->hash[i]);
+			continue;
+		}
+		base_hasher_init(&h);
+		for (uint64_t o = 0; o < t->size; o += S->slot_size) {
+			size_t n = t->size - o < S->slot_size ?
+				   (size_t)(t->size - o) : (size_t)S->slot_size;
+			int ret = bounce ? L->be->copy_from_pool(&L->d->dev, pl,
+						t->pool_off + o, bounce, n) :
+					   -ENOMEM;
+
+			if (ret) {
+				ld_fail(L, ret, "reading %s back to hash it failed: %s",
+					t->name, strerror(-ret));
+				break;
+			}
+			base_hasher_update(&h, bounce, n);
+		}
+		base_hasher_final(&h, v->hash[i]);
+	}
+	L->hash_ns += rx_now_ns() - t0;
+}
+
+/* After the last copy: the device's hashes, then the CPU's of what did
+ * not stream; both count in the read phase (they overlap the copies but
+ * for their tail). */
+static void staged_finish(struct ld *L)
+{
+	struct staged *S = L->priv;
+
+	dev_hash_finish(L);
+	if (L->v->hashed && !L->err)
+		post_hash(L);
+	if (L->v->hashed)
+		ld_alias_hashes(L->v);
+	ld_fill_over(L);
+	L->hash_phase_ns = S->dev_hash ? S->hash_tail_ns : L->hash_ns;
 }
 
 /* wcd_turn_until's test: both of the load's wakes are closed */
 static bool wakes_closed(void *arg)
 {
-	struct ld *L = arg;
+	struct staged *S = arg;
 
-	return !L->wake_open && !L->hwake_open;
+	return !S->wake_open && !S->hwake_open;
 }
 
-void staged_teardown(struct ld *L)
+/* The hash workers first (they post to hwake), then the wakes; turns the
+ * loop for both (load_run runs outside every callback). */
+static void staged_teardown(struct ld *L)
 {
-	if (L->dev_hash_begun)
+	struct staged *S = L->priv;
+
+	if (!S)
+		return;
+	if (S->dev_hash_begun)
 		L->be->hash_end(&L->d->dev, NULL, NULL);
-	L->dev_hash_begun = false;
-	if (L->hp_started)
-		hashpool_stop(&L->hp);
-	L->hp_started = false;
-	if (L->wake_open)
-		rx_wake_close(&L->wake);
-	if (L->hwake_open)
-		rx_wake_close(&L->hwake);
-	wcd_turn_until(L->d, wakes_closed, L);
-	if (L->fixed)
+	S->dev_hash_begun = false;
+	if (S->hp_started) {
+		hashpool_stop(&S->hp);
+		wcd_turn_until(L->d, hashpool_stopped, &S->hp);
+	}
+	S->hp_started = false;
+	if (S->wake_open)
+		rx_wake_close(&S->wake);
+	if (S->hwake_open)
+		rx_wake_close(&S->hwake);
+	wcd_turn_until(L->d, wakes_closed, S);
+	if (S->fixed)
 		rx_loop_unregister_buffers(&L->d->loop);
-	if (L->ring)
-		L->be->staging_free(&L->d->dev, L->ring,
-				    L->nslots * L->slot_size);
-	free(L->slots);
+	if (S->ring)
+		L->be->staging_free(&L->d->dev, S->ring,
+				    S->nslots * S->slot_size);
+	free(S->slots);
+	free(S);
+	L->priv = NULL;
 }
+
+static void staged_describe(struct ld *L, uint64_t read_ns)
+{
+	struct staged *S = L->priv;
+	struct wcd_version *v = L->v;
+
+	ld_log_read(L, read_ns, "staged");
+	log_info("phase copy: %.3f s, %.2f GB/s (copy_to_pool submissions, overlapped with the reads)",
+		 clock_ns_secs(L->copy_ns), ld_gbps(L->total, L->copy_ns));
+	if (v->hashed && S->dev_hash)
+		log_info("phase hash: on the device, %.3f s, %.2f GB/s (XXH3-128 over the pools: %" PRIu64 " steps queued behind the copies, %.3f s of it after the last copy)",
+			 clock_ns_secs(read_ns), ld_gbps(L->total, read_ns),
+			 S->dev_hash_steps, clock_ns_secs(S->hash_tail_ns));
+	else if (v->hashed)
+		log_info("phase hash: %.3f s of hashing, %.2f GB/s per thread (XXH3-128 per tensor on %s, overlapped with the copies)",
+			 clock_ns_secs(L->hash_phase_ns),
+			 ld_gbps(L->total, L->hash_ns),
+			 L->d->o.hash_threads ? "hash threads" : "the loop thread");
+	else
+		log_info("phase hash: skipped (--no-hash)");
+}
+
+const struct ld_path ld_staged_path = {
+	.name = "staged",
+	.o_direct = true,
+	.hash_in_read = true,
+	.setup = staged_setup,
+	.start = staged_start,
+	.finish = staged_finish,
+	.teardown = staged_teardown,
+	.describe = staged_describe,
+};

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "metrics/metrics.h"
+#include "clock.h"
 #include "daemon/daemon.h"
 #include "serve/server.h"
 #include "model/versions.h"
@@ -129,11 +130,6 @@ static void lower(char *dst, size_t len, const char *src)
 	dst[i] = '\0';
 }
 
-static double secs(uint64_t ns)
-{
-	return (double)ns / 1e9;
-}
-
 static void put_info(struct out *o, struct wcd *d)
 {
 	struct timespec rt;
@@ -147,11 +143,11 @@ static void put_info(struct out *o, struct wcd *d)
 	    WCACHE_VERSION, WIRE_VERSION, d->dev.be ? d->dev.be->name : "");
 	family(o, "wcache_uptime_seconds", "gauge",
 	       "Seconds since this wcd started.");
-	put(o, "wcache_uptime_seconds %.3f\n", secs(up_ns));
+	put(o, "wcache_uptime_seconds %.3f\n", clock_ns_secs(up_ns));
 	family(o, "wcache_start_time_seconds", "gauge",
 	       "When this wcd started, in seconds since the Unix epoch.");
 	put(o, "wcache_start_time_seconds %.3f\n",
-	    (double)rt.tv_sec + rt.tv_nsec / 1e9 - secs(up_ns));
+	    (double)rt.tv_sec + rt.tv_nsec / 1e9 - clock_ns_secs(up_ns));
 	family(o, "wcache_state", "gauge",
 	       "The daemon's state: 1 for the current one, 0 for the others.");
 	for (int s = 0; s < WCD_NSTATES; s++) {
@@ -161,12 +157,13 @@ static void put_info(struct out *o, struct wcd *d)
 	}
 	family(o, "wcache_sleep_level", "gauge",
 	       "The sleep level (1: host copy kept, 2: dropped), 0 when awake.");
-	put(o, "wcache_sleep_level %u\n", d->life.level);
+	put(o, "wcache_sleep_level %u\n", wcd_model(d)->life.level);
 }
 
 static void put_versions(struct out *o, struct wcd *d)
 {
-	const struct wcd_version *cur = wcd_current(d);
+	const struct wcd_model *model = wcd_model(d);
+	const struct wcd_version *cur = model_current(wcd_model(d));
 	bool host = d->dev.be && !strcmp(d->dev.be->name, "host");
 	uint64_t resident = version_resident_bytes(d);
 
@@ -182,36 +179,37 @@ static void put_versions(struct out *o, struct wcd *d)
 	put(o, "wcache_resident_bytes{memory=\"device\"} %llu\n",
 	    (unsigned long long)(host ? 0 : resident));
 	put(o, "wcache_resident_bytes{memory=\"host\"} %llu\n",
-	    (unsigned long long)((host ? resident : 0) + d->life.host_bytes +
-				 d->life.freeing_bytes));
+	    (unsigned long long)((host ? resident : 0) +
+				 model->life.host_bytes +
+				 model->life.freeing_bytes));
 	family(o, "wcache_version_bytes", "gauge",
 	       "Bytes of each resident version's tensors.");
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		if (d->ver[i].used)
+		if (model->ver[i].used)
 			put(o, "wcache_version_bytes{version=\"%llu\"} %llu\n",
-			    (unsigned long long)d->ver[i].number,
-			    (unsigned long long)d->ver[i].plan.total_bytes);
+			    (unsigned long long)model->ver[i].number,
+			    (unsigned long long)model->ver[i].plan.total_bytes);
 	family(o, "wcache_version_load_seconds", "gauge",
 	       "How long loading each resident version took (version 1: the start-up load; later ones: updates).");
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		if (d->ver[i].used)
+		if (model->ver[i].used)
 			put(o, "wcache_version_load_seconds{version=\"%llu\"} %.6f\n",
-			    (unsigned long long)d->ver[i].number,
-			    d->ver[i].load_seconds);
+			    (unsigned long long)model->ver[i].number,
+			    model->ver[i].load_seconds);
 	family(o, "wcache_leases", "gauge",
 	       "Leases held, by model version.");
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		if (d->ver[i].used)
+		if (model->ver[i].used)
 			put(o, "wcache_leases{version=\"%llu\"} %u\n",
-			    (unsigned long long)d->ver[i].number,
-			    d->ver[i].leases);
+			    (unsigned long long)model->ver[i].number,
+			    model->ver[i].leases);
 }
 
 static void put_clients(struct out *o, struct wcd *d)
 {
 	unsigned leased = 0, hello = 0, other = 0, closing = 0;
 
-	for (struct wcd_client *c = d->clients; c; c = c->next) {
+	for (struct wcd_client *c = d->srv->clients; c; c = c->next) {
 		if (c->closing)
 			closing++;
 		else if (c->nleases)
@@ -256,7 +254,7 @@ static void put_requests(struct out *o, struct wcd *d)
 	family(o, "wcache_identity_mismatches_total", "counter",
 	       "HELLOs whose identity differed from the daemon's.");
 	put(o, "wcache_identity_mismatches_total %llu\n",
-	    (unsigned long long)d->mismatches);
+	    (unsigned long long)d->srv->mismatches);
 	family(o, "wcache_attach_duration_seconds", "histogram",
 	       "ATTACH requests: from the whole request received to the reply queued (the daemon's part of an engine's attach).");
 	{
@@ -271,7 +269,7 @@ static void put_requests(struct out *o, struct wcd *d)
 		put(o, "wcache_attach_duration_seconds_bucket{le=\"+Inf\"} %llu\n",
 		    (unsigned long long)cum);
 		put(o, "wcache_attach_duration_seconds_sum %.9f\n",
-		    secs(m->attach_ns_total));
+		    clock_ns_secs(m->attach_ns_total));
 		put(o, "wcache_attach_duration_seconds_count %llu\n",
 		    (unsigned long long)m->attach_count);
 	}
@@ -295,7 +293,7 @@ static void put_life(struct out *o, struct wcd *d)
 	       "How long the last successful sleep (copy to host), wake (restore and hash check) or update (load) took.");
 	for (int k = 0; k < METRICS_LIFE_KINDS; k++)
 		put(o, "wcache_lifecycle_last_seconds{op=\"%s\"} %.6f\n",
-		    kind[k], secs(m->life[k].last_ns));
+		    kind[k], clock_ns_secs(m->life[k].last_ns));
 	family(o, "wcache_lifecycle_last_bytes", "gauge",
 	       "Bytes the last successful sleep copied, wake restored or update loaded.");
 	for (int k = 0; k < METRICS_LIFE_KINDS; k++)
@@ -305,7 +303,7 @@ static void put_life(struct out *o, struct wcd *d)
 	       "Seconds spent in successful sleeps, wakes and updates.");
 	for (int k = 0; k < METRICS_LIFE_KINDS; k++)
 		put(o, "wcache_lifecycle_seconds_total{op=\"%s\"} %.6f\n",
-		    kind[k], secs(m->life[k].ns_total));
+		    kind[k], clock_ns_secs(m->life[k].ns_total));
 	family(o, "wcache_lifecycle_bytes_total", "counter",
 	       "Bytes moved by successful sleeps, wakes and updates.");
 	for (int k = 0; k < METRICS_LIFE_KINDS; k++)

@@ -27,11 +27,14 @@ int metrics_render(struct wcd *d, char *buf, size_t cap);
  * "unix:PATH"), served from d's loop. 0, or -errno with err set. With
  * wait_ms, a port still in use (an old daemon after a handover) is tried
  * again from the loop every 20 ms for that long; 0 fails at once. The
- * address bound (a port 0 resolved) goes to d->metrics_addr. */
+ * address bound (a port 0 resolved) is metrics_http_addr's. */
 int metrics_http_start(struct wcd *d, const char *addr, unsigned wait_ms,
 		       char *err);
 /* Closes the listener and every connection (their callbacks run with
  * -ECANCELED); frees it all once they have. */
 void metrics_http_stop(struct wcd *d);
+/* Where the endpoint listens (a port 0 resolved), or "" when it does not
+ * (yet: a port still in use is being tried again). */
+const char *metrics_http_addr(const struct wcd *d);
 
 #endif

@@ -87,6 +87,7 @@ struct mhttp {
 	struct rx_timer retry;        /* the port is still the old daemon's */
 	uint64_t retry_until_ns;
 	char addr[256];
+	char bound[256];              /* where it listens: port 0 resolved */
 	char unix_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 	dev_t unix_dev;               /* the socket file we bound */
 	ino_t unix_ino;
@@ -433,8 +434,7 @@ static int mhttp_bind_unix(struct mhttp *mh, const char *addr, char *err)
 	mh->unix_dev = st.st_dev;
 	mh->unix_ino = st.st_ino;
 	snprintf(mh->unix_path, sizeof(mh->unix_path), "%s", sa.sun_path);
-	snprintf(mh->d->metrics_addr, sizeof(mh->d->metrics_addr),
-		 "unix:%s", sa.sun_path);
+	snprintf(mh->bound, sizeof(mh->bound), "unix:%s", sa.sun_path);
 	mh->listen_fd = fd;
 	log_info("metrics: serving GET /metrics on unix:%s", sa.sun_path);
 	return 0;
@@ -503,7 +503,7 @@ static int mhttp_bind(struct mhttp *mh, const char *addr, char *err)
 			 ss.ss_family == AF_INET6 ? "[%s]:%s" : "%s:%s", h, p);
 	}
 	mh->listen_fd = fd;
-	snprintf(mh->d->metrics_addr, sizeof(mh->d->metrics_addr), "%.200s", shown);
+	snprintf(mh->bound, sizeof(mh->bound), "%.200s", shown);
 	log_info("metrics: serving GET /metrics on http://%s/metrics", shown);
 	return 0;
 }
@@ -618,4 +618,9 @@ void metrics_http_stop(struct wcd *d)
 		close(mh->listen_fd);
 	free(mh);
 	d->mhttp = NULL;
+}
+
+const char *metrics_http_addr(const struct wcd *d)
+{
+	return d->mhttp ? d->mhttp->bound : "";
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wcd's resident versions: lease counts, publish, retire, memory
- * (versions.h). An update loads N+1 beside N; new attaches get N+1 once it
- * is published; N is freed when its last lease ends.
+ * One model's resident versions (struct wcd_model, reached through
+ * wcd_model(d)): lease counts, publish, retire, memory (versions.h). An
+ * update loads N+1 beside N; new attaches get N+1 once it is published; N
+ * is freed when its last lease ends.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -16,13 +17,14 @@
 #include "model/versions.h"
 #include "serve/server.h"
 #include "load/load.h"
+#include "daemon/fault.h"
 
-int version_find(struct wcd *d, uint64_t number)
+int version_find(const struct wcd_model *m, uint64_t number)
 {
 	if (number == 0)
-		return d->cur;
+		return m->cur;
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		if (d->ver[i].used && d->ver[i].number == number)
+		if (m->ver[i].used && m->ver[i].number == number)
 			return i;
 	return -1;
 }
@@ -31,29 +33,32 @@ uint64_t version_attach(struct wcd_client *c, int vi)
 {
 	uint64_t id = client_lease_add(c, vi);
 
-	c->d->ver[vi].leases++;
+	wcd_model(c->d)->ver[vi].leases++;
 	return id;
 }
 
 void version_lease_ended(struct wcd *d, int vi)
 {
+	struct wcd_model *m = wcd_model(d);
 	struct wcd_version *v;
 
 	WC_ASSERT(vi >= 0 && vi < WCD_VERSIONS);
-	v = &d->ver[vi];
+	v = &m->ver[vi];
 	WC_ASSERT(v->used && v->leases > 0);
 	v->leases--;
-	if (vi == d->cur || v->leases)
+	if (vi == m->cur || v->leases)
 		return;
 	log_info("version %" PRIu64 ": its last lease ended; freeing its %" PRIu64 " bytes (version %" PRIu64 " serves)",
-		 v->number, v->plan.total_bytes, wcd_current(d)->number);
+		 v->number, v->plan.total_bytes, model_current(m)->number);
 	version_retire(d, v);
 }
 
 int version_slot_free(struct wcd *d)
 {
+	const struct wcd_model *m = wcd_model(d);
+
 	for (int i = 0; i < WCD_VERSIONS; i++)
-		if (!d->ver[i].used && i != d->cur)
+		if (!m->ver[i].used && i != m->cur)
 			return i;
 	return -1;
 }
@@ -67,13 +72,14 @@ void version_retire(struct wcd *d, struct wcd_version *v)
 
 void version_publish(struct wcd *d, int vi, struct version_published *out)
 {
-	struct wcd_version *nv = &d->ver[vi], *old = wcd_current(d);
+	struct wcd_model *m = wcd_model(d);
+	struct wcd_version *nv = &m->ver[vi], *old = model_current(m);
 	struct wire_notice nt = { .kind = WIRE_NOTICE_NEW_VERSION };
 
-	WC_ASSERT(vi != d->cur && !nv->used);
+	WC_ASSERT(vi != m->cur && !nv->used);
 	nv->used = true;
 	nv->number = old->number + 1;
-	d->cur = vi;
+	m->cur = vi;
 	nt.version = nv->number;
 	snprintf(nt.msg, sizeof(nt.msg),
 		 "model version %" PRIu64 " (%s) is now served: re-attach (HELLO, ATTACH) to use it; your lease on version %" PRIu64 " stays valid until you detach",
@@ -92,7 +98,7 @@ void version_publish(struct wcd *d, int vi, struct version_published *out)
 
 int version_host_available(uint64_t *free_b)
 {
-	const char *path = getenv("WCD_MEMINFO");
+	const char *path = fault_str(FAULT_MEMINFO);
 	char line[256];
 	FILE *f;
 	int ret = -ENOENT;
@@ -125,10 +131,11 @@ int version_mem_free(struct wcd *d, uint64_t *free_b)
 
 uint64_t version_resident_bytes(struct wcd *d)
 {
+	const struct wcd_model *m = wcd_model(d);
 	uint64_t n = 0;
 
 	for (int i = 0; i < WCD_VERSIONS; i++) {
-		const struct wcd_version *v = &d->ver[i];
+		const struct wcd_version *v = &m->ver[i];
 
 		for (uint32_t k = 0; v->used && k < v->npools; k++)
 			n += v->pools[k].alloc_size;

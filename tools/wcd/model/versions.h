@@ -4,7 +4,7 @@
  *
  *   versions.c  publish, retire, lease counts, memory (this header)
  *
- * The versions (struct wcd_version, d->ver[], d->cur): which one
+ * The versions (struct wcd_version, m->ver[], m->cur): which one
  * serves, the leases counted on each, publishing a new one and retiring an
  * old one, and the memory they take.
  *
@@ -27,11 +27,12 @@
 
 struct wcd;
 struct wcd_client;
+struct wcd_model;
 struct wcd_version;
 
-/* Index of the resident version with this number (0: the current one),
+/* Index of m's resident version with this number (0: the current one),
  * or -1. */
-int version_find(struct wcd *d, uint64_t number);
+int version_find(const struct wcd_model *m, uint64_t number);
 /* Gives c a lease on version index vi; returns the lease id. The caller
  * checked c's lease limit (WCD_LEASES_PER_CLIENT). */
 uint64_t version_attach(struct wcd_client *c, int vi);

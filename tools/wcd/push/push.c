@@ -53,8 +53,8 @@ void push_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 			break;
 		p = session_of(c);
 		if (p)
-			push_plan_reply(c, c->h.id, &c->d->ver[p->vi], first,
-					max);
+			push_plan_reply(c, c->h.id, &c->d->model.ver[p->vi],
+					first, max);
 		return;
 	case WIRE_PUSH_COMMIT:
 		/* the payload is checked first: malformed in any state */

@@ -28,7 +28,7 @@
 static int coverage(struct wcd *d, struct wcd_push *p, const uint8_t *runs,
 		    uint32_t nruns, uint8_t *cnt, char *msg, size_t cap)
 {
-	const struct plan *pl = &d->ver[p->vi].plan;
+	const struct plan *pl = &d->model.ver[p->vi].plan;
 	bool partial = p->flags & WIRE_PUSH_PARTIAL;
 	char miss[1024] = "", dup[1024] = "";
 	size_t mo = 0, dof = 0;
@@ -91,7 +91,7 @@ static int commit_prepare(struct wcd_client *c, struct wcd_push *p,
 			  const uint8_t *runs, uint32_t nruns)
 {
 	struct wcd *d = c->d;
-	struct wcd_version *nv = &d->ver[p->vi];
+	struct wcd_version *nv = &d->model.ver[p->vi];
 	char err[BASE_ERR_LEN], msg[WIRE_MSG_MAX + 1];
 	uint8_t *cnt, *keep;
 	int ret = -1;
@@ -141,7 +141,7 @@ out_free:
 static void commit_publish(struct wcd_client *c, struct wcd_push *p)
 {
 	struct wcd *d = c->d;
-	struct wcd_version *nv = &d->ver[p->vi];
+	struct wcd_version *nv = &d->model.ver[p->vi];
 	struct version_published pub;
 	struct wire_life_reply *r = calloc(1, sizeof(*r));
 	char err[BASE_ERR_LEN];

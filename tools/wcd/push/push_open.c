@@ -64,7 +64,7 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 	if (d->state == WCD_SLEEPING || d->state == WCD_WAKING) {
 		reply_error(c, c->h.id, WIRE_E_SLEEPING, false,
 			    "the daemon is %s (sleep level %u): wake it first (wcctl wake), then open the update session",
-			    wcd_state_name(d->state), d->life.level);
+			    wcd_state_name(d->state), d->model.life.level);
 		return;
 	}
 	if (p->nparked) {
@@ -102,13 +102,13 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 	if (p->vi < 0) {
 		pid_t pids[1];
 		unsigned np;
-		int old = WCD_VERSIONS - 1 - d->cur;
+		int old = WCD_VERSIONS - 1 - d->model.cur;
 
 		WC_ASSERT(WCD_VERSIONS == 2);
 		np = server_lease_pids(d, old, pids, 1);
 		reply_error(c, c->h.id, WIRE_E_BUSY, false,
 			    "version %" PRIu64 " is still held by %u engine(s) (first pid %d): the daemon keeps two versions, so the session can open once they detach (they were told to re-attach)",
-			    d->ver[old].number, np, np ? (int)pids[0] : -1);
+			    d->model.ver[old].number, np, np ? (int)pids[0] : -1);
 		return;
 	}
 	p->phase = PUSH_OPENING;
@@ -137,7 +137,7 @@ static void open_fail(struct wcd *d, struct wcd_push *p, uint32_t code,
 	struct wcd_client *c;
 	uint64_t id;
 
-	load_version_free(d, &d->ver[p->vi]);
+	load_version_free(d, &d->model.ver[p->vi]);
 	c = waiter_take(d, &p->who, &id);
 	if (c)
 		reply_error(c, id, code, false, "%s", msg);
@@ -225,7 +225,7 @@ static int open_version(struct wcd *d, struct wcd_push *p,
 static void open_reply(struct wcd *d, struct wcd_push *p,
 		       struct wcd_client *c, uint64_t id)
 {
-	struct wcd_version *nv = &d->ver[p->vi];
+	struct wcd_version *nv = &d->model.ver[p->vi];
 	struct wire_push_opened r = {
 		.session = p->session, .version = p->base + 1,
 		.base = p->base, .tensors = p->ntensors, .bytes = p->bytes,
@@ -270,7 +270,7 @@ bool push_open_job(struct wcd *d)
 		return false;
 	WC_ASSERT(!rx_loop_in_callback(&d->loop));
 	p->queued = false;
-	nv = &d->ver[p->vi];
+	nv = &d->model.ver[p->vi];
 	if (wcd_stopping(d)) {
 		open_fail(d, p, WIRE_E_STATE,
 			  "the daemon is stopping: the update session was not opened");

@@ -47,7 +47,7 @@ void push_session_end(struct wcd *d, struct wcd_push *p, bool ok,
 {
 	push_timer_disarm(p);
 	p->last.last_ok = ok;
-	p->last.last_version = d->ver[p->vi].number ? d->ver[p->vi].number :
+	p->last.last_version = d->model.ver[p->vi].number ? d->model.ver[p->vi].number :
 			       p->base + 1;
 	p->last.last_bytes = p->bytes;
 	p->last.last_pid = p->pid;
@@ -81,7 +81,7 @@ static void parked_release(struct wcd *d, struct wcd_push *p)
  * conversation, or it stalled past its deadline). */
 static void park_pools(struct wcd *d, struct wcd_push *p)
 {
-	struct wcd_version *nv = &d->ver[p->vi];
+	struct wcd_version *nv = &d->model.ver[p->vi];
 	struct wcd_client *c = p->c;
 
 	if (!c || c->closing || (!c->noq && !rx_op_busy(&c->tx.op)))
@@ -108,7 +108,7 @@ void push_session_abort(struct wcd *d, struct wcd_push *p, const char *why)
 		 "update session %" PRIu64 " of pid %d aborted: %s; version %" PRIu64 " serves on, untouched",
 		 p->session, (int)p->pid, why, wcd_current(d)->number);
 	park_pools(d, p);
-	load_version_free(d, &d->ver[p->vi]);
+	load_version_free(d, &d->model.ver[p->vi]);
 	log_with(LOG_WARN, &lf, "%s", msg);
 	push_session_end(d, p, false, msg);
 }
@@ -156,8 +156,8 @@ void push_session_free(struct wcd *d)
 	/* after the loop closed: no timer to stop, its memory is ours */
 	free(p->timer);
 	parked_release(d, p);
-	if (p->phase != PUSH_IDLE && !d->ver[p->vi].used)
-		load_version_free(d, &d->ver[p->vi]);
+	if (p->phase != PUSH_IDLE && !d->model.ver[p->vi].used)
+		load_version_free(d, &d->model.ver[p->vi]);
 	free(p);
 	d->push = NULL;
 }

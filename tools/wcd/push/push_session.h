@@ -53,7 +53,7 @@ struct wcd_push {
 	uint64_t session, next_session;
 	uint32_t flags, timeout_ms;
 	uint64_t base;                /* N */
-	int vi;                       /* N+1's slot in d->ver */
+	int vi;                       /* N+1's slot in d->model.ver */
 	uint32_t ntensors;
 	uint64_t bytes;
 	uint64_t t0;                  /* the open request */
