@@ -123,7 +123,8 @@ struct wire_push_plan {
 	struct wire_get cur;
 	uint32_t seen;
 };
-void wire_push_plan_head_put(struct wire_put *w, const struct wire_push_plan *m);
+void wire_push_plan_head_put(struct wire_put *w,
+			     const struct wire_push_plan *m);
 /* -E2BIG (sticky) over a bound. */
 void wire_push_tensor_put(struct wire_put *w, const struct wire_push_tensor *t);
 size_t wire_push_tensor_size(const struct wire_push_tensor *t);

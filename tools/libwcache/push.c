@@ -221,7 +221,8 @@ static int pools_map(struct wc_push *p, struct wire_push_opened *r,
 			return wc__fail(err, EBADMSG, "pool %u of the daemon at %s has export kind %u but %s descriptor",
 					i, c->sock, pl->export_kind,
 					fd >= 0 ? "a" : "no");
-		ret = c->dev.be->import(&c->dev, fd, fd >= 0 ? NULL : pl->handle,
+		ret = c->dev.be->import(&c->dev, fd,
+					fd >= 0 ? NULL : pl->handle,
 					pl->alloc_size, true, NULL,
 					&p->maps[i], e);
 		if (ret)
@@ -255,7 +256,8 @@ int wc_push_open(struct wc_conn *c, unsigned flags, uint64_t base_version,
 	if (timeout_ms > WIRE_PUSH_TIMEOUT_MAX_MS)
 		return wc__fail(err, EINVAL, "wc_push_open: a timeout of %u ms is over the hour a session may stay open (%u ms)",
 				timeout_ms, WIRE_PUSH_TIMEOUT_MAX_MS);
-	q.flags = (flags & WC_PUSH_ALLOW_LAYOUT_CHANGE ? WIRE_PUSH_ALLOW_LAYOUT : 0) |
+	q.flags = (flags & WC_PUSH_ALLOW_LAYOUT_CHANGE ?
+		   WIRE_PUSH_ALLOW_LAYOUT : 0) |
 		  (flags & WC_PUSH_PARTIAL ? WIRE_PUSH_PARTIAL : 0);
 	ret = wc__dev_ensure(c, err);
 	if (ret)
@@ -399,7 +401,8 @@ static int tensor_copy(struct wc_push *p, const struct push_tensor *t,
 			ret = be->write_mapping(&p->c->dev, m, d, s, pc->width);
 			if (ret)
 				return wc__fail(err, -ret, "writing tensor '%s' into the session's pool %u failed: %s",
-						t->name, t->pool, strerror(-ret));
+						t->name, t->pool,
+						strerror(-ret));
 		}
 	}
 	return 0;
@@ -468,15 +471,18 @@ static int commit_call(struct wc_push *p, uint32_t flags,
 		goto out;
 	}
 	for (uint32_t i = 0; !p->prepared && i < p->ntensors; i++) {
+		struct wire_push_run *last = nruns ? &runs[nruns - 1] : NULL;
+
 		if (!p->t[i].written)
 			continue;
-		if (nruns && runs[nruns - 1].first + runs[nruns - 1].count == i) {
-			runs[nruns - 1].count++;
+		if (last && last->first + last->count == i) {
+			last->count++;
 			continue;
 		}
 		if (nruns == WIRE_PUSH_RUNS_MAX)
 			break;           /* the daemon names what is missing */
-		runs[nruns++] = (struct wire_push_run){ .first = i, .count = 1 };
+		runs[nruns++] = (struct wire_push_run){ .first = i,
+							.count = 1 };
 	}
 	/* the daemon seals the pools: no writable mapping may remain */
 	push_unmap(p);

@@ -159,12 +159,14 @@ static void commit_publish(struct wcd_client *c, struct wcd_push *p)
 	r->version = nv->number;
 	r->bytes = p->bytes - p->kept;
 	r->ns = rx_now_ns() - p->t0;
-	r->verify_ns = p->prepared_ns ? p->prepared_ns : rx_now_ns() - p->t_seal;
+	r->verify_ns = p->prepared_ns ? p->prepared_ns :
+		       rx_now_ns() - p->t_seal;
 	snprintf(r->msg, sizeof(r->msg),
 		 "updated from memory: version %" PRIu64 " serves, %" PRIu64 " bytes written by pid %d%s in %.3f s (%" PRIu64 " bytes kept from version %" PRIu64 "; seal and hash %.3f s); version %" PRIu64 " %s",
 		 nv->number, r->bytes, (int)p->pid,
 		 p->flags & WIRE_PUSH_PARTIAL ? " (a partial update)" : "",
-		 push_secs(r->ns), p->kept, pub.old_number, push_secs(r->verify_ns),
+		 push_secs(r->ns), p->kept, pub.old_number,
+		 push_secs(r->verify_ns),
 		 pub.old_number,
 		 pub.old_freed ? "was freed (no lease held it)" :
 				 "stays until its engines detach");

@@ -37,7 +37,8 @@ uint64_t push_keep(const struct wcd_version *cur, struct wcd_version *nv,
 	uint64_t kept = 0;
 
 	for (uint32_t i = 0; i < nck; i++) {
-		const struct plan_tensor *a = &cur->plan.t[i], *b = &nv->plan.t[i];
+		const struct plan_tensor *a = &cur->plan.t[i];
+		const struct plan_tensor *b = &nv->plan.t[i];
 		const uint8_t *src = cur->pools[a->pool].host_ptr;
 		uint8_t *dst = nv->pools[b->pool].host_ptr;
 
@@ -50,7 +51,8 @@ uint64_t push_keep(const struct wcd_version *cur, struct wcd_version *nv,
 		keep[i] = cur->hashed;
 	}
 	for (uint32_t i = nck; i < nv->plan.ntensors; i++)
-		keep[i] = cur->hashed && !(nv->plan.t[i].flags & PLAN_T_ALIAS) &&
+		keep[i] = cur->hashed &&
+			  !(nv->plan.t[i].flags & PLAN_T_ALIAS) &&
 			  !view_dirty(nv, i, nck, written);
 	return kept;
 }
@@ -78,8 +80,8 @@ int push_hash(struct wcd *d, struct wcd_version *v,
 			continue;
 		}
 		if (pl->host_ptr) {
-			base_hash128((const uint8_t *)pl->host_ptr + t->pool_off,
-				     t->size, v->hash[i]);
+			base_hash128((const uint8_t *)pl->host_ptr +
+				     t->pool_off, t->size, v->hash[i]);
 			continue;
 		}
 		if (!bounce) {
@@ -89,7 +91,8 @@ int push_hash(struct wcd *d, struct wcd_version *v,
 				break;
 		}
 		base_hasher_init(&h);
-		for (uint64_t o = 0; o < t->size && !ret; o += PUSH_HASH_CHUNK) {
+		for (uint64_t o = 0; o < t->size && !ret;
+		     o += PUSH_HASH_CHUNK) {
 			size_t n = t->size - o < PUSH_HASH_CHUNK ?
 				   (size_t)(t->size - o) : PUSH_HASH_CHUNK;
 

@@ -108,7 +108,8 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 		np = server_lease_pids(d, old, pids, 1);
 		reply_error(c, c->h.id, WIRE_E_BUSY, false,
 			    "version %" PRIu64 " is still held by %u engine(s) (first pid %d): the daemon keeps two versions, so the session can open once they detach (they were told to re-attach)",
-			    d->model.ver[old].number, np, np ? (int)pids[0] : -1);
+			    d->model.ver[old].number, np,
+			    np ? (int)pids[0] : -1);
 		return;
 	}
 	p->phase = PUSH_OPENING;

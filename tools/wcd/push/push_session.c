@@ -47,8 +47,8 @@ void push_session_end(struct wcd *d, struct wcd_push *p, bool ok,
 {
 	push_timer_disarm(p);
 	p->last.last_ok = ok;
-	p->last.last_version = d->model.ver[p->vi].number ? d->model.ver[p->vi].number :
-			       p->base + 1;
+	p->last.last_version = d->model.ver[p->vi].number ?
+			       d->model.ver[p->vi].number : p->base + 1;
 	p->last.last_bytes = p->bytes;
 	p->last.last_pid = p->pid;
 	p->last.last_uid = p->uid;
