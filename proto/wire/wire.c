@@ -29,6 +29,10 @@ static const char *const type_names[] = {
 	[WIRE_UPDATE] = "UPDATE",
 	[WIRE_METRICS] = "METRICS",
 	[WIRE_HANDOVER] = "HANDOVER",
+	[WIRE_PUSH_OPEN] = "PUSH_OPEN",
+	[WIRE_PUSH_PLAN] = "PUSH_PLAN",
+	[WIRE_PUSH_COMMIT] = "PUSH_COMMIT",
+	[WIRE_PUSH_ABORT] = "PUSH_ABORT",
 };
 
 static const char *const errcode_names[] = {

@@ -93,7 +93,12 @@ enum wire_type {
 	WIRE_UPDATE = 13,
 	WIRE_METRICS = 14,
 	WIRE_HANDOVER = 15,     /* wcd -> wcd: hot handover (wire_handover.h) */
-	WIRE_TYPE_MAX = 15,
+	/* an update session from a trainer's memory (wire_push.h) */
+	WIRE_PUSH_OPEN = 16,
+	WIRE_PUSH_PLAN = 17,
+	WIRE_PUSH_COMMIT = 18,
+	WIRE_PUSH_ABORT = 19,
+	WIRE_TYPE_MAX = 19,
 };
 
 /* Frame flags. */

@@ -144,7 +144,7 @@ static int manifest_fetch(struct wc_conn *c, struct wc_model *m,
 
 /* Opens the backend that imports the pools: the device given to
  * wc_connect, else the one the daemon names ("GPU-..." or a host device). */
-static int dev_ensure(struct wc_conn *c, struct wc_error *err)
+int wc__dev_ensure(struct wc_conn *c, struct wc_error *err)
 {
 	char spec[WC_DEVICE_LEN + 8], e[BASE_ERR_LEN];
 	int ret;
@@ -374,7 +374,7 @@ int wc_attach(struct wc_conn *c, unsigned flags, struct wc_model **out,
 		goto out_free;
 	t1 = wc__now_ns();
 	dev0 = c->times.device_ns;
-	ret = dev_ensure(c, err);
+	ret = wc__dev_ensure(c, err);
 	if (!ret)
 		ret = attach_request(c, m, ps, &lease, err);
 	if (ret)

@@ -3,6 +3,7 @@
  * libwcache internals shared by its .c files (not installed). Internal
  * non-static functions use the wc__ prefix. The files call only the ones
  * below them (test/make/lib_deps.sh checks):
+ *   push.c       an update session: wc_push_* (a trainer's weights)
  *   connect.c    wc_connect, wc_close (which detaches what is attached)
  *   attach.c     wc_attach, wc_manifest, wc_detach (pools, import)
  *   life.c       SLEEP, WAKE, UPDATE
@@ -152,6 +153,10 @@ int wc__pidfd_open(pid_t pid);
 /* Opens the backend for spec into c->dev (once), adding its time to
  * c->times.device_ns; err gets the backend's sentence. */
 int wc__dev_open(struct wc_conn *c, const char *spec, char *err);
+
+/* attach.c: opens the backend that imports the pools (once): the device
+ * given to wc_connect, else the one the daemon's HELLO named. */
+int wc__dev_ensure(struct wc_conn *c, struct wc_error *err);
 
 /* table.c: the name index over m->t (m->ntensors set). */
 int wc__index_build(struct wc_model *m, struct wc_error *err);

@@ -383,6 +383,75 @@ int wc_update_flags(struct wc_conn *c, const char *model_dir,
 		    unsigned flags, struct wc_life_result *r,
 		    struct wc_error *err);
 
+/* --- update from memory (a trainer; the daemon's uid or --allow-uid) ---- */
+
+/* An update session: the trainer writes version N+1 from its own memory,
+ * beside N, no file in between. Open gets N+1's pools (writable, this
+ * connection's alone; N serves engines throughout and nobody sees N+1
+ * before commit) and the plan of where each checkpoint tensor's pieces go
+ * (tensor-parallel slices, fused views' parts, padded rows left zero);
+ * each wc_push_write copies one whole checkpoint tensor, in the
+ * checkpoint's name, dtype and shape, from host memory; commit checks
+ * that every checkpoint tensor was written exactly once, then the daemon
+ * seals, hashes and publishes N+1 as an update from disk would (engines
+ * get WC_NOTICE_VERSION). A session not committed within timeout_ms, or
+ * whose connection closes, is aborted: N+1 is freed, N serves on.
+ * Refusals: EACCES (uid not allowed), EAGAIN (the daemon sleeps: wake it
+ * first), EBUSY (another session or update runs, or the old version is
+ * still held), ESTALE (the layout changed), EINVAL (out of order). */
+struct wc_push;
+#define WC_PUSH_ALLOW_LAYOUT_CHANGE 0x1u  /* as WC_UPDATE_ALLOW_LAYOUT_CHANGE */
+/* A partial update: write only the tensors that changed; at commit every
+ * other checkpoint tensor keeps version N's bytes (and hash). Host devices
+ * only for now (ENOSYS elsewhere); not with a layout change. */
+#define WC_PUSH_PARTIAL 0x2u
+
+struct wc_push_tensor {
+	const char *name;            /* valid until commit or abort */
+	const char *dtype;           /* safetensors spelling */
+	uint32_t ndim;
+	uint64_t shape[WC_DIMS_MAX]; /* the whole checkpoint tensor's shape */
+	uint64_t bytes;              /* its bytes, as the trainer holds it */
+	int written;                 /* 1 once wc_push_write took it */
+};
+
+/* Opens a session replacing base_version (0: whichever serves; another
+ * number is refused, EINVAL, when it no longer serves). timeout_ms: 0 for
+ * the daemon's default (60 s), at most an hour. */
+int wc_push_open(struct wc_conn *c, unsigned flags, uint64_t base_version,
+		 unsigned timeout_ms, struct wc_push **out,
+		 struct wc_error *err);
+/* The version the session will publish (N+1). */
+uint64_t wc_push_version(const struct wc_push *p);
+/* The checkpoint tensors to write, in the daemon's plan order. */
+uint64_t wc_push_tensor_count(const struct wc_push *p);
+int wc_push_tensor_at(const struct wc_push *p, uint64_t i,
+		      struct wc_push_tensor *out);
+/* Copies checkpoint tensor `name` (dtype, ndim, shape as the checkpoint
+ * has it; bytes contiguous, row-major, at src) into this rank's pools.
+ * ENOENT: no such checkpoint tensor; EINVAL: another dtype, shape or byte
+ * count (named, both values; nothing is cast); EEXIST: written before. */
+int wc_push_write(struct wc_push *p, const char *name, const char *dtype,
+		  uint32_t ndim, const uint64_t *shape, const void *src,
+		  uint64_t bytes, struct wc_error *err);
+/* Commits: the daemon publishes N+1 (r->version; r->seconds from open to
+ * publish; r->bytes those written). Missing tensors refuse it (EINVAL,
+ * named) unless the session is partial. p is freed in every
+ * case; a refused commit aborts the session. */
+int wc_push_commit(struct wc_push *p, struct wc_life_result *r,
+		   struct wc_error *err);
+/* The first half of a commit, for several ranks committed together
+ * (prepare every rank's session, then commit each; a failed prepare:
+ * abort them all, and no rank publishes): the daemon checks, seals and
+ * hashes N+1 without publishing it; r->version is the version a commit
+ * will publish. p stays the caller's either way: wc_push_commit (which
+ * then only publishes, and cannot be refused but by a dead daemon) or
+ * wc_push_abort. */
+int wc_push_prepare(struct wc_push *p, struct wc_life_result *r,
+		    struct wc_error *err);
+/* Aborts: N+1 is freed, N serves on. p is freed (NULL is allowed). */
+int wc_push_abort(struct wc_push *p, struct wc_error *err);
+
 /* The times of the phases run so far on c (see struct wc_attach_times). */
 void wc_times(const struct wc_conn *c, struct wc_attach_times *out);
 

@@ -32,6 +32,7 @@
 #include "load/hashpool.h"
 #include "model/versions.h"
 #include "life/lifecycle.h"
+#include "push/push.h"
 #include "handover/handover.h"
 #include "metrics/metrics.h"
 #include "base.h"
@@ -62,10 +63,11 @@ static void signal_cb(struct rx_signal *s, int signo)
 		server_stop(d);
 }
 
-/* Runs the queued lifecycle job, if any, then lets the device idle again. */
+/* Runs the queued job (a lifecycle job, or an update session's open), if
+ * any, then lets the device idle again. */
 static bool next_job(struct wcd *d)
 {
-	if (!life_run_job(d))
+	if (!life_run_job(d) && !push_run_job(d))
 		return false;
 	life_device_idle(d);
 	return true;
@@ -88,12 +90,20 @@ static int serve(struct wcd *d)
 	return 0;
 }
 
+/* A client is being freed: its update session ends, a handover forgets
+ * it. */
+static void client_gone(struct wcd *d, struct wcd_client *c)
+{
+	push_client_gone(d, c);
+	handover_client_gone(d, c);
+}
+
 /* What serve/ calls upwards (it knows no file above it). */
 static const struct server_hooks hooks = {
 	.dispatch = client_dispatch,
 	.lease_ended = version_lease_ended,
 	.pause_poke = handover_poke,
-	.client_gone = handover_client_gone,
+	.client_gone = client_gone,
 	.stop_hold = handover_stop_hold,
 	.read_to_end = handover_read_to_end,
 };
@@ -359,6 +369,7 @@ int main(int argc, char **argv)
 	metrics_http_stop(&d);
 	log_limit_flush(&d.m.malformed_log, LOG_INFO, "malformed frames");
 	life_free(&d);
+	push_free(&d);
 	handover_free(&d);
 	for (int i = 0; i < WCD_VERSIONS; i++)
 		if (wcd_model(&d)->ver[i].used)

@@ -18,6 +18,7 @@
 #include "serve/server.h"
 #include "model/versions.h"
 #include "life/lifecycle.h"
+#include "push/push.h"
 #include "handover/handover.h"
 #include "metrics/metrics.h"
 
@@ -421,6 +422,12 @@ void client_dispatch(struct wcd_client *c, const uint8_t *p, uint32_t n)
 		return;
 	case WIRE_HANDOVER:
 		handover_request(c, p, n);
+		return;
+	case WIRE_PUSH_OPEN:
+	case WIRE_PUSH_PLAN:
+	case WIRE_PUSH_COMMIT:
+	case WIRE_PUSH_ABORT:
+		push_request(c, p, n);
 		return;
 	case WIRE_NOTICE:
 	case WIRE_ERROR:

@@ -17,6 +17,7 @@
 #include "serve/server.h"
 #include "model/versions.h"
 #include "metrics/metrics.h"
+#include "push/push.h"
 
 #define STATUS_CLIENTS_MAX WCD_CLIENTS_MAX
 
@@ -62,6 +63,42 @@ static void life_status(struct wcd *d, json_t *o)
 		       "last", json_text(L->last));	/* may name a path */
 	if (lc)
 		json_object_set_new(o, "lifecycle", lc);
+}
+
+/* The update session from memory (push/): the open one, the last one. */
+static void push_status(struct wcd *d, json_t *o)
+{
+	struct push_info pi;
+	json_t *ps, *cur = json_null(), *last = json_null();
+
+	push_info(d, &pi);
+	if (pi.open)
+		cur = json_pack("{s:I, s:I, s:b, s:I, s:i, s:I, s:f, s:I}",
+				"session", (json_int_t)pi.session,
+				"version", (json_int_t)pi.version,
+				"writing", pi.writing,
+				"bytes", (json_int_t)pi.bytes,
+				"pid", (int)pi.pid,
+				"uid", (json_int_t)pi.uid,
+				"seconds", pi.seconds,
+				"timeout_ms", (json_int_t)pi.timeout_ms);
+	if (pi.last[0])
+		last = json_pack("{s:b, s:I, s:I, s:i, s:I, s:f, s:o}",
+				 "committed", pi.last_ok,
+				 "version", (json_int_t)pi.last_version,
+				 "bytes", (json_int_t)pi.last_bytes,
+				 "pid", (int)pi.last_pid,
+				 "uid", (json_int_t)pi.last_uid,
+				 "seconds", pi.last_seconds,
+				 "outcome", json_text(pi.last));
+	ps = json_pack("{s:o, s:o, s:I, s:I, s:I}",
+		       "open", cur ? cur : json_null(),
+		       "last", last ? last : json_null(),
+		       "opened", (json_int_t)pi.opened,
+		       "committed", (json_int_t)pi.committed,
+		       "aborted", (json_int_t)pi.aborted);
+	if (ps)
+		json_object_set_new(o, "push", ps);
 }
 
 char *status_json(struct wcd *d)
@@ -141,6 +178,7 @@ char *status_json(struct wcd *d)
 			"shed", (json_int_t)d->srv->shed,
 			"frame_timeouts", (json_int_t)d->srv->frame_timeouts));
 		life_status(d, o);
+		push_status(d, o);
 		s = json_dumps(o, JSON_COMPACT);
 	}
 	json_decref(o);

@@ -16,6 +16,8 @@
  *   metrics/    the Prometheus text and GET /metrics (metrics.h)
  *   handover/   hot handover, both sides (handover.h)
  *   life/       SLEEP, WAKE, UPDATE: checks, job queue, jobs (lifecycle.h)
+ *   push/       an update session: version N+1 written from a trainer's
+ *               memory, committed and published (push.h)
  *   model/      a model's resident versions: publish, retire, leases,
  *               memory (versions.h)
  *   load/       the loader: model -> plan -> pools, its paths (load.h)

@@ -29,8 +29,10 @@ static const double metrics_attach_le_s[METRICS_ATTACH_BUCKETS] = {
 	0.001, 0.0025, 0.005, 0.01, 0.1, 1.0,
 };
 
+/* METRICS_PUSH: an update session from memory (push/), by its end:
+ * committed or not */
 enum metrics_life_kind { METRICS_SLEEP, METRICS_WAKE, METRICS_UPDATE,
-			 METRICS_LIFE_KINDS };
+			 METRICS_PUSH, METRICS_LIFE_KINDS };
 
 struct metrics_life {
 	uint64_t ok, failed;

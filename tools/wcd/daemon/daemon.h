@@ -154,6 +154,7 @@ struct wcd_version {
 
 struct wcd;
 struct wcd_client;
+struct wcd_push;
 struct wcd_server;
 struct server_hooks;
 
@@ -266,6 +267,9 @@ struct wcd {
 	 * main.c: how the files below rewrite the ready file */
 	int (*ready_write)(struct wcd *d, char *err);
 	struct wcd_metrics m;         /* counters (counters.h: bumped inline) */
+	/* push/: the update session from a trainer's memory (its own
+	 * struct, made at the first PUSH_OPEN; NULL before) */
+	struct wcd_push *push;
 	/* why a --takeover loaded from disk instead (the ready file's
 	 * reloaded key), "" after a load or a handover */
 	char reloaded[512];

@@ -277,11 +277,12 @@ static void put_requests(struct out *o, struct wcd *d)
 
 static void put_life(struct out *o, struct wcd *d)
 {
-	static const char *const kind[] = { "sleep", "wake", "update" };
+	static const char *const kind[] = { "sleep", "wake", "update",
+					     "push" };
 	const struct wcd_metrics *m = &d->m;
 
 	family(o, "wcache_lifecycle_total", "counter",
-	       "Sleeps, wakes and updates, by result.");
+	       "Sleeps, wakes, updates and update sessions, by result.");
 	for (int k = 0; k < METRICS_LIFE_KINDS; k++) {
 		put(o, "wcache_lifecycle_total{op=\"%s\",result=\"ok\"} %llu\n",
 		    kind[k], (unsigned long long)m->life[k].ok);

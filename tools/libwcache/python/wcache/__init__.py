@@ -19,6 +19,7 @@ from ._core import (Connection, LifeResult, Model, Notice,
                     PendingModel, ReadOnlyWarning,
                     TensorInfo, connect, live_leases, live_tensors)
 from ._lib import lib_path
+from ._push import update_ranks
 from .errors import (BadReply, Busy, DaemonGone, DaemonSleeping, Error,
                      FallbackWarning, HashMismatch, IdentityMismatch, NoDaemon,
                      NoHashes, NotImplementedByDaemon, NotServed, OutOfOrder,
@@ -27,7 +28,7 @@ from .errors import (BadReply, Busy, DaemonGone, DaemonSleeping, Error,
 __version__ = "0.1.0"
 __all__ = [
     "connect", "Connection", "Model", "TensorInfo", "LifeResult", "Notice", "PendingModel",
-    "live_tensors", "live_leases", "lib_path", "ReadOnlyWarning",
+    "live_tensors", "live_leases", "lib_path", "ReadOnlyWarning", "update_ranks",
     "Error", "NoDaemon", "Refused", "IdentityMismatch", "TryAgain",
     "DaemonSleeping", "Busy", "DaemonGone", "ReadOnly", "Timeout",
     "ProtocolMismatch", "BadReply", "HashMismatch", "NoHashes", "OutOfOrder",

@@ -87,6 +87,11 @@ class WcNotice(ctypes.Structure):
                 ("msg", ctypes.c_char * WC_ERR_MSG_LEN)]
 
 
+class WcPushTensor(ctypes.Structure):
+    _fields_ = [("name", c_char_p), ("dtype", c_char_p), ("ndim", c_u32),
+                ("shape", c_u64 * WC_DIMS_MAX), ("bytes", c_u64), ("written", c_int)]
+
+
 class WcLifeResult(ctypes.Structure):
     _fields_ = [("version", c_u64), ("level", c_uint), ("bytes", c_u64),
                 ("seconds", ctypes.c_double),
@@ -165,6 +170,16 @@ _PROTOS = {
     "wc_dl_shutdown": (None, []),
 }
 _OPTIONAL = {
+    # update sessions from a trainer's memory (issue 29)
+    "wc_push_open": (c_int, [c_void_p, c_uint, c_u64, c_uint, P(c_void_p), _E]),
+    "wc_push_write": (c_int, [c_void_p, c_char_p, c_char_p, c_u32, P(c_u64), c_void_p,
+                              c_u64, _E]),
+    "wc_push_commit": (c_int, [c_void_p, P(WcLifeResult), _E]),
+    "wc_push_abort": (c_int, [c_void_p, _E]),
+    "wc_push_prepare": (c_int, [c_void_p, P(WcLifeResult), _E]),
+    "wc_push_tensor_count": (c_u64, [c_void_p]),
+    "wc_push_tensor_at": (c_int, [c_void_p, c_u64, P(WcPushTensor)]),
+    "wc_push_version": (c_u64, [c_void_p]),
     # HELLO and ATTACH in one call (libwcache after 0.1.0's first cut; an
     # older one: the two calls)
     "wc_hello_attach": (c_int, [c_void_p, P(WcExpect), P(WcInfo), c_uint, P(c_void_p),

@@ -278,3 +278,25 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
             if s[4] != src:
                 tied[s[4]] = src
     return Bound(bound, missing, unexpected, tied)
+
+
+def update_from(conn, module_or_state_dict, name_map=None, allow_layout_change=False,
+                timeout_ms=0, partial=False):
+    """A trainer's weights as the next version (conn.update_from): the
+    module's state_dict() (or a state dict given as it is), each name
+    through name_map ({module name: checkpoint name}, as load_into's;
+    None skips it: a tied lm_head.weight the checkpoint does not store, a
+    buffer that is no checkpoint tensor). Every checkpoint tensor must be
+    given once, in its dtype and shape; returns a LifeResult."""
+    sd = module_or_state_dict
+    if isinstance(sd, torch.nn.Module):
+        sd = sd.state_dict()
+    name_map = dict(name_map or {})
+
+    def items():
+        for k, v in sd.items():
+            n = name_map.get(k, k)
+            if n is not None:
+                yield n, v
+    return conn.update_from(items(), allow_layout_change=allow_layout_change,
+                            timeout_ms=timeout_ms, partial=partial)

@@ -1,0 +1,638 @@
+# SPDX-License-Identifier: MIT
+"""Updates from a trainer's memory (conn.update_from, libwcache's wc_push_*,
+wcd's push/): version N+1 pushed from torch tensors is served hash for hash
+as a disk update of the same weights (wcctl update of them written as
+safetensors) serves it, for every rank of tp 1, 2 and 4 of the layouts of
+test/data/layouts; every refusal says which tensor and what to do; a
+trainer that dies at any step leaves N serving and N+1 freed; an engine
+attached during a session reads N's bytes only."""
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "layout_ref"))
+
+import daemon  # noqa: E402
+import models  # noqa: E402
+import ref  # noqa: E402
+
+torch = pytest.importorskip("torch")
+wcache = pytest.importorskip("wcache")
+
+HF = models.HF
+
+
+def new_weights(src, dst, seed):
+    """dst: src's checkpoint with every tensor's bytes replaced (the same
+    headers, so the same layout); returns {name: torch tensor} of them."""
+    shutil.copytree(src, dst)
+    out = {}
+    rng = np.random.default_rng(seed)
+    for f in sorted(os.listdir(dst)):
+        if not f.endswith(".safetensors"):
+            continue
+        path = os.path.join(dst, f)
+        with open(path, "rb") as fh:
+            raw = bytearray(fh.read())
+        n = int.from_bytes(raw[:8], "little")
+        hdr = __import__("json").loads(bytes(raw[8:8 + n]))
+        base = 8 + n
+        for name, info in hdr.items():
+            if name == "__metadata__":
+                continue
+            b, e = info["data_offsets"]
+            assert info["dtype"] == "BF16", info["dtype"]
+            # finite bf16 values: random float32 rounded down to bf16
+            vals = rng.standard_normal((e - b) // 2).astype(np.float32)
+            words = (vals.view(np.uint32) >> 16).astype(np.uint16)
+            raw[base + b:base + e] = words.tobytes()
+            t = torch.from_numpy(words.view(np.int16).copy()).view(torch.bfloat16)
+            out[name] = t.reshape(info["shape"])
+        with open(path, "wb") as fh:
+            fh.write(raw)
+    return out
+
+
+def hashes(rank):
+    man = daemon.manifest_of(rank.device, rank.rundir)
+    return {t["name"]: (t["dtype"], tuple(t["shape"]), t["padded_rows"], t["xxh3_128"])
+            for t in man["tensors"]}
+
+
+def connect(rank):
+    return wcache.connect(device=rank.device, runtime_dir=rank.rundir)
+
+
+@pytest.mark.parametrize("name", HF)
+def test_push_equals_disk_update(name, tmp_path):
+    """For tp 1, 2, 4: update_from(new weights) then a disk update of the
+    same weights: every entry (checkpoint names and views) has the same
+    dtype, shape, padding and hash in both; and the hashes changed."""
+    src = models.path("hf", name)
+    new = new_weights(src, str(tmp_path / "new"), seed=len(name))
+    ran = 0
+    for tp in (1, 2, 4):
+        args = [["--tp-size", str(tp), "--tp-rank", str(r)] for r in range(tp)]
+        with daemon.Ranks(src, args) as rs:
+            for i, r in enumerate(rs.ranks):
+                if r.rc is not None:   # the layout refuses this tp
+                    continue
+                before = hashes(r)
+                with connect(r) as c:
+                    res = c.update_from(new)
+                    assert res.version == 2, res
+                    pushed = hashes(r)
+                    res = c.update(str(tmp_path / "new"))
+                    assert res.version == 3, res
+                disk = hashes(r)
+                assert pushed == disk, "%s tp %d rank %d: pushed and loaded differ in %s" % (
+                    name, tp, i, sorted(k for k in disk if pushed.get(k) != disk[k])[:5])
+                changed = [k for k in before if before[k][3] != pushed[k][3]]
+                assert len(changed) == len(before), "%s: unchanged: %s" % (
+                    name, sorted(set(before) - set(changed))[:5])
+                ran += 1
+    assert ran, "no rank of %s served" % name
+
+
+@pytest.fixture
+def llama(tmp_path):
+    src = models.path("hf", "llama")
+    new = new_weights(src, str(tmp_path / "new"), seed=7)
+    with daemon.Ranks(src, [["--tp-size", "2", "--tp-rank", "1"]]) as rs:
+        yield rs.ranks[0], new, str(tmp_path / "new")
+
+
+def status(rank):
+    with connect(rank) as c:
+        return c.status()
+
+
+def session_ended(rank):
+    """STATUS's push object once no session is open (the daemon hears of a
+    trainer's end through its connection: wait for it, 5 s at most)."""
+    for _ in range(500):
+        st = status(rank)["push"]
+        if st["open"] is None:
+            return st
+        __import__("time").sleep(0.01)
+    raise AssertionError("the session is still open: %s" % st)
+
+
+def test_refusals_name_the_tensor(llama):
+    r, new, _ = llama
+    before = hashes(r)
+    first = sorted(new)[0]
+    bad = [
+        ({**new, "model.no_such.weight": new[first]}, "is not a checkpoint tensor",
+         "model.no_such.weight"),
+        ({**new, first: new[first].float()}, "is BF16 in the served layout, and F32 was given",
+         first),
+        ({**new, first: new[first].reshape(-1)}, "has the shape", first),
+        ({k: v for k, v in new.items() if k != first}, "1 tensor(s) not written", first),
+    ]
+    with connect(r) as c:
+        for tensors, what, tname in bad:
+            with pytest.raises(wcache.Error) as e:
+                c.update_from(tensors)
+            assert what in str(e.value) and tname in str(e.value), str(e.value)
+        # a duplicate: the same name twice in an iterable
+        with pytest.raises(wcache.Error) as e:
+            c.update_from(list(new.items()) + [(first, new[first])])
+        assert "already written" in str(e.value) and first in str(e.value)
+        # not a tensor
+        with pytest.raises(wcache.Error) as e:
+            c.update_from({first: [1, 2]})
+        assert first in str(e.value)
+    assert hashes(r) == before
+    st = status(r)["push"]
+    assert st["open"] is None and st["aborted"] == 6 and st["committed"] == 0, st
+    assert "version 1 serves on" in st["last"]["outcome"], st
+    # the slot is free again: a good push goes through
+    with connect(r) as c:
+        assert c.update_from(new).version == 2
+    raw = Raw(r)
+    t, body = raw.call(14, b"")          # METRICS: the Prometheus text
+    raw.close()
+    text = body[4:].decode()
+    import re
+    got = dict(re.findall(r'wcache_lifecycle_total\{.*op="push",result="(\w+)"\} (\d+)', text))
+    assert got == {"ok": "1", "error": "6"}, text
+
+
+def test_refused_while_sleeping(llama):
+    r, new, _ = llama
+    with connect(r) as c:
+        c.sleep(2)
+        with pytest.raises(wcache.DaemonSleeping) as e:
+            c.update_from(new)
+        assert "wake it first" in str(e.value)
+        c.wake()
+        assert c.update_from(new).version == 2
+
+
+def test_numpy_sources_and_noncontiguous(llama):
+    """numpy arrays (of a dtype numpy has) and transposed views are
+    accepted: made contiguous, never cast. The llama layout is all BF16,
+    which numpy lacks: the numpy arrays go in as F32 and are refused."""
+    r, new, _ = llama
+    first = sorted(new)[0]
+    src = {k: v for k, v in new.items()}
+    src[first] = new[first].float().numpy()
+    with connect(r) as c:
+        with pytest.raises(wcache.Error) as e:
+            c.update_from(src)
+        assert "F32 was given" in str(e.value)
+        two = [k for k, v in new.items() if v.dim() == 2][0]
+        src = dict(new)
+        src[two] = new[two].t().contiguous().t()  # same values, not contiguous
+        assert not src[two].is_contiguous()
+        assert c.update_from(src).version == 2
+    assert hashes(r) == hashes_after_disk(r, llama[2])
+
+
+def hashes_after_disk(rank, newdir):
+    with connect(rank) as c:
+        c.update(newdir)
+    return hashes(rank)
+
+
+TRAINER = textwrap.dedent("""
+    import ctypes, os, sys, time
+    sys.path.insert(0, %(pkg)r)
+    import torch, wcache
+    from wcache import _lib
+    from wcache._lib import lib
+    step = sys.argv[1]
+    new = torch.load(sys.argv[2])
+    c = wcache.connect(device=sys.argv[3], runtime_dir=sys.argv[4])
+    err = _lib.new(_lib.WcError)
+    p = ctypes.c_void_p()
+    assert lib.wc_push_open(c._ptr(), 0, 0, 0, ctypes.byref(p), ctypes.byref(err)) == 0, err.msg
+    if step == "open":
+        print("ready", flush=True); time.sleep(60)
+    for i, (n, t) in enumerate(sorted(new.items())):
+        if step == "mid" and i == len(new) // 2:
+            print("ready", flush=True); time.sleep(60)
+        dims = (ctypes.c_uint64 * t.dim())(*t.shape)
+        assert lib.wc_push_write(p, n.encode(), b"BF16", t.dim(), dims,
+                                 ctypes.c_void_p(t.data_ptr()),
+                                 t.numel() * 2, ctypes.byref(err)) == 0, err.msg
+    print("ready", flush=True); time.sleep(60)
+""")
+
+
+def pool_fds(pid):
+    """The daemon's memfd pools (its open descriptors): what N+1 holds."""
+    d = "/proc/%d/fd" % pid
+    n = 0
+    for f in os.listdir(d):
+        try:
+            n += "wcache-pool" in os.readlink(os.path.join(d, f))
+        except OSError:
+            pass
+    return n
+
+
+@pytest.mark.parametrize("step", ["open", "mid", "commit"])
+def test_trainer_killed(llama, tmp_path, step):
+    """A trainer killed after open, mid-write or before commit: N serves
+    on untouched, N+1 is freed (the session's bytes leave resident memory,
+    the next session opens), and engines saw only N."""
+    r, new, _ = llama
+    before = hashes(r)
+    pools = pool_fds(r.proc.pid)
+    pt = str(tmp_path / "new.pt")
+    torch.save(new, pt)
+    script = tmp_path / "trainer.py"
+    script.write_text(TRAINER % {"pkg": os.path.join(daemon.TOP, "tools", "libwcache", "python")})
+    p = subprocess.Popen([sys.executable, str(script), step, pt, r.device, r.rundir],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        assert line.strip() == "ready", p.stderr.read()
+        st = status(r)
+        assert st["push"]["open"]["writing"] and st["push"]["open"]["pid"] == p.pid, st
+        assert hashes(r) == before       # an engine sees N only
+        assert pool_fds(r.proc.pid) > pools  # N+1's pools exist
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    st = session_ended(r)
+    assert st["aborted"] == 1 and not st["last"]["committed"], st
+    assert "connection closed before commit" in st["last"]["outcome"], st
+    assert "version 1 serves on" in st["last"]["outcome"], st
+    assert hashes(r) == before
+    assert pool_fds(r.proc.pid) == pools  # and are gone
+    with connect(r) as c:
+        assert c.update_from(new).version == 2
+
+
+def test_engine_attached_during_session_reads_n(llama):
+    """An engine that attaches while a session is open (everything
+    written, not committed) gets version N and N's bytes; after the commit
+    it is told of N+1 and a new attach gets N+1."""
+    import ctypes
+    from wcache import _lib
+    from wcache._lib import lib
+    r, new, _ = llama
+    before = hashes(r)
+    with connect(r) as trainer, connect(r) as engine:
+        err = _lib.new(_lib.WcError)
+        p = ctypes.c_void_p()
+        assert lib.wc_push_open(trainer._ptr(), 0, 0, 0, ctypes.byref(p), ctypes.byref(err)) == 0
+        for n, t in new.items():
+            dims = (ctypes.c_uint64 * t.dim())(*t.shape)
+            assert lib.wc_push_write(p, n.encode(), b"BF16", t.dim(), dims,
+                                     ctypes.c_void_p(t.data_ptr()), t.numel() * 2,
+                                     ctypes.byref(err)) == 0, err.msg
+        engine.hello()
+        m = engine.attach()
+        assert m.info["version"] == 1
+        m.verify()                      # N's bytes, N's hashes
+        got = {t.name: t.hash for t in m.manifest}
+        r2 = _lib.new(_lib.WcLifeResult)
+        assert lib.wc_push_commit(p, ctypes.byref(r2), ctypes.byref(err)) == 0, err.msg
+        assert r2.version == 2
+        m.verify()                      # the lease on N stays valid
+        n = None
+        for _ in range(200):
+            n = engine.read_notice()
+            if n:
+                break
+            __import__("time").sleep(0.01)
+        assert n and n.kind == "version" and n.version == 2, n
+        assert got == {k: v[3] for k, v in before.items()}
+        # version 1 is still held: no slot for version 3 until it goes
+        with pytest.raises(wcache.Busy) as e:
+            trainer.update_from(new)
+        assert "version 1 is still held by 1 engine(s) (first pid %d)" % os.getpid() \
+            in str(e.value), str(e.value)
+        m.detach()
+        assert trainer.update_from(new).version == 3
+    assert hashes(r) != before
+
+
+def test_deadline_aborts(llama):
+    import ctypes
+    import time
+    from wcache import _lib
+    from wcache._lib import lib
+    r, new, _ = llama
+    with connect(r) as c:
+        err = _lib.new(_lib.WcError)
+        p = ctypes.c_void_p()
+        assert lib.wc_push_open(c._ptr(), 0, 0, 200, ctypes.byref(p), ctypes.byref(err)) == 0
+        for _ in range(500):
+            st = c.status()["push"]
+            if st["open"] is None:
+                break
+            time.sleep(0.01)
+        assert st["open"] is None and "not committed within 200 ms" in st["last"]["outcome"], st
+        r2 = _lib.new(_lib.WcLifeResult)
+        assert lib.wc_push_commit(p, ctypes.byref(r2), ctypes.byref(err)) < 0
+        assert "without an open update session" in err.msg.decode(), err.msg
+        assert c.update_from(new).version == 2
+
+
+# --- the daemon's own checks, through raw frames ------------------------------
+
+import socket  # noqa: E402
+import struct  # noqa: E402
+
+PUSH_OPEN, PUSH_PLAN, PUSH_COMMIT, PUSH_ABORT, ERROR = 16, 17, 18, 19, 9
+
+
+class Raw:
+    """A bare connection that speaks the wire protocol itself (wire.h),
+    to send what libwcache never would."""
+
+    def __init__(self, rank):
+        sock = [f for f in os.listdir(rank.rundir) if f.endswith(".sock")][0]
+        self.s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.s.connect(os.path.join(rank.rundir, sock))
+        self.id = 0
+
+    def call(self, typ, payload):
+        self.id += 1
+        self.s.sendall(struct.pack("<IHHIIQ", 0x43414357, 2, typ, 0, len(payload), self.id)
+                       + payload)
+        hdr, fds, _, _ = socket.recv_fds(self.s, 24, 253)
+        for fd in fds:
+            os.close(fd)
+        if not hdr:
+            return None, None
+        _, _, t, _, n, _ = struct.unpack("<IHHIIQ", hdr)
+        body = b""
+        while len(body) < n:
+            body += self.s.recv(n - len(body))
+        if t == ERROR:
+            code, ln = struct.unpack("<II", body[:8])
+            return "error", body[8:8 + ln].decode()
+        return t, body
+
+    def close(self):
+        self.s.close()
+
+
+def commit_runs(session, runs, flags=0):
+    return struct.pack("<QII", session, flags, len(runs)) + b"".join(struct.pack("<II", *r) for r in runs)
+
+
+def test_daemon_refuses_doubled_missing_and_foreign_runs(llama):
+    """The daemon's coverage check (libwcache refuses a second write
+    itself): a commit naming a tensor twice, none at all, or past the
+    plan is refused with the names; a malformed commit closes the
+    connection; the session, still open, aborts."""
+    r, new, _ = llama
+    before = hashes(r)
+    raw = Raw(r)
+    t, body = raw.call(PUSH_OPEN, struct.pack("<IQI", 0, 0, 0))
+    assert t == PUSH_OPEN, body
+    session, version, base, ntensors = struct.unpack("<QQQI", body[:28])
+    assert (version, base) == (2, 1)
+    names = sorted(new)
+    t, msg = raw.call(PUSH_COMMIT, commit_runs(session, [(0, ntensors), (0, 1)]))
+    assert t == "error" and "1 written more than once (%s)" % names[0] in msg, msg
+    t, msg = raw.call(PUSH_COMMIT, commit_runs(session, [(1, ntensors - 1)]))
+    assert t == "error" and "1 tensor(s) not written (%s)" % names[0] in msg, msg
+    t, msg = raw.call(PUSH_COMMIT, commit_runs(session, [(0, ntensors + 1)]))
+    assert t == "error" and "but the session writes %d" % ntensors in msg, msg
+    t, msg = raw.call(PUSH_COMMIT, commit_runs(session + 1, [(0, ntensors)]))
+    assert t == "error" and "this connection's session is %d" % session in msg, msg
+    t, msg = raw.call(PUSH_ABORT, struct.pack("<Q", session))
+    assert t == PUSH_ABORT, msg
+    t, msg = raw.call(PUSH_COMMIT, commit_runs(session, [(0, ntensors)]))
+    assert t == "error" and "without an open update session" in msg, msg
+    t, msg = raw.call(PUSH_COMMIT, struct.pack("<QII", session, 0, 5))  # runs missing
+    assert t == "error" and "past the end" in msg, msg
+    try:                                  # and the connection is closed
+        assert raw.call(PUSH_ABORT, struct.pack("<Q", session)) == (None, None)
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    raw.close()
+    st = status(r)["push"]
+    assert st["open"] is None and st["aborted"] == 1, st
+    assert hashes(r) == before
+
+
+def test_one_session_at_a_time(llama):
+    r, new, _ = llama
+    a, b = Raw(r), Raw(r)
+    t, body = a.call(PUSH_OPEN, struct.pack("<IQI", 0, 0, 0))
+    assert t == PUSH_OPEN
+    t, msg = b.call(PUSH_OPEN, struct.pack("<IQI", 0, 0, 0))
+    assert t == "error" and "one session at a time" in msg, msg
+    with connect(r) as c:
+        with pytest.raises(wcache.Busy) as e:
+            c.update(llama[2])
+        assert "is loading" in str(e.value) or "update" in str(e.value), str(e.value)
+    t, msg = b.call(PUSH_OPEN, struct.pack("<IQI", 0, 5, 0))
+    assert t == "error", msg
+    a.close()
+    for _ in range(500):
+        t, body = b.call(PUSH_OPEN, struct.pack("<IQI", 0, 5, 0))
+        if "one session at a time" not in str(body):
+            break
+        __import__("time").sleep(0.01)
+    # against a version that does not serve
+    assert t == "error" and "would replace version 5, but version 1 serves" in body, body
+    b.close()
+
+
+RAW_OPEN = """
+import os, socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+s.sendall(struct.pack("<IHHIIQ", 0x43414357, 2, 16, 0, 16, 1) + struct.pack("<IQI", 0, 0, 0))
+hdr, fds, _, _ = socket.recv_fds(s, 24, 253)
+_, _, t, _, n, _ = struct.unpack("<IHHIIQ", hdr)
+body = b""
+while len(body) < n:
+    body += s.recv(n - len(body))
+print("type", t, "fds", len(fds), body[8:].decode(errors="replace") if t == 9 else "")
+"""
+
+
+@pytest.mark.parametrize("allowed", [False, True])
+def test_uid_not_allowed(tmp_path, allowed):
+    """A connection the daemon serves (--allow-gid) but whose uid is
+    neither the daemon's nor an --allow-uid may not open a session; with
+    --allow-uid it may."""
+    if os.getuid() != 0:
+        pytest.skip("needs root to run a client under another uid")
+    if not shutil.which("setpriv") or subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "true"]).returncode:
+        pytest.skip("setpriv cannot switch to uid 65534 here")
+    extra = ["--allow-gid", "65534"] + (["--allow-uid", "65534"] if allowed else [])
+    with daemon.Ranks(models.path("hf", "llama"), [extra]) as rs:
+        r = rs.ranks[0]
+        sock = [os.path.join(r.rundir, f) for f in os.listdir(r.rundir) if f.endswith(".sock")][0]
+        out = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                              sys.executable, "-c", RAW_OPEN, sock],
+                             capture_output=True, text=True, timeout=60)
+        if "Permission denied" in out.stderr:
+            pytest.skip("uid 65534 cannot reach the socket here: " + out.stderr[-200:])
+        assert out.returncode == 0, out.stderr
+        if allowed:
+            assert out.stdout.startswith("type 16 fds 1"), out.stdout
+        else:
+            assert ("type 9" in out.stdout and
+                    "only accepted from the daemon's own uid 0 or an allowed uid (you are uid 65534)"
+                    in out.stdout and "--allow-uid 65534" in out.stdout), out.stdout
+        st = session_ended(r)
+        assert st["opened"] == (1 if allowed else 0), st
+
+
+def test_deadline_while_the_open_reply_is_unsent(llama):
+    """A trainer that stops reading: its replies back up behind a full
+    socket, the session's deadline passes while the OPEN reply (which
+    names N+1's pools by descriptor number) is still queued. The daemon
+    closes that connection and keeps the pools until the connection is
+    freed (no descriptor number is reused under a pending send), then
+    frees them; N serves on."""
+    r, new, _ = llama
+    before = hashes(r)
+    pools = pool_fds(r.proc.pid)
+    raw = Raw(r)
+    raw.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    frames = b""
+    for i in range(14):     # METRICS replies (17 KB each), unread, fill the socket
+        frames += struct.pack("<IHHIIQ", 0x43414357, 2, 14, 0, 0, 100 + i)
+    frames += struct.pack("<IHHIIQ", 0x43414357, 2, PUSH_OPEN, 0, 16, 200) + \
+        struct.pack("<IQI", 0, 0, 300)
+    raw.s.sendall(frames)
+    for _ in range(500):
+        if status(r)["push"]["opened"]:
+            break
+        __import__("time").sleep(0.01)
+    st = session_ended(r)
+    assert st["aborted"] == 1 and "not committed within 300 ms" in st["last"]["outcome"], st
+    log = r.log_text()
+    stuck = "still being sent" in log
+    raw.close()
+    for _ in range(500):
+        if pool_fds(r.proc.pid) == pools:
+            break
+        __import__("time").sleep(0.01)
+    assert pool_fds(r.proc.pid) == pools
+    assert hashes(r) == before
+    with connect(r) as c:
+        assert c.update_from(new).version == 2
+    if not stuck:
+        pytest.skip("the replies did not back up here (the socket took them all)")
+
+
+def test_torch_update_from_module(llama):
+    """wcache.torch.update_from(conn, module, name_map): a module holding
+    the checkpoint's tensors (one under another name, one extra buffer
+    skipped with None) pushes as its state_dict; the result is the disk
+    update's, hash for hash."""
+    import wcache.torch as wt
+    r, new, newdir = llama
+    m = torch.nn.Module()
+    for i, (k, v) in enumerate(sorted(new.items())):
+        m.register_buffer("b%d" % i, v.clone())
+    m.register_buffer("extra", torch.zeros(3))
+    name_map = {"b%d" % i: k for i, k in enumerate(sorted(new))}
+    name_map["extra"] = None
+    with connect(r) as c:
+        with pytest.raises(wcache.Error) as e:   # the extra buffer, not skipped
+            wt.update_from(c, m, name_map={k: v for k, v in name_map.items() if v})
+        assert "'extra' is not a checkpoint tensor" in str(e.value), str(e.value)
+        assert wt.update_from(c, m, name_map=name_map).version == 2
+    pushed = hashes(r)
+    assert pushed == hashes_after_disk(r, newdir)
+
+
+def partial_dir(src, dst, changed):
+    """dst: src's checkpoint with only the tensors of changed ({name:
+    torch bf16 tensor}) replaced."""
+    import json
+    shutil.copytree(src, dst)
+    for f in sorted(os.listdir(dst)):
+        if not f.endswith(".safetensors"):
+            continue
+        path = os.path.join(dst, f)
+        with open(path, "rb") as fh:
+            raw = bytearray(fh.read())
+        n = int.from_bytes(raw[:8], "little")
+        hdr = json.loads(bytes(raw[8:8 + n]))
+        for name, info in hdr.items():
+            if name in changed:
+                b, e = info["data_offsets"]
+                raw[8 + n + b:8 + n + e] = changed[name].view(torch.int16).numpy().tobytes()
+        with open(path, "wb") as fh:
+            fh.write(raw)
+
+
+@pytest.mark.parametrize("name", ["llama", "qwen3_moe", "gemma3"])
+def test_partial_equals_disk_update(name, tmp_path):
+    """A partial update of two tensors (one inside a fused view where the
+    layout has one) serves what a disk update of the checkpoint with just
+    those two changed serves, hash for hash, on every rank of tp 2; the
+    other tensors keep N's hashes; the reply counts the written bytes."""
+    src = models.path("hf", name)
+    new = new_weights(src, str(tmp_path / "all"), seed=3)
+    names = sorted(new)
+    pick = [n for n in names if "q_proj" in n][:1] + [n for n in names if "norm" in n][:1]
+    assert len(pick) == 2, names
+    changed = {k: new[k] for k in pick}
+    partial_dir(src, str(tmp_path / "part"), changed)
+    args = [["--tp-size", "2", "--tp-rank", str(r)] for r in range(2)]
+    with daemon.Ranks(src, args) as rs:
+        for r in rs.ranks:
+            before = hashes(r)
+            with connect(r) as c:
+                res = c.update_from(changed, partial=True)
+                assert res.version == 2 and "a partial update" in res.msg, res
+                man = daemon.manifest_of(r.device, r.rundir)["tensors"]
+                assert res.bytes == sum(t["bytes"] for t in man if t["name"] in pick), res
+                pushed = hashes(r)
+                with pytest.raises(wcache.Error) as e:   # twice is still refused
+                    c.update_from(list(changed.items()) * 2, partial=True)
+                assert "already written" in str(e.value)
+            assert pushed == hashes_after_disk(r, str(tmp_path / "part"))
+            same = [k for k in before if before[k] == pushed[k]]
+            assert set(pick) - set(same) == set(pick)
+            assert len(same) >= len(before) - 2 - sum(1 for k in before if ".qkv_proj" in k
+                                                       or "gate_up" in k), (same, before)
+
+
+def test_update_ranks_all_or_none(tmp_path):
+    """wcache.update_ranks over the two stages of pp 2: each tensor goes to
+    the stage that holds it, both publish, each equal to a disk update;
+    with a tensor of the last stage missing, that stage refuses at prepare
+    and neither publishes (the first stage was prepared, then aborted)."""
+    src = models.path("hf", "llama")
+    new = new_weights(src, str(tmp_path / "new"), seed=11)
+    args = [["--pp-size", "2", "--pp-rank", str(r)] for r in range(2)]
+    with daemon.Ranks(src, args) as rs:
+        before = [hashes(r) for r in rs.ranks]
+        last_only = sorted(set(before[1]) - set(before[0]))
+        assert "model.norm.weight" in last_only, last_only
+        conns = [connect(r) for r in rs.ranks]
+        try:
+            short = {k: v for k, v in new.items() if k != "model.norm.weight"}
+            with pytest.raises(wcache.Error) as e:
+                wcache.update_ranks(conns, short)
+            assert "rank 1 of 2 refused the update, so no rank publishes it" in str(e.value)
+            assert "model.norm.weight" in str(e.value), str(e.value)
+            assert [hashes(r) for r in rs.ranks] == before
+            assert [status(r)["push"]["aborted"] for r in rs.ranks] == [1, 1]
+            with pytest.raises(wcache.Error) as e:
+                wcache.update_ranks(conns, {**new, "x.weight": new["model.norm.weight"]})
+            assert "'x.weight' is in no rank's plan" in str(e.value)
+            res = wcache.update_ranks(conns, new)
+            assert [x.version for x in res] == [2, 2], res
+            pushed = [hashes(r) for r in rs.ranks]
+        finally:
+            for c in conns:
+                c.close()
+        for r, h in zip(rs.ranks, pushed):
+            assert h == hashes_after_disk(r, str(tmp_path / "new"))

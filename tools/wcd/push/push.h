@@ -1,0 +1,89 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wcd's push/ folder: version N+1 written from a trainer's memory (an
+ * update session; the wire side is proto/wire/wire_push.h).
+ *
+ *   push.c       the requests' dispatch, the folder's API (this header)
+ *   push_open.c  PUSH_OPEN and the job that opens (push_open.h)
+ *   push_commit.c PUSH_COMMIT: coverage, the two halves (push_commit.h)
+ *   push_session.c the session's state and its ends: abort, deadline,
+ *                the trainer's end (push_session.h)
+ *   push_keep.c  a commit's bytes: a partial update's kept tensors, the
+ *                hashes (push_keep.h)
+ *   push_plan.c  the PUSH_PLAN reply: where each checkpoint tensor's
+ *                pieces go (push_plan.h)
+ *
+ * The life of a session, one per daemon at a time (d->push):
+ *
+ *   IDLE --PUSH_OPEN--> OPENING --job--> WRITING --PUSH_COMMIT--> IDLE
+ *                          |                | \  (N+1 published)     ^
+ *                          |                |  COMMIT(prepare)       |
+ *                          |                |   \--> PREPARED --COMMIT
+ *                          +--refused-------+--PUSH_ABORT, deadline,
+ *                                              connection closed--> IDLE
+ *                                              (N+1 freed, N serves on)
+ *
+ * PREPARED (a commit in two halves, for several ranks committed
+ * together): coverage checked, sealed, hashed, not yet published; the
+ * second COMMIT only publishes, which cannot fail, so a trainer that
+ * prepared every rank before publishing any publishes all of them or, if
+ * a prepare failed and it aborts the others, none.
+ *
+ * One at a time because the daemon holds two versions (WCD_VERSIONS): the
+ * served one and the one being written; a disk update is refused while a
+ * session is open, and a session while an update loads, both through the
+ * daemon's UPDATING state, which the session holds from its open to its
+ * end (life_busy words the refusal of UPDATE and SLEEP then).
+ *
+ * Open: N+1's plan is made from the served directory's headers as a load
+ * makes it (load_prepare: a few small reads, no tensor bytes), and must
+ * equal N's layout (names, dtypes, shapes) unless the trainer allows a
+ * layout change; its pools are created as a load creates them
+ * (load_pools_alloc; fresh memfds read as zeros, device pools are zeroed)
+ * and sent to the trainer's connection alone, writable, unsealed. Engines
+ * see none of it: N+1 is no resident version (not used) until commit, so
+ * HELLO, MANIFEST and ATTACH serve N throughout.
+ *
+ * Commit: the trainer says which tensors it wrote; every checkpoint tensor
+ * of the plan must be written exactly once (the missing and the doubled
+ * are named); the pools are sealed (host: F_SEAL_WRITE, refused while the
+ * trainer still maps them writable), hashed from the pools on the loop
+ * thread (host: XXH3-128 over the mapping, about 10 GB/s, so a 16 GB rank
+ * holds the loop 1.6 s; cuda: read back through staging memory, slower
+ * still: the device hash a wake uses is the next step), and
+ * published as a disk update publishes (version_publish: the notice, N
+ * freed with its last lease; the ready file rewritten).
+ *
+ * Partial (WIRE_PUSH_PARTIAL): the trainer writes some tensors; at commit
+ * the others get N's bytes (a copy on the host: the layouts are equal, so
+ * each keeps its place) and N's hashes, and only the written tensors and
+ * the views over them are hashed. Host pools only for now (a device copy
+ * between pools is not in the backend yet): refused at open on cuda.
+ */
+#ifndef WCD_PUSH_H
+#define WCD_PUSH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon/daemon.h"
+#include "push/push_session.h"
+
+struct wcd_client;
+
+/* PUSH_OPEN, PUSH_PLAN, PUSH_COMMIT, PUSH_ABORT (requests.c). */
+void push_request(struct wcd_client *c, const uint8_t *p, uint32_t n);
+/* Runs a queued open (serve() calls it between turns of the loop, as a
+ * lifecycle job); true when one ran. */
+bool push_run_job(struct wcd *d);
+/* server_hooks.client_gone: a trainer's connection ends its session. */
+void push_client_gone(struct wcd *d, struct wcd_client *c);
+/* Frees the session state at exit, after the loop closed (a session
+ * still open is freed with it: its connection's end normally ended it). */
+void push_free(struct wcd *d);
+
+/* For STATUS (struct push_info: push_session.h). */
+void push_info(struct wcd *d, struct push_info *out);
+
+#endif

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * push_keep.c: the bytes and hashes a commit makes (push.h has the
+ * folder's map): a partial update's tensors kept from version N, and the
+ * hashes of N+1.
+ */
+#ifndef WCD_PUSH_KEEP_H
+#define WCD_PUSH_KEEP_H
+
+#include <stdint.h>
+
+#include "daemon/daemon.h"
+
+/* A partial update, before the seal: every checkpoint tensor i < nck not
+ * written (written[i] == 0) gets N's bytes (cur's entry of the same index:
+ * the layouts are equal, push.c checked), and keep[] (nv's entries) marks
+ * the entries whose hash is N's: those copied, and the views over none of
+ * the written bytes. Host pools (both mapped; push.c checked). Returns
+ * the bytes copied. */
+uint64_t push_keep(const struct wcd_version *cur, struct wcd_version *nv,
+		   uint32_t nck, const uint8_t *written, uint8_t *keep);
+/* Every entry's XXH3-128 from v's sealed pools (entries with keep[i] take
+ * cur's; keep may be NULL), aliases their target's: the CPU over the host
+ * mapping, else through a bounce buffer of staging memory. 0 or -errno
+ * with err set. */
+int push_hash(struct wcd *d, struct wcd_version *v,
+	      const struct wcd_version *cur, const uint8_t *keep, char *err);
+
+#endif

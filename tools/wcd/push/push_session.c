@@ -1,0 +1,181 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * An update session's state and its ends (push_session.h): abort frees
+ * N+1 (N serves on), a deadline aborts, the trainer's connection ending
+ * aborts; a session whose OPEN reply is still unsent parks its pools.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base.h"
+#include "err.h"
+#include "log.h"
+#include "push/push_session.h"
+#include "serve/server.h"
+#include "load/load.h"
+
+double push_secs(uint64_t ns)
+{
+	return (double)ns / 1e9;
+}
+
+struct wcd_push *push_get(struct wcd *d)
+{
+	if (!d->push) {
+		d->push = calloc(1, sizeof(*d->push));
+		if (d->push)
+			d->push->next_session = 1;
+	}
+	return d->push;
+}
+
+void push_timer_disarm(struct wcd_push *p)
+{
+	if (!p->timer)
+		return;
+	p->timer->d = NULL;
+	rx_timer_stop(&p->timer->t);
+	p->timer = NULL;
+}
+
+/* Ends the session: records how (ok: published), and leaves UPDATING. */
+void push_session_end(struct wcd *d, struct wcd_push *p, bool ok,
+		      const char *msg)
+{
+	push_timer_disarm(p);
+	p->last.last_ok = ok;
+	p->last.last_version = d->model.ver[p->vi].number ?
+			       d->model.ver[p->vi].number : p->base + 1;
+	p->last.last_bytes = p->bytes;
+	p->last.last_pid = p->pid;
+	p->last.last_uid = p->uid;
+	p->last.last_seconds = push_secs(rx_now_ns() - p->t0);
+	snprintf(p->last.last, sizeof(p->last.last), "%s", msg);
+	if (ok)
+		p->last.committed++;
+	else
+		p->last.aborted++;
+	metrics_life(&d->m, METRICS_PUSH, ok, rx_now_ns() - p->t0, p->bytes);
+	p->phase = PUSH_IDLE;
+	p->c = NULL;
+	p->queued = false;
+	if (d->state == WCD_UPDATING)
+		wcd_enter(d, WCD_READY);
+}
+
+static void parked_release(struct wcd *d, struct wcd_push *p)
+{
+	for (uint32_t i = 0; i < p->nparked; i++)
+		d->dev.be->pool_release(&d->dev, &p->parked[i]);
+	p->nparked = 0;
+	p->parked_for = NULL;
+}
+
+/* A reply to the trainer may still be queued or being sent (a deadline
+ * while it does not read, an ABORT sent before the OPEN reply was read):
+ * it names N+1's pools by fd number, so they outlive the session until
+ * that connection is freed, and the connection is closed (it broke the
+ * conversation, or it stalled past its deadline). */
+static void park_pools(struct wcd *d, struct wcd_push *p)
+{
+	struct wcd_version *nv = &d->model.ver[p->vi];
+	struct wcd_client *c = p->c;
+
+	if (!c || c->closing || (!c->noq && !rx_op_busy(&c->tx.op)))
+		return;
+	WC_ASSERT(!p->nparked); /* do_open refuses a session meanwhile */
+	memcpy(p->parked, nv->pools, sizeof(nv->pools[0]) * nv->npools);
+	p->nparked = nv->npools;
+	p->parked_for = c;
+	nv->npools = 0;
+	log_warn("update session %" PRIu64 ": a reply naming its pools is still being sent to pid %d: closing that connection; the pools are freed with it",
+		 p->session, (int)c->pid);
+	p->c = NULL;    /* its end (push_session_gone) is no second abort */
+	client_close(c, "its update session ended while a reply naming the session's pools was still being sent");
+}
+
+/* Aborts the open session: N+1's pools and plan are freed (a trainer that
+ * still maps them keeps its own pages until it unmaps), N serves on. */
+void push_session_abort(struct wcd *d, struct wcd_push *p, const char *why)
+{
+	char msg[WIRE_MSG_MAX + 1];
+	struct log_fields lf = { .client_pid = p->pid };
+
+	snprintf(msg, sizeof(msg),
+		 "update session %" PRIu64 " of pid %d aborted: %s; version %" PRIu64 " serves on, untouched",
+		 p->session, (int)p->pid, why, wcd_current(d)->number);
+	park_pools(d, p);
+	load_version_free(d, &d->model.ver[p->vi]);
+	log_with(LOG_WARN, &lf, "%s", msg);
+	push_session_end(d, p, false, msg);
+}
+
+static void deadline_cb(struct rx_timer *t, int res)
+{
+	struct push_timer *pt = (struct push_timer *)t;
+	struct wcd *d = pt->d;
+	char why[128];
+
+	if (!d || res) {
+		free(pt);
+		return;
+	}
+	d->push->timer = NULL;
+	free(pt);
+	snprintf(why, sizeof(why),
+		 "not committed within %u ms of its open (the session's bound; ask for more with timeout_ms)",
+		 d->push->timeout_ms);
+	push_session_abort(d, d->push, why);
+}
+
+void push_session_gone(struct wcd *d, struct wcd_client *c)
+{
+	struct wcd_push *p = d->push;
+	char why[128];
+
+	if (p && p->nparked && p->parked_for == c)
+		parked_release(d, p);
+	if (!p || (p->phase != PUSH_WRITING && p->phase != PUSH_PREPARED) ||
+	    p->c != c)
+		return;
+	snprintf(why, sizeof(why),
+		 "the trainer's connection closed before commit (pid %d)",
+		 (int)p->pid);
+	push_session_abort(d, p, why);
+}
+
+void push_session_free(struct wcd *d)
+{
+	struct wcd_push *p = d->push;
+
+	if (!p)
+		return;
+	/* after the loop closed: no timer to stop, its memory is ours */
+	free(p->timer);
+	parked_release(d, p);
+	if (p->phase != PUSH_IDLE && !d->model.ver[p->vi].used)
+		load_version_free(d, &d->model.ver[p->vi]);
+	free(p);
+	d->push = NULL;
+}
+
+int push_deadline_arm(struct wcd *d, struct wcd_push *p)
+{
+	int ret;
+
+	p->timer = calloc(1, sizeof(*p->timer));
+	if (!p->timer)
+		return -ENOMEM;
+	ret = rx_timer_start(&d->loop, &p->timer->t,
+			     (uint64_t)p->timeout_ms * 1000000ull, deadline_cb);
+	if (ret) {
+		free(p->timer);
+		p->timer = NULL;
+		return ret;
+	}
+	p->timer->d = d;
+	return 0;
+}

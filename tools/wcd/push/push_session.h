@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * push_session.c: an update session's state (d->push) and every way a
+ * session ends (push.h has the folder's map). The files above it open and
+ * commit sessions; this one frees them.
+ */
+#ifndef WCD_PUSH_SESSION_H
+#define WCD_PUSH_SESSION_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "daemon/daemon.h"
+
+#define PUSH_TIMEOUT_MS_DEFAULT 60000   /* open to commit, unless asked */
+
+/* For STATUS: the open session and the last one. */
+struct push_info {
+	bool open;                    /* OPENING or WRITING */
+	bool writing;
+	bool prepared;                /* sealed and hashed, not published */
+	uint64_t session, version, bytes;
+	pid_t pid;
+	uid_t uid;
+	double seconds;               /* since open */
+	uint32_t timeout_ms;
+	uint64_t opened, committed, aborted;
+	/* the last session that ended */
+	bool last_ok;
+	uint64_t last_version, last_bytes;
+	pid_t last_pid;
+	uid_t last_uid;
+	double last_seconds;
+	char last[WIRE_MSG_MAX + 1];  /* its outcome, one line; "" if none */
+};
+
+enum push_phase { PUSH_IDLE, PUSH_OPENING, PUSH_WRITING, PUSH_PREPARED };
+
+/* The deadline's timer, allocated per session: a stopped timer still
+ * completes later (-ECANCELED), so it outlives the session that armed it
+ * and frees itself in its callback. */
+struct push_timer {
+	struct rx_timer t;
+	struct wcd *d;                /* NULL once its session has ended */
+};
+
+struct wcd_push {
+	enum push_phase phase;
+	bool queued;                  /* OPENING: the job has yet to run */
+	struct wcd_client *c;         /* WRITING: the trainer's connection */
+	struct wcd_waiter who;        /* OPENING: whom to answer */
+	uint64_t session, next_session;
+	uint32_t flags, timeout_ms;
+	uint64_t base;                /* N */
+	int vi;                       /* N+1's slot in d->model.ver */
+	uint32_t ntensors;
+	uint64_t bytes;
+	uint64_t t0;                  /* the open request */
+	uint64_t t_seal;              /* the commit's first half began */
+	uint64_t prepared_ns;         /* PREPARED: that half took */
+	uint64_t kept;                /* partial: bytes kept from N */
+	pid_t pid;
+	uid_t uid;
+	struct push_timer *timer;
+	struct push_info last;        /* the last_* fields and counts */
+	/* pools of an aborted session whose open reply (their fd numbers)
+	 * may still be unsent to parked_for: released once that connection
+	 * is freed (no send in flight then), so that no reused number goes
+	 * out in their place */
+	struct gpu_pool parked[GPU_POOLS_MAX];
+	uint32_t nparked;
+	struct wcd_client *parked_for;
+};
+
+double push_secs(uint64_t ns);
+/* d->push, made at the first use (NULL: out of memory). */
+struct wcd_push *push_get(struct wcd *d);
+/* Stops the deadline (its timer frees itself). */
+void push_timer_disarm(struct wcd_push *p);
+/* Arms the deadline: p->timeout_ms from now the session aborts. */
+int push_deadline_arm(struct wcd *d, struct wcd_push *p);
+/* Ends the session: records how (ok: published), leaves UPDATING. */
+void push_session_end(struct wcd *d, struct wcd_push *p, bool ok,
+		      const char *msg);
+/* Aborts the open session: N+1 freed (or parked, push_session.c says
+ * when), N serves on, why logged and kept for STATUS. */
+void push_session_abort(struct wcd *d, struct wcd_push *p, const char *why);
+/* Connection c is being freed: parked pools go, its session aborts. */
+void push_session_gone(struct wcd *d, struct wcd_client *c);
+/* At exit, after the loop closed. */
+void push_session_free(struct wcd *d);
+
+#endif
