@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # The tests' waits on events (test/lib/t_wait.c through wc_waitfor): a file
-# that appears, goes or comes to hold a text, a process that ends, each
-# seen when it happens; a watched process ending first, a timeout and a
+# that appears, goes, comes to hold a text or a line that matches; a
+# process that ends; each seen when it happens; a watched process ending first, a timeout and a
 # usage error each have their exit status. (The events come from this
 # script; `sleep infinity` is the process to watch.)
 . "$(dirname "$0")/../lib/lib.sh"
-W=$WC_TOP/$BUILD/test/lib/bin/wc_waitfor
+W=$WAITFOR
 [ -x "$W" ] || fail "$W is not built (make first)"
 d=$(tmpdir)
 kids=()
@@ -27,6 +27,10 @@ echo "a line with the needle in it" >>"$d/log"
 expect_rc "a text appended" $BG 0
 "$W" -t 0.2 -g "no such text" "$d/log"
 expect_eq "a text that never comes: the timeout" "$?" 2
+bg "$W" -t 10 -e '^\[tp1\] .*ready$' "$d/log"
+echo "[tp0] ready" >>"$d/log"
+echo "[tp1] wcd: ready" >>"$d/log"
+expect_rc "a line that matches a regular expression" $BG 0
 { head -c 65530 /dev/zero | tr '\0' a; echo "needle"; } >"$d/big"
 "$W" -t 1 -g "aneedle" "$d/big"
 expect_eq "a text across two reads" "$?" 0
@@ -49,6 +53,8 @@ expect_eq "a process gone already" "$?" 0
 
 "$W" -g a -d "$d/x" 2>/dev/null
 expect_eq "-g and -d" "$?" 3
+"$W" -e '(' "$d/x" 2>/dev/null
+expect_eq "a bad regular expression" "$?" 3
 "$W" 2>/dev/null
 expect_eq "no FILE" "$?" 3
 echo "ok"
