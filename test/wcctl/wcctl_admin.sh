@@ -49,7 +49,7 @@ expect_eq "stop a stopped device" "$rc" 3
 expect_has "stop a stopped device" "$out" "no daemon is running on device host-3"
 p1=$(ready_pid "$RUN" host-1)
 kill -9 "$p1"
-for i in $(seq 500); do alive "$p1" || break; sleep 0.01; done
+"$WAITFOR" -t 5 -x "$p1"
 # any unreachable daemon makes status fail (4), so a probe can trust it;
 # --device asks about one, by the name the table prints or by its spec
 out=$(ctl status); rc=$?
@@ -178,7 +178,7 @@ ctl clean --forget >/dev/null 2>&1
 "$WCCTL" start --model "$T/model" --tp-size 2 --backend host --runtime-dir "$RUN" \
 	--foreground >"$T/fg.out" 2>&1 &
 wpid=$!
-for i in $(seq 1000); do grep -q "are ready" "$T/fg.out" && break; sleep 0.01; done
+"$WAITFOR" -p "$wpid" -t 10 -g "are ready" "$T/fg.out"
 remember_pids "$T/fg.out"
 grep -q "are ready" "$T/fg.out" || { kill $wpid; fail "foreground start never became ready"; }
 pk=$(ready_pid "$RUN" host-1)
