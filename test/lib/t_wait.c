@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/inotify.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "clock.h"
@@ -196,5 +197,63 @@ int t_wait_exit(pid_t pid, int ms)
 		}
 	}
 	close(p.fd);
+	return ret;
+}
+
+void t_count_init(struct t_count *c)
+{
+	pthread_condattr_t a;
+
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->cv, &a);
+	pthread_condattr_destroy(&a);
+	c->n = 0;
+}
+
+void t_count_set(struct t_count *c, int n)
+{
+	pthread_mutex_lock(&c->mu);
+	c->n = n;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+void t_count_add(struct t_count *c, int k)
+{
+	pthread_mutex_lock(&c->mu);
+	c->n += k;
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+}
+
+int t_count_get(struct t_count *c)
+{
+	int n;
+
+	pthread_mutex_lock(&c->mu);
+	n = c->n;
+	pthread_mutex_unlock(&c->mu);
+	return n;
+}
+
+int t_count_wait(struct t_count *c, int n, int ms)
+{
+	struct timespec end;
+	int ret = 0;
+
+	clock_gettime(CLOCK_MONOTONIC, &end);
+	end.tv_sec += ms / 1000;
+	end.tv_nsec += (long)(ms % 1000) * 1000000;
+	if (end.tv_nsec >= 1000000000) {
+		end.tv_sec++;
+		end.tv_nsec -= 1000000000;
+	}
+	pthread_mutex_lock(&c->mu);
+	while (c->n < n && ret != ETIMEDOUT)
+		ret = pthread_cond_timedwait(&c->cv, &c->mu, &end);
+	ret = c->n >= n ? 0 : -ETIMEDOUT;
+	pthread_mutex_unlock(&c->mu);
 	return ret;
 }

@@ -16,6 +16,7 @@
 #ifndef WC_TEST_T_WAIT_H
 #define WC_TEST_T_WAIT_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <sys/types.h>
 
@@ -35,5 +36,19 @@ int t_wait_until(const char *path, bool (*done)(const char *path, void *arg),
 int t_wait_exit(pid_t pid, int ms);
 /* 1 when path holds text, 0 when not (or it cannot be read). */
 bool t_file_has(const char *path, const char *text);
+
+/* A count that one thread waits on while others add to it (a backend's
+ * completions): a mutex and a condition variable on CLOCK_MONOTONIC. */
+struct t_count {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int n;
+};
+void t_count_init(struct t_count *c);
+void t_count_set(struct t_count *c, int n);
+void t_count_add(struct t_count *c, int k);
+int t_count_get(struct t_count *c);
+/* Waits up to ms for the count to reach at least n: 0 or -ETIMEDOUT. */
+int t_count_wait(struct t_count *c, int n, int ms);
 
 #endif
