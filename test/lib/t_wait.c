@@ -141,7 +141,8 @@ bool t_file_has(const char *path, const char *text)
 	if (fd < 0)
 		return false;
 	/* chunk by chunk, the last len - 1 bytes kept for a text across two */
-	while (!found && (n = read(fd, buf + keep, sizeof(buf) - 1 - keep)) > 0) {
+	while (!found &&
+	       (n = read(fd, buf + keep, sizeof(buf) - 1 - keep)) > 0) {
 		size_t have = keep + (size_t)n;
 
 		buf[have] = '\0';

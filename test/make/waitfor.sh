@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The tests' waits on events (test/lib/t_wait.c through wc_waitfor): a file
 # that appears, goes, comes to hold a text or a line that matches; a
-# process that ends; each seen when it happens; a watched process ending first, a timeout and a
-# usage error each have their exit status. (The events come from this
-# script; `sleep infinity` is the process to watch.)
+# process that ends; each seen when it happens. A watched process ending
+# first, a timeout and a usage error each have their exit status. (The
+# events come from this script; `sleep infinity` is the process to watch.)
 . "$(dirname "$0")/../lib/lib.sh"
 W=$WAITFOR
 [ -x "$W" ] || fail "$W is not built (make first)"

@@ -431,7 +431,8 @@ static int restart_wait(struct restart *r)
 			r->t_exit = clock_ns();
 		if (r->t_exit && status_pid(r->p.sock) == r->nw) {
 			r->t_served = clock_ns();
-			WC_ASSERT(r->t_served >= r->t_exit && r->t_exit >= r->t0);
+			WC_ASSERT(r->t_served >= r->t_exit &&
+				  r->t_exit >= r->t0);
 			return 0;
 		}
 	}
@@ -510,7 +511,8 @@ int wcctl_restart(int argc, char **argv)
 	if (rc >= 0)
 		return rc;
 	if (optind == argc && o.all && !o.device)
-		return wcctl_each_daemon(o.runtime_dir, argc, argv, wcctl_restart);
+		return wcctl_each_daemon(o.runtime_dir, argc, argv,
+					 wcctl_restart);
 	if (optind < argc || !o.device == !o.all) {
 		fprintf(stderr, "wcctl restart: give exactly one of --device D or --all\n");
 		restart_usage(stderr);
