@@ -116,10 +116,10 @@ ctl stop --all >/dev/null 2>&1 || fail "stop --all (ep)"
 "$WCCTL" start --runtime-dir "$RUN" --model "$T/model" --tp-size 2 --backend host \
 	--foreground >"$T/fg.out" 2>"$T/fg.err" &
 fg=$!; PIDS+=($fg)
-for i in $(seq 300); do
-	grep -q "\[pp0/tp1\] .*wcd: ready: 39 tensors" "$T/fg.err" &&
-		grep -q "\[pp0/tp0\] .*wcd: ready: 39 tensors" "$T/fg.err" && break
-	sleep 0.1
+# (each rank's "ready" line, whatever its count of tensors)
+for r in 1 0; do
+	"$WAITFOR" -p "$fg" -t 30 -e "\[pp0/tp$r\] .*wcd: ready: [0-9]+ tensors" "$T/fg.err" ||
+		fail "rank tp$r's ready line was not relayed: $(cat "$T/fg.err")"
 done
 remember_pids "$T/fg.err"
 expect_has "foreground relay" "$(cat "$T/fg.err")" "[pp0/tp1] "

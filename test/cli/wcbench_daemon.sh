@@ -20,11 +20,8 @@ mkdir -p "$d/run"
 "$BIN/wcd" --model "$d/m" --device host:wcb --runtime-dir "$d/run" \
 	>"$d/wcd.log" 2>&1 &
 pid=$!
-for _ in $(seq 500); do
-	[ -f "$d/run/host-wcb.ready" ] && break
-	kill -0 "$pid" 2>/dev/null || fail "wcd exited: $(cat "$d/wcd.log")"
-	sleep 0.02
-done
+"$WAITFOR" -p "$pid" -t 10 "$d/run/host-wcb.ready"
+[ $? = 1 ] && fail "wcd exited: $(cat "$d/wcd.log")"
 [ -f "$d/run/host-wcb.ready" ] || fail "wcd not ready after 10 s: $(cat "$d/wcd.log")"
 S=$d/run/host-wcb.sock
 

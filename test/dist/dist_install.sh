@@ -83,11 +83,8 @@ cc -std=c11 -Wall -Wextra -Werror $sanflag -o "$W/engine" "$W/engine.c" $flags |
 "$D/usr/bin/wcgen" tiny --out "$W/model" >/dev/null 2>&1 || fail "the installed wcgen failed"
 "$D/usr/bin/wcd" --model "$W/model" --device host:pc --runtime-dir "$W/rt" >"$W/wcd.log" 2>&1 &
 wpid=$!
-for ((i = 0; i < 2000; i++)); do
-	[ -e "$W/rt/host-pc.ready" ] && break
-	kill -0 "$wpid" 2>/dev/null || { cat "$W/wcd.log"; fail "the installed wcd exited"; }
-	sleep 0.01
-done
+"$WAITFOR" -p "$wpid" -t 20 "$W/rt/host-pc.ready"
+[ $? = 1 ] && { cat "$W/wcd.log"; fail "the installed wcd exited"; }
 out=$(LD_LIBRARY_PATH=$D/usr/lib "$W/engine" "$W/rt" "$W/model" 2>&1) || fail "engine: $out"
 expect_has "engine" "$out" "attached: model.norm.weight "
 LD_LIBRARY_PATH=$D/usr/lib ldd "$W/engine" | grep -q "$D/usr/lib/libwcache.so.0" || fail "the engine did not load the installed libwcache.so.0"

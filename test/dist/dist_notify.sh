@@ -37,11 +37,7 @@ PY
 }
 # waitfor FILE TEXT: waits until FILE has TEXT (20 s at most)
 waitfor() {
-	local i
-	for ((i = 0; i < 2000; i++)); do
-		grep -qs -- "$2" "$1" && return 0
-		sleep 0.01
-	done
+	"$WAITFOR" -t 20 -g "$2" "$1" && return 0
 	fail "no '$2' in $1: $(cat "$1" 2>/dev/null)"
 }
 
@@ -81,7 +77,7 @@ kill "$LISTENER"
 NOTIFY_SOCKET=$W/none wcd_bg "$W/c.log" --model "$W/model" --device host:nt --runtime-dir "$RT"
 c=$LAST
 wait_file "$RT/host-nt.ready" "$c" || { cat "$W/c.log"; fail "wcd did not serve with a bad NOTIFY_SOCKET"; }
-for ((i = 0; i < 2000; i++)); do grep -q "cannot tell systemd" "$W/c.log" && break; sleep 0.01; done
+"$WAITFOR" -p "$c" -t 20 -g "cannot tell systemd" "$W/c.log"
 expect_has "bad socket" "$(cat "$W/c.log")" "cannot tell systemd that wcd is ready (\$NOTIFY_SOCKET): No such file or directory"
 kill -TERM "$c"; wait_exit "$c"; expect_eq "wcd exit" "$RC" 0
 echo ok

@@ -25,11 +25,8 @@ strace -f -qq -o "$W/trace" "$BIN/wcctl" start --foreground --model "$W/model" -
 	--backend host --runtime-dir "$RUN" --socket-group "$(id -g)" \
 	--metrics-listen "unix:$RUN/" --timeout 60 >"$W/start.log" 2>&1 &
 spid=$!
-for ((i = 0; i < 3000; i++)); do
-	[ -e "$RUN/host-0.ready" ] && break
-	kill -0 "$spid" 2>/dev/null || { cat "$W/start.log"; fail "wcctl start exited under strace"; }
-	sleep 0.01
-done
+"$WAITFOR" -p "$spid" -t 30 "$RUN/host-0.ready"
+[ $? = 1 ] && { cat "$W/start.log"; fail "wcctl start exited under strace"; }
 [ -e "$RUN/host-0.ready" ] || fail "no ready file after 30 s: $(cat "$W/start.log")"
 out=$("$BIN/wcattach" --device host:0 --runtime-dir "$RUN" --verify 2>&1) || fail "attach: $out"
 curl -sf --unix-socket "$RUN/host-0.metrics.sock" http://wcd/metrics >"$W/metrics" ||

@@ -10,11 +10,7 @@ e2e_init hold
 
 # wait_for FILE TEXT: up to 10 s for TEXT to appear in FILE
 wait_for() {
-	local i
-	for ((i = 0; i < 1000; i++)); do
-		grep -q -- "$2" "$1" 2>/dev/null && return 0
-		sleep 0.01
-	done
+	"$WAITFOR" -t 10 -g "$2" "$1" && return 0
 	cat "$1"; fail "'$2' did not appear in $1 within 10 s"
 }
 

@@ -39,6 +39,7 @@
 #include "model.h"
 #include "synth_model.h"
 #include "t.h"
+#include "t_wait.h"
 #include "wcache.h"
 
 #define E2E_TENSOR_MAX (2ull << 30)
@@ -88,7 +89,7 @@ static pid_t wcd_start(const char *model, const char *rundir, const char *tp_siz
 {
 	char wcd[600], ready[600];
 	char *argv[16];
-	int n = 0, i, st;
+	int n = 0, r, st;
 	pid_t pid;
 
 	snprintf(wcd, sizeof(wcd), "%s/wcd", bindir);
@@ -112,14 +113,12 @@ static pid_t wcd_start(const char *model, const char *rundir, const char *tp_siz
 	argv[n] = NULL;
 	pid = spawn(argv, log);
 	snprintf(ready, sizeof(ready), "%s/%s.ready", rundir, dev.name);
-	for (i = 0; i < E2E_READY_WAIT_MS / 20; i++) {
-		if (access(ready, F_OK) == 0)
-			return pid;
-		if (waitpid(pid, &st, WNOHANG) == pid) {
-			show_log(log);
-			T_FAIL("wcd exited (status %d) before %s appeared", st, ready);
-		}
-		usleep(20000);
+	r = t_wait_file(ready, pid, E2E_READY_WAIT_MS);
+	if (r == 0)
+		return pid;
+	if (r == -ESRCH && waitpid(pid, &st, 0) == pid) {
+		show_log(log);
+		T_FAIL("wcd exited (status %d) before %s appeared", st, ready);
 	}
 	kill(pid, SIGKILL);
 	show_log(log);

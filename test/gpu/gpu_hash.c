@@ -22,11 +22,12 @@
 #include "gpu.h"
 #include "hash.h"
 #include "t.h"
+#include "t_wait.h"
 
 #define NT_MAX 64
 #define POOL_BYTES (96u << 20)
 
-static atomic_int ncopied;
+static struct t_count ncopied;     /* the copies done */
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 
 static uint64_t next(void)
@@ -38,7 +39,7 @@ static void on_done(void *arg, int res)
 {
 	(void)arg;
 	if (res == 0)
-		atomic_fetch_add(&ncopied, 1);
+		t_count_add(&ncopied, 1);
 }
 
 static double now_s(void)
@@ -96,14 +97,11 @@ static int copy_and_step(const struct gpu_backend *be, struct gpu_dev *dev,
 	return (int)copies;
 }
 
+/* Waits (10 s at most) for n copies' completions. */
 static void wait_copies(int n)
 {
-	for (int i = 0; i < 20000 && atomic_load(&ncopied) < n; i++) {
-		struct timespec ts = { 0, 500000 };
-
-		nanosleep(&ts, NULL);
-	}
-	T_EQ_INT(atomic_load(&ncopied), n);
+	t_count_wait(&ncopied, n, 10000);
+	T_EQ_INT(t_count_get(&ncopied), n);
 }
 
 /* Ends the hash (hash_end into out), waits for the copies, and checks
@@ -156,7 +154,7 @@ static void check_all(const struct gpu_backend *be, struct gpu_dev *dev,
 		T_ASSERT(off <= POOL_BYTES);
 	}
 	memset(out, 0, sizeof(out));
-	atomic_store(&ncopied, 0);
+	t_count_set(&ncopied, 0);
 	T_OK(be->hash_begin(dev, nt, err));
 	copies = copy_and_step(be, dev, pool, stage, t, nt, 5);
 	end_and_check(be, dev, stage, t, nt, out, copies);
@@ -185,7 +183,7 @@ static void check_batch(const struct gpu_backend *be, struct gpu_dev *dev,
 		nt++;
 	}
 	memset(out, 0, sizeof(out));
-	atomic_store(&ncopied, 0);
+	t_count_set(&ncopied, 0);
 	T_OK(be->hash_begin(dev, nt, err));
 	for (unsigned i = 0; i < nt; i++) {
 		unsigned cs = i % 2;
@@ -313,6 +311,7 @@ int main(void)
 	uint8_t *stage;
 	int ret;
 
+	t_count_init(&ncopied);
 	T_SKIP_IF(!be, "built without CUDA");
 	ret = be->open(&dev, "0", err);
 	T_SKIP_IF(ret == -ENODEV, "%s", err);

@@ -28,6 +28,7 @@
 
 #include "gpu.h"
 #include "t.h"
+#include "t_wait.h"
 
 extern char **environ;
 
@@ -128,9 +129,18 @@ static void open_dev(const struct gpu_backend *be, struct gpu_dev *dev)
 		T_FAIL("open: %s", err);
 }
 
+/* A copy's completion: its result, then the count the exporter waits on. */
+struct copy_done {
+	struct t_count n;
+	atomic_int res;
+};
+
 static void on_done(void *arg, int res)
 {
-	atomic_store((atomic_int *)arg, res == 0 ? 1 : -1);
+	struct copy_done *d = arg;
+
+	atomic_store(&d->res, res);
+	t_count_add(&d->n, 1);
 }
 
 static int run_exporter(bool legacy, int sock)
@@ -138,14 +148,14 @@ static int run_exporter(bool legacy, int sock)
 	const struct gpu_backend *be = gpu_cuda_backend();
 	uint64_t size = (48u << 20) + 777;
 	char err[BASE_ERR_LEN];
-	atomic_int done = 0;
+	struct copy_done done = { .res = 0 };
 	struct gpu_pool pool;
 	struct gpu_dev dev;
 	struct gpu_copy c = { 0 };
 	unsigned char *stage, *back;
 	struct msg m;
-	int i;
 
+	t_count_init(&done.n);
 	open_dev(be, &dev);
 	if (legacy)
 		dev.export_kind = GPU_EXPORT_IPC_HANDLE;
@@ -157,9 +167,8 @@ static int run_exporter(bool legacy, int sock)
 	c.width = size;
 	c.height = 1;
 	T_OK(be->copy_to_pool(&dev, &pool, &c, 1, on_done, &done));
-	for (i = 0; i < 20000 && !atomic_load(&done); i++)
-		usleep(500);
-	T_EQ_INT(atomic_load(&done), 1);
+	T_OK(t_count_wait(&done.n, 1, 10000));
+	T_EQ_INT(atomic_load(&done.res), 0);
 	T_OK(be->pool_seal(&dev, &pool, err));
 	back = malloc(size);
 	T_ASSERT(back);

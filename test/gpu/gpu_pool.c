@@ -18,25 +18,23 @@
 
 #include "gpu.h"
 #include "t.h"
+#include "t_wait.h"
 
-static atomic_int done_count;
+static struct t_count done_count;
 static atomic_int done_bad;
 
 static void on_done(void *arg, int res)
 {
 	if (res != 0 || arg != &done_count)
 		atomic_fetch_add(&done_bad, 1);
-	atomic_fetch_add(&done_count, 1);
+	t_count_add(&done_count, 1);
 }
 
-/* Waits (bounded) until n completions have arrived. */
+/* Waits (10 s at most) until n completions have arrived. */
 static void wait_done(int n)
 {
-	int i;
-
-	for (i = 0; i < 20000 && atomic_load(&done_count) < n; i++)
-		usleep(500);
-	T_EQ_INT(atomic_load(&done_count), n);
+	t_count_wait(&done_count, n, 10000);
+	T_EQ_INT(t_count_get(&done_count), n);
 	T_EQ_INT(atomic_load(&done_bad), 0);
 }
 
@@ -75,7 +73,7 @@ static void check_copies(const struct gpu_backend *be, struct gpu_dev *dev,
 
 	T_ASSERT(back);
 	t_fill(stage, len, 42);
-	atomic_store(&done_count, 0);
+	t_count_set(&done_count, 0);
 	for (off = 0; off < len; off += chunk, n++) {
 		memset(&c, 0, sizeof(c));
 		c.dst_off = off;
@@ -116,7 +114,7 @@ static void check_2d(const struct gpu_backend *be, struct gpu_dev *dev,
 	c.height = h;
 	c.src_pitch = sp;
 	c.dst_pitch = dp;
-	atomic_store(&done_count, 0);
+	t_count_set(&done_count, 0);
 	T_OK(be->copy_to_pool(dev, pool, &c, 3, on_done, &done_count));
 	wait_done(1);
 	T_OK(be->copy_from_pool(dev, pool, base, after, span));
@@ -220,7 +218,7 @@ static void check_uring(const struct gpu_backend *be, struct gpu_dev *dev,
 
 	T_OK(be->pool_create(dev, &pool, n, err));
 	c.src = stage;
-	atomic_store(&done_count, 0);
+	t_count_set(&done_count, 0);
 	T_OK(be->copy_to_pool(dev, &pool, &c, 0, on_done, &done_count));
 	wait_done(1);
 	T_OK(be->copy_from_pool(dev, &pool, 0, back, n));
@@ -247,7 +245,7 @@ static void check_idle(const struct gpu_backend *be, struct gpu_dev *dev)
 
 	T_ASSERT(back);
 	T_OK(be->staging_alloc(dev, 2 * n, (void **)&stage, err));
-	atomic_store(&done_count, 0);
+	t_count_set(&done_count, 0);
 	for (int i = 0; i < 2; i++) {
 		struct gpu_copy c = { .src = stage + i * n, .width = n, .height = 1 };
 
@@ -303,6 +301,7 @@ int main(void)
 	struct gpu_dev dev;
 	int ret;
 
+	t_count_init(&done_count);
 	T_SKIP_IF(!be, "built without CUDA");
 	ret = be->open(&dev, "0", err);
 	if (ret == -ENODEV) {

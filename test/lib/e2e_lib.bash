@@ -40,7 +40,7 @@ e2e_start_wcd() {
 	WCD_PIDS+=("$WCD_PID")
 	# the ready file's creation or wcd's end (test/lib/bin/wc_waitfor)
 	local rc=0
-	"$WC_TOP/$BUILD/test/lib/bin/wc_waitfor" -p "$WCD_PID" -t 30 "$READY" || rc=$?
+	"$WAITFOR" -p "$WCD_PID" -t 30 "$READY" || rc=$?
 	case $rc in
 	0) return 0 ;;
 	1) cat "$E2E_DIR/wcd.log"; fail "wcd exited before it was ready" ;;

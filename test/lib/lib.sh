@@ -3,6 +3,9 @@ set -u
 : "${BUILD:=build}"
 : "${WC_TOP:=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 BIN=$WC_TOP/$BUILD/bin
+# waits on events, not the clock: a file, a text or line in it, a process's
+# end (test/lib/bin/wc_waitfor.c says how)
+WAITFOR=$WC_TOP/$BUILD/test/lib/bin/wc_waitfor
 fail() { echo "FAIL: $*" >&2; exit 1; }
 skip() { echo "skip: $*"; exit 77; }
 # expect_eq WHAT GOT WANT

@@ -32,7 +32,7 @@ wcd_bg() {
 # wait_file PATH PID: waits up to 20 s for PATH while PID lives: on the
 # file's creation (inotify) or PID's end (its pidfd), test/lib/bin/wc_waitfor.
 wait_file() {
-	"$WC_TOP/$BUILD/test/lib/bin/wc_waitfor" -p "$2" -t 20 "$1"
+	"$WAITFOR" -p "$2" -t 20 "$1"
 }
 
 # wait_exit PID: waits for PID (a child of this shell) to exit; its status

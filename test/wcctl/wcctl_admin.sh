@@ -49,7 +49,7 @@ expect_eq "stop a stopped device" "$rc" 3
 expect_has "stop a stopped device" "$out" "no daemon is running on device host-3"
 p1=$(ready_pid "$RUN" host-1)
 kill -9 "$p1"
-for i in $(seq 500); do alive "$p1" || break; sleep 0.01; done
+"$WAITFOR" -t 5 -x "$p1"
 # any unreachable daemon makes status fail (4), so a probe can trust it;
 # --device asks about one, by the name the table prints or by its spec
 out=$(ctl status); rc=$?
@@ -84,8 +84,9 @@ expect_eq "status --json live+dead" "$got" "True ready 0 False UNREACHABLE $p1 T
 # file is STARTING.
 p0=$(ready_pid "$RUN" host-0)
 kill -STOP "$p0"
-flock "$RUN/host-4.lock" sleep 30 & s4=$!; PIDS+=($s4)
-for i in $(seq 500); do [ -n "$(pgrep -P $s4)" ] && break; sleep 0.01; done
+# (the holder under the lock says so with a file: the wait's event)
+flock "$RUN/host-4.lock" sh -c 'touch "$0"; exec sleep 30' "$T/held4" & s4=$!; PIDS+=($s4)
+"$WAITFOR" -p "$s4" -t 5 "$T/held4"
 PIDS+=($(pgrep -P $s4))
 out=$(ctl status --timeout 0.3); rc=$?
 kill -CONT "$p0"
@@ -135,8 +136,8 @@ printf 'pid=%s\nsocket=%s/host-8.sock\ndevice=host-8\nstate=ready\n' "$s1" "$RUN
 out=$(ctl stop --device host:8 2>&1); rc=$?
 expect_eq "stop of an unlocked ready file" "$rc" 3
 alive "$s1" || fail "stop signalled pid $s1, which holds no lock"
-flock "$RUN/host-9.lock" sleep 60 & s2=$!; PIDS+=($s2)
-for i in $(seq 500); do grep -q FLOCK /proc/locks && [ -n "$(pgrep -P $s2)" ] && break; sleep 0.01; done
+flock "$RUN/host-9.lock" sh -c 'touch "$0"; exec sleep 60' "$T/held9" & s2=$!; PIDS+=($s2)
+"$WAITFOR" -p "$s2" -t 5 "$T/held9"
 PIDS+=($(pgrep -P $s2))
 printf 'pid=%s\nsocket=%s/host-9.sock\ndevice=host-9\nstate=ready\n' "$s1" "$RUN" >"$RUN/host-9.ready"
 out=$(ctl stop --device host:9 2>&1); rc=$?
@@ -178,7 +179,7 @@ ctl clean --forget >/dev/null 2>&1
 "$WCCTL" start --model "$T/model" --tp-size 2 --backend host --runtime-dir "$RUN" \
 	--foreground >"$T/fg.out" 2>&1 &
 wpid=$!
-for i in $(seq 1000); do grep -q "are ready" "$T/fg.out" && break; sleep 0.01; done
+"$WAITFOR" -p "$wpid" -t 10 -g "are ready" "$T/fg.out"
 remember_pids "$T/fg.out"
 grep -q "are ready" "$T/fg.out" || { kill $wpid; fail "foreground start never became ready"; }
 pk=$(ready_pid "$RUN" host-1)

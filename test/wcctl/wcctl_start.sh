@@ -39,7 +39,7 @@ expect_has "busy hint" "$out" "wcctl stop --device host-0"
 alive "$p0" || fail "the running daemon was disturbed"
 [ -f "$RUN/host-0.ready" ] || fail "the running daemon's ready file is gone"
 for p in "${PIDS[@]}"; do kill "$p"; done
-for i in $(seq 500); do ls "$RUN"/*.ready >/dev/null 2>&1 || break; sleep 0.01; done
+for f in "$RUN"/*.ready; do [ -e "$f" ] && "$WAITFOR" -t 5 -d "$f"; done
 rm -rf "$RUN"
 
 # 2b. tp 2 x pp 2 on one node: GPU = (pp_rank % 2) * 2 + tp_rank, and
@@ -51,7 +51,7 @@ expect_has "tp2 pp2" "$(cat "$T/pp.out")" "All 4 weight cache daemons on node 0 
 expect_eq "host-2 ranks" "$(grep -E '^(pp|tp)_(rank|size)=' "$RUN/host-2.ready" | sort | tr '\n' ' ')" \
 	"pp_rank=1 pp_size=2 tp_rank=0 tp_size=2 "
 for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-for i in $(seq 500); do ls "$RUN"/*.ready >/dev/null 2>&1 || break; sleep 0.01; done
+for f in "$RUN"/*.ready; do [ -e "$f" ] && "$WAITFOR" -t 5 -d "$f"; done
 rm -rf "$RUN"
 
 # 3. a rank exits with code 3 while loading: reported with pid and code,
@@ -97,24 +97,20 @@ expect_has "deadline" "$(cat "$T/dl.out")" "Weight cache daemon for pp_rank=0 tp
 expect_gone "$T/dl.out"
 expect_empty "$RUN"
 
-# waitfor WHAT COMMAND...: runs COMMAND every 10 ms until it succeeds (20 s
-# at most), else fails naming WHAT.
+# waitfor WHAT PID TEXT FILE...: waits (20 s at most, on each write) until
+# every FILE holds TEXT while PID lives, else fails naming WHAT.
 waitfor() {
-	local what=$1 i; shift
-	for ((i = 0; i < 2000; i++)); do
-		"$@" && return 0
-		sleep 0.01
+	local what=$1 pid=$2 text=$3 f; shift 3
+	for f in "$@"; do
+		"$WAITFOR" -p "$pid" -t 20 -g "$text" "$f" || fail "$what never happened"
 	done
-	fail "$what never happened"
 }
-readyin() { grep -qs "are ready" "$1"; }
-loading() { local f; for f in "$@"; do grep -q " wcd: loading " "$f" 2>/dev/null || return 1; done; }
 
 # 6. --foreground: a daemon that dies after all are ready tears all down
 # (rank 3 exits with code 0 when the test sends it SIGUSR1)
 FAKE_FAIL=3:die_after_ready:0 start --tp-size 4 --foreground >"$T/fg.out" 2>&1 &
 wpid=$!
-waitfor "foreground start ready" readyin "$T/fg.out"
+waitfor "foreground start ready" $wpid "are ready" "$T/fg.out"
 remember_pids "$T/fg.out"
 kill -USR1 "$(ready_pid "$RUN" host-3)"
 wait $wpid; rc=$?
@@ -129,7 +125,7 @@ expect_empty "$RUN"
 "$WCCTL" start --model "$T/model" --backend host --runtime-dir "$RUN" --wcd "$FAKE" \
 	--tp-size 2 --foreground >"$T/fgt.out" 2>&1 &
 wpid=$!
-waitfor "foreground start ready" readyin "$T/fgt.out"
+waitfor "foreground start ready" $wpid "are ready" "$T/fgt.out"
 remember_pids "$T/fgt.out"
 kill -TERM $wpid
 wait $wpid; rc=$?
@@ -143,7 +139,7 @@ FAKE_FAIL=0:hang "$WCCTL" start --model "$T/model" --backend host --runtime-dir 
 	--wcd "$FAKE" --tp-size 2 >"$T/int.out" 2>&1 &
 wpid=$!
 # both ranks are loading (their SIGTERM handlers are in place)
-waitfor "two ranks loading" loading "$RUN/host-0.log" "$RUN/host-1.log"
+waitfor "two ranks loading" $wpid " wcd: loading " "$RUN/host-0.log" "$RUN/host-1.log"
 remember_pids "$T/int.out"
 kill -TERM $wpid
 wait $wpid; rc=$?

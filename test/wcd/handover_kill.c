@@ -40,6 +40,7 @@
 #include "err.h"
 #include "handover_util.h"
 #include "ready.h"
+#include "t_wait.h"
 #include "wire_handover.h"
 
 static pid_t spawn_takeover_env(struct e2e *x, const char *kill_at,
@@ -270,16 +271,22 @@ static void new_setup_fails(struct e2e *x, struct engine *g)
 	old_serves_on(x, g, nw, fds, mine, at);
 }
 
+/* The ready file at path names pid *arg (t_wait_until's test). */
+static bool ready_names(const char *path, void *arg)
+{
+	struct ready_info ri;
+	char err[BASE_ERR_LEN];
+
+	return !ready_read_file(&ri, path, err) && ri.pid == *(pid_t *)arg;
+}
+
 /* The old daemon is killed at step k. */
 static void old_killed(struct e2e *x, int k)
 {
 	char at[16];
 	struct engine g;
 	struct wc_error e;
-	struct ready_info ri;
-	char rerr[BASE_ERR_LEN];
-	uint64_t end;
-	int st, leases;
+	int st, leases, r;
 	bool listed;
 	pid_t nw, old;
 
@@ -304,18 +311,16 @@ static void old_killed(struct e2e *x, int k)
 		T_EQ_INT(leases, 1);
 	} else {
 		/* loaded from disk: ready once its ready file names it */
-		end = e2e_now_ms() + 30000;
-		while (ready_read_file(&ri, x->ready, rerr) || ri.pid != nw) {
-			if (waitpid(nw, &st, WNOHANG) == nw) {
-				x->wcd = 0;
-				e2e_show_log(x->log);
-				T_FAIL("%s: the new daemon exited (0x%x) instead of loading",
-				       at, st);
-			}
-			if (e2e_now_ms() > end)
-				T_FAIL("%s: the new daemon is not ready after 30 s", at);
-			usleep(10000);
+		r = t_wait_until(x->ready, ready_names, &nw, nw, 30000);
+		if (r == -ESRCH && waitpid(nw, &st, 0) == nw) {
+			x->wcd = 0;
+			e2e_show_log(x->log);
+			T_FAIL("%s: the new daemon exited (0x%x) instead of loading",
+			       at, st);
 		}
+		if (r)
+			T_FAIL("%s: the new daemon is not ready after 30 s (%s)",
+			       at, strerror(-r));
 		T_ASSERT(wc_ping(g.c, 1, &e) != 0);   /* its daemon died */
 		{
 			struct engine h;

@@ -48,6 +48,7 @@
 #include "err.h"
 #include "handover_util.h"
 #include "ready.h"
+#include "t_wait.h"
 
 enum ending { END_SERVE, END_ABORT, END_KILLED, END_TIMEOUT };
 
@@ -211,7 +212,7 @@ static void stop_serving(struct e2e *x, pid_t pid, const char *what)
 static pid_t spawn_held_at_commit(struct e2e *x, char gate[600],
 				  char held[700], const char *what)
 {
-	uint64_t end = e2e_now_ms() + 10000;
+	int r;
 	pid_t nw;
 
 	snprintf(gate, 600, "%s.gate", x->ready);
@@ -219,13 +220,11 @@ static pid_t spawn_held_at_commit(struct e2e *x, char gate[600],
 	unlink(gate);
 	unlink(held);
 	nw = spawn_new(x, "WCD_TEST_HO_COMMIT_GATE", gate, false);
-	while (access(held, F_OK)) {
-		if (e2e_now_ms() > end) {
-			e2e_show_log(x->log);
-			T_FAIL("%s: the new daemon did not reach its COMMIT in 10 s",
-			       what);
-		}
-		usleep(1000);
+	r = t_wait_file(held, nw, 10000);
+	if (r) {
+		e2e_show_log(x->log);
+		T_FAIL("%s: the new daemon did not reach its COMMIT in 10 s (%s)",
+		       what, r == -ESRCH ? "it exited" : strerror(-r));
 	}
 	return nw;
 }

@@ -24,7 +24,7 @@ p0=$(ready_pid "$RUN" host-0)
 	>"$T/att.out" 2>&1 &
 att=$!
 PIDS+=("$att")
-for i in $(seq 500); do grep -q "all hashes match" "$T/att.out" && break; sleep 0.01; done
+"$WAITFOR" -p "$att" -t 5 -g "all hashes match" "$T/att.out"
 expect_has "engine attached" "$(cat "$T/att.out")" "all hashes match"
 
 out=$(ctl restart --device host:0 --json 2>"$T/r1.err"); rc=$?

@@ -27,6 +27,7 @@
  * - --sleep-arena keep: nothing is freed, no free is waited for.
  */
 #include "client_util.h"
+#include "t_wait.h"
 
 static struct e2e x;
 static char gate[200];
@@ -78,12 +79,26 @@ static int log_count(const char *needle)
 	return n;
 }
 
-/* Waits (up to 10 s) for the log to hold more than `had` lines with needle. */
+struct log_more {
+	const char *needle;
+	int had;
+};
+
+static bool log_has_more(const char *path, void *arg)
+{
+	const struct log_more *m = arg;
+
+	(void)path;
+	return log_count(m->needle) > m->had;
+}
+
+/* Waits (up to 10 s, on each write to it) for the log to hold more than
+ * `had` lines with needle. */
 static void log_wait(const char *needle, int had)
 {
-	for (int i = 0; i < 1000 && log_count(needle) <= had; i++)
-		usleep(10000);
-	if (log_count(needle) <= had) {
+	struct log_more m = { needle, had };
+
+	if (t_wait_until(x.log, log_has_more, &m, x.wcd, 10000)) {
 		e2e_show_log(x.log);
 		T_FAIL("no new '%s' in wcd's log", needle);
 	}

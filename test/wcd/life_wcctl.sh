@@ -40,7 +40,7 @@ expect_has "wake while awake" "$out" "the daemon is not sleeping (state ready)"
 # sleep with an engine attached: refused, naming its pid
 "$BIN/wcattach" "${W[@]}" --hold 20 >"$E2E_DIR/hold.log" 2>&1 &
 HOLD=$!
-for _ in $(seq 500); do grep -q attached "$E2E_DIR/hold.log" && break; sleep 0.01; done
+"$WAITFOR" -p "$HOLD" -t 5 -g attached "$E2E_DIR/hold.log"
 grep -q attached "$E2E_DIR/hold.log" || fail "wcattach --hold did not attach: $(cat "$E2E_DIR/hold.log")"
 out=$("$BIN/wcctl" sleep --level 1 "${W[@]}" 2>&1); rc=$?
 expect_eq "sleep with an engine" "$rc" 1

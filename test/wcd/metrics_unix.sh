@@ -54,7 +54,7 @@ scrape "$E2E_DIR/b" || fail "after the handover the endpoint does not answer"
 
 # a daemon killed leaves its socket file; the next one replaces it
 kill -KILL "$new"
-while kill -0 "$new" 2>/dev/null; do sleep 0.01; done
+"$WAITFOR" -t 20 -x "$new"
 [ -S "$MSOCK" ] || fail "the killed daemon left no socket file (the test needs one)"
 scrape "$E2E_DIR/c" 2>/dev/null && fail "a killed daemon's endpoint answered"
 e2e_start_wcd --force --metrics-listen "unix:$MSOCK"

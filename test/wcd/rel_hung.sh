@@ -64,7 +64,7 @@ wait "$up"
 	>"$E2E_DIR/w2.log" 2>&1 &
 w2=$!
 WCD_PIDS+=("$w2")
-for ((i = 0; i < 500; i++)); do grep -q "owns device" "$E2E_DIR/w2.log" && break; sleep 0.01; done
+"$WAITFOR" -p "$w2" -t 5 -g "owns device" "$E2E_DIR/w2.log"
 kill -TERM "$w2"
 timeout 10 tail --pid="$w2" -f /dev/null || fail "wcd did not exit within 10 s of SIGTERM during a stalled start"
 wait "$w2"; echo "stalled start: exit $?"

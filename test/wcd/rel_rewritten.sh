@@ -61,13 +61,11 @@ until_ctime='until [ "$(stat -c %z "$SHARD")" != "$CT0" ]; do touch -m -d "@$OLD
 # ready_or_exit PID: waits (30 s at most) until wcd PID wrote its ready
 # file (ENDED=ready) or exited (ENDED=exit, its status in RC)
 ready_or_exit() {
-	local i
+	local rc=0
 	ENDED=
-	for ((i = 0; i < 3000; i++)); do
-		[ -e "$READY" ] && { ENDED=ready; return 0; }
-		kill -0 "$1" 2>/dev/null || { wait "$1"; RC=$?; ENDED=exit; return 0; }
-		sleep 0.01
-	done
+	"$WAITFOR" -p "$1" -t 30 "$READY" || rc=$?
+	[ $rc = 0 ] && { ENDED=ready; return 0; }
+	[ $rc = 1 ] && { wait "$1"; RC=$?; ENDED=exit; return 0; }
 	fail "wcd $1 neither ready nor gone after 30 s"
 }
 

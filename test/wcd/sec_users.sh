@@ -126,12 +126,10 @@ other_wcd() {
 		--device "host:$2-$$" --runtime-dir "$d/rt" --socket-mode 0666 >"$d.log" 2>&1 &
 	WCD_PIDS+=("$!")
 	OSOCK=$d/rt/host-$2-$$.sock
-	local i
-	for ((i = 0; i < 3000; i++)); do
-		[ -e "$d/rt/host-$2-$$.ready" ] && return 0
-		kill -0 "$!" 2>/dev/null || { cat "$d.log"; fail "wcd as uid $1 exited"; }
-		sleep 0.01
-	done
+	local rc=0
+	"$WAITFOR" -p "$!" -t 30 "$d/rt/host-$2-$$.ready" || rc=$?
+	[ $rc = 0 ] && return 0
+	[ $rc = 1 ] && { cat "$d.log"; fail "wcd as uid $1 exited"; }
 	fail "wcd as uid $1 not ready"
 }
 other_wcd 65534 nb

@@ -15,6 +15,7 @@
  * 6.15+, which rx_child tests).
  */
 #include "client_util.h"
+#include "t_wait.h"
 
 /* The log's text (at most cap - 1 bytes). */
 static size_t read_log(const struct e2e *x, char *buf, size_t cap)
@@ -30,18 +31,15 @@ static size_t read_log(const struct e2e *x, char *buf, size_t cap)
 	return (size_t)n;
 }
 
-/* Waits (up to 10 s) until the log holds line. */
+/* Waits (up to 10 s, on each write to it) until the log holds line. */
 static void wait_line(const struct e2e *x, const char *line)
 {
-	static char buf[1 << 20];
-	uint64_t end = e2e_now_ms() + 10000;
+	int r = t_wait_text(x->log, line, x->wcd, 10000);
 
-	while (read_log(x, buf, sizeof(buf)), !strstr(buf, line)) {
-		if (e2e_now_ms() > end) {
-			e2e_show_log(x->log);
-			T_FAIL("the log has no '%s' after 10 s", line);
-		}
-		usleep(5000);
+	if (r) {
+		e2e_show_log(x->log);
+		T_FAIL("the log has no '%s' after 10 s (%s)", line,
+		       r == -ESRCH ? "wcd exited" : strerror(-r));
 	}
 }
 

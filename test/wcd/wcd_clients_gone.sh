@@ -17,9 +17,8 @@ for i in $(seq 8); do
 		{ cat "$W/status.out"; fail "status $i"; }
 done
 kill -TERM "$p"
-# (not our child: gone once it is a zombie or reaped)
-gone() { [[ $(awk '/^State:/ {print $2}' "/proc/$1/status" 2>/dev/null) == @(Z|) ]]; }
-for ((i = 0; i < 2000; i++)); do gone "$p" && break; sleep 0.01; done
+# (not our child: its pidfd tells when it is a zombie or reaped)
+"$WAITFOR" -t 20 -x "$p"
 log=$(cat "$RT/host-0.log")
 expect_has "stop" "$log" "exiting cleanly"
 expect_has "clients left at stop" "$log" "telling 0 client(s)"

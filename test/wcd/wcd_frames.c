@@ -25,6 +25,7 @@
 
 #include "hash.h"
 #include "t.h"
+#include "t_wait.h"
 #include "wire.h"
 
 static char dir[] = "/tmp/wct-frames.XXXXXX";
@@ -69,11 +70,7 @@ static void start_wcd(void)
 		      "--runtime-dir", rt, (char *)NULL);
 		_exit(127);
 	}
-	for (int i = 0; i < 2000 && access(readyp, F_OK); i++) {
-		T_ASSERT(waitpid(wcd_pid, NULL, WNOHANG) == 0);
-		usleep(10000);
-	}
-	T_EQ_INT(access(readyp, F_OK), 0);
+	T_EQ_INT(t_wait_file(readyp, wcd_pid, 20000), 0);
 }
 
 static int conn(void)

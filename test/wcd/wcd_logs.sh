@@ -18,7 +18,7 @@ e2e_start_wcd --log-format json --log-file "$LOG"
 "$BIN/wcctl" wake --socket "$SOCK" >/dev/null 2>&1 && fail "wake while awake was accepted"
 mv "$LOG" "$LOG.1"
 kill -HUP "$WCD_PID"
-for i in $(seq 1000); do [ -s "$LOG" ] && break; sleep 0.02; done
+"$WAITFOR" -p "$WCD_PID" -t 20 -e . "$LOG"
 kill -0 "$WCD_PID" 2>/dev/null || fail "wcd died of SIGHUP"
 [ -s "$LOG" ] || fail "no new log file after SIGHUP"
 "$BIN/wcattach" --socket "$SOCK" >/dev/null || fail "attach after the rotation"

@@ -34,11 +34,8 @@ wait_file "$RT/host-other.ready" "$o" || { cat "$W/o.log"; fail "other device no
 wcd_bg "$W/b.log" "${args[@]}" --force; b=$LAST
 wait_exit "$a"
 expect_eq "forced-out owner exit" "$RC" 0
-for ((i = 0; i < 2000; i++)); do
-	grep -q "pid=$b" "$ready" 2>/dev/null && break
-	kill -0 "$b" || { cat "$W/b.log"; fail "forcing wcd died"; }
-	sleep 0.01
-done
+"$WAITFOR" -p "$b" -t 20 -e "^pid=$b$" "$ready"
+[ $? = 1 ] && { cat "$W/b.log"; fail "forcing wcd died"; }
 expect_has "ready after --force" "$(cat "$ready")" "pid=$b"
 expect_has "force log" "$(cat "$W/b.log")" "--force: sending SIGTERM to the owner of device host-own, pid $a"
 expect_has "old owner log" "$(cat "$W/a.log")" "exiting cleanly"
@@ -47,11 +44,8 @@ expect_has "old owner log" "$(cat "$W/a.log")" "exiting cleanly"
 kill -KILL "$b"; wait "$b" 2>/dev/null
 [ -e "$sock" ] && [ -e "$ready" ] || fail "SIGKILL should leave stale files behind"
 wcd_bg "$W/c.log" "${args[@]}"; c=$LAST
-for ((i = 0; i < 2000; i++)); do
-	grep -q "pid=$c" "$ready" 2>/dev/null && break
-	kill -0 "$c" || { cat "$W/c.log"; fail "wcd after SIGKILL died"; }
-	sleep 0.01
-done
+"$WAITFOR" -p "$c" -t 20 -e "^pid=$c$" "$ready"
+[ $? = 1 ] && { cat "$W/c.log"; fail "wcd after SIGKILL died"; }
 expect_has "stale cleanup" "$(cat "$W/c.log")" "removed stale $sock"
 expect_has "stale cleanup" "$(cat "$W/c.log")" "removed stale $ready"
 

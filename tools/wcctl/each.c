@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base.h"
 #include "err.h"
 #include "log.h"
 #include "rundir.h"
@@ -58,6 +59,7 @@ int wcctl_each_daemon(const char *runtime_dir, int argc, char **argv,
 		if (strcmp(argv[i], "--all"))
 			one[na++] = argv[i];
 	one[na++] = "--device";
+	WC_ASSERT(na <= argc + 1 && n <= RUNDIR_DEVICES_MAX);   /* one's size */
 	for (int i = 0; i < n; i++) {
 		int r;
 

@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "compat.h"
 #include "cli.h"
 #include "err.h"
@@ -234,7 +235,32 @@ static void report_served(const char *name, const struct ready_info *old,
 			 name, ri.identity, old->identity);
 }
 
-int wcctl_restart(int argc, char **argv)
+/* The new daemon's fixed words: at most RESTART_FIXED_WORDS. */
+#define RESTART_FIXED_WORDS 32
+
+/* wcctl restart's options. */
+struct restart_opts {
+	const char *device, *runtime_dir, *wcd;
+	double timeout_s;
+	bool json, rehash, all;
+};
+
+/* One restart: the old daemon (its ready file ri, watched by old_fd), the
+ * new one (nw, new_fd) and the clock_ns times the restart began (t0), the
+ * old one exited (t_exit, 0 until then) and the new one answered STATUS
+ * (t_served). */
+struct restart {
+	const char *name;
+	struct paths p;
+	struct ready_info ri;
+	pid_t nw;
+	int old_fd, new_fd;
+	uint64_t t0, t_exit, t_served;
+	double timeout_s;
+};
+
+/* Parses argv into *o. Returns -1 to go on, else the exit status. */
+static int restart_parse(int argc, char **argv, struct restart_opts *o)
 {
 	static const struct option lo[] = {
 		{ "device", required_argument, NULL, 'd' },
@@ -247,30 +273,18 @@ int wcctl_restart(int argc, char **argv)
 		{ "help", no_argument, NULL, 'h' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *device = NULL, *runtime_dir = NULL, *wcd = NULL;
-	char name[128], spec[160], err[BASE_ERR_LEN], self[4096];
-	char tp_size[16], tp_rank[16], pp_size[16], pp_rank[16];
-	double timeout_s = 60;
-	bool json = false, rehash = false, all = false;
-	struct ready_info ri;
-	struct paths p;
-	struct rundir rd;
-	pid_t holder, nw, answered = -1;
-	int c, old_fd, new_fd, st, rc = 1;
-	uint64_t t0, t_exit = 0, t_served = 0, end;
-	static char kept[READY_ARGS_MAX];
-	char *nargv[32 + READY_ARGS_WORDS_MAX + 1], reason[READY_REASON_MAX] = "";
-	int na = 0;
+	int c;
 
+	*o = (struct restart_opts){ .timeout_s = 60 };
 	optind = 1;
 	while ((c = cli_getopt(argc, argv, "h", lo, "wcctl restart")) != -1) {
 		switch (c) {
-		case 'd': device = optarg; break;
-		case 'r': runtime_dir = optarg; break;
-		case 'w': wcd = optarg; break;
+		case 'd': o->device = optarg; break;
+		case 'r': o->runtime_dir = optarg; break;
+		case 'w': o->wcd = optarg; break;
 		case 'v':
 			if (!strcmp(optarg, "hash"))
-				rehash = true;
+				o->rehash = true;
 			else if (strcmp(optarg, "none")) {
 				fprintf(stderr, "wcctl restart: --verify '%s' is not none or hash\n",
 					optarg);
@@ -278,182 +292,262 @@ int wcctl_restart(int argc, char **argv)
 			}
 			break;
 		case 't':
-			if (cli_parse_secs(optarg, 0.001, 86400, &timeout_s)) {
+			if (cli_parse_secs(optarg, 0.001, 86400, &o->timeout_s)) {
 				fprintf(stderr, "wcctl restart: --timeout '%s' is not a number of seconds above 0\n",
 					optarg);
 				return 2;
 			}
 			break;
-		case 'j': json = true; break;
-		case 'a': all = true; break;
+		case 'j': o->json = true; break;
+		case 'a': o->all = true; break;
 		case 'h': restart_usage(stdout); return 0;
 		default: restart_usage(stderr); return 2;
 		}
 	}
-	if (optind == argc && all && !device)
-		return wcctl_each_daemon(runtime_dir, argc, argv, wcctl_restart);
-	if (optind < argc || !device == !all) {
-		fprintf(stderr, "wcctl restart: give exactly one of --device D or --all\n");
-		restart_usage(stderr);
-		return 2;
-	}
-	if (rundir_init(&rd, runtime_dir, err) ||
-	    gpus_device_name(device, name, sizeof(name), err) ||
-	    rundir_paths(&rd, name, &p, err)) {
-		log_error("%s", err);
-		return 2;
-	}
-	if (lock_holder(p.lock, &holder, err) <= 0 ||
-	    ready_read_file(&ri, p.ready, err)) {
-		log_error("no daemon serves device %s (nothing holds %s, or it has no ready file yet): start one with wcctl start",
-			  name, p.lock);
-		return 3;
-	}
-	if (holder > 0 && ri.pid != holder) {
-		log_error("device %s: its ready file names pid %d but pid %d holds the lock; not restarting (check the holder with 'fuser %s')",
-			  name, ri.pid, (int)holder, p.lock);
-		return 1;
-	}
-	old_fd = rx_pidfd_open(ri.pid);
-	if (old_fd < 0) {
-		log_error("cannot watch wcd pid %d on %s: %s", ri.pid, name,
-			  strerror(errno));
-		return 1;
-	}
-	if (!wcd) {
-		ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 5);
-		char *slash;
+	return -1;
+}
 
-		if (n > 0) {
-			self[n] = '\0';
-			slash = strrchr(self, '/');
-			if (slash) {
-				strcpy(slash + 1, "wcd");
-				if (access(self, X_OK) == 0)
-					wcd = self;
-			}
-		}
-		if (!wcd)
-			wcd = "wcd";
-	}
-	device_spec(name, spec, sizeof(spec));
-	snprintf(tp_size, sizeof(tp_size), "%d", ri.tp_size);
-	snprintf(tp_rank, sizeof(tp_rank), "%d", ri.tp_rank);
-	snprintf(pp_size, sizeof(pp_size), "%d", ri.pp_size);
-	snprintf(pp_rank, sizeof(pp_rank), "%d", ri.pp_rank);
+/* The new daemon: --wcd's, else the wcd next to this wcctl if there is
+ * one (self holds its path), else "wcd" from PATH. */
+static const char *wcd_path(const char *wcd, char *self, size_t len)
+{
+	ssize_t n;
+	char *slash;
+
+	if (wcd)
+		return wcd;
+	n = readlink("/proc/self/exe", self, len - 5);
+	if (n <= 0)
+		return "wcd";
+	self[n] = '\0';
+	slash = strrchr(self, '/');
+	if (!slash)
+		return "wcd";
+	strcpy(slash + 1, "wcd");
+	return access(self, X_OK) == 0 ? self : "wcd";
+}
+
+/* The new daemon's argv (max words, the NULL included): wcd --takeover
+ * with the old daemon's device, model and rank (for the old daemon dying
+ * mid-handover: it loads instead), then kept_args's. num holds the rank's
+ * numbers, kept the decoded serve_args. 0, or -errno (said). */
+static int restart_argv(const struct restart *r, const struct restart_opts *o,
+			const char *wcd, char *spec, size_t spec_len,
+			char num[4][16], char *kept, size_t cap,
+			char **nargv, int max)
+{
+	const struct ready_info *ri = &r->ri;
+	int na = 0;
+
+	device_spec(r->name, spec, spec_len);
+	snprintf(num[0], 16, "%d", ri->tp_size);
+	snprintf(num[1], 16, "%d", ri->tp_rank);
+	snprintf(num[2], 16, "%d", ri->pp_size);
+	snprintf(num[3], 16, "%d", ri->pp_rank);
 	nargv[na++] = (char *)wcd;
 	nargv[na++] = "--takeover";
 	nargv[na++] = "--device";
 	nargv[na++] = spec;
-	if (runtime_dir) {
+	if (o->runtime_dir) {
 		nargv[na++] = "--runtime-dir";
-		nargv[na++] = (char *)runtime_dir;
+		nargv[na++] = (char *)o->runtime_dir;
 	}
-	/* for the old daemon dying mid-handover: load instead */
 	nargv[na++] = "--model";
-	nargv[na++] = ri.model;
+	nargv[na++] = (char *)ri->model;
 	nargv[na++] = "--tp-size";
-	nargv[na++] = tp_size;
+	nargv[na++] = num[0];
 	nargv[na++] = "--tp-rank";
-	nargv[na++] = tp_rank;
+	nargv[na++] = num[1];
 	nargv[na++] = "--pp-size";
-	nargv[na++] = pp_size;
+	nargv[na++] = num[2];
 	nargv[na++] = "--pp-rank";
-	nargv[na++] = pp_rank;
-	if (rehash) {
+	nargv[na++] = num[3];
+	if (o->rehash) {
 		nargv[na++] = "--takeover-verify";
 		nargv[na++] = "hash";
 	}
+	WC_ASSERT(na <= RESTART_FIXED_WORDS && na < max);
 	/* every option of the old daemon's that shapes what it serves, to
 	 * whom, how it logs: for the handover's checks and for a reload */
-	if (kept_args(&ri, nargv, &na, (int)(sizeof(nargv) / sizeof(nargv[0])) - 1,
-		      kept, sizeof(kept), name)) {
-		close(old_fd);
-		return 1;
-	}
+	if (kept_args(ri, nargv, &na, max - 1, kept, cap, r->name))
+		return -EINVAL;
+	WC_ASSERT(na < max);
 	nargv[na] = NULL;
+	return 0;
+}
 
-	t0 = clock_ns();
-	nw = spawn_new(wcd, nargv, p.log);
-	if (nw < 0) {
-		log_error("cannot start %s: %s; pass the daemon's path with --wcd",
-			  wcd, strerror(errno));
-		close(old_fd);
-		return 1;
-	}
-	new_fd = rx_pidfd_open(nw);
-	end = t0 + (uint64_t)(timeout_s * 1e9);
+/* The new daemon died: says what became of the old one (old_fate) with
+ * the new one's exit status st, and the log's last lines. */
+static void new_died(const struct restart *r, int st)
+{
+	/* the old one may have read SERVING and be exiting, or be taking the
+	 * clients back: wait for which (an old daemon seen alive here is not
+	 * yet one that serves) */
+	int fate = r->t_exit ? 0 : old_fate(r->old_fd, r->p.sock, r->ri.pid);
+	const char *how = WIFSIGNALED(st) ? "signal" : "code";
+	int code = WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st);
+
+	if (fate == 0)
+		log_error("device %s: the new wcd pid %d exited (%s %d) after the old daemon pid %d had handed over and exited: none serves (start one with wcctl start)",
+			  r->name, (int)r->nw, how, code, r->ri.pid);
+	else
+		log_error("device %s: the new wcd pid %d exited (%s %d) before serving; %s",
+			  r->name, (int)r->nw, how, code,
+			  fate == 1 ? "the old daemon serves on" :
+			  "the old daemon neither exited nor answered within 5 s (see wcctl status)");
+	tail_log(r->p.log);
+}
+
+/* Waits on both pidfds until the old daemon has exited and the new one
+ * answers STATUS (0: r->t_exit and r->t_served set), or the new one dies,
+ * or timeout_s passes (1, said). */
+static int restart_wait(struct restart *r)
+{
+	uint64_t end = r->t0 + (uint64_t)(r->timeout_s * 1e9);
+	int st;
+
 	for (;;) {
-		struct pollfd pf[2] = { { t_exit ? -1 : old_fd, POLLIN, 0 },
-					{ new_fd, POLLIN, 0 } };
+		struct pollfd pf[2] = { { r->t_exit ? -1 : r->old_fd, POLLIN, 0 },
+					{ r->new_fd, POLLIN, 0 } };
 		uint64_t now = clock_ns();
 		int k;
 
 		if (now >= end) {
 			log_error("device %s: the handover from pid %d to pid %d did not finish within %g s (see %s)",
-				  name, ri.pid, (int)nw, timeout_s, p.log);
-			goto out;
+				  r->name, r->ri.pid, (int)r->nw, r->timeout_s,
+				  r->p.log);
+			return 1;
 		}
-		k = poll(pf, 2, t_exit ? 10 : (int)((end - now) / 1000000) + 1);
+		k = poll(pf, 2, r->t_exit ? 10 :
+			 (int)((end - now) / 1000000) + 1);
 		if (k < 0 && errno != EINTR)
-			goto out;
+			return 1;
 		if (pf[1].revents) {
-			int fate;
-
-			waitpid(nw, &st, 0);
-			/* the old one may have read SERVING and be exiting, or be
-			 * taking the clients back: wait for which (an old daemon
-			 * seen alive here is not yet one that serves) */
-			fate = t_exit ? 0 : old_fate(old_fd, p.sock, ri.pid);
-			if (fate == 0)
-				log_error("device %s: the new wcd pid %d exited (%s %d) after the old daemon pid %d had handed over and exited: none serves (start one with wcctl start)",
-					  name, (int)nw,
-					  WIFSIGNALED(st) ? "signal" : "code",
-					  WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
-					  ri.pid);
-			else
-				log_error("device %s: the new wcd pid %d exited (%s %d) before serving; %s",
-					  name, (int)nw,
-					  WIFSIGNALED(st) ? "signal" : "code",
-					  WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st),
-					  fate == 1 ? "the old daemon serves on" :
-					  "the old daemon neither exited nor answered within 5 s (see wcctl status)");
-			tail_log(p.log);
-			goto out;
+			waitpid(r->nw, &st, 0);
+			new_died(r, st);
+			return 1;
 		}
-		if (pf[0].revents && !t_exit)
-			t_exit = clock_ns();
-		if (t_exit) {
-			answered = status_pid(p.sock);
-			if (answered == nw) {
-				t_served = clock_ns();
-				break;
-			}
+		if (pf[0].revents && !r->t_exit)
+			r->t_exit = clock_ns();
+		if (r->t_exit && status_pid(r->p.sock) == r->nw) {
+			r->t_served = clock_ns();
+			WC_ASSERT(r->t_served >= r->t_exit &&
+				  r->t_exit >= r->t0);
+			return 0;
 		}
 	}
-	rc = 0;
-	report_served(name, &ri, p.ready, nw, (double)(t_served - t0) / 1e6,
-		      (double)(t_exit - t0) / 1e6, reason, sizeof(reason));
-out:
-	if (json) {
-		json_t *o = json_pack("{s:s, s:b, s:s, s:i, s:i, s:f, s:f, s:s, s:o, s:i}",
-				      "command", "restart", "ok", rc == 0,
-				      "device", name, "old_pid", ri.pid,
-				      "new_pid", (int)nw,
-				      "serving_ms", rc ? 0.0 : (double)(t_served - t0) / 1e6,
-				      "old_exit_ms", t_exit ? (double)(t_exit - t0) / 1e6 : 0.0,
-				      "outcome", rc ? "failed" :
-				      reason[0] ? "reloaded" : "handed over",
-				      "reason", json_text(reason),
-				      "exit", rc);
-		char *s = json_dumps(o, JSON_PRESERVE_ORDER);
+}
 
-		printf("%s\n", s ? s : "{}");
-		free(s);
-		json_decref(o);
+/* --json: the outcome as one object on stdout. */
+static void restart_json(const struct restart *r, int rc, const char *reason)
+{
+	json_t *o = json_pack("{s:s, s:b, s:s, s:i, s:i, s:f, s:f, s:s, s:o, s:i}",
+			      "command", "restart", "ok", rc == 0,
+			      "device", r->name, "old_pid", r->ri.pid,
+			      "new_pid", (int)r->nw,
+			      "serving_ms", rc ? 0.0 :
+			      (double)(r->t_served - r->t0) / 1e6,
+			      "old_exit_ms", r->t_exit ?
+			      (double)(r->t_exit - r->t0) / 1e6 : 0.0,
+			      "outcome", rc ? "failed" :
+			      reason[0] ? "reloaded" : "handed over",
+			      "reason", json_text(reason),
+			      "exit", rc);
+	char *s = json_dumps(o, JSON_PRESERVE_ORDER);
+
+	printf("%s\n", s ? s : "{}");
+	free(s);
+	json_decref(o);
+}
+
+/* Finds the device's daemon as stop does: its ready file into r->ri, its
+ * pidfd into r->old_fd. -1 to go on, else the exit status (said). */
+static int restart_find(struct restart *r, const struct restart_opts *o,
+			char *name, size_t len)
+{
+	char err[BASE_ERR_LEN];
+	struct rundir rd;
+	pid_t holder;
+
+	if (rundir_init(&rd, o->runtime_dir, err) ||
+	    gpus_device_name(o->device, name, len, err) ||
+	    rundir_paths(&rd, name, &r->p, err)) {
+		log_error("%s", err);
+		return 2;
 	}
-	close(old_fd);
-	if (new_fd >= 0)
-		close(new_fd);
+	r->name = name;
+	if (lock_holder(r->p.lock, &holder, err) <= 0 ||
+	    ready_read_file(&r->ri, r->p.ready, err)) {
+		log_error("no daemon serves device %s (nothing holds %s, or it has no ready file yet): start one with wcctl start",
+			  name, r->p.lock);
+		return 3;
+	}
+	if (holder > 0 && r->ri.pid != holder) {
+		log_error("device %s: its ready file names pid %d but pid %d holds the lock; not restarting (check the holder with 'fuser %s')",
+			  name, r->ri.pid, (int)holder, r->p.lock);
+		return 1;
+	}
+	r->old_fd = rx_pidfd_open(r->ri.pid);
+	if (r->old_fd < 0) {
+		log_error("cannot watch wcd pid %d on %s: %s", r->ri.pid, name,
+			  strerror(errno));
+		return 1;
+	}
+	return -1;
+}
+
+int wcctl_restart(int argc, char **argv)
+{
+	static char kept[READY_ARGS_MAX];
+	char name[128], spec[160], self[4096], num[4][16];
+	char *nargv[RESTART_FIXED_WORDS + READY_ARGS_WORDS_MAX + 1];
+	char reason[READY_REASON_MAX] = "";
+	struct restart r = { .old_fd = -1, .new_fd = -1 };
+	struct restart_opts o;
+	const char *wcd;
+	int rc;
+
+	rc = restart_parse(argc, argv, &o);
+	if (rc >= 0)
+		return rc;
+	if (optind == argc && o.all && !o.device)
+		return wcctl_each_daemon(o.runtime_dir, argc, argv,
+					 wcctl_restart);
+	if (optind < argc || !o.device == !o.all) {
+		fprintf(stderr, "wcctl restart: give exactly one of --device D or --all\n");
+		restart_usage(stderr);
+		return 2;
+	}
+	rc = restart_find(&r, &o, name, sizeof(name));
+	if (rc >= 0)
+		return rc;
+	r.timeout_s = o.timeout_s;
+	wcd = wcd_path(o.wcd, self, sizeof(self));
+	if (restart_argv(&r, &o, wcd, spec, sizeof(spec), num, kept,
+			 sizeof(kept), nargv,
+			 (int)(sizeof(nargv) / sizeof(nargv[0])))) {
+		close(r.old_fd);
+		return 1;
+	}
+	r.t0 = clock_ns();
+	r.nw = spawn_new(wcd, nargv, r.p.log);
+	if (r.nw < 0) {
+		log_error("cannot start %s: %s; pass the daemon's path with --wcd",
+			  wcd, strerror(errno));
+		close(r.old_fd);
+		return 1;
+	}
+	r.new_fd = rx_pidfd_open(r.nw);
+	rc = restart_wait(&r);
+	if (rc == 0)
+		report_served(name, &r.ri, r.p.ready, r.nw,
+			      (double)(r.t_served - r.t0) / 1e6,
+			      (double)(r.t_exit - r.t0) / 1e6, reason,
+			      sizeof(reason));
+	if (o.json)
+		restart_json(&r, rc, reason);
+	close(r.old_fd);
+	if (r.new_fd >= 0)
+		close(r.new_fd);
 	return rc;
 }

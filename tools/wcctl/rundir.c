@@ -12,6 +12,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "err.h"
 #include "rundir.h"
 
@@ -132,6 +133,7 @@ int rundir_scan(const struct rundir *rd, const char *suffix,
 			 de->d_name + pre);
 	}
 	closedir(d);
+	WC_ASSERT(n <= max);
 	qsort(names, n, sizeof(names[0]), name_cmp);
 	return n;
 }

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "cli.h"
 #include "err.h"
 #include "gpus.h"
@@ -262,6 +263,7 @@ static int dead_row(const struct rundir *rd, const char *name,
 	pid_t pid;
 	FILE *f;
 
+	WC_ASSERT(n >= 0 && n < RUNDIR_DEVICES_MAX);   /* collect's bound */
 	if (!wanted(name, only, backend))
 		return 0;
 	for (int j = 0; j < n; j++)
@@ -357,6 +359,7 @@ static int collect(const struct rundir *rd, const char *only, int backend,
 		return k;
 	for (int i = 0; i < k && n < RUNDIR_DEVICES_MAX; i++)
 		n += dead_row(rd, names[i], only, backend, rows, n);
+	WC_ASSERT(n <= RUNDIR_DEVICES_MAX);   /* rows has that many */
 	return n;
 }
 

@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "compat.h"
 #include "cli.h"
 #include "err.h"
@@ -156,6 +157,107 @@ static void stop_json(json_t *stopped, int failed, int rc)
 	json_decref(o);
 }
 
+/* The devices to stop: the one named (device), or every one with a lock
+ * file in rd. The count, or the exit status negated (said). */
+static int stop_names(struct rundir *rd, const char *device,
+		      rundir_name *names)
+{
+	char err[BASE_ERR_LEN];
+	int n;
+
+	if (device) {
+		if (gpus_device_name(device, names[0], sizeof(names[0]), err)) {
+			log_error("%s", err);
+			return -2;
+		}
+		return 1;
+	}
+	n = rundir_scan(rd, ".lock", names, RUNDIR_DEVICES_MAX, err);
+	if (n < 0) {
+		log_error("%s", err);
+		return -1;
+	}
+	return n;
+}
+
+/* Finds each named device's daemon and sends it SIGTERM through its pidfd;
+ * vs gets the ones signalled, in order. The count; *failed counts the
+ * devices that could not be looked at or signalled (said). */
+static int stop_signal(struct rundir *rd, rundir_name *names, int n,
+		       struct victim *vs, int *failed)
+{
+	char err[BASE_ERR_LEN];
+	int nv = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct victim *v = &vs[nv];
+		int ret;
+
+		v->pidfd = -1;
+		if (rundir_paths(rd, names[i], &v->paths, err)) {
+			log_error("%s", err);
+			(*failed)++;
+			continue;
+		}
+		ret = stop_find(v);
+		if (ret < 0)
+			(*failed)++;
+		if (ret <= 0)
+			continue;
+		WC_ASSERT(v->pidfd >= 0 && v->pid > 0);
+		if (rx_pidfd_send_signal(v->pidfd, SIGTERM) && errno != ESRCH) {
+			log_error("cannot signal wcd pid %d on %s: %s (is it another user's?)",
+				  (int)v->pid, v->paths.device,
+				  strerror(errno));
+			close(v->pidfd);
+			(*failed)++;
+			continue;
+		}
+		log_info("sent SIGTERM to wcd pid %d on device %s",
+			 (int)v->pid, v->paths.device);
+		nv++;
+	}
+	WC_ASSERT(nv <= n);
+	return nv;
+}
+
+/* After the wait: each victim that exited is logged, what it left behind
+ * removed (a killed daemon leaves its socket and ready file; so does one
+ * that did not shut down cleanly after SIGTERM) and added to stopped. The
+ * count of those still alive after SIGKILL (said). Closes every pidfd. */
+static int stop_reap(struct rundir *rd, struct victim *vs, int nv,
+		     json_t *stopped)
+{
+	char err[BASE_ERR_LEN];
+	int failed = 0;
+
+	for (int i = 0; i < nv; i++) {
+		struct victim *v = &vs[i];
+
+		WC_ASSERT(v->pidfd >= 0);
+		close(v->pidfd);
+		if (!v->gone) {
+			log_error("wcd pid %d on %s is still alive after SIGKILL (stuck in the kernel?)",
+				  (int)v->pid, v->paths.device);
+			failed++;
+			continue;
+		}
+		if (!v->killed && access(v->paths.ready, F_OK) == 0)
+			log_warn("wcd pid %d on %s exited without removing its ready file (not a clean shutdown; see %s); removing what it left",
+				 (int)v->pid, v->paths.device, v->paths.log);
+		if ((v->killed || access(v->paths.ready, F_OK) == 0 ||
+		     access(v->paths.sock, F_OK) == 0) &&
+		    rundir_remove(rd, &v->paths, 1, err) < 0)
+			log_warn("%s", err);
+		log_info("stopped wcd pid %d on device %s%s", (int)v->pid,
+			 v->paths.device, v->killed ? " (SIGKILL)" : "");
+		json_array_append_new(stopped, json_pack("{s:s, s:i, s:b}",
+			"device", v->paths.device, "pid", (int)v->pid,
+			"killed", v->killed));
+	}
+	return failed;
+}
+
 int wcctl_stop(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -169,12 +271,12 @@ int wcctl_stop(int argc, char **argv)
 	};
 	static rundir_name names[RUNDIR_DEVICES_MAX];
 	const char *device = NULL, *runtime_dir = NULL;
-	char err[BASE_ERR_LEN], *end;
+	char err[BASE_ERR_LEN];
 	double timeout_s = 10;
 	struct victim *vs;
 	struct rundir rd;
 	bool all = false, json = false;
-	int c, n = 0, nv = 0, failed = 0, rc;
+	int c, n, nv, failed = 0, rc;
 	json_t *stopped;
 
 	optind = 1;
@@ -184,7 +286,6 @@ int wcctl_stop(int argc, char **argv)
 		case 'a': all = true; break;
 		case 'r': runtime_dir = optarg; break;
 		case 't':
-			(void)end;
 			if (cli_parse_secs(optarg, 0.001, 86400, &timeout_s)) {
 				fprintf(stderr, "wcctl stop: --timeout '%s' is not a number of seconds above 0\n",
 					optarg);
@@ -205,50 +306,14 @@ int wcctl_stop(int argc, char **argv)
 		log_error("%s", err);
 		return 2;
 	}
-	if (device) {
-		if (gpus_device_name(device, names[0], sizeof(names[0]), err)) {
-			log_error("%s", err);
-			return 2;
-		}
-		n = 1;
-	} else {
-		n = rundir_scan(&rd, ".lock", names, RUNDIR_DEVICES_MAX, err);
-		if (n < 0) {
-			log_error("%s", err);
-			return 1;
-		}
-	}
+	n = stop_names(&rd, device, names);
+	if (n < 0)
+		return -n;
 	vs = calloc((size_t)(n ? n : 1), sizeof(*vs));
 	stopped = json_array();
 	if (!vs || !stopped)
 		die("out of memory");
-	for (int i = 0; i < n; i++) {
-		struct victim *v = &vs[nv];
-		int ret;
-
-		v->pidfd = -1;
-		if (rundir_paths(&rd, names[i], &v->paths, err)) {
-			log_error("%s", err);
-			failed++;
-			continue;
-		}
-		ret = stop_find(v);
-		if (ret < 0)
-			failed++;
-		if (ret <= 0)
-			continue;
-		if (rx_pidfd_send_signal(v->pidfd, SIGTERM) && errno != ESRCH) {
-			log_error("cannot signal wcd pid %d on %s: %s (is it another user's?)",
-				  (int)v->pid, v->paths.device,
-				  strerror(errno));
-			close(v->pidfd);
-			failed++;
-			continue;
-		}
-		log_info("sent SIGTERM to wcd pid %d on device %s",
-			 (int)v->pid, v->paths.device);
-		nv++;
-	}
+	nv = stop_signal(&rd, names, n, vs, &failed);
 	stop_wait(vs, nv, (uint64_t)(timeout_s * 1000));
 	for (int i = 0; i < nv; i++) {
 		if (vs[i].gone)
@@ -259,31 +324,7 @@ int wcctl_stop(int argc, char **argv)
 		vs[i].killed = true;
 	}
 	stop_wait(vs, nv, STOP_KILL_WAIT_MS);
-	for (int i = 0; i < nv; i++) {
-		struct victim *v = &vs[i];
-
-		close(v->pidfd);
-		if (!v->gone) {
-			log_error("wcd pid %d on %s is still alive after SIGKILL (stuck in the kernel?)",
-				  (int)v->pid, v->paths.device);
-			failed++;
-			continue;
-		}
-		/* A killed daemon leaves its socket and ready file; so does
-		 * one that did not shut down cleanly after SIGTERM. */
-		if (!v->killed && access(v->paths.ready, F_OK) == 0)
-			log_warn("wcd pid %d on %s exited without removing its ready file (not a clean shutdown; see %s); removing what it left",
-				 (int)v->pid, v->paths.device, v->paths.log);
-		if ((v->killed || access(v->paths.ready, F_OK) == 0 ||
-		     access(v->paths.sock, F_OK) == 0) &&
-		    rundir_remove(&rd, &v->paths, 1, err) < 0)
-			log_warn("%s", err);
-		log_info("stopped wcd pid %d on device %s%s", (int)v->pid,
-			 v->paths.device, v->killed ? " (SIGKILL)" : "");
-		json_array_append_new(stopped, json_pack("{s:s, s:i, s:b}",
-			"device", v->paths.device, "pid", (int)v->pid,
-			"killed", v->killed));
-	}
+	failed += stop_reap(&rd, vs, nv, stopped);
 	free(vs);
 	rc = failed ? 1 : 0;
 	if (!failed && !nv) {

@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base.h"
 #include "cli.h"
 #include "err.h"
 #include "hash.h"
@@ -101,10 +102,15 @@ static int hash_from_files(const struct model *m, const struct plan *p,
 	struct base_hasher h;
 
 	if (t->flags & PLAN_T_ALIAS) {
+		WC_ASSERT(t->target < p->ntensors);
 		one = t->target;
 	} else if (t->flags & PLAN_T_VIEW) {
-		const struct plan_group *g = &p->g[p->t[t->target].group];
+		const struct plan_group *g;
 
+		WC_ASSERT(t->target < p->ntensors &&
+			  p->t[t->target].group >= 0 &&
+			  (uint32_t)p->t[t->target].group < p->ngroups);
+		g = &p->g[p->t[t->target].group];
 		list = &p->members[g->member0];
 		n = g->n;
 	}
@@ -116,6 +122,7 @@ static int hash_from_files(const struct model *m, const struct plan *p,
 			const struct plan_piece *pc = &p->pc[x->piece0 + j];
 			int r;
 
+			WC_ASSERT(pc->shard < m->nshards);   /* plan_build's */
 			if (fds[pc->shard] < 0)
 				fds[pc->shard] = open(m->shards[pc->shard].path,
 						      O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -165,6 +172,104 @@ static int load_rules(struct plan_rules *r, const char *path, const char *arch,
 	return ret;
 }
 
+/* What the comparison found: tensors compared, mismatched (the first
+ * VERIFY_SHOWN named in shown), planned but not served, served unhashed. */
+struct verify_counts {
+	uint64_t checked, bad, unhashed, missing;
+	char shown[1024];
+	size_t off;
+};
+
+/* Hashes every planned tensor of p from m's shards and compares it with
+ * the hash wm serves, counting into *n. Returns 0, or 1 when a shard could
+ * not be read or memory ran out (said on stderr). Costs one read of the
+ * rank's share of the checkpoint, VERIFY_BUF bytes at a time. */
+static int verify_tensors(const struct model *m, const struct plan *p,
+			  const struct wc_model *wm, struct verify_counts *n)
+{
+	uint8_t *buf = malloc(VERIFY_BUF);
+	int *fds = calloc(m->nshards ? m->nshards : 1, sizeof(int));
+	int ret = 1;
+
+	if (!buf || !fds) {
+		fprintf(stderr, "wcctl verify: out of memory\n");
+		goto out;
+	}
+	for (uint32_t i = 0; i < m->nshards; i++)
+		fds[i] = -1;
+	for (uint32_t i = 0; i < p->ntensors; i++) {
+		const struct plan_tensor *t = &p->t[i];
+		const struct wc_tensor *s = wc_tensor_find(wm, t->name);
+		uint8_t h[WC_HASH_LEN];
+		uint32_t shard = 0;
+		int r;
+
+		if (!s) {
+			n->missing++;
+			continue;
+		}
+		if (!(s->flags & WC_TENSOR_HASHED)) {
+			n->unhashed++;
+			continue;
+		}
+		r = hash_from_files(m, p, i, fds, buf, h, &shard);
+		if (r) {
+			fprintf(stderr, "wcctl verify: cannot read %s for %s: %s\n",
+				m->shards[shard].path, t->name, strerror(-r));
+			goto out_fds;
+		}
+		n->checked++;
+		if (memcmp(h, s->hash, WC_HASH_LEN)) {
+			if (n->bad < VERIFY_SHOWN && n->off < sizeof(n->shown))
+				n->off += (size_t)snprintf(n->shown + n->off,
+					sizeof(n->shown) - n->off, "%s%s",
+					n->bad ? ", " : "", t->name);
+			n->bad++;
+		}
+	}
+	WC_ASSERT(n->checked + n->missing + n->unhashed == p->ntensors);
+	ret = 0;
+out_fds:
+	for (uint32_t i = 0; i < m->nshards; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+out:
+	free(buf);
+	free(fds);
+	return ret;
+}
+
+/* The outcome on stdout: one JSON object, or the sentences that say what
+ * differs and what to do. ret: the exit status, 0 when all matched. */
+static void verify_report(const struct wc_info *in,
+			  const struct verify_counts *n, bool json, int ret)
+{
+	if (json) {
+		printf("{\"device\":\"%s\",\"model\":\"%s\",\"version\":%" PRIu64
+		       ",\"checked\":%" PRIu64 ",\"mismatched\":%" PRIu64
+		       ",\"missing\":%" PRIu64 ",\"unhashed\":%" PRIu64
+		       ",\"ok\":%s}\n", in->device, in->model, in->version,
+		       n->checked, n->bad, n->missing, n->unhashed,
+		       ret ? "false" : "true");
+		return;
+	}
+	if (!ret) {
+		printf("verified %" PRIu64 " tensors of %s (version %" PRIu64 ") against %s: every hash matches the files\n",
+		       n->checked, in->device, in->version, in->model);
+		return;
+	}
+	if (n->bad)
+		printf("%" PRIu64 " of %" PRIu64 " tensors served by %s differ from the files in %s (%s%s): the files changed after the daemon loaded them (an update sees the same checkpoint digest and refuses): restart the daemon to serve the new bytes, or restore the files\n",
+		       n->bad, n->checked, in->device, in->model, n->shown,
+		       n->bad > VERIFY_SHOWN ? ", ..." : "");
+	if (n->missing)
+		printf("%" PRIu64 " planned tensors are not served by %s: the daemon was started with other rules (pass --rules FILE)\n",
+		       n->missing, in->device);
+	if (n->unhashed)
+		printf("%" PRIu64 " tensors carry no hash (the daemon runs with --no-hash): they cannot be verified\n",
+		       n->unhashed);
+}
+
 int wcctl_verify(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -179,17 +284,14 @@ int wcctl_verify(int argc, char **argv)
 	};
 	struct wc_connect_opts co = { .label = "wcctl verify" };
 	const char *rules_path = NULL;
-	char err[BASE_ERR_LEN], shown[1024] = "";
-	uint64_t checked = 0, bad = 0, unhashed = 0, missing = 0;
+	char err[BASE_ERR_LEN];
+	struct verify_counts n = { 0 };
 	struct plan_rules rules = { 0 };
 	const struct wc_info *in;
 	struct wc_model *wm;
 	struct wc_conn *c;
 	struct model m;
 	struct plan p;
-	uint8_t *buf;
-	int *fds;
-	size_t off = 0;
 	bool json = false, all = false;
 	int ch, ret = 1;
 
@@ -231,74 +333,10 @@ int wcctl_verify(int argc, char **argv)
 			rules_path ? "" : " (was the daemon started with --rules FILE? pass it)");
 		goto out_model;
 	}
-	buf = malloc(VERIFY_BUF);
-	fds = calloc(m.nshards ? m.nshards : 1, sizeof(int));
-	if (!buf || !fds) {
-		fprintf(stderr, "wcctl verify: out of memory\n");
-		goto out_plan;
+	if (verify_tensors(&m, &p, wm, &n) == 0) {
+		ret = n.bad || n.missing || n.unhashed ? 1 : 0;
+		verify_report(in, &n, json, ret);
 	}
-	for (uint32_t i = 0; i < m.nshards; i++)
-		fds[i] = -1;
-	for (uint32_t i = 0; i < p.ntensors; i++) {
-		const struct plan_tensor *t = &p.t[i];
-		const struct wc_tensor *s = wc_tensor_find(wm, t->name);
-		uint8_t h[WC_HASH_LEN];
-		uint32_t shard = 0;
-		int r;
-
-		if (!s) {
-			missing++;
-			continue;
-		}
-		if (!(s->flags & WC_TENSOR_HASHED)) {
-			unhashed++;
-			continue;
-		}
-		r = hash_from_files(&m, &p, i, fds, buf, h, &shard);
-		if (r) {
-			fprintf(stderr, "wcctl verify: cannot read %s for %s: %s\n",
-				m.shards[shard].path, t->name, strerror(-r));
-			goto out_fds;
-		}
-		checked++;
-		if (memcmp(h, s->hash, WC_HASH_LEN)) {
-			if (bad < VERIFY_SHOWN && off < sizeof(shown))
-				off += (size_t)snprintf(shown + off,
-							sizeof(shown) - off,
-							"%s%s", bad ? ", " : "",
-							t->name);
-			bad++;
-		}
-	}
-	ret = bad || missing || unhashed ? 1 : 0;
-	if (json) {
-		printf("{\"device\":\"%s\",\"model\":\"%s\",\"version\":%" PRIu64
-		       ",\"checked\":%" PRIu64 ",\"mismatched\":%" PRIu64
-		       ",\"missing\":%" PRIu64 ",\"unhashed\":%" PRIu64
-		       ",\"ok\":%s}\n", in->device, in->model, in->version,
-		       checked, bad, missing, unhashed, ret ? "false" : "true");
-	} else if (!ret) {
-		printf("verified %" PRIu64 " tensors of %s (version %" PRIu64 ") against %s: every hash matches the files\n",
-		       checked, in->device, in->version, in->model);
-	} else {
-		if (bad)
-			printf("%" PRIu64 " of %" PRIu64 " tensors served by %s differ from the files in %s (%s%s): the files changed after the daemon loaded them (an update sees the same checkpoint digest and refuses): restart the daemon to serve the new bytes, or restore the files\n",
-			       bad, checked, in->device, in->model, shown,
-			       bad > VERIFY_SHOWN ? ", ..." : "");
-		if (missing)
-			printf("%" PRIu64 " planned tensors are not served by %s: the daemon was started with other rules (pass --rules FILE)\n",
-			       missing, in->device);
-		if (unhashed)
-			printf("%" PRIu64 " tensors carry no hash (the daemon runs with --no-hash): they cannot be verified\n",
-			       unhashed);
-	}
-out_fds:
-	for (uint32_t i = 0; i < m.nshards; i++)
-		if (fds[i] >= 0)
-			close(fds[i]);
-out_plan:
-	free(buf);
-	free(fds);
 	plan_free(&p);
 out_model:
 	plan_rules_free(&rules);
