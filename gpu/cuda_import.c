@@ -202,6 +202,48 @@ int gpu_cuda_write_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
 	return mapping_copy(dev, m, off, NULL, src, len);
 }
 
+/* An update session's write (gpu.h): one cudaMemcpy2DAsync of kind
+ * cudaMemcpyDefault, which under unified addressing tells device, peer
+ * and host sources apart by their address, on the caller's stream. The
+ * thread's current device is put back as it was (the caller is an
+ * engine's or a trainer's thread: torch keeps its own idea of it). */
+int gpu_cuda_copy_to_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
+			     uint64_t off, const void *src, size_t width,
+			     size_t height, size_t src_pitch, void *stream)
+{
+	uint64_t rows;
+	cudaError_t e;
+	int prev = -1, ret;
+
+	if (!m->ptr || !width || !height || src_pitch < width ||
+	    __builtin_mul_overflow((uint64_t)width, (uint64_t)height, &rows) ||
+	    off > m->size || rows > m->size - off)
+		return -EINVAL;
+	if (cudaGetDevice(&prev) != cudaSuccess)
+		prev = -1;
+	ret = gpu_cuda_enter(dev, NULL);
+	if (ret)
+		return ret;
+	e = cudaMemcpy2DAsync((char *)(uintptr_t)m->ptr + off, width, src,
+			      src_pitch, width, height, cudaMemcpyDefault,
+			      (cudaStream_t)stream);
+	if (prev >= 0 && prev != dev->ordinal)
+		cudaSetDevice(prev);
+	return -gpu_cuda_rt_errno(e);
+}
+
+int gpu_cuda_stream_sync(struct gpu_dev *dev, void *stream, char *err)
+{
+	cudaError_t e = cudaStreamSynchronize((cudaStream_t)stream);
+
+	(void)dev;
+	if (e != cudaSuccess)
+		return base_errf(err, gpu_cuda_rt_errno(e),
+				 "a copy into the update session's pools failed: %s; abort the session (the served version is untouched) and check the source tensors' devices",
+				 cudaGetErrorString(e));
+	return 0;
+}
+
 void gpu_cuda_unimport(struct gpu_dev *dev, struct gpu_mapping *m)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
