@@ -108,8 +108,14 @@ static int commit_prepare(struct wcd_client *c, struct wcd_push *p,
 	}
 	p->t_seal = rx_now_ns();
 	/* partial: what was not written keeps N's bytes (and hashes) */
-	p->kept = p->flags & WIRE_PUSH_PARTIAL ?
-		  push_keep(wcd_current(d), nv, p->ntensors, cnt, keep) : 0;
+	p->kept = 0;
+	if ((p->flags & WIRE_PUSH_PARTIAL) &&
+	    push_keep(d, nv, p->ntensors, cnt, keep, &p->kept, err)) {
+		snprintf(msg, sizeof(msg),
+			 "commit failed: the tensors not written cannot keep version %" PRIu64 "'s bytes: %s",
+			 wcd_current(d)->number, err);
+		goto out_abort;
+	}
 	for (uint32_t i = 0; i < nv->npools; i++) {
 		if (d->dev.be->pool_seal(&d->dev, &nv->pools[i], err)) {
 			snprintf(msg, sizeof(msg),

@@ -185,11 +185,11 @@ static int open_version(struct wcd *d, struct wcd_push *p,
 			 nd > PUSH_NAMES_SHOWN ? "; ..." : "");
 		return -1;
 	}
-	if ((p->flags & WIRE_PUSH_PARTIAL) && d->dev.be != &gpu_host_backend) {
+	if ((p->flags & WIRE_PUSH_PARTIAL) && !d->dev.be->pool_copy) {
 		*code = WIRE_E_NOT_IMPLEMENTED;
 		snprintf(msg, cap,
-			 "update session refused: partial updates on device %s are not built yet (they need a copy between device pools); push every tensor; version %" PRIu64 " serves on",
-			 d->dev.name, cur->number);
+			 "update session refused: the %s backend of device %s has no copy between pools, which a partial update needs; push every tensor; version %" PRIu64 " serves on",
+			 d->dev.be->name, d->dev.name, cur->number);
 		return -1;
 	}
 	if (nd)
