@@ -496,7 +496,7 @@ int wc_push_write_dev(struct wc_push *p, const char *name, const char *dtype,
 				p->ntensors);
 	t = &p->t[i];
 	if (strcmp(dtype, t->dtype))
-		return wc__fail(err, EINVAL, "tensor '%s' is %s in the served layout, and %s was given: convert it first (for example tensor.to(torch.bfloat16)); nothing is cast silently",
+		return wc__fail(err, EINVAL, "tensor '%s' is %s in the served layout, and %s was given: convert it first (for example tensor.to(torch.bfloat16)) or pass cast=True to update_from; nothing is cast silently",
 				name, t->dtype, dtype);
 	shape_str(t->ndim, t->shape, want, sizeof(want));
 	shape_str(ndim, shape, got, sizeof(got));
