@@ -202,9 +202,10 @@ int gpu_cuda_write_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
 	return mapping_copy(dev, m, off, NULL, src, len);
 }
 
-/* An update session's write (gpu.h): one cudaMemcpy2DAsync of kind
- * cudaMemcpyDefault, which under unified addressing tells device, peer
- * and host sources apart by their address, on the caller's stream. The
+/* An update session's write (gpu.h): one cudaMemcpy2DAsync (rows back
+ * to back: one cudaMemcpyAsync) of kind cudaMemcpyDefault, which under
+ * unified addressing tells device, peer and host sources apart by their
+ * address, on the caller's stream. The
  * thread's current device is put back as it was (the caller is an
  * engine's or a trainer's thread: torch keeps its own idea of it). */
 int gpu_cuda_copy_to_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
@@ -224,9 +225,15 @@ int gpu_cuda_copy_to_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
 	ret = gpu_cuda_enter(dev, NULL);
 	if (ret)
 		return ret;
-	e = cudaMemcpy2DAsync((char *)(uintptr_t)m->ptr + off, width, src,
-			      src_pitch, width, height, cudaMemcpyDefault,
-			      (cudaStream_t)stream);
+	/* rows back to back in the source too: one plain copy (2-D copies
+	 * refuse pitches past cudaDevAttrMaxPitch, and run slower) */
+	if (height == 1 || src_pitch == width)
+		e = cudaMemcpyAsync((char *)(uintptr_t)m->ptr + off, src, rows,
+				    cudaMemcpyDefault, (cudaStream_t)stream);
+	else
+		e = cudaMemcpy2DAsync((char *)(uintptr_t)m->ptr + off, width,
+				      src, src_pitch, width, height,
+				      cudaMemcpyDefault, (cudaStream_t)stream);
 	if (prev >= 0 && prev != dev->ordinal)
 		cudaSetDevice(prev);
 	return -gpu_cuda_rt_errno(e);

@@ -136,3 +136,23 @@ def test_write_dev_argument_checks(llama):
     assert after[name][3] != before[name][3]          # written
     kept = [k for k in new if k != name]
     assert all(after[k] == before[k] for k in kept)   # partial: N's bytes
+
+
+def test_partial_kept_bytes_are_n_bytes(llama):
+    """A partial update of every third tensor: the kept ones (copied from
+    N in runs of neighbours, push_keep.c) read back, through an engine's
+    attach and its client-side re-hash, as the hashes the manifest
+    carries over from N; and the written ones as pushed."""
+    r, new, _ = llama
+    names = sorted(new)
+    changed = {k: new[k] for k in names[::3]}
+    before = hashes(r)
+    with connect(r) as c:
+        assert c.update_from(changed, partial=True).version == 2
+    after = hashes(r)
+    for k in names:
+        assert (after[k] == before[k]) == (k not in changed), k
+    with connect(r) as c:
+        m = c.attach()
+        assert m.verify()
+        m.detach()

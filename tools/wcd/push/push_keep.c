@@ -32,15 +32,87 @@ static bool view_dirty(const struct wcd_version *nv, uint32_t v, uint32_t nck,
 	return false;
 }
 
+int push_zero_padding(struct wcd *d, struct wcd_version *nv, char *err)
+{
+	const struct gpu_backend *be = d->dev.be;
+
+	for (uint32_t i = 0; i < nv->plan.ntensors; i++) {
+		const struct plan_tensor *t = &nv->plan.t[i];
+		struct gpu_pool *pl = &nv->pools[t->pool];
+		int ret;
+
+		if ((t->flags & PLAN_T_VIEW) || t->alloc == t->size ||
+		    pl->host_ptr)
+			continue;
+		if (!be->pool_fill)
+			return base_errf(err, ENOTSUP, "the %s backend cannot zero the padding of %s",
+					 be->name, t->name);
+		ret = be->pool_fill(&d->dev, pl, t->pool_off + t->size,
+				    t->alloc - t->size, 0, err);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static int by_place(const void *x, const void *y, void *arg)
+{
+	const struct plan_tensor *t = arg;
+	const struct plan_tensor *a = &t[*(const uint32_t *)x];
+	const struct plan_tensor *b = &t[*(const uint32_t *)y];
+
+	if (a->pool != b->pool)
+		return a->pool < b->pool ? -1 : 1;
+	return a->pool_off < b->pool_off ? -1 : a->pool_off > b->pool_off;
+}
+
+/* Copies the kept entries idx[0..n) (sorted by their place in nv) from
+ * cur to nv, one pool_copy per run of entries that lie back to back in
+ * both versions: a partial update of a few layers is a few copies (and,
+ * on cuda, a few waits), not one per tensor. */
+static int keep_runs(struct wcd *d, struct wcd_version *cur,
+		     struct wcd_version *nv, const uint32_t *idx, uint32_t n,
+		     char *err)
+{
+	const struct gpu_backend *be = d->dev.be;
+
+	for (uint32_t k = 0; k < n;) {
+		const struct plan_tensor *a = &cur->plan.t[idx[k]];
+		const struct plan_tensor *b = &nv->plan.t[idx[k]];
+		uint64_t len = b->alloc;
+		int ret;
+
+		for (k++; k < n; k++) {
+			const struct plan_tensor *a2 = &cur->plan.t[idx[k]];
+			const struct plan_tensor *b2 = &nv->plan.t[idx[k]];
+
+			if (a2->pool != a->pool || b2->pool != b->pool ||
+			    a2->pool_off != a->pool_off + len ||
+			    b2->pool_off != b->pool_off + len)
+				break;
+			len += b2->alloc;
+		}
+		ret = be->pool_copy(&d->dev, &nv->pools[b->pool], b->pool_off,
+				    &cur->pools[a->pool], a->pool_off, len,
+				    err);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
 int push_keep(struct wcd *d, struct wcd_version *nv, uint32_t nck,
 	      const uint8_t *written, uint8_t *keep, uint64_t *kept,
 	      char *err)
 {
-	const struct gpu_backend *be = d->dev.be;
 	struct wcd_version *cur = wcd_current(d);
+	uint32_t *idx, n = 0;
 	int ret;
 
 	*kept = 0;
+	idx = malloc(sizeof(*idx) * (nck ? nck : 1));
+	if (!idx)
+		return base_errf(err, ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < nck; i++) {
 		const struct plan_tensor *a = &cur->plan.t[i];
 		const struct plan_tensor *b = &nv->plan.t[i];
@@ -48,14 +120,16 @@ int push_keep(struct wcd *d, struct wcd_version *nv, uint32_t nck,
 		if (written[i])
 			continue;
 		WC_ASSERT(!strcmp(a->name, b->name) && a->alloc == b->alloc);
-		ret = be->pool_copy(&d->dev, &nv->pools[b->pool], b->pool_off,
-				    &cur->pools[a->pool], a->pool_off,
-				    b->alloc, err);
-		if (ret)
-			return ret;
+		WC_ASSERT(!(b->flags & PLAN_T_VIEW));
+		idx[n++] = i;
 		*kept += b->size;
 		keep[i] = cur->hashed;
 	}
+	qsort_r(idx, n, sizeof(*idx), by_place, nv->plan.t);
+	ret = keep_runs(d, cur, nv, idx, n, err);
+	free(idx);
+	if (ret)
+		return ret;
 	for (uint32_t i = nck; i < nv->plan.ntensors; i++)
 		keep[i] = cur->hashed &&
 			  !(nv->plan.t[i].flags & PLAN_T_ALIAS) &&
