@@ -180,9 +180,11 @@ int gpu_cuda_read_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
 int gpu_cuda_write_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
 			   uint64_t off, const void *src, size_t len);
 int gpu_cuda_copy_to_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
-			     uint64_t off, const void *src, size_t width,
-			     size_t height, size_t src_pitch, void *stream);
-int gpu_cuda_stream_sync(struct gpu_dev *dev, void *stream, char *err);
+			     uint64_t off, const void *src, int src_dev,
+			     size_t width, size_t height, size_t src_pitch,
+			     void *stream);
+int gpu_cuda_stream_sync(struct gpu_dev *dev, void *stream, int src_dev,
+			 char *err);
 void gpu_cuda_unimport(struct gpu_dev *dev, struct gpu_mapping *m);
 
 #endif

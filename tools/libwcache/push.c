@@ -55,7 +55,7 @@ struct wc_push {
 	uint32_t *by_name;           /* indices sorted by name */
 	bool prepared;               /* wc_push_prepare succeeded */
 	/* the streams cuda writes queued copies on, not yet waited for */
-	void *streams[PUSH_STREAMS_MAX];
+	struct { void *s; int dev; } streams[PUSH_STREAMS_MAX];
 	uint32_t nstreams;
 };
 
@@ -68,7 +68,8 @@ static int streams_sync(struct wc_push *p, struct wc_error *err)
 	int ret = 0;
 
 	for (uint32_t i = 0; i < p->nstreams; i++) {
-		int r = be->stream_sync(&p->c->dev, p->streams[i], e);
+		int r = be->stream_sync(&p->c->dev, p->streams[i].s,
+					p->streams[i].dev, e);
 
 		if (r && !ret)
 			ret = wc__fail(err, -r, "%s", e);
@@ -77,21 +78,26 @@ static int streams_sync(struct wc_push *p, struct wc_error *err)
 	return ret;
 }
 
-/* Remembers stream for streams_sync; when PUSH_STREAMS_MAX are held, those
- * are waited for first (a trainer with that many streams pays a wait). */
-static int stream_note(struct wc_push *p, void *stream, struct wc_error *err)
+/* Remembers stream (NULL: src_dev's default stream; src_dev matters for
+ * NULL only) for streams_sync; when PUSH_STREAMS_MAX are held, those are
+ * waited for first (a trainer with that many streams pays a wait). */
+static int stream_note(struct wc_push *p, void *stream, int src_dev,
+		       struct wc_error *err)
 {
 	int ret;
 
+	if (stream)
+		src_dev = -1;
 	for (uint32_t i = 0; i < p->nstreams; i++)
-		if (p->streams[i] == stream)
+		if (p->streams[i].s == stream && p->streams[i].dev == src_dev)
 			return 0;
 	if (p->nstreams == PUSH_STREAMS_MAX) {
 		ret = streams_sync(p, err);
 		if (ret)
 			return ret;
 	}
-	p->streams[p->nstreams++] = stream;
+	p->streams[p->nstreams].s = stream;
+	p->streams[p->nstreams++].dev = src_dev;
 	return 0;
 }
 
@@ -422,7 +428,8 @@ static void shape_str(uint32_t ndim, const uint64_t *shape, char *out,
  * row; cuda one 2-D copy per piece queued on stream (src device or host
  * memory). */
 static int tensor_copy(struct wc_push *p, const struct push_tensor *t,
-		       const uint8_t *src, void *stream, struct wc_error *err)
+		       const uint8_t *src, int src_dev, void *stream,
+		       struct wc_error *err)
 {
 	const struct gpu_backend *be = p->c->dev.be;
 	const struct gpu_mapping *m = &p->maps[t->pool];
@@ -433,7 +440,7 @@ static int tensor_copy(struct wc_push *p, const struct push_tensor *t,
 		return wc__fail(err, ENOTSUP, "the %s backend cannot write into the session's pools here: push to a host or CUDA device",
 				be->name);
 	if (!host) {
-		ret = stream_note(p, stream, err);
+		ret = stream_note(p, stream, src_dev, err);
 		if (ret)
 			return ret;
 	}
@@ -449,7 +456,7 @@ static int tensor_copy(struct wc_push *p, const struct push_tensor *t,
 		if (host)
 			continue;
 		ret = be->copy_to_mapping(&p->c->dev, m, dst, src + pc->src,
-					  pc->width, pc->height,
+					  src_dev, pc->width, pc->height,
 					  pc->height > 1 ? pc->pitch :
 							   pc->width,
 					  stream);
@@ -517,7 +524,7 @@ int wc_push_write_dev(struct wc_push *p, const char *name, const char *dtype,
 	if (!src && bytes)
 		return wc__fail(err, EINVAL, "wc_push_write: tensor '%s' has %llu bytes but no source address",
 				name, (unsigned long long)bytes);
-	ret = tensor_copy(p, t, src, stream, err);
+	ret = tensor_copy(p, t, src, src_device, stream, err);
 	if (ret)
 		return ret;
 	t->written++;

@@ -156,7 +156,8 @@ static int hash_device(struct wcd *d, struct wcd_version *v,
 	if (!be->hash_begin || d->o.hash_on == WCD_HASH_CPU ||
 	    !v->npools || v->pools[0].host_ptr)
 		return -ENOTSUP;
-	jobs = malloc(sizeof(*jobs) * (v->plan.ntensors ? v->plan.ntensors : 1));
+	jobs = malloc(sizeof(*jobs) *
+		      (v->plan.ntensors ? v->plan.ntensors : 1));
 	if (!jobs)
 		return base_errf(err, ENOMEM, "out of memory");
 	ret = be->hash_begin(&d->dev, v->plan.ntensors, e);
