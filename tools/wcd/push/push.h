@@ -47,18 +47,18 @@
  * Commit: the trainer says which tensors it wrote; every checkpoint tensor
  * of the plan must be written exactly once (the missing and the doubled
  * are named); the pools are sealed (host: F_SEAL_WRITE, refused while the
- * trainer still maps them writable), hashed from the pools on the loop
- * thread (host: XXH3-128 over the mapping, about 10 GB/s, so a 16 GB rank
- * holds the loop 1.6 s; cuda: read back through staging memory, slower
- * still: the device hash a wake uses is the next step), and
+ * trainer still maps them writable), hashed from the pools (cuda: on
+ * the device, every tensor side by side, only the hashes read back; host
+ * or --hash-on cpu: XXH3-128 over the mapping on the loop thread, about
+ * 10 GB/s, so a 16 GB host rank holds the loop 1.6 s), and
  * published as a disk update publishes (version_publish: the notice, N
  * freed with its last lease; the ready file rewritten).
  *
  * Partial (WIRE_PUSH_PARTIAL): the trainer writes some tensors; at commit
  * the others get N's bytes (a copy on the host: the layouts are equal, so
- * each keeps its place) and N's hashes, and only the written tensors and
- * the views over them are hashed. Host pools only for now (a device copy
- * between pools is not in the backend yet): refused at open on cuda.
+ * each keeps its place; the backend's pool_copy, on the device for cuda,
+ * one copy per run of neighbours) and N's hashes, and only the written
+ * tensors and the views over them are hashed.
  */
 #ifndef WCD_PUSH_H
 #define WCD_PUSH_H
