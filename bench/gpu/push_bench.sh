@@ -8,7 +8,8 @@
 #                                model's changed weights from CUDA tensors,
 #                                the engine that follows gives from_pretrained's
 #                                logits bitwise) and the CPU ones
-#                                (test_push.py, test_push_cast.py) on this
+#                                (test_push.py, test_push_cast.py,
+#                                test_push_commit.py) on this
 #                                machine's torch
 #   bench/gpu/push_bench.sh bench   wcgen llama-8b (291 tensors, 16 GB) served
 #                                by one CUDA wcd; bench/gpu/push_bench.py
@@ -36,7 +37,7 @@ tests() {
 	timeout 300 $PY -m pytest -q -rs -s test/py/test_gpu_push.py 2>&1 |
 		tee "$OUT/gpu_push.log" | tail -25
 	timeout 240 $PY -m pytest -q -rs test/py/test_push.py \
-		test/py/test_push_cast.py 2>&1 | tee "$OUT/push_tests.log" | tail -8
+		test/py/test_push_cast.py test/py/test_push_commit.py 2>&1 | tee "$OUT/push_tests.log" | tail -8
 }
 
 bench() {
