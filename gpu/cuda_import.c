@@ -202,6 +202,88 @@ int gpu_cuda_write_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
 	return mapping_copy(dev, m, off, NULL, src, len);
 }
 
+/* The device whose legacy default stream a NULL stream means for a
+ * source on src_dev (gpu.h's copy_to_mapping); made current for the call,
+ * the caller's current device given back in *prev (-1: leave it). For a
+ * stream of the caller's nothing changes: a copy may be queued on a
+ * stream of any device. */
+static int stream_enter(struct gpu_dev *dev, void *stream, int src_dev,
+			int *prev)
+{
+	int want = src_dev >= 0 ? src_dev : dev->ordinal, cur = -1;
+	cudaError_t e;
+
+	*prev = -1;
+	if (stream)
+		return 0;
+	if (cudaGetDevice(&cur) == cudaSuccess && cur == want)
+		return 0;
+	e = cudaSetDevice(want);
+	if (e != cudaSuccess)
+		return -gpu_cuda_rt_errno(e);
+	*prev = cur;
+	return 0;
+}
+
+static void stream_leave(int prev)
+{
+	if (prev >= 0)
+		cudaSetDevice(prev);
+}
+
+/* An update session's write (gpu.h): one cudaMemcpy2DAsync (rows back
+ * to back: one cudaMemcpyAsync) of kind cudaMemcpyDefault, which under
+ * unified addressing tells device, peer and host sources apart by their
+ * address, on the caller's stream. */
+int gpu_cuda_copy_to_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
+			     uint64_t off, const void *src, int src_dev,
+			     size_t width, size_t height, size_t src_pitch,
+			     void *stream)
+{
+	char *dst = (char *)(uintptr_t)m->ptr + off;
+	uint64_t rows;
+	cudaError_t e;
+	int prev, ret;
+
+	if (!m->ptr || !width || !height || src_pitch < width ||
+	    __builtin_mul_overflow((uint64_t)width, (uint64_t)height, &rows) ||
+	    off > m->size || rows > m->size - off)
+		return -EINVAL;
+	ret = stream_enter(dev, stream, src_dev, &prev);
+	if (ret)
+		return ret;
+	/* rows back to back in the source too: one plain copy (2-D copies
+	 * refuse pitches past cudaDevAttrMaxPitch, and run slower) */
+	if (height == 1 || src_pitch == width)
+		e = cudaMemcpyAsync(dst, src, rows, cudaMemcpyDefault,
+				    (cudaStream_t)stream);
+	else
+		e = cudaMemcpy2DAsync(dst, width, src, src_pitch, width,
+				      height, cudaMemcpyDefault,
+				      (cudaStream_t)stream);
+	stream_leave(prev);
+	return -gpu_cuda_rt_errno(e);
+}
+
+int gpu_cuda_stream_sync(struct gpu_dev *dev, void *stream, int src_dev,
+			 char *err)
+{
+	cudaError_t e;
+	int prev, ret;
+
+	ret = stream_enter(dev, stream, src_dev, &prev);
+	if (ret)
+		return base_errf(err, -ret, "cannot make CUDA device %d current to wait for its copies",
+				 src_dev >= 0 ? src_dev : dev->ordinal);
+	e = cudaStreamSynchronize((cudaStream_t)stream);
+	stream_leave(prev);
+	if (e != cudaSuccess)
+		return base_errf(err, gpu_cuda_rt_errno(e),
+				 "a copy into the update session's pools failed: %s; abort the session (the served version is untouched) and check the source tensors' devices",
+				 cudaGetErrorString(e));
+	return 0;
+}
+
 void gpu_cuda_unimport(struct gpu_dev *dev, struct gpu_mapping *m)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);

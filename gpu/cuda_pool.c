@@ -654,6 +654,37 @@ int gpu_cuda_pool_fill(struct gpu_dev *dev, struct gpu_pool *pool,
 	return 0;
 }
 
+/* A device-to-device copy between two of the daemon's pools, then a wait
+ * for it (gpu.h's pool_copy): a partial update's kept tensors, about
+ * half the device's bandwidth. */
+int gpu_cuda_pool_copy(struct gpu_dev *dev, struct gpu_pool *dst,
+		       uint64_t off_dst, struct gpu_pool *src,
+		       uint64_t off_src, uint64_t len, char *err)
+{
+	cudaError_t e;
+	int ret;
+
+	if (off_dst > dst->alloc_size || len > dst->alloc_size - off_dst ||
+	    off_src > src->alloc_size || len > src->alloc_size - off_src)
+		return base_errf(err, EINVAL, "copying %" PRIu64 " bytes between pools at %" PRIu64 " and %" PRIu64 " is past a pool's end",
+			       len, off_src, off_dst);
+	ret = gpu_cuda_pool_ready(dev, src, err);
+	if (!ret)
+		ret = gpu_cuda_pool_ready(dev, dst, err);
+	if (ret)
+		return ret;
+	e = cudaMemcpyAsync((char *)(uintptr_t)dst->dev_ptr + off_dst,
+			    (const char *)(uintptr_t)src->dev_ptr + off_src,
+			    len, cudaMemcpyDeviceToDevice, 0);
+	if (e == cudaSuccess)
+		e = cudaStreamSynchronize(0);
+	if (e != cudaSuccess)
+		return base_errf(err, gpu_cuda_rt_errno(e),
+			       "copying %" PRIu64 " bytes between pools on %s failed: %s",
+			       len, dev->name, cudaGetErrorString(e));
+	return 0;
+}
+
 /* Nothing to seal on the device: engines import VMM pools read-only through
  * cuMemSetAccess. Waits for every queued copy and reports a failed one, so
  * a pool is sealed only once its bytes are really there. */

@@ -150,6 +150,9 @@ int gpu_cuda_copy_from_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 int gpu_cuda_pool_seal(struct gpu_dev *dev, struct gpu_pool *pool, char *err);
 int gpu_cuda_pool_fill(struct gpu_dev *dev, struct gpu_pool *pool,
 		       uint64_t off, uint64_t len, uint8_t byte, char *err);
+int gpu_cuda_pool_copy(struct gpu_dev *dev, struct gpu_pool *dst,
+		       uint64_t off_dst, struct gpu_pool *src,
+		       uint64_t off_src, uint64_t len, char *err);
 /* Creates the copy streams (once). */
 int gpu_cuda_streams_init(struct gpu_dev *dev);
 /* Makes the device current and a pool parked by idle usable again (maps
@@ -176,6 +179,12 @@ int gpu_cuda_read_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
 			  uint64_t off, void *dst, size_t len);
 int gpu_cuda_write_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
 			   uint64_t off, const void *src, size_t len);
+int gpu_cuda_copy_to_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
+			     uint64_t off, const void *src, int src_dev,
+			     size_t width, size_t height, size_t src_pitch,
+			     void *stream);
+int gpu_cuda_stream_sync(struct gpu_dev *dev, void *stream, int src_dev,
+			 char *err);
 void gpu_cuda_unimport(struct gpu_dev *dev, struct gpu_mapping *m);
 
 #endif

@@ -147,6 +147,13 @@ struct gpu_backend {
 	 * zero. */
 	int (*pool_fill)(struct gpu_dev *dev, struct gpu_pool *pool,
 			 uint64_t off, uint64_t len, uint8_t byte, char *err);
+	/* Optional (NULL: copy through host_ptr, which both pools must
+	 * have): len bytes from src's off_src to dst's off_dst on the
+	 * device, synchronously (a partial update's kept tensors, from
+	 * version N's pools into N+1's before the seal). */
+	int (*pool_copy)(struct gpu_dev *dev, struct gpu_pool *dst,
+			 uint64_t off_dst, struct gpu_pool *src,
+			 uint64_t off_src, uint64_t len, char *err);
 	int (*pool_seal)(struct gpu_dev *dev, struct gpu_pool *pool, char *err);
 	void (*pool_release)(struct gpu_dev *dev, struct gpu_pool *pool);
 	/* Optional (NULL: handover refused). Hot handover (issue 17): makes
@@ -187,6 +194,25 @@ struct gpu_backend {
 	 * device (not this function) must refuse the write. cuda only. */
 	int (*write_mapping)(struct gpu_dev *dev, const struct gpu_mapping *m,
 			     uint64_t off, const void *src, size_t len);
+	/* Optional (NULL when absent; cuda only): an update session's write
+	 * (issue 29): height rows of width bytes, src_pitch apart at src,
+	 * into m->ptr + off back to back, queued on the caller's stream
+	 * (a cudaStream_t) and returning once queued. src is device memory
+	 * of GPU src_dev (a CUDA ordinal of this process; another than
+	 * m's: a peer copy) or host memory (src_dev -1; pageable: staged by
+	 * the driver before it returns; pinned: the caller keeps it until
+	 * stream_sync). A NULL stream is the legacy default stream of
+	 * src_dev (of m's device for host memory), so that the copy follows
+	 * what the caller queued there. stream_sync waits for every copy
+	 * queued on stream (NULL: src_dev's default stream) and reports a
+	 * failed one in err. Both leave the thread's current device as
+	 * they found it. */
+	int (*copy_to_mapping)(struct gpu_dev *dev, const struct gpu_mapping *m,
+			       uint64_t off, const void *src, int src_dev,
+			       size_t width, size_t height, size_t src_pitch,
+			       void *stream);
+	int (*stream_sync)(struct gpu_dev *dev, void *stream, int src_dev,
+			   char *err);
 
 	/* Optional (NULL when absent; cuda only): the XXH3-128 of tensors
 	 * computed on the device from their bytes in the pools, so that the

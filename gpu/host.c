@@ -196,6 +196,25 @@ static int host_copy_from_pool(struct gpu_dev *dev, struct gpu_pool *pool,
 	return 0;
 }
 
+/* gpu.h's pool_copy: a memcpy between the two mappings (a partial
+ * update's kept tensors; dst not sealed yet). */
+static int host_pool_copy(struct gpu_dev *dev, struct gpu_pool *dst,
+			  uint64_t off_dst, struct gpu_pool *src,
+			  uint64_t off_src, uint64_t len, char *err)
+{
+	(void)dev;
+	if (!dst->host_ptr || !src->host_ptr || dst->sealed ||
+	    off_dst > dst->alloc_size || len > dst->alloc_size - off_dst ||
+	    off_src > src->alloc_size || len > src->alloc_size - off_src)
+		return base_errf(err, EINVAL, "copying %llu bytes between host pools (at %llu to %llu) is past a pool's end or into a sealed pool",
+				 (unsigned long long)len,
+				 (unsigned long long)off_src,
+				 (unsigned long long)off_dst);
+	memcpy((uint8_t *)dst->host_ptr + off_dst,
+	       (const uint8_t *)src->host_ptr + off_src, len);
+	return 0;
+}
+
 static int host_copy_wait(struct gpu_dev *dev, char *err)
 {
 	return 0;
@@ -376,6 +395,7 @@ const struct gpu_backend gpu_host_backend = {
 	.copy_from_pool = host_copy_from_pool,
 	.copy_from_pool_async = host_copy_from_pool,
 	.copy_wait = host_copy_wait,
+	.pool_copy = host_pool_copy,
 	.pool_seal = host_pool_seal,
 	.pool_release = host_pool_release,
 	.pool_adopt = host_pool_adopt,

@@ -4,9 +4,11 @@
  * from its own memory (proto/wire/wire_push.h). Open receives N+1's pools
  * (writable, this connection's alone) and maps them; PUSH_PLAN pages say
  * where each checkpoint tensor's pieces go; each write copies one whole
- * tensor's pieces into the mappings (host: memcpy row by row; cuda: the
- * backend's write_mapping); commit unmaps every pool (the daemon seals
- * them, which a writable mapping would prevent) and tells the daemon which
+ * tensor's pieces into the mappings (host: memcpy row by row; cuda: one
+ * 2-D copy per piece, the backend's copy_to_mapping, queued on the
+ * caller's stream from device, peer or host memory); commit waits for
+ * every stream a write used, unmaps every pool (the daemon seals them,
+ * which a writable mapping would prevent) and tells the daemon which
  * tensors were written, as runs of their indices.
  *
  * Costs: the plan is decoded once per session (a few hundred bytes per
@@ -38,6 +40,8 @@ struct push_tensor {
 	unsigned written;
 };
 
+#define PUSH_STREAMS_MAX 16          /* streams held unsynced at once */
+
 struct wc_push {
 	struct wc_conn *c;
 	uint64_t session, version, base, bytes;
@@ -50,10 +54,56 @@ struct wc_push {
 	struct push_tensor *t;
 	uint32_t *by_name;           /* indices sorted by name */
 	bool prepared;               /* wc_push_prepare succeeded */
+	/* the streams cuda writes queued copies on, not yet waited for */
+	struct { void *s; int dev; } streams[PUSH_STREAMS_MAX];
+	uint32_t nstreams;
 };
+
+/* Waits for every stream a write queued copies on (the pools must not be
+ * unmapped, nor the daemon hash them, before the copies land). */
+static int streams_sync(struct wc_push *p, struct wc_error *err)
+{
+	const struct gpu_backend *be = p->c->dev.be;
+	char e[BASE_ERR_LEN];
+	int ret = 0;
+
+	for (uint32_t i = 0; i < p->nstreams; i++) {
+		int r = be->stream_sync(&p->c->dev, p->streams[i].s,
+					p->streams[i].dev, e);
+
+		if (r && !ret)
+			ret = wc__fail(err, -r, "%s", e);
+	}
+	p->nstreams = 0;
+	return ret;
+}
+
+/* Remembers stream (NULL: src_dev's default stream; src_dev matters for
+ * NULL only) for streams_sync; when PUSH_STREAMS_MAX are held, those are
+ * waited for first (a trainer with that many streams pays a wait). */
+static int stream_note(struct wc_push *p, void *stream, int src_dev,
+		       struct wc_error *err)
+{
+	int ret;
+
+	if (stream)
+		src_dev = -1;
+	for (uint32_t i = 0; i < p->nstreams; i++)
+		if (p->streams[i].s == stream && p->streams[i].dev == src_dev)
+			return 0;
+	if (p->nstreams == PUSH_STREAMS_MAX) {
+		ret = streams_sync(p, err);
+		if (ret)
+			return ret;
+	}
+	p->streams[p->nstreams].s = stream;
+	p->streams[p->nstreams++].dev = src_dev;
+	return 0;
+}
 
 static void push_unmap(struct wc_push *p)
 {
+	streams_sync(p, NULL);
 	for (uint32_t i = 0; i < p->nmapped; i++)
 		p->c->dev.be->unimport(&p->c->dev, &p->maps[i]);
 	p->nmapped = 0;
@@ -374,36 +424,45 @@ static void shape_str(uint32_t ndim, const uint64_t *shape, char *out,
 		snprintf(out + off, cap - off, "]");
 }
 
-/* Copies the pieces of t from src into its pool. */
+/* Copies the pieces of t from src into its pool: host pools a memcpy per
+ * row; cuda one 2-D copy per piece queued on stream (src device or host
+ * memory). */
 static int tensor_copy(struct wc_push *p, const struct push_tensor *t,
-		       const uint8_t *src, struct wc_error *err)
+		       const uint8_t *src, int src_dev, void *stream,
+		       struct wc_error *err)
 {
 	const struct gpu_backend *be = p->c->dev.be;
 	const struct gpu_mapping *m = &p->maps[t->pool];
 	bool host = be == &gpu_host_backend;
+	int ret;
 
-	if (!host && !be->write_mapping)
-		return wc__fail(err, ENOTSUP, "the %s backend cannot write host memory into the session's pools here: push host tensors to a host device",
+	if (!host && (!be->copy_to_mapping || !be->stream_sync))
+		return wc__fail(err, ENOTSUP, "the %s backend cannot write into the session's pools here: push to a host or CUDA device",
 				be->name);
+	if (!host) {
+		ret = stream_note(p, stream, src_dev, err);
+		if (ret)
+			return ret;
+	}
 	for (uint32_t k = 0; k < t->npieces; k++) {
 		const struct wire_push_piece *pc = &t->pc[k];
 		uint64_t dst = t->offset + pc->dst;
 
-		for (uint64_t r = 0; r < pc->height; r++) {
-			const uint8_t *s = src + pc->src + r * pc->pitch;
-			uint64_t d = dst + r * pc->width;
-			int ret;
-
-			if (host) {
-				memcpy((uint8_t *)m->ptr + d, s, pc->width);
-				continue;
-			}
-			ret = be->write_mapping(&p->c->dev, m, d, s, pc->width);
-			if (ret)
-				return wc__fail(err, -ret, "writing tensor '%s' into the session's pool %u failed: %s",
-						t->name, t->pool,
-						strerror(-ret));
-		}
+		if (!pc->height || !pc->width)
+			continue;
+		for (uint64_t r = 0; host && r < pc->height; r++)
+			memcpy((uint8_t *)m->ptr + dst + r * pc->width,
+			       src + pc->src + r * pc->pitch, pc->width);
+		if (host)
+			continue;
+		ret = be->copy_to_mapping(&p->c->dev, m, dst, src + pc->src,
+					  src_dev, pc->width, pc->height,
+					  pc->height > 1 ? pc->pitch :
+							   pc->width,
+					  stream);
+		if (ret)
+			return wc__fail(err, -ret, "writing tensor '%s' into the session's pool %u failed: %s",
+					t->name, t->pool, strerror(-ret));
 	}
 	return 0;
 }
@@ -412,18 +471,39 @@ int wc_push_write(struct wc_push *p, const char *name, const char *dtype,
 		  uint32_t ndim, const uint64_t *shape, const void *src,
 		  uint64_t bytes, struct wc_error *err)
 {
+	return wc_push_write_dev(p, name, dtype, ndim, shape, src, bytes, -1,
+				 NULL, err);
+}
+
+int wc_push_write_dev(struct wc_push *p, const char *name, const char *dtype,
+		      uint32_t ndim, const uint64_t *shape, const void *src,
+		      uint64_t bytes, int src_device, void *stream,
+		      struct wc_error *err)
+{
 	struct push_tensor *t;
 	char want[160], got[160];
-	long i = find(p, name);
+	long i;
 	int ret;
 
+	if (!p || !name || !dtype || (ndim && !shape) || ndim > WC_DIMS_MAX)
+		return wc__fail(err, EINVAL, "wc_push_write: a session, a name, a dtype and ndim (at most %u) shape entries are needed",
+				WC_DIMS_MAX);
+	if (src_device < -1)
+		return wc__fail(err, EINVAL, "wc_push_write_dev: source device %d is neither a CUDA ordinal (0 and up) nor -1 (host memory)",
+				src_device);
+	if (src_device >= 0 && p->c->dev.be == &gpu_host_backend)
+		return wc__fail(err, ENOTSUP, "tensor '%s' is on CUDA device %d, but the daemon serves host memory (%s): copy it to the CPU first (tensor.cpu())",
+				name, src_device, p->c->dev.name);
+	if (src_device < 0 && stream && p->c->dev.be == &gpu_host_backend)
+		return wc__fail(err, EINVAL, "wc_push_write_dev: a stream was given for a copy from host memory into a host daemon's pools, which has none: pass NULL");
+	i = find(p, name);
 	if (i < 0)
 		return wc__fail(err, ENOENT, "tensor '%s' is not a checkpoint tensor of the served layout (version %llu has %u): write the checkpoint's own names (a state_dict's keys, mapped with name_map when they differ)",
 				name, (unsigned long long)p->base,
 				p->ntensors);
 	t = &p->t[i];
 	if (strcmp(dtype, t->dtype))
-		return wc__fail(err, EINVAL, "tensor '%s' is %s in the served layout, and %s was given: convert it first (for example tensor.to(torch.bfloat16)); nothing is cast silently",
+		return wc__fail(err, EINVAL, "tensor '%s' is %s in the served layout, and %s was given: convert it first (for example tensor.to(torch.bfloat16)) or pass cast=True to update_from; nothing is cast silently",
 				name, t->dtype, dtype);
 	shape_str(t->ndim, t->shape, want, sizeof(want));
 	shape_str(ndim, shape, got, sizeof(got));
@@ -441,7 +521,10 @@ int wc_push_write(struct wc_push *p, const char *name, const char *dtype,
 				name);
 	if (p->nmapped != p->npools)
 		return wc__fail(err, EINVAL, "the session's pools are no longer mapped (after a failed commit): abort it and open another");
-	ret = tensor_copy(p, t, src, err);
+	if (!src && bytes)
+		return wc__fail(err, EINVAL, "wc_push_write: tensor '%s' has %llu bytes but no source address",
+				name, (unsigned long long)bytes);
+	ret = tensor_copy(p, t, src, src_device, stream, err);
 	if (ret)
 		return ret;
 	t->written++;
@@ -484,7 +567,11 @@ static int commit_call(struct wc_push *p, uint32_t flags,
 		runs[nruns++] = (struct wire_push_run){ .first = i,
 							.count = 1 };
 	}
-	/* the daemon seals the pools: no writable mapping may remain */
+	/* the copies land before the daemon hashes; it seals the pools:
+	 * no writable mapping may remain */
+	ret = streams_sync(p, err);
+	if (ret)
+		goto out;
 	push_unmap(p);
 	id = c->next_id++;
 	wire_frame_begin(&c->w, WIRE_PUSH_COMMIT, 0, id);

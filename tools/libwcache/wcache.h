@@ -391,7 +391,8 @@ int wc_update_flags(struct wc_conn *c, const char *model_dir,
  * before commit) and the plan of where each checkpoint tensor's pieces go
  * (tensor-parallel slices, fused views' parts, padded rows left zero);
  * each wc_push_write copies one whole checkpoint tensor, in the
- * checkpoint's name, dtype and shape, from host memory; commit checks
+ * checkpoint's name, dtype and shape, from host memory (or CUDA memory:
+ * wc_push_write_dev); commit checks
  * that every checkpoint tensor was written exactly once, then the daemon
  * seals, hashes and publishes N+1 as an update from disk would (engines
  * get WC_NOTICE_VERSION). A session not committed within timeout_ms, or
@@ -402,8 +403,8 @@ int wc_update_flags(struct wc_conn *c, const char *model_dir,
 struct wc_push;
 #define WC_PUSH_ALLOW_LAYOUT_CHANGE 0x1u  /* as WC_UPDATE_ALLOW_LAYOUT_CHANGE */
 /* A partial update: write only the tensors that changed; at commit every
- * other checkpoint tensor keeps version N's bytes (and hash). Host devices
- * only for now (ENOSYS elsewhere); not with a layout change. */
+ * other checkpoint tensor keeps version N's bytes (and hash), copied on
+ * the device (cuda) or in memory (host); not with a layout change. */
 #define WC_PUSH_PARTIAL 0x2u
 
 struct wc_push_tensor {
@@ -434,6 +435,20 @@ int wc_push_tensor_at(const struct wc_push *p, uint64_t i,
 int wc_push_write(struct wc_push *p, const char *name, const char *dtype,
 		  uint32_t ndim, const uint64_t *shape, const void *src,
 		  uint64_t bytes, struct wc_error *err);
+/* wc_push_write from CUDA memory, or from host memory into a CUDA
+ * daemon's pools (issue 29): src_device is the CUDA ordinal (in this
+ * process) of the GPU that holds src, any GPU of the host (another than
+ * the daemon's: a peer copy), or -1 for host memory; stream a
+ * cudaStream_t of the caller's (torch.cuda.current_stream().cuda_stream;
+ * NULL: the legacy default stream). One 2-D copy per piece is queued on
+ * that stream and the call returns: src must stay as it is until commit
+ * or prepare, which wait for every stream used (a pageable host source
+ * is staged before the call returns). Host daemons: src_device -1 and
+ * no stream (ENOTSUP for a device source, EINVAL for a stream). */
+int wc_push_write_dev(struct wc_push *p, const char *name, const char *dtype,
+		      uint32_t ndim, const uint64_t *shape, const void *src,
+		      uint64_t bytes, int src_device, void *stream,
+		      struct wc_error *err);
 /* Commits: the daemon publishes N+1 (r->version; r->seconds from open to
  * publish; r->bytes those written). Missing tensors refuse it (EINVAL,
  * named) unless the session is partial. p is freed in every

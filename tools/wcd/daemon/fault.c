@@ -85,6 +85,8 @@ static const struct fault_def faults[FAULT_NPOINTS] = {
 	  "the free of a wake's host copy runs on the loop, no thread"),
 	F(MEMINFO, "WCD_MEMINFO", STR,
 	  "FILE: read instead of /proc/meminfo (an update's memory check)"),
+	F(PUSH_HASH_GATE, "WCD_TEST_PUSH_HASH_GATE", STR,
+	  "PATH: a commit's host hash writes PATH.wait, waits for PATH"),
 };
 
 /* value[p]: the point's value, NULL when off; copy[p] keeps the string

@@ -57,6 +57,8 @@ enum fault_point {
 	FAULT_WAKE_FREE_NO_THREAD,
 	/* update (model/) */
 	FAULT_MEMINFO,
+	/* update sessions (push/) */
+	FAULT_PUSH_HASH_GATE,
 	FAULT_NPOINTS
 };
 

@@ -27,6 +27,12 @@ static struct wcd_push *session_of(struct wcd_client *c)
 	if (p && (p->phase == PUSH_WRITING || p->phase == PUSH_PREPARED) &&
 	    p->c == c)
 		return p;
+	if (p && p->phase == PUSH_HASHING && p->c == c) {
+		reply_error(c, c->h.id, WIRE_E_BUSY, false,
+			    "update session %" PRIu64 " is committing (its hashes are being taken): wait for the COMMIT reply",
+			    p->session);
+		return NULL;
+	}
 	reply_error(c, c->h.id, WIRE_E_STATE, false,
 		    "%s without an open update session on this connection: send PUSH_OPEN first (and wait for its reply)",
 		    wire_type_name(c->h.type));

@@ -23,6 +23,11 @@
  *                                              connection closed--> IDLE
  *                                              (N+1 freed, N serves on)
  *
+ * HASHING (host pools): a COMMIT's first half on the worker pool, from
+ * WRITING; at its end the commit goes on (published or PREPARED), or, if
+ * the trainer's connection closed or the deadline passed meanwhile, the
+ * session aborts. PLAN, COMMIT and ABORT are refused as busy meanwhile.
+ *
  * PREPARED (a commit in two halves, for several ranks committed
  * together): coverage checked, sealed, hashed, not yet published; the
  * second COMMIT only publishes, which cannot fail, so a trainer that
@@ -39,7 +44,8 @@
  * makes it (load_prepare: a few small reads, no tensor bytes), and must
  * equal N's layout (names, dtypes, shapes) unless the trainer allows a
  * layout change; its pools are created as a load creates them
- * (load_pools_alloc; fresh memfds read as zeros, device pools are zeroed)
+ * (load_pools_alloc; fresh memfds read as zeros, device pools' padded
+ * rows are zeroed: push_zero_padding)
  * and sent to the trainer's connection alone, writable, unsealed. Engines
  * see none of it: N+1 is no resident version (not used) until commit, so
  * HELLO, MANIFEST and ATTACH serve N throughout.
@@ -47,18 +53,19 @@
  * Commit: the trainer says which tensors it wrote; every checkpoint tensor
  * of the plan must be written exactly once (the missing and the doubled
  * are named); the pools are sealed (host: F_SEAL_WRITE, refused while the
- * trainer still maps them writable), hashed from the pools on the loop
- * thread (host: XXH3-128 over the mapping, about 10 GB/s, so a 16 GB rank
- * holds the loop 1.6 s; cuda: read back through staging memory, slower
- * still: the device hash a wake uses is the next step), and
+ * trainer still maps them writable), hashed from the pools (cuda: on
+ * the device, every tensor side by side, only the hashes read back; host
+ * pools: XXH3-128 over the mapping, about 10 GB/s, on the worker pool
+ * (HASHING: the loop serves meanwhile); cuda --hash-on cpu: on the loop
+ * through staging memory), and
  * published as a disk update publishes (version_publish: the notice, N
  * freed with its last lease; the ready file rewritten).
  *
  * Partial (WIRE_PUSH_PARTIAL): the trainer writes some tensors; at commit
  * the others get N's bytes (a copy on the host: the layouts are equal, so
- * each keeps its place) and N's hashes, and only the written tensors and
- * the views over them are hashed. Host pools only for now (a device copy
- * between pools is not in the backend yet): refused at open on cuda.
+ * each keeps its place; the backend's pool_copy, on the device for cuda,
+ * one copy per run of neighbours) and N's hashes, and only the written
+ * tensors and the views over them are hashed.
  */
 #ifndef WCD_PUSH_H
 #define WCD_PUSH_H

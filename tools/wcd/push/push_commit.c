@@ -1,18 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * PUSH_COMMIT (push_commit.h): the coverage of what was written, then the
- * two halves: prepare (a partial update's kept bytes, seal, hashes) and
- * publish (as a disk update publishes).
+ * two halves: prepare (a partial update's kept bytes, seal, hashes: on
+ * the daemon's worker pool for host pools, the session HASHING
+ * meanwhile) and publish (as a disk update publishes).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base.h"
 #include "err.h"
 #include "log.h"
+#include "daemon/fault.h"
 #include "wire_life.h"
 #include "wire_push.h"
 #include "push/push_commit.h"
@@ -73,26 +77,192 @@ static int coverage(struct wcd *d, struct wcd_push *p, const uint8_t *runs,
 	return -1;
 }
 
-/* A reply to COMMIT with r (the lifecycle reply's layout). */
-static void commit_reply(struct wcd_client *c, const struct wire_life_reply *r)
+/* A reply to COMMIT id with r (the lifecycle reply's layout). */
+static void commit_reply(struct wcd_client *c, uint64_t id,
+			 const struct wire_life_reply *r)
 {
 	struct wire_put w;
 
 	wire_put_init(&w);
-	wire_frame_begin(&w, WIRE_PUSH_COMMIT, WIRE_F_REPLY, c->h.id);
+	wire_frame_begin(&w, WIRE_PUSH_COMMIT, WIRE_F_REPLY, id);
 	wire_life_reply_put(&w, r);
-	reply_send(c, &w, NULL, 0);
+	reply_frame(c, id, &w, NULL, 0);
 }
 
-/* The first half of a commit: coverage, a partial update's kept tensors,
- * the seal, the hashes. 0, or -1 with the refusal sent (a refused
- * coverage leaves the session open; a failed seal or hash aborts it). */
-static int commit_prepare(struct wcd_client *c, struct wcd_push *p,
-			  const uint8_t *runs, uint32_t nruns)
+/* The first half's bytes, after the coverage: a partial update's kept
+ * tensors, the seal, the hashes. Any thread (the loop's, or a worker's
+ * for host pools: it touches N+1, which nothing else does meanwhile, and
+ * reads N). 0, or -1 with why in msg (the session must abort). */
+static int prepare_bytes(struct wcd *d, struct wcd_push *p,
+			 const uint8_t *cnt, uint8_t *keep, char *msg,
+			 size_t cap)
+{
+	struct wcd_version *nv = &d->model.ver[p->vi];
+	char err[BASE_ERR_LEN];
+
+	/* partial: what was not written keeps N's bytes (and hashes) */
+	p->kept = 0;
+	if ((p->flags & WIRE_PUSH_PARTIAL) &&
+	    push_keep(d, nv, p->ntensors, cnt, keep, &p->kept, err)) {
+		snprintf(msg, cap,
+			 "commit failed: the tensors not written cannot keep version %" PRIu64 "'s bytes: %s",
+			 wcd_current(d)->number, err);
+		return -1;
+	}
+	for (uint32_t i = 0; i < nv->npools; i++) {
+		if (d->dev.be->pool_seal(&d->dev, &nv->pools[i], err)) {
+			snprintf(msg, cap,
+				 "commit refused: pool %u cannot be sealed (%s): the trainer must unmap the session's pools before it commits (wc_push_commit does)",
+				 i, err);
+			return -1;
+		}
+	}
+	nv->hashed = d->o.hash;
+	if (nv->hashed && push_hash(d, nv, wcd_current(d), keep, err)) {
+		snprintf(msg, cap, "commit failed: %s", err);
+		return -1;
+	}
+	nv->phases.hash_s = push_secs(rx_now_ns() - p->t_seal);
+	return 0;
+}
+
+/* Host pools: the first half's bytes on the daemon's worker pool, since
+ * the kept bytes' copy and the CPU hash of a 16 GB rank are seconds the
+ * loop would not serve (CUDA's copies and hashes run on the device: the
+ * loop only waits milliseconds for them). One allocation, cnt and keep
+ * after it, so that push_session_free can free a job whose end never
+ * came. */
+struct push_commit_job {
+	struct rx_work w;
+	struct wcd *d;
+	uint64_t id;                  /* the COMMIT's request id */
+	uint32_t flags;               /* the COMMIT's */
+	int ret;
+	char msg[WIRE_MSG_MAX + 1];
+	uint8_t *cnt, *keep;
+	uint8_t bytes[];
+};
+
+/* The tests' hook (WCD_TEST_PUSH_HASH_GATE=PATH): the job writes
+ * PATH.wait, then waits, up to 60 s, for PATH to exist (and removes
+ * both), so that a test can act while a commit hashes. */
+static void test_hash_gate(void)
+{
+	const char *gate = fault_str(FAULT_PUSH_HASH_GATE);
+	char at[4096];
+	int fd;
+
+	if (!gate || !*gate)
+		return;
+	snprintf(at, sizeof(at), "%s.wait", gate);
+	fd = open(at, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+	for (int k = 0; k < 6000 && access(gate, F_OK); k++)
+		usleep(10000);
+	unlink(gate);
+	unlink(at);
+}
+
+static void commit_work(struct rx_work *w)
+{
+	struct push_commit_job *J = w->data;
+
+	test_hash_gate();
+	J->ret = prepare_bytes(J->d, J->d->push, J->cnt, J->keep, J->msg,
+			       sizeof(J->msg));
+}
+
+static void commit_finish(struct wcd_client *c, uint64_t id,
+			  struct wcd_push *p, uint32_t flags);
+
+/* The job's end, on the loop: what happened meanwhile (the trainer's
+ * connection closed, the deadline passed, the daemon began to stop)
+ * aborts the session now; else the commit goes on as it would have. */
+static void commit_after(struct rx_work *w, int status)
+{
+	struct push_commit_job *J = w->data;
+	struct wcd *d = J->d;
+	struct wcd_push *p = d->push;
+	struct wcd_client *c = p->c;
+	char why[WIRE_MSG_MAX + 1];
+
+	WC_ASSERT(p->phase == PUSH_HASHING && p->job == J);
+	p->phase = PUSH_WRITING;
+	p->job = NULL;
+	why[0] = '\0';
+	if (status)
+		snprintf(why, sizeof(why), "the daemon stopped before the commit's hashes were taken");
+	else if (J->ret)
+		snprintf(why, sizeof(why), "%s", J->msg);
+	else if (!c)
+		snprintf(why, sizeof(why),
+			 "the trainer's connection closed during its commit (pid %d)",
+			 (int)p->pid);
+	else if (p->expired)
+		snprintf(why, sizeof(why),
+			 "not committed within %u ms of its open (the session's bound; ask for more with timeout_ms)",
+			 p->timeout_ms);
+	else if (wcd_stopping(d))
+		snprintf(why, sizeof(why), "the daemon is stopping");
+	if (why[0]) {
+		/* the abort first: a reply still being sent would make it
+		 * park the pools and close the connection (push_session.c),
+		 * and this one names no pool */
+		push_session_abort(d, p, why);
+		if (c)
+			reply_error(c, J->id, WIRE_E_BUSY, false,
+				    "%s; the session is aborted, version %" PRIu64 " serves on",
+				    why, wcd_current(d)->number);
+	} else {
+		commit_finish(c, J->id, p, J->flags);
+	}
+	free(J);
+}
+
+/* Queues the first half's bytes (host pools); true when queued, the
+ * session HASHING until commit_after. False: run them here. */
+static bool prepare_queue(struct wcd_client *c, struct wcd_push *p,
+			  uint32_t flags, uint8_t **cnt, uint8_t **keep,
+			  uint32_t nkeep)
 {
 	struct wcd *d = c->d;
 	struct wcd_version *nv = &d->model.ver[p->vi];
-	char err[BASE_ERR_LEN], msg[WIRE_MSG_MAX + 1];
+	struct push_commit_job *J;
+
+	if (!d->work_open || !nv->npools || !nv->pools[0].host_ptr)
+		return false;
+	J = calloc(1, sizeof(*J) + p->ntensors + nkeep + 2);
+	if (!J)
+		return false;
+	J->w.data = J;
+	J->d = d;
+	J->id = c->h.id;
+	J->flags = flags;
+	J->cnt = J->bytes;
+	J->keep = J->bytes + p->ntensors + 1;
+	memcpy(J->cnt, *cnt, p->ntensors);
+	memset(J->keep, 0, nkeep);
+	if (rx_queue_work(&d->work, &J->w, commit_work, commit_after)) {
+		free(J);
+		return false;
+	}
+	p->job = J;
+	p->expired = false;
+	p->phase = PUSH_HASHING;
+	return true;
+}
+
+/* The first half of a commit: coverage, a partial update's kept tensors,
+ * the seal, the hashes. 0, 1 when queued (commit_after goes on), or -1
+ * with the refusal sent (a refused coverage leaves the session open; a
+ * failed seal or hash aborts it). */
+static int commit_prepare(struct wcd_client *c, struct wcd_push *p,
+			  const uint8_t *runs, uint32_t nruns, uint32_t flags)
+{
+	struct wcd *d = c->d;
+	struct wcd_version *nv = &d->model.ver[p->vi];
+	char msg[WIRE_MSG_MAX + 1];
 	uint8_t *cnt, *keep;
 	int ret = -1;
 
@@ -107,30 +277,18 @@ static int commit_prepare(struct wcd_client *c, struct wcd_push *p,
 		goto out_free;
 	}
 	p->t_seal = rx_now_ns();
-	/* partial: what was not written keeps N's bytes (and hashes) */
-	p->kept = p->flags & WIRE_PUSH_PARTIAL ?
-		  push_keep(wcd_current(d), nv, p->ntensors, cnt, keep) : 0;
-	for (uint32_t i = 0; i < nv->npools; i++) {
-		if (d->dev.be->pool_seal(&d->dev, &nv->pools[i], err)) {
-			snprintf(msg, sizeof(msg),
-				 "commit refused: pool %u cannot be sealed (%s): the trainer must unmap the session's pools before it commits (wc_push_commit does)",
-				 i, err);
-			goto out_abort;
-		}
+	if (prepare_queue(c, p, flags, &cnt, &keep, nv->plan.ntensors)) {
+		ret = 1;
+		goto out_free;
 	}
-	nv->hashed = d->o.hash;
-	if (nv->hashed && push_hash(d, nv, wcd_current(d), keep, err)) {
-		snprintf(msg, sizeof(msg), "commit failed: %s", err);
-		goto out_abort;
+	if (prepare_bytes(d, p, cnt, keep, msg, sizeof(msg))) {
+		reply_error(c, c->h.id, WIRE_E_BUSY, false,
+			    "%s; the session is aborted, version %" PRIu64 " serves on",
+			    msg, wcd_current(d)->number);
+		push_session_abort(d, p, msg);
+		goto out_free;
 	}
-	nv->phases.hash_s = push_secs(rx_now_ns() - p->t_seal);
 	ret = 0;
-	goto out_free;
-out_abort:
-	reply_error(c, c->h.id, WIRE_E_BUSY, false,
-		    "%s; the session is aborted, version %" PRIu64 " serves on",
-		    msg, wcd_current(d)->number);
-	push_session_abort(d, p, msg);
 out_free:
 	free(cnt);
 	free(keep);
@@ -138,7 +296,8 @@ out_free:
 }
 
 /* The second half: N+1 becomes current, as a disk update's does. */
-static void commit_publish(struct wcd_client *c, struct wcd_push *p)
+static void commit_publish(struct wcd_client *c, uint64_t id,
+			   struct wcd_push *p)
 {
 	struct wcd *d = c->d;
 	struct wcd_version *nv = &d->model.ver[p->vi];
@@ -147,7 +306,7 @@ static void commit_publish(struct wcd_client *c, struct wcd_push *p)
 	char err[BASE_ERR_LEN];
 
 	if (!r) {
-		reply_error(c, c->h.id, WIRE_E_INTERNAL, false, "out of memory");
+		reply_error(c, id, WIRE_E_INTERNAL, false, "out of memory");
 		push_session_abort(d, p, "out of memory at commit");
 		return;
 	}
@@ -171,10 +330,34 @@ static void commit_publish(struct wcd_client *c, struct wcd_push *p)
 		 pub.old_freed ? "was freed (no lease held it)" :
 				 "stays until its engines detach");
 	log_info("%s", r->msg);
-	commit_reply(c, r);
+	commit_reply(c, id, r);
 	p->bytes = r->bytes;
 	push_session_end(d, p, true, r->msg);
 	free(r);
+}
+
+/* After the first half: publish, or (WIRE_PUSH_COMMIT_PREPARE) wait,
+ * prepared, for the COMMIT that publishes. */
+static void commit_finish(struct wcd_client *c, uint64_t id,
+			  struct wcd_push *p, uint32_t flags)
+{
+	struct wire_life_reply r = { 0 };
+
+	if (!(flags & WIRE_PUSH_COMMIT_PREPARE)) {
+		commit_publish(c, id, p);
+		return;
+	}
+	p->phase = PUSH_PREPARED;
+	p->prepared_ns = rx_now_ns() - p->t_seal;
+	r.version = p->base + 1;
+	r.bytes = p->bytes - p->kept;
+	r.ns = rx_now_ns() - p->t0;
+	r.verify_ns = p->prepared_ns;
+	snprintf(r.msg, sizeof(r.msg),
+		 "prepared: version %" PRIu64 " is sealed and hashed; send COMMIT again to publish it (or ABORT) within the session's %u ms",
+		 p->base + 1, p->timeout_ms);
+	log_info("update session %" PRIu64 ": %s", p->session, r.msg);
+	commit_reply(c, id, &r);
 }
 
 /* COMMIT: both halves, or (WIRE_PUSH_COMMIT_PREPARE) the first, the
@@ -184,7 +367,6 @@ static void commit_publish(struct wcd_client *c, struct wcd_push *p)
 void push_commit_request(struct wcd_client *c, struct wcd_push *p,
 			 const uint8_t *pl, uint32_t n)
 {
-	struct wire_life_reply r = { 0 };
 	char err[BASE_ERR_LEN];
 	const uint8_t *runs;
 	uint32_t nruns, flags;
@@ -210,24 +392,9 @@ void push_commit_request(struct wcd_client *c, struct wcd_push *p,
 				    p->session);
 			return;
 		}
-		commit_publish(c, p);
+		commit_publish(c, c->h.id, p);
 		return;
 	}
-	if (commit_prepare(c, p, runs, nruns))
-		return;
-	if (!(flags & WIRE_PUSH_COMMIT_PREPARE)) {
-		commit_publish(c, p);
-		return;
-	}
-	p->phase = PUSH_PREPARED;
-	p->prepared_ns = rx_now_ns() - p->t_seal;
-	r.version = p->base + 1;
-	r.bytes = p->bytes - p->kept;
-	r.ns = rx_now_ns() - p->t0;
-	r.verify_ns = p->prepared_ns;
-	snprintf(r.msg, sizeof(r.msg),
-		 "prepared: version %" PRIu64 " is sealed and hashed; send COMMIT again to publish it (or ABORT) within the session's %u ms",
-		 p->base + 1, p->timeout_ms);
-	log_info("update session %" PRIu64 ": %s", p->session, r.msg);
-	commit_reply(c, &r);
+	if (commit_prepare(c, p, runs, nruns, flags) == 0)
+		commit_finish(c, c->h.id, p, flags);
 }

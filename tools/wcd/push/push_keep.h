@@ -12,16 +12,26 @@
 #include "daemon/daemon.h"
 
 /* A partial update, before the seal: every checkpoint tensor i < nck not
- * written (written[i] == 0) gets N's bytes (cur's entry of the same index:
- * the layouts are equal, push.c checked), and keep[] (nv's entries) marks
- * the entries whose hash is N's: those copied, and the views over none of
- * the written bytes. Host pools (both mapped; push.c checked). Returns
- * the bytes copied. */
-uint64_t push_keep(const struct wcd_version *cur, struct wcd_version *nv,
-		   uint32_t nck, const uint8_t *written, uint8_t *keep);
+ * written (written[i] == 0) gets N's bytes (d's current version's entry
+ * of the same index: the layouts are equal, push_open.c checked) through
+ * the backend's pool_copy (cuda: on the device), and keep[] (nv's
+ * entries) marks the entries whose hash is N's: those copied, and the
+ * views over none of the written bytes. *kept: the bytes copied. 0 or
+ * -errno with err set. */
+int push_keep(struct wcd *d, struct wcd_version *nv, uint32_t nck,
+	      const uint8_t *written, uint8_t *keep, uint64_t *kept,
+	      char *err);
+/* At open: the bytes of nv's device pools that no write covers, the
+ * padded rows past each entry's size, zeroed (as a load zeroes them);
+ * host pools are fresh memfds, already zero. Not the whole pools: the
+ * trainer writes every other byte (or a partial commit copies it), and
+ * a memset of 16 GB would cost the session milliseconds. 0 or -errno
+ * with err set. */
+int push_zero_padding(struct wcd *d, struct wcd_version *nv, char *err);
 /* Every entry's XXH3-128 from v's sealed pools (entries with keep[i] take
- * cur's; keep may be NULL), aliases their target's: the CPU over the host
- * mapping, else through a bounce buffer of staging memory. 0 or -errno
+ * cur's; keep may be NULL), aliases their target's: on the device where
+ * the backend hashes (cuda, unless --hash-on cpu), else the CPU over the
+ * host mapping or through a bounce buffer of staging memory. 0 or -errno
  * with err set. */
 int push_hash(struct wcd *d, struct wcd_version *v,
 	      const struct wcd_version *cur, const uint8_t *keep, char *err);

@@ -16,6 +16,7 @@
 #include "err.h"
 #include "log.h"
 #include "wire_push.h"
+#include "push/push_keep.h"
 #include "push/push_open.h"
 #include "push/push_plan.h"
 #include "push/push_session.h"
@@ -185,11 +186,11 @@ static int open_version(struct wcd *d, struct wcd_push *p,
 			 nd > PUSH_NAMES_SHOWN ? "; ..." : "");
 		return -1;
 	}
-	if ((p->flags & WIRE_PUSH_PARTIAL) && d->dev.be != &gpu_host_backend) {
+	if ((p->flags & WIRE_PUSH_PARTIAL) && !d->dev.be->pool_copy) {
 		*code = WIRE_E_NOT_IMPLEMENTED;
 		snprintf(msg, cap,
-			 "update session refused: partial updates on device %s are not built yet (they need a copy between device pools); push every tensor; version %" PRIu64 " serves on",
-			 d->dev.name, cur->number);
+			 "update session refused: the %s backend of device %s has no copy between pools, which a partial update needs; push every tensor; version %" PRIu64 " serves on",
+			 d->dev.be->name, d->dev.name, cur->number);
 		return -1;
 	}
 	if (nd)
@@ -209,11 +210,8 @@ static int open_version(struct wcd *d, struct wcd_push *p,
 	ret = nv->hash ? load_pools_alloc(d, nv, err) :
 			 base_errf(err, ENOMEM, "out of memory");
 	/* fresh memfds read as zeros; device memory is whatever it was */
-	for (uint32_t i = 0; !ret && i < nv->npools; i++)
-		if (!nv->pools[i].host_ptr && d->dev.be->pool_fill)
-			ret = d->dev.be->pool_fill(&d->dev, &nv->pools[i], 0,
-						   nv->pools[i].alloc_size, 0,
-						   err);
+	if (!ret)
+		ret = push_zero_padding(d, nv, err);
 	if (ret) {
 		*code = WIRE_E_LIMIT;
 		snprintf(msg, cap, "update session refused: cannot create version %" PRIu64 "'s pools: %s; version %" PRIu64 " serves on",

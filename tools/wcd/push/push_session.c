@@ -125,6 +125,10 @@ static void deadline_cb(struct rx_timer *t, int res)
 	}
 	d->push->timer = NULL;
 	free(pt);
+	if (d->push->phase == PUSH_HASHING) {
+		d->push->expired = true;   /* the job's end aborts */
+		return;
+	}
 	snprintf(why, sizeof(why),
 		 "not committed within %u ms of its open (the session's bound; ask for more with timeout_ms)",
 		 d->push->timeout_ms);
@@ -138,6 +142,10 @@ void push_session_gone(struct wcd *d, struct wcd_client *c)
 
 	if (p && p->nparked && p->parked_for == c)
 		parked_release(d, p);
+	if (p && p->phase == PUSH_HASHING && p->c == c) {
+		p->c = NULL;               /* the job's end aborts */
+		return;
+	}
 	if (!p || (p->phase != PUSH_WRITING && p->phase != PUSH_PREPARED) ||
 	    p->c != c)
 		return;
@@ -153,8 +161,10 @@ void push_session_free(struct wcd *d)
 
 	if (!p)
 		return;
-	/* after the loop closed: no timer to stop, its memory is ours */
+	/* after the loop closed: no timer to stop, its memory is ours (and
+	 * a commit job's, whose end never came: one allocation) */
 	free(p->timer);
+	free(p->job);
 	parked_release(d, p);
 	if (p->phase != PUSH_IDLE && !d->model.ver[p->vi].used)
 		load_version_free(d, &d->model.ver[p->vi]);

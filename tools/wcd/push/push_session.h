@@ -35,7 +35,12 @@ struct push_info {
 	char last[WIRE_MSG_MAX + 1];  /* its outcome, one line; "" if none */
 };
 
-enum push_phase { PUSH_IDLE, PUSH_OPENING, PUSH_WRITING, PUSH_PREPARED };
+/* PUSH_HASHING: a commit's first half runs on the worker pool (host
+ * pools: push_commit.c), from WRITING, back to it or on at its end. */
+enum push_phase { PUSH_IDLE, PUSH_OPENING, PUSH_WRITING, PUSH_PREPARED,
+		  PUSH_HASHING };
+
+struct push_commit_job;
 
 /* The deadline's timer, allocated per session: a stopped timer still
  * completes later (-ECANCELED), so it outlives the session that armed it
@@ -63,6 +68,10 @@ struct wcd_push {
 	pid_t pid;
 	uid_t uid;
 	struct push_timer *timer;
+	/* HASHING: the job (push_commit.c's); expired: the deadline passed
+	 * meanwhile, which the job's end acts on */
+	struct push_commit_job *job;
+	bool expired;
 	struct push_info last;        /* the last_* fields and counts */
 	/* pools of an aborted session whose open reply (their fd numbers)
 	 * may still be unsent to parked_for: released once that connection

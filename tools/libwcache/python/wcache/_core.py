@@ -370,19 +370,24 @@ class Connection:
                    1 if allow_layout_change else 0, ctypes.byref(r))
         return _life(r)
 
-    def update_from(self, tensors, allow_layout_change=False, timeout_ms=0, partial=False):
+    def update_from(self, tensors, allow_layout_change=False, timeout_ms=0, partial=False,
+                    cast=False):
         """Pushes new weights from this process's memory as the next
         version (no disk): tensors is a mapping or an iterable of (name,
-        tensor), torch CPU tensors or numpy arrays, in the checkpoint's
-        names, dtypes and shapes. Every checkpoint tensor must be given
-        once; another dtype, shape or an unknown name is refused naming
-        the tensor, and nothing is cast. Engines get a version notice as
-        after update(). partial: only the tensors given change (the
-        layers a step touched), the others keep the served version's
-        bytes. Returns a LifeResult; on any error the session is aborted
-        and the served version stays. See _push.py."""
+        tensor), torch CPU or CUDA tensors (any GPU of the host; copied
+        on the device on its current stream) or numpy arrays, in the
+        checkpoint's names, dtypes and shapes. Every checkpoint tensor
+        must be given once; another shape or an unknown name is refused
+        naming the tensor, and so is another dtype unless cast=True (a
+        float cast to the served float dtype on the tensor's device).
+        Engines get a version notice as after update(). partial: only
+        the tensors given change (the layers a step touched), the others
+        keep the served version's bytes. Returns a LifeResult; on any
+        error the session is aborted and the served version stays. See
+        _push.py."""
         from . import _push
-        return _push.update_from(self, tensors, allow_layout_change, timeout_ms, partial)
+        return _push.update_from(self, tensors, allow_layout_change, timeout_ms, partial,
+                                 cast)
 
     def notice_fd(self):
         """Readable when a notice (or EOF) waits: for select/poll or

@@ -174,6 +174,8 @@ _OPTIONAL = {
     "wc_push_open": (c_int, [c_void_p, c_uint, c_u64, c_uint, P(c_void_p), _E]),
     "wc_push_write": (c_int, [c_void_p, c_char_p, c_char_p, c_u32, P(c_u64), c_void_p,
                               c_u64, _E]),
+    "wc_push_write_dev": (c_int, [c_void_p, c_char_p, c_char_p, c_u32, P(c_u64), c_void_p,
+                                  c_u64, c_int, c_void_p, _E]),
     "wc_push_commit": (c_int, [c_void_p, P(WcLifeResult), _E]),
     "wc_push_abort": (c_int, [c_void_p, _E]),
     "wc_push_prepare": (c_int, [c_void_p, P(WcLifeResult), _E]),

@@ -3,11 +3,17 @@
 into the daemon as the next version (libwcache's wc_push_*: open, one write
 per checkpoint tensor, commit), no file in between.
 
-Sources are torch CPU tensors or numpy arrays, in the checkpoint's own
-names, dtypes and shapes (whole tensors: the daemon's plan cuts this
-rank's part). A non-contiguous source is made contiguous (a copy); a dtype
-is never changed: another dtype than the served one is refused, naming the
-tensor. Any error aborts the session, and the served version stays.
+Sources are torch tensors (CPU, or CUDA on any GPU of the host when the
+daemon serves a GPU) or numpy arrays, in the checkpoint's own names, dtypes
+and shapes (whole tensors: the daemon's plan cuts this rank's part). A CUDA
+source is copied on its device's current torch stream (device to device,
+peer to peer from another GPU, host to device from a CPU tensor); the
+commit waits for those copies, and every source is held until then. A
+non-contiguous source is made contiguous (a copy, on its device). A dtype
+is changed only when asked: with cast=True a float source of another float
+dtype is cast to the served one on its own device (torch .to), else another
+dtype than the served one is refused, naming the tensor. Any error aborts
+the session, and the served version stays.
 """
 import collections.abc
 import ctypes
@@ -32,23 +38,54 @@ _NUMPY = {
 }
 
 
-def _source(name, t):
-    """(safetensors dtype, shape, address, nbytes, what keeps the bytes alive)."""
+_FLOATS = {"F64", "F32", "F16", "BF16", "F8_E4M3", "F8_E5M2"}
+_ST_TORCH = {v: k for k, v in _TORCH.items()}
+_ST_NUMPY = {v: k for k, v in _NUMPY.items()}
+
+
+def _cast_to(name, st, want, cast):
+    """The dtype to cast a source of safetensors dtype st to (None: as it
+    is): want, the served dtype, when cast is asked and both are floats.
+    Anything else is left for libwcache, which refuses a mismatch naming
+    the tensor."""
+    if not cast or want is None or st == want:
+        return None
+    if st not in _FLOATS or want not in _FLOATS:
+        raise errors.Error(errno.EINVAL, "wcache: tensor %r is %s and the served layout has %s: "
+                           "cast=True casts between float dtypes only; convert it yourself"
+                           % (name, st, want))
+    return want
+
+
+def _source(name, t, want=None, cast=False):
+    """(safetensors dtype, shape, address, nbytes, what keeps the bytes
+    alive, CUDA ordinal or -1, stream handle or None). want: the served
+    safetensors dtype (for cast)."""
     mod = type(t).__module__ or ""
     if mod.startswith("torch"):
-        if t.device.type != "cpu":
-            raise errors.Error(errno.EINVAL,
-                               "wcache: tensor %r is on %s: update_from takes CPU tensors in this "
-                               "version; move it with .cpu() first" % (name, t.device))
         dt = str(t.dtype).replace("torch.", "")
         st = _TORCH.get(dt)
         if st is None:
             raise errors.Error(errno.EINVAL, "wcache: tensor %r has the dtype %s, which no "
                                "checkpoint dtype matches" % (name, t.dtype))
         t = t.detach()
+        to = _cast_to(name, st, want, cast)
+        if to is not None:
+            import torch
+            t = t.to(getattr(torch, _ST_TORCH[to]))  # on t's own device
+            st = to
         if not t.is_contiguous():
             t = t.contiguous()
-        return st, tuple(t.shape), t.data_ptr(), t.numel() * t.element_size(), t
+        dev, stream = -1, None
+        if t.device.type == "cuda":
+            import torch
+            dev = t.device.index if t.device.index is not None else torch.cuda.current_device()
+            stream = torch.cuda.current_stream(t.device).cuda_stream or None
+        elif t.device.type != "cpu":
+            raise errors.Error(errno.EINVAL, "wcache: tensor %r is on %s: update_from takes CPU "
+                               "and CUDA tensors; move it with .cpu() first" % (name, t.device))
+        return (st, tuple(t.shape), t.data_ptr(), t.numel() * t.element_size(), t, dev,
+                stream)
     if hasattr(t, "__array_interface__") or mod.startswith("numpy"):
         import numpy as np
         a = np.ascontiguousarray(t)  # a copy only when not C-contiguous
@@ -56,7 +93,13 @@ def _source(name, t):
         if st is None:
             raise errors.Error(errno.EINVAL, "wcache: tensor %r has the numpy dtype %s, which no "
                                "checkpoint dtype matches" % (name, a.dtype))
-        return st, tuple(a.shape), a.ctypes.data, a.nbytes, a
+        to = _cast_to(name, st, want, cast)
+        if to is not None:
+            if to not in _ST_NUMPY:
+                raise errors.Error(errno.EINVAL, "wcache: tensor %r is served as %s, which numpy "
+                                   "has no dtype for: pass a torch tensor to cast it" % (name, to))
+            a, st = a.astype(_ST_NUMPY[to]), to
+        return st, tuple(a.shape), a.ctypes.data, a.nbytes, a, -1, None
     raise errors.Error(errno.EINVAL, "wcache: tensor %r is a %s: pass torch CPU tensors or numpy "
                        "arrays" % (name, type(t).__name__))
 
@@ -71,11 +114,41 @@ def _call(conn, fn, *args):
     return ret
 
 
-def update_from(conn, tensors, allow_layout_change=False, timeout_ms=0, partial=False):
+def _dtypes(p):
+    """{checkpoint name: served safetensors dtype} of session p."""
+    out = {}
+    t = _lib.new(_lib.WcPushTensor)
+    for i in range(lib.wc_push_tensor_count(p)):
+        lib.wc_push_tensor_at(p, i, ctypes.byref(t))
+        out[_lib.s(t.name)] = _lib.s(t.dtype)
+    return out
+
+
+def _write(conn, p, name, src):
+    """One source (_source's tuple) into session p: wc_push_write_dev
+    where the source is on a GPU or libwcache has it, else wc_push_write."""
+    st, shape, addr, nbytes, _, dev, stream = src
+    dims = (ctypes.c_uint64 * max(len(shape), 1))(*shape)
+    if dev >= 0 or stream is not None:
+        if not _lib.HAVE.get("wc_push_write_dev"):
+            raise errors.Error(errno.ENOSYS, "wcache: tensor %r is on CUDA device %d, and this "
+                               "libwcache writes from host memory only (no "
+                               "wc_push_write_dev): install a newer one" % (name, dev))
+        _call(conn, lib.wc_push_write_dev, p, _lib.b(name), _lib.b(st), len(shape), dims,
+              ctypes.c_void_p(addr), nbytes, dev, ctypes.c_void_p(stream))
+        return
+    _call(conn, lib.wc_push_write, p, _lib.b(name), _lib.b(st), len(shape), dims,
+          ctypes.c_void_p(addr), nbytes)
+
+
+def update_from(conn, tensors, allow_layout_change=False, timeout_ms=0, partial=False,
+                cast=False):
     """Writes tensors (a mapping or an iterable of (name, tensor)) as the
     next version and publishes it; returns a LifeResult (the version now
     served, the bytes written, the seconds from open to publish). partial:
-    only these tensors change, the others keep the served version's bytes."""
+    only these tensors change, the others keep the served version's bytes.
+    cast: a float source of another float dtype is cast to the served one
+    on its device (else refused, naming the tensor)."""
     from ._core import _life
     if not _lib.HAVE.get("wc_push_open"):
         raise errors.Error(errno.ENOSYS, "wcache: this libwcache has no update sessions "
@@ -86,13 +159,13 @@ def update_from(conn, tensors, allow_layout_change=False, timeout_ms=0, partial=
     _call(conn, lib.wc_push_open, conn._ptr(), flags, 0,
           int(timeout_ms), ctypes.byref(p))
     done = False
+    held = []  # every source until commit: the device copies are queued
     try:
+        want = _dtypes(p) if cast else {}
         for name, t in items:
-            st, shape, addr, nbytes, keep = _source(name, t)
-            dims = (ctypes.c_uint64 * max(len(shape), 1))(*shape)
-            _call(conn, lib.wc_push_write, p, _lib.b(name), _lib.b(st), len(shape), dims,
-                  ctypes.c_void_p(addr), nbytes)
-            del keep
+            src = _source(name, t, want.get(name), cast)
+            _write(conn, p, name, src)
+            held.append(src[4])
         r = _lib.new(_lib.WcLifeResult)
         done = True  # commit frees the session whatever it answers
         _call(conn, lib.wc_push_commit, p, ctypes.byref(r))
@@ -112,12 +185,8 @@ class _Session:
         self.p = ctypes.c_void_p()
         _call(conn, lib.wc_push_open, conn._ptr(), flags, 0, int(timeout_ms),
               ctypes.byref(self.p))
-        self.names = set()
-        t = _lib.new(_lib.WcPushTensor)
-        for i in range(lib.wc_push_tensor_count(self.p)):
-            lib.wc_push_tensor_at(self.p, i, ctypes.byref(t))
-            self.names.add(_lib.s(t.name))
         self.open = True
+        self.names = _dtypes(self.p)
 
     def abort(self):
         if self.open:
@@ -127,7 +196,8 @@ class _Session:
                 lib.wc_push_abort(self.p, ctypes.byref(err))
 
 
-def update_ranks(conns, tensors, allow_layout_change=False, timeout_ms=0, partial=False):
+def update_ranks(conns, tensors, allow_layout_change=False, timeout_ms=0, partial=False,
+                 cast=False):
     """update_from for every rank of a model at once, from one trainer
     that holds the whole tensors: a session per connection (one per rank
     daemon), each tensor written to every rank whose plan has it (a
@@ -144,22 +214,20 @@ def update_ranks(conns, tensors, allow_layout_change=False, timeout_ms=0, partia
     conns = list(conns)
     flags = (1 if allow_layout_change else 0) | (2 if partial else 0)
     items = tensors.items() if isinstance(tensors, collections.abc.Mapping) else tensors
-    sessions = []
+    sessions, held = [], []
     try:
         for c in conns:
             sessions.append(_Session(c, flags, timeout_ms))
         for name, t in items:
-            st, shape, addr, nbytes, keep = _source(name, t)
-            dims = (ctypes.c_uint64 * max(len(shape), 1))(*shape)
             to = [s for s in sessions if name in s.names]
             if not to:
                 raise errors.Error(errno.ENOENT, "wcache: tensor %r is in no rank's plan "
                                    "(%d ranks): write the checkpoint's own names" %
                                    (name, len(sessions)))
+            src = _source(name, t, to[0].names[name], cast)
             for s in to:
-                _call(s.conn, lib.wc_push_write, s.p, _lib.b(name), _lib.b(st), len(shape),
-                      dims, ctypes.c_void_p(addr), nbytes)
-            del keep
+                _write(s.conn, s.p, name, src)
+            held.append(src[4])
         for i, s in enumerate(sessions):
             r = _lib.new(_lib.WcLifeResult)
             try:
