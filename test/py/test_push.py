@@ -459,17 +459,23 @@ print("type", t, "fds", len(fds), body[8:].decode(errors="replace") if t == 9 el
 """
 
 
-@pytest.mark.parametrize("allowed", [False, True])
+@pytest.mark.parametrize("allowed", ["none", "uid", "updater", "updater-name"])
 def test_uid_not_allowed(tmp_path, allowed):
-    """A connection the daemon serves (--allow-gid) but whose uid is
-    neither the daemon's nor an --allow-uid may not open a session; with
-    --allow-uid it may."""
+    """A connection the daemon serves (--allow-gid, or --allow-uid) but
+    whose uid is neither the daemon's nor an --allow-updater may not open
+    a session (--allow-uid attaches, never updates); with --allow-updater
+    65534 (or its user name) it may, and it is served without an
+    --allow-uid of its own."""
     if os.getuid() != 0:
         pytest.skip("needs root to run a client under another uid")
     if not shutil.which("setpriv") or subprocess.run(
             ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "true"]).returncode:
         pytest.skip("setpriv cannot switch to uid 65534 here")
-    extra = ["--allow-gid", "65534"] + (["--allow-uid", "65534"] if allowed else [])
+    import pwd
+    extra = {"none": ["--allow-gid", "65534"], "uid": ["--allow-uid", "65534"],
+             "updater": ["--allow-updater", "65534"],
+             "updater-name": ["--allow-updater", pwd.getpwuid(65534).pw_name]}[allowed]
+    ok = allowed.startswith("updater")
     with daemon.Ranks(models.path("hf", "llama"), [extra]) as rs:
         r = rs.ranks[0]
         sock = [os.path.join(r.rundir, f) for f in os.listdir(r.rundir) if f.endswith(".sock")][0]
@@ -479,14 +485,31 @@ def test_uid_not_allowed(tmp_path, allowed):
         if "Permission denied" in out.stderr:
             pytest.skip("uid 65534 cannot reach the socket here: " + out.stderr[-200:])
         assert out.returncode == 0, out.stderr
-        if allowed:
+        if ok:
             assert out.stdout.startswith("type 16 fds 1"), out.stdout
         else:
             assert ("type 9" in out.stdout and
-                    "only accepted from the daemon's own uid 0 or an allowed uid (you are uid 65534)"
-                    in out.stdout and "--allow-uid 65534" in out.stdout), out.stdout
+                    "only accepted from the daemon's own uid 0 or an allowed updater (you are uid 65534)"
+                    in out.stdout and "--allow-updater 65534" in out.stdout and
+                    "--allow-uid lets a uid attach, not update" in out.stdout), out.stdout
         st = session_ended(r)
-        assert st["opened"] == (1 if allowed else 0), st
+        assert st["opened"] == (1 if ok else 0), st
+        if ok:      # kept for a restart: the uid served, and an updater
+            ready = [f for f in os.listdir(r.rundir) if f.endswith(".ready")][0]
+            text = open(os.path.join(r.rundir, ready)).read()
+            assert "--allow-uid 65534" in text and "--allow-updater 65534" in text, text
+
+
+def test_allow_updater_refusals(tmp_path):
+    """--allow-updater with a user that does not exist, or a bad number,
+    is refused at start with a sentence naming it."""
+    wcd = os.path.join(daemon.BIN, "wcd")
+    for bad, want in (("no-such-user-wc", "bad --allow-updater 'no-such-user-wc': no such user"),
+                      ("12x", "bad --allow-updater '12x' (a uid or a user name)")):
+        p = subprocess.run([wcd, "--model", models.path("hf", "llama"), "--device", "host:u",
+                            "--runtime-dir", str(tmp_path / "run"), "--allow-updater", bad],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and want in p.stderr, p.stderr
 
 
 def test_deadline_while_the_open_reply_is_unsent(llama):

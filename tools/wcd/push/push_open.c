@@ -23,14 +23,16 @@
 #include "model/versions.h"
 #include "load/load.h"
 
-/* The trainer may push weights: the daemon's own uid or an --allow-uid
- * (root can read the daemon's memory anyway). */
+/* The trainer may push weights: the daemon's own uid or an
+ * --allow-updater (root can write the daemon's memory anyway). An
+ * --allow-uid may attach, not push: an engine's uid that replaced the
+ * weights would change what every other engine serves. */
 static bool may_push(const struct wcd *d, uid_t uid)
 {
 	if (uid == 0 || uid == geteuid())
 		return true;
-	for (unsigned i = 0; i < d->o.nallow_uid; i++)
-		if (d->o.allow_uid[i] == uid)
+	for (unsigned i = 0; i < d->o.nallow_updater; i++)
+		if (d->o.allow_updater[i] == uid)
 			return true;
 	return false;
 }
@@ -51,7 +53,7 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 	}
 	if (!may_push(d, c->uid)) {
 		reply_error(c, c->h.id, WIRE_E_PERM, false,
-			    "an update session is only accepted from the daemon's own uid %u or an allowed uid (you are uid %u): run the trainer as uid %u, or start wcd with --allow-uid %u",
+			    "an update session is only accepted from the daemon's own uid %u or an allowed updater (you are uid %u): run the trainer as uid %u, or start wcd with --allow-updater %u (--allow-uid lets a uid attach, not update)",
 			    (unsigned)geteuid(), (unsigned)c->uid,
 			    (unsigned)geteuid(), (unsigned)c->uid);
 		return;
