@@ -37,8 +37,9 @@ connection's lock serialises them with any other call on conn.
 """
 import select
 import time
+import warnings
 
-from ._core import PendingModel
+from ._core import PendingModel, ReadOnlyWarning
 from . import errors
 
 
@@ -148,7 +149,11 @@ class Follower:
             return False
         why = None
         try:
-            self._load_into(self.module, new, strict=self.strict, name_map=self.name_map)
+            # the first attach warned of read-only memory; each version's
+            # Model would again
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ReadOnlyWarning)
+                self._load_into(self.module, new, strict=self.strict, name_map=self.name_map)
         except Exception as e:
             why = str(e)
         if why is not None:
