@@ -58,9 +58,10 @@ class Follower:
     block until the next switch, close() to let the current version go.
     version: the version the module is bound to; model: its wcache.Model;
     switches: how many switches it made; times: the last switch's
-    {"notice_ns", "attach_ns", "bind_ns", "switch_ns"} (monotonic_ns when
-    poll() found the notice, then nanoseconds of the attach, of the
-    re-bind, and of the whole switch)."""
+    {"notice_ns", "attach_ns", "bind_ns", "detach_ns", "switch_ns"}
+    (monotonic_ns when poll() found the notice, then nanoseconds of the
+    attach, of the re-bind, of the old version's detach, and of the whole
+    switch)."""
 
     def __init__(self, module, conn, model=None, name_map=None, strict=True, attach=None):
         from .torch import load_into
@@ -174,11 +175,13 @@ class Follower:
         t2 = time.monotonic_ns()
         old, self.model = self.model, new
         self.version = new.version
-        old.detach()            # N ends with its last tensor (none in the module now)
+        # N ends with its last tensor (none in the module now): its DETACH
+        # and unmapping run here, inside the switch
+        old.detach()
         self.switches += 1
         t3 = time.monotonic_ns()
         self.times = {"notice_ns": self._t_notice, "attach_ns": t1 - t0,
-                      "bind_ns": t2 - t1, "switch_ns": t3 - t0}
+                      "bind_ns": t2 - t1, "detach_ns": t3 - t2, "switch_ns": t3 - t0}
         return True
 
     def close(self):
