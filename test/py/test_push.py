@@ -165,15 +165,86 @@ def test_refusals_name_the_tensor(llama):
     assert got == {"ok": "1", "error": "6"}, text
 
 
-def test_refused_while_sleeping(llama):
-    r, new, _ = llama
+def test_asleep_level_2_wakes_into_the_push(llama):
+    """Asleep at level 2 a session fills N+1 and its commit wakes the
+    daemon straight into it, as a disk update asleep does: version 2
+    serves, hash for hash what a disk update of the same weights serves;
+    one wake, sleep level 0, engines attach version 2."""
+    r, new, newdir = llama
     with connect(r) as c:
         c.sleep(2)
+        st = c.status()
+        assert st["state"] == "sleeping" and st["sleep_level"] == 2, st
+        res = c.update_from(new)
+        assert res.version == 2 and "woke into it" in res.msg, res
+        st = c.status()
+        assert st["state"] == "ready" and st["sleep_level"] == 0, st
+        assert st["lifecycle"]["wakes"] == 1 and st["push"]["committed"] == 1, st
+        assert [v["version"] for v in st["versions"]] == [2], st["versions"]
+        c.hello()
+        m = c.attach()
+        assert m.version == 2
+        m.verify()
+        m.detach()
+    pushed = hashes(r)
+    assert pushed == hashes_after_disk(r, newdir)
+
+
+def test_asleep_session_refusals_and_abort(llama, tmp_path):
+    """While a session fills N+1 of a daemon asleep at level 2 the daemon
+    is waking: engines are told so, WAKE, SLEEP and UPDATE are refused as
+    busy; the trainer killed puts it back to sleep at level 2 with N+1
+    freed, and a wake then reloads version 1. At level 1 a session is
+    refused with what to do; asleep, a partial update is refused."""
+    r, new, newdir = llama
+    before = hashes(r)
+    pools = pool_fds(r.proc.pid)
+    with connect(r) as c:
+        c.sleep(1)
         with pytest.raises(wcache.DaemonSleeping) as e:
             c.update_from(new)
-        assert "wake it first" in str(e.value)
+        assert "sleeps at level 1" in str(e.value) and "wake it first" in str(e.value), str(e.value)
         c.wake()
-        assert c.update_from(new).version == 2
+        c.sleep(2)
+        with pytest.raises(wcache.DaemonSleeping) as e:
+            c.update_from(dict(list(new.items())[:1]), partial=True)
+        assert "a partial update has none to keep" in str(e.value), str(e.value)
+        assert c.status()["state"] == "sleeping"
+    asleep_pools = pool_fds(r.proc.pid)
+    pt = str(tmp_path / "new.pt")
+    torch.save(new, pt)
+    script = tmp_path / "trainer.py"
+    script.write_text(TRAINER % {"pkg": os.path.join(daemon.TOP, "tools", "libwcache", "python")})
+    p = subprocess.Popen([sys.executable, str(script), "mid", pt, r.device, r.rundir],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        assert line.strip() == "ready", p.stderr.read()
+        with connect(r) as c:
+            st = c.status()
+            assert st["state"] == "waking" and st["sleep_level"] == 2, st
+            assert st["push"]["open"]["pid"] == p.pid, st
+            with pytest.raises(wcache.TryAgain) as e:
+                c.hello()
+            assert "waking up from sleep level 2" in str(e.value), str(e.value)
+            for call in (c.wake, lambda: c.sleep(2), lambda: c.update(newdir)):
+                with pytest.raises(wcache.Error) as e:
+                    call()
+                assert "waking up from sleep level 2" in str(e.value), str(e.value)
+        assert pool_fds(r.proc.pid) > asleep_pools   # N+1's pools
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    st = session_ended(r)
+    assert "sleeps on at level 2 with version 1" in st["last"]["outcome"], st
+    assert pool_fds(r.proc.pid) == asleep_pools
+    with connect(r) as c:
+        st = c.status()
+        assert st["state"] == "sleeping" and st["sleep_level"] == 2, st
+        c.wake()
+        assert c.status()["version"] == 1
+    assert hashes(r) == before
+    assert pool_fds(r.proc.pid) == pools
 
 
 def test_numpy_sources_and_noncontiguous(llama):

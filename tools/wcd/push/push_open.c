@@ -16,6 +16,7 @@
 #include "err.h"
 #include "log.h"
 #include "wire_push.h"
+#include "push/push_asleep.h"
 #include "push/push_open.h"
 #include "push/push_plan.h"
 #include "push/push_session.h"
@@ -44,6 +45,7 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 	struct wire_push_open q;
 	char err[BASE_ERR_LEN];
 	struct wcd_push *p;
+	uint32_t code;
 	int ret;
 
 	ret = wire_push_open_get(pl, n, &q, err);
@@ -63,10 +65,8 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 		reply_error(c, c->h.id, WIRE_E_INTERNAL, false, "out of memory");
 		return;
 	}
-	if (d->state == WCD_SLEEPING || d->state == WCD_WAKING) {
-		reply_error(c, c->h.id, WIRE_E_SLEEPING, false,
-			    "the daemon is %s (sleep level %u): wake it first (wcctl wake), then open the update session",
-			    wcd_state_name(d->state), d->model.life.level);
+	if (push_asleep_refusal(d, q.flags, &code, err, sizeof(err))) {
+		reply_error(c, c->h.id, code, false, "%s", err);
 		return;
 	}
 	if (p->nparked) {
@@ -88,7 +88,7 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 			    cur->number + 1);
 		return;
 	}
-	if (d->state != WCD_READY) {
+	if (d->state != WCD_READY && d->state != WCD_SLEEPING) {
 		reply_error(c, c->h.id, WIRE_E_STATE, false,
 			    "the daemon is %s: an update session needs it ready",
 			    wcd_state_name(d->state));
@@ -128,7 +128,7 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 	p->session = p->next_session++;
 	p->last.opened++;
 	waiter_hold(&p->who, c, c->h.id);
-	wcd_enter(d, WCD_UPDATING);
+	push_asleep_enter(d, p);
 	/* load_prepare drives the loop: run it from serve() (lifecycle.h) */
 	rx_loop_stop(&d->loop);
 }
