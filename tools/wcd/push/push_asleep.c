@@ -23,7 +23,6 @@
 #include "base.h"
 #include "wire_push.h"
 #include "push/push_asleep.h"
-#include "push/push_session.h"
 
 const char *push_asleep_refusal(const struct wcd *d, uint32_t flags,
 				uint32_t *code, char *buf, size_t cap)
@@ -56,28 +55,29 @@ const char *push_asleep_refusal(const struct wcd *d, uint32_t flags,
 	return NULL;
 }
 
-void push_asleep_enter(struct wcd *d, struct wcd_push *p)
+bool push_asleep_enter(struct wcd *d)
 {
-	p->asleep = d->state == WCD_SLEEPING;
-	wcd_enter(d, p->asleep ? WCD_WAKING : WCD_UPDATING);
+	bool asleep = d->state == WCD_SLEEPING;
+
+	wcd_enter(d, asleep ? WCD_WAKING : WCD_UPDATING);
+	return asleep;
 }
 
-void push_asleep_wake(struct wcd *d, struct wcd_push *p)
+void push_asleep_wake(struct wcd *d, bool asleep)
 {
 	struct wcd_life *L = &d->model.life;
 
-	if (!p->asleep)
+	if (!asleep)
 		return;
 	WC_ASSERT(d->state == WCD_WAKING && L->level == 2);
 	L->level = 0;
 	L->wakes++;
 }
 
-void push_asleep_leave(struct wcd *d, struct wcd_push *p)
+void push_asleep_leave(struct wcd *d, bool asleep)
 {
 	if (d->state == WCD_UPDATING)
 		wcd_enter(d, WCD_READY);
-	else if (d->state == WCD_WAKING && p->asleep)
+	else if (d->state == WCD_WAKING && asleep)
 		wcd_enter(d, WCD_SLEEPING);
-	p->asleep = false;
 }

@@ -153,7 +153,7 @@ static void commit_publish(struct wcd_client *c, struct wcd_push *p)
 		return;
 	}
 	push_timer_disarm(p);
-	push_asleep_wake(d, p);         /* asleep at level 2: wakes into N+1 */
+	push_asleep_wake(d, p->asleep); /* asleep at level 2: wakes into N+1 */
 	wcd_enter(d, WCD_READY);
 	version_publish(d, p->vi, &pub);
 	if (d->ready_write(d, err))

@@ -128,7 +128,7 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 	p->session = p->next_session++;
 	p->last.opened++;
 	waiter_hold(&p->who, c, c->h.id);
-	push_asleep_enter(d, p);
+	p->asleep = push_asleep_enter(d);
 	/* load_prepare drives the loop: run it from serve() (lifecycle.h) */
 	rx_loop_stop(&d->loop);
 }

@@ -63,7 +63,8 @@ void push_session_end(struct wcd *d, struct wcd_push *p, bool ok,
 	p->phase = PUSH_IDLE;
 	p->c = NULL;
 	p->queued = false;
-	push_asleep_leave(d, p);
+	push_asleep_leave(d, p->asleep);
+	p->asleep = false;
 }
 
 static void parked_release(struct wcd *d, struct wcd_push *p)
