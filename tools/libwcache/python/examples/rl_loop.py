@@ -68,8 +68,8 @@ def engine(args, pipe):
     for step in range(args.steps):
         pipe.send((f.version, generate(model, args.tokens).cpu()))   # generate
         version = pipe.recv()                          # the trainer published it
-        while f.version < version:                     # follow: re-bind between steps
-            f.wait(timeout=60)
+        f.wait(timeout=60)                             # follow: re-bind between steps
+        assert f.version == version, (f.version, version)
         pipe.send(f.times["switch_ns"])
     pipe.send((f.version, generate(model, args.tokens).cpu()))   # generate again
 
