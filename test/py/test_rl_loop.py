@@ -52,7 +52,7 @@ def run_loop(device, rundir, model_dir, *extra, env=None, timeout=300):
 
 
 def check_output(p, steps=3):
-    assert p.returncode == 0, (p.stdout, p.stderr[-3000:])
+    assert p.returncode == 0, "exit %d:\n%s\n%s" % (p.returncode, p.stdout, p.stderr[-3000:])
     got = re.findall(r"step (\d+): rollout of version (\d+), loss [-\d.naninf]+, version (\d+) published",
                      p.stdout)
     assert got == [(str(i), str(i + 1), str(i + 2)) for i in range(steps)], p.stdout

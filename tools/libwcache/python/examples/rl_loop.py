@@ -66,12 +66,12 @@ def engine(args, pipe):
     model = build(args, empty=True)                    # parameters on meta
     f = wcache.torch.follow(model, conn)               # attach + load_into: served memory
     for step in range(args.steps):
-        pipe.send((f.version, generate(model, args.tokens).cpu()))   # generate
+        pipe.send((f.version, generate(model, args.tokens).tolist()))   # generate
         version = pipe.recv()                          # the trainer published it
         f.wait(timeout=60)                             # follow: re-bind between steps
         assert f.version == version, (f.version, version)
         pipe.send(f.times["switch_ns"])
-    pipe.send((f.version, generate(model, args.tokens).cpu()))   # generate again
+    pipe.send((f.version, generate(model, args.tokens).tolist()))   # generate again
 
 
 def trainer(args, pipe):
@@ -80,7 +80,7 @@ def trainer(args, pipe):
     opt = torch.optim.SGD(model.parameters(), lr=args.lr)
     for step in range(args.steps):
         version, ids = pipe.recv()                     # the engine's rollout
-        ids = ids.to(args.torch_device)
+        ids = torch.tensor(ids, device=args.torch_device)
         out = model(ids[:, :-1])
         logits = getattr(out, "logits", out)
         loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), ids[:, 1:].flatten())
@@ -93,10 +93,10 @@ def trainer(args, pipe):
               "the engine switched in %.2f ms" % (step, version, loss.item(), r.version,
                                                    r.seconds * 1e3, pipe.recv() / 1e6), flush=True)
     version, ids = pipe.recv()
-    mine = generate(model, args.tokens).cpu()
+    mine = generate(model, args.tokens).tolist()
     print("generated again on version %d: %s; the trainer's own: %s" % (
-        version, "equal" if torch.equal(ids, mine) else "DIFFERENT", ids.tolist()), flush=True)
-    return torch.equal(ids, mine)
+        version, "equal" if ids == mine else "DIFFERENT", mine), flush=True)
+    return ids == mine
 # --- end of the loop ---
 
 
