@@ -187,3 +187,36 @@ def test_layout_change_leaves_the_old_version(daemons, tmp_path):
         assert not f.poll()                       # not retried
         assert versions(d) == [(1, 1), (2, 0)]    # N held by the engine, N+1 served
         f.close()
+
+
+def test_refused_reattach_is_retried(daemons):
+    """A re-attach the daemon refuses (here: Busy, once) raises FollowError
+    saying the module stays on its version and poll() tries again; the
+    module is untouched, and the next poll() switches."""
+    d = daemons(LLAMA, "retry")
+    trainer = from_files(LLAMA)
+    with d.connect() as tc, d.connect() as ec:
+        mod = meta_llama()
+        f = wt.follow(mod, ec)
+        ptrs = {n: p.data_ptr() for n, p in mod.state_dict().items()}
+        real = ec.attach
+        calls = []
+
+        def refuse_once(**kw):
+            calls.append(kw)
+            if len(calls) == 1:
+                raise wcache.Busy(16, "the daemon is busy (a test's refusal)")
+            return real(**kw)
+        ec.attach = refuse_once
+        new = stepped(trainer, 5)
+        tc.update_from(new)
+        with pytest.raises(wt.FollowError) as e:
+            f.wait(timeout=10)
+        msg = str(e.value)
+        assert "published version 2, but the re-attach failed" in msg and "busy" in msg, msg
+        assert "stays on version 1; poll() tries again" in msg, msg
+        assert isinstance(e.value.__cause__, wcache.Busy)
+        assert f.version == 1 and f.pending() == 2
+        assert {n: p.data_ptr() for n, p in mod.state_dict().items()} == ptrs
+        assert f.poll() and f.version == 2 and len(calls) == 2
+        assert torch.equal(mod.lm_head.weight, new["lm_head.weight"])
