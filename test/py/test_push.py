@@ -165,15 +165,86 @@ def test_refusals_name_the_tensor(llama):
     assert got == {"ok": "1", "error": "6"}, text
 
 
-def test_refused_while_sleeping(llama):
-    r, new, _ = llama
+def test_asleep_level_2_wakes_into_the_push(llama):
+    """Asleep at level 2 a session fills N+1 and its commit wakes the
+    daemon straight into it, as a disk update asleep does: version 2
+    serves, hash for hash what a disk update of the same weights serves;
+    one wake, sleep level 0, engines attach version 2."""
+    r, new, newdir = llama
     with connect(r) as c:
         c.sleep(2)
+        st = c.status()
+        assert st["state"] == "sleeping" and st["sleep_level"] == 2, st
+        res = c.update_from(new)
+        assert res.version == 2 and "woke into it" in res.msg, res
+        st = c.status()
+        assert st["state"] == "ready" and st["sleep_level"] == 0, st
+        assert st["lifecycle"]["wakes"] == 1 and st["push"]["committed"] == 1, st
+        assert [v["version"] for v in st["versions"]] == [2], st["versions"]
+        c.hello()
+        m = c.attach()
+        assert m.version == 2
+        m.verify()
+        m.detach()
+    pushed = hashes(r)
+    assert pushed == hashes_after_disk(r, newdir)
+
+
+def test_asleep_session_refusals_and_abort(llama, tmp_path):
+    """While a session fills N+1 of a daemon asleep at level 2 the daemon
+    is waking: engines are told so, WAKE, SLEEP and UPDATE are refused as
+    busy; the trainer killed puts it back to sleep at level 2 with N+1
+    freed, and a wake then reloads version 1. At level 1 a session is
+    refused with what to do; asleep, a partial update is refused."""
+    r, new, newdir = llama
+    before = hashes(r)
+    pools = pool_fds(r.proc.pid)
+    with connect(r) as c:
+        c.sleep(1)
         with pytest.raises(wcache.DaemonSleeping) as e:
             c.update_from(new)
-        assert "wake it first" in str(e.value)
+        assert "sleeps at level 1" in str(e.value) and "wake it first" in str(e.value), str(e.value)
         c.wake()
-        assert c.update_from(new).version == 2
+        c.sleep(2)
+        with pytest.raises(wcache.DaemonSleeping) as e:
+            c.update_from(dict(list(new.items())[:1]), partial=True)
+        assert "a partial update has none to keep" in str(e.value), str(e.value)
+        assert c.status()["state"] == "sleeping"
+    asleep_pools = pool_fds(r.proc.pid)
+    pt = str(tmp_path / "new.pt")
+    torch.save(new, pt)
+    script = tmp_path / "trainer.py"
+    script.write_text(TRAINER % {"pkg": os.path.join(daemon.TOP, "tools", "libwcache", "python")})
+    p = subprocess.Popen([sys.executable, str(script), "mid", pt, r.device, r.rundir],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        assert line.strip() == "ready", p.stderr.read()
+        with connect(r) as c:
+            st = c.status()
+            assert st["state"] == "waking" and st["sleep_level"] == 2, st
+            assert st["push"]["open"]["pid"] == p.pid, st
+            with pytest.raises(wcache.TryAgain) as e:
+                c.hello()
+            assert "waking up from sleep level 2" in str(e.value), str(e.value)
+            for call in (c.wake, lambda: c.sleep(2), lambda: c.update(newdir)):
+                with pytest.raises(wcache.Error) as e:
+                    call()
+                assert "waking up from sleep level 2" in str(e.value), str(e.value)
+        assert pool_fds(r.proc.pid) > asleep_pools   # N+1's pools
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    st = session_ended(r)
+    assert "sleeps on at level 2 with version 1" in st["last"]["outcome"], st
+    assert pool_fds(r.proc.pid) == asleep_pools
+    with connect(r) as c:
+        st = c.status()
+        assert st["state"] == "sleeping" and st["sleep_level"] == 2, st
+        c.wake()
+        assert c.status()["version"] == 1
+    assert hashes(r) == before
+    assert pool_fds(r.proc.pid) == pools
 
 
 def test_numpy_sources_and_noncontiguous(llama):
@@ -459,17 +530,23 @@ print("type", t, "fds", len(fds), body[8:].decode(errors="replace") if t == 9 el
 """
 
 
-@pytest.mark.parametrize("allowed", [False, True])
+@pytest.mark.parametrize("allowed", ["none", "uid", "updater", "updater-name"])
 def test_uid_not_allowed(tmp_path, allowed):
-    """A connection the daemon serves (--allow-gid) but whose uid is
-    neither the daemon's nor an --allow-uid may not open a session; with
-    --allow-uid it may."""
+    """A connection the daemon serves (--allow-gid, or --allow-uid) but
+    whose uid is neither the daemon's nor an --allow-updater may not open
+    a session (--allow-uid attaches, never updates); with --allow-updater
+    65534 (or its user name) it may, and it is served without an
+    --allow-uid of its own."""
     if os.getuid() != 0:
         pytest.skip("needs root to run a client under another uid")
     if not shutil.which("setpriv") or subprocess.run(
             ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "true"]).returncode:
         pytest.skip("setpriv cannot switch to uid 65534 here")
-    extra = ["--allow-gid", "65534"] + (["--allow-uid", "65534"] if allowed else [])
+    import pwd
+    extra = {"none": ["--allow-gid", "65534"], "uid": ["--allow-uid", "65534"],
+             "updater": ["--allow-updater", "65534"],
+             "updater-name": ["--allow-updater", pwd.getpwuid(65534).pw_name]}[allowed]
+    ok = allowed.startswith("updater")
     with daemon.Ranks(models.path("hf", "llama"), [extra]) as rs:
         r = rs.ranks[0]
         sock = [os.path.join(r.rundir, f) for f in os.listdir(r.rundir) if f.endswith(".sock")][0]
@@ -479,14 +556,31 @@ def test_uid_not_allowed(tmp_path, allowed):
         if "Permission denied" in out.stderr:
             pytest.skip("uid 65534 cannot reach the socket here: " + out.stderr[-200:])
         assert out.returncode == 0, out.stderr
-        if allowed:
+        if ok:
             assert out.stdout.startswith("type 16 fds 1"), out.stdout
         else:
             assert ("type 9" in out.stdout and
-                    "only accepted from the daemon's own uid 0 or an allowed uid (you are uid 65534)"
-                    in out.stdout and "--allow-uid 65534" in out.stdout), out.stdout
+                    "only accepted from the daemon's own uid 0 or an allowed updater (you are uid 65534)"
+                    in out.stdout and "--allow-updater 65534" in out.stdout and
+                    "--allow-uid lets a uid attach, not update" in out.stdout), out.stdout
         st = session_ended(r)
-        assert st["opened"] == (1 if allowed else 0), st
+        assert st["opened"] == (1 if ok else 0), st
+        if ok:      # kept for a restart: the uid served, and an updater
+            ready = [f for f in os.listdir(r.rundir) if f.endswith(".ready")][0]
+            text = open(os.path.join(r.rundir, ready)).read()
+            assert "--allow-uid 65534" in text and "--allow-updater 65534" in text, text
+
+
+def test_allow_updater_refusals(tmp_path):
+    """--allow-updater with a user that does not exist, or a bad number,
+    is refused at start with a sentence naming it."""
+    wcd = os.path.join(daemon.BIN, "wcd")
+    for bad, want in (("no-such-user-wc", "bad --allow-updater 'no-such-user-wc': no such user"),
+                      ("12x", "bad --allow-updater '12x' (a uid or a user name)")):
+        p = subprocess.run([wcd, "--model", models.path("hf", "llama"), "--device", "host:u",
+                            "--runtime-dir", str(tmp_path / "run"), "--allow-updater", bad],
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode != 0 and want in p.stderr, p.stderr
 
 
 def test_deadline_while_the_open_reply_is_unsent(llama):

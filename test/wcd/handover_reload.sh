@@ -2,7 +2,8 @@
 # wcctl restart keeps every option of the old daemon's that shapes what is
 # served or who may attach (issue 26), whether it hands over or reloads.
 # A daemon started by wcctl start with --ep-size 2 --ep-rank 1 and, after
-# --, --rules, --vocab-pad, --allow-uid 65534 and --log-format json records
+# --, --rules, --vocab-pad, --allow-uid 65534, --allow-updater 65533 (which
+# serves its uid too) and --log-format json records
 # them in its ready file (serve_args); killed in the middle of the handover
 # (WCD_HANDOVER_KILL=old:1, after its pause), the new daemon loads from
 # disk with exactly those: the same identity (rules hash, ep rank, vocab
@@ -24,7 +25,7 @@ key() { sed -n "s/^$2=//p" "$RUN/$1.ready"; }
 
 WCD_HANDOVER_KILL=old:1 "$WCCTL" start --model "$T/moe" --tp-size 1 \
 	--ep-size 2 --ep-rank 1 --backend host --runtime-dir "$RUN" --timeout 60 \
-	-- --rules "$T/extra.rules" --vocab-pad 128 --allow-uid 65534 --allow-gid 4242 --socket-mode 0666 \
+	-- --rules "$T/extra.rules" --vocab-pad 128 --allow-uid 65534 --allow-updater 65533 --allow-gid 4242 --socket-mode 0666 \
 	--log-format json >"$T/start.out" 2>&1 || fail "wcctl start: $(cat "$T/start.out")"
 remember_pids "$T/start.out"
 p0=$(ready_pid "$RUN" host-0)
@@ -42,7 +43,8 @@ PIDS+=("$p1")
 alive "$p0" && fail "the old daemon $p0 is still running"
 expect_eq "identity after the reload" "$(key host-0 identity)" "$id0"
 for w in "--rules $T/extra.rules" "--ep-size 2 --ep-rank 1" "--vocab-pad 128" \
-	"--allow-uid 65534" "--allow-gid 4242" "--socket-mode 0666" "--log-format json"; do
+	"--allow-uid 65534" "--allow-uid 65533" "--allow-updater 65533" "--allow-gid 4242" \
+	"--socket-mode 0666" "--log-format json"; do
 	expect_has "serve_args" "$args0" "$w"
 done
 expect_eq "serve_args after the reload" "$(key host-0 serve_args)" "$args0"

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,6 +58,12 @@ static const char usage_text[] =
 "  --allow-uid UID        also serve this uid (repeatable, at most 16); opens\n"
 "                         the socket to every user (0666, the directory o+x:\n"
 "                         wcd itself refuses the uids not allowed)\n"
+"  --allow-updater UID|NAME\n"
+"                         this user may also open update sessions (push\n"
+"                         weights from its memory: conn.update_from), as the\n"
+"                         daemon's own uid and root may; it is served as\n"
+"                         --allow-uid serves (repeatable, at most 16); an\n"
+"                         --allow-uid alone attaches, never updates\n"
 "  --allow-gid GID        also serve the processes in this group, as their\n"
 "                         primary or a supplementary group (repeatable, at\n"
 "                         most 16); opens the socket as --allow-uid does,\n"
@@ -209,6 +216,39 @@ static uint32_t parse_u32(const char *s, const char *what)
 	return (uint32_t)v;
 }
 
+/* --allow-updater UID|NAME: the uid (a name through getpwnam_r, at parse
+ * time: a restart passes the number) may open update sessions; it is
+ * served as --allow-uid serves it (added there unless it is already), since
+ * a trainer must reach the socket first. */
+static void add_updater(struct wcd_opts *o, const char *s)
+{
+	struct passwd pw, *res = NULL;
+	char buf[4096];
+	uid_t uid;
+	bool found = false;
+
+	if (*s >= '0' && *s <= '9') {
+		uid = parse_u32(s, "bad --allow-updater '%s' (a uid or a user name)");
+	} else {
+		if (getpwnam_r(s, &pw, buf, sizeof(buf), &res) || !res)
+			usage_fail("bad --allow-updater '%s': no such user (give a user name or a numeric uid)", s);
+		uid = res->pw_uid;
+	}
+	for (unsigned i = 0; i < o->nallow_updater; i++)
+		if (o->allow_updater[i] == uid)
+			return;
+	if (o->nallow_updater >= WCD_ALLOW_UID_MAX)
+		usage_fail("more than 16 --allow-updater options (last: %s)", s);
+	o->allow_updater[o->nallow_updater++] = uid;
+	for (unsigned i = 0; i < o->nallow_uid; i++)
+		found |= o->allow_uid[i] == uid;
+	if (found)
+		return;
+	if (o->nallow_uid >= WCD_ALLOW_UID_MAX)
+		usage_fail("--allow-updater %s: more than 16 uids served (--allow-uid and --allow-updater together)", s);
+	o->allow_uid[o->nallow_uid++] = uid;
+}
+
 /* --socket-mode: octal, read and write bits only, the owner's both (wcd
  * itself must connect for a handover; an x bit means nothing on a socket). */
 static int parse_socket_mode(const char *s)
@@ -268,6 +308,7 @@ enum {
 	OPT_FORCE_WAIT, OPT_FRAME_TIMEOUT, OPT_READ_TIMEOUT, OPT_TAKEOVER,
 	OPT_TAKEOVER_VERIFY, OPT_LAYOUT, OPT_EP_SIZE, OPT_EP_RANK, OPT_VOCAB_PAD,
 	OPT_SLEEP_ARENA, OPT_ALLOW_GID, OPT_SOCKET_GROUP, OPT_SOCKET_MODE,
+	OPT_ALLOW_UPDATER,
 };
 
 static const struct option longopts[] = {
@@ -289,6 +330,7 @@ static const struct option longopts[] = {
 	{ "no-hash", no_argument, NULL, OPT_NO_HASH },
 	{ "allow-uid", required_argument, NULL, OPT_ALLOW_UID },
 	{ "allow-gid", required_argument, NULL, OPT_ALLOW_GID },
+	{ "allow-updater", required_argument, NULL, OPT_ALLOW_UPDATER },
 	{ "socket-group", required_argument, NULL, OPT_SOCKET_GROUP },
 	{ "socket-mode", required_argument, NULL, OPT_SOCKET_MODE },
 	{ "allow-quant", required_argument, NULL, OPT_ALLOW_QUANT },
@@ -428,6 +470,7 @@ static void parse_opt(struct wcd_opts *o, int c, char **argv,
 		o->allow_uid[o->nallow_uid++] =
 			parse_u32(optarg, "bad --allow-uid '%s' (a numeric uid)");
 		break;
+	case OPT_ALLOW_UPDATER: add_updater(o, optarg); break;
 	case OPT_ALLOW_GID:
 		if (access_add_gid(o, parse_u32(optarg, "bad --allow-gid '%s' (a numeric gid)")))
 			usage_fail("more than 16 --allow-gid options (last: %s)", optarg);

@@ -95,6 +95,8 @@ int serve_args_format(const struct wcd *d, char *buf, size_t cap)
 		put_u64(&a, "--allow-uid", (uint64_t)o->allow_uid[i]);
 	for (unsigned i = 0; i < o->nallow_gid; i++)
 		put_u64(&a, "--allow-gid", (uint64_t)o->allow_gid[i]);
+	for (unsigned i = 0; i < o->nallow_updater; i++)
+		put_u64(&a, "--allow-updater", (uint64_t)o->allow_updater[i]);
 	if (o->socket_group)
 		put_u64(&a, "--socket-group", (uint64_t)o->socket_gid);
 	if (o->socket_mode >= 0) {

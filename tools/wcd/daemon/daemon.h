@@ -93,6 +93,8 @@ struct wcd_opts {
 	unsigned nallow_uid;
 	gid_t allow_gid[WCD_ALLOW_GID_MAX];
 	unsigned nallow_gid;
+	uid_t allow_updater[WCD_ALLOW_UID_MAX];   /* --allow-updater */
+	unsigned nallow_updater;
 	const char *socket_group;     /* --socket-group NAME|GID, or NULL */
 	gid_t socket_gid;             /* its gid (access_resolve) */
 	int socket_mode;              /* --socket-mode; -1: from the options */

@@ -12,6 +12,8 @@
  *                hashes (push_keep.h)
  *   push_plan.c  the PUSH_PLAN reply: where each checkpoint tensor's
  *                pieces go (push_plan.h)
+ *   push_asleep.c a session while the daemon sleeps at level 2: the
+ *                commit wakes it into N+1 (push_asleep.h)
  *
  * The life of a session, one per daemon at a time (d->push):
  *

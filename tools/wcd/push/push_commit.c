@@ -19,6 +19,7 @@
 #include "daemon/fault.h"
 #include "wire_life.h"
 #include "wire_push.h"
+#include "push/push_asleep.h"
 #include "push/push_commit.h"
 #include "push/push_keep.h"
 #include "push/push_plan.h"
@@ -311,6 +312,7 @@ static void commit_publish(struct wcd_client *c, uint64_t id,
 		return;
 	}
 	push_timer_disarm(p);
+	push_asleep_wake(d, p->asleep); /* asleep at level 2: wakes into N+1 */
 	wcd_enter(d, WCD_READY);
 	version_publish(d, p->vi, &pub);
 	if (d->ready_write(d, err))
@@ -321,8 +323,10 @@ static void commit_publish(struct wcd_client *c, uint64_t id,
 	r->verify_ns = p->prepared_ns ? p->prepared_ns :
 		       rx_now_ns() - p->t_seal;
 	snprintf(r->msg, sizeof(r->msg),
-		 "updated from memory: version %" PRIu64 " serves, %" PRIu64 " bytes written by pid %d%s in %.3f s (%" PRIu64 " bytes kept from version %" PRIu64 "; seal and hash %.3f s); version %" PRIu64 " %s",
-		 nv->number, r->bytes, (int)p->pid,
+		 "updated from memory: version %" PRIu64 " serves%s, %" PRIu64 " bytes written by pid %d%s in %.3f s (%" PRIu64 " bytes kept from version %" PRIu64 "; seal and hash %.3f s); version %" PRIu64 " %s",
+		 nv->number,
+		 p->asleep ? " (the daemon, asleep at level 2, woke into it)" : "",
+		 r->bytes, (int)p->pid,
 		 p->flags & WIRE_PUSH_PARTIAL ? " (a partial update)" : "",
 		 push_secs(r->ns), p->kept, pub.old_number,
 		 push_secs(r->verify_ns),

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "wire_push.h"
 #include "push/push_keep.h"
+#include "push/push_asleep.h"
 #include "push/push_open.h"
 #include "push/push_plan.h"
 #include "push/push_session.h"
@@ -24,14 +25,16 @@
 #include "model/versions.h"
 #include "load/load.h"
 
-/* The trainer may push weights: the daemon's own uid or an --allow-uid
- * (root can read the daemon's memory anyway). */
+/* The trainer may push weights: the daemon's own uid or an
+ * --allow-updater (root can write the daemon's memory anyway). An
+ * --allow-uid may attach, not push: an engine's uid that replaced the
+ * weights would change what every other engine serves. */
 static bool may_push(const struct wcd *d, uid_t uid)
 {
 	if (uid == 0 || uid == geteuid())
 		return true;
-	for (unsigned i = 0; i < d->o.nallow_uid; i++)
-		if (d->o.allow_uid[i] == uid)
+	for (unsigned i = 0; i < d->o.nallow_updater; i++)
+		if (d->o.allow_updater[i] == uid)
 			return true;
 	return false;
 }
@@ -43,6 +46,7 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 	struct wire_push_open q;
 	char err[BASE_ERR_LEN];
 	struct wcd_push *p;
+	uint32_t code;
 	int ret;
 
 	ret = wire_push_open_get(pl, n, &q, err);
@@ -52,7 +56,7 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 	}
 	if (!may_push(d, c->uid)) {
 		reply_error(c, c->h.id, WIRE_E_PERM, false,
-			    "an update session is only accepted from the daemon's own uid %u or an allowed uid (you are uid %u): run the trainer as uid %u, or start wcd with --allow-uid %u",
+			    "an update session is only accepted from the daemon's own uid %u or an allowed updater (you are uid %u): run the trainer as uid %u, or start wcd with --allow-updater %u (--allow-uid lets a uid attach, not update)",
 			    (unsigned)geteuid(), (unsigned)c->uid,
 			    (unsigned)geteuid(), (unsigned)c->uid);
 		return;
@@ -62,10 +66,8 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 		reply_error(c, c->h.id, WIRE_E_INTERNAL, false, "out of memory");
 		return;
 	}
-	if (d->state == WCD_SLEEPING || d->state == WCD_WAKING) {
-		reply_error(c, c->h.id, WIRE_E_SLEEPING, false,
-			    "the daemon is %s (sleep level %u): wake it first (wcctl wake), then open the update session",
-			    wcd_state_name(d->state), d->model.life.level);
+	if (push_asleep_refusal(d, q.flags, &code, err, sizeof(err))) {
+		reply_error(c, c->h.id, code, false, "%s", err);
 		return;
 	}
 	if (p->nparked) {
@@ -87,7 +89,7 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 			    cur->number + 1);
 		return;
 	}
-	if (d->state != WCD_READY) {
+	if (d->state != WCD_READY && d->state != WCD_SLEEPING) {
 		reply_error(c, c->h.id, WIRE_E_STATE, false,
 			    "the daemon is %s: an update session needs it ready",
 			    wcd_state_name(d->state));
@@ -127,7 +129,7 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 	p->session = p->next_session++;
 	p->last.opened++;
 	waiter_hold(&p->who, c, c->h.id);
-	wcd_enter(d, WCD_UPDATING);
+	p->asleep = push_asleep_enter(d);
 	/* load_prepare drives the loop: run it from serve() (lifecycle.h) */
 	rx_loop_stop(&d->loop);
 }

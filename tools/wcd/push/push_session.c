@@ -13,6 +13,7 @@
 #include "base.h"
 #include "err.h"
 #include "log.h"
+#include "push/push_asleep.h"
 #include "push/push_session.h"
 #include "serve/server.h"
 #include "load/load.h"
@@ -62,8 +63,8 @@ void push_session_end(struct wcd *d, struct wcd_push *p, bool ok,
 	p->phase = PUSH_IDLE;
 	p->c = NULL;
 	p->queued = false;
-	if (d->state == WCD_UPDATING)
-		wcd_enter(d, WCD_READY);
+	push_asleep_leave(d, p->asleep);
+	p->asleep = false;
 }
 
 static void parked_release(struct wcd *d, struct wcd_push *p)
@@ -105,8 +106,11 @@ void push_session_abort(struct wcd *d, struct wcd_push *p, const char *why)
 	struct log_fields lf = { .client_pid = p->pid };
 
 	snprintf(msg, sizeof(msg),
-		 "update session %" PRIu64 " of pid %d aborted: %s; version %" PRIu64 " serves on, untouched",
-		 p->session, (int)p->pid, why, wcd_current(d)->number);
+		 "update session %" PRIu64 " of pid %d aborted: %s; %s %" PRIu64 "%s",
+		 p->session, (int)p->pid, why,
+		 p->asleep ? "the daemon sleeps on at level 2 with version" :
+			     "version", wcd_current(d)->number,
+		 p->asleep ? "" : " serves on, untouched");
 	park_pools(d, p);
 	load_version_free(d, &d->model.ver[p->vi]);
 	log_with(LOG_WARN, &lf, "%s", msg);

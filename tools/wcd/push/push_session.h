@@ -53,6 +53,7 @@ struct push_timer {
 struct wcd_push {
 	enum push_phase phase;
 	bool queued;                  /* OPENING: the job has yet to run */
+	bool asleep;                  /* opened asleep (push_asleep.c) */
 	struct wcd_client *c;         /* WRITING: the trainer's connection */
 	struct wcd_waiter who;        /* OPENING: whom to answer */
 	uint64_t session, next_session;

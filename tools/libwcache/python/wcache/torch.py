@@ -31,6 +31,10 @@ unpickles it (a few milliseconds) instead of running the constructors
 again (tens of milliseconds for a transformers model):
 
     model = wcache.torch.empty_pretrained(DIR, dtype=torch.bfloat16, buffers_device="cuda")
+
+follow(module, conn) (wcache/_follow.py) keeps a bound module on the
+daemon's newest version: its poll(), between steps, re-binds the module
+to a version a trainer's update_from (or a disk update) published.
 """
 import collections
 
@@ -40,6 +44,7 @@ from ._core import Model, PendingModel
 from ._empty import PARTS, Empty, init_empty, no_gc  # noqa: F401 (the API)
 from ._modcache import empty_model, empty_pretrained  # noqa: F401 (the API)
 from ._modcache import default_dir as module_cache_dir  # noqa: F401
+from ._follow import Follower, FollowError, follow  # noqa: F401 (the API)
 
 Bound = collections.namedtuple("Bound", "bound missing unexpected tied")
 Bound.__doc__ = """What load_into did: bound (module names bound), missing

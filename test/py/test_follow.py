@@ -1,0 +1,222 @@
+# SPDX-License-Identifier: MIT
+"""wcache.torch.follow on the host backend (torch CPU): an engine's module
+bound to version N follows a trainer's update_from to N+1 between steps:
+its parameters are then N+1's served memory (no copy) and its logits the
+trainer's weights'; N is freed once its last lease ends; nothing switches
+without a notice; a version whose layout the module cannot bind leaves
+the module on N with an error that says what to do."""
+import os
+import time
+
+import pytest
+
+from conftest import REFERENCE
+
+torch = pytest.importorskip("torch")
+import wcache  # noqa: E402
+import wcache.torch as wt  # noqa: E402
+from test_py_torch import IDS, from_files, meta_llama  # noqa: E402
+
+LLAMA = os.path.join(REFERENCE, "llama")
+
+
+def versions(d):
+    return sorted((v["version"], v["leases"]) for v in d.status()["versions"])
+
+
+def pools_of(model):
+    """(start, end) of every pool the Model maps."""
+    out = []
+    for t in model.tensors().values():
+        a = t.data_ptr()
+        out.append((a, a + t.numel() * t.element_size()))
+    return out
+
+
+def inside(ptr, ranges):
+    return any(a <= ptr < b for a, b in ranges)
+
+
+def stepped(mod, seed):
+    """The trainer's weights after a step: mod's state dict, each tensor
+    moved by a little noise (new bf16 values, the same layout)."""
+    g = torch.Generator().manual_seed(seed)
+    return {k: (v.float() + 0.05 * torch.randn(v.shape, generator=g)).to(v.dtype)
+            for k, v in mod.state_dict().items()}
+
+
+def wait_for(pred, what):
+    for _ in range(500):
+        if pred():
+            return
+        time.sleep(0.01)
+    raise AssertionError("not within 5 s: " + what)
+
+
+def test_follow_switches_in_place(daemons):
+    d = daemons(LLAMA, "follow")
+    trainer = from_files(LLAMA)
+    with d.connect() as tc, d.connect() as ec:
+        mod = meta_llama()
+        f = wt.follow(mod, ec)
+        assert f.version == 1 and f.switches == 0
+        assert not f.poll()                       # no notice: nothing switches
+        with torch.no_grad():
+            before = mod(IDS)
+            assert torch.equal(before, trainer(IDS))
+        emb = mod.model.embed_tokens
+        new = stepped(trainer, 1)
+        assert tc.update_from(new).version == 2
+        assert versions(d) == [(1, 1), (2, 0)]    # N held by the engine
+        wait_for(lambda: f.poll(), "the engine switches to version 2")
+        assert f.version == 2 and f.switches == 1 and f.model.version == 2
+        assert mod.model.embed_tokens is emb      # the same module objects
+        # every parameter is version 2's served memory, equal to the new weights
+        pools = pools_of(f.model)
+        for name, p in mod.state_dict().items():
+            assert inside(p.data_ptr(), pools), name
+            assert torch.equal(p, new[name]), name
+        del p       # a tensor of version 2 held here would hold its lease
+        # version 1 went with its last lease (the module's)
+        wait_for(lambda: versions(d) == [(2, 1)], "version 1 freed: %s" % versions(d))
+        trainer.load_state_dict(new)
+        with torch.no_grad():
+            got = mod(IDS)
+            assert torch.equal(got, trainer(IDS))
+            assert not torch.equal(got, before)
+        assert not f.poll()                       # nothing new
+        t = f.times
+        assert t["switch_ns"] >= t["attach_ns"] + t["bind_ns"] > 0, t
+        # a second update: followed again (the slot of version 1 is free)
+        new2 = stepped(trainer, 2)
+        assert tc.update_from(new2).version == 3
+        assert f.wait(timeout=10) and f.version == 3
+        assert all(torch.equal(p, new2[n]) for n, p in mod.state_dict().items())
+        wait_for(lambda: versions(d) == [(3, 1)], "version 2 freed: %s" % versions(d))
+        f.close()
+        del mod, f, emb
+        __import__("gc").collect()
+        wait_for(lambda: versions(d) == [(3, 0)], "the last lease ended: %s" % versions(d))
+
+
+def test_no_switch_without_notice(daemons):
+    """poll() and wait() switch nothing while no version was published:
+    an attach of another connection, a ping, a status are no notices."""
+    d = daemons(LLAMA, "quiet")
+    with d.connect() as ec, d.connect() as other:
+        mod = meta_llama()
+        f = wt.follow(mod, ec)
+        w = mod.lm_head.weight
+        other.attach().detach()
+        other.ping()
+        d.status()
+        assert not f.poll() and not f.wait(timeout=0.2)
+        assert f.version == 1 and f.switches == 0 and mod.lm_head.weight is w
+        assert f.pending() == 0
+
+
+def test_follow_takes_a_bound_model(daemons):
+    """follow(module, conn, model=served): a module already bound by
+    load_into follows from that Model's version; name_map is used at the
+    switch as load_into uses it; the re-attach's HELLO carries the
+    engine's identity (model_dir=), which a pushed version still has."""
+    d = daemons(LLAMA, "bound")
+    trainer = from_files(LLAMA)
+    with d.connect() as tc, d.connect() as ec:
+        mod = meta_llama()
+        mod.output = mod.lm_head
+        del mod.lm_head
+        name_map = {"output.weight": "lm_head.weight"}
+        served = ec.attach(model_dir=LLAMA)
+        wt.load_into(mod, served, name_map=name_map)
+        f = wt.follow(mod, ec, model=served, name_map=name_map, model_dir=LLAMA)
+        new = stepped(trainer, 3)
+        tc.update_from(new)
+        assert f.wait(timeout=10) and f.version == 2
+        assert torch.equal(mod.output.weight, new["lm_head.weight"])
+        assert inside(mod.output.weight.data_ptr(), pools_of(f.model))
+
+
+def test_layout_change_leaves_the_old_version(daemons, tmp_path):
+    """A version whose tensors no longer fit the module (an update with
+    allow_layout_change that drops a tensor): FollowError says so and what
+    to do, the module stays bound to version 1 (its logits unchanged), the
+    version is not tried again at the next poll."""
+    d = daemons(LLAMA, "layout")
+    trainer = from_files(LLAMA)
+    with d.connect() as tc, d.connect() as ec:
+        mod = meta_llama()
+        f = wt.follow(mod, ec)
+        with torch.no_grad():
+            before = mod(IDS)
+        ptrs = {n: p.data_ptr() for n, p in mod.state_dict().items()}
+        new = stepped(trainer, 4)
+        # a layout change: the checkpoint's headers give a new shape
+        import json
+        import shutil
+        import struct
+        changed = tmp_path / "changed"
+        shutil.copytree(LLAMA, changed)
+        name = "model.norm.weight"
+        for fn in sorted(os.listdir(changed)):
+            if not fn.endswith(".safetensors"):
+                continue
+            path = changed / fn
+            raw = path.read_bytes()
+            (n,) = struct.unpack_from("<Q", raw, 0)
+            hdr = json.loads(raw[8:8 + n])
+            if name in hdr:
+                # the same bytes as a [2, h/2] tensor: a new shape
+                h = hdr[name]["shape"][0]
+                hdr[name]["shape"] = [2, h // 2]
+                js = json.dumps(hdr).encode()
+                js += b" " * (-len(js) % 8)
+                path.write_bytes(struct.pack("<Q", len(js)) + js + raw[8 + n:])
+                new[name] = new[name].reshape(2, h // 2)
+        assert tc.update(str(changed), allow_layout_change=True).version == 2
+        with pytest.raises(wt.FollowError) as e:
+            f.wait(timeout=10)
+        msg = str(e.value)
+        assert "version 2 does not fit the module" in msg and name in msg, msg
+        assert "stays on version 1" in msg and "Build a module for the new layout" in msg, msg
+        assert e.value.version == 1 and e.value.refused == 2
+        assert f.version == 1 and f.switches == 0 and f.model.version == 1
+        assert {n: p.data_ptr() for n, p in mod.state_dict().items()} == ptrs
+        with torch.no_grad():
+            assert torch.equal(mod(IDS), before)
+        assert not f.poll()                       # not retried
+        assert versions(d) == [(1, 1), (2, 0)]    # N held by the engine, N+1 served
+        f.close()
+
+
+def test_refused_reattach_is_retried(daemons):
+    """A re-attach the daemon refuses (here: Busy, once) raises FollowError
+    saying the module stays on its version and poll() tries again; the
+    module is untouched, and the next poll() switches."""
+    d = daemons(LLAMA, "retry")
+    trainer = from_files(LLAMA)
+    with d.connect() as tc, d.connect() as ec:
+        mod = meta_llama()
+        f = wt.follow(mod, ec)
+        ptrs = {n: p.data_ptr() for n, p in mod.state_dict().items()}
+        real = ec.attach
+        calls = []
+
+        def refuse_once(**kw):
+            calls.append(kw)
+            if len(calls) == 1:
+                raise wcache.Busy(16, "the daemon is busy (a test's refusal)")
+            return real(**kw)
+        ec.attach = refuse_once
+        new = stepped(trainer, 5)
+        tc.update_from(new)
+        with pytest.raises(wt.FollowError) as e:
+            f.wait(timeout=10)
+        msg = str(e.value)
+        assert "published version 2, but the re-attach failed" in msg and "busy" in msg, msg
+        assert "stays on version 1; poll() tries again" in msg, msg
+        assert isinstance(e.value.__cause__, wcache.Busy)
+        assert f.version == 1 and f.pending() == 2
+        assert {n: p.data_ptr() for n, p in mod.state_dict().items()} == ptrs
+        assert f.poll() and f.version == 2 and len(calls) == 2
+        assert torch.equal(mod.lm_head.weight, new["lm_head.weight"])
