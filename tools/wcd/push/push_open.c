@@ -241,7 +241,7 @@ static void open_reply(struct wcd *d, struct wcd_push *p,
 	wire_frame_begin(&w, WIRE_PUSH_OPEN, WIRE_F_REPLY, id);
 	wire_push_opened_put(&w, &r);
 	for (uint32_t i = 0; i < nv->npools; i++) {
-		const struct gpu_pool *gp = &nv->pools[i];
+		struct gpu_pool *gp = &nv->pools[i];
 		struct wire_pool pl = {
 			.size = gp->size, .alloc_size = gp->alloc_size,
 			.export_kind = d->dev.export_kind,
@@ -252,6 +252,8 @@ static void open_reply(struct wcd *d, struct wcd_push *p,
 			pl.fd_index = nfds;
 			fds[nfds++] = gp->fd;
 		}
+		/* its seal must prove the trainer let go (gpu/host.c) */
+		gp->lent_writable = true;
 		memcpy(pl.handle, gp->ipc_handle, WIRE_IPC_HANDLE_LEN);
 		wire_pool_put(&w, &pl);
 	}
