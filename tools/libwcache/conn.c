@@ -238,6 +238,10 @@ static enum wc_notice_kind notice_kind(uint32_t k)
 		return WC_NOTICE_VERSION;
 	case WIRE_NOTICE_HANDOVER:
 		return WC_NOTICE_HANDOVER;
+	case WIRE_NOTICE_IN_PLACE:
+		return WC_NOTICE_IN_PLACE;
+	case WIRE_NOTICE_INCOMPLETE:
+		return WC_NOTICE_INCOMPLETE;
 	default:
 		return WC_NOTICE_OTHER;
 	}

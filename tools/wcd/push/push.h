@@ -12,6 +12,10 @@
  *                hashes (push_keep.h)
  *   push_plan.c  the PUSH_PLAN reply: where each checkpoint tensor's
  *                pieces go (push_plan.h)
+ *   push_inplace.c an in-place session's commit: the served version's
+ *                bytes rewritten, its number bumped (push_inplace.h)
+ *   push_pause.c engines' PAUSE, and what an in-place session refuses
+ *                (push_pause.h)
  *
  * The life of a session, one per daemon at a time (d->push):
  *
@@ -72,7 +76,7 @@
 
 struct wcd_client;
 
-/* PUSH_OPEN, PUSH_PLAN, PUSH_COMMIT, PUSH_ABORT (requests.c). */
+/* PUSH_OPEN, PUSH_PLAN, PUSH_COMMIT, PUSH_ABORT, PAUSE (requests.c). */
 void push_request(struct wcd_client *c, const uint8_t *p, uint32_t n);
 /* Runs a queued open (serve() calls it between turns of the loop, as a
  * lifecycle job); true when one ran. */
@@ -82,6 +86,10 @@ void push_client_gone(struct wcd *d, struct wcd_client *c);
 /* Frees the session state at exit, after the loop closed (a session
  * still open is freed with it: its connection's end normally ended it). */
 void push_free(struct wcd *d);
+
+/* The refusal of HELLO, MANIFEST, ATTACH while an in-place session
+ * writes or the served version is incomplete (push_pause.h), or NULL. */
+const char *push_refusal(struct wcd *d, unsigned type);
 
 /* For STATUS (struct push_info: push_session.h). */
 void push_info(struct wcd *d, struct push_info *out);

@@ -16,6 +16,7 @@
 #include "wire_life.h"
 #include "wire_push.h"
 #include "push/push_commit.h"
+#include "push/push_inplace.h"
 #include "push/push_keep.h"
 #include "push/push_plan.h"
 #include "push/push_session.h"
@@ -119,7 +120,12 @@ static int commit_prepare(struct wcd_client *c, struct wcd_push *p,
 		}
 	}
 	nv->hashed = d->o.hash;
-	if (nv->hashed && push_hash(d, nv, wcd_current(d), keep, err)) {
+	if (p->in_place && push_inplace_prepare(d, p, keep, err)) {
+		snprintf(msg, sizeof(msg), "commit failed: %s", err);
+		goto out_abort;
+	}
+	if (!p->in_place && nv->hashed &&
+	    push_hash(d, nv, wcd_current(d), keep, err)) {
 		snprintf(msg, sizeof(msg), "commit failed: %s", err);
 		goto out_abort;
 	}
@@ -149,6 +155,13 @@ static void commit_publish(struct wcd_client *c, struct wcd_push *p)
 	if (!r) {
 		reply_error(c, c->h.id, WIRE_E_INTERNAL, false, "out of memory");
 		push_session_abort(d, p, "out of memory at commit");
+		return;
+	}
+	if (p->in_place) {
+		push_inplace_publish(d, p, r);
+		commit_reply(c, r);
+		push_session_end(d, p, true, r->msg);
+		free(r);
 		return;
 	}
 	push_timer_disarm(p);

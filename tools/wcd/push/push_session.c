@@ -62,6 +62,8 @@ void push_session_end(struct wcd *d, struct wcd_push *p, bool ok,
 	p->phase = PUSH_IDLE;
 	p->c = NULL;
 	p->queued = false;
+	p->in_place = false;
+	p->direct = false;
 	if (d->state == WCD_UPDATING)
 		wcd_enter(d, WCD_READY);
 }
@@ -97,19 +99,78 @@ static void park_pools(struct wcd *d, struct wcd_push *p)
 	client_close(c, "its update session ended while a reply naming the session's pools was still being sent");
 }
 
+bool push_incomplete(struct wcd *d)
+{
+	return d->push && d->push->incomplete &&
+	       d->push->incomplete == wcd_current(d)->number;
+}
+
+unsigned push_notify_leased(struct wcd *d, uint32_t kind, uint64_t version,
+			    const char *msg)
+{
+	struct wire_notice *nt = calloc(1, sizeof(*nt));
+	unsigned n;
+
+	if (!nt)
+		return 0;
+	nt->kind = kind;
+	nt->version = version;
+	snprintf(nt->msg, sizeof(nt->msg), "%s", msg);
+	n = server_notify(d, nt, SERVER_NOTIFY_LEASED);
+	free(nt);
+	return n;
+}
+
+/* An in-place session that ends without a commit: its bytes may be half
+ * written (a device session writes the served pools themselves; the host
+ * backend's copy at commit is the daemon's and cannot be cut short, but
+ * the contract is the device's, so that engines and CI meet one), so the
+ * served version is incomplete until a complete update replaces it. */
+static void mark_incomplete(struct wcd *d, struct wcd_push *p,
+			    const char *why)
+{
+	struct wcd_version *cur = wcd_current(d);
+	struct log_fields lf = { .client_pid = p->pid,
+				 .version = cur->number };
+	unsigned n;
+
+	p->incomplete = cur->number;
+	snprintf(p->incomplete_why, sizeof(p->incomplete_why),
+		 "version %" PRIu64 " is incomplete: the in-place update session %" PRIu64 " of pid %d that was rewriting its pools ended before its commit (%s)",
+		 cur->number, p->session, (int)p->pid, why);
+	n = push_notify_leased(d, WIRE_NOTICE_INCOMPLETE, cur->number,
+			       p->incomplete_why);
+	log_with(LOG_ERROR, &lf,
+		 "%s; new attaches are refused until a complete in-place update or a disk update (wcctl update); %u engine(s) holding a lease were told",
+		 p->incomplete_why, n);
+}
+
 /* Aborts the open session: N+1's pools and plan are freed (a trainer that
- * still maps them keeps its own pages until it unmaps), N serves on. */
+ * still maps them keeps its own pages until it unmaps), N serves on; in
+ * place, N is marked incomplete (a device session's pools are N's own,
+ * so nothing is freed). */
 void push_session_abort(struct wcd *d, struct wcd_push *p, const char *why)
 {
 	char msg[WIRE_MSG_MAX + 1];
 	struct log_fields lf = { .client_pid = p->pid };
 
-	snprintf(msg, sizeof(msg),
-		 "update session %" PRIu64 " of pid %d aborted: %s; version %" PRIu64 " serves on, untouched",
-		 p->session, (int)p->pid, why, wcd_current(d)->number);
-	park_pools(d, p);
-	load_version_free(d, &d->model.ver[p->vi]);
+	if (p->in_place)
+		snprintf(msg, sizeof(msg),
+			 "in-place update session %" PRIu64 " of pid %d aborted: %s; version %" PRIu64 " is marked incomplete",
+			 p->session, (int)p->pid, why,
+			 wcd_current(d)->number);
+	else
+		snprintf(msg, sizeof(msg),
+			 "update session %" PRIu64 " of pid %d aborted: %s; version %" PRIu64 " serves on, untouched",
+			 p->session, (int)p->pid, why,
+			 wcd_current(d)->number);
+	if (!p->direct) {
+		park_pools(d, p);
+		load_version_free(d, &d->model.ver[p->vi]);
+	}
 	log_with(LOG_WARN, &lf, "%s", msg);
+	if (p->in_place && p->phase != PUSH_OPENING)
+		mark_incomplete(d, p, why);
 	push_session_end(d, p, false, msg);
 }
 
@@ -156,7 +217,7 @@ void push_session_free(struct wcd *d)
 	/* after the loop closed: no timer to stop, its memory is ours */
 	free(p->timer);
 	parked_release(d, p);
-	if (p->phase != PUSH_IDLE && !d->model.ver[p->vi].used)
+	if (p->phase != PUSH_IDLE && !p->direct && !d->model.ver[p->vi].used)
 		load_version_free(d, &d->model.ver[p->vi]);
 	free(p);
 	d->push = NULL;

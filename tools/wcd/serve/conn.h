@@ -105,6 +105,9 @@ struct wcd_client {
 	const char *why;              /* the first close's cause (static) */
 	unsigned nleases;
 	struct lease leases[WCD_LEASES_PER_CLIENT];
+	/* the engine said it will not read the pools until it resumes (PAUSE:
+	 * push/push_pause.c); gone with the connection */
+	bool paused;
 	uint64_t requests;
 	/* hot handover (handover_old.c): receiving stopped at a frame boundary
 	 * while the server is paused */

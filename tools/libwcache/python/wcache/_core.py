@@ -48,7 +48,8 @@ LifeResult = collections.namedtuple(
     "LifeResult", "version level bytes seconds verify_seconds msg")
 Notice = collections.namedtuple("Notice", "kind version msg")
 NOTICE_SHUTDOWN, NOTICE_VERSION, NOTICE_OTHER, NOTICE_HANDOVER = 1, 2, 3, 4
-_NOTICE_NAMES = {1: "shutdown", 2: "version", 3: "other", 4: "handover"}
+_NOTICE_NAMES = {1: "shutdown", 2: "version", 3: "other", 4: "handover",
+                 5: "in_place", 6: "incomplete"}
 
 
 def _raise(ret, err, connecting=False):
@@ -155,6 +156,22 @@ def _info_dict(info):
 def _life(r):
     return LifeResult(r.version, r.level, r.bytes, r.seconds,
                       r.verify_seconds, _lib.s(r.msg))
+
+
+class _Paused:
+    """Connection.paused(): pause on entry, resume on exit."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.result = None
+
+    def __enter__(self):
+        self.conn.pause()
+        return self
+
+    def __exit__(self, *exc):
+        self.result = self.conn.resume()
+        return False
 
 
 class Connection:
@@ -360,6 +377,38 @@ class Connection:
         self._call(lib.wc_wake, ctypes.byref(r))
         return _life(r)
 
+    def pause(self):
+        """Tells the daemon this engine will not read its pools until
+        resume(), so that an in-place update (update_from(in_place=True))
+        may rewrite them. The promise ends with the connection. Returns a
+        LifeResult (the version the pools hold)."""
+        self._need("wc_pause")
+        r = _lib.new(_lib.WcLifeResult)
+        self._call(lib.wc_pause, ctypes.byref(r))
+        return _life(r)
+
+    def resume(self):
+        """Reads again: returns a LifeResult whose version is what the
+        same mappings hold now (after an in-place update, the new version:
+        no re-attach). Busy while an in-place update writes, or while the
+        served version is incomplete (its trainer died): stay paused until
+        the notice of a complete update."""
+        self._need("wc_resume")
+        r = _lib.new(_lib.WcLifeResult)
+        self._call(lib.wc_resume, ctypes.byref(r))
+        return _life(r)
+
+    def paused(self):
+        """A context manager: pause() on entry, resume() on exit (with
+        paused(): ... while the trainer updates in place). The exit's
+        LifeResult is the manager's .result."""
+        return _Paused(self)
+
+    def _need(self, name):
+        if not _lib.HAVE.get(name):
+            raise errors.Error(errno.ENOSYS, "wcache: this libwcache has no %s: install a "
+                               "newer one" % name)
+
     def update(self, model_dir=None, allow_layout_change=False):
         """UPDATE: load model_dir (None: the served directory again) as
         the next version; DaemonSleeping while the daemon sleeps,
@@ -370,7 +419,8 @@ class Connection:
                    1 if allow_layout_change else 0, ctypes.byref(r))
         return _life(r)
 
-    def update_from(self, tensors, allow_layout_change=False, timeout_ms=0, partial=False):
+    def update_from(self, tensors, allow_layout_change=False, timeout_ms=0, partial=False,
+                    in_place=False):
         """Pushes new weights from this process's memory as the next
         version (no disk): tensors is a mapping or an iterable of (name,
         tensor), torch CPU tensors or numpy arrays, in the checkpoint's
@@ -380,9 +430,13 @@ class Connection:
         after update(). partial: only the tensors given change (the
         layers a step touched), the others keep the served version's
         bytes. Returns a LifeResult; on any error the session is aborted
-        and the served version stays. See _push.py."""
+        and the served version stays. in_place: rewrite the served
+        version's pools instead of a second copy (every engine holding a
+        lease must have paused; an abort leaves the version incomplete
+        until a complete update). See _push.py."""
         from . import _push
-        return _push.update_from(self, tensors, allow_layout_change, timeout_ms, partial)
+        return _push.update_from(self, tensors, allow_layout_change, timeout_ms, partial,
+                                 in_place)
 
     def notice_fd(self):
         """Readable when a notice (or EOF) waits: for select/poll or
