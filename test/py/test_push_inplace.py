@@ -317,3 +317,92 @@ def test_trainer_killed_in_place(llama, tmp_path, step, clear):
     m2.verify()
     e2.close()
     e.close()
+
+
+def metric(rank, name):
+    """A gauge of METRICS (wc_metrics through ctypes: the package has no
+    call for it)."""
+    L = ctypes.CDLL(os.environ.get("WCACHE_LIB", "libwcache.so.0"))
+    L.wc_metrics.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p]
+    libc = ctypes.CDLL(None)
+    libc.free.argtypes = [ctypes.c_void_p]
+    with connect(rank) as c:
+        out = ctypes.c_void_p()
+        err = _lib.new(_lib.WcError)
+        assert L.wc_metrics(c._ptr(), ctypes.byref(out), ctypes.byref(err)) == 0, err.msg
+        text = ctypes.string_at(out.value).decode()
+        libc.free(out.value)
+    for line in text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(None, 1)[1])
+    raise AssertionError("no %s in the metrics" % name)
+
+
+def test_deadline_in_place(llama):
+    """An in-place session not committed within its bound: the version is
+    incomplete (STATUS, the metrics, the paused engine's notice), then a
+    complete in-place session clears it."""
+    r, new, _ = llama
+    e, m = engine(r)
+    e.pause()
+    assert metric(r, "wcache_clients_paused") == 1
+    with connect(r) as t:
+        err = _lib.new(_lib.WcError)
+        p = ctypes.c_void_p()
+        assert lib.wc_push_open(t._ptr(), IN_PLACE, 0, 200, ctypes.byref(p),
+                                ctypes.byref(err)) == 0, err.msg
+        n = notice(e, "incomplete")
+        assert "not committed within 200 ms" in n.msg, n
+        st = session_ended(r)
+        assert st["incomplete"] == 1, st
+        assert metric(r, "wcache_model_incomplete") == 1
+        lib.wc_push_abort(p, ctypes.byref(err))
+        assert t.update_from(new, in_place=True).version == 2
+    assert metric(r, "wcache_model_incomplete") == 0
+    assert e.resume().version == 2
+    e.close()
+
+
+ENGINE = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, %(pkg)r)
+    import wcache
+    c = wcache.connect(device=sys.argv[1], runtime_dir=sys.argv[2])
+    c.hello()
+    m = c.attach()
+    c.pause()
+    print("ready", flush=True); time.sleep(60)
+""")
+
+
+def test_paused_engine_that_dies_counts_as_gone(llama, tmp_path):
+    """A paused engine's promise ends with its process: once it is gone it
+    is neither paused nor holding a lease, and an engine here that has not
+    paused still refuses the in-place open."""
+    r, new, _ = llama
+    script = tmp_path / "engine.py"
+    script.write_text(ENGINE % {"pkg": os.path.join(daemon.TOP, "tools", "libwcache", "python")})
+    p = subprocess.Popen([sys.executable, str(script), r.device, r.rundir],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()
+        st = status(r)["push"]
+        assert st["paused"] == 1 and st["leased"] == 1, st
+        e, m = engine(r)
+        with connect(r) as t:
+            with pytest.raises(wcache.Busy) as ei:
+                t.update_from(new, in_place=True)
+            assert "(pids %d)" % os.getpid() in str(ei.value), str(ei.value)
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+    for _ in range(500):
+        st = status(r)["push"]
+        if st["leased"] == 1:
+            break
+        time.sleep(0.01)
+    assert st["paused"] == 0 and st["leased"] == 1, st
+    e.pause()
+    with connect(r) as t:
+        assert t.update_from(new, in_place=True).version == 2
+    e.close()

@@ -17,7 +17,6 @@
 #include "log.h"
 #include "wire_life.h"
 #include "wire_push.h"
-#include "push/push.h"
 #include "push/push_pause.h"
 #include "push/push_session.h"
 #include "serve/server.h"

@@ -20,7 +20,10 @@ void push_pause_request(struct wcd_client *c, const uint8_t *pl, uint32_t n);
 unsigned push_unpaused(struct wcd *d, pid_t *pids, unsigned max);
 /* Counts the paused clients and those holding a lease (for STATUS). */
 void push_pause_counts(struct wcd *d, unsigned *paused, unsigned *leased);
-/* push_refusal (push.h) is here too: the sentence is valid until the
- * next call. */
+/* The sentence that refuses request type now (HELLO, MANIFEST and ATTACH
+ * while an in-place session writes the served pools or the served
+ * version is incomplete), or NULL; valid until the next call. push.h
+ * exports it. */
+const char *push_refusal(struct wcd *d, unsigned type);
 
 #endif
