@@ -127,6 +127,10 @@ def test_in_place_two_engines_paused(llama):
     assert {k: v[1] for k, v in got1.items()} == {k: v[1] for k, v in got2.items()}
     assert all(got1[k][1] != old[k][1] for k in old), "a tensor kept its bytes"
     pushed = hashes(r)
+    # resume took version 2's hashes: verify checks the new bytes
+    assert m1.verify() and m2.verify()
+    assert m1.manifest and m1.info["version"] == 2 and m2.version == 2
+    assert {t.name: t.hash for t in m1.manifest} == {k: v[3] for k, v in pushed.items()}
     m1.detach()
     m2.detach()
     assert disk_hashes(r, newdir) == pushed

@@ -282,6 +282,8 @@ static int queue_notice(struct wc_conn *c, const struct wc_frame *f,
 	if (nt.kind == WIRE_NOTICE_HANDOVER && nt.pid > 0 &&
 	    (pid_t)nt.pid != c->pid)
 		wc__follow_daemon(c, (pid_t)nt.pid);
+	if (nt.kind == WIRE_NOTICE_IN_PLACE)
+		wc__models_in_place(c, nt.version);
 	if (c->nq_len == WC_NOTICES_MAX) {
 		c->nq_head = (c->nq_head + 1) % WC_NOTICES_MAX;
 		c->nq_len--;

@@ -127,8 +127,12 @@ int wc_pause(struct wc_conn *c, struct wc_life_result *r,
 	return pause_call(c, WIRE_PAUSE_ON, r, err);
 }
 
+/* After the resume, the models an in-place update rewrote take its
+ * hashes (one MANIFEST), so that wc_verify checks the new bytes. */
 int wc_resume(struct wc_conn *c, struct wc_life_result *r,
 	      struct wc_error *err)
 {
-	return pause_call(c, WIRE_PAUSE_OFF, r, err);
+	int ret = pause_call(c, WIRE_PAUSE_OFF, r, err);
+
+	return ret ? ret : wc__models_refresh(c, err);
 }

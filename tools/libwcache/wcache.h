@@ -478,7 +478,9 @@ int wc_push_abort(struct wc_push *p, struct wc_error *err);
 int wc_pause(struct wc_conn *c, struct wc_life_result *r,
 	     struct wc_error *err);
 /* Resumes reading: r->version is what the same mappings hold now (after
- * an in-place update, N+1: no re-attach). EBUSY while an in-place
+ * an in-place update, N+1: no re-attach; the models attached to N take
+ * N+1's number and hashes, one MANIFEST, so that wc_verify checks the new
+ * bytes). EBUSY while an in-place
  * session writes, or while the served version is incomplete (the
  * sentence says which; the connection stays paused). A connection that
  * never paused gets 0. */

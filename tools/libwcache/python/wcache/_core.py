@@ -99,6 +99,7 @@ class _Lease:
         self.m = mptr
         self.key = next(_keys)
         self.detach_error = None
+        self.rewritten = 0        # resumes after which its hashes may be new
         _LEASES[self.key] = self
         handle.leases.add(self)
         self.owner = lib.wc_dl_owner_new(_RELEASE, self.key)
@@ -396,6 +397,10 @@ class Connection:
         self._need("wc_resume")
         r = _lib.new(_lib.WcLifeResult)
         self._call(lib.wc_resume, ctypes.byref(r))
+        with self._h.lock:
+            for lease in self._h.leases:
+                if isinstance(lease, _Lease):
+                    lease.rewritten += 1   # the Models re-read hashes and version
         return _life(r)
 
     def paused(self):
@@ -641,6 +646,20 @@ class Model(collections.abc.Mapping):
             first = lib.wc_tensor_at(m, 0)
             self._addr = ctypes.addressof(first.contents)
         self._manifest = None
+        self._rewritten = lease.rewritten
+
+    def _fresh(self):
+        """After a resume (an in-place update may have rewritten the pools:
+        wc_resume took the new hashes into the C table), the rows, the
+        manifest and the version are read again; the names, dtypes and
+        places are the same."""
+        if self._rewritten == self._lease.rewritten or not self._lease.m:
+            return
+        self._rewritten = self._lease.rewritten
+        self._rows_ = None
+        self._manifest = None
+        self.info = _info_dict(lib.wc_model_info(self._lease.m).contents)
+        self.version = self.info["version"]
 
     def _table_of(self):
         """(fields, names, dtypes, columns, index, plan box): the whole
@@ -668,6 +687,7 @@ class Model(collections.abc.Mapping):
     @property
     def _rows(self):
         """The table as tuples (_rows_of), built when first asked for."""
+        self._fresh()
         if self._rows_ is None:
             # the current table's pointers and hashes (fields may be a
             # cached table's), read while the lease keeps the table
@@ -759,6 +779,7 @@ class Model(collections.abc.Mapping):
     @property
     def manifest(self):
         """Every served name as a TensorInfo, in manifest order."""
+        self._fresh()
         if self._manifest is None:
             self._check()
             self._manifest = [
