@@ -58,6 +58,13 @@
  * published as a disk update publishes (version_publish: the notice, N
  * freed with its last lease; the ready file rewritten).
  *
+ * In place (WIRE_PUSH_IN_PLACE; push_inplace.c, push_pause.c): the same
+ * life, with N's pools rewritten instead of N+1 beside: opened only while
+ * every engine holding a lease has paused; HELLO, MANIFEST, ATTACH and
+ * resumes refused while it is open; commit rehashes N's pools and
+ * renumbers them N+1; every other end marks N incomplete (refusals until
+ * a complete update). push_inplace.c says where the bytes go per backend.
+ *
  * Partial (WIRE_PUSH_PARTIAL): the trainer writes some tensors; at commit
  * the others get N's bytes (a copy on the host: the layouts are equal, so
  * each keeps its place) and N's hashes, and only the written tensors and
