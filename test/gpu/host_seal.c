@@ -8,8 +8,9 @@
  * (F_SEAL_FUTURE_WRITE) and rewrites the bytes in place (an in-place
  * update session), seen through every read-only mapping; a pool lent
  * writable is sealed for good (F_SEAL_WRITE), refused while another
- * writable mapping exists, and cannot be rewritten. Also: the 2-D copy, 1-D copies around page boundaries, the
- * synchronous done callback, device names.
+ * writable mapping exists, and cannot be rewritten. Also: the 2-D copy,
+ * 1-D copies around page boundaries, the synchronous done callback, device
+ * names.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -417,16 +417,6 @@ out_free:
 	return ret;
 }
 
-void wc__models_in_place(struct wc_conn *c, uint64_t version)
-{
-	for (struct wc_model *m = c->models; m; m = m->next) {
-		if (m->manifest_only || m->info.version + 1 != version)
-			continue;
-		m->info.version = version;
-		m->hashes_stale = true;
-	}
-}
-
 /* Copies fresh's hashes into m, entry by entry, once every entry is where
  * m has it (an in-place update keeps the layout: anything else is the
  * daemon's error). */

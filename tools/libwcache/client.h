@@ -163,10 +163,9 @@ int wc__dev_ensure(struct wc_conn *c, struct wc_error *err);
 
 /* table.c: the name index over m->t (m->ntensors set). */
 int wc__index_build(struct wc_model *m, struct wc_error *err);
-/* attach.c: an IN_PLACE notice of version: the models attached to the
- * version before it now hold it (same mappings); refresh fetches their
- * new hashes (one MANIFEST), ESTALE when the layout is not theirs. */
-void wc__models_in_place(struct wc_conn *c, uint64_t version);
+/* attach.c: the models an IN_PLACE notice marked (conn.c: hashes_stale)
+ * fetch their new hashes (one MANIFEST); ESTALE when the layout is not
+ * theirs. */
 int wc__models_refresh(struct wc_conn *c, struct wc_error *err);
 void wc__model_free(struct wc_model *m);
 

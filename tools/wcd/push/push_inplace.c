@@ -48,7 +48,8 @@ int push_inplace_prepare(struct wcd *d, struct wcd_push *p,
 		WC_ASSERT(nv == cur && !keep);
 		return cur->hashed ? push_hash(d, cur, cur, NULL, err) : 0;
 	}
-	if (nv->npools != cur->npools || nv->plan.ntensors != cur->plan.ntensors)
+	if (nv->npools != cur->npools ||
+	    nv->plan.ntensors != cur->plan.ntensors)
 		return base_errf(err, EINVAL,
 				 "the session's %u pools and %u entries are not the served version's %u and %u",
 				 nv->npools, nv->plan.ntensors, cur->npools,
