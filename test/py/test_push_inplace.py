@@ -410,3 +410,45 @@ def test_paused_engine_that_dies_counts_as_gone(llama, tmp_path):
     with connect(r) as t:
         assert t.update_from(new, in_place=True).version == 2
     e.close()
+
+
+def test_deadline_while_other_replies_are_unsent(llama):
+    """A trainer whose session passes its deadline while replies that name
+    no pool back up (it asked for METRICS and did not read yet; the OPEN
+    reply it had read): the session aborts and the connection lives on
+    (before, any reply in flight closed it, as if the OPEN reply were
+    still unsent: test_push.py's test_deadline_aborts met that when its
+    STATUS poll was being sent as the deadline passed)."""
+    from test_push import PUSH_OPEN, Raw
+    import socket
+    import struct
+    r, new, _ = llama
+    raw = Raw(r)
+    t, body = raw.call(PUSH_OPEN, struct.pack("<IQI", 0, 0, 300))
+    assert t == PUSH_OPEN, body
+    raw.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    frames = b"".join(struct.pack("<IHHIIQ", 0x43414357, 2, 14, 0, 0, 100 + i)
+                      for i in range(14))   # METRICS replies (17 KB each), unread
+    raw.s.sendall(frames)
+    st = session_ended(r)
+    assert st["aborted"] == 1 and "not committed within 300 ms" in st["last"]["outcome"], st
+    assert "still being sent" not in r.log_text()
+    got = 0
+    raw.s.settimeout(10)
+    while got < 14:                          # every reply comes, then PING works
+        hdr = b""
+        while len(hdr) < 24:
+            k = raw.s.recv(24 - len(hdr))
+            assert k, "the daemon closed the connection after %d replies" % got
+            hdr += k
+        _, _, typ, _, n, _ = struct.unpack("<IHHIIQ", hdr)
+        left = n
+        while left:
+            k = raw.s.recv(min(left, 1 << 16))
+            assert k
+            left -= len(k)
+        assert typ == 14, typ
+        got += 1
+    t, body = raw.call(5, b"x")                # PING
+    assert t == 5 and body == b"x", (t, body)
+    raw.close()

@@ -76,17 +76,24 @@ static void parked_release(struct wcd *d, struct wcd_push *p)
 	p->parked_for = NULL;
 }
 
-/* A reply to the trainer may still be queued or being sent (a deadline
- * while it does not read, an ABORT sent before the OPEN reply was read):
+/* The OPEN reply may still be queued or being sent (a deadline while the
+ * trainer does not read, an ABORT sent before the OPEN reply was read):
  * it names N+1's pools by fd number, so they outlive the session until
  * that connection is freed, and the connection is closed (it broke the
- * conversation, or it stalled past its deadline). */
+ * conversation, or it stalled past its deadline). Other replies in
+ * flight (a STATUS the trainer polls) name no pool: nothing to park. */
 static void park_pools(struct wcd *d, struct wcd_push *p)
 {
 	struct wcd_version *nv = &d->model.ver[p->vi];
 	struct wcd_client *c = p->c;
+	bool named = false;
 
-	if (!c || c->closing || (!c->noq && !rx_op_busy(&c->tx.op)))
+	if (!c || c->closing)
+		return;
+	for (uint32_t i = 0; i < nv->npools && !named; i++)
+		named = nv->pools[i].fd >= 0 &&
+			client_sends_fd(c, nv->pools[i].fd);
+	if (!named)
 		return;
 	WC_ASSERT(!p->nparked); /* do_open refuses a session meanwhile */
 	memcpy(p->parked, nv->pools, sizeof(nv->pools[0]) * nv->npools);
