@@ -63,6 +63,10 @@ struct gpu_pool {
 	int fd;                    /* exportable fd, -1 when none */
 	unsigned char ipc_handle[GPU_IPC_HANDLE_LEN];
 	bool sealed;
+	/* the daemon lent it writable to another process (an update
+	 * session's pools): the host backend's seal then proves that process
+	 * let go (gpu/host.c) */
+	bool lent_writable;
 	void *priv;
 };
 
@@ -259,6 +263,12 @@ struct gpu_backend {
 };
 
 extern const struct gpu_backend gpu_host_backend;
+/* Host pools sealed with the daemon's writable mapping kept (gpu/host.c:
+ * not lent writable, not handed over): an in-place update session copies
+ * into them. rewrite: -EPERM (sealed for good) or -ERANGE, err set. */
+bool gpu_host_pool_rewritable(const struct gpu_pool *pool);
+int gpu_host_pool_rewrite(struct gpu_pool *pool, uint64_t off,
+			  const void *src, uint64_t len, char *err);
 /* NULL when built without CUDA. */
 const struct gpu_backend *gpu_cuda_backend(void);
 

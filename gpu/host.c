@@ -8,11 +8,20 @@
  *                mmap MAP_SHARED read-write: host_ptr, the loader's target.
  *   fill         io_uring reads straight into host_ptr (the direct path), or
  *                copy_to_pool from staging memory (the staged path).
- *   pool_seal    munmap the writable mapping (F_SEAL_WRITE fails while a
- *                writable shared mapping exists), add F_SEAL_WRITE |
- *                F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL, then map it again
- *                PROT_READ: host_ptr now points at a read-only mapping that
- *                the daemon keeps for hashing and verification.
+ *   pool_seal    a pool only the daemon ever mapped writable (a load's):
+ *                F_SEAL_FUTURE_WRITE | F_SEAL_GROW | F_SEAL_SHRINK |
+ *                F_SEAL_SEAL with the daemon's writable mapping kept (in
+ *                priv) for an in-place update session (gpu_host_pool_
+ *                rewrite); nobody can map the memfd writable or write(2)
+ *                it any more, and a read-only mapping cannot be mprotect()ed
+ *                writable (the kernel clears VM_MAYWRITE). A pool lent
+ *                writable to another process (lent_writable: an update
+ *                session's): munmap the writable mapping and seal with
+ *                F_SEAL_WRITE, which fails while any process still maps it
+ *                writable (the proof that the trainer let go) and which no
+ *                mapping survives: such a pool can never be rewritten.
+ *                Either way host_ptr then points at a read-only mapping
+ *                that the daemon keeps for hashing and verification.
  *   export       the memfd itself, over SCM_RIGHTS.
  *   import       (client) mmap PROT_READ; a read-write import of a sealed
  *                memfd is refused with an error (the kernel would refuse
@@ -39,7 +48,15 @@
 #include "gpu.h"
 #include "paths.h"
 
-#define HOST_SEALS (F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL)
+/* every sealed pool has these, and F_SEAL_WRITE or F_SEAL_FUTURE_WRITE */
+#define HOST_SEALS_SIZE (F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL)
+#define HOST_SEALS_WRITE (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)
+
+static bool seals_ok(int seals)
+{
+	return (seals & HOST_SEALS_SIZE) == HOST_SEALS_SIZE &&
+	       (seals & HOST_SEALS_WRITE);
+}
 
 static int host_open(struct gpu_dev *dev, const char *spec, char *err)
 {
@@ -223,16 +240,21 @@ static int host_copy_wait(struct gpu_dev *dev, char *err)
 static int host_pool_seal(struct gpu_dev *dev, struct gpu_pool *pool,
 			  char *err)
 {
+	bool keep = !pool->lent_writable && pool->host_ptr;
+	int seals = HOST_SEALS_SIZE |
+		    (keep ? F_SEAL_FUTURE_WRITE : F_SEAL_WRITE);
 	void *p;
 
 	if (pool->sealed)
 		return 0;
-	if (pool->host_ptr && munmap(pool->host_ptr, pool->alloc_size))
+	if (keep)
+		pool->priv = pool->host_ptr;
+	else if (pool->host_ptr && munmap(pool->host_ptr, pool->alloc_size))
 		return base_errf(err, errno, "munmap of a pool failed: %s",
 			    strerror(errno));
 	pool->host_ptr = NULL;
 	pool->dev_ptr = 0;
-	if (fcntl(pool->fd, F_ADD_SEALS, HOST_SEALS))
+	if (fcntl(pool->fd, F_ADD_SEALS, seals))
 		return base_errf(err, errno,
 			    "cannot seal a host pool (F_ADD_SEALS): %s",
 			    strerror(errno));
@@ -247,10 +269,33 @@ static int host_pool_seal(struct gpu_dev *dev, struct gpu_pool *pool,
 	return 0;
 }
 
+bool gpu_host_pool_rewritable(const struct gpu_pool *pool)
+{
+	return pool->sealed && pool->priv;
+}
+
+int gpu_host_pool_rewrite(struct gpu_pool *pool, uint64_t off,
+			  const void *src, uint64_t len, char *err)
+{
+	if (!gpu_host_pool_rewritable(pool))
+		return base_errf(err, EPERM,
+			    "this pool was sealed for good (F_SEAL_WRITE: it was lent writable to a trainer, or came through a handover), so it cannot be rewritten in place");
+	if (off > pool->alloc_size || len > pool->alloc_size - off)
+		return base_errf(err, ERANGE,
+			    "a rewrite of %llu bytes at %llu runs past the pool's %llu",
+			    (unsigned long long)len, (unsigned long long)off,
+			    (unsigned long long)pool->alloc_size);
+	memcpy((uint8_t *)pool->priv + off, src, len);
+	return 0;
+}
+
 static void host_pool_release(struct gpu_dev *dev, struct gpu_pool *pool)
 {
 	if (pool->host_ptr)
 		munmap(pool->host_ptr, pool->alloc_size);
+	if (pool->priv)
+		munmap(pool->priv, pool->alloc_size);
+	pool->priv = NULL;
 	if (pool->fd >= 0)
 		close(pool->fd);
 	pool->host_ptr = NULL;
@@ -283,10 +328,10 @@ static int host_pool_adopt(struct gpu_dev *dev, struct gpu_pool *pool, int fd,
 		return base_errf(err, errno,
 				"a handed-over pool is not a memfd (F_GET_SEALS: %s)",
 				strerror(errno));
-	if (sealed && (seals & HOST_SEALS) != HOST_SEALS)
+	if (sealed && !seals_ok(seals))
 		return base_errf(err, EPERM,
-				"a handed-over pool announced as sealed has seals 0x%x, not 0x%x: refusing to serve bytes an engine could change",
-				seals, HOST_SEALS);
+				"a handed-over pool announced as sealed has seals 0x%x, not 0x%x and a write seal: refusing to serve bytes an engine could change",
+				seals, HOST_SEALS_SIZE);
 	p = mmap(NULL, alloc_size, sealed ? PROT_READ : PROT_READ | PROT_WRITE,
 		 MAP_SHARED, fd, 0);
 	if (p == MAP_FAILED)
@@ -322,7 +367,7 @@ static int host_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
 			    "pool fd holds %lld bytes, fewer than the %llu announced",
 			    (long long)st.st_size, (unsigned long long)size);
 	seals = fcntl(fd, F_GET_SEALS);
-	if (writable && seals >= 0 && (seals & F_SEAL_WRITE))
+	if (writable && seals >= 0 && (seals & HOST_SEALS_WRITE))
 		return base_errf(err, EPERM,
 			    "a read-write import of a sealed pool is refused: the daemon seals its pools so that no engine can change a shared byte; attach read-only");
 	if (size == 0)

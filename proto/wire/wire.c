@@ -33,6 +33,7 @@ static const char *const type_names[] = {
 	[WIRE_PUSH_PLAN] = "PUSH_PLAN",
 	[WIRE_PUSH_COMMIT] = "PUSH_COMMIT",
 	[WIRE_PUSH_ABORT] = "PUSH_ABORT",
+	[WIRE_PAUSE] = "PAUSE",
 };
 
 static const char *const errcode_names[] = {

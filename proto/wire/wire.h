@@ -98,7 +98,8 @@ enum wire_type {
 	WIRE_PUSH_PLAN = 17,
 	WIRE_PUSH_COMMIT = 18,
 	WIRE_PUSH_ABORT = 19,
-	WIRE_TYPE_MAX = 19,
+	WIRE_PAUSE = 20,        /* an engine's pause or resume (wire_push.h) */
+	WIRE_TYPE_MAX = 20,
 };
 
 /* Frame flags. */
@@ -397,6 +398,12 @@ enum wire_notice_kind {
 	WIRE_NOTICE_SHUTDOWN = 1,     /* the daemon is going away */
 	WIRE_NOTICE_NEW_VERSION = 2,  /* a new model version can be attached */
 	WIRE_NOTICE_HANDOVER = 3,     /* another wcd serves this connection */
+	/* an in-place update session ended (wire_push.h), sent to every
+	 * client holding a lease: the same mappings now hold `version`
+	 * (complete), or version `version` is incomplete (its bytes were
+	 * partly rewritten; wait for a complete update) */
+	WIRE_NOTICE_IN_PLACE = 4,
+	WIRE_NOTICE_INCOMPLETE = 5,
 };
 struct wire_notice {
 	uint32_t kind;

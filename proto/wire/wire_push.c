@@ -260,3 +260,19 @@ int wire_push_abort_get(const void *p, size_t n, uint64_t *session,
 	*session = wire_get_u64(&g);
 	return wire_get_end(&g, "PUSH_ABORT", true, err);
 }
+
+void wire_pause_put(struct wire_put *w, uint32_t op)
+{
+	wire_put_u32(w, op);
+}
+
+int wire_pause_get(const void *p, size_t n, uint32_t *op, char *err)
+{
+	struct wire_get g;
+
+	wire_get_init(&g, p, n);
+	*op = wire_get_u32(&g);
+	if (*op != WIRE_PAUSE_OFF && *op != WIRE_PAUSE_ON)
+		get_bad(&g, "a PAUSE op other than 0 (resume) or 1 (pause)");
+	return wire_get_end(&g, "PAUSE", true, err);
+}

@@ -42,6 +42,29 @@
  *                bytes, ns from open to publish, a line for people.
  *   PUSH_ABORT   u64 session. reply: empty. N+1 is freed.
  *
+ * In place (WIRE_PUSH_IN_PLACE on PUSH_OPEN, for colocated RL where two
+ * copies do not fit): the session rewrites the served version N's bytes,
+ * and commit makes them version N+1 on the same pools (hashes recomputed),
+ * so engines keep their mappings. Opened only while no client holding a
+ * lease reads: every one has sent PAUSE (else refused, naming the pids).
+ * The open reply's version is N+1 and its base N, as beside; its pools
+ * are where the trainer writes (the served pools on a device; on the host
+ * backend fresh memfds that commit copies into the served ones: their
+ * F_SEAL_FUTURE_WRITE seal leaves only the daemon's own mapping
+ * writable). Commit sends WIRE_NOTICE_IN_PLACE to every client holding a
+ * lease; an abort, a deadline or the trainer's end marks N incomplete
+ * (WIRE_NOTICE_INCOMPLETE): HELLO, MANIFEST and ATTACH are refused with a
+ * sentence until a complete in-place session or a disk update.
+ *
+ *   PAUSE        u32 op (WIRE_PAUSE_ON: "I will not read the pools until
+ *                I resume"; WIRE_PAUSE_OFF: resume). Per connection; a
+ *                connection that closes is no longer counted.
+ *     reply      the lifecycle reply (wire_life.h): the version the
+ *                served pools hold, a line for people. A resume is
+ *                refused (WIRE_E_BUSY) while an in-place session writes,
+ *                and (WIRE_E_STATE) while the served version is
+ *                incomplete: the connection stays paused.
+ *
  * Bounds: every count is checked against its maximum and against the bytes
  * left before anything is allocated; strings as in wire.h.
  */
@@ -58,7 +81,10 @@
 /* a partial update: tensors not written keep N's bytes (COMMIT may leave
  * them out) */
 #define WIRE_PUSH_PARTIAL 0x2u
-#define WIRE_PUSH_KNOWN (WIRE_PUSH_ALLOW_LAYOUT | WIRE_PUSH_PARTIAL)
+/* in place: rewrite the served version's pools (above) */
+#define WIRE_PUSH_IN_PLACE 0x4u
+#define WIRE_PUSH_KNOWN (WIRE_PUSH_ALLOW_LAYOUT | WIRE_PUSH_PARTIAL | \
+			 WIRE_PUSH_IN_PLACE)
 #define WIRE_PUSH_TIMEOUT_MAX_MS (3600u * 1000) /* an hour */
 #define WIRE_PUSH_POOLS_MAX 64        /* = GPU_POOLS_MAX (< one fd frame) */
 #define WIRE_PUSH_TENSORS_MAX (1u << 20)  /* = WC_TENSORS_MAX */
@@ -155,5 +181,11 @@ struct wire_push_run wire_push_run_at(const uint8_t *runs, uint32_t i);
 void wire_push_abort_put(struct wire_put *w, uint64_t session);
 int wire_push_abort_get(const void *p, size_t n, uint64_t *session,
 			char *err);
+
+/* PAUSE: u32 op, WIRE_PAUSE_OFF or WIRE_PAUSE_ON (others malformed). */
+#define WIRE_PAUSE_OFF 0u
+#define WIRE_PAUSE_ON 1u
+void wire_pause_put(struct wire_put *w, uint32_t op);
+int wire_pause_get(const void *p, size_t n, uint32_t *op, char *err);
 
 #endif

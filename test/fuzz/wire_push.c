@@ -2,7 +2,7 @@
 /*
  * libFuzzer target: hostile bytes through the update session's decoders
  * (proto/wire/wire_push.h). The first byte picks the decoder (OPEN, its
- * reply, PLAN, its reply, COMMIT, ABORT), the rest is the payload.
+ * reply, PLAN, its reply, COMMIT, ABORT, PAUSE), the rest is the payload.
  * Whatever decodes must encode back to exactly the same bytes (every
  * layout is canonical); no decoder may read past its input (ASan) or
  * accept a count the payload cannot hold. Seeds: test/fuzz/corpus/wire_push
@@ -95,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (!size)
 		return 0;
 	wire_put_init(&w);
-	switch (data[0] % 6) {
+	switch (data[0] % 7) {
 	case 0:
 		if (!wire_push_open_get(p, n, &q, NULL)) {
 			wire_frame_begin(&w, WIRE_PUSH_OPEN, 0, 1);
@@ -123,6 +123,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!wire_push_abort_get(p, n, &s, NULL)) {
 			wire_frame_begin(&w, WIRE_PUSH_ABORT, 0, 1);
 			wire_push_abort_put(&w, s);
+			same(&w, p, n);
+		}
+		break;
+	case 6:
+		if (!wire_pause_get(p, n, &a, NULL)) {
+			wire_frame_begin(&w, WIRE_PAUSE, 0, 1);
+			wire_pause_put(&w, a);
 			same(&w, p, n);
 		}
 		break;

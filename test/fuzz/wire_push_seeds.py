@@ -27,7 +27,7 @@ def tensor(name, dims, pool_i, off, size, pieces):
 
 
 SEEDS = {
-    "open": bytes([0]) + struct.pack("<IQI", 3, 3, 5000),
+    "open": bytes([0]) + struct.pack("<IQI", 7, 3, 5000),
     "opened": bytes([1]) + struct.pack("<QQQIQII", 7, 4, 3, 2, 4096, 60000, 2)
     + pool(4096, 0) + pool(8192, 1),
     "plan_req": bytes([2]) + struct.pack("<II", 0, 0),
@@ -37,6 +37,7 @@ SEEDS = {
              [(32, 32, 16, 64, 0)]),
     "commit": bytes([4]) + struct.pack("<QII", 7, 1, 2) + struct.pack("<IIII", 0, 3, 3, 1),
     "abort": bytes([5]) + struct.pack("<Q", 7),
+    "pause": bytes([6]) + struct.pack("<I", 1),
 }
 
 os.makedirs(OUT, exist_ok=True)

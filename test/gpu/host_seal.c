@@ -4,8 +4,13 @@
  * read-only. After sealing, a write through a read-only mapping kills the
  * writer with SIGSEGV (checked in a forked child), mmap PROT_WRITE of the
  * memfd fails, ftruncate fails, and a read-write import is refused with a
- * message. Also: the 2-D copy, 1-D copies around page boundaries, the
- * synchronous done callback, device names.
+ * message. The daemon's own writable mapping survives the seal
+ * (F_SEAL_FUTURE_WRITE) and rewrites the bytes in place (an in-place
+ * update session), seen through every read-only mapping; a pool lent
+ * writable is sealed for good (F_SEAL_WRITE), refused while another
+ * writable mapping exists, and cannot be rewritten. Also: the 2-D copy,
+ * 1-D copies around page boundaries, the synchronous done callback, device
+ * names.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -101,6 +106,86 @@ static void test_copy_odd(struct gpu_dev *dev, struct gpu_pool *pool)
 	memset(pp, 0xa5, pool->alloc_size);
 }
 
+/* A sealed pool: the kernel refuses every way to change its bytes, the
+ * daemon's and a client's read-only mappings fault on a write, and the
+ * daemon's kept mapping rewrites it in place. */
+static void test_sealed(struct gpu_dev *dev, struct gpu_pool *pool,
+			size_t size)
+{
+	const struct gpu_backend *be = dev->be;
+	struct gpu_mapping m;
+	uint8_t back[64];
+	void *p;
+	int st;
+
+	/* the kernel refuses every way to change the bytes */
+	errno = 0;
+	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, pool->fd, 0);
+	T_ASSERT(p == MAP_FAILED);
+	T_EQ_INT(errno, EPERM);
+	T_EQ_INT(ftruncate(pool->fd, 1 << 20), -1);
+	T_EQ_INT(errno, EPERM);
+	T_EQ_INT(ftruncate(pool->fd, 0), -1);
+	T_EQ_INT(pwrite(pool->fd, "x", 1, 0), -1);
+	T_EQ_INT(errno, EPERM);
+	T_EQ_INT(fcntl(pool->fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE), -1);
+
+	/* the daemon's own read-only mapping faults on a write */
+	st = child_write(pool->host_ptr);
+	T_ASSERT(WIFSIGNALED(st));
+	T_EQ_INT(WTERMSIG(st), SIGSEGV);
+
+	/* client import: read-only maps the same bytes; writes fault */
+	T_OK(be->import(dev, pool->fd, NULL, pool->size, false, NULL, &m, err));
+	T_ASSERT(!m.writable);
+	T_OK(be->read_mapping(dev, &m, 1000, back, 32));
+	T_EQ_INT(back[9], 17);
+	T_EQ_INT(((const uint8_t *)m.ptr)[size - 1], 0xa5);
+	st = child_write((volatile uint8_t *)m.ptr + 5);
+	T_ASSERT(WIFSIGNALED(st));
+	T_EQ_INT(WTERMSIG(st), SIGSEGV);
+	/* mprotect cannot upgrade it either */
+	T_EQ_INT(mprotect((void *)m.ptr, 4096, PROT_READ | PROT_WRITE), -1);
+	/* the daemon's kept mapping rewrites in place: the same mapping of
+	 * the engine sees the new bytes */
+	{
+		uint8_t nb[3] = { 7, 8, 9 };
+
+		T_OK(gpu_host_pool_rewrite(pool, 5, nb, 3, err));
+		T_EQ_INT(((const uint8_t *)m.ptr)[6], 8);
+		T_EQ_INT(((const uint8_t *)pool->host_ptr)[7], 9);
+		T_EQ_INT(gpu_host_pool_rewrite(pool, pool->alloc_size - 1, nb,
+					       3, err), -ERANGE);
+	}
+	be->unimport(dev, &m);
+
+}
+
+/* A pool lent writable (an update session's): while another mapping is
+ * writable the seal fails; then F_SEAL_WRITE, for good. */
+static void test_lent_writable(struct gpu_dev *dev)
+{
+	const struct gpu_backend *be = dev->be;
+	struct gpu_pool pool;
+	void *p;
+
+	T_OK(be->pool_create(dev, &pool, 4096, err));
+	pool.lent_writable = true;
+	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, pool.fd, 0);
+	T_ASSERT(p != MAP_FAILED);
+	T_ASSERT(be->pool_seal(dev, &pool, err) != 0);
+	T_ASSERT(!pool.sealed);
+	munmap(p, 4096);
+	T_OK(be->pool_seal(dev, &pool, err));
+	T_EQ_INT(fcntl(pool.fd, F_GET_SEALS),
+		 F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
+	T_ASSERT(!gpu_host_pool_rewritable(&pool));
+	T_EQ_INT(gpu_host_pool_rewrite(&pool, 0, "x", 1, err), -EPERM);
+	T_HAS(err, "sealed for good");
+	be->pool_release(dev, &pool);
+
+}
+
 int main(void)
 {
 	struct gpu_dev dev;
@@ -109,8 +194,7 @@ int main(void)
 	const struct gpu_backend *be;
 	uint8_t *stage, back[64];
 	size_t size = 3 * 4096 + 100;
-	int calls = 0, st;
-	void *p;
+	int calls = 0;
 
 	test_devices();
 	T_OK(gpu_dev_open(&dev, "host", err));
@@ -149,7 +233,9 @@ int main(void)
 	T_ASSERT(pool.sealed);
 	T_ASSERT(pool.host_ptr);
 	T_EQ_INT(fcntl(pool.fd, F_GET_SEALS),
-		 F_SEAL_WRITE | F_SEAL_GROW | F_SEAL_SHRINK | F_SEAL_SEAL);
+		 F_SEAL_FUTURE_WRITE | F_SEAL_GROW | F_SEAL_SHRINK |
+		 F_SEAL_SEAL);
+	T_ASSERT(gpu_host_pool_rewritable(&pool));
 	T_OK(be->copy_from_pool(&dev, &pool, 1000, back, 32));
 	T_EQ_INT(back[31], 3 * 16 + 7);
 	T_EQ_INT(((uint8_t *)pool.host_ptr)[0], 0xa5);
@@ -161,35 +247,7 @@ int main(void)
 			 -EPERM);
 	}
 
-	/* the kernel refuses every way to change the bytes */
-	errno = 0;
-	p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, pool.fd, 0);
-	T_ASSERT(p == MAP_FAILED);
-	T_EQ_INT(errno, EPERM);
-	T_EQ_INT(ftruncate(pool.fd, 1 << 20), -1);
-	T_EQ_INT(errno, EPERM);
-	T_EQ_INT(ftruncate(pool.fd, 0), -1);
-	T_EQ_INT(pwrite(pool.fd, "x", 1, 0), -1);
-	T_EQ_INT(errno, EPERM);
-	T_EQ_INT(fcntl(pool.fd, F_ADD_SEALS, F_SEAL_FUTURE_WRITE), -1);
-
-	/* the daemon's own read-only mapping faults on a write */
-	st = child_write(pool.host_ptr);
-	T_ASSERT(WIFSIGNALED(st));
-	T_EQ_INT(WTERMSIG(st), SIGSEGV);
-
-	/* client import: read-only maps the same bytes; writes fault */
-	T_OK(be->import(&dev, pool.fd, NULL, pool.size, false, NULL, &m, err));
-	T_ASSERT(!m.writable);
-	T_OK(be->read_mapping(&dev, &m, 1000, back, 32));
-	T_EQ_INT(back[9], 17);
-	T_EQ_INT(((const uint8_t *)m.ptr)[size - 1], 0xa5);
-	st = child_write((volatile uint8_t *)m.ptr + 5);
-	T_ASSERT(WIFSIGNALED(st));
-	T_EQ_INT(WTERMSIG(st), SIGSEGV);
-	/* mprotect cannot upgrade it either */
-	T_EQ_INT(mprotect((void *)m.ptr, 4096, PROT_READ | PROT_WRITE), -1);
-	be->unimport(&dev, &m);
+	test_sealed(&dev, &pool, size);
 
 	/* a read-write import of a sealed pool is refused with a reason */
 	T_EQ_INT(be->import(&dev, pool.fd, NULL, pool.size, true, NULL, &m, err),
@@ -201,9 +259,12 @@ int main(void)
 			    &m, err), -EINVAL);
 	T_EQ_INT(be->import(&dev, -1, NULL, 10, false, NULL, &m, err), -EINVAL);
 
-	be->staging_free(&dev, stage, 4096);
 	be->pool_release(&dev, &pool);
 	T_EQ_INT(pool.fd, -1);
+
+	test_lent_writable(&dev);
+
+	be->staging_free(&dev, stage, 4096);
 	gpu_dev_close(&dev);
 	printf("host backend: ok\n");
 	return 0;

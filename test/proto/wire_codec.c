@@ -75,7 +75,7 @@ static void test_header(void)
 	memcpy(raw, w.buf, WIRE_HDR_LEN);
 	raw[6] = WIRE_TYPE_MAX + 1;
 	T_EQ_INT(wire_hdr_decode(raw, sizeof(raw), &h, err), -EOPNOTSUPP);
-	T_HAS(err, "unknown frame type 20");
+	T_HAS(err, "unknown frame type 21 (known: 1..20)");
 	raw[6] = 0;
 	T_EQ_INT(wire_hdr_decode(raw, sizeof(raw), &h, err), -EOPNOTSUPP);
 	T_EQ_INT(wire_errcode(-EOPNOTSUPP), WIRE_E_TYPE);

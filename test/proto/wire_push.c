@@ -58,6 +58,13 @@ static void test_open(void)
 	p = payload(&w, &n);
 	T_EQ_INT(wire_push_open_get(p, n, &g, err), -EBADMSG);
 	T_HAS(err, "over an hour");
+	q.timeout_ms = 0;
+	q.flags = WIRE_PUSH_IN_PLACE | WIRE_PUSH_PARTIAL;
+	wire_frame_begin(&w, WIRE_PUSH_OPEN, 0, 1);
+	wire_push_open_put(&w, &q);
+	p = payload(&w, &n);
+	T_OK(wire_push_open_get(p, n, &g, err));
+	T_EQ_INT(g.flags, WIRE_PUSH_IN_PLACE | WIRE_PUSH_PARTIAL);
 	wire_put_free(&w);
 }
 
@@ -188,15 +195,48 @@ static void test_commit_abort(void)
 	wire_put_free(&w);
 }
 
+/* PAUSE: 0 resumes, 1 pauses, anything else (or a short or long
+ * payload) is malformed. */
+static void test_pause(void)
+{
+	struct wire_put w;
+	const uint8_t *p;
+	uint32_t op;
+	size_t n;
+
+	wire_put_init(&w);
+	for (uint32_t o = 0; o < 3; o++) {
+		wire_frame_begin(&w, WIRE_PAUSE, 0, 1);
+		wire_pause_put(&w, o);
+		p = payload(&w, &n);
+		T_EQ_INT(n, 4);
+		if (o == 2) {
+			T_EQ_INT(wire_pause_get(p, n, &op, err), -EBADMSG);
+			T_HAS(err, "a PAUSE op other than 0");
+			continue;
+		}
+		T_OK(wire_pause_get(p, n, &op, err));
+		T_EQ_INT(op, o);
+		T_EQ_INT(wire_pause_get(p, n - 1, &op, err), -EBADMSG);
+	}
+	wire_frame_begin(&w, WIRE_PAUSE, 0, 1);
+	wire_pause_put(&w, WIRE_PAUSE_ON);
+	wire_put_u32(&w, 0);
+	p = payload(&w, &n);
+	T_EQ_INT(wire_pause_get(p, n, &op, err), -EBADMSG);
+	T_EQ_INT(strcmp(wire_type_name(WIRE_PAUSE), "PAUSE"), 0);
+	wire_put_free(&w);
+}
+
 /* Every seed of the fuzz target decodes (so that the fuzzer starts from
  * messages that get past the first check). */
 static void test_seeds(void)
 {
 	static const char *names[] = { "open", "opened", "plan_req", "plan",
-				       "commit", "abort" };
+				       "commit", "abort", "pause" };
 	static struct wire_push_piece pc[WIRE_PUSH_PIECES_MAX];
 
-	for (unsigned i = 0; i < 6; i++) {
+	for (unsigned i = 0; i < 7; i++) {
 		char path[512];
 		uint8_t buf[4096];
 		size_t n;
@@ -254,6 +294,12 @@ static void test_seeds(void)
 			T_OK(wire_push_abort_get(buf + 1, n - 1, &s, err));
 			break;
 		}
+		case 6: {
+			uint32_t op;
+
+			T_OK(wire_pause_get(buf + 1, n - 1, &op, err));
+			break;
+		}
 		}
 	}
 }
@@ -264,6 +310,7 @@ int main(void)
 	test_opened();
 	test_plan();
 	test_commit_abort();
+	test_pause();
 	test_seeds();
 	return 0;
 }

@@ -417,6 +417,61 @@ out_free:
 	return ret;
 }
 
+/* Copies fresh's hashes into m, entry by entry, once every entry is where
+ * m has it (an in-place update keeps the layout: anything else is the
+ * daemon's error). */
+static int hashes_take(struct wc_model *m, const struct wc_model *fresh,
+		       struct wc_error *err)
+{
+	if (fresh->info.version != m->info.version ||
+	    fresh->ntensors != m->ntensors)
+		return wc__fail(err, ESTALE, "after an in-place update the daemon serves version %llu of %llu tensors, where the mappings hold version %llu of %llu: detach and attach again",
+				(unsigned long long)fresh->info.version,
+				(unsigned long long)fresh->ntensors,
+				(unsigned long long)m->info.version,
+				(unsigned long long)m->ntensors);
+	for (uint64_t i = 0; i < m->ntensors; i++) {
+		const struct wc_tensor *f = &fresh->t[i];
+		const struct wc_tensor *t = &m->t[i];
+
+		if (strcmp(f->name, t->name) || f->pool != t->pool ||
+		    f->offset != t->offset || f->bytes != t->bytes)
+			return wc__fail(err, ESTALE, "after an in-place update tensor %s is no longer where the mappings hold it: detach and attach again",
+					t->name);
+	}
+	for (uint64_t i = 0; i < m->ntensors; i++) {
+		memcpy(m->t[i].hash, fresh->t[i].hash, WC_HASH_LEN);
+		m->t[i].flags = fresh->t[i].flags;
+	}
+	m->hashes_stale = false;
+	return 0;
+}
+
+int wc__models_refresh(struct wc_conn *c, struct wc_error *err)
+{
+	struct wc_model *fresh = NULL;
+	int ret = 0;
+
+	for (struct wc_model *m = c->models; m && !ret; m = m->next) {
+		if (!m->hashes_stale)
+			continue;
+		if (!fresh) {
+			fresh = calloc(1, sizeof(*fresh));
+			if (!fresh)
+				return wc__fail(err, ENOMEM, "out of memory for a model");
+			fresh->conn = c;
+			fresh->manifest_only = true;
+			ret = manifest_fetch(c, fresh, err);
+			if (ret)
+				break;
+		}
+		ret = hashes_take(m, fresh, err);
+	}
+	if (fresh)
+		wc__model_free(fresh);
+	return ret;
+}
+
 int wc_manifest(struct wc_conn *c, struct wc_model **out,
 		struct wc_error *err)
 {

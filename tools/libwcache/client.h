@@ -71,6 +71,9 @@ struct wc_model {
 	uint64_t lease;              /* the daemon's lease id */
 	unsigned flags;
 	bool manifest_only;          /* wc_manifest: no lease, no pools */
+	/* an in-place update rewrote its pools (WIRE_NOTICE_IN_PLACE):
+	 * info.version is the new number, wc_resume fetches the hashes */
+	bool hashes_stale;
 	uint32_t npools;
 	struct gpu_mapping maps[WC_POOLS_MAX];
 	void *va;                    /* the pools' reserved range, or NULL */
@@ -160,6 +163,10 @@ int wc__dev_ensure(struct wc_conn *c, struct wc_error *err);
 
 /* table.c: the name index over m->t (m->ntensors set). */
 int wc__index_build(struct wc_model *m, struct wc_error *err);
+/* attach.c: the models an IN_PLACE notice marked (conn.c: hashes_stale)
+ * fetch their new hashes (one MANIFEST); ESTALE when the layout is not
+ * theirs. */
+int wc__models_refresh(struct wc_conn *c, struct wc_error *err);
 void wc__model_free(struct wc_model *m);
 
 #endif

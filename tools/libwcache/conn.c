@@ -238,6 +238,10 @@ static enum wc_notice_kind notice_kind(uint32_t k)
 		return WC_NOTICE_VERSION;
 	case WIRE_NOTICE_HANDOVER:
 		return WC_NOTICE_HANDOVER;
+	case WIRE_NOTICE_IN_PLACE:
+		return WC_NOTICE_IN_PLACE;
+	case WIRE_NOTICE_INCOMPLETE:
+		return WC_NOTICE_INCOMPLETE;
 	default:
 		return WC_NOTICE_OTHER;
 	}
@@ -264,6 +268,19 @@ void wc__follow_daemon(struct wc_conn *c, pid_t pid)
 	c->pid = pid;
 }
 
+/* An IN_PLACE notice of version: the models attached to the version
+ * before it hold it now (the same mappings); wc_resume fetches their new
+ * hashes (wc__models_refresh). */
+static void models_in_place(struct wc_conn *c, uint64_t version)
+{
+	for (struct wc_model *m = c->models; m; m = m->next) {
+		if (m->manifest_only || m->info.version + 1 != version)
+			continue;
+		m->info.version = version;
+		m->hashes_stale = true;
+	}
+}
+
 /* Queues a NOTICE frame (the oldest is dropped when the queue is full). */
 static int queue_notice(struct wc_conn *c, const struct wc_frame *f,
 			struct wc_error *err)
@@ -278,6 +295,8 @@ static int queue_notice(struct wc_conn *c, const struct wc_frame *f,
 	if (nt.kind == WIRE_NOTICE_HANDOVER && nt.pid > 0 &&
 	    (pid_t)nt.pid != c->pid)
 		wc__follow_daemon(c, (pid_t)nt.pid);
+	if (nt.kind == WIRE_NOTICE_IN_PLACE)
+		models_in_place(c, nt.version);
 	if (c->nq_len == WC_NOTICES_MAX) {
 		c->nq_head = (c->nq_head + 1) % WC_NOTICES_MAX;
 		c->nq_len--;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * libwcache: the lifecycle requests SLEEP, WAKE and UPDATE. Each
+ * libwcache: the lifecycle requests SLEEP, WAKE and UPDATE, and an
+ * engine's PAUSE and resume (wire_push.h). Each
  * is one request and one reply (proto/wire/wire_life.h); the daemon's refusals
  * come back with its message (EBUSY: leases held, EAGAIN: sleeping).
  */
@@ -12,6 +13,7 @@
 #include "client.h"
 #include "err.h"
 #include "wire_life.h"
+#include "wire_push.h"
 
 /* Sends the frame begun in c->w (type, id) and decodes the reply into r. */
 static int life_call(struct wc_conn *c, unsigned type, uint64_t id,
@@ -107,4 +109,30 @@ int wc_update_flags(struct wc_conn *c, const char *model_dir,
 	free(real);
 	ret = life_call(c, WIRE_UPDATE, id, r, err);
 	return ret;
+}
+
+static int pause_call(struct wc_conn *c, uint32_t op, struct wc_life_result *r,
+		      struct wc_error *err)
+{
+	uint64_t id = c->next_id++;
+
+	wire_frame_begin(&c->w, WIRE_PAUSE, 0, id);
+	wire_pause_put(&c->w, op);
+	return life_call(c, WIRE_PAUSE, id, r, err);
+}
+
+int wc_pause(struct wc_conn *c, struct wc_life_result *r,
+	     struct wc_error *err)
+{
+	return pause_call(c, WIRE_PAUSE_ON, r, err);
+}
+
+/* After the resume, the models an in-place update rewrote take its
+ * hashes (one MANIFEST), so that wc_verify checks the new bytes. */
+int wc_resume(struct wc_conn *c, struct wc_life_result *r,
+	      struct wc_error *err)
+{
+	int ret = pause_call(c, WIRE_PAUSE_OFF, r, err);
+
+	return ret ? ret : wc__models_refresh(c, err);
 }

@@ -317,6 +317,13 @@ enum wc_notice_kind {
 	WC_NOTICE_HANDOVER = 4,      /* another wcd serves on (wcctl restart);
 					nothing to do: same connection, same
 					mappings, wc_daemon_fd follows */
+	/* an in-place update session ended (wc_pause): */
+	WC_NOTICE_IN_PLACE = 5,      /* complete: the same mappings now hold
+					version (new hashes: MANIFEST);
+					wc_resume, no re-attach */
+	WC_NOTICE_INCOMPLETE = 6,    /* version's bytes are partly rewritten:
+					stay paused until a complete update
+					(an IN_PLACE or VERSION notice) */
 };
 
 struct wc_notice {
@@ -406,6 +413,18 @@ struct wc_push;
  * other checkpoint tensor keeps version N's bytes (and hash), copied on
  * the device (cuda) or in memory (host); not with a layout change. */
 #define WC_PUSH_PARTIAL 0x2u
+/* In place, for colocated RL where two copies do not fit: the session
+ * rewrites the served version N's pools, and commit makes them version
+ * N+1 (hashes recomputed) on the same mappings. Opened only while every
+ * engine holding a lease has paused (wc_pause), else EBUSY naming the
+ * pids; while it is open HELLO, MANIFEST, ATTACH and wc_resume are
+ * refused (EBUSY, with a sentence). A session aborted, past its deadline
+ * or whose trainer dies leaves N incomplete: attaches and resumes are
+ * refused (EBUSY) until a complete update (another in-place session, a
+ * beside one, or wc_update), and leased engines get WC_NOTICE_INCOMPLETE.
+ * The same layout (not with WC_PUSH_ALLOW_LAYOUT_CHANGE); partial on the
+ * host backend only. tools/wcd/README.md says what it costs where. */
+#define WC_PUSH_IN_PLACE 0x4u
 
 struct wc_push_tensor {
 	const char *name;            /* valid until commit or abort */
@@ -466,6 +485,22 @@ int wc_push_prepare(struct wc_push *p, struct wc_life_result *r,
 		    struct wc_error *err);
 /* Aborts: N+1 is freed, N serves on. p is freed (NULL is allowed). */
 int wc_push_abort(struct wc_push *p, struct wc_error *err);
+
+/* An engine's pause: "I will not read my pools until wc_resume", so that
+ * an in-place update session (WC_PUSH_IN_PLACE) may rewrite them. The
+ * promise is the connection's, and ends with it. r->version: the version
+ * the served pools hold; r->msg a line. */
+int wc_pause(struct wc_conn *c, struct wc_life_result *r,
+	     struct wc_error *err);
+/* Resumes reading: r->version is what the same mappings hold now (after
+ * an in-place update, N+1: no re-attach; the models attached to N take
+ * N+1's number and hashes, one MANIFEST, so that wc_verify checks the new
+ * bytes). EBUSY while an in-place
+ * session writes, or while the served version is incomplete (the
+ * sentence says which; the connection stays paused). A connection that
+ * never paused gets 0. */
+int wc_resume(struct wc_conn *c, struct wc_life_result *r,
+	      struct wc_error *err);
 
 /* The times of the phases run so far on c (see struct wc_attach_times). */
 void wc_times(const struct wc_conn *c, struct wc_attach_times *out);

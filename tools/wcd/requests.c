@@ -398,6 +398,11 @@ void client_dispatch(struct wcd_client *c, const uint8_t *p, uint32_t n)
 			    life_refusal(d, c->h.type));
 		return;
 	}
+	if (push_refusal(d, c->h.type)) {
+		reply_error(c, c->h.id, WIRE_E_BUSY, false, "%s",
+			    push_refusal(d, c->h.type));
+		return;
+	}
 	switch (c->h.type) {
 	case WIRE_HELLO:
 		do_hello(c, p, n);
@@ -427,6 +432,7 @@ void client_dispatch(struct wcd_client *c, const uint8_t *p, uint32_t n)
 	case WIRE_PUSH_PLAN:
 	case WIRE_PUSH_COMMIT:
 	case WIRE_PUSH_ABORT:
+	case WIRE_PAUSE:
 		push_request(c, p, n);
 		return;
 	case WIRE_NOTICE:

@@ -97,6 +97,18 @@ static void push_status(struct wcd *d, json_t *o)
 		       "opened", (json_int_t)pi.opened,
 		       "committed", (json_int_t)pi.committed,
 		       "aborted", (json_int_t)pi.aborted);
+	if (ps && cur && json_is_object(cur))
+		json_object_set_new(cur, "in_place", json_boolean(pi.in_place));
+	/* in place: engines paused, and the served version's state */
+	if (ps)
+		json_object_update_missing_new(ps, json_pack("{s:I, s:I, s:o, s:o}",
+			"paused", (json_int_t)pi.paused,
+			"leased", (json_int_t)pi.leased,
+			"incomplete", pi.incomplete ?
+				json_integer((json_int_t)pi.incomplete) :
+				json_null(),
+			"incomplete_why", pi.incomplete ?
+				json_text(pi.incomplete_why) : json_null()));
 	if (ps)
 		json_object_set_new(o, "push", ps);
 }

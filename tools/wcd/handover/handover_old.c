@@ -7,6 +7,7 @@
  * in handover.h.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 #include "err.h"
 #include "log.h"
 #include "handover/handover.h"
+#include "push/push.h"
 #include "serve/server.h"
 #include "wire_handover.h"
 #include "daemon/fault.h"
@@ -423,6 +425,13 @@ static const char *ho_refusal(struct wcd *d, uint32_t *code, char *buf,
 	}
 	if (d->state != WCD_READY)
 		return "the daemon is not serving yet";
+	if (push_incomplete(d)) {
+		/* the mark is this daemon's: a new one would serve the bytes */
+		snprintf(buf, cap,
+			 "version %" PRIu64 " is incomplete (an in-place update ended before its commit): update it first (another in-place session, or wcctl update), then restart",
+			 wcd_current(d)->number);
+		return buf;
+	}
 	return NULL;
 }
 

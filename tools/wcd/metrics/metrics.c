@@ -23,6 +23,7 @@
 #include "daemon/daemon.h"
 #include "serve/server.h"
 #include "model/versions.h"
+#include "push/push.h"
 #include "release.h"
 
 struct out {
@@ -196,6 +197,9 @@ static void put_versions(struct out *o, struct wcd *d)
 			put(o, "wcache_version_load_seconds{version=\"%llu\"} %.6f\n",
 			    (unsigned long long)model->ver[i].number,
 			    model->ver[i].load_seconds);
+	family(o, "wcache_model_incomplete", "gauge",
+	       "1 while the served version is incomplete: an in-place update session ended before its commit, and attaches are refused until a complete update.");
+	put(o, "wcache_model_incomplete %d\n", push_incomplete(d) ? 1 : 0);
 	family(o, "wcache_leases", "gauge",
 	       "Leases held, by model version.");
 	for (int i = 0; i < WCD_VERSIONS; i++)
@@ -207,9 +211,10 @@ static void put_versions(struct out *o, struct wcd *d)
 
 static void put_clients(struct out *o, struct wcd *d)
 {
-	unsigned leased = 0, hello = 0, other = 0, closing = 0;
+	unsigned leased = 0, hello = 0, other = 0, closing = 0, paused = 0;
 
 	for (struct wcd_client *c = d->srv->clients; c; c = c->next) {
+		paused += !c->closing && c->paused;
 		if (c->closing)
 			closing++;
 		else if (c->nleases)
@@ -225,6 +230,9 @@ static void put_clients(struct out *o, struct wcd *d)
 	put(o, "wcache_clients{state=\"hello\"} %u\n", hello);
 	put(o, "wcache_clients{state=\"connected\"} %u\n", other);
 	put(o, "wcache_clients{state=\"closing\"} %u\n", closing);
+	family(o, "wcache_clients_paused", "gauge",
+	       "Connections whose engine has paused (it reads no pool until it resumes), so that an in-place update may rewrite the pools.");
+	put(o, "wcache_clients_paused %u\n", paused);
 }
 
 static void put_requests(struct out *o, struct wcd *d)

@@ -14,6 +14,7 @@
 #include "push/push.h"
 #include "push/push_commit.h"
 #include "push/push_open.h"
+#include "push/push_pause.h"
 #include "push/push_plan.h"
 #include "push/push_session.h"
 #include "serve/server.h"
@@ -52,6 +53,9 @@ void push_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 	switch (c->h.type) {
 	case WIRE_PUSH_OPEN:
 		push_open_request(c, pl, n);
+		return;
+	case WIRE_PAUSE:
+		push_pause_request(c, pl, n);
 		return;
 	case WIRE_PUSH_PLAN:
 		ret = wire_push_plan_req_get(pl, n, &first, &max, err);
@@ -117,9 +121,17 @@ void push_info(struct wcd *d, struct push_info *out)
 	struct wcd_push *p = d->push;
 
 	memset(out, 0, sizeof(*out));
+	if (p)
+		*out = p->last;
+	push_pause_counts(d, &out->paused, &out->leased);
 	if (!p)
 		return;
-	*out = p->last;
+	out->in_place = p->in_place && p->phase != PUSH_IDLE;
+	if (push_incomplete(d)) {
+		out->incomplete = p->incomplete;
+		snprintf(out->incomplete_why, sizeof(out->incomplete_why),
+			 "%s", p->incomplete_why);
+	}
 	out->open = p->phase != PUSH_IDLE;
 	out->writing = p->phase == PUSH_WRITING;
 	out->prepared = p->phase == PUSH_PREPARED;

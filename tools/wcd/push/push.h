@@ -14,6 +14,10 @@
  *                pieces go (push_plan.h)
  *   push_asleep.c a session while the daemon sleeps at level 2: the
  *                commit wakes it into N+1 (push_asleep.h)
+ *   push_inplace.c an in-place session's commit: the served version's
+ *                bytes rewritten, its number bumped (push_inplace.h)
+ *   push_pause.c engines' PAUSE, and what an in-place session refuses
+ *                (push_pause.h)
  *
  * The life of a session, one per daemon at a time (d->push):
  *
@@ -63,6 +67,13 @@
  * published as a disk update publishes (version_publish: the notice, N
  * freed with its last lease; the ready file rewritten).
  *
+ * In place (WIRE_PUSH_IN_PLACE; push_inplace.c, push_pause.c): the same
+ * life, with N's pools rewritten instead of N+1 beside: opened only while
+ * every engine holding a lease has paused; HELLO, MANIFEST, ATTACH and
+ * resumes refused while it is open; commit rehashes N's pools and
+ * renumbers them N+1; every other end marks N incomplete (refusals until
+ * a complete update). push_inplace.c says where the bytes go per backend.
+ *
  * Partial (WIRE_PUSH_PARTIAL): the trainer writes some tensors; at commit
  * the others get N's bytes (a copy on the host: the layouts are equal, so
  * each keeps its place; the backend's pool_copy, on the device for cuda,
@@ -81,7 +92,7 @@
 
 struct wcd_client;
 
-/* PUSH_OPEN, PUSH_PLAN, PUSH_COMMIT, PUSH_ABORT (requests.c). */
+/* PUSH_OPEN, PUSH_PLAN, PUSH_COMMIT, PUSH_ABORT, PAUSE (requests.c). */
 void push_request(struct wcd_client *c, const uint8_t *p, uint32_t n);
 /* Runs a queued open (serve() calls it between turns of the loop, as a
  * lifecycle job); true when one ran. */
@@ -91,6 +102,10 @@ void push_client_gone(struct wcd *d, struct wcd_client *c);
 /* Frees the session state at exit, after the loop closed (a session
  * still open is freed with it: its connection's end normally ended it). */
 void push_free(struct wcd *d);
+
+/* The refusal of HELLO, MANIFEST, ATTACH while an in-place session
+ * writes or the served version is incomplete (push_pause.h), or NULL. */
+const char *push_refusal(struct wcd *d, unsigned type);
 
 /* For STATUS (struct push_info: push_session.h). */
 void push_info(struct wcd *d, struct push_info *out);

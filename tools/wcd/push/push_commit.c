@@ -21,6 +21,7 @@
 #include "wire_push.h"
 #include "push/push_asleep.h"
 #include "push/push_commit.h"
+#include "push/push_inplace.h"
 #include "push/push_keep.h"
 #include "push/push_plan.h"
 #include "push/push_session.h"
@@ -119,7 +120,10 @@ static int prepare_bytes(struct wcd *d, struct wcd_push *p,
 		}
 	}
 	nv->hashed = d->o.hash;
-	if (nv->hashed && push_hash(d, nv, wcd_current(d), keep, err)) {
+	/* in place: the served version's bytes rewritten and hashed
+	 * (push_inplace.c); beside: N+1's hashed */
+	if (p->in_place ? push_inplace_prepare(d, p, keep, err) :
+	    nv->hashed && push_hash(d, nv, wcd_current(d), keep, err)) {
 		snprintf(msg, cap, "commit failed: %s", err);
 		return -1;
 	}
@@ -309,6 +313,13 @@ static void commit_publish(struct wcd_client *c, uint64_t id,
 	if (!r) {
 		reply_error(c, id, WIRE_E_INTERNAL, false, "out of memory");
 		push_session_abort(d, p, "out of memory at commit");
+		return;
+	}
+	if (p->in_place) {
+		push_inplace_publish(d, p, r);
+		commit_reply(c, id, r);
+		push_session_end(d, p, true, r->msg);
+		free(r);
 		return;
 	}
 	push_timer_disarm(p);

@@ -19,6 +19,7 @@
 #include "push/push_keep.h"
 #include "push/push_asleep.h"
 #include "push/push_open.h"
+#include "push/push_pause.h"
 #include "push/push_plan.h"
 #include "push/push_session.h"
 #include "serve/server.h"
@@ -36,6 +37,54 @@ static bool may_push(const struct wcd *d, uid_t uid)
 	for (unsigned i = 0; i < d->o.nallow_updater; i++)
 		if (d->o.allow_updater[i] == uid)
 			return true;
+	return false;
+}
+
+/* An in-place open's own checks (the session would rewrite what engines
+ * map): the same layout, every engine holding a lease paused, and (host)
+ * pools the daemon can still write. true: refused, the reply sent. */
+static bool in_place_refused(struct wcd_client *c,
+			     const struct wire_push_open *q,
+			     const struct wcd_version *cur)
+{
+	struct wcd *d = c->d;
+	char pids[128] = "";
+	pid_t pid[8];
+	unsigned np, shown;
+	size_t o = 0;
+
+	if (q->flags & WIRE_PUSH_ALLOW_LAYOUT) {
+		reply_error(c, c->h.id, WIRE_E_STATE, false,
+			    "an in-place update keeps the served layout (the engines keep their mappings of it), so it cannot allow a layout change: update beside for that");
+		return true;
+	}
+	if ((q->flags & WIRE_PUSH_PARTIAL) && d->dev.be != &gpu_host_backend) {
+		reply_error(c, c->h.id, WIRE_E_NOT_IMPLEMENTED, false,
+			    "a partial in-place update on device %s is not built yet (the hashes of the kept tensors on the device): push every tensor",
+			    d->dev.name);
+		return true;
+	}
+	np = push_unpaused(d, pid, 8);
+	if (np) {
+		shown = np < 8 ? np : 8;
+		for (unsigned i = 0; i < shown && o < sizeof(pids); i++)
+			o += (size_t)snprintf(pids + o, sizeof(pids) - o,
+					      "%s%d", i ? ", " : "",
+					      (int)pid[i]);
+		reply_error(c, c->h.id, WIRE_E_BUSY, false,
+			    "an in-place update rewrites the pools the engines map, and %u engine(s) holding a lease have not paused (pids %s%s): have each pause first (conn.pause(), wc_pause), or update beside",
+			    np, pids, np > shown ? ", ..." : "");
+		return true;
+	}
+	for (uint32_t i = 0; d->dev.be == &gpu_host_backend &&
+			     i < cur->npools; i++) {
+		if (gpu_host_pool_rewritable(&cur->pools[i]))
+			continue;
+		reply_error(c, c->h.id, WIRE_E_STATE, false,
+			    "version %" PRIu64 "'s pool %u was sealed for good (it was written by a beside update session, or came through a handover), so the host backend cannot rewrite it in place: update beside, or from disk (wcctl update) once, then in place",
+			    cur->number, i);
+		return true;
+	}
 	return false;
 }
 
@@ -101,7 +150,17 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 			    q.base, cur->number, cur->number);
 		return;
 	}
-	p->vi = version_slot_free(d);
+	if (push_incomplete(d) && (q.flags & WIRE_PUSH_PARTIAL)) {
+		reply_error(c, c->h.id, WIRE_E_STATE, false,
+			    "a partial update keeps the served version's bytes for the tensors it does not write, but %s: push every tensor",
+			    p->incomplete_why);
+		return;
+	}
+	if ((q.flags & WIRE_PUSH_IN_PLACE) && in_place_refused(c, &q, cur))
+		return;
+	p->direct = (q.flags & WIRE_PUSH_IN_PLACE) &&
+		    d->dev.be != &gpu_host_backend;
+	p->vi = p->direct ? d->model.cur : version_slot_free(d);
 	if (p->vi < 0) {
 		pid_t pids[1];
 		unsigned np;
@@ -118,6 +177,7 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 	p->phase = PUSH_OPENING;
 	p->queued = true;
 	p->flags = q.flags;
+	p->in_place = q.flags & WIRE_PUSH_IN_PLACE;
 	p->timeout_ms = q.timeout_ms ? q.timeout_ms : PUSH_TIMEOUT_MS_DEFAULT;
 	p->base = cur->number;
 	p->pid = c->pid;
@@ -141,7 +201,8 @@ static void open_fail(struct wcd *d, struct wcd_push *p, uint32_t code,
 	struct wcd_client *c;
 	uint64_t id;
 
-	load_version_free(d, &d->model.ver[p->vi]);
+	if (!p->direct)
+		load_version_free(d, &d->model.ver[p->vi]);
 	c = waiter_take(d, &p->who, &id);
 	if (c)
 		reply_error(c, id, code, false, "%s", msg);
@@ -241,7 +302,7 @@ static void open_reply(struct wcd *d, struct wcd_push *p,
 	wire_frame_begin(&w, WIRE_PUSH_OPEN, WIRE_F_REPLY, id);
 	wire_push_opened_put(&w, &r);
 	for (uint32_t i = 0; i < nv->npools; i++) {
-		const struct gpu_pool *gp = &nv->pools[i];
+		struct gpu_pool *gp = &nv->pools[i];
 		struct wire_pool pl = {
 			.size = gp->size, .alloc_size = gp->alloc_size,
 			.export_kind = d->dev.export_kind,
@@ -252,6 +313,8 @@ static void open_reply(struct wcd *d, struct wcd_push *p,
 			pl.fd_index = nfds;
 			fds[nfds++] = gp->fd;
 		}
+		/* its seal must prove the trainer let go (gpu/host.c) */
+		gp->lent_writable = !p->direct;
 		memcpy(pl.handle, gp->ipc_handle, WIRE_IPC_HANDLE_LEN);
 		wire_pool_put(&w, &pl);
 	}
@@ -277,7 +340,7 @@ bool push_open_job(struct wcd *d)
 			  "the daemon is stopping: the update session was not opened");
 		return true;
 	}
-	if (open_version(d, p, nv, &code, msg, sizeof(msg))) {
+	if (!p->direct && open_version(d, p, nv, &code, msg, sizeof(msg))) {
 		open_fail(d, p, code, msg);
 		return true;
 	}
@@ -297,8 +360,9 @@ bool push_open_job(struct wcd *d)
 		return true;
 	}
 	open_reply(d, p, c, id);
-	log_info("update session %" PRIu64 " of pid %d (uid %u) open: version %" PRIu64 " beside %" PRIu64 ", %u tensors, %" PRIu64 " bytes in %u pools, commit within %u ms",
+	log_info("update session %" PRIu64 " of pid %d (uid %u) open: version %" PRIu64 " %s %" PRIu64 ", %u tensors, %" PRIu64 " bytes in %u pools, commit within %u ms",
 		 p->session, (int)p->pid, (unsigned)p->uid, p->base + 1,
-		 p->base, p->ntensors, p->bytes, nv->npools, p->timeout_ms);
+		 p->in_place ? "in place of" : "beside", p->base,
+		 p->ntensors, p->bytes, nv->npools, p->timeout_ms);
 	return true;
 }

@@ -63,6 +63,8 @@ void push_session_end(struct wcd *d, struct wcd_push *p, bool ok,
 	p->phase = PUSH_IDLE;
 	p->c = NULL;
 	p->queued = false;
+	p->in_place = false;
+	p->direct = false;
 	push_asleep_leave(d, p->asleep);
 	p->asleep = false;
 }
@@ -75,17 +77,24 @@ static void parked_release(struct wcd *d, struct wcd_push *p)
 	p->parked_for = NULL;
 }
 
-/* A reply to the trainer may still be queued or being sent (a deadline
- * while it does not read, an ABORT sent before the OPEN reply was read):
+/* The OPEN reply may still be queued or being sent (a deadline while the
+ * trainer does not read, an ABORT sent before the OPEN reply was read):
  * it names N+1's pools by fd number, so they outlive the session until
  * that connection is freed, and the connection is closed (it broke the
- * conversation, or it stalled past its deadline). */
+ * conversation, or it stalled past its deadline). Other replies in
+ * flight (a STATUS the trainer polls) name no pool: nothing to park. */
 static void park_pools(struct wcd *d, struct wcd_push *p)
 {
 	struct wcd_version *nv = &d->model.ver[p->vi];
 	struct wcd_client *c = p->c;
+	bool named = false;
 
-	if (!c || c->closing || (!c->noq && !rx_op_busy(&c->tx.op)))
+	if (!c || c->closing)
+		return;
+	for (uint32_t i = 0; i < nv->npools && !named; i++)
+		named = nv->pools[i].fd >= 0 &&
+			client_sends_fd(c, nv->pools[i].fd);
+	if (!named)
 		return;
 	WC_ASSERT(!p->nparked); /* do_open refuses a session meanwhile */
 	memcpy(p->parked, nv->pools, sizeof(nv->pools[0]) * nv->npools);
@@ -98,22 +107,80 @@ static void park_pools(struct wcd *d, struct wcd_push *p)
 	client_close(c, "its update session ended while a reply naming the session's pools was still being sent");
 }
 
+bool push_incomplete(struct wcd *d)
+{
+	return d->push && d->push->incomplete &&
+	       d->push->incomplete == wcd_current(d)->number;
+}
+
+unsigned push_notify_leased(struct wcd *d, uint32_t kind, uint64_t version,
+			    const char *msg)
+{
+	struct wire_notice *nt = calloc(1, sizeof(*nt));
+	unsigned n;
+
+	if (!nt)
+		return 0;
+	nt->kind = kind;
+	nt->version = version;
+	snprintf(nt->msg, sizeof(nt->msg), "%s", msg);
+	n = server_notify(d, nt, SERVER_NOTIFY_LEASED);
+	free(nt);
+	return n;
+}
+
+/* An in-place session that ends without a commit: its bytes may be half
+ * written (a device session writes the served pools themselves; the host
+ * backend's copy at commit is the daemon's and cannot be cut short, but
+ * the contract is the device's, so that engines and CI meet one), so the
+ * served version is incomplete until a complete update replaces it. */
+static void mark_incomplete(struct wcd *d, struct wcd_push *p,
+			    const char *why)
+{
+	struct wcd_version *cur = wcd_current(d);
+	struct log_fields lf = { .client_pid = p->pid,
+				 .version = cur->number };
+	unsigned n;
+
+	p->incomplete = cur->number;
+	snprintf(p->incomplete_why, sizeof(p->incomplete_why),
+		 "version %" PRIu64 " is incomplete: the in-place update session %" PRIu64 " of pid %d that was rewriting its pools ended before its commit (%s)",
+		 cur->number, p->session, (int)p->pid, why);
+	n = push_notify_leased(d, WIRE_NOTICE_INCOMPLETE, cur->number,
+			       p->incomplete_why);
+	log_with(LOG_ERROR, &lf,
+		 "%s; new attaches are refused until a complete in-place update or a disk update (wcctl update); %u engine(s) holding a lease were told",
+		 p->incomplete_why, n);
+}
+
 /* Aborts the open session: N+1's pools and plan are freed (a trainer that
- * still maps them keeps its own pages until it unmaps), N serves on. */
+ * still maps them keeps its own pages until it unmaps), N serves on; in
+ * place, N is marked incomplete (a device session's pools are N's own,
+ * so nothing is freed). */
 void push_session_abort(struct wcd *d, struct wcd_push *p, const char *why)
 {
 	char msg[WIRE_MSG_MAX + 1];
 	struct log_fields lf = { .client_pid = p->pid };
 
-	snprintf(msg, sizeof(msg),
-		 "update session %" PRIu64 " of pid %d aborted: %s; %s %" PRIu64 "%s",
-		 p->session, (int)p->pid, why,
-		 p->asleep ? "the daemon sleeps on at level 2 with version" :
-			     "version", wcd_current(d)->number,
-		 p->asleep ? "" : " serves on, untouched");
-	park_pools(d, p);
-	load_version_free(d, &d->model.ver[p->vi]);
+	if (p->in_place)
+		snprintf(msg, sizeof(msg),
+			 "in-place update session %" PRIu64 " of pid %d aborted: %s; version %" PRIu64 " is marked incomplete",
+			 p->session, (int)p->pid, why,
+			 wcd_current(d)->number);
+	else
+		snprintf(msg, sizeof(msg),
+			 "update session %" PRIu64 " of pid %d aborted: %s; %s %" PRIu64 "%s",
+			 p->session, (int)p->pid, why,
+			 p->asleep ? "the daemon sleeps on at level 2 with version" :
+				     "version", wcd_current(d)->number,
+			 p->asleep ? "" : " serves on, untouched");
+	if (!p->direct) {
+		park_pools(d, p);
+		load_version_free(d, &d->model.ver[p->vi]);
+	}
 	log_with(LOG_WARN, &lf, "%s", msg);
+	if (p->in_place && p->phase != PUSH_OPENING)
+		mark_incomplete(d, p, why);
 	push_session_end(d, p, false, msg);
 }
 
@@ -170,7 +237,7 @@ void push_session_free(struct wcd *d)
 	free(p->timer);
 	free(p->job);
 	parked_release(d, p);
-	if (p->phase != PUSH_IDLE && !d->model.ver[p->vi].used)
+	if (p->phase != PUSH_IDLE && !p->direct && !d->model.ver[p->vi].used)
 		load_version_free(d, &d->model.ver[p->vi]);
 	free(p);
 	d->push = NULL;

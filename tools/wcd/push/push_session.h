@@ -33,6 +33,11 @@ struct push_info {
 	uid_t last_uid;
 	double last_seconds;
 	char last[WIRE_MSG_MAX + 1];  /* its outcome, one line; "" if none */
+	/* in place (push_inplace.c) */
+	bool in_place;                /* the open session is */
+	uint64_t incomplete;          /* the served version, when incomplete */
+	unsigned paused, leased;      /* clients paused; holding a lease */
+	char incomplete_why[WIRE_MSG_MAX + 1];
 };
 
 /* PUSH_HASHING: a commit's first half runs on the worker pool (host
@@ -81,6 +86,16 @@ struct wcd_push {
 	struct gpu_pool parked[GPU_POOLS_MAX];
 	uint32_t nparked;
 	struct wcd_client *parked_for;
+	/* in place (WIRE_PUSH_IN_PLACE): the session rewrites the served
+	 * version (number base); direct: its pools themselves (a device:
+	 * vi is the served slot), else (host) fresh pools in slot vi that
+	 * the commit copies into the served ones */
+	bool in_place, direct;
+	/* the served version whose in-place session ended without a commit
+	 * (0: none): incomplete while it is still the one served */
+	uint64_t incomplete;
+	char incomplete_why[WIRE_MSG_MAX + 1];
+	char refusal[WIRE_MSG_MAX + 1];   /* push_refusal's sentence */
 };
 
 double push_secs(uint64_t ns);
@@ -94,10 +109,18 @@ int push_deadline_arm(struct wcd *d, struct wcd_push *p);
 void push_session_end(struct wcd *d, struct wcd_push *p, bool ok,
 		      const char *msg);
 /* Aborts the open session: N+1 freed (or parked, push_session.c says
- * when), N serves on, why logged and kept for STATUS. */
+ * when), N serves on, why logged and kept for STATUS. In place: N is
+ * marked incomplete instead, and every client holding a lease is told
+ * (WIRE_NOTICE_INCOMPLETE). */
 void push_session_abort(struct wcd *d, struct wcd_push *p, const char *why);
 /* Connection c is being freed: parked pools go, its session aborts. */
 void push_session_gone(struct wcd *d, struct wcd_client *c);
+/* The served version is incomplete (an in-place session ended without a
+ * commit, and no update has replaced it since). */
+bool push_incomplete(struct wcd *d);
+/* Sends a NOTICE of kind to every client holding a lease; how many. */
+unsigned push_notify_leased(struct wcd *d, uint32_t kind, uint64_t version,
+			    const char *msg);
 /* At exit, after the loop closed. */
 void push_session_free(struct wcd *d);
 

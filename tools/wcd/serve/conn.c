@@ -236,6 +236,15 @@ static void client_send_next(struct wcd_client *c)
 		client_close(c, "cannot start a send");
 }
 
+bool client_sends_fd(const struct wcd_client *c, int fd)
+{
+	for (const struct out_msg *m = c->oq_head; m; m = m->next)
+		for (unsigned i = 0; i < m->nfds; i++)
+			if (m->fds[i] == fd)
+				return true;
+	return false;
+}
+
 void client_queue(struct wcd_client *c, struct wire_put *w,
 			 const int *fds, unsigned nfds, bool close_after)
 {

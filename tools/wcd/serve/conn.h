@@ -105,6 +105,9 @@ struct wcd_client {
 	const char *why;              /* the first close's cause (static) */
 	unsigned nleases;
 	struct lease leases[WCD_LEASES_PER_CLIENT];
+	/* the engine said it will not read the pools until it resumes (PAUSE:
+	 * push/push_pause.c); gone with the connection */
+	bool paused;
 	uint64_t requests;
 	/* hot handover (handover_old.c): receiving stopped at a frame boundary
 	 * while the server is paused */
@@ -116,6 +119,10 @@ struct wcd_client {
 };
 
 void client_close(struct wcd_client *c, const char *why);
+/* A frame that carries descriptor fd is queued to c or being sent (its
+ * number still names it to the peer). O(queued frames), at most
+ * WCD_OUTQ_MAX. */
+bool client_sends_fd(const struct wcd_client *c, int fd);
 /* Queues the frame built in w (taken over: w is reset). */
 void client_queue(struct wcd_client *c, struct wire_put *w, const int *fds,
 		  unsigned nfds, bool close_after);

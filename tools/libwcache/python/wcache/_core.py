@@ -48,7 +48,8 @@ LifeResult = collections.namedtuple(
     "LifeResult", "version level bytes seconds verify_seconds msg")
 Notice = collections.namedtuple("Notice", "kind version msg")
 NOTICE_SHUTDOWN, NOTICE_VERSION, NOTICE_OTHER, NOTICE_HANDOVER = 1, 2, 3, 4
-_NOTICE_NAMES = {1: "shutdown", 2: "version", 3: "other", 4: "handover"}
+_NOTICE_NAMES = {1: "shutdown", 2: "version", 3: "other", 4: "handover",
+                 5: "in_place", 6: "incomplete"}
 
 
 def _raise(ret, err, connecting=False):
@@ -98,6 +99,7 @@ class _Lease:
         self.m = mptr
         self.key = next(_keys)
         self.detach_error = None
+        self.rewritten = 0        # resumes after which its hashes may be new
         _LEASES[self.key] = self
         handle.leases.add(self)
         self.owner = lib.wc_dl_owner_new(_RELEASE, self.key)
@@ -155,6 +157,22 @@ def _info_dict(info):
 def _life(r):
     return LifeResult(r.version, r.level, r.bytes, r.seconds,
                       r.verify_seconds, _lib.s(r.msg))
+
+
+class _Paused:
+    """Connection.paused(): pause on entry, resume on exit."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.result = None
+
+    def __enter__(self):
+        self.conn.pause()
+        return self
+
+    def __exit__(self, *exc):
+        self.result = self.conn.resume()
+        return False
 
 
 class Connection:
@@ -360,6 +378,42 @@ class Connection:
         self._call(lib.wc_wake, ctypes.byref(r))
         return _life(r)
 
+    def pause(self):
+        """Tells the daemon this engine will not read its pools until
+        resume(), so that an in-place update (update_from(in_place=True))
+        may rewrite them. The promise ends with the connection. Returns a
+        LifeResult (the version the pools hold)."""
+        self._need("wc_pause")
+        r = _lib.new(_lib.WcLifeResult)
+        self._call(lib.wc_pause, ctypes.byref(r))
+        return _life(r)
+
+    def resume(self):
+        """Reads again: returns a LifeResult whose version is what the
+        same mappings hold now (after an in-place update, the new version:
+        no re-attach). Busy while an in-place update writes, or while the
+        served version is incomplete (its trainer died): stay paused until
+        the notice of a complete update."""
+        self._need("wc_resume")
+        r = _lib.new(_lib.WcLifeResult)
+        self._call(lib.wc_resume, ctypes.byref(r))
+        with self._h.lock:
+            for lease in self._h.leases:
+                if isinstance(lease, _Lease):
+                    lease.rewritten += 1   # the Models re-read hashes and version
+        return _life(r)
+
+    def paused(self):
+        """A context manager: pause() on entry, resume() on exit (with
+        paused(): ... while the trainer updates in place). The exit's
+        LifeResult is the manager's .result."""
+        return _Paused(self)
+
+    def _need(self, name):
+        if not _lib.HAVE.get(name):
+            raise errors.Error(errno.ENOSYS, "wcache: this libwcache has no %s: install a "
+                               "newer one" % name)
+
     def update(self, model_dir=None, allow_layout_change=False):
         """UPDATE: load model_dir (None: the served directory again) as
         the next version; DaemonSleeping while the daemon sleeps,
@@ -371,7 +425,7 @@ class Connection:
         return _life(r)
 
     def update_from(self, tensors, allow_layout_change=False, timeout_ms=0, partial=False,
-                    cast=False):
+                    cast=False, in_place=False):
         """Pushes new weights from this process's memory as the next
         version (no disk): tensors is a mapping or an iterable of (name,
         tensor), torch CPU or CUDA tensors (any GPU of the host; copied
@@ -382,12 +436,14 @@ class Connection:
         float cast to the served float dtype on the tensor's device).
         Engines get a version notice as after update(). partial: only
         the tensors given change (the layers a step touched), the others
-        keep the served version's bytes. Returns a LifeResult; on any
-        error the session is aborted and the served version stays. See
-        _push.py."""
+        keep the served version's bytes. in_place: rewrite the served
+        version's pools instead of a second copy (every engine holding a
+        lease must have paused; an abort leaves the version incomplete
+        until a complete update). Returns a LifeResult; on any error the
+        session is aborted and the served version stays. See _push.py."""
         from . import _push
         return _push.update_from(self, tensors, allow_layout_change, timeout_ms, partial,
-                                 cast)
+                                 cast, in_place)
 
     def notice_fd(self):
         """Readable when a notice (or EOF) waits: for select/poll or
@@ -592,6 +648,20 @@ class Model(collections.abc.Mapping):
             first = lib.wc_tensor_at(m, 0)
             self._addr = ctypes.addressof(first.contents)
         self._manifest = None
+        self._rewritten = lease.rewritten
+
+    def _fresh(self):
+        """After a resume (an in-place update may have rewritten the pools:
+        wc_resume took the new hashes into the C table), the rows, the
+        manifest and the version are read again; the names, dtypes and
+        places are the same."""
+        if self._rewritten == self._lease.rewritten or not self._lease.m:
+            return
+        self._rewritten = self._lease.rewritten
+        self._rows_ = None
+        self._manifest = None
+        self.info = _info_dict(lib.wc_model_info(self._lease.m).contents)
+        self.version = self.info["version"]
 
     def _table_of(self):
         """(fields, names, dtypes, columns, index, plan box): the whole
@@ -619,6 +689,7 @@ class Model(collections.abc.Mapping):
     @property
     def _rows(self):
         """The table as tuples (_rows_of), built when first asked for."""
+        self._fresh()
         if self._rows_ is None:
             # the current table's pointers and hashes (fields may be a
             # cached table's), read while the lease keeps the table
@@ -710,6 +781,7 @@ class Model(collections.abc.Mapping):
     @property
     def manifest(self):
         """Every served name as a TensorInfo, in manifest order."""
+        self._fresh()
         if self._manifest is None:
             self._check()
             self._manifest = [

@@ -179,6 +179,8 @@ _OPTIONAL = {
     "wc_push_commit": (c_int, [c_void_p, P(WcLifeResult), _E]),
     "wc_push_abort": (c_int, [c_void_p, _E]),
     "wc_push_prepare": (c_int, [c_void_p, P(WcLifeResult), _E]),
+    "wc_pause": (c_int, [c_void_p, P(WcLifeResult), _E]),
+    "wc_resume": (c_int, [c_void_p, P(WcLifeResult), _E]),
     "wc_push_tensor_count": (c_u64, [c_void_p]),
     "wc_push_tensor_at": (c_int, [c_void_p, c_u64, P(WcPushTensor)]),
     "wc_push_version": (c_u64, [c_void_p]),

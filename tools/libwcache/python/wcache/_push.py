@@ -142,20 +142,21 @@ def _write(conn, p, name, src):
 
 
 def update_from(conn, tensors, allow_layout_change=False, timeout_ms=0, partial=False,
-                cast=False):
+                cast=False, in_place=False):
     """Writes tensors (a mapping or an iterable of (name, tensor)) as the
     next version and publishes it; returns a LifeResult (the version now
     served, the bytes written, the seconds from open to publish). partial:
     only these tensors change, the others keep the served version's bytes.
     cast: a float source of another float dtype is cast to the served one
-    on its device (else refused, naming the tensor)."""
+    on its device (else refused, naming the tensor). in_place: rewrite the
+    served version (every engine paused)."""
     from ._core import _life
     if not _lib.HAVE.get("wc_push_open"):
         raise errors.Error(errno.ENOSYS, "wcache: this libwcache has no update sessions "
                            "(wc_push_open): install a newer one")
     items = tensors.items() if isinstance(tensors, collections.abc.Mapping) else tensors
     p = ctypes.c_void_p()
-    flags = (1 if allow_layout_change else 0) | (2 if partial else 0)
+    flags = (1 if allow_layout_change else 0) | (2 if partial else 0) | (4 if in_place else 0)
     _call(conn, lib.wc_push_open, conn._ptr(), flags, 0,
           int(timeout_ms), ctypes.byref(p))
     done = False
