@@ -61,10 +61,6 @@
 #include "clock.h"
 #include "sleepprep.h"
 
-#ifndef MADV_POPULATE_WRITE
-#define MADV_POPULATE_WRITE 23
-#endif
-
 
 size_t total;
 int npieces;

@@ -51,4 +51,10 @@ void components(void);
 void warm(size_t gib);
 void ceiling(char *h);
 
+/* madvise's populate (Linux 5.14) where the C library's headers predate it */
+#include <sys/mman.h>
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
 #endif

@@ -89,4 +89,10 @@ void ld_hash_rest(struct ld *L);
 /* The read phase's log line; what says which path filled the pools. */
 void ld_log_read(struct ld *L, uint64_t read_ns, const char *what);
 double ld_gbps(uint64_t bytes, uint64_t ns);
+/* cachestat(2) (Linux 6.5) where the C library's headers predate it:
+ * the same number on every architecture (load.c's cached_fraction) */
+#ifndef __NR_cachestat
+#define __NR_cachestat 451
+#endif
+
 #endif

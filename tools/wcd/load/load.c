@@ -159,10 +159,6 @@ static int zero_padding(struct wcd *d, struct wcd_version *v, char *err)
 
 /* --- run ------------------------------------------------------------------ */
 
-#ifndef __NR_cachestat
-#define __NR_cachestat 451        /* the same on every architecture */
-#endif
-
 struct ld_cachestat_range { uint64_t off, len; };
 struct ld_cachestat {
 	uint64_t nr_cache, nr_dirty, nr_writeback, nr_evicted,
