@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * What the reactor's files share and nobody else sees: the user_data tags,
- * op flags, the op life cycle (loop.c) and each kind's completion handler.
+ * op flags, the op life cycle (loop.c) and each kind's completion handler
+ * (called by run.c).
  *
  * Life cycle of an operation: rx__op_begin (it joins the loop's active list),
  * one or more submissions (rx__op_sqe + rx__op_arm, each optionally followed

@@ -2,7 +2,7 @@
 # The libraries' files depend one way (issue 28, item 4): proto/'s modules
 # in the order of proto/README.md (base, wire, model, plan: a module
 # includes and calls only itself and the modules before it), and within
-# each proto module, gpu/, tools/libwcache, tools/common, wcctl, wcbench
+# each proto module, gpu/, tools/libwcache, reactor/, tools/common, wcctl, wcbench
 # and wcgen no circle among the files (tools/wcd: test/wcd/wcd_deps.sh),
 # by #include (from the sources) and by call (an edge A -> B when A.o uses
 # a symbol B.o defines, as test/wcd/wcd_deps.sh reads them; a call through a
@@ -104,7 +104,7 @@ done
 
 # gpu/, tools/libwcache and the tools beside wcd (whose folders
 # test/wcd/wcd_deps.sh checks): no circle, by call and by include
-for dir in gpu tools/libwcache tools/common tools/wcctl tools/wcbench tools/wcgen tools/wcattach; do
+for dir in gpu tools/libwcache reactor tools/common tools/wcctl tools/wcbench tools/wcgen tools/wcattach; do
 	[ -d "$top/$dir" ] || continue
 	mapfile -t o < <(objs "$dir")
 	# one file is no circle; the libraries must have their objects
@@ -115,4 +115,4 @@ for dir in gpu tools/libwcache tools/common tools/wcctl tools/wcbench tools/wcge
 	sym_edges "${o[@]}" | circle "$dir" || fail "a call circle among $dir's files (above): move the shared part down or call up through a table"
 	inc_edges "$top/$dir"/*.[ch] | circle "$dir includes" || fail "an include circle among $dir's headers (above)"
 done
-echo "proto: $n files in 4 modules, one way; gpu, tools/libwcache and the other tools: no circle (tools/wcd: test/wcd/wcd_deps.sh)"
+echo "proto: $n files in 4 modules, one way; gpu, tools/libwcache, reactor and the other tools: no circle (tools/wcd: test/wcd/wcd_deps.sh)"
