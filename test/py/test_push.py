@@ -730,3 +730,37 @@ def test_update_ranks_all_or_none(tmp_path):
                 c.close()
         for r, h in zip(rs.ranks, pushed):
             assert h == hashes_after_disk(r, str(tmp_path / "new"))
+
+
+def test_refused_when_the_served_headers_changed(tmp_path):
+    """A session plans N+1 from the served directory's headers: when they
+    no longer give the served layout (a tensor renamed on disk since the
+    load) the open is refused naming what differs (version_layout_diff,
+    the same wording an UPDATE's refusal has), and N serves on."""
+    import json
+    src = str(tmp_path / "served")
+    shutil.copytree(models.path("hf", "llama"), src)
+    new = new_weights(src, str(tmp_path / "new"), seed=3)
+    with daemon.Ranks(src, [["--tp-size", "1"]]) as rs:
+        r = rs.ranks[0]
+        before = hashes(r)
+        f = sorted(x for x in os.listdir(src) if x.endswith(".safetensors"))[0]
+        path = os.path.join(src, f)
+        with open(path, "rb") as fh:
+            raw = fh.read()
+        n = int.from_bytes(raw[:8], "little")
+        hdr = json.loads(raw[8:8 + n])
+        old = sorted(k for k in hdr if k != "__metadata__")[0]
+        hdr[old + "_renamed"] = hdr.pop(old)
+        enc = json.dumps(hdr).encode()
+        enc += b" " * (-len(enc) % 8)
+        with open(path, "wb") as fh:
+            fh.write(len(enc).to_bytes(8, "little") + enc + raw[8 + n:])
+        with connect(r) as c:
+            with pytest.raises(wcache.Error) as e:
+                c.update_from(new)
+        msg = str(e.value)
+        assert "no longer give the served layout" in msg, msg
+        assert "%s is gone" % old in msg and "%s_renamed is new" % old in msg, msg
+        assert "version 1 serves on" in msg, msg
+        assert hashes(r) == before

@@ -59,61 +59,6 @@ static unsigned update_diff(struct wcd *d, const struct wcd_version *nv,
 	return k;
 }
 
-static void shape_str(const struct plan_tensor *t, char *out, size_t cap)
-{
-	size_t off = (size_t)snprintf(out, cap, "%s[", st_dtype_name(t->dtype));
-
-	for (uint32_t i = 0; i < t->ndim && off < cap; i++)
-		off += (size_t)snprintf(out + off, cap - off, "%s%" PRIu64,
-					i ? "," : "", t->shape[i]);
-	if (off < cap)
-		snprintf(out + off, cap - off, "]");
-}
-
-/* Lists the first LAYOUT_DIFFS_SHOWN tensors whose name, dtype or shape
- * differ between the served plan and nv's (both sorted by name: one merge
- * walk, O(n)); returns how many differ in all. */
-#define LAYOUT_DIFFS_SHOWN 4
-static unsigned layout_diff(const struct plan *a, const struct plan *b,
-			    char *out, size_t cap)
-{
-	uint32_t i = 0, j = 0;
-	unsigned n = 0;
-	size_t off = 0;
-	char sa[96], sb[96];
-
-	out[0] = '\0';
-	while (i < a->ntensors || j < b->ntensors) {
-		const struct plan_tensor *x = i < a->ntensors ? &a->t[i] : NULL;
-		const struct plan_tensor *y = j < b->ntensors ? &b->t[j] : NULL;
-		int c = !x ? 1 : !y ? -1 : strcmp(x->name, y->name);
-		bool same = false;
-
-		if (c == 0) {
-			same = x->dtype == y->dtype && x->ndim == y->ndim &&
-			       !memcmp(x->shape, y->shape,
-				       x->ndim * sizeof(x->shape[0]));
-			if (!same) {
-				shape_str(x, sa, sizeof(sa));
-				shape_str(y, sb, sizeof(sb));
-			}
-		}
-		if (!same && n < LAYOUT_DIFFS_SHOWN && off < cap)
-			off += (size_t)(c < 0 ?
-				snprintf(out + off, cap - off, "%s%s is gone",
-					 n ? "; " : "", x->name) :
-				c > 0 ?
-				snprintf(out + off, cap - off, "%s%s is new",
-					 n ? "; " : "", y->name) :
-				snprintf(out + off, cap - off, "%s%s: %s -> %s",
-					 n ? "; " : "", x->name, sa, sb));
-		n += !same;
-		i += c <= 0;
-		j += c >= 0;
-	}
-	return n;
-}
-
 /* Checks nv before anything is allocated; 0 or a refusal sent. */
 static int update_check(struct wcd *d, struct wcd_version *nv,
 			const char *dir)
@@ -129,12 +74,12 @@ static int update_check(struct wcd *d, struct wcd_version *nv,
 			  dir, diff, cur->number);
 		return -1;
 	}
-	n = layout_diff(&cur->plan, &nv->plan, diff, sizeof(diff));
+	n = version_layout_diff(&cur->plan, &nv->plan, diff, sizeof(diff));
 	if (n && !(d->model.life.update_flags & WIRE_UPDATE_ALLOW_LAYOUT)) {
 		life_fail(d, WIRE_E_MISMATCH,
 			  "update refused: the checkpoint in %s changes the layout the engines bound: %u tensor(s) differ in name, dtype or shape (%" PRIu32 " served, %" PRIu32 " new: %s%s); an update may change only the weights. To publish it anyway: wcctl update --allow-layout-change (engines following updates then get tensors they did not bind). Version %" PRIu64 " keeps serving",
 			  dir, n, cur->plan.ntensors, nv->plan.ntensors, diff,
-			  n > LAYOUT_DIFFS_SHOWN ? "; ..." : "", cur->number);
+			  n > VERSION_DIFFS_SHOWN ? "; ..." : "", cur->number);
 		return -1;
 	}
 	if (n)

@@ -121,24 +121,12 @@ int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 
 /* Padded entries: the rows past the real ones must read as zeros. Host
  * pools are fresh memfds, whose pages read as zeros; device memory is
- * whatever it was, so the backend zeroes it. WCD_TEST_DIRTY_POOLS=1 (for
- * test/gpu/gpu_e2e) first fills every device pool with 0xa5, so that a
- * missing zeroing shows even where the driver hands out clean memory. */
-static int zero_padding(struct wcd *d, struct wcd_version *v, char *err)
+ * whatever it was, so the backend zeroes it (load.h). */
+int load_zero_padding(struct wcd *d, struct wcd_version *v, char *err)
 {
-	bool dirty = fault_on(FAULT_DIRTY_POOLS);
 	const struct gpu_backend *be = d->dev.be;
 	int ret;
 
-	for (uint32_t i = 0; dirty && be->pool_fill &&
-			     i < v->npools; i++) {
-		if (v->pools[i].host_ptr)
-			continue;
-		ret = be->pool_fill(&d->dev, &v->pools[i], 0, v->pools[i].size,
-				    0xa5, err);
-		if (ret)
-			return ret;
-	}
 	for (uint32_t i = 0; i < v->plan.ntensors; i++) {
 		const struct plan_tensor *t = &v->plan.t[i];
 		struct gpu_pool *pl = &v->pools[t->pool];
@@ -155,6 +143,26 @@ static int zero_padding(struct wcd *d, struct wcd_version *v, char *err)
 			return ret;
 	}
 	return 0;
+}
+
+/* A load's padding: WCD_TEST_DIRTY_POOLS=1 (for test/gpu/gpu_e2e) first
+ * fills every device pool with 0xa5, so that a missing zeroing shows even
+ * where the driver hands out clean memory. */
+static int zero_padding(struct wcd *d, struct wcd_version *v, char *err)
+{
+	const struct gpu_backend *be = d->dev.be;
+	int ret;
+
+	for (uint32_t i = 0; fault_on(FAULT_DIRTY_POOLS) && be->pool_fill &&
+			     i < v->npools; i++) {
+		if (v->pools[i].host_ptr)
+			continue;
+		ret = be->pool_fill(&d->dev, &v->pools[i], 0, v->pools[i].size,
+				    0xa5, err);
+		if (ret)
+			return ret;
+	}
+	return load_zero_padding(d, v, err);
 }
 
 /* --- run ------------------------------------------------------------------ */

@@ -38,6 +38,10 @@ int load_run(struct wcd *d, struct wcd_version *v, char *err);
 /* Creates v's pools as planned (v->npools counts those made); no check of
  * free memory (the callers word that differently). */
 int load_pools_alloc(struct wcd *d, struct wcd_version *v, char *err);
+/* Zeroes the padded rows past each entry's size in v's device pools (host
+ * pools are fresh memfds, already zero); not the whole pools, which the
+ * load or a trainer fills. 0 or -errno with err set. */
+int load_zero_padding(struct wcd *d, struct wcd_version *v, char *err);
 void load_version_free(struct wcd *d, struct wcd_version *v);
 
 #endif

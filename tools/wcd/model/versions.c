@@ -151,3 +151,54 @@ uint64_t version_plan_need(struct wcd *d, const struct wcd_version *v)
 		need += gpu_align_up(v->plan.pool_size[i], d->dev.granularity);
 	return need;
 }
+
+static void shape_str(const struct plan_tensor *t, char *out, size_t cap)
+{
+	size_t off = (size_t)snprintf(out, cap, "%s[", st_dtype_name(t->dtype));
+
+	for (uint32_t i = 0; i < t->ndim && off < cap; i++)
+		off += (size_t)snprintf(out + off, cap - off, "%s%" PRIu64,
+					i ? "," : "", t->shape[i]);
+	if (off < cap)
+		snprintf(out + off, cap - off, "]");
+}
+
+unsigned version_layout_diff(const struct plan *a, const struct plan *b,
+			     char *out, size_t cap)
+{
+	uint32_t i = 0, j = 0;
+	unsigned n = 0;
+	size_t off = 0;
+	char sa[96], sb[96];
+
+	out[0] = '\0';
+	while (i < a->ntensors || j < b->ntensors) {
+		const struct plan_tensor *x = i < a->ntensors ? &a->t[i] : NULL;
+		const struct plan_tensor *y = j < b->ntensors ? &b->t[j] : NULL;
+		int c = !x ? 1 : !y ? -1 : strcmp(x->name, y->name);
+		bool same = false;
+
+		if (c == 0) {
+			same = x->dtype == y->dtype && x->ndim == y->ndim &&
+			       !memcmp(x->shape, y->shape,
+				       x->ndim * sizeof(x->shape[0]));
+			if (!same) {
+				shape_str(x, sa, sizeof(sa));
+				shape_str(y, sb, sizeof(sb));
+			}
+		}
+		if (!same && n < VERSION_DIFFS_SHOWN && off < cap)
+			off += (size_t)(c < 0 ?
+				snprintf(out + off, cap - off, "%s%s is gone",
+					 n ? "; " : "", x->name) :
+				c > 0 ?
+				snprintf(out + off, cap - off, "%s%s is new",
+					 n ? "; " : "", y->name) :
+				snprintf(out + off, cap - off, "%s%s: %s -> %s",
+					 n ? "; " : "", x->name, sa, sb));
+		n += !same;
+		i += c <= 0;
+		j += c >= 0;
+	}
+	return n;
+}

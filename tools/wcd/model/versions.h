@@ -24,11 +24,13 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stddef.h>
 
 struct wcd;
 struct wcd_client;
 struct wcd_model;
 struct wcd_version;
+struct plan;
 
 /* Index of m's resident version with this number (0: the current one),
  * or -1. */
@@ -65,5 +67,15 @@ int version_host_available(uint64_t *free_b);
 uint64_t version_resident_bytes(struct wcd *d);
 /* Bytes the pools of v's plan take on the device (granularity-rounded). */
 uint64_t version_plan_need(struct wcd *d, const struct wcd_version *v);
+
+/* Tensors named in one layout refusal (version_layout_diff). */
+#define VERSION_DIFFS_SHOWN 4
+/* Lists in out the first VERSION_DIFFS_SHOWN tensors whose name, dtype or
+ * shape differ between plans a (the served) and b (both sorted by name:
+ * one merge walk, O(n)): "x is gone", "y is new", "z: BF16[4,8] ->
+ * BF16[4,16]"; returns how many differ in all. For an UPDATE's and an
+ * update session's refusal alike. */
+unsigned version_layout_diff(const struct plan *a, const struct plan *b,
+			     char *out, size_t cap);
 
 #endif

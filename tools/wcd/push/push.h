@@ -51,7 +51,7 @@
  * equal N's layout (names, dtypes, shapes) unless the trainer allows a
  * layout change; its pools are created as a load creates them
  * (load_pools_alloc; fresh memfds read as zeros, device pools' padded
- * rows are zeroed: push_zero_padding)
+ * rows are zeroed: load_zero_padding)
  * and sent to the trainer's connection alone, writable, unsealed. Engines
  * see none of it: N+1 is no resident version (not used) until commit, so
  * HELLO, MANIFEST and ATTACH serve N throughout.

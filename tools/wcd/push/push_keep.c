@@ -32,29 +32,6 @@ static bool view_dirty(const struct wcd_version *nv, uint32_t v, uint32_t nck,
 	return false;
 }
 
-int push_zero_padding(struct wcd *d, struct wcd_version *nv, char *err)
-{
-	const struct gpu_backend *be = d->dev.be;
-
-	for (uint32_t i = 0; i < nv->plan.ntensors; i++) {
-		const struct plan_tensor *t = &nv->plan.t[i];
-		struct gpu_pool *pl = &nv->pools[t->pool];
-		int ret;
-
-		if ((t->flags & PLAN_T_VIEW) || t->alloc == t->size ||
-		    pl->host_ptr)
-			continue;
-		if (!be->pool_fill)
-			return base_errf(err, ENOTSUP, "the %s backend cannot zero the padding of %s",
-					 be->name, t->name);
-		ret = be->pool_fill(&d->dev, pl, t->pool_off + t->size,
-				    t->alloc - t->size, 0, err);
-		if (ret)
-			return ret;
-	}
-	return 0;
-}
-
 static int by_place(const void *x, const void *y, void *arg)
 {
 	const struct plan_tensor *t = arg;

@@ -21,13 +21,6 @@
 int push_keep(struct wcd *d, struct wcd_version *nv, uint32_t nck,
 	      const uint8_t *written, uint8_t *keep, uint64_t *kept,
 	      char *err);
-/* At open: the bytes of nv's device pools that no write covers, the
- * padded rows past each entry's size, zeroed (as a load zeroes them);
- * host pools are fresh memfds, already zero. Not the whole pools: the
- * trainer writes every other byte (or a partial commit copies it), and
- * a memset of 16 GB would cost the session milliseconds. 0 or -errno
- * with err set. */
-int push_zero_padding(struct wcd *d, struct wcd_version *nv, char *err);
 /* Every entry's XXH3-128 from v's sealed pools (entries with keep[i] take
  * cur's; keep may be NULL), aliases their target's: on the device where
  * the backend hashes (cuda, unless --hash-on cpu), else the CPU over the

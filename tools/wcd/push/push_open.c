@@ -232,13 +232,13 @@ static int open_version(struct wcd *d, struct wcd_push *p,
 			 err, cur->number);
 		return -1;
 	}
-	nd = push_layout_diff(&cur->plan, &nv->plan, diff, 2048);
+	nd = version_layout_diff(&cur->plan, &nv->plan, diff, 2048);
 	if (nd && !(p->flags & WIRE_PUSH_ALLOW_LAYOUT)) {
 		*code = WIRE_E_MISMATCH;
 		snprintf(msg, cap,
 			 "update session refused: the checkpoint headers in %s no longer give the served layout: %u tensor(s) differ in name, dtype or shape (%s%s); the session writes the layout the engines bound. To push that layout anyway, open with allow_layout_change; version %" PRIu64 " serves on",
 			 nv->model.path, nd, diff,
-			 nd > PUSH_NAMES_SHOWN ? "; ..." : "", cur->number);
+			 nd > VERSION_DIFFS_SHOWN ? "; ..." : "", cur->number);
 		return -1;
 	}
 	if (nd && (p->flags & WIRE_PUSH_PARTIAL)) {
@@ -246,7 +246,7 @@ static int open_version(struct wcd *d, struct wcd_push *p,
 		snprintf(msg, cap,
 			 "update session refused: a partial update keeps version %" PRIu64 "'s bytes for the tensors it does not write, so the layout must stay its own, and %u tensor(s) differ (%s%s); push every tensor instead",
 			 cur->number, nd, diff,
-			 nd > PUSH_NAMES_SHOWN ? "; ..." : "");
+			 nd > VERSION_DIFFS_SHOWN ? "; ..." : "");
 		return -1;
 	}
 	if ((p->flags & WIRE_PUSH_PARTIAL) && !d->dev.be->pool_copy) {
@@ -274,7 +274,7 @@ static int open_version(struct wcd *d, struct wcd_push *p,
 			 base_errf(err, ENOMEM, "out of memory");
 	/* fresh memfds read as zeros; device memory is whatever it was */
 	if (!ret)
-		ret = push_zero_padding(d, nv, err);
+		ret = load_zero_padding(d, nv, err);
 	if (ret) {
 		*code = WIRE_E_LIMIT;
 		snprintf(msg, cap, "update session refused: cannot create version %" PRIu64 "'s pools: %s; version %" PRIu64 " serves on",

@@ -27,9 +27,5 @@ uint64_t push_plan_bytes(const struct wcd_version *v);
 void push_plan_reply(struct wcd_client *c, uint64_t id,
 		     const struct wcd_version *v, uint32_t first,
 		     uint32_t max);
-/* How many entries differ in name, dtype or shape between plans a and b
- * (both in plan order); the first PUSH_NAMES_SHOWN named in out. */
-unsigned push_layout_diff(const struct plan *a, const struct plan *b,
-			  char *out, size_t cap);
 
 #endif
