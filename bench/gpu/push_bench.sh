@@ -23,13 +23,8 @@
 set -u
 OUT=${OUT:-/tmp/push_bench_out}
 mkdir -p "$OUT"
-export BUILD=${BUILD:-build} PYTHONUNBUFFERED=1
-export WC_TOP=$PWD PYTHONPATH=$PWD/tools/libwcache/python
-export WCACHE_LAYOUT_DIR=${WCACHE_LAYOUT_DIR:-$PWD/proto/plan/layouts}
-export WCACHE_LIB=$PWD/$BUILD/lib/libwcache.so
-export LD_LIBRARY_PATH=$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$(dirname "$0")/../py/gpu_env.sh"
 export PATH=$PWD/$BUILD/bin:$PATH
-PY=${PY:-python3}
 
 tests() {
 	date -u

@@ -13,13 +13,8 @@
 set -u
 OUT=${OUT:-/tmp/follow_gpu_out}
 mkdir -p "$OUT"
-export BUILD=${BUILD:-build} PYTHONUNBUFFERED=1
-export WC_TOP=$PWD PYTHONPATH=$PWD/tools/libwcache/python
-export WCACHE_LAYOUT_DIR=${WCACHE_LAYOUT_DIR:-$PWD/proto/plan/layouts}
-export WCACHE_LIB=$PWD/$BUILD/lib/libwcache.so
-export LD_LIBRARY_PATH=$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+. "$(dirname "$0")/gpu_env.sh"
 export WCACHE_MODULE_CACHE=/tmp/wcmod-follow
-PY=${PY:-python3}
 m=${MODEL:-/root/m8b}
 rd=/tmp/wcrun-follow
 td=${TRAINER_DEVICE:+--trainer-device $TRAINER_DEVICE}

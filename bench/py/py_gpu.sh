@@ -41,14 +41,7 @@
 set -u
 OUT=${OUT:-/tmp/py_gpu_out}
 mkdir -p "$OUT"
-export BUILD=${BUILD:-build} PYTHONUNBUFFERED=1
-export WC_TOP=$PWD PYTHONPATH=$PWD/tools/libwcache/python
-# the layouts (fused views, aliases) from this tree: wcd looks in the build
-# tree's absolute path first, which a copied tree does not have
-export WCACHE_LAYOUT_DIR=${WCACHE_LAYOUT_DIR:-$PWD/proto/plan/layouts}
-export WCACHE_LIB=$PWD/$BUILD/lib/libwcache.so
-export LD_LIBRARY_PATH=$PWD/$BUILD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-PY=${PY:-python3}
+. "$(dirname "$0")/gpu_env.sh"
 
 tests() {
 	date -u

@@ -145,6 +145,27 @@ static int update_load(struct wcd *d, struct wcd_version *nv, uint64_t n,
 	return 0;
 }
 
+/* Publishes the loaded slot ni: one step, between two turns of the loop
+ * (the served path follows it; READY; version_publish; the ready file);
+ * r gets the version, its bytes and the time since t0. */
+static void update_publish(struct wcd *d, int ni, struct version_published *pub,
+			   struct wire_life_reply *r, uint64_t t0)
+{
+	struct wcd_version *nv = &d->model.ver[ni];
+	char err[BASE_ERR_LEN];
+
+	snprintf(d->model.path, sizeof(d->model.path), "%s",
+		 nv->model.path);
+	d->o.model = d->model.path;
+	wcd_enter(d, WCD_READY);
+	version_publish(d, ni, pub);
+	if (d->ready_write(d, err))
+		log_warn("cannot rewrite the ready file: %s", err);
+	r->version = nv->number;
+	r->bytes = nv->plan.total_bytes;
+	r->ns = rx_now_ns() - t0;
+}
+
 void life_run_update(struct wcd *d)
 {
 	struct wcd_life *L = &d->model.life;
@@ -166,17 +187,7 @@ void life_run_update(struct wcd *d)
 	if (update_load(d, nv, cur->number, tail, err))
 		goto out_state;
 
-	/* publish: one step, between two turns of the loop */
-	snprintf(d->model.path, sizeof(d->model.path), "%s",
-		 nv->model.path);
-	d->o.model = d->model.path;
-	wcd_enter(d, WCD_READY);
-	version_publish(d, ni, &pub);
-	if (d->ready_write(d, err))
-		log_warn("cannot rewrite the ready file: %s", err);
-	r.version = nv->number;
-	r.bytes = nv->plan.total_bytes;
-	r.ns = rx_now_ns() - t0;
+	update_publish(d, ni, &pub, &r, t0);
 	snprintf(r.msg, sizeof(r.msg),
 		 "updated: version %" PRIu64 " (%s) serves, %" PRIu64 " bytes loaded in %.3f s; version %" PRIu64 " %s",
 		 nv->number, nv->model.path, r.bytes, (double)r.ns / 1e9,
@@ -218,17 +229,8 @@ void life_run_update_asleep(struct wcd *d)
 		 "the daemon stays asleep (level 2) with version %" PRIu64, n);
 	if (update_load(d, nv, n, tail, err))
 		goto out_asleep;
-	snprintf(d->model.path, sizeof(d->model.path), "%s",
-		 nv->model.path);
-	d->o.model = d->model.path;
 	L->level = 0;
-	wcd_enter(d, WCD_READY);
-	version_publish(d, ni, &pub);
-	if (d->ready_write(d, err))
-		log_warn("cannot rewrite the ready file: %s", err);
-	r.version = nv->number;
-	r.bytes = nv->plan.total_bytes;
-	r.ns = rx_now_ns() - t0;
+	update_publish(d, ni, &pub, &r, t0);
 	r.verify_ns = (uint64_t)(nv->phases.hash_s * 1e9);
 	snprintf(r.msg, sizeof(r.msg),
 		 "awake and updated: version %" PRIu64 " (%s) loaded straight from its checkpoint while asleep at level 2, %" PRIu64 " bytes in %.3f s (one load); version %" PRIu64 " was freed",
