@@ -59,7 +59,7 @@ def test_loop_serves_while_the_commit_hashes(gated):
     t = threading.Thread(target=push)
     t.start()
     try:
-        wait_for(gate + ".wait", "the commit's hash")
+        wait_for(gate + ".held", "the commit's hash")
         st = status(r)["push"]                  # the loop answers meanwhile
         assert st["open"] and not st["open"]["writing"], st
         assert hashes(r) == before              # N's manifest, N's bytes
@@ -92,7 +92,7 @@ def test_trainer_killed_while_its_commit_hashes(gated, tmp_path):
     script.write_text(TRAINER % {"pkg": os.path.join(daemon.TOP, "tools", "libwcache", "python")})
     p = subprocess.Popen([sys.executable, str(script), pt, r.device, r.rundir])
     try:
-        wait_for(gate + ".wait", "the commit's hash")
+        wait_for(gate + ".held", "the commit's hash")
     finally:
         p.send_signal(signal.SIGKILL)
         p.wait()
@@ -125,7 +125,7 @@ def test_deadline_passed_while_the_commit_hashes(gated):
     t = threading.Thread(target=push)
     t.start()
     try:
-        wait_for(gate + ".wait", "the commit's hash")
+        wait_for(gate + ".held", "the commit's hash")
         time.sleep(2.5)
     finally:
         open(gate, "w").close()

@@ -272,12 +272,21 @@ static void sleep_after_part_freed(void)
 	struct wc_conn *c;
 	struct wc_error e;
 
+	char held[sizeof(gate) + 8];
+	int ret;
+
+	snprintf(held, sizeof(held), "%s.held", gate);
+	unlink(held);
 	setenv("WCD_TEST_WAKE_FREE_GATE_AT", "2", 1);
 	e2e_start_wcd(&x, pools_args);
 	unsetenv("WCD_TEST_WAKE_FREE_GATE_AT");
 	do_sleep();
 	do_wake(&r);
-	usleep(200000);            /* the free's first two buffers: microseconds */
+	/* the free's first two buffers gone: it waits at its gate (held) */
+	ret = t_wait_file(held, x.wcd, 10000);
+	if (ret)
+		T_FAIL("the free did not reach its gate before buffer 2 in 10 s: %s",
+		       strerror(-ret));
 	c = e2e_connect(&x);
 	if (wc_sleep(c, 1, &r, &e))
 		T_FAIL("sleep: %s", e.msg);

@@ -5,9 +5,12 @@
  * tools/wcd/README.md's table is checked against these lines by
  * test/wcd/wcd_faults.sh, so keep each entry in this form.
  */
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base.h"
 #include "daemon/fault.h"
@@ -86,7 +89,7 @@ static const struct fault_def faults[FAULT_NPOINTS] = {
 	F(MEMINFO, "WCD_MEMINFO", STR,
 	  "FILE: read instead of /proc/meminfo (an update's memory check)"),
 	F(PUSH_HASH_GATE, "WCD_TEST_PUSH_HASH_GATE", STR,
-	  "PATH: a commit's host hash writes PATH.wait, waits for PATH"),
+	  "PATH: a commit's host hash writes PATH.held, waits for PATH"),
 };
 
 /* value[p]: the point's value, NULL when off; copy[p] keeps the string
@@ -149,4 +152,23 @@ void fault_clear(enum fault_point p)
 {
 	fault_get(p);
 	__atomic_store_n(&value[p], NULL, __ATOMIC_RELEASE);
+}
+
+void fault_gate(enum fault_point p, bool (*stop)(void *arg), void *arg)
+{
+	const char *gate = fault_str(p);
+	char held[4096];
+	int fd;
+
+	if (!gate || !*gate)
+		return;
+	snprintf(held, sizeof(held), "%s.held", gate);
+	fd = open(held, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+	if (fd >= 0)
+		close(fd);
+	for (int k = 0; k < 6000 && access(gate, F_OK) && !(stop && stop(arg));
+	     k++)
+		usleep(10000);
+	unlink(gate);
+	unlink(held);
 }

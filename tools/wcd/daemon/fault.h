@@ -77,5 +77,11 @@ bool fault_on(enum fault_point p);
 long long fault_num(enum fault_point p, long long def);
 /* Turns p off for the rest of the process. */
 void fault_clear(enum fault_point p);
+/* A gate (a string point naming PATH): when p is set, makes PATH.held
+ * (the test's sign that the daemon waits there), then waits up to 60 s,
+ * polling every 10 ms, for PATH to exist or stop(arg) to hold (stop may be
+ * NULL), and removes PATH and PATH.held. Nothing when p is off. For the
+ * tests' hooks only: it blocks the calling thread. */
+void fault_gate(enum fault_point p, bool (*stop)(void *arg), void *arg);
 
 #endif

@@ -620,29 +620,10 @@ static void ho_serve_start(struct wcd *d)
 		life_device_idle(d);
 }
 
-/* The tests' hooks: wait up to 60 s for the path in environment variable
- * env to exist (and remove it), so that a test can act on the old daemon
- * while it waits: WCD_TEST_HO_COMMIT_GATE before COMMIT (the old daemon
- * in SENT), WCD_TEST_HO_SERVE_GATE after the set-up and before SERVING
- * (or the ABORT of a set-up that failed; the old daemon in DONE). PATH.held
- * is made first: the test's sign that this daemon waits there. */
-static void test_gate(enum fault_point env)
-{
-	const char *gate = fault_str(env);
-	char held[WIRE_PATH_MAX + 8];
-	int fd;
-
-	if (!gate || !*gate)
-		return;
-	snprintf(held, sizeof(held), "%s.held", gate);
-	fd = open(held, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-	if (fd >= 0)
-		close(fd);
-	for (int k = 0; k < 6000 && access(gate, F_OK); k++)
-		usleep(10000);
-	unlink(gate);
-}
-
+/* The tests' hooks (fault_gate): WCD_TEST_HO_COMMIT_GATE before COMMIT
+ * (the old daemon in SENT), WCD_TEST_HO_SERVE_GATE after the set-up and
+ * before SERVING (or the ABORT of a set-up that failed; the old daemon in
+ * DONE), so that a test can act on the old daemon while the new waits. */
 int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 {
 	struct ho_got g = { .sock = -1, .old_pidfd = -1, .lock_fd = -1,
@@ -689,7 +670,7 @@ int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 		return died ? -ECONNRESET : ret;
 	}
 	ho_step("new", 3);
-	test_gate(FAULT_HO_COMMIT_GATE);
+	fault_gate(FAULT_HO_COMMIT_GATE, NULL, NULL);
 	wire_put_init(&w);
 	wire_frame_begin(&w, WIRE_HANDOVER, 0, 2);
 	wire_ho_empty_put(&w, WIRE_HO_COMMIT);
@@ -715,7 +696,7 @@ int handover_take(struct wcd *d, const struct server_hooks *hooks, char *err)
 	}
 	ho_step("new", 5);
 	ret = ho_setup(d, &g, hooks, err);
-	test_gate(FAULT_HO_SERVE_GATE);
+	fault_gate(FAULT_HO_SERVE_GATE, NULL, NULL);
 	if (ret) {
 		if (!ho_pidfd_exited(g.old_pidfd, 0))
 			ho_give_up(&g, err);

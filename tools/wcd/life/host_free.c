@@ -54,20 +54,20 @@ struct host_freer {
 	bool returned;                /* the work function is done with p[] */
 };
 
-/* The tests' hook (WCD_TEST_WAKE_FREE_GATE=PATH): the free waits, up to
- * 60 s, for PATH to exist (and removes it) or for a sleep to stop it, so
- * that a test can act while a free is pending; before the first buffer, or
- * before buffer K with WCD_TEST_WAKE_FREE_GATE_AT=K. */
+/* The tests' hook (WCD_TEST_WAKE_FREE_GATE=PATH, fault_gate): the free
+ * waits for PATH or for a sleep to stop it, so that a test can act while a
+ * free is pending; before the first buffer, or before buffer K with
+ * WCD_TEST_WAKE_FREE_GATE_AT=K. */
+static bool freer_stopped(void *arg)
+{
+	return __atomic_load_n(&((struct host_freer *)arg)->stop,
+			       __ATOMIC_ACQUIRE);
+}
+
 static void test_free_gate(struct host_freer *F, uint32_t i)
 {
-	const char *gate = fault_str(FAULT_WAKE_FREE_GATE);
-
-	if (!gate || !*gate || fault_num(FAULT_WAKE_FREE_GATE_AT, 0) != i)
-		return;
-	for (int k = 0; k < 6000 && access(gate, F_OK) &&
-	     !__atomic_load_n(&F->stop, __ATOMIC_ACQUIRE); k++)
-		usleep(10000);
-	unlink(gate);
+	if (fault_num(FAULT_WAKE_FREE_GATE_AT, 0) == i)
+		fault_gate(FAULT_WAKE_FREE_GATE, freer_stopped, F);
 }
 
 /* On a pool thread (or the loop's, where it could not be queued): frees

@@ -148,32 +148,12 @@ struct push_commit_job {
 	uint8_t bytes[];
 };
 
-/* The tests' hook (WCD_TEST_PUSH_HASH_GATE=PATH): the job writes
- * PATH.wait, then waits, up to 60 s, for PATH to exist (and removes
- * both), so that a test can act while a commit hashes. */
-static void test_hash_gate(void)
-{
-	const char *gate = fault_str(FAULT_PUSH_HASH_GATE);
-	char at[4096];
-	int fd;
-
-	if (!gate || !*gate)
-		return;
-	snprintf(at, sizeof(at), "%s.wait", gate);
-	fd = open(at, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
-	if (fd >= 0)
-		close(fd);
-	for (int k = 0; k < 6000 && access(gate, F_OK); k++)
-		usleep(10000);
-	unlink(gate);
-	unlink(at);
-}
-
 static void commit_work(struct rx_work *w)
 {
 	struct push_commit_job *J = w->data;
 
-	test_hash_gate();
+	/* the tests' hook: a commit held while it hashes (fault.h) */
+	fault_gate(FAULT_PUSH_HASH_GATE, NULL, NULL);
 	J->ret = prepare_bytes(J->d, J->d->push, J->cnt, J->keep, J->msg,
 			       sizeof(J->msg));
 }
