@@ -12,13 +12,21 @@
  * round trip), one launch advances the tensor's XXH3 chain over the whole
  * 1 KiB blocks that have landed; the last piece finishes the hash.
  * Whole tensors already in the pools (a wake's pool once its copy is
- * queued, a re-hash, the fused views after a load) go through hash_batch:
- * one launch, a thread block per tensor, longest first, so that they run
- * side by side on the SMs instead of a chain at a time on a few streams.
+ * queued, a re-hash, the fused views after a load, an update session's
+ * commit) go through hash_batch, in rounds (cuda_xxh3.cu says why): each
+ * round gives every unfinished tensor, longest left first, a segment of
+ * at most XR_SEG_BLOCKS 1 KiB blocks, until the round holds
+ * XR_ROUND_BLOCKS; its sums run over the whole device, its chains side by
+ * side, and the longest tensors advance in every round, so a batch takes
+ * about its longest chain (66 GB/s on an H200) rather than a thread block's
+ * read (14 GB/s a tensor). Where the rounds' scratch cannot be allocated
+ * (or a batch needs more segments than it holds) the batch is one launch
+ * of a thread block per tensor, as before the rounds.
  *
  * Bounds: CUDA_HASH_CHAINS hash streams; device memory n x 104 bytes
- * (accumulators, results, batch jobs), host memory n x 33 bytes, both
- * freed by hash_end. One tensor's steps must use one chain, in order (the
+ * (accumulators, results, batch jobs), host memory n x 33 bytes, and from
+ * the first batch 2 x 64 MiB of round scratch and a segment table of
+ * n + XR_SEGS_EXTRA entries on both sides; all freed by hash_end. One tensor's steps must use one chain, in order (the
  * chain's stream keeps them in order); any number of tensors may share a
  * chain.
  */
@@ -40,6 +48,18 @@ struct xk_job_h {
 };
 _Static_assert(sizeof(struct xk_job_h) == 24, "xk_job is three 8-byte words");
 
+/* struct xr_seg of cuda_xxh3.cu, as the host writes it */
+struct xr_seg_h {
+	uint64_t base, len, b0, nblk, flat0, state, out, flags;
+};
+_Static_assert(sizeof(struct xr_seg_h) == 64, "xr_seg is eight 8-byte words");
+
+#define XR_INIT 1u                     /* as cuda_xxh3.cu */
+#define XR_FIN 2u
+#define XR_SEG_BLOCKS 32768u           /* 32 MiB: 0.5 ms of one chain */
+#define XR_ROUND_BLOCKS (1u << 20)     /* 1 GiB read, 64 MiB of sums */
+#define XR_SEGS_EXTRA 8192u            /* segments beyond one a tensor */
+
 struct cuda_hash {
 	uint32_t n;
 	uint64_t *d_mem;               /* n x 8 accumulators, then n x 16 bytes,
@@ -52,6 +72,14 @@ struct cuda_hash {
 	cudaStream_t hs[CUDA_HASH_CHAINS];
 	cudaEvent_t ev[CUDA_STREAMS];  /* "the last copy on copy stream i" */
 	unsigned nhs, nev;
+	/* the rounds (from the first batch): scratch, segments, events */
+	bool rounds_tried;
+	uint64_t *scr[2];              /* XR_ROUND_BLOCKS x 8 words each */
+	struct xr_seg_h *segs, *d_segs;
+	uint32_t nsegs, segs_cap;      /* used by batches so far, held */
+	cudaEvent_t summed[2], freed[2];
+	unsigned nrev;                 /* events made, of the four */
+	uint64_t round;                /* rounds queued: the scratch's parity */
 };
 
 int gpu_cuda_xxh3_probe(void);
@@ -59,11 +87,19 @@ int gpu_cuda_xxh3_launch(cudaStream_t s, const void *base, uint64_t len,
 			 uint64_t b0, uint64_t b1, uint64_t *state, int init,
 			 int fin, uint8_t *out);
 int gpu_cuda_xxh3_batch(cudaStream_t s, const void *jobs, unsigned n);
+int gpu_cuda_xxh3_round(cudaStream_t ss, cudaStream_t cs, cudaEvent_t summed,
+			cudaEvent_t freed, const void *segs, unsigned nseg,
+			uint64_t nblocks, uint64_t *scr);
 
 #define HASH_DEV_BYTES_PER_TENSOR (64 + 16 + sizeof(struct xk_job_h))
 
 static void hash_free(struct cuda_hash *h)
 {
+	for (unsigned i = 0; i < h->nrev; i++)
+		cudaEventDestroy(i < 2 ? h->summed[i] : h->freed[i - 2]);
+	if (h->scr[0])
+		cudaFree(h->scr[0]);
+	free(h->segs);
 	for (unsigned i = 0; i < h->nhs; i++)
 		cudaStreamDestroy(h->hs[i]);
 	for (unsigned i = 0; i < h->nev; i++)
@@ -199,6 +235,147 @@ static int job_cmp(const void *a, const void *b)
 	return x->len < y->len ? 1 : x->len > y->len ? -1 : 0;
 }
 
+/* The rounds' scratch, segment table and events, made at the first batch
+ * of a hash; false (once, then the batches fall back) where they cannot
+ * be. */
+static bool rounds_ready(struct cuda_hash *h)
+{
+	uint64_t scr_words = (uint64_t)XR_ROUND_BLOCKS * 8;
+	uint32_t cap = h->n + XR_SEGS_EXTRA;
+	uint64_t *mem = NULL;
+	cudaError_t e;
+
+	if (h->scr[0] || h->rounds_tried)
+		return h->scr[0] != NULL;
+	h->rounds_tried = true;
+	h->segs = malloc(sizeof(*h->segs) * cap);
+	if (!h->segs)
+		return false;
+	e = cudaMalloc((void **)&mem, sizeof(uint64_t) * 2 * scr_words +
+				      sizeof(*h->segs) * cap);
+	for (; e == cudaSuccess && h->nrev < 4; h->nrev++)
+		e = cudaEventCreateWithFlags(h->nrev < 2 ?
+					     &h->summed[h->nrev] :
+					     &h->freed[h->nrev - 2],
+					     cudaEventDisableTiming);
+	if (e != cudaSuccess) {
+		cudaGetLastError();      /* not sticky: the fallback runs */
+		if (mem)
+			cudaFree(mem);
+		free(h->segs);
+		h->segs = NULL;
+		return false;
+	}
+	h->scr[0] = mem;
+	h->scr[1] = mem + scr_words;
+	h->d_segs = (struct xr_seg_h *)(mem + 2 * scr_words);
+	h->segs_cap = cap;
+	return true;
+}
+
+struct xr_round {
+	uint32_t first, nseg;
+	uint64_t nblocks;
+};
+
+/* For qsort_r: the job with more blocks left first (ties: the earlier). */
+static int left_cmp(const void *a, const void *b, void *arg)
+{
+	const uint64_t *left = arg;
+	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+
+	if (left[x] != left[y])
+		return left[x] < left[y] ? 1 : -1;
+	return x < y ? -1 : x > y;
+}
+
+/* The n jobs hj (longest first) cut into rounds and queued on hs[0]
+ * (sums) and hs[1] (chains), after the copy event ev; 1 when the
+ * segment table is too small (nothing queued: fall back), 0, or a
+ * cudaError_t. */
+static int rounds_queue(struct cuda_hash *h, const struct xk_job_h *hj,
+			uint32_t n, cudaEvent_t ev, const uint8_t *results)
+{
+	uint64_t *left = malloc(sizeof(uint64_t) * 2 * (n ? n : 1));
+	uint64_t *done = left + n;
+	uint32_t *order = malloc(sizeof(uint32_t) * (n ? n : 1));
+	struct xr_round *rd = NULL;
+	uint32_t cnt = 0, s = h->nsegs, nrd = 0, unfinished = n;
+	cudaStream_t ss = h->hs[0], cs = h->hs[1];
+	int ret = cudaSuccess;
+
+	if (!left || !order)
+		goto out_small;
+	for (uint32_t k = 0; k < n; k++) {
+		left[k] = xs_nblocks(hj[k].len);
+		done[k] = 0;
+		cnt += left[k] ? (uint32_t)((left[k] + XR_SEG_BLOCKS - 1) /
+					    XR_SEG_BLOCKS) : 1;
+		if (cnt > h->segs_cap)
+			goto out_small;
+	}
+	if (cnt > h->segs_cap - h->nsegs)
+		goto out_small;
+	rd = malloc(sizeof(*rd) * (cnt ? cnt : 1));
+	if (!rd)
+		goto out_small;
+	while (unfinished) {
+		uint64_t cap = XR_ROUND_BLOCKS;
+		uint32_t m = 0;
+
+		for (uint32_t k = 0; k < n; k++)
+			if (left[k] || !done[k])
+				order[m++] = k;
+		qsort_r(order, m, sizeof(*order), left_cmp, left);
+		rd[nrd] = (struct xr_round){ .first = s };
+		for (uint32_t o = 0; o < m; o++) {
+			uint32_t k = order[o];
+			uint64_t take = left[k] < XR_SEG_BLOCKS ? left[k] :
+							       XR_SEG_BLOCKS;
+			uint64_t i = (hj[k].out - (uint64_t)(uintptr_t)results) / 16;
+
+			if (take > cap)
+				continue;
+			h->segs[s++] = (struct xr_seg_h){
+				.base = hj[k].base, .len = hj[k].len,
+				.b0 = done[k], .nblk = take,
+				.flat0 = XR_ROUND_BLOCKS - cap,
+				.state = (uint64_t)(uintptr_t)(h->d_mem + 8 * i),
+				.out = hj[k].out,
+				.flags = (done[k] ? 0 : XR_INIT) |
+					 (take == left[k] ? XR_FIN : 0),
+			};
+			cap -= take;
+			left[k] -= take;
+			done[k] += take ? take : 1;   /* a 0-block job: done */
+			if (!left[k])
+				unfinished--;
+		}
+		rd[nrd].nseg = s - rd[nrd].first;
+		rd[nrd++].nblocks = XR_ROUND_BLOCKS - cap;
+	}
+	/* h->segs lives until hash_end: the copy may read it late */
+	ret = cudaStreamWaitEvent(ss, ev, 0);
+	if (ret == cudaSuccess)
+		ret = cudaMemcpyAsync(h->d_segs + h->nsegs, h->segs + h->nsegs,
+				      sizeof(*h->segs) * (s - h->nsegs),
+				      cudaMemcpyHostToDevice, ss);
+	for (uint32_t r = 0; r < nrd && ret == cudaSuccess; r++, h->round++)
+		ret = gpu_cuda_xxh3_round(ss, cs, h->summed[h->round & 1],
+					  h->freed[h->round & 1],
+					  h->d_segs + rd[r].first, rd[r].nseg,
+					  rd[r].nblocks, h->scr[h->round & 1]);
+	h->nsegs = s;
+	goto out;
+out_small:
+	ret = 1;
+out:
+	free(rd);
+	free(order);
+	free(left);
+	return ret;
+}
+
 int gpu_cuda_hash_batch(struct gpu_dev *dev, const struct gpu_hash_job *jobs,
 			uint32_t n, unsigned copy_stream, char *err)
 {
@@ -255,6 +432,13 @@ int gpu_cuda_hash_batch(struct gpu_dev *dev, const struct gpu_hash_job *jobs,
 	hs = h->hs[h->next_hs++ % CUDA_HASH_CHAINS];
 	ev = h->ev[copy_stream % CUDA_STREAMS];
 	e = cudaEventRecord(ev, cd->st[copy_stream % CUDA_STREAMS].s);
+	if (e == cudaSuccess && rounds_ready(h)) {
+		ret = rounds_queue(h, hj, n, ev, results);
+		if (ret != 1) {
+			e = (cudaError_t)ret;
+			goto queued;
+		}
+	}
 	if (e == cudaSuccess)
 		e = cudaStreamWaitEvent(hs, ev, 0);
 	/* h->jobs lives until hash_end: the copy may read it late */
@@ -264,6 +448,7 @@ int gpu_cuda_hash_batch(struct gpu_dev *dev, const struct gpu_hash_job *jobs,
 	if (e == cudaSuccess)
 		e = (cudaError_t)gpu_cuda_xxh3_batch(
 			hs, d_jobs + sizeof(*hj) * h->njobs, n);
+queued:
 	if (e != cudaSuccess)
 		return base_errf(err, gpu_cuda_rt_errno(e),
 			       "cannot queue the hashes of %u tensors on %s: %s",

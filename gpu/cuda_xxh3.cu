@@ -11,7 +11,8 @@
  * what bounds one launch; the loader runs one launch per staging piece on
  * one of several hash streams, so several tensors advance at once.
  * xk_batch runs the same per thread block, one whole tensor each, for
- * tensors already in the pools: n chains side by side in one launch.
+ * tensors already in the pools: n chains side by side in one launch (what
+ * a batch falls back to when the rounds below get no scratch memory).
  *
  * Only this file is compiled by nvcc (the Makefile builds every .cu in
  * gpu/ where CUDA is on); gpu/cuda_hash.c calls it.
@@ -148,6 +149,197 @@ xk_batch(const struct xk_job *jobs)
 	xk_run(base, len, 0, xs_nblocks(len), NULL, 1, 1, out);
 }
 
+/*
+ * Rounds: one tensor's sums spread over the whole device. A thread block
+ * on one SM reads about 30 GB/s (the sums of xk_run are what bounds one
+ * chain at 14 GB/s there), the chain alone runs at about 66 GB/s (15.5 ns
+ * a step on an H200), and the device reads 2.5 TB/s this way. So a batch
+ * is cut into rounds (gpu/cuda_hash.c schedules them): a round is a list
+ * of segments, at most XR_SEG_BLOCKS blocks of one tensor each; xr_sums
+ * computes every block sum of the round, one thread per block, into a
+ * scratch buffer (64 bytes per 1 KiB block); xr_chain runs each
+ * segment's chain over them, a thread block per segment (its sums staged
+ * through shared memory), carrying the accumulators from one round to
+ * the next in the tensor's state and finishing the hash in the segment
+ * that ends it. Two scratch buffers, so the sums of round r + 1 may run
+ * beside the chains of round r; on an H200 they mostly do not (llama-8b's
+ * 16 GB: sums alone 6.2 ms, chains alone 15.4 ms, both 21.5 ms), and
+ * keeping the sums off the chains' SMs made the sums slower than the
+ * overlap gained (25-27 ms).
+ */
+struct xr_seg {
+	const uint8_t *base;             /* the tensor's first byte */
+	uint64_t len;                    /* the tensor's bytes */
+	uint64_t b0, nblk;               /* its blocks [b0, b0 + nblk) */
+	uint64_t flat0;                  /* the first block's sum in scratch */
+	uint64_t *state;                 /* its 8 accumulators between rounds */
+	uint8_t *out;                    /* its canonical hash, when it ends */
+	uint64_t flags;                  /* XR_INIT, XR_FIN */
+};
+
+#define XR_INIT 1u
+#define XR_FIN 2u
+#define XR_SUMS_THREADS 256u
+#define XR_CHAIN_THREADS 128u            /* warp 0 chains, 1..3 stage */
+#define XR_C 256u                        /* chain steps per staged chunk */
+#define XR_STAGERS 96u
+#define XR_STAGE_PER ((XR_C * 4u + XR_STAGERS - 1) / XR_STAGERS)
+#define XR_U 16u                         /* chain steps read ahead */
+
+/* One thread per block of the round: its segment found by a binary
+ * search over the round's segments (their flat0 ascending). */
+__global__ void __launch_bounds__(XR_SUMS_THREADS)
+xr_sums(const struct xr_seg *segs, unsigned nseg, uint64_t nblocks,
+	uint64_t *scr)
+{
+	__shared__ uint64_t kw[XS_SECRET_WORDS];
+	uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	unsigned lo = 0, hi = nseg;
+	uint64_t sum[8];
+	ulonglong2 *o;
+
+	if (threadIdx.x < XS_SECRET_WORDS)
+		kw[threadIdx.x] = xs_secret64(8 * threadIdx.x);
+	__syncthreads();
+	if (g >= nblocks)
+		return;
+	while (hi - lo > 1) {
+		unsigned mid = (lo + hi) / 2;
+
+		if (segs[mid].flat0 <= g)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	block_sum(sum, segs[lo].base + (segs[lo].b0 + g - segs[lo].flat0) *
+			       XS_BLOCK, kw);
+	o = (ulonglong2 *)(scr + 8 * g);
+#pragma unroll
+	for (unsigned i = 0; i < 4; i++)
+		o[i] = make_ulonglong2(sum[2 * i], sum[2 * i + 1]);
+}
+
+/* Warps 1..3 copy chunk c of a segment's sums (XR_C steps of 64 bytes)
+ * from scratch to shared memory, every load of a thread in flight at
+ * once: the sums kernel beside it keeps the device's memory busy, and a
+ * chain that waited for each load would run at half its speed. */
+static __device__ __forceinline__ void
+xr_stage(uint64_t (*dst)[8], const ulonglong2 *src, uint64_t c,
+	 uint64_t nblk, unsigned t)
+{
+	uint64_t n = nblk - c * XR_C;
+	unsigned units = (unsigned)(n < XR_C ? n : XR_C) * 4;
+	ulonglong2 v[XR_STAGE_PER];
+	ulonglong2 *d = (ulonglong2 *)dst;
+
+	src += c * XR_C * 4;
+#pragma unroll
+	for (unsigned k = 0; k < XR_STAGE_PER; k++)
+		if (t + k * XR_STAGERS < units)
+			v[k] = __ldcg(src + t + k * XR_STAGERS);
+#pragma unroll
+	for (unsigned k = 0; k < XR_STAGE_PER; k++)
+		if (t + k * XR_STAGERS < units)
+			d[t + k * XR_STAGERS] = v[k];
+}
+
+/* One thread block per segment: lanes 0..7 of warp 0 chain chunk c from
+ * shared memory while warps 1..3 stage chunk c + 1. */
+__global__ void __launch_bounds__(XR_CHAIN_THREADS)
+xr_chain(const struct xr_seg *segs, const uint64_t *scr)
+{
+	__shared__ uint64_t buf[2][XR_C][8];
+	__shared__ uint64_t acc_s[8];
+	const struct xr_seg *sg = &segs[blockIdx.x];
+	const ulonglong2 *src = (const ulonglong2 *)(scr + 8 * sg->flat0);
+	unsigned tid = threadIdx.x;
+	uint64_t nblk = sg->nblk;
+	uint64_t nch = (nblk + XR_C - 1) / XR_C;
+	uint64_t acc = 0, key = 0;
+
+	if (tid < 8) {
+		key = xs_secret64(8 * (16 + tid));
+		acc = sg->flags & XR_INIT ? xs_init1(tid) : sg->state[tid];
+	}
+	if (tid >= 32 && nch)
+		xr_stage(buf[0], src, 0, nblk, tid - 32);
+	__syncthreads();
+	for (uint64_t c = 0; c < nch; c++) {
+		if (tid >= 32) {
+			if (c + 1 < nch)
+				xr_stage(buf[(c + 1) & 1], src, c + 1, nblk,
+					 tid - 32);
+		} else if (tid < 8) {
+			const uint64_t (*sm)[8] = buf[c & 1];
+			uint64_t n = nblk - c * XR_C;
+			unsigned j = 0;
+
+			if (n > XR_C)
+				n = XR_C;
+			for (; j + XR_U <= n; j += XR_U) {
+				uint64_t v[XR_U];
+
+#pragma unroll
+				for (unsigned u = 0; u < XR_U; u++)
+					v[u] = sm[j + u][tid];
+#pragma unroll
+				for (unsigned u = 0; u < XR_U; u++)
+					acc = xs_scramble1(acc, v[u], key);
+			}
+			for (; j < n; j++)
+				acc = xs_scramble1(acc, sm[j][tid], key);
+		}
+		__syncthreads();
+	}
+	if (!(sg->flags & XR_FIN)) {
+		if (tid < 8)
+			sg->state[tid] = acc;
+		return;
+	}
+	if (tid < 8)
+		acc_s[tid] = acc;
+	__syncthreads();
+	if (tid == 0) {
+		uint64_t all[8];
+
+		for (unsigned i = 0; i < 8; i++)
+			all[i] = acc_s[i];
+		xs_finish(all, sg->base, sg->len, sg->out);
+	}
+}
+
+/* Queues one round on two streams: the sums of nseg segments (nblocks
+ * blocks in all, their flat0 consecutive from 0) into scr on ss, after
+ * free (the chains that last read scr) and then recording summed; the
+ * chains on cs after summed, then recording free. segs in device memory,
+ * in the layout of struct xr_seg. */
+extern "C" int gpu_cuda_xxh3_round(cudaStream_t ss, cudaStream_t cs,
+				   cudaEvent_t summed, cudaEvent_t freed,
+				   const void *segs, unsigned nseg,
+				   uint64_t nblocks, uint64_t *scr)
+{
+	const struct xr_seg *sg = (const struct xr_seg *)segs;
+	uint64_t grid = (nblocks + XR_SUMS_THREADS - 1) / XR_SUMS_THREADS;
+	cudaError_t e = cudaStreamWaitEvent(ss, freed, 0);
+
+	if (e == cudaSuccess && nblocks)
+		xr_sums<<<(unsigned)grid, XR_SUMS_THREADS, 0, ss>>>(sg, nseg,
+								   nblocks, scr);
+	if (e == cudaSuccess)
+		e = cudaGetLastError();
+	if (e == cudaSuccess)
+		e = cudaEventRecord(summed, ss);
+	if (e == cudaSuccess)
+		e = cudaStreamWaitEvent(cs, summed, 0);
+	if (e == cudaSuccess)
+		xr_chain<<<nseg, XR_CHAIN_THREADS, 0, cs>>>(sg, scr);
+	if (e == cudaSuccess)
+		e = cudaGetLastError();
+	if (e == cudaSuccess)
+		e = cudaEventRecord(freed, cs);
+	return (int)e;
+}
+
 /* cudaSuccess when this build holds code the current device can run. */
 extern "C" int gpu_cuda_xxh3_probe(void)
 {
@@ -155,7 +347,14 @@ extern "C" int gpu_cuda_xxh3_probe(void)
 
 	cudaError_t e = cudaFuncGetAttributes(&a, xk_advance);
 
-	return (int)(e != cudaSuccess ? e : cudaFuncGetAttributes(&a, xk_batch));
+	if (e == cudaSuccess)
+		e = cudaFuncGetAttributes(&a, xk_batch);
+	if (e == cudaSuccess)
+		e = cudaFuncGetAttributes(&a, xr_sums);
+
+	if (e == cudaSuccess)
+		e = cudaFuncGetAttributes(&a, xr_chain);
+	return (int)e;
 }
 
 /* Queues one xk_advance on stream s; returns the launch's cudaError_t. */

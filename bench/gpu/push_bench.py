@@ -14,6 +14,11 @@ the checkpoint a CUDA wcd serves (wcgen llama-8b: 291 bf16 tensors, 16 GB):
   partial   update_from(partial=True) of ~2% of the bytes (--partial-frac):
             the kept tensors copied from N on the device; target <= 3x the
             floor of those bytes + 2 ms
+  inplace   update_from(in_place=True) of every tensor, no engine attached
+            (the served pools written; hashes included); target <= 2x floor
+  inplace-partial
+            the same ~2% as partial, in place: only those bytes written and
+            hashed; target <= 3x their floor + 2 ms
   ipc-512M, ipc-2G
             the colocated RL frameworks' way (verl, slime): this process,
             the trainer, flattens tensors into buckets of 512 MiB or 2 GiB,
@@ -226,7 +231,7 @@ def main():
     ap.add_argument("-r", "--rounds", type=int, default=3)
     ap.add_argument("--partial-frac", type=float, default=0.02)
     ap.add_argument("--wcctl", default="wcctl")
-    ap.add_argument("--skip", default="", help="comma list of: ipc, save")
+    ap.add_argument("--skip", default="", help="comma list of: ipc, save, inplace")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
     import torch
@@ -264,6 +269,13 @@ def main():
     changed = {k: sd[k] for k in part}
     partial = timed(lambda: conn.update_from(changed, partial=True), a.rounds)
     rows.append(summary("partial", partial, pf_med, 3 * pf_med + 2e-3))
+    if "inplace" not in skip:
+        # no engine holds a lease here: the session writes the served pools
+        inpl = timed(lambda: conn.update_from(sd, in_place=True), a.rounds)
+        rows.append(summary("inplace", inpl, f_med, 2 * f_med))
+        ipart = timed(lambda: conn.update_from(changed, partial=True, in_place=True),
+                      a.rounds)
+        rows.append(summary("inplace-partial", ipart, pf_med, 3 * pf_med + 2e-3))
     conn.close()
     if "ipc" not in skip:
         for label, b in (("ipc-512M", 512 << 20), ("ipc-2G", 2 << 30)):

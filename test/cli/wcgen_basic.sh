@@ -83,6 +83,9 @@ gemma2-tiny 24 Gemma2ForCausalLM pre_feedforward_layernorm.weight
 gemma3-tiny 28 Gemma3ForCausalLM self_attn.k_norm.weight
 phi3-tiny 15 Phi3ForCausalLM self_attn.qkv_proj.weight
 LIST
+# Phi3Config's default pad_token_id (32000) is past phi3-tiny's 1000
+# tokens: transformers refuses to build that embedding
+expect_has "phi3 pad token inside the vocabulary" "$(cat "$d/phi3-tiny/config.json")" '"pad_token_id": 0,'
 cfg=$(cat "$d/deepseek-v3-tiny/config.json")
 expect_has "deepseek fp8 by default" "$cfg" '"weight_block_size": ['
 out=$("$BIN/wcgen" deepseek-v3-tiny --out "$d/ds" --quant none 2>&1) || fail "deepseek bf16: $out"

@@ -8,8 +8,9 @@
  * the refusals (a tensor of 240 bytes, an unaligned offset, a second
  * begin, an end without a begin, a tensor left unfinished), abandoning a
  * run; hash_batch (whole tensors side by side: the same equality, and its
- * refusals); and the kernel's speed on one chain, on eight, and in one
- * batch (printed).
+ * refusals), in rounds (tensors longer than a round's segment); and the
+ * kernel's speed on one chain, on eight, in one batch, and one tensor in
+ * rounds (printed).
  * Skips (77) where the build has no CUDA or no GPU is found.
  */
 #include <errno.h>
@@ -232,6 +233,55 @@ static void check_batch(const struct gpu_backend *be, struct gpu_dev *dev,
 	T_HAS(err, "no device hash is running");
 }
 
+/* hash_batch in rounds: tensors longer than a round's segment (32 MiB)
+ * are chained over several rounds, the accumulators carried between
+ * them; lengths at the edges (a segment and a block and a byte, one
+ * block and a byte, under a block) beside them. Every
+ * hash equals the host's. */
+static void check_rounds(const struct gpu_backend *be, struct gpu_dev *dev,
+			 struct gpu_pool *pool, const uint8_t *stage)
+{
+	static const uint64_t len[] = {
+		(40u << 20) + 3, (32u << 20) + 1025, 1025, 300, 777777,
+		(8u << 20) + 1, 4u << 20,
+	};
+	enum { NR = sizeof(len) / sizeof(len[0]) };
+	static uint8_t out[NR][16];
+	struct gpu_hash_job jobs[NR];
+	char err[BASE_ERR_LEN];
+	struct tens t[NR];
+	uint64_t off = 0;
+	int copies = 0;
+
+	memset(out, 0, sizeof(out));
+	t_count_set(&ncopied, 0);
+	T_OK(be->hash_begin(dev, NR, err));
+	for (unsigned i = 0; i < NR; i++) {
+		/* a copy is at most a staging piece: 2 MiB pieces */
+		for (uint64_t o = 0; o < len[i]; o += 2u << 20) {
+			struct gpu_copy c = {
+				.dst_off = off + o, .src = stage + off + o,
+				.width = len[i] - o < (2u << 20) ? len[i] - o :
+								   2u << 20,
+				.height = 1 };
+
+			T_OK(be->copy_to_pool(dev, pool, &c, 0, on_done, NULL));
+			copies++;
+		}
+		/* listed shortest first: the batch orders them itself */
+		jobs[NR - 1 - i] = (struct gpu_hash_job){
+			.pool = pool, .off = off, .len = len[i], .i = i };
+		t[i] = (struct tens){ .off = off, .len = len[i] };
+		off = gpu_align_up(off + len[i], GPU_POOL_ALIGN);
+		T_ASSERT(off <= POOL_BYTES);
+	}
+	if (be->hash_batch(dev, jobs, NR, 0, err))
+		T_FAIL("hash_batch: %s", err);
+	end_and_check(be, dev, stage, t, NR, out, copies);
+	printf("%u tensors in rounds (up to 40 MiB: two segments): the device's hashes equal the host's\n",
+	       (unsigned)NR);
+}
+
 static void check_refusals(const struct gpu_backend *be, struct gpu_dev *dev,
 			   struct gpu_pool *pool)
 {
@@ -298,6 +348,15 @@ static void speed(const struct gpu_backend *be, struct gpu_dev *dev,
 			printf("kernel, one batch of 24 x 4 MiB: 96 MiB in %.3f ms, %.1f GB/s\n",
 			       (now_s() - t0) * 1e3,
 			       (96u << 20) / (now_s() - t0) / 1e9);
+			T_OK(be->hash_begin(dev, 1, err));
+			j[0] = (struct gpu_hash_job){ .pool = pool, .off = 0,
+						      .len = 64u << 20, .i = 0 };
+			t0 = now_s();
+			T_OK(be->hash_batch(dev, j, 1, 0, err));
+			T_OK(be->hash_end(dev, out, err));
+			printf("kernel, one batch of one 64 MiB tensor (in rounds): %.3f ms, %.1f GB/s\n",
+			       (now_s() - t0) * 1e3,
+			       (64u << 20) / (now_s() - t0) / 1e9);
 		}
 	}
 }
@@ -328,6 +387,7 @@ int main(void)
 	check_all(be, &dev, &pool, stage);
 	check_all(be, &dev, &pool, stage);
 	check_batch(be, &dev, &pool, stage);
+	check_rounds(be, &dev, &pool, stage);
 	check_refusals(be, &dev, &pool);
 	speed(be, &dev, &pool);
 	be->pool_release(&dev, &pool);

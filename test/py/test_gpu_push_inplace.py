@@ -69,11 +69,37 @@ def test_gpu_in_place_engine_paused(gpu_llama):
     assert hashes(r) == pushed
 
 
+def test_gpu_in_place_partial(gpu_llama):
+    """A partial in-place update on the device: the tensors given are
+    rewritten in the served pools, the others keep their bytes (nothing
+    copied) and their hashes; every hash matches the bytes after."""
+    r, new, _ = gpu_llama
+    e = connect(r)
+    e.hello()
+    m = e.attach(framework="torch")
+    old = device_bytes(m)
+    some = dict(sorted(new.items())[: len(new) // 2])
+    with e.paused() as p:
+        with connect(r) as t:
+            assert t.update_from(some, in_place=True, partial=True).version == 2
+        assert notice(e, "in_place").version == 2
+    assert p.result.version == 2
+    got = device_bytes(m)
+    for k in old:
+        assert got[k][0] == old[k][0], k
+    ck = {t.name for t in m.manifest if not t.flags & 0x2}
+    changed = [k for k in ck if got[k][1] != old[k][1]]
+    assert set(changed) == set(some) & ck, (sorted(changed)[:4], sorted(some)[:4])
+    assert m.verify()
+    m.detach()
+    e.close()
+
+
 def test_gpu_in_place_trainer_killed(gpu_llama, tmp_path):
     r, new, _ = gpu_llama
     e = connect(r)
     e.hello()
-    e.attach(framework="torch")
+    m = e.attach(framework="torch")      # held: a dropped Model detaches
     e.pause()
     pt = str(tmp_path / "new.pt")
     torch.save(new, pt)
@@ -94,4 +120,5 @@ def test_gpu_in_place_trainer_killed(gpu_llama, tmp_path):
             t.hello()
         assert t.update_from(new, in_place=True).version == 2
     assert e.resume().version == 2
+    m.detach()
     e.close()

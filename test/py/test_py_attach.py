@@ -352,3 +352,22 @@ def test_table_cache_keeps_no_pointer(daemons, tmp_path):
         assert list(h3.values()) == hashes
         del t3
         m3.detach()
+
+
+def test_a_quiet_connection_is_opened_again(daemons, tiny):
+    """An engine that connects, then builds its model for longer than the
+    daemon waits for a first frame (--frame-timeout, 10 s by default:
+    `import transformers` alone takes longer) before its first request:
+    the daemon dropped the quiet socket, and libwcache opens it again on
+    the same descriptor number before it speaks; the request is served."""
+    import time
+    d = daemons(tiny, "quiet", "--frame-timeout", "0.3")
+    conn = wcache.connect(device=d.device, runtime_dir=d.rundir)
+    fd = conn.notice_fd()
+    time.sleep(1.3)         # past the daemon's 0.3 s and the library's 1 s
+    assert conn.hello()["version"] == 1
+    assert conn.notice_fd() == fd
+    m = conn.attach(framework="numpy")
+    assert len(m.manifest) > 0
+    m.detach()
+    conn.close()

@@ -28,6 +28,7 @@
 
 #define WC_NOTICES_MAX 16            /* queued notices; older are dropped */
 #define WC_TIMEOUT_MS_DEFAULT 30000
+#define WC_QUIET_REOPEN_NS 1000000000ull /* 1 s without a first frame */
 #define WC_VERIFY_CHUNK (8u << 20)   /* bounce buffer for device verify */
 #define WC_VERIFY_THREADS_MAX 8
 #define WC_VERIFY_PARALLEL_MIN (64ull << 20) /* bytes: below, one thread */
@@ -55,6 +56,12 @@ struct wc_conn {
 	struct wire_put w;           /* send buffer */
 	bool hello_ok;
 	bool eof;                    /* the daemon closed the connection */
+	/* before its first frame the daemon drops a connection after its
+	 * --frame-timeout (10 s): one that stayed quiet longer than
+	 * WC_QUIET_REOPEN_NS is opened again before it speaks (wc__send) */
+	bool spoke;
+	uint64_t connected_ns;
+	uid_t peer_uid;              /* SO_PEERCRED, trusted at wc_connect */
 	struct wc_info info;         /* from the HELLO reply */
 	struct gpu_dev dev;          /* opened at the first attach */
 	bool dev_open;
@@ -137,6 +144,9 @@ void wc__strlcpy(char *dst, const char *src, size_t cap);
 int wc__frame_recv(struct wc_conn *c, struct wc_frame *f, struct wc_error *err);
 void wc__frame_release(struct wc_frame *f);
 int wc__send(struct wc_conn *c, struct wire_put *w, struct wc_error *err);
+/* A new socket to c->sock on c's descriptor number (wc_notice_fd's stays
+ * valid), its peer the uid wc_connect trusted. 0 or -errno, err set. */
+int wc__reopen(struct wc_conn *c, struct wc_error *err);
 /* Points the daemon fd (same number: dup3) and pid at another daemon: a
  * hot handover's new one. */
 void wc__follow_daemon(struct wc_conn *c, pid_t pid);

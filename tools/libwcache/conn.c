@@ -215,6 +215,52 @@ static int refusal_or(struct wc_conn *c, unsigned type, int ret,
 	return ret;
 }
 
+int wc__reopen(struct wc_conn *c, struct wc_error *err)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct ucred cr;
+	socklen_t crlen = sizeof(cr);
+	struct timeval tv;
+	int fd, e;
+
+	memcpy(sa.sun_path, c->sock, strlen(c->sock) + 1);
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return wc__fail(err, errno, "socket(AF_UNIX) failed: %s", strerror(errno));
+	if (c->timeout_ms > 0) {
+		tv.tv_sec = c->timeout_ms / 1000;
+		tv.tv_usec = (c->timeout_ms % 1000) * 1000;
+		setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	}
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0) {
+		e = errno;
+		close(fd);
+		return wc__fail(err, e, "connecting to %s again (the connection was quiet since it opened, longer than the daemon waits for a first frame) failed: %s",
+				c->sock, strerror(e));
+	}
+	if (cr.uid != c->peer_uid) {
+		close(fd);
+		return wc__fail(err, EACCES, "the process serving %s now runs as uid %u, not the uid %u trusted when the connection opened: connect again",
+				c->sock, (unsigned)cr.uid, (unsigned)c->peer_uid);
+	}
+	if (dup3(fd, c->fd, O_CLOEXEC) < 0) {
+		e = errno;
+		close(fd);
+		return wc__fail(err, e, "dup3 of the new socket failed: %s", strerror(e));
+	}
+	close(fd);
+	if (cr.pid != c->pid) {          /* a new daemon (a restart) */
+		if (c->pidfd >= 0)
+			close(c->pidfd);
+		c->pid = cr.pid;
+		c->pidfd = cr.pid > 0 ? wc__pidfd_open(cr.pid) : -1;
+	}
+	c->connected_ns = wc__now_ns();
+	return 0;
+}
+
 int wc__send(struct wc_conn *c, struct wire_put *w, struct wc_error *err)
 {
 	char e[BASE_ERR_LEN];
@@ -222,7 +268,17 @@ int wc__send(struct wc_conn *c, struct wire_put *w, struct wc_error *err)
 
 	if (ret)
 		return wc__fail(err, -ret, "could not encode the request: %s", e);
+	/* the daemon drops a connection whose first frame is late: one
+	 * opened long ago (an engine that connected, then built its model)
+	 * is opened again first; nothing was said on it, nothing is lost */
+	if (!c->spoke && wc__now_ns() - c->connected_ns > WC_QUIET_REOPEN_NS) {
+		ret = wc__reopen(c, err);
+		if (ret)
+			return ret;
+	}
 	ret = send_all(c, w->buf, w->len, err);
+	if (!ret)
+		c->spoke = true;
 	if (ret == -EPIPE)
 		ret = refusal_or(c, w->buf[6] | (unsigned)w->buf[7] << 8, ret,
 				 err);

@@ -197,10 +197,12 @@ int wc_connect(const struct wc_connect_opts *o, struct wc_conn **out,
 		goto out_free;
 	}
 	c->pid = cr.pid;
+	c->peer_uid = cr.uid;
 	/* pid 0: the daemon lives in another pid namespace; no liveness fd. */
 	if (cr.pid > 0)
 		c->pidfd = wc__pidfd_open(cr.pid);
-	c->times.connect_ns = wc__now_ns() - t0 - c->times.device_ns;
+	c->connected_ns = wc__now_ns();
+	c->times.connect_ns = c->connected_ns - t0 - c->times.device_ns;
 	*out = c;
 	wc__ok(err);
 	return 0;

@@ -515,6 +515,12 @@ static void write_config(const struct opts *o)
 		set_int(c, "sliding_window", 512);
 		json_object_set_new(c, "hidden_activation", json_string("gelu_pytorch_tanh"));
 		break;
+	case F_PHI3:
+		/* Phi3Config's default pad_token_id (32000) is past a tiny
+		 * vocabulary, and transformers then refuses to build the
+		 * embedding ("Padding_idx must be within num_embeddings") */
+		set_int(c, "pad_token_id", 0);
+		break;
 	default:
 		break;
 	}

@@ -45,8 +45,10 @@ int push_inplace_prepare(struct wcd *d, struct wcd_push *p,
 
 	WC_ASSERT(p->in_place);
 	if (p->direct) {
-		WC_ASSERT(nv == cur && !keep);
-		return cur->hashed ? push_hash(d, cur, cur, NULL, err) : 0;
+		/* the trainer wrote the served pools: what a partial update
+		 * did not write (keep, all zeros otherwise) keeps its hash */
+		WC_ASSERT(nv == cur);
+		return cur->hashed ? push_hash(d, cur, cur, keep, err) : 0;
 	}
 	if (nv->npools != cur->npools ||
 	    nv->plan.ntensors != cur->plan.ntensors)

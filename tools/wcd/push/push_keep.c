@@ -103,7 +103,9 @@ int push_keep(struct wcd *d, struct wcd_version *nv, uint32_t nck,
 		keep[i] = cur->hashed;
 	}
 	qsort_r(idx, n, sizeof(*idx), by_place, nv->plan.t);
-	ret = keep_runs(d, cur, nv, idx, n, err);
+	/* in place on a device the session wrote the served pools: the
+	 * kept bytes are where they are */
+	ret = nv == cur ? 0 : keep_runs(d, cur, nv, idx, n, err);
 	free(idx);
 	if (ret)
 		return ret;
@@ -149,7 +151,8 @@ static int hash_device(struct wcd *d, struct wcd_version *v,
 		if (t->flags & PLAN_T_ALIAS)
 			continue;
 		if (keep && keep[i]) {
-			memcpy(v->hash[i], cur->hash[i], BASE_HASH_LEN);
+			if (v != cur)    /* in place: the hash is there */
+				memcpy(v->hash[i], cur->hash[i], BASE_HASH_LEN);
 		} else if (t->size > GPU_HASH_MIN_LEN) {
 			jobs[n++] = (struct gpu_hash_job){
 				.pool = &v->pools[t->pool], .off = t->pool_off,
@@ -203,7 +206,8 @@ int push_hash(struct wcd *d, struct wcd_version *v,
 		if (t->flags & PLAN_T_ALIAS)
 			continue;
 		if (keep && keep[i]) {
-			memcpy(v->hash[i], cur->hash[i], BASE_HASH_LEN);
+			if (v != cur)    /* in place: the hash is there */
+				memcpy(v->hash[i], cur->hash[i], BASE_HASH_LEN);
 			continue;
 		}
 		if (pl->host_ptr) {

@@ -58,12 +58,6 @@ static bool in_place_refused(struct wcd_client *c,
 			    "an in-place update keeps the served layout (the engines keep their mappings of it), so it cannot allow a layout change: update beside for that");
 		return true;
 	}
-	if ((q->flags & WIRE_PUSH_PARTIAL) && d->dev.be != &gpu_host_backend) {
-		reply_error(c, c->h.id, WIRE_E_NOT_IMPLEMENTED, false,
-			    "a partial in-place update on device %s is not built yet (the hashes of the kept tensors on the device): push every tensor",
-			    d->dev.name);
-		return true;
-	}
 	np = push_unpaused(d, pid, 8);
 	if (np) {
 		shown = np < 8 ? np : 8;
@@ -218,11 +212,12 @@ static int open_version(struct wcd *d, struct wcd_push *p,
 {
 	struct wcd_version *cur = wcd_current(d);
 	char err[BASE_ERR_LEN], diff[2048];
-	uint64_t need, have = 0;
+	uint64_t need, have = 0, t;
 	unsigned nd;
 	int ret;
 
 	memset(nv, 0, sizeof(*nv));
+	t = rx_now_ns();
 	ret = load_prepare(d, nv, err);
 	if (!ret && wcd_stopping(d))
 		ret = base_errf(err, ECANCELED, "the daemon is stopping");
@@ -259,6 +254,8 @@ static int open_version(struct wcd *d, struct wcd_push *p,
 	if (nd)
 		log_warn("update session: %u tensors change name, dtype or shape (allow_layout_change): %s",
 			 nd, diff);
+	p->open_plan_ns = rx_now_ns() - t;
+	t = rx_now_ns();
 	need = version_plan_need(d, nv);
 	if (version_mem_free(d, &have) == 0 && need > have) {
 		*code = WIRE_E_LIMIT;
@@ -275,6 +272,7 @@ static int open_version(struct wcd *d, struct wcd_push *p,
 	/* fresh memfds read as zeros; device memory is whatever it was */
 	if (!ret)
 		ret = load_zero_padding(d, nv, err);
+	p->open_pools_ns = rx_now_ns() - t;
 	if (ret) {
 		*code = WIRE_E_LIMIT;
 		snprintf(msg, cap, "update session refused: cannot create version %" PRIu64 "'s pools: %s; version %" PRIu64 " serves on",
@@ -360,9 +358,12 @@ bool push_open_job(struct wcd *d)
 		return true;
 	}
 	open_reply(d, p, c, id);
-	log_info("update session %" PRIu64 " of pid %d (uid %u) open: version %" PRIu64 " %s %" PRIu64 ", %u tensors, %" PRIu64 " bytes in %u pools, commit within %u ms",
+	log_info("update session %" PRIu64 " of pid %d (uid %u) open: version %" PRIu64 " %s %" PRIu64 ", %u tensors, %" PRIu64 " bytes in %u pools, commit within %u ms; opened in %.3f ms (plan %.3f ms, pools %.3f ms)",
 		 p->session, (int)p->pid, (unsigned)p->uid, p->base + 1,
 		 p->in_place ? "in place of" : "beside", p->base,
-		 p->ntensors, p->bytes, nv->npools, p->timeout_ms);
+		 p->ntensors, p->bytes, nv->npools, p->timeout_ms,
+		 (double)(rx_now_ns() - p->t0) / 1e6,
+		 p->direct ? 0.0 : (double)p->open_plan_ns / 1e6,
+		 p->direct ? 0.0 : (double)p->open_pools_ns / 1e6);
 	return true;
 }
