@@ -26,9 +26,9 @@
  * Bounds: CUDA_HASH_CHAINS hash streams; device memory n x 104 bytes
  * (accumulators, results, batch jobs), host memory n x 33 bytes, and from
  * the first batch 2 x 64 MiB of round scratch and a segment table of
- * n + XR_SEGS_EXTRA entries on both sides; all freed by hash_end. One tensor's steps must use one chain, in order (the
- * chain's stream keeps them in order); any number of tensors may share a
- * chain.
+ * n + XR_SEGS_EXTRA entries on both sides; all freed by hash_end. One
+ * tensor's steps must use one chain, in order (the chain's stream keeps
+ * them in order); any number of tensors may share a chain.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -332,7 +332,8 @@ static int rounds_queue(struct cuda_hash *h, const struct xk_job_h *hj,
 			uint32_t k = order[o];
 			uint64_t take = left[k] < XR_SEG_BLOCKS ? left[k] :
 							       XR_SEG_BLOCKS;
-			uint64_t i = (hj[k].out - (uint64_t)(uintptr_t)results) / 16;
+			uint64_t i = (hj[k].out -
+				      (uint64_t)(uintptr_t)results) / 16;
 
 			if (take > cap)
 				continue;

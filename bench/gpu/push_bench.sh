@@ -14,7 +14,8 @@
 #   bench/gpu/push_bench.sh bench   wcgen llama-8b (291 tensors, 16 GB) served
 #                                by one CUDA wcd; bench/gpu/push_bench.py
 #                                --json: the D2D floor, update_from beside,
-#                                a 2% partial update, torch CUDA IPC buckets
+#                                a 2% partial update, in place (every tensor,
+#                                the same 2%), torch CUDA IPC buckets
 #                                (512 MiB, 2 GiB), save + wcctl update
 #   bench/gpu/push_bench.sh all     both
 #
