@@ -151,9 +151,9 @@ struct gpu_backend {
 	 * zero. */
 	int (*pool_fill)(struct gpu_dev *dev, struct gpu_pool *pool,
 			 uint64_t off, uint64_t len, uint8_t byte, char *err);
-	/* Optional (NULL: copy through host_ptr, which both pools must
-	 * have): len bytes from src's off_src to dst's off_dst on the
-	 * device, synchronously (a partial update's kept tensors, from
+	/* Optional (NULL: partial update sessions are refused): len bytes
+	 * from src's off_src to dst's off_dst on the device,
+	 * synchronously (a partial update's kept tensors, from
 	 * version N's pools into N+1's before the seal). */
 	int (*pool_copy)(struct gpu_dev *dev, struct gpu_pool *dst,
 			 uint64_t off_dst, struct gpu_pool *src,

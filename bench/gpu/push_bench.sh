@@ -20,7 +20,7 @@
 #   bench/gpu/push_bench.sh all     both
 #
 # ROUNDS (default 3): rounds of each measure. Logs go to $OUT. The env is
-# bench/py/py_gpu.sh's.
+# bench/py/gpu_env.sh's (and its start_wcd).
 set -u
 OUT=${OUT:-/tmp/push_bench_out}
 mkdir -p "$OUT"
@@ -41,15 +41,7 @@ bench() {
 	date -u
 	[ -f $m/config.json ] || wcgen llama-8b --out $m >/dev/null || return 1
 	cat $m/*.safetensors >/dev/null
-	rm -rf $rd; mkdir -p $rd
-	setsid wcd --model $m --device 0 --runtime-dir $rd >$rd/wcd.log 2>&1 </dev/null &
-	pid=$!
-	for _ in $(seq 600); do
-		ls $rd/*.ready >/dev/null 2>&1 && break
-		kill -0 $pid 2>/dev/null || break
-		sleep 0.2
-	done
-	ls $rd/*.ready >/dev/null 2>&1 || { tail -20 $rd/wcd.log; return 1; }
+	start_wcd wcd $m $rd || return 1
 	grep -E '^(bytes|tensors|load_seconds)=' $rd/*.ready
 	timeout 540 $PY bench/gpu/push_bench.py --model $m --runtime-dir $rd \
 		-r ${ROUNDS:-3} --json 2>&1 | tee "$OUT/push_bench.log"

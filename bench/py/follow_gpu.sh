@@ -22,16 +22,7 @@ td=${TRAINER_DEVICE:+--trainer-device $TRAINER_DEVICE}
 date -u
 nvidia-smi -L
 [ -f $m/config.json ] || $BUILD/bin/wcgen llama-8b --out $m >/dev/null || exit 1
-rm -rf $rd
-mkdir -p $rd
-setsid $BUILD/bin/wcd --model $m --device 0 --runtime-dir $rd >$rd/wcd.log 2>&1 </dev/null &
-pid=$!
-for _ in $(seq 600); do
-	ls $rd/*.ready >/dev/null 2>&1 && break
-	kill -0 $pid 2>/dev/null || break
-	sleep 0.2
-done
-ls $rd/*.ready >/dev/null 2>&1 || { tail -20 $rd/wcd.log; exit 1; }
+start_wcd $BUILD/bin/wcd $m $rd || exit 1
 grep -E '^(bytes|tensors|pools|load_seconds)=' $rd/*.ready
 {
 	echo "== module from the manifest, full updates"

@@ -51,21 +51,6 @@ tests() {
 	timeout 200 $PY -m pytest -q -rs ${PY_TESTS:-test/py/test_py_*.py} 2>&1 | tee "$OUT/py_tests.log" | tail -15
 }
 
-# Starts WCD (a wcd binary) on $1 in runtime dir $2 (extra options after)
-# and waits for its ready file (up to 2 min); pid in $pid.
-start_wcd() {
-	local w=$1 m=$2 rd=$3; shift 3
-	rm -rf $rd; mkdir -p $rd
-	setsid $w --model $m --device 0 --runtime-dir $rd "$@" >$rd/wcd.log 2>&1 </dev/null &
-	pid=$!
-	for _ in $(seq 600); do
-		ls $rd/*.ready >/dev/null 2>&1 && break
-		kill -0 $pid 2>/dev/null || break
-		sleep 0.2
-	done
-	ls $rd/*.ready >/dev/null 2>&1 || { tail -20 $rd/wcd.log; return 1; }
-}
-
 bench() {
 	local m=/root/m8b rd=/tmp/wcrun-py t0 uuid pid
 	export PATH=$PWD/$BUILD/bin:$PATH

@@ -31,7 +31,8 @@ bg "$W" -t 10 -e '^\[tp1\] .*ready$' "$d/log"
 echo "[tp0] ready" >>"$d/log"
 echo "[tp1] wcd: ready" >>"$d/log"
 expect_rc "a line that matches a regular expression" $BG 0
-{ head -c 65530 /dev/zero | tr '\0' a; echo "needle"; } >"$d/big"
+# "aneedle" at bytes 65532..65538: across the first 64 KiB read
+{ head -c 65533 /dev/zero | tr '\0' a; echo "needle"; } >"$d/big"
 "$W" -t 1 -g "aneedle" "$d/big"
 expect_eq "a text across two reads" "$?" 0
 

@@ -8,7 +8,6 @@ update's of the same weights; a trainer killed mid-session leaves the
 version incomplete until a complete in-place update."""
 import os
 import signal
-import subprocess
 import sys
 
 import pytest
@@ -23,7 +22,7 @@ wcache = pytest.importorskip("wcache")
 
 import daemon  # noqa: E402
 import models  # noqa: E402
-from test_push import connect, hashes, new_weights, session_ended  # noqa: E402
+from test_push import connect, hashes, new_weights, session_ended, start_trainer  # noqa: E402
 from test_push_inplace import TRAINER, notice  # noqa: E402
 
 
@@ -101,12 +100,7 @@ def test_gpu_in_place_trainer_killed(gpu_llama, tmp_path):
     e.hello()
     m = e.attach(framework="torch")      # held: a dropped Model detaches
     e.pause()
-    pt = str(tmp_path / "new.pt")
-    torch.save(new, pt)
-    script = tmp_path / "trainer.py"
-    script.write_text(TRAINER % {"pkg": os.path.join(daemon.TOP, "tools", "libwcache", "python")})
-    p = subprocess.Popen([sys.executable, str(script), "mid", pt, r.device, r.rundir],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = start_trainer(tmp_path, r, new, TRAINER, "mid")
     try:
         assert p.stdout.readline().strip() == "ready", p.stderr.read()
     finally:

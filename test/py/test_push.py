@@ -113,6 +113,20 @@ def status(rank):
         return c.status()
 
 
+def start_trainer(tmp_path, rank, new, text, *lead, pipe=True):
+    """A trainer process: new saved to tmp_path/new.pt, text (a trainer
+    script with %(pkg)s for the package's directory) written beside it and
+    run as `python3 SCRIPT *lead new.pt DEVICE RUNDIR` against rank; its
+    stdout and stderr piped (text) unless pipe is False. The Popen."""
+    pt = str(tmp_path / "new.pt")
+    torch.save(new, pt)
+    script = tmp_path / "trainer.py"
+    script.write_text(text % {"pkg": os.path.join(daemon.TOP, "tools", "libwcache", "python")})
+    out = dict(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) if pipe else {}
+    return subprocess.Popen([sys.executable, str(script)] + list(lead) +
+                            [pt, rank.device, rank.rundir], **out)
+
+
 def session_ended(rank):
     """STATUS's push object once no session is open (the daemon hears of a
     trainer's end through its connection: wait for it, 5 s at most)."""
@@ -195,7 +209,8 @@ def test_asleep_session_refusals_and_abort(llama, tmp_path):
     is waking: engines are told so, WAKE, SLEEP and UPDATE are refused as
     busy; the trainer killed puts it back to sleep at level 2 with N+1
     freed, and a wake then reloads version 1. At level 1 a session is
-    refused with what to do; asleep, a partial update is refused."""
+    refused with what to do; asleep, a partial update and an in-place one
+    are refused (nothing of N is resident to keep or to rewrite)."""
     r, new, newdir = llama
     before = hashes(r)
     pools = pool_fds(r.proc.pid)
@@ -209,14 +224,12 @@ def test_asleep_session_refusals_and_abort(llama, tmp_path):
         with pytest.raises(wcache.DaemonSleeping) as e:
             c.update_from(dict(list(new.items())[:1]), partial=True)
         assert "a partial update has none to keep" in str(e.value), str(e.value)
+        with pytest.raises(wcache.DaemonSleeping) as e:
+            c.update_from(new, in_place=True)
+        assert "an in-place update has none to rewrite" in str(e.value), str(e.value)
         assert c.status()["state"] == "sleeping"
     asleep_pools = pool_fds(r.proc.pid)
-    pt = str(tmp_path / "new.pt")
-    torch.save(new, pt)
-    script = tmp_path / "trainer.py"
-    script.write_text(TRAINER % {"pkg": os.path.join(daemon.TOP, "tools", "libwcache", "python")})
-    p = subprocess.Popen([sys.executable, str(script), "mid", pt, r.device, r.rundir],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = start_trainer(tmp_path, r, new, TRAINER, "mid")
     try:
         line = p.stdout.readline()
         assert line.strip() == "ready", p.stderr.read()
@@ -318,12 +331,7 @@ def test_trainer_killed(llama, tmp_path, step):
     r, new, _ = llama
     before = hashes(r)
     pools = pool_fds(r.proc.pid)
-    pt = str(tmp_path / "new.pt")
-    torch.save(new, pt)
-    script = tmp_path / "trainer.py"
-    script.write_text(TRAINER % {"pkg": os.path.join(daemon.TOP, "tools", "libwcache", "python")})
-    p = subprocess.Popen([sys.executable, str(script), step, pt, r.device, r.rundir],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = start_trainer(tmp_path, r, new, TRAINER, step)
     try:
         line = p.stdout.readline()
         assert line.strip() == "ready", p.stderr.read()

@@ -7,7 +7,6 @@ deadline that passes meanwhile, aborts the session once the hash ends: N
 serves on and N+1's pools are freed."""
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import threading
@@ -24,7 +23,7 @@ torch = pytest.importorskip("torch")
 wcache = pytest.importorskip("wcache")
 
 from test_push import (connect, hashes, hashes_after_disk, new_weights,  # noqa: E402
-                       pool_fds, session_ended, status)
+                       pool_fds, session_ended, start_trainer, status)
 
 
 @pytest.fixture
@@ -86,11 +85,7 @@ def test_trainer_killed_while_its_commit_hashes(gated, tmp_path):
     r, new, _, gate = gated
     before = hashes(r)
     pools = pool_fds(r.proc.pid)
-    pt = str(tmp_path / "new.pt")
-    torch.save(new, pt)
-    script = tmp_path / "trainer.py"
-    script.write_text(TRAINER % {"pkg": os.path.join(daemon.TOP, "tools", "libwcache", "python")})
-    p = subprocess.Popen([sys.executable, str(script), pt, r.device, r.rundir])
+    p = start_trainer(tmp_path, r, new, TRAINER, pipe=False)
     try:
         wait_for(gate + ".held", "the commit's hash")
     finally:

@@ -28,7 +28,8 @@ import models  # noqa: E402
 torch = pytest.importorskip("torch")
 wcache = pytest.importorskip("wcache")
 
-from test_push import connect, hashes, new_weights, pool_fds, session_ended, status  # noqa: E402
+from test_push import (connect, hashes, new_weights, pool_fds, session_ended,  # noqa: E402
+                       start_trainer, status)
 
 from wcache import _lib  # noqa: E402
 from wcache._lib import lib  # noqa: E402
@@ -258,12 +259,7 @@ TRAINER = textwrap.dedent("""
 def kill_trainer(r, tmp_path, new, step):
     """Runs a trainer to step of an in-place session, checks it is open,
     and kills it."""
-    pt = str(tmp_path / "new.pt")
-    torch.save(new, pt)
-    script = tmp_path / "trainer.py"
-    script.write_text(TRAINER % {"pkg": os.path.join(daemon.TOP, "tools", "libwcache", "python")})
-    p = subprocess.Popen([sys.executable, str(script), step, pt, r.device, r.rundir],
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = start_trainer(tmp_path, r, new, TRAINER, step)
     try:
         line = p.stdout.readline()
         assert line.strip() == "ready", p.stderr.read()

@@ -86,7 +86,7 @@ p0=$(ready_pid "$RUN" host-0)
 kill -STOP "$p0"
 # (the holder under the lock says so with a file: the wait's event)
 flock "$RUN/host-4.lock" sh -c 'touch "$0"; exec sleep 30' "$T/held4" & s4=$!; PIDS+=($s4)
-"$WAITFOR" -p "$s4" -t 5 "$T/held4"
+"$WAITFOR" -p "$s4" -t 5 "$T/held4" || fail "the lock holder of host-4 did not start"
 PIDS+=($(pgrep -P $s4))
 out=$(ctl status --timeout 0.3); rc=$?
 kill -CONT "$p0"
@@ -137,7 +137,7 @@ out=$(ctl stop --device host:8 2>&1); rc=$?
 expect_eq "stop of an unlocked ready file" "$rc" 3
 alive "$s1" || fail "stop signalled pid $s1, which holds no lock"
 flock "$RUN/host-9.lock" sh -c 'touch "$0"; exec sleep 60' "$T/held9" & s2=$!; PIDS+=($s2)
-"$WAITFOR" -p "$s2" -t 5 "$T/held9"
+"$WAITFOR" -p "$s2" -t 5 "$T/held9" || fail "the lock holder of host-9 did not start"
 PIDS+=($(pgrep -P $s2))
 printf 'pid=%s\nsocket=%s/host-9.sock\ndevice=host-9\nstate=ready\n' "$s1" "$RUN" >"$RUN/host-9.ready"
 out=$(ctl stop --device host:9 2>&1); rc=$?

@@ -39,7 +39,9 @@ expect_has "busy hint" "$out" "wcctl stop --device host-0"
 alive "$p0" || fail "the running daemon was disturbed"
 [ -f "$RUN/host-0.ready" ] || fail "the running daemon's ready file is gone"
 for p in "${PIDS[@]}"; do kill "$p"; done
-for f in "$RUN"/*.ready; do [ -e "$f" ] && "$WAITFOR" -t 5 -d "$f"; done
+for f in "$RUN"/*.ready; do
+	[ ! -e "$f" ] || "$WAITFOR" -t 5 -d "$f" || fail "$f outlived its daemon's kill"
+done
 rm -rf "$RUN"
 
 # 2b. tp 2 x pp 2 on one node: GPU = (pp_rank % 2) * 2 + tp_rank, and
@@ -51,7 +53,9 @@ expect_has "tp2 pp2" "$(cat "$T/pp.out")" "All 4 weight cache daemons on node 0 
 expect_eq "host-2 ranks" "$(grep -E '^(pp|tp)_(rank|size)=' "$RUN/host-2.ready" | sort | tr '\n' ' ')" \
 	"pp_rank=1 pp_size=2 tp_rank=0 tp_size=2 "
 for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null; done
-for f in "$RUN"/*.ready; do [ -e "$f" ] && "$WAITFOR" -t 5 -d "$f"; done
+for f in "$RUN"/*.ready; do
+	[ ! -e "$f" ] || "$WAITFOR" -t 5 -d "$f" || fail "$f outlived its daemon's kill"
+done
 rm -rf "$RUN"
 
 # 3. a rank exits with code 3 while loading: reported with pid and code,

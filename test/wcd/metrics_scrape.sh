@@ -179,7 +179,8 @@ DEVICE2=host:$DEVNAME-u
 "$BIN/wcd" --model "$MODEL" --device "$DEVICE2" --runtime-dir "$RUNDIR" \
 	--metrics-listen "unix:$E2E_DIR/m.sock" >"$E2E_DIR/wcd2.log" 2>&1 &
 WCD_PIDS+=($!)
-"$WAITFOR" -p $! -t 15 "$RUNDIR/host-$DEVNAME-u.ready"
+"$WAITFOR" -p $! -t 15 "$RUNDIR/host-$DEVNAME-u.ready" ||
+	{ cat "$E2E_DIR/wcd2.log"; fail "the second wcd (unix: metrics) was not ready"; }
 curl -sS --unix-socket "$E2E_DIR/m.sock" -o "$E2E_DIR/mu" http://wcd/metrics || fail "curl over unix:"
 promtool check metrics <"$E2E_DIR/mu" >/dev/null 2>&1 || fail "unix: scrape fails promtool"
 expect_eq "unix: state" "$(val "$E2E_DIR/mu" 'wcache_state{state="ready"}')" 1

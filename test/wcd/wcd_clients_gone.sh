@@ -18,7 +18,7 @@ for i in $(seq 8); do
 done
 kill -TERM "$p"
 # (not our child: its pidfd tells when it is a zombie or reaped)
-"$WAITFOR" -t 20 -x "$p"
+"$WAITFOR" -t 20 -x "$p" || fail "wcd (pid $p) did not exit within 20 s of SIGTERM"
 log=$(cat "$RT/host-0.log")
 expect_has "stop" "$log" "exiting cleanly"
 expect_has "clients left at stop" "$log" "telling 0 client(s)"

@@ -20,6 +20,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 
 #include "gpu.h"
@@ -58,7 +59,8 @@ struct wc_conn {
 	bool eof;                    /* the daemon closed the connection */
 	/* before its first frame the daemon drops a connection after its
 	 * --frame-timeout (10 s): one that stayed quiet longer than
-	 * WC_QUIET_REOPEN_NS is opened again before it speaks (wc__send) */
+	 * WC_QUIET_REOPEN_NS, or whose peer hung up, is opened again before
+	 * it speaks (wc__send) */
 	bool spoke;
 	uint64_t connected_ns;
 	uid_t peer_uid;              /* SO_PEERCRED, trusted at wc_connect */
@@ -144,9 +146,9 @@ void wc__strlcpy(char *dst, const char *src, size_t cap);
 int wc__frame_recv(struct wc_conn *c, struct wc_frame *f, struct wc_error *err);
 void wc__frame_release(struct wc_frame *f);
 int wc__send(struct wc_conn *c, struct wire_put *w, struct wc_error *err);
-/* A new socket to c->sock on c's descriptor number (wc_notice_fd's stays
- * valid), its peer the uid wc_connect trusted. 0 or -errno, err set. */
-int wc__reopen(struct wc_conn *c, struct wc_error *err);
+/* A new socket connected to c->sock (c->timeout_ms on both directions),
+ * its peer's credentials in *cr. 0 and *out, or -errno (nothing open). */
+int wc__sock_open(const struct wc_conn *c, int *out, struct ucred *cr);
 /* Points the daemon fd (same number: dup3) and pid at another daemon: a
  * hot handover's new one. */
 void wc__follow_daemon(struct wc_conn *c, pid_t pid);

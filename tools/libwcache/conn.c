@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -215,18 +216,17 @@ static int refusal_or(struct wc_conn *c, unsigned type, int ret,
 	return ret;
 }
 
-int wc__reopen(struct wc_conn *c, struct wc_error *err)
+int wc__sock_open(const struct wc_conn *c, int *out, struct ucred *cr)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct ucred cr;
-	socklen_t crlen = sizeof(cr);
+	socklen_t crlen = sizeof(*cr);
 	struct timeval tv;
 	int fd, e;
 
 	memcpy(sa.sun_path, c->sock, strlen(c->sock) + 1);
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
-		return wc__fail(err, errno, "socket(AF_UNIX) failed: %s", strerror(errno));
+		return -errno;
 	if (c->timeout_ms > 0) {
 		tv.tv_sec = c->timeout_ms / 1000;
 		tv.tv_usec = (c->timeout_ms % 1000) * 1000;
@@ -234,12 +234,66 @@ int wc__reopen(struct wc_conn *c, struct wc_error *err)
 		setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
 	}
 	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0) {
+	    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, cr, &crlen) < 0) {
 		e = errno;
 		close(fd);
-		return wc__fail(err, e, "connecting to %s again (the connection was quiet since it opened, longer than the daemon waits for a first frame) failed: %s",
-				c->sock, strerror(e));
+		return -e;
 	}
+	*out = fd;
+	return 0;
+}
+
+/* Whether what waits on c's socket is the daemon's word that the first
+ * frame came too late (an ERROR, MALFORMED, before it closed), peeked:
+ * left in place, it is read as any reply would be otherwise. */
+static bool dropped_as_late(const struct wc_conn *c)
+{
+	uint8_t buf[WIRE_HDR_LEN + WIRE_MSG_MAX + 16];
+	struct wire_error we;
+	struct wire_hdr h;
+	char e[BASE_ERR_LEN];
+	ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_PEEK | MSG_DONTWAIT);
+
+	return n >= WIRE_HDR_LEN &&
+	       !wire_hdr_decode(buf, (size_t)n, &h, e) &&
+	       h.type == WIRE_ERROR && h.len <= (size_t)n - WIRE_HDR_LEN &&
+	       !wire_error_get(buf + WIRE_HDR_LEN, h.len, &we, e) &&
+	       we.code == WIRE_E_MALFORMED;
+}
+
+/* A connection that has not spoken yet and that the daemon may have
+ * dropped (its first frame late): quiet longer than WC_QUIET_REOPEN_NS,
+ * or its peer already hung up. When bytes wait, only if they are the
+ * daemon's "too late": any other word before it closed (a refusal of
+ * this client) is read as the answer, as it would have been. */
+static bool quiet_too_long(const struct wc_conn *c)
+{
+	struct pollfd p = { .fd = c->fd, .events = POLLRDHUP };
+	int avail = 0;
+
+	if (c->spoke || ioctl(c->fd, FIONREAD, &avail) < 0)
+		return false;
+	if (avail > 0)
+		return dropped_as_late(c);
+	if (wc__now_ns() - c->connected_ns > WC_QUIET_REOPEN_NS)
+		return true;
+	return poll(&p, 1, 0) == 1 &&
+	       (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+/* c's socket opened again on the same descriptor number (wc_notice_fd
+ * stays valid), the peer the uid wc_connect trusted; a new daemon's pid
+ * followed as a handover's is (wc__follow_daemon: wc_daemon_fd keeps its
+ * number too). */
+static int reopen(struct wc_conn *c, struct wc_error *err)
+{
+	struct ucred cr;
+	int fd, ret, e;
+
+	ret = wc__sock_open(c, &fd, &cr);
+	if (ret)
+		return wc__fail(err, -ret, "connecting to %s again (the connection was quiet since it opened, longer than the daemon waits for a first frame) failed: %s",
+				c->sock, strerror(-ret));
 	if (cr.uid != c->peer_uid) {
 		close(fd);
 		return wc__fail(err, EACCES, "the process serving %s now runs as uid %u, not the uid %u trusted when the connection opened: connect again",
@@ -251,12 +305,8 @@ int wc__reopen(struct wc_conn *c, struct wc_error *err)
 		return wc__fail(err, e, "dup3 of the new socket failed: %s", strerror(e));
 	}
 	close(fd);
-	if (cr.pid != c->pid) {          /* a new daemon (a restart) */
-		if (c->pidfd >= 0)
-			close(c->pidfd);
-		c->pid = cr.pid;
-		c->pidfd = cr.pid > 0 ? wc__pidfd_open(cr.pid) : -1;
-	}
+	if (cr.pid > 0 && cr.pid != c->pid)      /* a new daemon (a restart) */
+		wc__follow_daemon(c, cr.pid);
 	c->connected_ns = wc__now_ns();
 	return 0;
 }
@@ -271,8 +321,8 @@ int wc__send(struct wc_conn *c, struct wire_put *w, struct wc_error *err)
 	/* the daemon drops a connection whose first frame is late: one
 	 * opened long ago (an engine that connected, then built its model)
 	 * is opened again first; nothing was said on it, nothing is lost */
-	if (!c->spoke && wc__now_ns() - c->connected_ns > WC_QUIET_REOPEN_NS) {
-		ret = wc__reopen(c, err);
+	if (quiet_too_long(c)) {
+		ret = reopen(c, err);
 		if (ret)
 			return ret;
 	}

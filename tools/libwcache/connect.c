@@ -131,10 +131,7 @@ static int eacces_fail(const char *sock, struct wc_error *err)
 int wc_connect(const struct wc_connect_opts *o, struct wc_conn **out,
 	       struct wc_error *err)
 {
-	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	struct timeval tv;
 	struct ucred cr;
-	socklen_t crlen = sizeof(cr);
 	struct wc_conn *c;
 	uint64_t t0 = wc__now_ns();
 	int ret;
@@ -156,20 +153,9 @@ int wc_connect(const struct wc_connect_opts *o, struct wc_conn **out,
 	ret = socket_path(c, o, err);
 	if (ret)
 		goto out_free;
-	memcpy(sa.sun_path, c->sock, strlen(c->sock) + 1);
-	c->fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (c->fd < 0) {
-		ret = wc__fail(err, errno, "socket(AF_UNIX) failed: %s", strerror(errno));
-		goto out_free;
-	}
-	if (c->timeout_ms > 0) {
-		tv.tv_sec = c->timeout_ms / 1000;
-		tv.tv_usec = (c->timeout_ms % 1000) * 1000;
-		setsockopt(c->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-		setsockopt(c->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	}
-	if (connect(c->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
-		int e = errno;
+	ret = wc__sock_open(c, &c->fd, &cr);
+	if (ret) {
+		int e = -ret;
 
 		if (e == ENOENT)
 			ret = wc__fail(err, ENOENT, "no wcache daemon for %s: socket %s does not exist; start one (wcctl start, or wcd --model DIR --device %s)",
@@ -182,10 +168,6 @@ int wc_connect(const struct wc_connect_opts *o, struct wc_conn **out,
 			ret = eacces_fail(c->sock, err);
 		else
 			ret = wc__fail(err, e, "connecting to %s failed: %s", c->sock, strerror(e));
-		goto out_free;
-	}
-	if (getsockopt(c->fd, SOL_SOCKET, SO_PEERCRED, &cr, &crlen) < 0) {
-		ret = wc__fail(err, errno, "SO_PEERCRED on %s failed: %s", c->sock, strerror(errno));
 		goto out_free;
 	}
 	if (!daemon_uid_trusted(o, cr.uid)) {

@@ -13,8 +13,9 @@
  * commit), and SLEEP, WAKE and UPDATE are refused as busy. An abort (the
  * trainer's end, the deadline) puts it back to sleep at level 2, N+1 freed.
  *
- * A partial update keeps N's bytes for what it does not write, and N has
- * none at level 2: refused, as are sessions at level 1, whose host copy
+ * A partial update keeps N's bytes for what it does not write, and an
+ * in-place one rewrites N's pools; N has neither at level 2: both refused,
+ * as are sessions at level 1, whose host copy
  * of N is what the daemon wakes from (waking first is one copy).
  */
 #include <inttypes.h>
@@ -49,6 +50,12 @@ const char *push_asleep_refusal(const struct wcd *d, uint32_t flags,
 	if (flags & WIRE_PUSH_PARTIAL) {
 		snprintf(buf, cap,
 			 "the daemon sleeps at level 2, so version %" PRIu64 "'s bytes are not resident and a partial update has none to keep for the tensors it does not write: push every tensor (the commit wakes the daemon into version %" PRIu64 "), or wake it first (wcctl wake)",
+			 n, n + 1);
+		return buf;
+	}
+	if (flags & WIRE_PUSH_IN_PLACE) {
+		snprintf(buf, cap,
+			 "the daemon sleeps at level 2, so version %" PRIu64 "'s pools are released and an in-place update has none to rewrite: update beside (the commit wakes the daemon into version %" PRIu64 "), or wake it first (wcctl wake)",
 			 n, n + 1);
 		return buf;
 	}

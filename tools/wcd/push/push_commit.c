@@ -6,12 +6,10 @@
  * meanwhile) and publish (as a disk update publishes).
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "base.h"
 #include "err.h"
@@ -89,6 +87,20 @@ static void commit_reply(struct wcd_client *c, uint64_t id,
 	wire_frame_begin(&w, WIRE_PUSH_COMMIT, WIRE_F_REPLY, id);
 	wire_life_reply_put(&w, r);
 	reply_frame(c, id, &w, NULL, 0);
+}
+
+/* A commit that cannot go on: the session aborted, then the trainer (c,
+ * when still there) told so with the abort's own sentence (what serves
+ * now: N untouched, N marked incomplete in place, or the daemon asleep).
+ * An error reply names no pool, so it parks none (push_session.c). */
+static void commit_abort(struct wcd *d, struct wcd_push *p,
+			 struct wcd_client *c, uint64_t id, uint32_t code,
+			 const char *why)
+{
+	push_session_abort(d, p, why);
+	if (c)
+		reply_error(c, id, code, false, "commit failed: %s",
+			    p->last.last);
 }
 
 /* The first half's bytes, after the coverage: a partial update's kept
@@ -191,14 +203,7 @@ static void commit_after(struct rx_work *w, int status)
 	else if (wcd_stopping(d))
 		snprintf(why, sizeof(why), "the daemon is stopping");
 	if (why[0]) {
-		/* the abort first: a reply still being sent would make it
-		 * park the pools and close the connection (push_session.c),
-		 * and this one names no pool */
-		push_session_abort(d, p, why);
-		if (c)
-			reply_error(c, J->id, WIRE_E_BUSY, false,
-				    "%s; the session is aborted, version %" PRIu64 " serves on",
-				    why, wcd_current(d)->number);
+		commit_abort(d, p, c, J->id, WIRE_E_BUSY, why);
 	} else {
 		commit_finish(c, J->id, p, J->flags);
 	}
@@ -208,8 +213,7 @@ static void commit_after(struct rx_work *w, int status)
 /* Queues the first half's bytes (host pools); true when queued, the
  * session HASHING until commit_after. False: run them here. */
 static bool prepare_queue(struct wcd_client *c, struct wcd_push *p,
-			  uint32_t flags, uint8_t **cnt, uint8_t **keep,
-			  uint32_t nkeep)
+			  uint32_t flags, const uint8_t *cnt, uint32_t nkeep)
 {
 	struct wcd *d = c->d;
 	struct wcd_version *nv = &d->model.ver[p->vi];
@@ -226,8 +230,7 @@ static bool prepare_queue(struct wcd_client *c, struct wcd_push *p,
 	J->flags = flags;
 	J->cnt = J->bytes;
 	J->keep = J->bytes + p->ntensors + 1;
-	memcpy(J->cnt, *cnt, p->ntensors);
-	memset(J->keep, 0, nkeep);
+	memcpy(J->cnt, cnt, p->ntensors);     /* J->keep: zeroed by calloc */
 	if (rx_queue_work(&d->work, &J->w, commit_work, commit_after)) {
 		free(J);
 		return false;
@@ -262,15 +265,12 @@ static int commit_prepare(struct wcd_client *c, struct wcd_push *p,
 		goto out_free;
 	}
 	p->t_seal = rx_now_ns();
-	if (prepare_queue(c, p, flags, &cnt, &keep, nv->plan.ntensors)) {
+	if (prepare_queue(c, p, flags, cnt, nv->plan.ntensors)) {
 		ret = 1;
 		goto out_free;
 	}
 	if (prepare_bytes(d, p, cnt, keep, msg, sizeof(msg))) {
-		reply_error(c, c->h.id, WIRE_E_BUSY, false,
-			    "%s; the session is aborted, version %" PRIu64 " serves on",
-			    msg, wcd_current(d)->number);
-		push_session_abort(d, p, msg);
+		commit_abort(d, p, c, c->h.id, WIRE_E_BUSY, msg);
 		goto out_free;
 	}
 	ret = 0;
@@ -291,8 +291,7 @@ static void commit_publish(struct wcd_client *c, uint64_t id,
 	char err[BASE_ERR_LEN];
 
 	if (!r) {
-		reply_error(c, id, WIRE_E_INTERNAL, false, "out of memory");
-		push_session_abort(d, p, "out of memory at commit");
+		commit_abort(d, p, c, id, WIRE_E_INTERNAL, "out of memory at commit");
 		return;
 	}
 	if (p->in_place) {

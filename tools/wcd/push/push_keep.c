@@ -87,8 +87,10 @@ int push_keep(struct wcd *d, struct wcd_version *nv, uint32_t nck,
 	int ret;
 
 	*kept = 0;
-	idx = malloc(sizeof(*idx) * (nck ? nck : 1));
-	if (!idx)
+	/* in place on a device (nv is N) the session wrote the served pools:
+	 * the kept bytes are where they are, nothing to copy */
+	idx = nv == cur ? NULL : malloc(sizeof(*idx) * (nck ? nck : 1));
+	if (nv != cur && !idx)
 		return base_errf(err, ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < nck; i++) {
 		const struct plan_tensor *a = &cur->plan.t[i];
@@ -98,17 +100,18 @@ int push_keep(struct wcd *d, struct wcd_version *nv, uint32_t nck,
 			continue;
 		WC_ASSERT(!strcmp(a->name, b->name) && a->alloc == b->alloc);
 		WC_ASSERT(!(b->flags & PLAN_T_VIEW));
-		idx[n++] = i;
+		if (idx)
+			idx[n++] = i;
 		*kept += b->size;
 		keep[i] = cur->hashed;
 	}
-	qsort_r(idx, n, sizeof(*idx), by_place, nv->plan.t);
-	/* in place on a device the session wrote the served pools: the
-	 * kept bytes are where they are */
-	ret = nv == cur ? 0 : keep_runs(d, cur, nv, idx, n, err);
-	free(idx);
-	if (ret)
-		return ret;
+	if (idx) {
+		qsort_r(idx, n, sizeof(*idx), by_place, nv->plan.t);
+		ret = keep_runs(d, cur, nv, idx, n, err);
+		free(idx);
+		if (ret)
+			return ret;
+	}
 	for (uint32_t i = nck; i < nv->plan.ntensors; i++)
 		keep[i] = cur->hashed &&
 			  !(nv->plan.t[i].flags & PLAN_T_ALIAS) &&

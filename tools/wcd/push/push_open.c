@@ -205,10 +205,11 @@ static void open_fail(struct wcd *d, struct wcd_push *p, uint32_t code,
 }
 
 /* N+1's plan (from the served directory's headers), checked against N's,
- * and its pools; 0 or a refusal in msg (code in *code). */
+ * and its pools; 0 or a refusal in msg (code in *code). ns[0], ns[1]: the
+ * plan's and the pools' nanoseconds, for the open's log line. */
 static int open_version(struct wcd *d, struct wcd_push *p,
-			struct wcd_version *nv, uint32_t *code, char *msg,
-			size_t cap)
+			struct wcd_version *nv, uint64_t ns[2],
+			uint32_t *code, char *msg, size_t cap)
 {
 	struct wcd_version *cur = wcd_current(d);
 	char err[BASE_ERR_LEN], diff[2048];
@@ -254,7 +255,7 @@ static int open_version(struct wcd *d, struct wcd_push *p,
 	if (nd)
 		log_warn("update session: %u tensors change name, dtype or shape (allow_layout_change): %s",
 			 nd, diff);
-	p->open_plan_ns = rx_now_ns() - t;
+	ns[0] = rx_now_ns() - t;
 	t = rx_now_ns();
 	need = version_plan_need(d, nv);
 	if (version_mem_free(d, &have) == 0 && need > have) {
@@ -272,7 +273,7 @@ static int open_version(struct wcd *d, struct wcd_push *p,
 	/* fresh memfds read as zeros; device memory is whatever it was */
 	if (!ret)
 		ret = load_zero_padding(d, nv, err);
-	p->open_pools_ns = rx_now_ns() - t;
+	ns[1] = rx_now_ns() - t;
 	if (ret) {
 		*code = WIRE_E_LIMIT;
 		snprintf(msg, cap, "update session refused: cannot create version %" PRIu64 "'s pools: %s; version %" PRIu64 " serves on",
@@ -326,7 +327,7 @@ bool push_open_job(struct wcd *d)
 	struct wcd_version *nv;
 	struct wcd_client *c;
 	uint32_t code = 0;
-	uint64_t id;
+	uint64_t id, ns[2] = { 0, 0 };   /* in place on a device: no plan */
 
 	if (!p || p->phase != PUSH_OPENING || !p->queued)
 		return false;
@@ -338,7 +339,7 @@ bool push_open_job(struct wcd *d)
 			  "the daemon is stopping: the update session was not opened");
 		return true;
 	}
-	if (!p->direct && open_version(d, p, nv, &code, msg, sizeof(msg))) {
+	if (!p->direct && open_version(d, p, nv, ns, &code, msg, sizeof(msg))) {
 		open_fail(d, p, code, msg);
 		return true;
 	}
@@ -363,7 +364,6 @@ bool push_open_job(struct wcd *d)
 		 p->in_place ? "in place of" : "beside", p->base,
 		 p->ntensors, p->bytes, nv->npools, p->timeout_ms,
 		 (double)(rx_now_ns() - p->t0) / 1e6,
-		 p->direct ? 0.0 : (double)p->open_plan_ns / 1e6,
-		 p->direct ? 0.0 : (double)p->open_pools_ns / 1e6);
+		 (double)ns[0] / 1e6, (double)ns[1] / 1e6);
 	return true;
 }

@@ -68,8 +68,6 @@ struct wcd_push {
 	uint32_t ntensors;
 	uint64_t bytes;
 	uint64_t t0;                  /* the open request */
-	uint64_t open_plan_ns;        /* the open's plan (headers, diff) */
-	uint64_t open_pools_ns;       /* the open's pools made and zeroed */
 	uint64_t t_seal;              /* the commit's first half began */
 	uint64_t prepared_ns;         /* PREPARED: that half took */
 	uint64_t kept;                /* partial: bytes kept from N */
