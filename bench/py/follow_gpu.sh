@@ -8,7 +8,9 @@
 # (--transformers), each with full updates from a trainer process holding
 # the tensors on the GPU (TRAINER_DEVICE=cpu where update_from takes no CUDA
 # tensors yet), then partial updates of one tensor (skipped with a line where
-# the daemon refuses partial updates on CUDA). N: updates per run (default 20).
+# the daemon refuses partial updates on CUDA). The first mode runs again
+# with the old version detached inside poll() (--detach now), beside the
+# default (on the follower's thread). N: updates per run (default 20).
 # Logs go to $OUT.
 set -u
 OUT=${OUT:-/tmp/follow_gpu_out}
@@ -27,6 +29,8 @@ grep -E '^(bytes|tensors|pools|load_seconds)=' $rd/*.ready
 {
 	echo "== module from the manifest, full updates"
 	timeout 280 $PY -W ignore bench/py/follow_switch.py --model $m --runtime-dir $rd --device 0 -n ${N:-20} $td
+	echo "== module from the manifest, full updates, the old version detached inside poll()"
+	timeout 280 $PY -W ignore bench/py/follow_switch.py --model $m --runtime-dir $rd --device 0 -n ${N:-20} $td --detach now
 	echo "== transformers' LlamaForCausalLM, full updates"
 	timeout 280 $PY -W ignore bench/py/follow_switch.py --model $m --runtime-dir $rd --device 0 -n ${N:-20} $td --transformers
 	echo "== module from the manifest, partial updates of one tensor"

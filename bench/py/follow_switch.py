@@ -7,6 +7,7 @@ started.
 
   follow_switch.py --model DIR --runtime-dir RD --device 0|host:NAME [-n 20]
                    [--partial] [--trainer-device cpu|cuda] [--transformers]
+                   [--detach background|now]
 
 A wcd serves DIR on --device. This process is the engine: a module whose
 parameters are the checkpoint's tensors by name (built on meta from the
@@ -96,6 +97,7 @@ def main():
     ap.add_argument("--partial", action="store_true")
     ap.add_argument("--trainer-device", default=None)
     ap.add_argument("--transformers", action="store_true")
+    ap.add_argument("--detach", choices=("background", "now"), default="background")
     a = ap.parse_args()
     cuda = not a.device.startswith("host")
     tdev = "cuda:%s" % a.device if cuda and a.device.isdigit() else ("cuda" if cuda else "cpu")
@@ -107,7 +109,7 @@ def main():
                                                buffers_device=tdev).eval()
     else:
         module = meta_module(served, checkpoint_names(served))
-    f = wcache.torch.follow(module, conn)
+    f = wcache.torch.follow(module, conn, background=a.detach == "background")
     served.detach()
     del served
     ids = torch.tensor([[1, 17, 300, 42, 7]], device=tdev)
@@ -118,8 +120,10 @@ def main():
     p = ctx.Process(target=trainer, args=(a, theirs))
     p.start()
     ntensors = ours.recv()
-    print("engine on version %d, %d tensors bound; the trainer holds %d on %s; %s updates"
-          % (f.version, len(f.model), ntensors, a.trainer_device, "partial" if a.partial else "full"))
+    print("engine on version %d, %d tensors bound; the trainer holds %d on %s; %s updates; "
+          "the old version detached %s"
+          % (f.version, len(f.model), ntensors, a.trainer_device, "partial" if a.partial else "full",
+             "on the follower's thread" if a.detach == "background" else "inside poll()"))
     rows = []
     for i in range(a.n):
         ours.send("go")
@@ -136,19 +140,22 @@ def main():
                 torch.cuda.synchronize()
             float(out.reshape(-1)[0])
         t3 = time.perf_counter_ns()
+        f.released()                                # N's detach, if on the thread
         version, push_s = ours.recv()
         assert f.version == version, (f.version, version)
         t = f.times
         rows.append((t1 - t0, t2 - t0, t["attach_ns"], t["bind_ns"], t["detach_ns"], push_s))
-        print("update %2d: version %d, switch %.3f ms (attach %.3f, re-bind %.3f, old detached "
-              "%.3f), forward started at %.3f ms, done at %.3f ms; update_from %.1f ms"
+        print("update %2d: version %d, switch %.3f ms (attach %.3f, re-bind %.3f by %s, old "
+              "detached %.3f %s), forward started at %.3f ms, done at %.3f ms; update_from %.1f ms"
               % (i, version, (t1 - t0) / 1e6, t["attach_ns"] / 1e6, t["bind_ns"] / 1e6,
-                 t["detach_ns"] / 1e6, (t2 - t0) / 1e6, (t3 - t0) / 1e6, push_s * 1e3),
+                 t["rebind"], t["detach_ns"] / 1e6,
+                 "behind" if a.detach == "background" else "inside",
+                 (t2 - t0) / 1e6, (t3 - t0) / 1e6, push_s * 1e3),
               flush=True)
     ours.send("done")
     p.join(60)
     for k, label in ((1, "notice -> next forward started"), (0, "notice -> re-bound"),
-                     (2, "attach"), (3, "re-bind (load_into)"), (4, "old version detached")):
+                     (2, "attach"), (3, "re-bind"), (4, "old version detached")):
         v = [r[k] / 1e6 for r in rows]
         print("%-32s median %.3f ms, min %.3f, max %.3f (n=%d)"
               % (label, statistics.median(v), min(v), max(v), len(v)))

@@ -15,7 +15,8 @@ from conftest import REFERENCE
 torch = pytest.importorskip("torch")
 import wcache  # noqa: E402
 import wcache.torch as wt  # noqa: E402
-from test_py_torch import IDS, from_files, meta_llama  # noqa: E402
+from conftest import safetensors_files  # noqa: E402
+from test_py_torch import IDS, config, from_files, meta_llama, write_safetensors  # noqa: E402
 
 LLAMA = os.path.join(REFERENCE, "llama")
 
@@ -220,3 +221,106 @@ def test_refused_reattach_is_retried(daemons):
         assert {n: p.data_ptr() for n, p in mod.state_dict().items()} == ptrs
         assert f.poll() and f.version == 2 and len(calls) == 2
         assert torch.equal(mod.lm_head.weight, new["lm_head.weight"])
+
+
+def test_rebind_plan(daemons):
+    """A version of the same layout is re-bound from the last bind's plan
+    (times["rebind"] "plan"): every parameter then holds the new weights,
+    keeps the attributes an engine set on it; a Parameter the engine replaced between switches makes
+    the follower bind with load_into again (the replacement is bound,
+    not skipped); the garbage collector's state is the caller's after
+    each switch."""
+    import gc
+    d = daemons(LLAMA, "fplan")
+    trainer = from_files(LLAMA)
+    with d.connect() as tc, d.connect() as ec:
+        mod = meta_llama()
+        f = wt.follow(mod, ec)
+        assert f.times == {}
+        mod.model.layers[0].self_attn.q_proj.weight.output_dim = 0   # an engine's attribute
+        new = stepped(trainer, 11)
+        assert tc.update_from(new).version == 2
+        assert f.wait(timeout=10) and f.times["rebind"] == "plan"
+        assert gc.isenabled()
+        sd = mod.state_dict()
+        assert all(torch.equal(p, new[n]) for n, p in sd.items())
+        assert mod.model.layers[0].self_attn.q_proj.weight.output_dim == 0
+        del sd
+        # the engine swaps one Parameter for its own between steps
+        own = torch.nn.Parameter(torch.zeros_like(mod.model.norm.weight), requires_grad=False)
+        mod.model.norm.weight = own
+        new2 = stepped(trainer, 12)
+        gc.disable()
+        try:
+            assert tc.update_from(new2).version == 3
+            assert f.wait(timeout=10) and f.times["rebind"] == "load_into"
+            assert not gc.isenabled()             # left as the caller had it
+        finally:
+            gc.enable()
+        assert mod.model.norm.weight is not own
+        assert torch.equal(mod.model.norm.weight, new2["model.norm.weight"])
+        assert inside(mod.model.norm.weight.data_ptr(), pools_of(f.model))
+        # and the plan of that bind serves the next switch
+        new3 = stepped(trainer, 13)
+        assert tc.update_from(new3).version == 4
+        assert f.wait(timeout=10) and f.times["rebind"] == "plan"
+        assert all(torch.equal(p, new3[n]) for n, p in mod.state_dict().items())
+        f.close()
+
+
+@pytest.mark.parametrize("background", [True, False])
+def test_old_detach(daemons, background):
+    """The old version's detach: inside poll() (background=False: N's
+    lease is gone when poll() returns, detach_ns counted in switch_ns) or
+    on the follower's thread (the default: released() waits for it, then
+    the daemon holds no lease of N, and detach_ns is set)."""
+    d = daemons(LLAMA, "fbg%d" % background)
+    trainer = from_files(LLAMA)
+    with d.connect() as tc, d.connect() as ec:
+        mod = meta_llama()
+        f = wt.follow(mod, ec, background=background)
+        for v in (2, 3):
+            assert tc.update_from(stepped(trainer, v)).version == v
+            assert f.wait(timeout=10) and f.version == v
+            if background:
+                assert f.released(timeout=10)
+            t = f.times
+            assert t["detach_ns"] > 0, t
+            if background:
+                assert t["switch_ns"] >= t["attach_ns"] + t["bind_ns"], t
+            else:
+                assert t["switch_ns"] >= t["attach_ns"] + t["bind_ns"] + t["detach_ns"], t
+            # the Model's lease of v - 1 is gone (the module holds only v's)
+            assert versions(d) == [(v, 1)], versions(d)
+        f.close()
+        assert f.released()
+
+
+def test_rebind_plan_tied(daemons, tmp_path):
+    """Tied names (lm_head.weight the embedding's Parameter, served as an
+    alias) stay one Parameter through a re-bind from the plan, over the
+    new version's embedding."""
+    import json
+    tied = tmp_path / "tied"
+    tied.mkdir()
+    cfg = config()
+    cfg["tie_word_embeddings"] = True
+    (tied / "config.json").write_text(json.dumps(cfg))
+    files = safetensors_files(LLAMA)
+    del files["lm_head.weight"]
+    write_safetensors(str(tied / "model.safetensors"), files)
+    d = daemons(tied, "ftied")
+    trainer = from_files(str(tied), tie=True)
+    with d.connect() as tc, d.connect() as ec:
+        mod = meta_llama(str(tied), tie=True)
+        f = wt.follow(mod, ec)
+        new = {k: v for k, v in stepped(trainer, 21).items() if k != "lm_head.weight"}
+        assert tc.update_from(new).version == 2
+        assert f.wait(timeout=10) and f.times["rebind"] == "plan"
+        assert mod.lm_head.weight is mod.model.embed_tokens.weight
+        assert torch.equal(mod.lm_head.weight, new["model.embed_tokens.weight"])
+        assert inside(mod.lm_head.weight.data_ptr(), pools_of(f.model))
+        trainer.load_state_dict(new, strict=False)
+        with torch.no_grad():
+            assert torch.equal(mod(IDS), trainer(IDS))
+        f.close()

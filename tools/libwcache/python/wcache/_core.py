@@ -674,6 +674,14 @@ class Model(collections.abc.Mapping):
                 ((), [], [], [()] * _ROW_FIELDS, {}, [0])
         return self._tab
 
+    def _same_layout(self, other):
+        """True when other (a Model) has this one's layout byte for byte
+        (names, dtypes, shapes, pools, offsets, flags: _table's
+        comparison), so a module bound to one binds the other's tensors
+        at the same places: the next version of an update that kept the
+        layout."""
+        return self._n == other._n and self._table_of() is other._table_of()
+
     @property
     def _names(self):
         return self._table_of()[1]

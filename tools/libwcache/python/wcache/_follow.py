@@ -11,10 +11,23 @@ version N+1 and the daemon sends every lease holder a version notice.
 poll() reads the notices already waiting on the connection (one
 non-blocking read each: wc_notice_read), and on one newer than the
 module's version attaches N+1 and re-binds the module's parameters and
-persistent buffers to it with load_into (no copy: the module's tensors
-then point at N+1's memory); only then is N's Model detached, so the
-module never runs without weights, and N's memory goes with its last
-tensor (the daemon frees version N when its last lease ends). The module
+persistent buffers to it (no copy: the module's tensors then point at
+N+1's memory); only then is N's Model let go, so the module never runs
+without weights, and N's memory goes with its last tensor (the daemon
+frees version N when its last lease ends).
+
+The re-bind is load_into's the first time; a version of the same layout
+as the last one (every update that kept names, dtypes, shapes and
+offsets: Model._same_layout) is re-bound from the plan that bind left
+(torch._rebind: the slots and the served names, no module walk and no
+name checks), unless the engine replaced a Parameter or a module since
+(then load_into again). The cyclic garbage collector is paused during
+the switch (its collections would scan the whole program for the few
+hundred objects made). N's detach (unmapping 16 GB of pools and a
+DETACH round trip: milliseconds) runs on a thread of the follower's
+(background=True, the default) after the switch, so the engine's next
+forward starts without waiting for it; released() waits for it, and
+close() does too. The module
 object and its submodules stay the same objects; its Parameters are new
 ones over the new memory, with the attributes of those they replace
 (load_into's rule), so code holding a Parameter object from before the
@@ -27,7 +40,7 @@ whose tensors no longer fit the module (a layout change: names, dtypes or
 shapes) is not retried, since only a module built for it can bind it; a
 later version is tried again.
 
-Cost: one attach (libwcache maps N+1's pools) and one load_into (bench
+Cost: one attach (libwcache maps N+1's pools) and one re-bind (bench
 figures: bench/py/follow_switch.py); nothing when no notice waits, but
 one recv on the connection's socket.
 
@@ -35,11 +48,15 @@ Threads: call poll() and wait() from the thread that runs the module (the
 switch replaces its Parameters between two of its steps); the
 connection's lock serialises them with any other call on conn.
 """
+import queue
 import select
+import threading
 import time
 import warnings
+import weakref
 
 from ._core import PendingModel, ReadOnlyWarning
+from ._empty import no_gc
 from . import errors
 
 
@@ -58,14 +75,18 @@ class Follower:
     block until the next switch, close() to let the current version go.
     version: the version the module is bound to; model: its wcache.Model;
     switches: how many switches it made; times: the last switch's
-    {"notice_ns", "attach_ns", "bind_ns", "detach_ns", "switch_ns"}
-    (monotonic_ns when poll() found the notice, then nanoseconds of the
-    attach, of the re-bind, of the old version's detach, and of the whole
-    switch)."""
+    {"notice_ns", "attach_ns", "bind_ns", "detach_ns", "switch_ns",
+    "rebind"} (monotonic_ns when poll() found the notice, then
+    nanoseconds of the attach, of the re-bind, of the old version's
+    detach, and of the whole switch; rebind: "plan" when the plan of the
+    last bind was used, "load_into" when the module was bound anew). In
+    the background, detach_ns is 0 until the detach ended (released())
+    and switch_ns does not hold it."""
 
-    def __init__(self, module, conn, model=None, name_map=None, strict=True, attach=None):
-        from .torch import load_into
-        self._load_into = load_into
+    def __init__(self, module, conn, model=None, name_map=None, strict=True, attach=None,
+                 background=True):
+        from .torch import _load_into, _rebind
+        self._bind_new, self._rebind = _load_into, _rebind
         self.module = module
         self.conn = conn
         self.name_map = dict(name_map or {})
@@ -76,14 +97,20 @@ class Follower:
         if model is None:
             model = conn.attach(**self.attach_kw)
             try:
-                load_into(module, model, strict=strict, name_map=self.name_map)
+                self._plan = self._bind(model)
             except BaseException:
                 model.detach()
                 raise
+        else:
+            self._plan = None       # bound by the caller: the first switch binds anew
         self.model = model
         self.version = model.version
         self.switches = 0
         self.times = {}
+        self._background = background
+        self._retire = None     # the detach thread's queue (made at the first switch)
+        self._retired = None    # its last detach: a threading.Event, set when it ended
+        self._retire_error = None
         self._noticed = 0       # the newest version a notice named
         self._refused = 0       # a version whose layout the module cannot bind
         self._t_notice = 0
@@ -133,8 +160,14 @@ class Follower:
                 return False
             select.select([self.fileno()], [], [], left)
 
+    def _bind(self, model):
+        """load_into (with the follower's name_map and strict) of model;
+        the plan for the next re-bind."""
+        return self._bind_new(self.module, model, self.strict, self.name_map, False)[1]
+
     def _switch(self):
         want = self.pending()
+        self.released()             # the last switch's detach, if it still runs
         t0 = time.monotonic_ns()
         try:
             new = self.conn.attach(**self.attach_kw)
@@ -149,12 +182,19 @@ class Follower:
             self._noticed = 0
             return False
         why = None
+        how = "plan"
         try:
             # the first attach warned of read-only memory; each version's
             # Model would again
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), no_gc():
                 warnings.simplefilter("ignore", ReadOnlyWarning)
-                self._load_into(self.module, new, strict=self.strict, name_map=self.name_map)
+                plan = None
+                if self._plan is not None and self.model._same_layout(new):
+                    plan = self._rebind(self._plan, new)
+                if plan is None:
+                    how = "load_into"
+                    plan = self._bind(new)
+                self._plan = plan
         except Exception as e:
             why = str(e)
         if why is not None:
@@ -175,19 +215,60 @@ class Follower:
         t2 = time.monotonic_ns()
         old, self.model = self.model, new
         self.version = new.version
-        # N ends with its last tensor (none in the module now): its DETACH
-        # and unmapping run here, inside the switch
-        old.detach()
         self.switches += 1
-        t3 = time.monotonic_ns()
         self.times = {"notice_ns": self._t_notice, "attach_ns": t1 - t0,
-                      "bind_ns": t2 - t1, "detach_ns": t3 - t2, "switch_ns": t3 - t0}
+                      "bind_ns": t2 - t1, "detach_ns": 0, "switch_ns": 0, "rebind": how}
+        # N ends with its last tensor (none in the module now): its DETACH
+        # and unmapping, here or on the detach thread
+        if self._background:
+            self._detach_later(old)
+            self.times["switch_ns"] = time.monotonic_ns() - t0
+        else:
+            old.detach()
+            t3 = time.monotonic_ns()
+            self.times.update(detach_ns=t3 - t2, switch_ns=t3 - t0)
+        return True
+
+    def _detach_later(self, old):
+        """Hands old (a Model) to the detach thread, made the first time.
+        The thread holds only its queue: a follower dropped without
+        close() leaves it waiting, a daemon thread."""
+        if self._retire is None:
+            self._retire = queue.SimpleQueue()
+            threading.Thread(target=_detacher, args=(self._retire,), daemon=True,
+                             name="wcache-follow-detach").start()
+            weakref.finalize(self, self._retire.put, None)
+        done = self._retired = threading.Event()
+        self._retire.put((old, self.times, done, self._failed))
+
+    def _failed(self, e):
+        self._retire_error = e
+
+    def released(self, timeout=None):
+        """Waits for the last switch's detach of the old version (on the
+        detach thread) to end: True when it did (or none runs), False
+        after timeout seconds. A detach that failed warns here (the old
+        version is then held until the process ends or its tensors go)."""
+        ev = self._retired
+        if ev is not None:
+            if not ev.wait(timeout):
+                return False
+            self._retired = None
+        e, self._retire_error = self._retire_error, None
+        if e is not None:
+            warnings.warn("wcache.torch.follow: the old version's detach failed: %s" % e,
+                          RuntimeWarning, stacklevel=2)
         return True
 
     def close(self):
-        """Stops following; the module keeps its tensors (and with them
-        the lease on its version) while it lives."""
-        m, self.model = self.model, None
+        """Stops following (the old version's detach, if one runs, waited
+        for); the module keeps its tensors (and with them the lease on its
+        version) while it lives."""
+        self.released()
+        if self._retire is not None:
+            self._retire.put(None)
+            self._retire = None
+        m, self.model, self._plan = self.model, None, None
         if m is not None:
             m.detach()
 
@@ -195,7 +276,26 @@ class Follower:
         return "<wcache.torch.Follower version %d, %d switch(es)>" % (self.version, self.switches)
 
 
-def follow(module, conn, model=None, name_map=None, strict=True, **attach):
+def _detacher(q):
+    """The detach thread: detaches each Model it is handed, records the
+    time in the switch's times and sets its event; None ends it."""
+    while True:
+        job = q.get()
+        if job is None:
+            return
+        old, times, done, failed = job
+        t = time.monotonic_ns()
+        try:
+            old.detach()
+        except Exception as e:      # noqa: told at released()
+            failed(e)
+        del old
+        times["detach_ns"] = time.monotonic_ns() - t
+        done.set()
+        del job
+
+
+def follow(module, conn, model=None, name_map=None, strict=True, background=True, **attach):
     """An engine's module that follows the daemon's versions: returns a
     Follower whose poll(), called between steps, re-binds the module in
     place to each new version the daemon announces (see wcache/_follow.py).
@@ -205,5 +305,7 @@ def follow(module, conn, model=None, name_map=None, strict=True, **attach):
     strict are load_into's, used at every switch. attach: conn.attach's
     arguments for the re-attaches (model_dir=, tp_size=, ...); the default
     takes whatever the daemon serves, which is the connection's model and
-    rank (a daemon serves one)."""
-    return Follower(module, conn, model=model, name_map=name_map, strict=strict, attach=attach)
+    rank (a daemon serves one). background: the old version's detach on
+    a thread after each switch (True), or inside poll() (False)."""
+    return Follower(module, conn, model=model, name_map=name_map, strict=strict, attach=attach,
+                    background=background)

@@ -194,6 +194,15 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
     served memory (read-only: leave requires_grad False to train adapters,
     never the served weights), with the attributes of the Parameter they
     replace (an engine's weight_loader, output_dim)."""
+    return _load_into(module, model, strict, name_map, requires_grad)[0]
+
+
+def _load_into(module, model, strict, name_map, requires_grad):
+    """load_into's work: (Bound, plan), plan one (slots, served name,
+    object) per group of slots bound (slots: (owner, attribute,
+    is_param) of each tied name; object: the Parameter or buffer now
+    in them), for a re-bind to a version of the same layout
+    (wcache.torch.follow: _rebind)."""
     if isinstance(model, PendingModel):
         model = model.result()
     name_map = dict(name_map or {})
@@ -237,7 +246,7 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
                        % (src, ref.dtype, tuple(ref.shape), want, t.dtype, tuple(t.shape)))
             continue
         used.add(want)
-        binds.append((group, t, src))
+        binds.append((group, t, src, want))
     # served names left over, less those inside bound bytes (one pass,
     # none when every served name was bound)
     unused, ranges = {}, []
@@ -265,7 +274,8 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
         raise LoadError("wcache.torch.load_into: %s. Pass name_map={module name: served name}, "
                         "or strict=False to bind what matches" % "; ".join(parts))
     # bound only now: a LoadError leaves the module as it was
-    for group, t, src in binds:
+    plan = []
+    for group, t, src, want in binds:
         # one, for every tied name (what nn.Parameter does for a plain
         # tensor, without its Python frame: 291 of them in an engine start)
         param = make_param(param_of, t, requires_grad) if type(t) is plain else \
@@ -282,7 +292,42 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
             bound.append(s[4])
             if s[4] != src:
                 tied[s[4]] = src
-    return Bound(bound, missing, unexpected, tied)
+        plan.append((tuple((s[0], s[1], s[3]) for s in group), want,
+                     param if group[0][3] else None, t))
+    return Bound(bound, missing, unexpected, tied), plan
+
+
+def _rebind(plan, model):
+    """_load_into's plan bound again to model, a version whose layout is
+    the one the plan was made on (the caller checks: Model._same_layout):
+    every slot gets a Parameter over model's tensor (with the attributes
+    and requires_grad of the one it replaces) or the buffer itself; no
+    module walk, no name, shape or dtype check (the layout is the same
+    bytes). Returns the new plan, or None, binding nothing, when a slot
+    no longer holds what the plan put there (the engine replaced a
+    module or a Parameter since): bind with _load_into then."""
+    for slots, _, param, t in plan:
+        for m, a, isp in slots:
+            if (m._parameters if isp else m._buffers).get(a) is not (param if isp else t):
+                return None
+    served = model.tensors("torch", names=[e[1] for e in plan])
+    make_param, param_of = torch.Tensor._make_subclass, torch.nn.Parameter
+    out = []
+    for slots, want, old, _ in plan:
+        t = served[want]
+        param = None
+        if old is not None:
+            param = make_param(param_of, t, old.requires_grad)
+            attrs = old.__dict__
+            if attrs:
+                param.__dict__.update(attrs)
+        for m, a, isp in slots:
+            if isp:
+                m._parameters[a] = param
+            else:
+                m._buffers[a] = t
+        out.append((slots, want, param, t))
+    return out
 
 
 def update_from(conn, module_or_state_dict, name_map=None, allow_layout_change=False,
