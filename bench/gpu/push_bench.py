@@ -13,7 +13,10 @@ the checkpoint a CUDA wcd serves (wcgen llama-8b: 291 bf16 tensors, 16 GB):
             publish) says where the time goes.
   partial   update_from(partial=True) of ~2% of the bytes (--partial-frac):
             the kept tensors copied from N on the device; target <= 3x the
-            floor of those bytes + 2 ms
+            floor of those bytes + 2 ms. Two sets: the first layers'
+            tensors in name order (layer 0's norm and MLP, so its 224 MiB
+            gate_up view is hashed again), and partial-attn: the attention
+            projections of the first layers (a merged LoRA on attention)
   inplace   update_from(in_place=True) of every tensor, no engine attached
             (the served pools written; hashes included); target <= 2x floor
   inplace-partial
@@ -57,6 +60,28 @@ def load_trainer(model):
         sd.update(load_file(f, device="cuda"))
     torch.cuda.synchronize()
     return sd
+
+
+def nbytes(sd, names):
+    return sum(sd[k].numel() * sd[k].element_size() for k in names)
+
+
+def pick(order, sd, want, keep):
+    """Whole tensors of order that keep() takes, until want bytes."""
+    out, got = [], 0
+    for k in order:
+        if got >= want:
+            break
+        if keep(k):
+            out.append(k)
+            got += nbytes(sd, [k])
+    return out
+
+
+def layer_key(k):
+    """Names by layer number (model.layers.10 after model.layers.9)."""
+    p = k.split(".")
+    return [int(x) if x.isdigit() else x for x in p]
 
 
 def timed(fn, rounds):
@@ -240,17 +265,20 @@ def main():
     sd = load_trainer(a.model)
     names = list(sd)
     total = sum(v.numel() * v.element_size() for v in sd.values())
-    # ~frac of the bytes: whole tensors of the first layers, in name order
-    part, pb = [], 0
-    for k in sorted(names):
-        if pb >= a.partial_frac * total:
-            break
-        if ".layers." in k:
-            part.append(k)
-            pb += sd[k].numel() * sd[k].element_size()
-    print("model %s: %d tensors, %d bytes; partial: %d tensors, %d bytes (%.2f%%); %s" % (
-        a.model, len(names), total, len(part), pb, 100.0 * pb / total,
-        torch.cuda.get_device_name(0)), flush=True)
+    # ~frac of the bytes, two ways: "mlp", whole tensors of the first
+    # layers in name order (layer 0's norms and MLP: its gate_up fused view
+    # is rehashed whole, a 224 MiB chain); "attn", the attention
+    # projections (q, k, v, o) of as many layers as make frac (what a
+    # merged LoRA adapter on attention changes)
+    part = pick(sorted(names), sd, a.partial_frac * total, lambda k: ".layers." in k)
+    attn = pick(sorted(names, key=layer_key), sd, a.partial_frac * total,
+                lambda k: ".self_attn." in k and k.endswith("_proj.weight"))
+    pb = nbytes(sd, part)
+    print("model %s: %d tensors, %d bytes; partial (mlp): %d tensors, %d bytes (%.2f%%); "
+          "partial (attn): %d tensors, %d bytes (%.2f%%); %s" % (
+              a.model, len(names), total, len(part), pb, 100.0 * pb / total,
+              len(attn), nbytes(sd, attn), 100.0 * nbytes(sd, attn) / total,
+              torch.cuda.get_device_name(0)), flush=True)
     rows = []
     floor = floor_of(sd, names, a.rounds)
     f_med = statistics.median(floor)
@@ -266,16 +294,21 @@ def main():
     print("             phases: " + ", ".join("%s %.2f ms" % (k[:-2], v * 1e3)
                                                for k, v in ph.items()), flush=True)
     rows[-1]["phases_ms"] = {k[:-2]: v * 1e3 for k, v in ph.items()}
-    changed = {k: sd[k] for k in part}
-    partial = timed(lambda: conn.update_from(changed, partial=True), a.rounds)
-    rows.append(summary("partial", partial, pf_med, 3 * pf_med + 2e-3))
+    afloor = floor_of(sd, attn, a.rounds)
+    af_med = statistics.median(afloor)
+    rows.append(summary("floor-attn", afloor))
+    sets = (("", {k: sd[k] for k in part}, pf_med), ("-attn", {k: sd[k] for k in attn}, af_med))
+    for tag, changed, fm in sets:
+        partial = timed(lambda: conn.update_from(changed, partial=True), a.rounds)
+        rows.append(summary("partial" + tag, partial, fm, 3 * fm + 2e-3))
     if "inplace" not in skip:
         # no engine holds a lease here: the session writes the served pools
         inpl = timed(lambda: conn.update_from(sd, in_place=True), a.rounds)
         rows.append(summary("inplace", inpl, f_med, 2 * f_med))
-        ipart = timed(lambda: conn.update_from(changed, partial=True, in_place=True),
-                      a.rounds)
-        rows.append(summary("inplace-partial", ipart, pf_med, 3 * pf_med + 2e-3))
+        for tag, changed, fm in sets:
+            ipart = timed(lambda: conn.update_from(changed, partial=True, in_place=True),
+                          a.rounds)
+            rows.append(summary("inplace-partial" + tag, ipart, fm, 3 * fm + 2e-3))
     conn.close()
     if "ipc" not in skip:
         for label, b in (("ipc-512M", 512 << 20), ("ipc-2G", 2 << 30)):

@@ -17,10 +17,15 @@ copy of the served checkpoint tensors (on --trainer-device: the served
 device by default) and, -n times, changes one tensor and pushes every
 tensor (update_from; --partial: that one alone). The engine waits in
 select() on the notice fd; t0 is select's return (the notice is there),
-then poll() (read the notice, attach N+1, load_into, detach N), then the
-forward's first op is launched: t1. Printed per update: t1 - t0 and its
-parts (attach, re-bind, N's detach), then the median, min and max; the
-forward's end (synchronised) is printed beside, not counted.
+then poll() (read the notice, attach N+1, re-bind, let N go), then the
+forward's first op is launched: t1 (transformers: when its input
+embedding's forward hook runs, the first kernel launched, not when every
+layer's are). Printed per update: t1 - t0 and its parts (attach, the
+re-bind and how: from the last bind's plan or load_into, N's detach),
+then the median, min and max; the forward's end (synchronised) is printed
+beside, not counted. --detach: N's detach on the follower's thread after
+the switch (background, the default: its time read once it ended, after
+the forward's end) or inside poll() (now: counted in the switch).
 """
 import argparse
 import multiprocessing
@@ -113,6 +118,12 @@ def main():
     served.detach()
     del served
     ids = torch.tensor([[1, 17, 300, 42, 7]], device=tdev)
+    # transformers' forward: started once its first kernel (the input
+    # embedding's lookup) is launched, not when every layer's are
+    started = []
+    if a.transformers:
+        module.get_input_embeddings().register_forward_hook(
+            lambda *_: started.append(time.perf_counter_ns()))
     with torch.no_grad():
         forward(module, ids)                        # warm
     ctx = multiprocessing.get_context("spawn")
@@ -134,8 +145,9 @@ def main():
                 break
         t1 = time.perf_counter_ns()
         with torch.no_grad():
+            del started[:]
             out = forward(module, ids)              # its next forward, launched
-            t2 = time.perf_counter_ns()
+            t2 = started[0] if started else time.perf_counter_ns()
             if cuda:
                 torch.cuda.synchronize()
             float(out.reshape(-1)[0])

@@ -12,6 +12,8 @@
 
 #include "base.h"
 #include "err.h"
+#include "log.h"
+#include "wcreactor.h"
 #include "push/push_keep.h"
 
 /* Whether entry v (a view) covers bytes of a written checkpoint entry:
@@ -132,6 +134,7 @@ static int hash_device(struct wcd *d, struct wcd_version *v,
 	const struct gpu_backend *be = d->dev.be;
 	struct gpu_hash_job *jobs;
 	char e[BASE_ERR_LEN];
+	uint64_t ts[4];
 	uint32_t n = 0;
 	int ret;
 
@@ -142,6 +145,7 @@ static int hash_device(struct wcd *d, struct wcd_version *v,
 		      (v->plan.ntensors ? v->plan.ntensors : 1));
 	if (!jobs)
 		return base_errf(err, ENOMEM, "out of memory");
+	ts[0] = rx_now_ns();
 	ret = be->hash_begin(&d->dev, v->plan.ntensors, e);
 	if (ret) {
 		free(jobs);
@@ -175,6 +179,7 @@ static int hash_device(struct wcd *d, struct wcd_version *v,
 		ret = be->hash_step(&d->dev, jobs[k].pool, jobs[k].off,
 				    jobs[k].len, jobs[k].i, jobs[k].len, 0, k,
 				    e);
+	ts[1] = rx_now_ns();
 	if (!ret && n && be->hash_batch)
 		ret = be->hash_batch(&d->dev, jobs, n, 0, e);
 	free(jobs);
@@ -182,7 +187,12 @@ static int hash_device(struct wcd *d, struct wcd_version *v,
 		be->hash_end(&d->dev, NULL, NULL);
 		return base_errf(err, -ret, "%s", e);
 	}
+	ts[2] = rx_now_ns();
 	ret = be->hash_end(&d->dev, v->hash, e);
+	ts[3] = rx_now_ns();
+	log_debug("device hash of %u tensors: begun (and the short ones read back) in %.3f ms, the batch queued in %.3f ms, its end waited for %.3f ms",
+		  n, (double)(ts[1] - ts[0]) / 1e6, (double)(ts[2] - ts[1]) / 1e6,
+		  (double)(ts[3] - ts[2]) / 1e6);
 	return ret ? base_errf(err, -ret, "%s", e) : 0;
 }
 

@@ -109,8 +109,8 @@ class Follower:
         self.times = {}
         self._background = background
         self._retire = None     # the detach thread's queue (made at the first switch)
-        self._retired = None    # its last detach: a threading.Event, set when it ended
-        self._retire_error = None
+        self._stop = None       # its end: weakref.finalize(_stop_detacher)
+        self._retired = None    # its last detach: a _Retired
         self._noticed = 0       # the newest version a notice named
         self._refused = 0       # a version whose layout the module cannot bind
         self._t_notice = 0
@@ -231,32 +231,34 @@ class Follower:
 
     def _detach_later(self, old):
         """Hands old (a Model) to the detach thread, made the first time.
-        The thread holds only its queue: a follower dropped without
-        close() leaves it waiting, a daemon thread."""
+        The thread holds its queue, never the follower; it is ended and
+        joined when the follower is closed or collected, and at the
+        interpreter's exit (weakref.finalize runs at exit), so no detach
+        is left running while Python finalises (a daemon thread that
+        wakes then is ended under C frames: std::terminate in torch's)."""
         if self._retire is None:
-            self._retire = queue.SimpleQueue()
-            threading.Thread(target=_detacher, args=(self._retire,), daemon=True,
-                             name="wcache-follow-detach").start()
-            weakref.finalize(self, self._retire.put, None)
-        done = self._retired = threading.Event()
-        self._retire.put((old, self.times, done, self._failed))
-
-    def _failed(self, e):
-        self._retire_error = e
+            q = queue.SimpleQueue()
+            th = threading.Thread(target=_detacher, args=(q,), daemon=True,
+                                  name="wcache-follow-detach")
+            th.start()
+            self._retire = q
+            self._stop = weakref.finalize(self, _stop_detacher, q, th)
+        r = self._retired = _Retired()
+        self._retire.put((old, self.times, r))
 
     def released(self, timeout=None):
         """Waits for the last switch's detach of the old version (on the
         detach thread) to end: True when it did (or none runs), False
         after timeout seconds. A detach that failed warns here (the old
         version is then held until the process ends or its tensors go)."""
-        ev = self._retired
-        if ev is not None:
-            if not ev.wait(timeout):
-                return False
-            self._retired = None
-        e, self._retire_error = self._retire_error, None
-        if e is not None:
-            warnings.warn("wcache.torch.follow: the old version's detach failed: %s" % e,
+        r = self._retired
+        if r is None:
+            return True
+        if not r.done.wait(timeout):
+            return False
+        self._retired = None
+        if r.error is not None:
+            warnings.warn("wcache.torch.follow: the old version's detach failed: %s" % r.error,
                           RuntimeWarning, stacklevel=2)
         return True
 
@@ -265,9 +267,9 @@ class Follower:
         for); the module keeps its tensors (and with them the lease on its
         version) while it lives."""
         self.released()
-        if self._retire is not None:
-            self._retire.put(None)
-            self._retire = None
+        if self._stop is not None:
+            self._stop()            # the thread ended and joined
+            self._stop = self._retire = None
         m, self.model, self._plan = self.model, None, None
         if m is not None:
             m.detach()
@@ -276,23 +278,40 @@ class Follower:
         return "<wcache.torch.Follower version %d, %d switch(es)>" % (self.version, self.switches)
 
 
+class _Retired:
+    """One detach handed to the thread: done when it ended, error its
+    exception (None: it went well)."""
+    __slots__ = ("done", "error")
+
+    def __init__(self):
+        self.done = threading.Event()
+        self.error = None
+
+
 def _detacher(q):
     """The detach thread: detaches each Model it is handed, records the
-    time in the switch's times and sets its event; None ends it."""
+    time in the switch's times and sets its _Retired; None ends it."""
     while True:
         job = q.get()
         if job is None:
             return
-        old, times, done, failed = job
+        old, times, r = job
+        del job
         t = time.monotonic_ns()
         try:
             old.detach()
         except Exception as e:      # noqa: told at released()
-            failed(e)
+            r.error = e
         del old
         times["detach_ns"] = time.monotonic_ns() - t
-        done.set()
-        del job
+        r.done.set()
+
+
+def _stop_detacher(q, th):
+    """Ends the detach thread once what it was handed is done."""
+    q.put(None)
+    if th is not threading.current_thread():
+        th.join(30)
 
 
 def follow(module, conn, model=None, name_map=None, strict=True, background=True, **attach):
