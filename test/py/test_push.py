@@ -12,6 +12,8 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 
 import numpy as np
 import pytest
@@ -388,12 +390,20 @@ def test_engine_attached_during_session_reads_n(llama):
         assert n and n.kind == "version" and n.version == 2, n
         assert got == {k: v[3] for k, v in before.items()}
         # version 1 is still held: no slot for version 3 until it goes
+        # (held_wait=0: refused at once; held_wait: tried again that long)
         with pytest.raises(wcache.Busy) as e:
-            trainer.update_from(new)
+            trainer.update_from(new, held_wait=0)
         assert "version 1 is still held by 1 engine(s) (first pid %d)" % os.getpid() \
             in str(e.value), str(e.value)
-        m.detach()
+        t0 = time.monotonic()
+        with pytest.raises(wcache.Busy):
+            trainer.update_from(new, held_wait=0.3)
+        assert time.monotonic() - t0 >= 0.3
+        # the engine lets version 1 go while the trainer's open is retried
+        threading.Timer(0.3, m.detach).start()
+        t0 = time.monotonic()
         assert trainer.update_from(new).version == 3
+        assert time.monotonic() - t0 >= 0.25
     assert hashes(r) != before
 
 

@@ -425,7 +425,7 @@ class Connection:
         return _life(r)
 
     def update_from(self, tensors, allow_layout_change=False, timeout_ms=0, partial=False,
-                    cast=False, in_place=False):
+                    cast=False, in_place=False, held_wait=2.0):
         """Pushes new weights from this process's memory as the next
         version (no disk): tensors is a mapping or an iterable of (name,
         tensor), torch CPU or CUDA tensors (any GPU of the host; copied
@@ -439,11 +439,15 @@ class Connection:
         keep the served version's bytes. in_place: rewrite the served
         version's pools instead of a second copy (every engine holding a
         lease must have paused; an abort leaves the version incomplete
-        until a complete update). Returns a LifeResult; on any error the
-        session is aborted and the served version stays. See _push.py."""
+        until a complete update). held_wait: the daemon keeps two
+        versions, so an open while engines still hold the one before the
+        served one (they were told to re-attach) is refused BUSY; it is
+        tried again for up to held_wait seconds (0: raise at once).
+        Returns a LifeResult; on any error the session is aborted and the
+        served version stays. See _push.py."""
         from . import _push
         return _push.update_from(self, tensors, allow_layout_change, timeout_ms, partial,
-                                 cast, in_place)
+                                 cast, in_place, held_wait)
 
     def notice_fd(self):
         """Readable when a notice (or EOF) waits: for select/poll or

@@ -18,6 +18,7 @@ the session, and the served version stays.
 import collections.abc
 import ctypes
 import errno
+import time
 
 from . import _lib, errors
 from ._lib import lib
@@ -141,24 +142,47 @@ def _write(conn, p, name, src):
           ctypes.c_void_p(addr), nbytes)
 
 
+# The daemon's refusal of an open while the version before the served one
+# is still held (it keeps two): its engines were told to re-attach, and
+# let it go within milliseconds (wcache.torch.follow detaches it on a
+# thread of its own after switching), so the open is tried again.
+_HELD = "is still held by"
+
+
+def _open(conn, flags, timeout_ms, held_wait):
+    """wc_push_open; a BUSY refusal because the old version is still held
+    is retried every 2 ms for up to held_wait seconds, then raised."""
+    p = ctypes.c_void_p()
+    end = time.monotonic() + max(0.0, held_wait)
+    while True:
+        try:
+            _call(conn, lib.wc_push_open, conn._ptr(), flags, 0, int(timeout_ms),
+                  ctypes.byref(p))
+            return p
+        except errors.Busy as e:
+            if _HELD not in str(e) or time.monotonic() >= end:
+                raise
+        time.sleep(0.002)
+
+
 def update_from(conn, tensors, allow_layout_change=False, timeout_ms=0, partial=False,
-                cast=False, in_place=False):
+                cast=False, in_place=False, held_wait=2.0):
     """Writes tensors (a mapping or an iterable of (name, tensor)) as the
     next version and publishes it; returns a LifeResult (the version now
     served, the bytes written, the seconds from open to publish). partial:
     only these tensors change, the others keep the served version's bytes.
     cast: a float source of another float dtype is cast to the served one
     on its device (else refused, naming the tensor). in_place: rewrite the
-    served version (every engine paused)."""
+    served version (every engine paused). held_wait: seconds an open
+    refused because engines still hold the version before the served one
+    (they were told to re-attach) is tried again (0: raise Busy at once)."""
     from ._core import _life
     if not _lib.HAVE.get("wc_push_open"):
         raise errors.Error(errno.ENOSYS, "wcache: this libwcache has no update sessions "
                            "(wc_push_open): install a newer one")
     items = tensors.items() if isinstance(tensors, collections.abc.Mapping) else tensors
-    p = ctypes.c_void_p()
     flags = (1 if allow_layout_change else 0) | (2 if partial else 0) | (4 if in_place else 0)
-    _call(conn, lib.wc_push_open, conn._ptr(), flags, 0,
-          int(timeout_ms), ctypes.byref(p))
+    p = _open(conn, flags, timeout_ms, held_wait)
     done = False
     held = []  # every source until commit: the device copies are queued
     try:
@@ -181,11 +205,9 @@ def update_from(conn, tensors, allow_layout_change=False, timeout_ms=0, partial=
 class _Session:
     """One rank's open session in update_ranks."""
 
-    def __init__(self, conn, flags, timeout_ms):
+    def __init__(self, conn, flags, timeout_ms, held_wait):
         self.conn = conn
-        self.p = ctypes.c_void_p()
-        _call(conn, lib.wc_push_open, conn._ptr(), flags, 0, int(timeout_ms),
-              ctypes.byref(self.p))
+        self.p = _open(conn, flags, timeout_ms, held_wait)
         self.open = True
         self.names = _dtypes(self.p)
 
@@ -198,7 +220,7 @@ class _Session:
 
 
 def update_ranks(conns, tensors, allow_layout_change=False, timeout_ms=0, partial=False,
-                 cast=False):
+                 cast=False, held_wait=2.0):
     """update_from for every rank of a model at once, from one trainer
     that holds the whole tensors: a session per connection (one per rank
     daemon), each tensor written to every rank whose plan has it (a
@@ -207,7 +229,8 @@ def update_ranks(conns, tensors, allow_layout_change=False, timeout_ms=0, partia
     published. A failure up to the last prepare aborts every session: no
     rank publishes. Publishing cannot be refused, only lost with a daemon
     that dies in between: then the error names the ranks that published.
-    Returns a LifeResult per connection."""
+    held_wait: update_from's, for each rank's open. Returns a LifeResult
+    per connection."""
     from ._core import _life
     if not _lib.HAVE.get("wc_push_prepare"):
         raise errors.Error(errno.ENOSYS, "wcache: this libwcache has no wc_push_prepare: "
@@ -218,7 +241,7 @@ def update_ranks(conns, tensors, allow_layout_change=False, timeout_ms=0, partia
     sessions, held = [], []
     try:
         for c in conns:
-            sessions.append(_Session(c, flags, timeout_ms))
+            sessions.append(_Session(c, flags, timeout_ms, held_wait))
         for name, t in items:
             to = [s for s in sessions if name in s.names]
             if not to:
