@@ -113,6 +113,7 @@ static int prepare_bytes(struct wcd *d, struct wcd_push *p,
 {
 	struct wcd_version *nv = &d->model.ver[p->vi];
 	char err[BASE_ERR_LEN];
+	uint64_t t_keep, t_sealed;
 
 	/* partial: what was not written keeps N's bytes (and hashes) */
 	p->kept = 0;
@@ -123,6 +124,7 @@ static int prepare_bytes(struct wcd *d, struct wcd_push *p,
 			 wcd_current(d)->number, err);
 		return -1;
 	}
+	t_keep = rx_now_ns();
 	for (uint32_t i = 0; i < nv->npools; i++) {
 		if (d->dev.be->pool_seal(&d->dev, &nv->pools[i], err)) {
 			snprintf(msg, cap,
@@ -131,6 +133,7 @@ static int prepare_bytes(struct wcd *d, struct wcd_push *p,
 			return -1;
 		}
 	}
+	t_sealed = rx_now_ns();
 	nv->hashed = d->o.hash;
 	/* in place: the served version's bytes rewritten and hashed
 	 * (push_inplace.c); beside: N+1's hashed */
@@ -140,6 +143,10 @@ static int prepare_bytes(struct wcd *d, struct wcd_push *p,
 		return -1;
 	}
 	nv->phases.hash_s = push_secs(rx_now_ns() - p->t_seal);
+	log_debug("commit of session %" PRIu64 ": kept bytes %.3f ms, seal of %u pools %.3f ms, hashes %.3f ms",
+		  p->session, (double)(t_keep - p->t_seal) / 1e6, nv->npools,
+		  (double)(t_sealed - t_keep) / 1e6,
+		  (double)(rx_now_ns() - t_sealed) / 1e6);
 	return 0;
 }
 
