@@ -15,8 +15,7 @@ from conftest import REFERENCE
 torch = pytest.importorskip("torch")
 import wcache  # noqa: E402
 import wcache.torch as wt  # noqa: E402
-from conftest import safetensors_files  # noqa: E402
-from test_py_torch import IDS, config, from_files, meta_llama, write_safetensors  # noqa: E402
+from test_py_torch import IDS, from_files, meta_llama, tied_llama  # noqa: E402
 
 LLAMA = os.path.join(REFERENCE, "llama")
 
@@ -300,15 +299,7 @@ def test_rebind_plan_tied(daemons, tmp_path):
     """Tied names (lm_head.weight the embedding's Parameter, served as an
     alias) stay one Parameter through a re-bind from the plan, over the
     new version's embedding."""
-    import json
-    tied = tmp_path / "tied"
-    tied.mkdir()
-    cfg = config()
-    cfg["tie_word_embeddings"] = True
-    (tied / "config.json").write_text(json.dumps(cfg))
-    files = safetensors_files(LLAMA)
-    del files["lm_head.weight"]
-    write_safetensors(str(tied / "model.safetensors"), files)
+    tied = tied_llama(tmp_path)
     d = daemons(tied, "ftied")
     trainer = from_files(str(tied), tie=True)
     with d.connect() as tc, d.connect() as ec:
@@ -324,3 +315,64 @@ def test_rebind_plan_tied(daemons, tmp_path):
         with torch.no_grad():
             assert torch.equal(mod(IDS), trainer(IDS))
         f.close()
+
+
+def test_failed_detach_warns(daemons):
+    """A detach of the old version that fails on the detach thread is
+    told at released() (a RuntimeWarning naming it); the follower goes on
+    switching."""
+    d = daemons(LLAMA, "fdet")
+    trainer = from_files(LLAMA)
+    with d.connect() as tc, d.connect() as ec:
+        mod = meta_llama()
+        f = wt.follow(mod, ec)
+        old = f.model
+        real = old.detach
+
+        def broken():
+            raise RuntimeError("unmap failed (test)")
+        old.detach = broken
+        assert tc.update_from(stepped(trainer, 31)).version == 2
+        assert f.wait(timeout=10)
+        with pytest.warns(RuntimeWarning, match="detach failed: unmap failed"):
+            assert f.released(timeout=10)
+        assert f.released()                      # told once
+        real()
+        assert tc.update_from(stepped(trainer, 32)).version == 3
+        assert f.wait(timeout=10) and f.version == 3
+        f.close()
+
+
+EXIT_SCRIPT = """
+import sys
+sys.path.insert(0, %(py)r)
+import wcache, wcache.torch as wt
+from test_follow import LLAMA, stepped, versions
+from test_py_torch import from_files, meta_llama
+tc = wcache.connect(device=%(dev)r, runtime_dir=%(rd)r)
+ec = wcache.connect(device=%(dev)r, runtime_dir=%(rd)r)
+f = wt.follow(meta_llama(), ec)
+trainer = from_files(LLAMA)
+for v in (2, 3):
+    assert tc.update_from(stepped(trainer, v)).version == v
+    assert f.wait(timeout=10)
+print("on", f.version, flush=True)
+# ends without close(), a detach perhaps still running on the thread
+"""
+
+
+def test_exit_without_close(daemons):
+    """A process that ends while its follower's detach thread lives (no
+    close()) exits cleanly: the thread is joined before Python finalises
+    (a thread woken during finalisation killed the GPU RL loop's engine
+    with std::terminate), and the daemon sees every lease end."""
+    import subprocess
+    import sys
+    d = daemons(LLAMA, "fexit")
+    code = EXIT_SCRIPT % {"py": os.path.dirname(os.path.abspath(__file__)),
+                          "dev": d.device, "rd": d.rundir}
+    r = subprocess.run([sys.executable, "-W", "ignore", "-c", code], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and "on 3" in r.stdout, (r.returncode, r.stdout, r.stderr)
+    assert "terminate" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    wait_for(lambda: versions(d) == [(3, 0)], "every lease ended: %s" % versions(d))

@@ -160,9 +160,9 @@ def write_safetensors(path, tensors):
         f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
 
 
-def test_load_into_tied(daemons, tmp_path):
-    """A tie_word_embeddings checkpoint has no lm_head.weight: the tied
-    module binds it through model.embed_tokens.weight."""
+def tied_llama(tmp_path):
+    """The reference Llama as a tie_word_embeddings checkpoint (no
+    lm_head.weight) in tmp_path/tied."""
     tied = tmp_path / "tied"
     tied.mkdir()
     cfg = config()
@@ -171,6 +171,13 @@ def test_load_into_tied(daemons, tmp_path):
     files = safetensors_files(LLAMA)
     del files["lm_head.weight"]
     write_safetensors(str(tied / "model.safetensors"), files)
+    return tied
+
+
+def test_load_into_tied(daemons, tmp_path):
+    """A tie_word_embeddings checkpoint has no lm_head.weight: the tied
+    module binds it through model.embed_tokens.weight."""
+    tied = tied_llama(tmp_path)
     d = daemons(tied, "tied")
     with d.connect() as c:
         served = c.attach(model_dir=str(tied))

@@ -48,12 +48,10 @@ Threads: call poll() and wait() from the thread that runs the module (the
 switch replaces its Parameters between two of its steps); the
 connection's lock serialises them with any other call on conn.
 """
-import queue
+import concurrent.futures
 import select
-import threading
 import time
 import warnings
-import weakref
 
 from ._core import PendingModel, ReadOnlyWarning
 from ._empty import no_gc
@@ -108,9 +106,8 @@ class Follower:
         self.switches = 0
         self.times = {}
         self._background = background
-        self._retire = None     # the detach thread's queue (made at the first switch)
-        self._stop = None       # its end: weakref.finalize(_stop_detacher)
-        self._retired = None    # its last detach: a _Retired
+        self._detacher = None   # the detach thread (an executor, made at the first switch)
+        self._retired = None    # its last detach's Future
         self._noticed = 0       # the newest version a notice named
         self._refused = 0       # a version whose layout the module cannot bind
         self._t_notice = 0
@@ -230,35 +227,31 @@ class Follower:
         return True
 
     def _detach_later(self, old):
-        """Hands old (a Model) to the detach thread, made the first time.
-        The thread holds its queue, never the follower; it is ended and
-        joined when the follower is closed or collected, and at the
-        interpreter's exit (weakref.finalize runs at exit), so no detach
-        is left running while Python finalises (a daemon thread that
-        wakes then is ended under C frames: std::terminate in torch's)."""
-        if self._retire is None:
-            q = queue.SimpleQueue()
-            th = threading.Thread(target=_detacher, args=(q,), daemon=True,
-                                  name="wcache-follow-detach")
-            th.start()
-            self._retire = q
-            self._stop = weakref.finalize(self, _stop_detacher, q, th)
-        r = self._retired = _Retired()
-        self._retire.put((old, self.times, r))
+        """Hands old (a Model) to the detach thread, made the first time:
+        a one-thread executor, whose thread concurrent.futures ends and
+        joins at the interpreter's exit (before it finalises: a thread
+        woken then would end under C frames, std::terminate in torch's)
+        and when the follower closes."""
+        if self._detacher is None:
+            self._detacher = concurrent.futures.ThreadPoolExecutor(
+                1, thread_name_prefix="wcache-follow-detach")
+        self._retired = self._detacher.submit(_detach, old, self.times)
 
     def released(self, timeout=None):
         """Waits for the last switch's detach of the old version (on the
         detach thread) to end: True when it did (or none runs), False
         after timeout seconds. A detach that failed warns here (the old
         version is then held until the process ends or its tensors go)."""
-        r = self._retired
-        if r is None:
+        f = self._retired
+        if f is None:
             return True
-        if not r.done.wait(timeout):
+        try:
+            e = f.exception(timeout)
+        except concurrent.futures.TimeoutError:
             return False
         self._retired = None
-        if r.error is not None:
-            warnings.warn("wcache.torch.follow: the old version's detach failed: %s" % r.error,
+        if e is not None:
+            warnings.warn("wcache.torch.follow: the old version's detach failed: %s" % e,
                           RuntimeWarning, stacklevel=2)
         return True
 
@@ -267,9 +260,9 @@ class Follower:
         for); the module keeps its tensors (and with them the lease on its
         version) while it lives."""
         self.released()
-        if self._stop is not None:
-            self._stop()            # the thread ended and joined
-            self._stop = self._retire = None
+        if self._detacher is not None:
+            self._detacher.shutdown()       # its thread ended and joined
+            self._detacher = None
         m, self.model, self._plan = self.model, None, None
         if m is not None:
             m.detach()
@@ -278,40 +271,14 @@ class Follower:
         return "<wcache.torch.Follower version %d, %d switch(es)>" % (self.version, self.switches)
 
 
-class _Retired:
-    """One detach handed to the thread: done when it ended, error its
-    exception (None: it went well)."""
-    __slots__ = ("done", "error")
-
-    def __init__(self):
-        self.done = threading.Event()
-        self.error = None
-
-
-def _detacher(q):
-    """The detach thread: detaches each Model it is handed, records the
-    time in the switch's times and sets its _Retired; None ends it."""
-    while True:
-        job = q.get()
-        if job is None:
-            return
-        old, times, r = job
-        del job
-        t = time.monotonic_ns()
-        try:
-            old.detach()
-        except Exception as e:      # noqa: told at released()
-            r.error = e
-        del old
+def _detach(old, times):
+    """The detach thread's job: old's detach, its time in the switch's
+    times."""
+    t = time.monotonic_ns()
+    try:
+        old.detach()
+    finally:
         times["detach_ns"] = time.monotonic_ns() - t
-        r.done.set()
-
-
-def _stop_detacher(q, th):
-    """Ends the detach thread once what it was handed is done."""
-    q.put(None)
-    if th is not threading.current_thread():
-        th.join(30)
 
 
 def follow(module, conn, model=None, name_map=None, strict=True, background=True, **attach):

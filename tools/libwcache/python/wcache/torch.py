@@ -199,9 +199,10 @@ def load_into(module, model, strict=True, name_map=None, requires_grad=False):
 
 def _load_into(module, model, strict, name_map, requires_grad):
     """load_into's work: (Bound, plan), plan one (slots, served name,
-    object) per group of slots bound (slots: (owner, attribute,
-    is_param) of each tied name; object: the Parameter or buffer now
-    in them), for a re-bind to a version of the same layout
+    Parameter, tensor) per group of slots bound (slots: (owner,
+    attribute, is_param) of each tied name; the Parameter now in its
+    parameter slots, None for a buffer group; the served tensor, now in
+    its buffer slots), for a re-bind to a version of the same layout
     (wcache.torch.follow: _rebind)."""
     if isinstance(model, PendingModel):
         model = model.result()
