@@ -19,14 +19,20 @@
  * XR_ROUND_BLOCKS; its sums run over the whole device, its chains side by
  * side, and the longest tensors advance in every round, so a batch takes
  * about its longest chain (66 GB/s on an H200) rather than a thread block's
- * read (14 GB/s a tensor). Where the rounds' scratch cannot be allocated
+ * read (14 GB/s a tensor). A batch's long tensors (over XR_LONG_BLOCKS
+ * blocks: a 1 GiB embedding) are taken out of the rounds and run beside
+ * them, every block sum at once and then each whole chain in one thread
+ * block, on two streams of their own (long_queue says why). Where the
+ * rounds' scratch cannot be allocated
  * (or a batch needs more segments than it holds) the batch is one launch
  * of a thread block per tensor, as before the rounds.
  *
  * Bounds: CUDA_HASH_CHAINS hash streams; device memory n x 104 bytes
  * (accumulators, results, batch jobs), host memory n x 33 bytes, and from
  * the first batch 2 x 64 MiB of round scratch and a segment table of
- * n + XR_SEGS_EXTRA entries on both sides; all freed by hash_end. One
+ * n + XR_SEGS_EXTRA entries on both sides, and for the first batch with
+ * long tensors 64 bytes per KiB of them (128 MiB for two 1 GiB tensors);
+ * all freed by hash_end. One
  * tensor's steps must use one chain, in order (the chain's stream keeps
  * them in order); any number of tensors may share a chain.
  */
@@ -59,6 +65,10 @@ _Static_assert(sizeof(struct xr_seg_h) == 64, "xr_seg is eight 8-byte words");
 #define XR_SEG_BLOCKS 32768u           /* 32 MiB: 0.5 ms of one chain */
 #define XR_ROUND_BLOCKS (1u << 20)     /* 1 GiB read, 64 MiB of sums */
 #define XR_SEGS_EXTRA 8192u            /* segments beyond one a tensor */
+/* A tensor of more blocks than this (256 MiB: a 4 ms chain) is "long":
+ * long_queue sums all its blocks at once and chains it in one go, beside
+ * the rounds of the rest */
+#define XR_LONG_BLOCKS (1u << 18)
 
 struct cuda_hash {
 	uint32_t n;
@@ -80,6 +90,15 @@ struct cuda_hash {
 	cudaEvent_t summed[2], freed[2];
 	unsigned nrev;                 /* events made, of the four */
 	uint64_t round;                /* rounds queued: the scratch's parity */
+	unsigned nsm;                  /* the device's SMs (0: unknown) */
+	/* the long tensors of the first batch that has any (long_queue):
+	 * their sums' scratch, two streams at the greatest priority, events */
+	bool long_tried;
+	uint64_t *lscr;
+	cudaStream_t ls[2];
+	unsigned nls;
+	cudaEvent_t lev[2];
+	unsigned nlev;
 };
 
 int gpu_cuda_xxh3_probe(void);
@@ -89,12 +108,18 @@ int gpu_cuda_xxh3_launch(cudaStream_t s, const void *base, uint64_t len,
 int gpu_cuda_xxh3_batch(cudaStream_t s, const void *jobs, unsigned n);
 int gpu_cuda_xxh3_round(cudaStream_t ss, cudaStream_t cs, cudaEvent_t summed,
 			cudaEvent_t freed, const void *segs, unsigned nseg,
-			uint64_t nblocks, uint64_t *scr);
+			uint64_t nblocks, uint64_t *scr, int alone);
 
 #define HASH_DEV_BYTES_PER_TENSOR (64 + 16 + sizeof(struct xk_job_h))
 
 static void hash_free(struct cuda_hash *h)
 {
+	for (unsigned i = 0; i < h->nlev; i++)
+		cudaEventDestroy(h->lev[i]);
+	for (unsigned i = 0; i < h->nls; i++)
+		cudaStreamDestroy(h->ls[i]);
+	if (h->lscr)
+		cudaFree(h->lscr);
 	for (unsigned i = 0; i < h->nrev; i++)
 		cudaEventDestroy(i < 2 ? h->summed[i] : h->freed[i - 2]);
 	if (h->scr[0])
@@ -252,21 +277,29 @@ static bool rounds_ready(struct cuda_hash *h)
 	uint64_t scr_words = (uint64_t)XR_ROUND_BLOCKS * 8;
 	uint32_t cap = h->n + XR_SEGS_EXTRA;
 	uint64_t *mem = NULL;
+	int dev, nsm = 0;
 	cudaError_t e;
 
 	if (h->scr[0] || h->rounds_tried)
 		return h->scr[0] != NULL;
 	h->rounds_tried = true;
+	if (cudaGetDevice(&dev) == cudaSuccess &&
+	    cudaDeviceGetAttribute(&nsm, cudaDevAttrMultiProcessorCount,
+				   dev) == cudaSuccess && nsm > 0)
+		h->nsm = (unsigned)nsm;
+	cudaGetLastError();
 	h->segs = malloc(sizeof(*h->segs) * cap);
 	if (!h->segs)
 		return false;
 	e = cudaMalloc((void **)&mem, sizeof(uint64_t) * 2 * scr_words +
 				      sizeof(*h->segs) * cap);
-	for (; e == cudaSuccess && h->nrev < 4; h->nrev++)
-		e = cudaEventCreateWithFlags(h->nrev < 2 ?
+	/* counted once made: hash_free destroys those */
+	while (e == cudaSuccess && h->nrev < 4 &&
+	       (e = cudaEventCreateWithFlags(h->nrev < 2 ?
 					     &h->summed[h->nrev] :
 					     &h->freed[h->nrev - 2],
-					     cudaEventDisableTiming);
+					     cudaEventDisableTiming)) == cudaSuccess)
+		h->nrev++;
 	if (e != cudaSuccess) {
 		cudaGetLastError();      /* not sticky: the fallback runs */
 		if (mem)
@@ -296,6 +329,81 @@ static int left_cmp(const void *a, const void *b, void *arg)
 	if (left[x] != left[y])
 		return left[x] < left[y] ? 1 : -1;
 	return x < y ? -1 : x > y;
+}
+
+/*
+ * The long jobs hj[0..k) (longest first, more than XR_LONG_BLOCKS blocks
+ * each) queued as one round of one segment a tensor, on streams of their
+ * own after the copy event ev: every block sum at once into a scratch of
+ * their own (64 bytes a KiB: 128 MiB for llama-8b's two 1 GiB tensors),
+ * then each tensor's whole chain in one thread block on an SM of its
+ * own (alone_smem in cuda_xxh3.cu). Their chains are the longest of a
+ * batch: in rounds each of their segments waited for its round's sums
+ * and ran beside sums blocks that took its SM's issue slots (llama-8b's
+ * 16 GB and fused views: 25 ms, against 15.5 ms for a 1 GiB chain
+ * alone); here they start at once, beside the rounds of the rest (with
+ * the rounds' chains alone too: 16.8 ms). 0 queued, 1 when the scratch
+ * or the streams cannot be had (nothing queued: the rounds take them),
+ * or a cudaError_t.
+ */
+static int long_queue(struct cuda_hash *h, const struct xk_job_h *hj,
+		      uint32_t k, cudaEvent_t ev, const uint8_t *results)
+{
+	uint64_t total = 0, flat = 0;
+	uint32_t s = h->nsegs;
+	cudaError_t e = cudaSuccess;
+	int lo, hi;
+
+	if (h->long_tried || k > h->segs_cap - h->nsegs)
+		return 1;
+	h->long_tried = true;
+	for (uint32_t j = 0; j < k; j++)
+		total += xs_nblocks(hj[j].len);
+	if (cudaDeviceGetStreamPriorityRange(&lo, &hi) != cudaSuccess)
+		lo = hi = 0;
+	/* counted once made: hash_free destroys those */
+	while (e == cudaSuccess && h->nls < 2 &&
+	       (e = cudaStreamCreateWithPriority(&h->ls[h->nls],
+						 cudaStreamNonBlocking, hi)) ==
+	       cudaSuccess)
+		h->nls++;
+	while (e == cudaSuccess && h->nlev < 2 &&
+	       (e = cudaEventCreateWithFlags(&h->lev[h->nlev],
+					     cudaEventDisableTiming)) ==
+	       cudaSuccess)
+		h->nlev++;
+	if (e == cudaSuccess)
+		e = cudaMalloc((void **)&h->lscr, sizeof(uint64_t) * 8 * total);
+	if (e != cudaSuccess) {
+		cudaGetLastError();      /* not sticky: the rounds run */
+		h->lscr = NULL;
+		return 1;                /* hash_free ends what was made */
+	}
+	for (uint32_t j = 0; j < k; j++) {
+		uint64_t nb = xs_nblocks(hj[j].len);
+		uint64_t i = (hj[j].out - (uint64_t)(uintptr_t)results) / 16;
+
+		h->segs[s++] = (struct xr_seg_h){
+			.base = hj[j].base, .len = hj[j].len, .b0 = 0,
+			.nblk = nb, .flat0 = flat,
+			.state = (uint64_t)(uintptr_t)(h->d_mem + 8 * i),
+			.out = hj[j].out, .flags = XR_INIT | XR_FIN,
+		};
+		flat += nb;
+	}
+	e = cudaStreamWaitEvent(h->ls[0], ev, 0);
+	/* lev[1] ("freed") is never recorded before: waiting on it is no wait */
+	if (e == cudaSuccess)
+		e = cudaMemcpyAsync(h->d_segs + h->nsegs, h->segs + h->nsegs,
+				    sizeof(*h->segs) * k,
+				    cudaMemcpyHostToDevice, h->ls[0]);
+	if (e == cudaSuccess)
+		e = (cudaError_t)gpu_cuda_xxh3_round(h->ls[0], h->ls[1],
+						     h->lev[0], h->lev[1],
+						     h->d_segs + h->nsegs, k,
+						     total, h->lscr, 1);
+	h->nsegs = s;
+	return (int)e;
 }
 
 /* The n jobs hj (longest first) cut into rounds and queued on hs[0]
@@ -370,11 +478,16 @@ static int rounds_queue(struct cuda_hash *h, const struct xk_job_h *hj,
 		ret = cudaMemcpyAsync(h->d_segs + h->nsegs, h->segs + h->nsegs,
 				      sizeof(*h->segs) * (s - h->nsegs),
 				      cudaMemcpyHostToDevice, ss);
+	/* a round's chains each on an SM of their own where they fit in one
+	 * wave (the sums blocks beside a chain slow its one warp: llama-8b's
+	 * 16 GB and views 19.2 -> 16.9 ms on an H200); more segments than
+	 * SMs (thousands of small tensors) share them */
 	for (uint32_t r = 0; r < nrd && ret == cudaSuccess; r++, h->round++)
 		ret = gpu_cuda_xxh3_round(ss, cs, h->summed[h->round & 1],
 					  h->freed[h->round & 1],
 					  h->d_segs + rd[r].first, rd[r].nseg,
-					  rd[r].nblocks, h->scr[h->round & 1]);
+					  rd[r].nblocks, h->scr[h->round & 1],
+					  h->nsm && rd[r].nseg <= h->nsm);
 	h->nsegs = s;
 	goto out;
 out_small:
@@ -391,7 +504,8 @@ int gpu_cuda_hash_batch(struct gpu_dev *dev, const struct gpu_hash_job *jobs,
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
 	struct cuda_hash *h = cd->hash;
-	struct xk_job_h *hj;
+	struct xk_job_h *hj, *rest;
+	uint32_t nrest, nlong = 0;
 	uint8_t *results, *d_jobs;
 	cudaStream_t hs;
 	cudaEvent_t ev;
@@ -439,11 +553,26 @@ int gpu_cuda_hash_batch(struct gpu_dev *dev, const struct gpu_hash_job *jobs,
 	/* longest first: thread blocks start in index order, and the
 	 * longest chain bounds the batch */
 	qsort(hj, n, sizeof(*hj), job_cmp);
+	rest = hj;
+	nrest = n;
 	hs = h->hs[h->next_hs++ % CUDA_HASH_CHAINS];
 	ev = h->ev[copy_stream % CUDA_STREAMS];
 	e = cudaEventRecord(ev, cd->st[copy_stream % CUDA_STREAMS].s);
 	if (e == cudaSuccess && rounds_ready(h)) {
-		ret = rounds_queue(h, hj, n, ev, results);
+		while (nlong < n && xs_nblocks(hj[nlong].len) > XR_LONG_BLOCKS)
+			nlong++;
+		ret = nlong ? long_queue(h, hj, nlong, ev, results) : 1;
+		if (ret != 0 && ret != 1) {
+			e = (cudaError_t)ret;
+			goto queued;
+		}
+		if (ret == 0) {          /* the long ones are queued */
+			rest = hj + nlong;
+			nrest = n - nlong;
+		} else {
+			nlong = 0;
+		}
+		ret = nrest ? rounds_queue(h, rest, nrest, ev, results) : 0;
 		if (ret != 1) {
 			e = (cudaError_t)ret;
 			goto queued;
@@ -453,11 +582,12 @@ int gpu_cuda_hash_batch(struct gpu_dev *dev, const struct gpu_hash_job *jobs,
 		e = cudaStreamWaitEvent(hs, ev, 0);
 	/* h->jobs lives until hash_end: the copy may read it late */
 	if (e == cudaSuccess)
-		e = cudaMemcpyAsync(d_jobs + sizeof(*hj) * h->njobs, hj,
-				    sizeof(*hj) * n, cudaMemcpyHostToDevice, hs);
+		e = cudaMemcpyAsync(d_jobs + sizeof(*hj) * (h->njobs + nlong), rest,
+				    sizeof(*hj) * nrest, cudaMemcpyHostToDevice,
+				    hs);
 	if (e == cudaSuccess)
 		e = (cudaError_t)gpu_cuda_xxh3_batch(
-			hs, d_jobs + sizeof(*hj) * h->njobs, n);
+			hs, d_jobs + sizeof(*hj) * (h->njobs + nlong), nrest);
 queued:
 	if (e != cudaSuccess)
 		return base_errf(err, gpu_cuda_rt_errno(e),
@@ -482,6 +612,11 @@ int gpu_cuda_hash_end(struct gpu_dev *dev, uint8_t (*out)[16], char *err)
 	gpu_cuda_enter(dev, NULL);
 	for (unsigned i = 0; i < h->nhs; i++) {
 		e2 = cudaStreamSynchronize(h->hs[i]);
+		if (e == cudaSuccess)
+			e = e2;
+	}
+	for (unsigned i = 0; i < h->nls; i++) {
+		e2 = cudaStreamSynchronize(h->ls[i]);
 		if (e == cudaSuccess)
 			e = e2;
 	}

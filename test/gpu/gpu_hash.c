@@ -8,7 +8,9 @@
  * the refusals (a tensor of 240 bytes, an unaligned offset, a second
  * begin, an end without a begin, a tensor left unfinished), abandoning a
  * run; hash_batch (whole tensors side by side: the same equality, and its
- * refusals), in rounds (tensors longer than a round's segment); and the
+ * refusals), in rounds (tensors longer than a round's segment; in one
+ * batch, two, or seven of one hash; tensors over 256 MiB, chained whole
+ * beside the rounds); and the
  * kernel's speed on one chain, on eight, in one batch, and one tensor in
  * rounds (printed).
  * Skips (77) where the build has no CUDA or no GPU is found.
@@ -233,13 +235,36 @@ static void check_batch(const struct gpu_backend *be, struct gpu_dev *dev,
 	T_HAS(err, "no device hash is running");
 }
 
+/* Queues len bytes of stage at off into pool at off, in pieces of at
+ * most a staging piece (2 MiB), on copy stream 0; how many. */
+static int copy_pieces(const struct gpu_backend *be, struct gpu_dev *dev,
+		       struct gpu_pool *pool, const uint8_t *stage,
+		       uint64_t off, uint64_t len)
+{
+	int n = 0;
+
+	for (uint64_t o = 0; o < len; o += 2u << 20, n++) {
+		struct gpu_copy c = {
+			.dst_off = off + o, .src = stage + off + o,
+			.width = len - o < (2u << 20) ? len - o : 2u << 20,
+			.height = 1 };
+
+		T_OK(be->copy_to_pool(dev, pool, &c, 0, on_done, NULL));
+	}
+	return n;
+}
+
 /* hash_batch in rounds: tensors longer than a round's segment (32 MiB)
  * are chained over several rounds, the accumulators carried between
  * them; lengths at the edges (a segment and a block and a byte, one
  * block and a byte, under a block) beside them. Every
- * hash equals the host's. */
+ * hash equals the host's. nbatch > 1: the jobs in that many batches of
+ * one hash (gpu.h allows any number between begin and end), each batch's rounds
+ * after the last one's, the segment table and the scratch's parity
+ * carried across batches. */
 static void check_rounds(const struct gpu_backend *be, struct gpu_dev *dev,
-			 struct gpu_pool *pool, const uint8_t *stage)
+			 struct gpu_pool *pool, const uint8_t *stage,
+			 unsigned nbatch)
 {
 	static const uint64_t len[] = {
 		(40u << 20) + 3, (32u << 20) + 1025, 1025, 300, 777777,
@@ -257,17 +282,7 @@ static void check_rounds(const struct gpu_backend *be, struct gpu_dev *dev,
 	t_count_set(&ncopied, 0);
 	T_OK(be->hash_begin(dev, NR, err));
 	for (unsigned i = 0; i < NR; i++) {
-		/* a copy is at most a staging piece: 2 MiB pieces */
-		for (uint64_t o = 0; o < len[i]; o += 2u << 20) {
-			struct gpu_copy c = {
-				.dst_off = off + o, .src = stage + off + o,
-				.width = len[i] - o < (2u << 20) ? len[i] - o :
-								   2u << 20,
-				.height = 1 };
-
-			T_OK(be->copy_to_pool(dev, pool, &c, 0, on_done, NULL));
-			copies++;
-		}
+		copies += copy_pieces(be, dev, pool, stage, off, len[i]);
 		/* listed shortest first: the batch orders them itself */
 		jobs[NR - 1 - i] = (struct gpu_hash_job){
 			.pool = pool, .off = off, .len = len[i], .i = i };
@@ -275,11 +290,67 @@ static void check_rounds(const struct gpu_backend *be, struct gpu_dev *dev,
 		off = gpu_align_up(off + len[i], GPU_POOL_ALIGN);
 		T_ASSERT(off <= POOL_BYTES);
 	}
-	if (be->hash_batch(dev, jobs, NR, 0, err))
-		T_FAIL("hash_batch: %s", err);
+	for (unsigned b = 0; b < nbatch; b++) {
+		unsigned lo = NR * b / nbatch, hi = NR * (b + 1) / nbatch;
+
+		if (be->hash_batch(dev, jobs + lo, hi - lo, 0, err))
+			T_FAIL("hash_batch %u of %u: %s", b, nbatch, err);
+	}
 	end_and_check(be, dev, stage, t, NR, out, copies);
-	printf("%u tensors in rounds (up to 40 MiB: two segments): the device's hashes equal the host's\n",
+	printf("%u tensors in rounds (up to 40 MiB: two segments), %u batch(es): the device's hashes equal the host's\n",
+	       (unsigned)NR, nbatch);
+}
+
+/* Long tensors (over 256 MiB: summed at once and chained whole, beside
+ * the rounds of the rest), two of them at lengths off the block, with
+ * short and segment-long ones in the same batch, in a pool of their own;
+ * then a second batch of the same hash with a long one (it goes through
+ * the rounds: the long path is the first batch's). Every hash equals the
+ * host's. */
+static void check_long(const struct gpu_backend *be, struct gpu_dev *dev)
+{
+	static const uint64_t len[] = {
+		(300u << 20) + 7, (257u << 20) + 1024, (40u << 20) + 3, 1025,
+		300, (3u << 20) + 1, (260u << 20) + 5,
+	};
+	enum { NR = sizeof(len) / sizeof(len[0]) };
+	static uint8_t out[NR][16];
+	struct gpu_hash_job jobs[NR];
+	char err[BASE_ERR_LEN];
+	struct gpu_pool pool;
+	struct tens t[NR];
+	uint64_t off = 0, cap = 0;
+	uint8_t *stage;
+	int copies = 0;
+
+	for (unsigned i = 0; i < NR; i++)
+		cap = gpu_align_up(cap + len[i], GPU_POOL_ALIGN);
+	T_OK(be->pool_create(dev, &pool, cap, err));
+	T_OK(be->staging_alloc(dev, cap, (void **)&stage, err));
+	for (uint64_t i = 0; i + 8 <= cap; i += 8) {
+		uint64_t v = next();
+
+		memcpy(stage + i, &v, 8);
+	}
+	memset(out, 0, sizeof(out));
+	t_count_set(&ncopied, 0);
+	T_OK(be->hash_begin(dev, NR, err));
+	for (unsigned i = 0; i < NR; i++) {
+		copies += copy_pieces(be, dev, &pool, stage, off, len[i]);
+		jobs[i] = (struct gpu_hash_job){
+			.pool = &pool, .off = off, .len = len[i], .i = i };
+		t[i] = (struct tens){ .off = off, .len = len[i] };
+		off = gpu_align_up(off + len[i], GPU_POOL_ALIGN);
+	}
+	if (be->hash_batch(dev, jobs, NR - 1, 0, err))
+		T_FAIL("hash_batch: %s", err);
+	if (be->hash_batch(dev, jobs + NR - 1, 1, 0, err))
+		T_FAIL("hash_batch (the second): %s", err);
+	end_and_check(be, dev, stage, t, NR, out, copies);
+	printf("%u tensors, three over 256 MiB (chained whole), two batches: the device's hashes equal the host's\n",
 	       (unsigned)NR);
+	be->staging_free(dev, stage, cap);
+	be->pool_release(dev, &pool);
 }
 
 static void check_refusals(const struct gpu_backend *be, struct gpu_dev *dev,
@@ -387,7 +458,10 @@ int main(void)
 	check_all(be, &dev, &pool, stage);
 	check_all(be, &dev, &pool, stage);
 	check_batch(be, &dev, &pool, stage);
-	check_rounds(be, &dev, &pool, stage);
+	check_rounds(be, &dev, &pool, stage, 1);
+	check_rounds(be, &dev, &pool, stage, 2);
+	check_rounds(be, &dev, &pool, stage, 7);
+	check_long(be, &dev);
 	check_refusals(be, &dev, &pool);
 	speed(be, &dev, &pool);
 	be->pool_release(&dev, &pool);

@@ -296,6 +296,7 @@ static void commit_publish(struct wcd_client *c, uint64_t id,
 	struct version_published pub;
 	struct wire_life_reply *r = calloc(1, sizeof(*r));
 	char err[BASE_ERR_LEN];
+	uint64_t t_pub, t_ready;
 
 	if (!r) {
 		commit_abort(d, p, c, id, WIRE_E_INTERNAL, "out of memory at commit");
@@ -311,9 +312,14 @@ static void commit_publish(struct wcd_client *c, uint64_t id,
 	push_timer_disarm(p);
 	push_asleep_wake(d, p->asleep); /* asleep at level 2: wakes into N+1 */
 	wcd_enter(d, WCD_READY);
+	t_pub = rx_now_ns();
 	version_publish(d, p->vi, &pub);
+	t_ready = rx_now_ns();
 	if (d->ready_write(d, err))
 		log_warn("cannot rewrite the ready file: %s", err);
+	log_debug("commit of session %" PRIu64 ": published in %.3f ms (version %" PRIu64 " %s), the ready file in %.3f ms",
+		  p->session, (double)(t_ready - t_pub) / 1e6, pub.old_number,
+		  pub.old_freed ? "freed" : "kept", (double)(rx_now_ns() - t_ready) / 1e6);
 	r->version = nv->number;
 	r->bytes = p->bytes - p->kept;
 	r->ns = rx_now_ns() - p->t0;
