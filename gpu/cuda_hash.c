@@ -91,14 +91,14 @@ struct cuda_hash {
 	unsigned nrev;                 /* events made, of the four */
 	uint64_t round;                /* rounds queued: the scratch's parity */
 	unsigned nsm;                  /* the device's SMs (0: unknown) */
+	size_t alone_smem;             /* a chain block's SM alone (0: none) */
 	/* the long tensors of the first batch that has any (long_queue):
-	 * their sums' scratch, two streams at the greatest priority, events */
+	 * their sums' scratch, two streams at the greatest priority and two
+	 * events, each NULL until made */
 	bool long_tried;
 	uint64_t *lscr;
 	cudaStream_t ls[2];
-	unsigned nls;
 	cudaEvent_t lev[2];
-	unsigned nlev;
 };
 
 int gpu_cuda_xxh3_probe(void);
@@ -108,16 +108,19 @@ int gpu_cuda_xxh3_launch(cudaStream_t s, const void *base, uint64_t len,
 int gpu_cuda_xxh3_batch(cudaStream_t s, const void *jobs, unsigned n);
 int gpu_cuda_xxh3_round(cudaStream_t ss, cudaStream_t cs, cudaEvent_t summed,
 			cudaEvent_t freed, const void *segs, unsigned nseg,
-			uint64_t nblocks, uint64_t *scr, int alone);
+			uint64_t nblocks, uint64_t *scr, size_t chain_smem);
+size_t gpu_cuda_xxh3_alone_smem(void);
 
 #define HASH_DEV_BYTES_PER_TENSOR (64 + 16 + sizeof(struct xk_job_h))
 
 static void hash_free(struct cuda_hash *h)
 {
-	for (unsigned i = 0; i < h->nlev; i++)
-		cudaEventDestroy(h->lev[i]);
-	for (unsigned i = 0; i < h->nls; i++)
-		cudaStreamDestroy(h->ls[i]);
+	for (unsigned i = 0; i < 2; i++) {
+		if (h->lev[i])
+			cudaEventDestroy(h->lev[i]);
+		if (h->ls[i])
+			cudaStreamDestroy(h->ls[i]);
+	}
 	if (h->lscr)
 		cudaFree(h->lscr);
 	for (unsigned i = 0; i < h->nrev; i++)
@@ -288,6 +291,7 @@ static bool rounds_ready(struct cuda_hash *h)
 				   dev) == cudaSuccess && nsm > 0)
 		h->nsm = (unsigned)nsm;
 	cudaGetLastError();
+	h->alone_smem = gpu_cuda_xxh3_alone_smem();
 	h->segs = malloc(sizeof(*h->segs) * cap);
 	if (!h->segs)
 		return false;
@@ -337,7 +341,7 @@ static int left_cmp(const void *a, const void *b, void *arg)
  * own after the copy event ev: every block sum at once into a scratch of
  * their own (64 bytes a KiB: 128 MiB for llama-8b's two 1 GiB tensors),
  * then each tensor's whole chain in one thread block on an SM of its
- * own (alone_smem in cuda_xxh3.cu). Their chains are the longest of a
+ * own (gpu_cuda_xxh3_alone_smem). Their chains are the longest of a
  * batch: in rounds each of their segments waited for its round's sums
  * and ran beside sums blocks that took its SM's issue slots (llama-8b's
  * 16 GB and fused views: 25 ms, against 15.5 ms for a 1 GiB chain
@@ -361,23 +365,20 @@ static int long_queue(struct cuda_hash *h, const struct xk_job_h *hj,
 		total += xs_nblocks(hj[j].len);
 	if (cudaDeviceGetStreamPriorityRange(&lo, &hi) != cudaSuccess)
 		lo = hi = 0;
-	/* counted once made: hash_free destroys those */
-	while (e == cudaSuccess && h->nls < 2 &&
-	       (e = cudaStreamCreateWithPriority(&h->ls[h->nls],
-						 cudaStreamNonBlocking, hi)) ==
-	       cudaSuccess)
-		h->nls++;
-	while (e == cudaSuccess && h->nlev < 2 &&
-	       (e = cudaEventCreateWithFlags(&h->lev[h->nlev],
-					     cudaEventDisableTiming)) ==
-	       cudaSuccess)
-		h->nlev++;
+	/* a failed create leaves its handle NULL: hash_free ends the rest */
+	for (unsigned i = 0; i < 2 && e == cudaSuccess; i++) {
+		e = cudaStreamCreateWithPriority(&h->ls[i],
+						 cudaStreamNonBlocking, hi);
+		if (e == cudaSuccess)
+			e = cudaEventCreateWithFlags(&h->lev[i],
+						     cudaEventDisableTiming);
+	}
 	if (e == cudaSuccess)
 		e = cudaMalloc((void **)&h->lscr, sizeof(uint64_t) * 8 * total);
 	if (e != cudaSuccess) {
 		cudaGetLastError();      /* not sticky: the rounds run */
 		h->lscr = NULL;
-		return 1;                /* hash_free ends what was made */
+		return 1;
 	}
 	for (uint32_t j = 0; j < k; j++) {
 		uint64_t nb = xs_nblocks(hj[j].len);
@@ -401,7 +402,7 @@ static int long_queue(struct cuda_hash *h, const struct xk_job_h *hj,
 		e = (cudaError_t)gpu_cuda_xxh3_round(h->ls[0], h->ls[1],
 						     h->lev[0], h->lev[1],
 						     h->d_segs + h->nsegs, k,
-						     total, h->lscr, 1);
+						     total, h->lscr, h->alone_smem);
 	h->nsegs = s;
 	return (int)e;
 }
@@ -487,7 +488,8 @@ static int rounds_queue(struct cuda_hash *h, const struct xk_job_h *hj,
 					  h->freed[h->round & 1],
 					  h->d_segs + rd[r].first, rd[r].nseg,
 					  rd[r].nblocks, h->scr[h->round & 1],
-					  h->nsm && rd[r].nseg <= h->nsm);
+					  h->nsm && rd[r].nseg <= h->nsm ?
+					  h->alone_smem : 0);
 	h->nsegs = s;
 	goto out;
 out_small:
@@ -615,7 +617,7 @@ int gpu_cuda_hash_end(struct gpu_dev *dev, uint8_t (*out)[16], char *err)
 		if (e == cudaSuccess)
 			e = e2;
 	}
-	for (unsigned i = 0; i < h->nls; i++) {
+	for (unsigned i = 0; i < 2 && h->ls[i]; i++) {
 		e2 = cudaStreamSynchronize(h->ls[i]);
 		if (e == cudaSuccess)
 			e = e2;

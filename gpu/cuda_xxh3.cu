@@ -167,7 +167,7 @@ xk_batch(const struct xk_job *jobs)
  * is one warp's latency-bound arithmetic, and the sums blocks sharing its
  * SM took its issue slots. Keeping the sums grid off some SMs made the
  * sums slower than the overlap gained (25-27 ms); a chain block that
- * takes an SM's whole shared memory (alone_smem) keeps the sums off its
+ * takes an SM's whole shared memory (gpu_cuda_xxh3_alone_smem) keeps the sums off its
  * SM alone, and cuda_hash.c launches a round's chains that way where
  * they fit in one wave, and chains a batch's tensors over 256 MiB whole,
  * beside the rounds (llama-8b's tensors and fused views: 25 -> 16.8 ms).
@@ -314,12 +314,12 @@ xr_chain(const struct xr_seg *segs, const uint64_t *scr)
 }
 
 /* The dynamic shared memory that leaves no room on an SM beside one
- * xr_chain block (0 where it cannot be had): a long chain is one warp's
- * latency-bound arithmetic, which the warps of sums blocks sharing its SM
- * would slow. Asked and set at every launch (a few microseconds): the
- * attribute is the context's, and an idle daemon's next context is
- * another. */
-static size_t alone_smem(void)
+ * xr_chain block, allowed for xr_chain in the current context (0 where
+ * it cannot be had): a long chain is one warp's latency-bound
+ * arithmetic, which the warps of sums blocks sharing its SM would slow.
+ * The attribute is the context's (an idle daemon's next context is
+ * another): cuda_hash.c asks once per hash. */
+extern "C" size_t gpu_cuda_xxh3_alone_smem(void)
 {
 	struct cudaFuncAttributes a;
 	int dev, optin = 0;
@@ -342,16 +342,17 @@ static size_t alone_smem(void)
  * blocks in all, their flat0 consecutive from 0) into scr on ss, after
  * free (the chains that last read scr) and then recording summed; the
  * chains on cs after summed, then recording free. segs in device memory,
- * in the layout of struct xr_seg. alone: each chain block has an SM to
- * itself (alone_smem). */
+ * in the layout of struct xr_seg. chain_smem: the chain blocks' dynamic
+ * shared memory (gpu_cuda_xxh3_alone_smem's: each has an SM to itself;
+ * 0: they share). */
 extern "C" int gpu_cuda_xxh3_round(cudaStream_t ss, cudaStream_t cs,
 				   cudaEvent_t summed, cudaEvent_t freed,
 				   const void *segs, unsigned nseg,
-				   uint64_t nblocks, uint64_t *scr, int alone)
+				   uint64_t nblocks, uint64_t *scr,
+				   size_t chain_smem)
 {
 	const struct xr_seg *sg = (const struct xr_seg *)segs;
 	uint64_t grid = (nblocks + XR_SUMS_THREADS - 1) / XR_SUMS_THREADS;
-	size_t smem = alone ? alone_smem() : 0;
 	cudaError_t e = cudaStreamWaitEvent(ss, freed, 0);
 
 	if (e == cudaSuccess && nblocks)
@@ -364,7 +365,7 @@ extern "C" int gpu_cuda_xxh3_round(cudaStream_t ss, cudaStream_t cs,
 	if (e == cudaSuccess)
 		e = cudaStreamWaitEvent(cs, summed, 0);
 	if (e == cudaSuccess)
-		xr_chain<<<nseg, XR_CHAIN_THREADS, smem, cs>>>(sg, scr);
+		xr_chain<<<nseg, XR_CHAIN_THREADS, chain_smem, cs>>>(sg, scr);
 	if (e == cudaSuccess)
 		e = cudaGetLastError();
 	if (e == cudaSuccess)

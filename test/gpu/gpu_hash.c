@@ -302,7 +302,8 @@ static void check_rounds(const struct gpu_backend *be, struct gpu_dev *dev,
 }
 
 /* Long tensors (over 256 MiB: summed at once and chained whole, beside
- * the rounds of the rest), two of them at lengths off the block, with
+ * the rounds of the rest, where the scratch can be had; the rounds'
+ * otherwise, with the same hashes), two of them at lengths off the block, with
  * short and segment-long ones in the same batch, in a pool of their own;
  * then a second batch of the same hash with a long one (it goes through
  * the rounds: the long path is the first batch's). Every hash equals the
@@ -347,7 +348,7 @@ static void check_long(const struct gpu_backend *be, struct gpu_dev *dev)
 	if (be->hash_batch(dev, jobs + NR - 1, 1, 0, err))
 		T_FAIL("hash_batch (the second): %s", err);
 	end_and_check(be, dev, stage, t, NR, out, copies);
-	printf("%u tensors, three over 256 MiB (chained whole), two batches: the device's hashes equal the host's\n",
+	printf("%u tensors, three over 256 MiB, two batches: the device's hashes equal the host's\n",
 	       (unsigned)NR);
 	be->staging_free(dev, stage, cap);
 	be->pool_release(dev, &pool);
