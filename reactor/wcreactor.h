@@ -136,6 +136,11 @@ bool rx_loop_alive(const struct rx_loop *loop);
  * handled, or -errno. */
 int rx_run_once(struct rx_loop *loop, int timeout_ms);
 void rx_loop_stop(struct rx_loop *loop);
+/* Hands the requests queued so far to the kernel now rather than at the
+ * loop's next turn (a reply sent before a slow step of the same
+ * callback: a socket's send goes out inside this call when it can);
+ * 0 or -errno. */
+int rx_loop_submit(struct rx_loop *loop);
 /* True while the thread runs one of loop's callbacks (rx_run_once would
  * return -EBUSY). */
 bool rx_loop_in_callback(const struct rx_loop *loop);

@@ -354,6 +354,33 @@ def test_trainer_killed(llama, tmp_path, step):
         assert c.update_from(new).version == 2
 
 
+def test_n_freed_after_the_reply(llama):
+    """A beside update with no lease on N: N is freed after the commit's
+    reply is out (the trainer does not wait for it), and freed it is: its
+    pools are gone by the next request, and the next session opens. With
+    an engine's lease N stays until that engine detaches."""
+    r, new, _ = llama
+    pools = pool_fds(r.proc.pid)
+    with connect(r) as c:
+        res = c.update_from(new)
+        assert res.version == 2 and "version 1 is freed (no lease held it)" in res.msg, res
+        assert c.status()["version"] == 2
+        assert pool_fds(r.proc.pid) == pools   # N's pools: gone
+        engine = connect(r)
+        m = engine.attach()                     # an engine's lease on 2
+        res = c.update_from(new)
+        assert res.version == 3 and "version 2 stays until its engines detach" in res.msg, res
+        assert pool_fds(r.proc.pid) > pools
+        m.close()
+        engine.close()
+        for _ in range(200):                    # its detach frees 2
+            if pool_fds(r.proc.pid) == pools:
+                break
+            time.sleep(0.01)
+        assert pool_fds(r.proc.pid) == pools
+        assert c.update_from(new).version == 4
+
+
 def test_engine_attached_during_session_reads_n(llama):
     """An engine that attaches while a session is open (everything
     written, not committed) gets version N and N's bytes; after the commit

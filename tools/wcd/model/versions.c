@@ -70,7 +70,8 @@ void version_retire(struct wcd *d, struct wcd_version *v)
 	load_version_free(d, v);
 }
 
-void version_publish(struct wcd *d, int vi, struct version_published *out)
+static void publish(struct wcd *d, int vi, struct version_published *out,
+		    bool defer)
 {
 	struct wcd_model *m = wcd_model(d);
 	struct wcd_version *nv = &m->ver[vi], *old = model_current(m);
@@ -87,11 +88,25 @@ void version_publish(struct wcd *d, int vi, struct version_published *out)
 	out->told = server_notify(d, &nt, SERVER_NOTIFY_LEASED);
 	out->old_number = old->number;
 	out->old_freed = !old->leases;
+	out->retire = NULL;
 	if (out->told)
 		log_info("told %u attached client(s) about version %" PRIu64,
 			 out->told, nv->number);
-	if (!old->leases)
+	if (!old->leases && defer)
+		out->retire = old;
+	else if (!old->leases)
 		version_retire(d, old);
+}
+
+void version_publish(struct wcd *d, int vi, struct version_published *out)
+{
+	publish(d, vi, out, false);
+}
+
+void version_publish_defer(struct wcd *d, int vi,
+			   struct version_published *out)
+{
+	publish(d, vi, out, true);
 }
 
 /* --- memory ---------------------------------------------------------------- */

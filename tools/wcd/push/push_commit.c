@@ -313,13 +313,14 @@ static void commit_publish(struct wcd_client *c, uint64_t id,
 	push_asleep_wake(d, p->asleep); /* asleep at level 2: wakes into N+1 */
 	wcd_enter(d, WCD_READY);
 	t_pub = rx_now_ns();
-	version_publish(d, p->vi, &pub);
+	/* N, when no lease holds it, is freed after the reply is out */
+	version_publish_defer(d, p->vi, &pub);
 	t_ready = rx_now_ns();
 	if (d->ready_write(d, err))
 		log_warn("cannot rewrite the ready file: %s", err);
-	log_debug("commit of session %" PRIu64 ": published in %.3f ms (version %" PRIu64 " %s), the ready file in %.3f ms",
-		  p->session, (double)(t_ready - t_pub) / 1e6, pub.old_number,
-		  pub.old_freed ? "freed" : "kept", (double)(rx_now_ns() - t_ready) / 1e6);
+	log_debug("commit of session %" PRIu64 ": published in %.3f ms, the ready file in %.3f ms",
+		  p->session, (double)(t_ready - t_pub) / 1e6,
+		  (double)(rx_now_ns() - t_ready) / 1e6);
 	r->version = nv->number;
 	r->bytes = p->bytes - p->kept;
 	r->ns = rx_now_ns() - p->t0;
@@ -334,10 +335,21 @@ static void commit_publish(struct wcd_client *c, uint64_t id,
 		 push_secs(r->ns), p->kept, pub.old_number,
 		 push_secs(r->verify_ns),
 		 pub.old_number,
-		 pub.old_freed ? "was freed (no lease held it)" :
+		 pub.old_freed ? "is freed (no lease held it)" :
 				 "stays until its engines detach");
 	log_info("%s", r->msg);
 	commit_reply(c, id, r);
+	if (pub.retire) {
+		uint64_t t_free;
+
+		/* the reply leaves first: the trainer need not wait for the free */
+		rx_loop_submit(&d->loop);
+		t_free = rx_now_ns();
+		version_retire(d, pub.retire);
+		log_debug("commit of session %" PRIu64 ": version %" PRIu64 " freed after the reply, in %.3f ms",
+			  p->session, pub.old_number,
+			  (double)(rx_now_ns() - t_free) / 1e6);
+	}
 	p->bytes = r->bytes;
 	push_session_end(d, p, true, r->msg);
 	free(r);
