@@ -52,8 +52,6 @@ void rx_loop_stop(struct rx_loop *loop)
 	loop->stop = true;
 }
 
-/* The ring fd itself: it polls readable while CQEs are waiting (checked by
- * test/reactor/rx_embed.c, with COOP_TASKRUN on; no registered eventfd needed). */
 int rx_loop_submit(struct rx_loop *loop)
 {
 	int ret = io_uring_submit(&loop->ring);
@@ -61,6 +59,8 @@ int rx_loop_submit(struct rx_loop *loop)
 	return ret < 0 ? ret : 0;
 }
 
+/* The ring fd itself: it polls readable while CQEs are waiting (checked by
+ * test/reactor/rx_embed.c, with COOP_TASKRUN on; no registered eventfd needed). */
 int rx_loop_fd(const struct rx_loop *loop)
 {
 	return loop->ring.ring_fd;

@@ -70,8 +70,8 @@ void version_retire(struct wcd *d, struct wcd_version *v)
 	load_version_free(d, v);
 }
 
-static void publish(struct wcd *d, int vi, struct version_published *out,
-		    bool defer)
+void version_publish_defer(struct wcd *d, int vi,
+			   struct version_published *out)
 {
 	struct wcd_model *m = wcd_model(d);
 	struct wcd_version *nv = &m->ver[vi], *old = model_current(m);
@@ -88,25 +88,17 @@ static void publish(struct wcd *d, int vi, struct version_published *out,
 	out->told = server_notify(d, &nt, SERVER_NOTIFY_LEASED);
 	out->old_number = old->number;
 	out->old_freed = !old->leases;
-	out->retire = NULL;
+	out->retire = old->leases ? NULL : old;
 	if (out->told)
 		log_info("told %u attached client(s) about version %" PRIu64,
 			 out->told, nv->number);
-	if (!old->leases && defer)
-		out->retire = old;
-	else if (!old->leases)
-		version_retire(d, old);
 }
 
 void version_publish(struct wcd *d, int vi, struct version_published *out)
 {
-	publish(d, vi, out, false);
-}
-
-void version_publish_defer(struct wcd *d, int vi,
-			   struct version_published *out)
-{
-	publish(d, vi, out, true);
+	version_publish_defer(d, vi, out);
+	if (out->retire)
+		version_retire(d, out->retire);
 }
 
 /* --- memory ---------------------------------------------------------------- */

@@ -47,8 +47,8 @@ struct version_published {
 	uint64_t old_number;          /* the version that served before */
 	bool old_freed;               /* it had no lease and is gone */
 	unsigned told;                /* lease holders sent a NOTICE */
-	/* version_publish_defer: the old version when no lease holds it,
-	 * for the caller to version_retire once its reply is out */
+	/* the old version when no lease holds it: retired by
+	 * version_publish, left to version_publish_defer's caller */
 	struct wcd_version *retire;
 };
 /* Makes the loaded version index vi current as the current number + 1 in

@@ -342,7 +342,8 @@ static void commit_publish(struct wcd_client *c, uint64_t id,
 	if (pub.retire) {
 		uint64_t t_free;
 
-		/* the reply leaves first: the trainer need not wait for the free */
+		/* the reply leaves first: the trainer need not wait for the
+		 * free (a refused submit leaves it for the loop's next turn) */
 		rx_loop_submit(&d->loop);
 		t_free = rx_now_ns();
 		version_retire(d, pub.retire);
