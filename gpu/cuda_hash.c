@@ -31,8 +31,11 @@
  * (accumulators, results, batch jobs), host memory n x 33 bytes, and from
  * the first batch 2 x 64 MiB of round scratch and a segment table of
  * n + XR_SEGS_EXTRA entries on both sides, and for the first batch with
- * long tensors 64 bytes per KiB of them (128 MiB for two 1 GiB tensors);
- * all freed by hash_end. One
+ * long tensors 64 bytes per KiB of them (128 MiB for two 1 GiB tensors).
+ * A hash that ends well leaves its streams, events, device memory and
+ * scratch to the next (hash_park; a commit's hash 4 ms shorter on an
+ * H200, gpu/README.md); an abandoning hash_end with no hash running (the
+ * idle path before its device reset, close) frees them. One
  * tensor's steps must use one chain, in order (the chain's stream keeps
  * them in order); any number of tensors may share a chain.
  */
@@ -74,6 +77,7 @@ struct cuda_hash {
 	uint32_t n;
 	uint64_t *d_mem;               /* n x 8 accumulators, then n x 16 bytes,
 					* then n batch jobs */
+	uint32_t d_cap;                /* the tensors d_mem has room for */
 	struct xk_job_h *jobs;         /* host copy of the batch jobs */
 	uint32_t njobs;                /* jobs used by batches so far */
 	unsigned next_hs;              /* the hash stream of the next batch */
@@ -97,6 +101,7 @@ struct cuda_hash {
 	 * events, each NULL until made */
 	bool long_tried;
 	uint64_t *lscr;
+	uint64_t lscr_blocks;          /* the block sums lscr has room for */
 	cudaStream_t ls[2];
 	cudaEvent_t lev[2];
 };
@@ -140,6 +145,76 @@ static void hash_free(struct cuda_hash *h)
 	free(h);
 }
 
+/* After a hash that ended well: its streams, events, per-tensor device
+ * memory and scratch kept in cd for the next one, which would otherwise
+ * make them again (on an H200 0.4-6.8 ms of a commit's hash_begin,
+ * and the scratch's cudaMalloc in its first batch); the host's
+ * per-tensor arrays are freed. What is kept (2 x 64
+ * MiB of round scratch, the long tensors' sums: 128 MiB for llama-8b's
+ * two 1 GiB tensors) is freed by an abandoning hash_end with no hash
+ * running: the idle path, before its device reset, and close. */
+static void hash_park(struct cuda_dev *cd, struct cuda_hash *h)
+{
+	free(h->blocks);
+	free(h->tstate);
+	free(h->jobs);
+	h->blocks = NULL;
+	h->tstate = NULL;
+	h->jobs = NULL;
+	if (cd->spare)
+		hash_free(cd->spare);
+	cd->spare = h;
+}
+
+/* A fresh hash of n tensors with the spare's streams, events, scratch and
+ * device memory (those too small for n freed), else nothing made yet;
+ * NULL when out of host memory. */
+static struct cuda_hash *hash_take(struct cuda_dev *cd, uint32_t n)
+{
+	struct cuda_hash *h = cd->spare, *k;
+
+	cd->spare = NULL;
+	if (!h)
+		return calloc(1, sizeof(*h));
+	k = calloc(1, sizeof(*k));
+	if (!k) {
+		hash_free(h);
+		return NULL;
+	}
+	memcpy(k->hs, h->hs, sizeof(k->hs));
+	memcpy(k->ev, h->ev, sizeof(k->ev));
+	k->nhs = h->nhs;
+	k->nev = h->nev;
+	memcpy(k->summed, h->summed, sizeof(k->summed));
+	memcpy(k->freed, h->freed, sizeof(k->freed));
+	k->nrev = h->nrev;
+	memcpy(k->ls, h->ls, sizeof(k->ls));
+	memcpy(k->lev, h->lev, sizeof(k->lev));
+	k->lscr = h->lscr;
+	k->lscr_blocks = h->lscr_blocks;
+	if (h->d_cap >= n) {
+		k->d_mem = h->d_mem;
+		k->d_cap = h->d_cap;
+	} else {
+		cudaFree(h->d_mem);
+	}
+	/* the segment table is in the round scratch's allocation */
+	if (h->scr[0] && h->segs_cap >= n + XR_SEGS_EXTRA) {
+		memcpy(k->scr, h->scr, sizeof(k->scr));
+		k->segs = h->segs;
+		k->d_segs = h->d_segs;
+		k->segs_cap = h->segs_cap;
+		k->nsm = h->nsm;
+		k->alone_smem = h->alone_smem;
+	} else {
+		if (h->scr[0])
+			cudaFree(h->scr[0]);
+		free(h->segs);
+	}
+	free(h);
+	return k;
+}
+
 int gpu_cuda_hash_begin(struct gpu_dev *dev, uint32_t n, char *err)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
@@ -163,7 +238,7 @@ int gpu_cuda_hash_begin(struct gpu_dev *dev, uint32_t n, char *err)
 	ret = gpu_cuda_streams_init(dev);
 	if (ret)
 		return base_errf(err, -ret, "cannot create the copy streams of %s", dev->name);
-	h = calloc(1, sizeof(*h));
+	h = hash_take(cd, n);
 	if (!h)
 		return base_errf(err, ENOMEM, "out of memory");
 	h->n = n;
@@ -174,8 +249,12 @@ int gpu_cuda_hash_begin(struct gpu_dev *dev, uint32_t n, char *err)
 		hash_free(h);
 		return base_errf(err, ENOMEM, "out of memory");
 	}
-	e = cudaMalloc((void **)&h->d_mem,
-		       (size_t)(n ? n : 1) * HASH_DEV_BYTES_PER_TENSOR);
+	e = cudaSuccess;
+	if (!h->d_mem) {          /* else the spare's, with room for n */
+		e = cudaMalloc((void **)&h->d_mem,
+			       (size_t)(n ? n : 1) * HASH_DEV_BYTES_PER_TENSOR);
+		h->d_cap = n ? n : 1;
+	}
 	if (e != cudaSuccess) {
 		h->d_mem = NULL;
 		hash_free(h);
@@ -367,17 +446,25 @@ static int long_queue(struct cuda_hash *h, const struct xk_job_h *hj,
 		lo = hi = 0;
 	/* a failed create leaves its handle NULL: hash_free ends the rest */
 	for (unsigned i = 0; i < 2 && e == cudaSuccess; i++) {
-		e = cudaStreamCreateWithPriority(&h->ls[i],
-						 cudaStreamNonBlocking, hi);
-		if (e == cudaSuccess)
+		if (!h->ls[i])       /* else the spare's (hash_take) */
+			e = cudaStreamCreateWithPriority(&h->ls[i],
+							 cudaStreamNonBlocking, hi);
+		if (e == cudaSuccess && !h->lev[i])
 			e = cudaEventCreateWithFlags(&h->lev[i],
 						     cudaEventDisableTiming);
 	}
-	if (e == cudaSuccess)
+	if (e == cudaSuccess && h->lscr_blocks < total) {
+		if (h->lscr)         /* the spare's, too small */
+			cudaFree(h->lscr);
+		h->lscr_blocks = 0;
 		e = cudaMalloc((void **)&h->lscr, sizeof(uint64_t) * 8 * total);
+		if (e == cudaSuccess)
+			h->lscr_blocks = total;
+		else
+			h->lscr = NULL;
+	}
 	if (e != cudaSuccess) {
 		cudaGetLastError();      /* not sticky: the rounds run */
-		h->lscr = NULL;
 		return 1;
 	}
 	for (uint32_t j = 0; j < k; j++) {
@@ -393,7 +480,8 @@ static int long_queue(struct cuda_hash *h, const struct xk_job_h *hj,
 		flat += nb;
 	}
 	e = cudaStreamWaitEvent(h->ls[0], ev, 0);
-	/* lev[1] ("freed") is never recorded before: waiting on it is no wait */
+	/* lev[1] ("freed"), if recorded at all, was by a hash that ended (its
+	 * streams waited for): waiting on it is no wait */
 	if (e == cudaSuccess)
 		e = cudaMemcpyAsync(h->d_segs + h->nsegs, h->segs + h->nsegs,
 				    sizeof(*h->segs) * k,
@@ -609,8 +697,16 @@ int gpu_cuda_hash_end(struct gpu_dev *dev, uint8_t (*out)[16], char *err)
 	uint8_t *res = NULL;
 	int ret = 0;
 
-	if (!h)
-		return out ? base_errf(err, EINVAL, "no device hash is running") : 0;
+	if (!h) {
+		if (out)
+			return base_errf(err, EINVAL, "no device hash is running");
+		if (cd->spare) {      /* idle or close: nothing kept */
+			gpu_cuda_enter(dev, NULL);
+			hash_free(cd->spare);
+			cd->spare = NULL;
+		}
+		return 0;
+	}
 	gpu_cuda_enter(dev, NULL);
 	for (unsigned i = 0; i < h->nhs; i++) {
 		e2 = cudaStreamSynchronize(h->hs[i]);
@@ -655,6 +751,9 @@ int gpu_cuda_hash_end(struct gpu_dev *dev, uint8_t (*out)[16], char *err)
 	}
 out_free:
 	free(res);
-	hash_free(h);
+	if (out && e == cudaSuccess)
+		hash_park(cd, h);
+	else
+		hash_free(h);
 	return ret;
 }

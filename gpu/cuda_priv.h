@@ -73,6 +73,10 @@ struct cuda_dev {
 	bool limits_trimmed;           /* daemon: kernel reservations shrunk */
 	struct cuda_stream st[CUDA_STREAMS];
 	struct cuda_hash *hash;        /* between hash_begin and hash_end */
+	/* the last hash's streams, events and per-tensor device memory,
+	 * kept for the next (cuda_hash.c: hash_park); freed by an
+	 * abandoning hash_end (idle, close) */
+	struct cuda_hash *spare;
 	/* GPU_CTX_ASYNC: the thread creating the primary context */
 	pthread_t ctx_th;
 	bool ctx_th_started;

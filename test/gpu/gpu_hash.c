@@ -12,7 +12,10 @@
  * batch, two, or seven of one hash; tensors over 256 MiB, chained whole
  * beside the rounds); and the
  * kernel's speed on one chain, on eight, in one batch, and one tensor in
- * rounds (printed).
+ * rounds (printed). Every hash after the first takes the streams,
+ * events, scratch and device memory the one before left (growing what
+ * is too small: 7 tensors, then 14; the abandoned ones leave nothing),
+ * so the sequence checks that reuse too.
  * Skips (77) where the build has no CUDA or no GPU is found.
  */
 #include <errno.h>
