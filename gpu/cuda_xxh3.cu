@@ -318,7 +318,8 @@ xr_chain(const struct xr_seg *segs, const uint64_t *scr)
  * it cannot be had): a long chain is one warp's latency-bound
  * arithmetic, which the warps of sums blocks sharing its SM would slow.
  * The attribute is the context's (an idle daemon's next context is
- * another): cuda_hash.c asks once per hash. */
+ * another): cuda_hash.c asks once per hash, or keeps the answer with
+ * the last hash's scratch, which the idle path frees before its reset. */
 extern "C" size_t gpu_cuda_xxh3_alone_smem(void)
 {
 	struct cudaFuncAttributes a;
