@@ -11,6 +11,9 @@ the checkpoint a CUDA wcd serves (wcgen llama-8b: 291 bf16 tensors, 16 GB):
             included); target <= 3x floor. One more round in phases (open,
             the writes queued, commit: the copies' wait, seal, hash,
             publish) says where the time goes.
+  push-spare
+            the same with keep_spare=True (an RL loop's setting): each
+            open takes the pools the last commit retired
   partial   update_from(partial=True) of ~2% of the bytes (--partial-frac):
             the kept tensors copied from N on the device; target <= 3x the
             floor of those bytes + 2 ms. Two sets: the first layers'
@@ -112,16 +115,17 @@ def floor_of(sd, names, rounds):
     return out
 
 
-def push_phases(conn, sd):
+def push_phases(conn, sd, flags=0):
     """update_from's steps one by one (_push.py's own calls): seconds of
     open, of the writes queued, of commit (the copies' wait, the daemon's
-    seal, hash and publish), and the daemon's seal+hash seconds."""
+    seal, hash and publish), and the daemon's seal+hash seconds. flags:
+    wc_push_open's (8: keep_spare)."""
     import ctypes
     from wcache import _lib, _push
     from wcache._lib import lib
     p = ctypes.c_void_p()
     t0 = time.perf_counter()
-    _push._call(conn, lib.wc_push_open, conn._ptr(), 0, 0, 0, ctypes.byref(p))
+    _push._call(conn, lib.wc_push_open, conn._ptr(), flags, 0, 0, ctypes.byref(p))
     t1 = time.perf_counter()
     held = []
     for k, v in sd.items():
@@ -294,6 +298,15 @@ def main():
     print("             phases: " + ", ".join("%s %.2f ms" % (k[:-2], v * 1e3)
                                                for k, v in ph.items()), flush=True)
     rows[-1]["phases_ms"] = {k[:-2]: v * 1e3 for k, v in ph.items()}
+    # keep_spare (an RL loop's updates): each open takes the pools the
+    # last commit retired, instead of freeing 16 GB then creating 16 GB
+    push = timed(lambda: conn.update_from(sd, keep_spare=True), a.rounds)
+    rows.append(summary("push-spare", push, f_med, 3 * f_med))
+    ph = push_phases(conn, sd, 8)
+    print("             phases: " + ", ".join("%s %.2f ms" % (k[:-2], v * 1e3)
+                                               for k, v in ph.items()), flush=True)
+    rows[-1]["phases_ms"] = {k[:-2]: v * 1e3 for k, v in ph.items()}
+    ph = push_phases(conn, sd)       # the last one frees the spare
     afloor = floor_of(sd, attn, a.rounds)
     af_med = statistics.median(afloor)
     rows.append(summary("floor-attn", afloor))

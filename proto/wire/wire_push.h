@@ -7,7 +7,8 @@
  *
  * The conversation, one session per connection:
  *
- *   PUSH_OPEN    u32 flags (WIRE_PUSH_*: allow a layout change; partial),
+ *   PUSH_OPEN    u32 flags (WIRE_PUSH_*: allow a layout change; partial;
+ *                in place; keep the replaced version's pools as a spare),
  *                u64 base (the version the session
  *                replaces; 0: whichever is current), u32 timeout_ms (0:
  *                the daemon's default; at most WIRE_PUSH_TIMEOUT_MAX_MS).
@@ -83,8 +84,11 @@
 #define WIRE_PUSH_PARTIAL 0x2u
 /* in place: rewrite the served version's pools (above) */
 #define WIRE_PUSH_IN_PLACE 0x4u
+/* keep the replaced version's device pools, once retired, as the next
+ * session's N+1 (beside only: in place replaces no pools) */
+#define WIRE_PUSH_KEEP_SPARE 0x8u
 #define WIRE_PUSH_KNOWN (WIRE_PUSH_ALLOW_LAYOUT | WIRE_PUSH_PARTIAL | \
-			 WIRE_PUSH_IN_PLACE)
+			 WIRE_PUSH_IN_PLACE | WIRE_PUSH_KEEP_SPARE)
 #define WIRE_PUSH_TIMEOUT_MAX_MS (3600u * 1000) /* an hour */
 #define WIRE_PUSH_POOLS_MAX 64        /* = GPU_POOLS_MAX (< one fd frame) */
 #define WIRE_PUSH_TENSORS_MAX (1u << 20)  /* = WC_TENSORS_MAX */

@@ -45,7 +45,7 @@ static void test_open(void)
 	T_EQ_INT(g.flags, WIRE_PUSH_ALLOW_LAYOUT);
 	T_EQ_INT(g.timeout_ms, 5000);
 	T_EQ_INT(wire_push_open_get(p, n - 1, &g, err), -EBADMSG);
-	q.flags = 0x8;
+	q.flags = 0x10;
 	wire_frame_begin(&w, WIRE_PUSH_OPEN, 0, 1);
 	wire_push_open_put(&w, &q);
 	p = payload(&w, &n);
@@ -59,12 +59,13 @@ static void test_open(void)
 	T_EQ_INT(wire_push_open_get(p, n, &g, err), -EBADMSG);
 	T_HAS(err, "over an hour");
 	q.timeout_ms = 0;
-	q.flags = WIRE_PUSH_IN_PLACE | WIRE_PUSH_PARTIAL;
+	q.flags = WIRE_PUSH_IN_PLACE | WIRE_PUSH_PARTIAL | WIRE_PUSH_KEEP_SPARE;
 	wire_frame_begin(&w, WIRE_PUSH_OPEN, 0, 1);
 	wire_push_open_put(&w, &q);
 	p = payload(&w, &n);
 	T_OK(wire_push_open_get(p, n, &g, err));
-	T_EQ_INT(g.flags, WIRE_PUSH_IN_PLACE | WIRE_PUSH_PARTIAL);
+	T_EQ_INT(g.flags, WIRE_PUSH_IN_PLACE | WIRE_PUSH_PARTIAL |
+			  WIRE_PUSH_KEEP_SPARE);
 	wire_put_free(&w);
 }
 

@@ -5,8 +5,10 @@ tensors; an engine process that follows (the version notice, a fresh
 attach, load_into again) gives logits bitwise equal to from_pretrained of
 the changed weights saved to disk with safetensors. Three pushes in turn:
 every tensor (from a side stream, one source a CPU tensor, one a
-non-contiguous view), a partial update of two tensors, and float32 sources
-with cast=True. Every version the engine binds passes its client-side
+non-contiguous view; keep_spare), a partial update of two tensors (into
+the spare: version 1's pools, kept at the engine's detach), and float32
+sources with cast=True (an update without keep_spare, into the spare
+too). Every version the engine binds passes its client-side
 re-hash (the commit's hashes were taken on the device), and the last one's
 hashes equal those of a disk update of the same files. Skipped without
 CUDA, transformers or safetensors."""
@@ -96,13 +98,17 @@ TRAINER = textwrap.dedent("""
         s = torch.cuda.Stream()
         s.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(s):                         # the caller's stream
-            r = conn.update_from(push)
+            r = conn.update_from(push, keep_spare=True)
+        # the engine holds version 1: its pools become the spare at its detach
+        assert "then is kept as the spare" in r.msg, r
     elif step == "partial":
         pick = [k for k in names if "q_proj" in k][:1] + [k for k in names if "norm" in k][:1]
         changed = {k: noisy(sd[k]).to(torch.bfloat16) for k in pick}
         new = dict(sd, **changed)
-        r = conn.update_from(changed, partial=True)
+        r = conn.update_from(changed, partial=True, keep_spare=True)
         assert "a partial update" in r.msg, r
+        # version 1's pools, the kept tensors copied into them from 2
+        assert "into the spare's pools" in r.msg, r
         assert r.bytes == sum(v.numel() * 2 for v in changed.values()), r
     elif step == "cast":
         f32 = {k: noisy(v) for k, v in sd.items()}
@@ -112,6 +118,8 @@ TRAINER = textwrap.dedent("""
         except wcache.Error as e:
             assert "cast=True" in str(e), e
         r = conn.update_from(f32, cast=True)
+        # a session without keep_spare takes the spare too (and keeps none)
+        assert "into the spare's pools" in r.msg, r
         new = {k: v.to(torch.bfloat16) for k, v in f32.items()}  # the same cast
     os.makedirs(out)
     for f in ("config.json", "generation_config.json"):

@@ -381,6 +381,27 @@ def test_n_freed_after_the_reply(llama):
         assert c.update_from(new).version == 4
 
 
+def test_keep_spare_on_the_host_backend(llama):
+    """keep_spare (an RL loop's setting, for a GPU daemon's device pools):
+    the host backend keeps nothing (a pool lent writable is sealed for
+    good), the reply says so and N is freed as without it; with in_place
+    the flag is refused, naming both, and nothing changes."""
+    r, new, _ = llama
+    pools = pool_fds(r.proc.pid)
+    with connect(r) as c:
+        res = c.update_from(new, keep_spare=True)
+        assert res.version == 2, res
+        assert "version 1 is freed (no lease held it)" in res.msg, res
+        assert "the host backend keeps no spare" in res.msg, res
+        assert pool_fds(r.proc.pid) == pools
+        st = c.status()
+        assert st["push"]["spare_bytes"] == 0, st["push"]
+        with pytest.raises(wcache.Error, match="keep_spare.*in-place"):
+            c.update_from(new, keep_spare=True, in_place=True)
+        assert c.status()["version"] == 2
+        assert c.update_from(new).version == 3
+
+
 def test_engine_attached_during_session_reads_n(llama):
     """An engine that attaches while a session is open (everything
     written, not committed) gets version N and N's bytes; after the commit

@@ -300,17 +300,19 @@ int wc_push_open(struct wc_conn *c, unsigned flags, uint64_t base_version,
 
 	*out = NULL;
 	if (flags & ~(WC_PUSH_ALLOW_LAYOUT_CHANGE | WC_PUSH_PARTIAL |
-		      WC_PUSH_IN_PLACE))
+		      WC_PUSH_IN_PLACE | WC_PUSH_KEEP_SPARE))
 		return wc__fail(err, EINVAL, "wc_push_open: unknown flags 0x%x",
 				flags & ~(WC_PUSH_ALLOW_LAYOUT_CHANGE |
-					  WC_PUSH_PARTIAL | WC_PUSH_IN_PLACE));
+					  WC_PUSH_PARTIAL | WC_PUSH_IN_PLACE |
+					  WC_PUSH_KEEP_SPARE));
 	if (timeout_ms > WIRE_PUSH_TIMEOUT_MAX_MS)
 		return wc__fail(err, EINVAL, "wc_push_open: a timeout of %u ms is over the hour a session may stay open (%u ms)",
 				timeout_ms, WIRE_PUSH_TIMEOUT_MAX_MS);
 	q.flags = (flags & WC_PUSH_ALLOW_LAYOUT_CHANGE ?
 		   WIRE_PUSH_ALLOW_LAYOUT : 0) |
 		  (flags & WC_PUSH_PARTIAL ? WIRE_PUSH_PARTIAL : 0) |
-		  (flags & WC_PUSH_IN_PLACE ? WIRE_PUSH_IN_PLACE : 0);
+		  (flags & WC_PUSH_IN_PLACE ? WIRE_PUSH_IN_PLACE : 0) |
+		  (flags & WC_PUSH_KEEP_SPARE ? WIRE_PUSH_KEEP_SPARE : 0);
 	ret = wc__dev_ensure(c, err);
 	if (ret)
 		return ret;

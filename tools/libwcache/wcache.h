@@ -425,6 +425,16 @@ struct wc_push;
  * The same layout (not with WC_PUSH_ALLOW_LAYOUT_CHANGE); partial on the
  * host backend only. tools/wcd/README.md says what it costs where. */
 #define WC_PUSH_IN_PLACE 0x4u
+/* For a trainer that updates again and again (an RL loop): once the
+ * version this session replaces is retired (at commit when no engine
+ * holds it, else at its last detach), the daemon keeps its device pools
+ * and the next session (flagged or not) takes them as its N+1, instead of
+ * freeing 16 GB now and creating 16 GB then. Costs a second copy of the
+ * weights on the device between updates (STATUS push.spare_bytes); a
+ * session without the flag, a disk update and a sleep free it. Beside
+ * sessions on a GPU only: EINVAL with WC_PUSH_IN_PLACE; on the host
+ * backend nothing is kept (the reply says so). */
+#define WC_PUSH_KEEP_SPARE 0x8u
 
 struct wc_push_tensor {
 	const char *name;            /* valid until commit or abort */

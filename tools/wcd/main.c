@@ -375,6 +375,8 @@ int main(int argc, char **argv)
 		if (wcd_model(&d)->ver[i].used)
 			load_version_free(&d, &wcd_model(&d)->ver[i]);
 	if (d.dev.be)
+		version_spare_free(&d, "the daemon exits");
+	if (d.dev.be)
 		gpu_dev_close(&d.dev);
 	own_release(&d);
 	if (rc == 0)

@@ -109,6 +109,10 @@ static void push_status(struct wcd *d, json_t *o)
 				json_null(),
 			"incomplete_why", pi.incomplete ?
 				json_text(pi.incomplete_why) : json_null()));
+	/* the spare a keep_spare session left (model/versions.h) */
+	if (ps)
+		json_object_set_new(ps, "spare_bytes",
+				    json_integer((json_int_t)wcd_model(d)->spare_bytes));
 	if (ps)
 		json_object_set_new(o, "push", ps);
 }

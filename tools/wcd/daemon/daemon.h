@@ -150,6 +150,9 @@ struct wcd_version {
 	uint8_t (*hash)[BASE_HASH_LEN]; /* per plan tensor */
 	bool hashed;
 	unsigned leases;              /* leases held on this version */
+	/* retired into the model's spare, not freed (an update session
+	 * asked: WIRE_PUSH_KEEP_SPARE; model/versions.c) */
+	bool keep_spare;
 	struct wcd_phases phases;
 	double load_seconds, load_gbps;
 };
@@ -243,6 +246,12 @@ struct wcd_model {
 	/* the directory served after an update (d->o.model points here) */
 	char path[WIRE_PATH_MAX + 1];
 	struct wcd_life life;         /* life/: sleep, wake, update */
+	/* the spare (model/versions.c): the device pools of a retired
+	 * version that an update session asked to keep, for the next
+	 * session's N+1 (no allocation, no free); nspare 0 when none */
+	struct gpu_pool spare[GPU_POOLS_MAX];
+	uint32_t nspare;
+	uint64_t spare_bytes, spare_of;  /* its bytes, the version it held */
 };
 
 struct wcd {

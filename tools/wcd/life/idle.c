@@ -11,7 +11,7 @@
 
 void life_device_idle(struct wcd *d)
 {
-	struct gpu_pool *pools[WCD_VERSIONS * GPU_POOLS_MAX];
+	struct gpu_pool *pools[(WCD_VERSIONS + 1) * GPU_POOLS_MAX];
 	char err[BASE_ERR_LEN];
 	unsigned n = 0;
 	uint64_t t0;
@@ -30,6 +30,9 @@ void life_device_idle(struct wcd *d)
 		for (uint32_t k = 0; v->used && k < v->npools; k++)
 			pools[n++] = &v->pools[k];
 	}
+	/* the spare's pools live on through their fds too */
+	for (uint32_t k = 0; k < d->model.nspare; k++)
+		pools[n++] = &d->model.spare[k];
 	t0 = rx_now_ns();
 	ret = d->dev.be->idle(&d->dev, pools, n, err);
 	if (ret)

@@ -118,6 +118,8 @@ static int update_load(struct wcd *d, struct wcd_version *nv, uint64_t n,
 	int ret;
 
 	memset(nv, 0, sizeof(*nv));
+	/* a disk update allocates its own pools: the spare goes first */
+	version_spare_free(d, "a disk update loads the next version");
 	if (L->model[0])
 		d->o.model = L->model;
 	ret = load_prepare(d, nv, err);

@@ -63,10 +63,81 @@ int version_slot_free(struct wcd *d)
 	return -1;
 }
 
+bool version_can_spare(const struct wcd *d)
+{
+	return d->dev.be != &gpu_host_backend;
+}
+
+void version_spare_free(struct wcd *d, const char *why)
+{
+	struct wcd_model *m = wcd_model(d);
+
+	if (!m->nspare)
+		return;
+	for (uint32_t i = 0; i < m->nspare; i++)
+		d->dev.be->pool_release(&d->dev, &m->spare[i]);
+	log_info("the spare (version %" PRIu64 "'s %u pools, %" PRIu64 " bytes) freed: %s",
+		 m->spare_of, m->nspare, m->spare_bytes, why);
+	memset(m->spare, 0, sizeof(m->spare[0]) * m->nspare);
+	m->nspare = 0;
+	m->spare_bytes = 0;
+	m->spare_of = 0;
+}
+
+/* v's device pools into the spare (a spare already there is freed
+ * first: at most one); v keeps no pool. */
+static void spare_keep(struct wcd *d, struct wcd_version *v)
+{
+	struct wcd_model *m = wcd_model(d);
+
+	if (!v->npools || !version_can_spare(d))
+		return;
+	version_spare_free(d, "another version's pools are kept instead");
+	memcpy(m->spare, v->pools, sizeof(v->pools[0]) * v->npools);
+	m->nspare = v->npools;
+	m->spare_of = v->number;
+	m->spare_bytes = 0;
+	for (uint32_t i = 0; i < v->npools; i++)
+		m->spare_bytes += v->pools[i].alloc_size;
+	memset(v->pools, 0, sizeof(v->pools[0]) * v->npools);
+	v->npools = 0;
+	log_info("version %" PRIu64 "'s %u pools (%" PRIu64 " bytes) kept as the spare for the next update session (keep_spare)",
+		 m->spare_of, m->nspare, m->spare_bytes);
+}
+
+bool version_spare_take(struct wcd *d, struct wcd_version *nv)
+{
+	struct wcd_model *m = wcd_model(d);
+	bool fits = m->nspare && m->nspare == nv->plan.npools;
+
+	for (uint32_t i = 0; fits && i < m->nspare; i++)
+		fits = m->spare[i].size == nv->plan.pool_size[i];
+	if (!fits) {
+		version_spare_free(d, "its pools are not the new version's");
+		return false;
+	}
+	WC_ASSERT(!nv->npools);
+	memcpy(nv->pools, m->spare, sizeof(m->spare[0]) * m->nspare);
+	nv->npools = m->nspare;
+	for (uint32_t i = 0; i < nv->npools; i++) {
+		nv->pools[i].sealed = false;
+		nv->pools[i].lent_writable = false;
+	}
+	log_debug("the spare (version %" PRIu64 "'s %u pools) taken for a new version",
+		  m->spare_of, m->nspare);
+	memset(m->spare, 0, sizeof(m->spare[0]) * m->nspare);
+	m->nspare = 0;
+	m->spare_bytes = 0;
+	m->spare_of = 0;
+	return true;
+}
+
 void version_retire(struct wcd *d, struct wcd_version *v)
 {
 	WC_ASSERT(v != wcd_current(d) || !v->used);
 	WC_ASSERT(!v->leases);
+	if (v->keep_spare)
+		spare_keep(d, v);
 	load_version_free(d, v);
 }
 
@@ -147,7 +218,7 @@ uint64_t version_resident_bytes(struct wcd *d)
 		for (uint32_t k = 0; v->used && k < v->npools; k++)
 			n += v->pools[k].alloc_size;
 	}
-	return n;
+	return n + m->spare_bytes;
 }
 
 uint64_t version_plan_need(struct wcd *d, const struct wcd_version *v)

@@ -14,7 +14,9 @@
  *   a lease ended           version_lease_ended() (server_hooks: counts
  *                           down, retires an old version at zero)
  *   publish N+1             version_slot_free(), then version_publish()
- *   retire                  version_retire()
+ *   retire                  version_retire() (into the spare when the
+ *                           version's keep_spare is set)
+ *   the spare               version_spare_take(), version_spare_free()
  *
  * Invariant (WC_ASSERT): ver[i].leases equals the number of client leases
  * on i; only a version that is not current and has no lease is retired.
@@ -62,8 +64,31 @@ void version_publish(struct wcd *d, int vi, struct version_published *out);
  * 4.5-10 ms on an H200, which a trainer's commit need not wait for. */
 void version_publish_defer(struct wcd *d, int vi,
 			   struct version_published *out);
-/* Frees version v's pools and plan (no lease may hold it). */
+/* Frees version v's pools and plan (no lease may hold it); with
+ * v->keep_spare its device pools become the model's spare instead. */
 void version_retire(struct wcd *d, struct wcd_version *v);
+
+/*
+ * The spare: an update session opened with WIRE_PUSH_KEEP_SPARE marks the
+ * version it replaces (or its own N+1, should it abort) keep_spare, and
+ * that version's retirement keeps its device pools for the next session,
+ * which takes them as its N+1 instead of creating 16 GB of pools (and
+ * the retirement skips their free): on an H200 both are milliseconds a
+ * trainer's loop pays per update. The cost is memory: a second copy of
+ * the weights stays on the device between updates (STATUS spare_bytes).
+ * At most one spare; host pools are never kept (a pool lent writable is
+ * sealed for good: gpu/host.c). Anything else that needs the device's
+ * memory frees it first: a disk update, a sleep; so does the exit.
+ */
+/* Whether v's pools could be kept (device pools, not host memfds). */
+bool version_can_spare(const struct wcd *d);
+/* Moves the spare's pools into nv (pools unsealed, to be lent writable)
+ * when they are exactly nv's plan's pools (count and sizes): true. Else
+ * frees a spare that does not fit (logged) and returns false. The
+ * caller zeroes nv's padding either way (load_zero_padding). */
+bool version_spare_take(struct wcd *d, struct wcd_version *nv);
+/* Frees the spare, if any; why names the reason, for the log. */
+void version_spare_free(struct wcd *d, const char *why);
 
 /* Free bytes on the device: the backend's mem_info, or MemAvailable of
  * /proc/meminfo on the host backend. WCD_MEMINFO names another file in

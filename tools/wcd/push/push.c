@@ -89,6 +89,8 @@ void push_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 				    session, p->session);
 			return;
 		}
+		/* its client unmapped the pools first (wc_push_abort does) */
+		p->let_go = true;
 		push_session_abort(c->d, p, "the trainer aborted it");
 		wire_put_init(&w);
 		wire_frame_begin(&w, WIRE_PUSH_ABORT, WIRE_F_REPLY, c->h.id);

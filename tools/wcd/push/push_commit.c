@@ -297,6 +297,7 @@ static void commit_publish(struct wcd_client *c, uint64_t id,
 	struct wire_life_reply *r = calloc(1, sizeof(*r));
 	char err[BASE_ERR_LEN];
 	uint64_t t_pub, t_ready;
+	bool spare;
 
 	if (!r) {
 		commit_abort(d, p, c, id, WIRE_E_INTERNAL, "out of memory at commit");
@@ -313,6 +314,9 @@ static void commit_publish(struct wcd_client *c, uint64_t id,
 	push_asleep_wake(d, p->asleep); /* asleep at level 2: wakes into N+1 */
 	wcd_enter(d, WCD_READY);
 	t_pub = rx_now_ns();
+	/* keep_spare: N's pools, once retired, are the next session's */
+	spare = (p->flags & WIRE_PUSH_KEEP_SPARE) && version_can_spare(d);
+	wcd_current(d)->keep_spare = spare;
 	/* N, when no lease holds it, is freed after the reply is out */
 	version_publish_defer(d, p->vi, &pub);
 	t_ready = rx_now_ns();
@@ -327,16 +331,21 @@ static void commit_publish(struct wcd_client *c, uint64_t id,
 	r->verify_ns = p->prepared_ns ? p->prepared_ns :
 		       rx_now_ns() - p->t_seal;
 	snprintf(r->msg, sizeof(r->msg),
-		 "updated from memory: version %" PRIu64 " serves%s, %" PRIu64 " bytes written by pid %d%s in %.3f s (%" PRIu64 " bytes kept from version %" PRIu64 "; seal and hash %.3f s); version %" PRIu64 " %s",
+		 "updated from memory: version %" PRIu64 " serves%s, %" PRIu64 " bytes written by pid %d%s%s in %.3f s (%" PRIu64 " bytes kept from version %" PRIu64 "; seal and hash %.3f s); version %" PRIu64 " %s%s",
 		 nv->number,
 		 p->asleep ? " (the daemon, asleep at level 2, woke into it)" : "",
 		 r->bytes, (int)p->pid,
 		 p->flags & WIRE_PUSH_PARTIAL ? " (a partial update)" : "",
+		 p->spare ? " into the spare's pools" : "",
 		 push_secs(r->ns), p->kept, pub.old_number,
 		 push_secs(r->verify_ns),
 		 pub.old_number,
-		 pub.old_freed ? "is freed (no lease held it)" :
-				 "stays until its engines detach");
+		 pub.old_freed ? (spare ? "is kept as the spare for the next session (no lease held it)" :
+				  "is freed (no lease held it)") :
+				 "stays until its engines detach",
+		 !pub.old_freed && spare ? ", then is kept as the spare for the next session" :
+		 (p->flags & WIRE_PUSH_KEEP_SPARE) && !spare ?
+		 " (keep_spare: the host backend keeps no spare, its pools cannot be written again)" : "");
 	log_info("%s", r->msg);
 	commit_reply(c, id, r);
 	if (pub.retire) {
@@ -347,8 +356,9 @@ static void commit_publish(struct wcd_client *c, uint64_t id,
 		rx_loop_submit(&d->loop);
 		t_free = rx_now_ns();
 		version_retire(d, pub.retire);
-		log_debug("commit of session %" PRIu64 ": version %" PRIu64 " freed after the reply, in %.3f ms",
+		log_debug("commit of session %" PRIu64 ": version %" PRIu64 " %s after the reply, in %.3f ms",
 			  p->session, pub.old_number,
+			  spare ? "kept as the spare" : "freed",
 			  (double)(rx_now_ns() - t_free) / 1e6);
 	}
 	p->bytes = r->bytes;

@@ -150,6 +150,11 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 			    p->incomplete_why);
 		return;
 	}
+	if ((q.flags & WIRE_PUSH_IN_PLACE) && (q.flags & WIRE_PUSH_KEEP_SPARE)) {
+		reply_error(c, c->h.id, WIRE_E_STATE, false,
+			    "keep_spare keeps the pools of the version a beside update replaces, and an in-place update replaces none (it rewrites the served pools): drop one of the two");
+		return;
+	}
 	if ((q.flags & WIRE_PUSH_IN_PLACE) && in_place_refused(c, &q, cur))
 		return;
 	p->direct = (q.flags & WIRE_PUSH_IN_PLACE) &&
@@ -179,6 +184,8 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 	p->t0 = rx_now_ns();
 	p->bytes = 0;
 	p->kept = 0;
+	p->spare = false;
+	p->let_go = false;
 	p->prepared_ns = 0;
 	p->session = p->next_session++;
 	p->last.opened++;
@@ -257,8 +264,17 @@ static int open_version(struct wcd *d, struct wcd_push *p,
 			 nd, diff);
 	ns[0] = rx_now_ns() - t;
 	t = rx_now_ns();
+	nv->hash = calloc(nv->plan.ntensors ? nv->plan.ntensors : 1,
+			  sizeof(*nv->hash));
+	if (!nv->hash) {
+		*code = WIRE_E_INTERNAL;
+		snprintf(msg, cap, "update session refused: out of memory; version %" PRIu64 " serves on",
+			 cur->number);
+		return -1;
+	}
+	p->spare = version_spare_take(d, nv);
 	need = version_plan_need(d, nv);
-	if (version_mem_free(d, &have) == 0 && need > have) {
+	if (!p->spare && version_mem_free(d, &have) == 0 && need > have) {
 		*code = WIRE_E_LIMIT;
 		snprintf(msg, cap,
 			 "update session refused before allocating: version %" PRIu64 " needs %" PRIu64 " bytes on device %s beside version %" PRIu64 ", but only %" PRIu64 " are free: free memory, then open again; version %" PRIu64 " serves on",
@@ -266,11 +282,9 @@ static int open_version(struct wcd *d, struct wcd_push *p,
 			 cur->number);
 		return -1;
 	}
-	nv->hash = calloc(nv->plan.ntensors ? nv->plan.ntensors : 1,
-			  sizeof(*nv->hash));
-	ret = nv->hash ? load_pools_alloc(d, nv, err) :
-			 base_errf(err, ENOMEM, "out of memory");
-	/* fresh memfds read as zeros; device memory is whatever it was */
+	ret = p->spare ? 0 : load_pools_alloc(d, nv, err);
+	/* fresh memfds read as zeros; device memory (and the spare) is
+	 * whatever it was */
 	if (!ret)
 		ret = load_zero_padding(d, nv, err);
 	ns[1] = rx_now_ns() - t;
@@ -359,10 +373,11 @@ bool push_open_job(struct wcd *d)
 		return true;
 	}
 	open_reply(d, p, c, id);
-	log_info("update session %" PRIu64 " of pid %d (uid %u) open: version %" PRIu64 " %s %" PRIu64 ", %u tensors, %" PRIu64 " bytes in %u pools, commit within %u ms; opened in %.3f ms (plan %.3f ms, pools %.3f ms)",
+	log_info("update session %" PRIu64 " of pid %d (uid %u) open: version %" PRIu64 " %s %" PRIu64 ", %u tensors, %" PRIu64 " bytes in %u pools%s, commit within %u ms; opened in %.3f ms (plan %.3f ms, pools %.3f ms)",
 		 p->session, (int)p->pid, (unsigned)p->uid, p->base + 1,
 		 p->in_place ? "in place of" : "beside", p->base,
-		 p->ntensors, p->bytes, nv->npools, p->timeout_ms,
+		 p->ntensors, p->bytes, nv->npools,
+		 p->spare ? " (the spare's)" : "", p->timeout_ms,
 		 (double)(rx_now_ns() - p->t0) / 1e6,
 		 (double)ns[0] / 1e6, (double)ns[1] / 1e6);
 	return true;

@@ -14,8 +14,10 @@
 #include "err.h"
 #include "log.h"
 #include "push/push_asleep.h"
+#include "wire_push.h"
 #include "push/push_session.h"
 #include "serve/server.h"
+#include "model/versions.h"
 #include "load/load.h"
 
 double push_secs(uint64_t ns)
@@ -175,8 +177,17 @@ void push_session_abort(struct wcd *d, struct wcd_push *p, const char *why)
 				     "version", wcd_current(d)->number,
 			 p->asleep ? "" : " serves on, untouched");
 	if (!p->direct) {
+		struct wcd_version *nv = &d->model.ver[p->vi];
+
 		park_pools(d, p);
-		load_version_free(d, &d->model.ver[p->vi]);
+		if (p->let_go && p->phase != PUSH_OPENING &&
+		    (p->spare || (p->flags & WIRE_PUSH_KEEP_SPARE))) {
+			nv->number = p->base + 1;
+			nv->keep_spare = true;
+			version_retire(d, nv);
+		} else {
+			load_version_free(d, nv);
+		}
 	}
 	log_with(LOG_WARN, &lf, "%s", msg);
 	if (p->in_place && p->phase != PUSH_OPENING)

@@ -91,6 +91,13 @@ struct wcd_push {
 	 * vi is the served slot), else (host) fresh pools in slot vi that
 	 * the commit copies into the served ones */
 	bool in_place, direct;
+	/* the open took the model's spare as N+1's pools (versions.h) */
+	bool spare;
+	/* the trainer sent ABORT (its pools unmapped): a beside N+1 that
+	 * came from the spare, or whose session asked to keep one, goes back
+	 * to the spare; any other end frees it (a trainer past its deadline
+	 * may still map it writable) */
+	bool let_go;
 	/* the served version whose in-place session ended without a commit
 	 * (0: none): incomplete while it is still the one served */
 	uint64_t incomplete;

@@ -425,7 +425,7 @@ class Connection:
         return _life(r)
 
     def update_from(self, tensors, allow_layout_change=False, timeout_ms=0, partial=False,
-                    cast=False, in_place=False, held_wait=2.0):
+                    cast=False, in_place=False, held_wait=2.0, keep_spare=False):
         """Pushes new weights from this process's memory as the next
         version (no disk): tensors is a mapping or an iterable of (name,
         tensor), torch CPU or CUDA tensors (any GPU of the host; copied
@@ -443,11 +443,15 @@ class Connection:
         versions, so an open while engines still hold the one before the
         served one (they were told to re-attach) is refused BUSY; it is
         tried again for up to held_wait seconds (0: raise at once).
-        Returns a LifeResult; on any error the session is aborted and the
-        served version stays. See _push.py."""
+        keep_spare (an RL loop's updates, beside, on a GPU): the replaced
+        version's device memory is kept once no engine holds it, and the
+        next update takes it instead of allocating (a second copy of the
+        weights stays on the device meanwhile; an update without it frees
+        it). Returns a LifeResult; on any error the session is aborted and
+        the served version stays. See _push.py."""
         from . import _push
         return _push.update_from(self, tensors, allow_layout_change, timeout_ms, partial,
-                                 cast, in_place, held_wait)
+                                 cast, in_place, held_wait, keep_spare)
 
     def notice_fd(self):
         """Readable when a notice (or EOF) waits: for select/poll or

@@ -166,7 +166,7 @@ def _open(conn, flags, timeout_ms, held_wait):
 
 
 def update_from(conn, tensors, allow_layout_change=False, timeout_ms=0, partial=False,
-                cast=False, in_place=False, held_wait=2.0):
+                cast=False, in_place=False, held_wait=2.0, keep_spare=False):
     """Writes tensors (a mapping or an iterable of (name, tensor)) as the
     next version and publishes it; returns a LifeResult (the version now
     served, the bytes written, the seconds from open to publish). partial:
@@ -175,13 +175,20 @@ def update_from(conn, tensors, allow_layout_change=False, timeout_ms=0, partial=
     on its device (else refused, naming the tensor). in_place: rewrite the
     served version (every engine paused). held_wait: seconds an open
     refused because engines still hold the version before the served one
-    (they were told to re-attach) is tried again (0: raise Busy at once)."""
+    (they were told to re-attach) is tried again (0: raise Busy at once).
+    keep_spare: for a trainer that updates again and again (an RL loop),
+    the daemon keeps the replaced version's device memory, once no engine
+    holds it, and the next update takes it instead of allocating (a second
+    copy of the weights stays on the device meanwhile; an update without
+    keep_spare, a disk update or a sleep frees it; a GPU daemon's beside
+    updates only)."""
     from ._core import _life
     if not _lib.HAVE.get("wc_push_open"):
         raise errors.Error(errno.ENOSYS, "wcache: this libwcache has no update sessions "
                            "(wc_push_open): install a newer one")
     items = tensors.items() if isinstance(tensors, collections.abc.Mapping) else tensors
-    flags = (1 if allow_layout_change else 0) | (2 if partial else 0) | (4 if in_place else 0)
+    flags = (1 if allow_layout_change else 0) | (2 if partial else 0) | (4 if in_place else 0) | \
+        (8 if keep_spare else 0)
     p = _open(conn, flags, timeout_ms, held_wait)
     done = False
     held = []  # every source until commit: the device copies are queued
@@ -220,7 +227,7 @@ class _Session:
 
 
 def update_ranks(conns, tensors, allow_layout_change=False, timeout_ms=0, partial=False,
-                 cast=False, held_wait=2.0):
+                 cast=False, held_wait=2.0, keep_spare=False):
     """update_from for every rank of a model at once, from one trainer
     that holds the whole tensors: a session per connection (one per rank
     daemon), each tensor written to every rank whose plan has it (a
@@ -229,14 +236,14 @@ def update_ranks(conns, tensors, allow_layout_change=False, timeout_ms=0, partia
     published. A failure up to the last prepare aborts every session: no
     rank publishes. Publishing cannot be refused, only lost with a daemon
     that dies in between: then the error names the ranks that published.
-    held_wait: update_from's, for each rank's open. Returns a LifeResult
-    per connection."""
+    held_wait, keep_spare: update_from's, for each rank. Returns a
+    LifeResult per connection."""
     from ._core import _life
     if not _lib.HAVE.get("wc_push_prepare"):
         raise errors.Error(errno.ENOSYS, "wcache: this libwcache has no wc_push_prepare: "
                            "install a newer one")
     conns = list(conns)
-    flags = (1 if allow_layout_change else 0) | (2 if partial else 0)
+    flags = (1 if allow_layout_change else 0) | (2 if partial else 0) | (8 if keep_spare else 0)
     items = tensors.items() if isinstance(tensors, collections.abc.Mapping) else tensors
     sessions, held = [], []
     try:

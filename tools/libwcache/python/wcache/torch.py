@@ -332,15 +332,16 @@ def _rebind(plan, model):
 
 
 def update_from(conn, module_or_state_dict, name_map=None, allow_layout_change=False,
-                timeout_ms=0, partial=False, cast=False, in_place=False, held_wait=2.0):
+                timeout_ms=0, partial=False, cast=False, in_place=False, held_wait=2.0,
+                keep_spare=False):
     """A trainer's weights as the next version (conn.update_from): the
     module's state_dict() (or a state dict given as it is), each name
     through name_map ({module name: checkpoint name}, as load_into's;
     None skips it: a tied lm_head.weight the checkpoint does not store, a
     buffer that is no checkpoint tensor). Every checkpoint tensor must be
     given once, in its dtype and shape (cast=True: a float tensor of
-    another float dtype is cast on its device); in_place and held_wait
-    are conn.update_from's; returns a LifeResult."""
+    another float dtype is cast on its device); in_place, held_wait and
+    keep_spare are conn.update_from's; returns a LifeResult."""
     sd = module_or_state_dict
     if isinstance(sd, torch.nn.Module):
         sd = sd.state_dict()
@@ -353,4 +354,4 @@ def update_from(conn, module_or_state_dict, name_map=None, allow_layout_change=F
                 yield n, v
     return conn.update_from(items(), allow_layout_change=allow_layout_change,
                             timeout_ms=timeout_ms, partial=partial, cast=cast,
-                            in_place=in_place, held_wait=held_wait)
+                            in_place=in_place, held_wait=held_wait, keep_spare=keep_spare)
