@@ -112,7 +112,7 @@ static void push_status(struct wcd *d, json_t *o)
 	/* the spare a keep_spare session left (model/versions.h) */
 	if (ps)
 		json_object_set_new(ps, "spare_bytes",
-				    json_integer((json_int_t)wcd_model(d)->spare_bytes));
+				    json_integer((json_int_t)version_spare_bytes(d)));
 	if (ps)
 		json_object_set_new(o, "push", ps);
 }

@@ -251,7 +251,7 @@ struct wcd_model {
 	 * session's N+1 (no allocation, no free); nspare 0 when none */
 	struct gpu_pool spare[GPU_POOLS_MAX];
 	uint32_t nspare;
-	uint64_t spare_bytes, spare_of;  /* its bytes, the version it held */
+	uint64_t spare_of;            /* the version whose pools they were */
 };
 
 struct wcd {

@@ -141,7 +141,7 @@ static void do_sleep(struct wcd *d, struct wcd_client *c, uint64_t id,
 		}
 		L->sleep_copy_s = clock_ns_secs(rx_now_ns() - t0);
 	}
-	released = d->model.spare_bytes;
+	released = version_spare_bytes(d);
 	version_spare_free(d, "the daemon sleeps");
 	for (uint32_t i = 0; i < v->npools; i++) {
 		released += v->pools[i].alloc_size;

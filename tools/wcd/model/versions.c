@@ -68,20 +68,35 @@ bool version_can_spare(const struct wcd *d)
 	return d->dev.be != &gpu_host_backend;
 }
 
+uint64_t version_spare_bytes(const struct wcd *d)
+{
+	const struct wcd_model *m = &d->model;
+	uint64_t n = 0;
+
+	for (uint32_t i = 0; i < m->nspare; i++)
+		n += m->spare[i].alloc_size;
+	return n;
+}
+
+/* The spare gone (its pools moved or released). */
+static void spare_clear(struct wcd_model *m)
+{
+	memset(m->spare, 0, sizeof(m->spare[0]) * m->nspare);
+	m->nspare = 0;
+	m->spare_of = 0;
+}
+
 void version_spare_free(struct wcd *d, const char *why)
 {
 	struct wcd_model *m = wcd_model(d);
 
 	if (!m->nspare)
 		return;
+	log_info("the spare (version %" PRIu64 "'s %u pools, %" PRIu64 " bytes) freed: %s",
+		 m->spare_of, m->nspare, version_spare_bytes(d), why);
 	for (uint32_t i = 0; i < m->nspare; i++)
 		d->dev.be->pool_release(&d->dev, &m->spare[i]);
-	log_info("the spare (version %" PRIu64 "'s %u pools, %" PRIu64 " bytes) freed: %s",
-		 m->spare_of, m->nspare, m->spare_bytes, why);
-	memset(m->spare, 0, sizeof(m->spare[0]) * m->nspare);
-	m->nspare = 0;
-	m->spare_bytes = 0;
-	m->spare_of = 0;
+	spare_clear(m);
 }
 
 /* v's device pools into the spare (a spare already there is freed
@@ -96,13 +111,10 @@ static void spare_keep(struct wcd *d, struct wcd_version *v)
 	memcpy(m->spare, v->pools, sizeof(v->pools[0]) * v->npools);
 	m->nspare = v->npools;
 	m->spare_of = v->number;
-	m->spare_bytes = 0;
-	for (uint32_t i = 0; i < v->npools; i++)
-		m->spare_bytes += v->pools[i].alloc_size;
 	memset(v->pools, 0, sizeof(v->pools[0]) * v->npools);
 	v->npools = 0;
 	log_info("version %" PRIu64 "'s %u pools (%" PRIu64 " bytes) kept as the spare for the next update session (keep_spare)",
-		 m->spare_of, m->nspare, m->spare_bytes);
+		 m->spare_of, m->nspare, version_spare_bytes(d));
 }
 
 bool version_spare_take(struct wcd *d, struct wcd_version *nv)
@@ -125,10 +137,7 @@ bool version_spare_take(struct wcd *d, struct wcd_version *nv)
 	}
 	log_debug("the spare (version %" PRIu64 "'s %u pools) taken for a new version",
 		  m->spare_of, m->nspare);
-	memset(m->spare, 0, sizeof(m->spare[0]) * m->nspare);
-	m->nspare = 0;
-	m->spare_bytes = 0;
-	m->spare_of = 0;
+	spare_clear(m);
 	return true;
 }
 
@@ -218,7 +227,7 @@ uint64_t version_resident_bytes(struct wcd *d)
 		for (uint32_t k = 0; v->used && k < v->npools; k++)
 			n += v->pools[k].alloc_size;
 	}
-	return n + m->spare_bytes;
+	return n + version_spare_bytes(d);
 }
 
 uint64_t version_plan_need(struct wcd *d, const struct wcd_version *v)

@@ -87,6 +87,8 @@ bool version_can_spare(const struct wcd *d);
  * frees a spare that does not fit (logged) and returns false. The
  * caller zeroes nv's padding either way (load_zero_padding). */
 bool version_spare_take(struct wcd *d, struct wcd_version *nv);
+/* The spare's bytes on the device (0: none). */
+uint64_t version_spare_bytes(const struct wcd *d);
 /* Frees the spare, if any; why names the reason, for the log. */
 void version_spare_free(struct wcd *d, const char *why);
 

@@ -297,6 +297,7 @@ static void commit_publish(struct wcd_client *c, uint64_t id,
 	struct wire_life_reply *r = calloc(1, sizeof(*r));
 	char err[BASE_ERR_LEN];
 	uint64_t t_pub, t_ready;
+	const char *fate, *after = "";
 	bool spare;
 
 	if (!r) {
@@ -325,6 +326,16 @@ static void commit_publish(struct wcd_client *c, uint64_t id,
 	log_debug("commit of session %" PRIu64 ": published in %.3f ms, the ready file in %.3f ms",
 		  p->session, (double)(t_ready - t_pub) / 1e6,
 		  (double)(rx_now_ns() - t_ready) / 1e6);
+	/* what becomes of N, for the reply's last words */
+	if (pub.old_freed)
+		fate = spare ? "is kept as the spare for the next session (no lease held it)" :
+			       "is freed (no lease held it)";
+	else
+		fate = "stays until its engines detach";
+	if (spare && !pub.old_freed)
+		after = ", then is kept as the spare for the next session";
+	else if ((p->flags & WIRE_PUSH_KEEP_SPARE) && !spare)
+		after = " (keep_spare: the host backend keeps no spare, its pools cannot be written again)";
 	r->version = nv->number;
 	r->bytes = p->bytes - p->kept;
 	r->ns = rx_now_ns() - p->t0;
@@ -339,13 +350,7 @@ static void commit_publish(struct wcd_client *c, uint64_t id,
 		 p->spare ? " into the spare's pools" : "",
 		 push_secs(r->ns), p->kept, pub.old_number,
 		 push_secs(r->verify_ns),
-		 pub.old_number,
-		 pub.old_freed ? (spare ? "is kept as the spare for the next session (no lease held it)" :
-				  "is freed (no lease held it)") :
-				 "stays until its engines detach",
-		 !pub.old_freed && spare ? ", then is kept as the spare for the next session" :
-		 (p->flags & WIRE_PUSH_KEEP_SPARE) && !spare ?
-		 " (keep_spare: the host backend keeps no spare, its pools cannot be written again)" : "");
+		 pub.old_number, fate, after);
 	log_info("%s", r->msg);
 	commit_reply(c, id, r);
 	if (pub.retire) {
