@@ -14,6 +14,7 @@
 #include "ready.h"
 #include "utf8.h"
 #include "wcd.h"
+#include "daemon/fault.h"
 #include "serve/server.h"
 #include "model/versions.h"
 #include "metrics/metrics.h"
@@ -241,13 +242,17 @@ int status_write_ready(struct wcd *d, char *err)
 			       "the daemon's options do not fit in the ready file's serve_args (%d bytes): shorten the paths of --rules, --layout or --log-file",
 			       READY_ARGS_MAX);
 	snprintf(r.reloaded, sizeof(r.reloaded), "%s", d->reloaded);
-	ret = ready_write_file(&r, d->paths.ready, err);
-	if (ret)
-		return ret;
 	/* the device serves again: wcctl clean's record of a daemon that
-	 * died on it (<device>.dead, wcctl status's DEAD row) is over */
+	 * died on it (<device>.dead, wcctl status's DEAD row) is over. Gone
+	 * before the ready file appears, since whoever waits for that file
+	 * (wcctl start) reads the device's state as soon as it does */
 	if ((size_t)snprintf(dead, sizeof(dead), "%s.dead", d->paths.prefix) <
 	    sizeof(dead))
 		unlink(dead);
-	return 0;
+	ret = ready_write_file(&r, d->paths.ready, err);
+	if (!ret && fault_str(FAULT_READY_GATE)) {
+		fault_gate(FAULT_READY_GATE, NULL, NULL);
+		fault_clear(FAULT_READY_GATE);   /* the first ready file only */
+	}
+	return ret;
 }

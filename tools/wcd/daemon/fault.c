@@ -90,6 +90,8 @@ static const struct fault_def faults[FAULT_NPOINTS] = {
 	  "FILE: read instead of /proc/meminfo (an update's memory check)"),
 	F(PUSH_HASH_GATE, "WCD_TEST_PUSH_HASH_GATE", STR,
 	  "PATH: a commit's host hash writes PATH.held, waits for PATH"),
+	F(READY_GATE, "WCD_TEST_READY_GATE", STR,
+	  "PATH: after its first ready file wcd waits until PATH exists"),
 };
 
 /* value[p]: the point's value, NULL when off; copy[p] keeps the string

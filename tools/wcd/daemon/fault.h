@@ -59,6 +59,8 @@ enum fault_point {
 	FAULT_MEMINFO,
 	/* update sessions (push/) */
 	FAULT_PUSH_HASH_GATE,
+	/* the ready file (status.c) */
+	FAULT_READY_GATE,
 	FAULT_NPOINTS
 };
 
