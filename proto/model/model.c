@@ -18,6 +18,7 @@
 
 #include "err.h"
 #include "model.h"
+#include "model_files.h"
 #include "json_kind.h"
 
 #define SUFFIX ".safetensors"
@@ -336,9 +337,11 @@ static const char *file_kind(mode_t m)
 	       S_ISBLK(m) ? "a block device" : "not a file";
 }
 
-/* Reads a whole small file at dirfd/name (at most max bytes) into *buf. */
+/* Reads a whole small file at dirfd/name (at most max bytes) into *buf;
+ * its stamp (the fstat before the read) into *st. */
 static int read_small(int dirfd, const char *name, const char *shown,
-		      size_t max, char **buf, size_t *len, char *err)
+		      size_t max, char **buf, size_t *len,
+		      struct model_stamp *st, char *err)
 {
 	struct stat sb;
 	size_t done = 0;
@@ -360,6 +363,7 @@ static int read_small(int dirfd, const char *name, const char *shown,
 			     shown, (long long)sb.st_size, max);
 		goto out_close;
 	}
+	model__stamp_of(&sb, st);
 	*buf = malloc((size_t)sb.st_size + 1);
 	if (!*buf) {
 		rc = base_errf(err, ENOMEM, "%s: out of memory", shown);
@@ -482,10 +486,8 @@ static int open_shard(struct model_shard *s, int dirfd, const char *dir,
 		rc = base_errf(err, errno, "%s: fstat: %s", s->path, strerror(errno));
 	} else {
 		s->size = (uint64_t)sb.st_size;
-		s->mtime_ns = (int64_t)sb.st_mtim.tv_sec * 1000000000 +
-			      sb.st_mtim.tv_nsec;
-		s->ctime_ns = (int64_t)sb.st_ctim.tv_sec * 1000000000 +
-			      sb.st_ctim.tv_nsec;
+		s->mtime_ns = model__ts_ns(&sb.st_mtim);
+		s->ctime_ns = model__ts_ns(&sb.st_ctim);
 		s->dev = (uint64_t)sb.st_dev;
 		s->ino = (uint64_t)sb.st_ino;
 		rc = st_read_fd(&s->st, fd, s->path, err);
@@ -636,7 +638,7 @@ static int open_config(struct model *m, int dirfd, char *err)
 		return 0;
 	snprintf(shown, sizeof(shown), "%s/config.json", m->path);
 	rc = read_small(dirfd, "config.json", shown, MODEL_CONFIG_MAX, &buf,
-			&len, err);
+			&len, &m->config_st, err);
 	if (rc)
 		return rc;
 	rc = model_config_parse(&m->cfg, buf, len, shown, err);
@@ -658,7 +660,7 @@ static int open_shards(struct model *m, int dirfd, char *err)
 	m->has_index = !faccessat(dirfd, MODEL_INDEX_NAME, F_OK, 0);
 	if (m->has_index) {
 		rc = read_small(dirfd, MODEL_INDEX_NAME, ixname, MODEL_INDEX_MAX,
-				&buf, &len, err);
+				&buf, &len, &m->index_st, err);
 		if (rc)
 			return rc;
 		rc = model_index_parse(&ix, buf, len, ixname, err);
@@ -738,6 +740,7 @@ int model_open(struct model *m, const char *path, char *err)
 		if (!rc)
 			rc = build_tensors(m, err);
 	} else if (S_ISDIR(sb.st_mode)) {
+		model__stamp_of(&sb, &m->dir_st);
 		dirfd = open(m->path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 		if (dirfd < 0) {
 			rc = base_errf(err, errno, "%s: %s", m->path, strerror(errno));

@@ -90,6 +90,16 @@ struct model_shard {
 	struct st_file st;               /* st.header_hash is the header hash */
 };
 
+/* A file as it was when the model was read (its fstat), so that a few
+ * stat calls later tell whether reading it again would give the same
+ * model: present is false for an optional file that was absent
+ * (config.json, the index). */
+struct model_stamp {
+	bool present;
+	uint64_t dev, ino, size;
+	int64_t mtime_ns, ctime_ns;
+};
+
 struct model_tensor {
 	const char *name;                /* points into the shard's st_file */
 	uint32_t shard;
@@ -109,12 +119,35 @@ struct model {
 	/* XXH3-128 over every shard in order: name, size, mtime_ns, header
 	 * hash (see model.c for the exact bytes). */
 	uint8_t digest[BASE_HASH_LEN];
+	/* the other files read (the shards have their own fields): the
+	 * directory, listed where there is no index */
+	struct model_stamp config_st, index_st, dir_st;
+};
+
+/* The files a model was read from, with their stamps then: a copy of
+ * the paths that outlives the model (a thread checks it while the model
+ * may go), for model_files_same. */
+struct model_files {
+	uint32_t n;
+	char **path;
+	struct model_stamp *st;
 };
 
 /* Opens a directory (or a single .safetensors file) into m (zeroed first;
  * nothing to free on error). */
 int model_open(struct model *m, const char *path, char *err);
 void model_close(struct model *m);
+
+/* The files m was read from (config.json, the index or, without one, the
+ * directory listed, every shard) and their stamps then; 0 or -ENOMEM. */
+int model_files_of(const struct model *m, struct model_files *out);
+/* Whether every file of f still has its stamp (a stat each, links
+ * followed as the read followed them): then reading the model again would
+ * give the one read then, up to a writer that restores both times, which
+ * the load's own check after a fill does not see either. false with the
+ * first difference in what (cap bytes), naming the file. */
+bool model_files_same(const struct model_files *f, char *what, size_t cap);
+void model_files_free(struct model_files *f);
 
 /* Binary search by name; NULL when absent. */
 const struct model_tensor *model_find(const struct model *m, const char *name);

@@ -385,6 +385,36 @@ static void check_refusals(const struct gpu_backend *be, struct gpu_dev *dev,
 	T_OK(be->hash_end(dev, out, err));
 }
 
+/* Informational: one batch of two 1 GiB tensors (llama-8b's embedding
+ * and head: their chains bound a commit's hash), three times, the device
+ * memory as the driver gives it (the time does not depend on the bytes). */
+static void speed_long(const struct gpu_backend *be, struct gpu_dev *dev)
+{
+	struct gpu_pool big;
+	char err[BASE_ERR_LEN];
+	double t0;
+
+	if (be->pool_create(dev, &big, 2ull << 30, err)) {
+		printf("no 2 GiB pool for the long chains: %s\n", err);
+		return;
+	}
+	for (int round = 0; round < 3; round++) {
+		struct gpu_hash_job j[2] = {
+			{ .pool = &big, .off = 0, .len = 1ull << 30, .i = 0 },
+			{ .pool = &big, .off = 1ull << 30, .len = 1ull << 30,
+			  .i = 1 },
+		};
+
+		T_OK(be->hash_begin(dev, 2, err));
+		t0 = now_s();
+		T_OK(be->hash_batch(dev, j, 2, 0, err));
+		T_OK(be->hash_end(dev, NULL, err));
+		printf("kernel, one batch of two 1 GiB tensors: %.3f ms, %.1f GB/s\n",
+		       (now_s() - t0) * 1e3, (2ull << 30) / (now_s() - t0) / 1e9);
+	}
+	be->pool_release(dev, &big);
+}
+
 /* Informational: GB/s of the kernel, one 64 MiB tensor on one chain, and
  * eight 8 MiB tensors on eight chains (bytes already in the pool). */
 static void speed(const struct gpu_backend *be, struct gpu_dev *dev,
@@ -434,6 +464,7 @@ static void speed(const struct gpu_backend *be, struct gpu_dev *dev,
 			       (64u << 20) / (now_s() - t0) / 1e9);
 		}
 	}
+	speed_long(be, dev);
 }
 
 int main(void)

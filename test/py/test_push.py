@@ -799,6 +799,67 @@ def test_update_ranks_all_or_none(tmp_path):
             assert h == hashes_after_disk(r, str(tmp_path / "new"))
 
 
+def opens(rank):
+    """The daemon's log lines of the sessions opened, oldest first."""
+    return [ln for ln in rank.log_text().splitlines() if "update session" in ln and " open: " in ln]
+
+
+def test_open_keeps_the_plan_while_the_files_are_unchanged(tmp_path):
+    """The plan of the version a session's commit retired is N+1's plan at
+    the next open while the served directory's files are as they were (no
+    header read again: the open's log line says 'kept'); once a file has
+    changed (a shard touched: same layout) the open reads every header
+    again, and so does the one after it (the version that the first
+    retires was planned from the files before the change); the update is
+    served hash for hash as before."""
+    src = str(tmp_path / "served")
+    shutil.copytree(models.path("hf", "llama"), src)
+    dirs = [str(tmp_path / ("new%d" % k)) for k in range(5)]
+    new = [new_weights(src, dirs[k], seed=10 + k) for k in range(5)]
+    with daemon.Ranks(src, [["--tp-size", "1"]]) as rs:
+        r = rs.ranks[0]
+        with connect(r) as c:
+            c.update_from(new[0])            # nothing retired before: read
+            c.update_from(new[1])            # version 1's plan, kept
+        shard = sorted(x for x in os.listdir(src) if x.endswith(".safetensors"))[0]
+        os.utime(os.path.join(src, shard))   # times change, the layout not
+        with connect(r) as c:
+            c.update_from(new[2])            # read again: a file changed
+            c.update_from(new[3])            # version 3's plan: the old files
+            got = c.update_from(new[4])      # version 4's: kept again
+        assert got.version == 6
+        lines = opens(r)
+        assert len(lines) == 5, lines
+        kept = [", kept," in ln for ln in lines]
+        assert kept == [False, True, False, False, True], lines
+        assert "is not reused: %s changed (its times)" % os.path.join(src, shard) in r.log_text()
+        served = hashes(r)
+    with daemon.Ranks(dirs[4], [["--tp-size", "1"]]) as rs:
+        assert served == hashes(rs.ranks[0])
+
+
+def test_open_reads_again_when_the_layout_file_changed(tmp_path):
+    """The kept plan is only as good as the layout it was made with: wcd
+    --layout FILE edited between two sessions (the padding multiple) makes
+    the next open read and plan again, and log why."""
+    src = str(tmp_path / "served")
+    shutil.copytree(models.path("hf", "llama"), src)
+    layout = tmp_path / "my.layout"
+    text = open(os.path.join(daemon.TOP, "proto", "plan", "layouts", "llama.layout")).read()
+    layout.write_text(text)
+    new = new_weights(src, str(tmp_path / "new"), seed=21)
+    with daemon.Ranks(src, [["--tp-size", "1", "--layout", str(layout)]]) as rs:
+        r = rs.ranks[0]
+        with connect(r) as c:
+            c.update_from(new)
+            c.update_from(new)
+            layout.write_text(text + "\nvocab_pad 32\n")
+            c.update_from(new, allow_layout_change=True)
+        kept = [", kept," in ln for ln in opens(r)]
+        assert kept == [False, True, False], opens(r)
+        assert "is not reused: the layout's files changed" in r.log_text()
+
+
 def test_refused_when_the_served_headers_changed(tmp_path):
     """A session plans N+1 from the served directory's headers: when they
     no longer give the served layout (a tensor renamed on disk since the
@@ -810,6 +871,11 @@ def test_refused_when_the_served_headers_changed(tmp_path):
     new = new_weights(src, str(tmp_path / "new"), seed=3)
     with daemon.Ranks(src, [["--tp-size", "1"]]) as rs:
         r = rs.ranks[0]
+        # two sessions first: the plan of the version the second retires
+        # is kept, and must not stand in for the headers changed below
+        with connect(r) as c:
+            c.update_from(new)
+            c.update_from(new)
         before = hashes(r)
         f = sorted(x for x in os.listdir(src) if x.endswith(".safetensors"))[0]
         path = os.path.join(src, f)
@@ -829,5 +895,5 @@ def test_refused_when_the_served_headers_changed(tmp_path):
         msg = str(e.value)
         assert "no longer give the served layout" in msg, msg
         assert "%s is gone" % old in msg and "%s_renamed is new" % old in msg, msg
-        assert "version 1 serves on" in msg, msg
+        assert "version 3 serves on" in msg, msg
         assert hashes(r) == before

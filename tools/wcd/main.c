@@ -374,6 +374,7 @@ int main(int argc, char **argv)
 	for (int i = 0; i < WCD_VERSIONS; i++)
 		if (wcd_model(&d)->ver[i].used)
 			load_version_free(&d, &wcd_model(&d)->ver[i]);
+	version_planned_free(&d);
 	if (d.dev.be)
 		version_spare_free(&d, "the daemon exits");
 	if (d.dev.be)

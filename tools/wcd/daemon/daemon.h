@@ -252,6 +252,12 @@ struct wcd_model {
 	struct gpu_pool spare[GPU_POOLS_MAX];
 	uint32_t nspare;
 	uint64_t spare_of;            /* the version whose pools they were */
+	/* the plan of the last version retired (its model's headers, rules
+	 * and plan; no pools), which the next update session takes for its
+	 * N+1 instead of reading the headers again when the files have not
+	 * changed since (model/versions.c); planned.model.path NULL: none */
+	struct wcd_version planned;
+	uint64_t planned_gen;         /* counts the changes of planned */
 };
 
 struct wcd {

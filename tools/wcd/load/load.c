@@ -77,12 +77,20 @@ static void step_done(const char *what, uint64_t *t)
 
 int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 {
+	bool reused;
+
+	return load_prepare_again(d, v, NULL, &reused, err);
+}
+
+int load_prepare_again(struct wcd *d, struct wcd_version *v,
+		       struct wcd_version *again, bool *reused, char *err)
+{
 	uint64_t t0 = rx_now_ns();
 	int ret;
 
 	/* headers, the quantization gate (before anything is planned or
 	 * loaded), the layout and the packed plan, off the loop (prep.c) */
-	ret = ld_prepare_bounded(d, v, err);
+	ret = ld_prepare_bounded(d, v, again, reused, err);
 	if (ret)
 		return ret;
 	if (v->plan.npools > GPU_POOLS_MAX)
@@ -112,8 +120,10 @@ int load_prepare(struct wcd *d, struct wcd_version *v, char *err)
 		return base_errf(err, -ret, "cannot encode the identity: %s",
 			       strerror(-ret));
 	v->phases.parse_s = clock_ns_secs(rx_now_ns() - t0);
-	log_info("phase parse: %.3f s: %u shards, %u tensors for this rank (tp rank %u of %u, pp rank %u of %u), %" PRIu64 " bytes in %u pools",
-		 v->phases.parse_s, v->model.nshards, v->plan.ntensors,
+	log_info("phase parse: %.3f s%s: %u shards, %u tensors for this rank (tp rank %u of %u, pp rank %u of %u), %" PRIu64 " bytes in %u pools",
+		 v->phases.parse_s,
+		 *reused ? " (the plan kept from before: its files unchanged)" : "",
+		 v->model.nshards, v->plan.ntensors,
 		 d->o.tp_rank, d->o.tp_size, d->o.pp_rank, d->o.pp_size,
 		 v->plan.total_bytes, v->plan.npools);
 	return 0;

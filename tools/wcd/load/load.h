@@ -34,6 +34,12 @@
 
 /* load.c: parse + plan (no I/O on tensor data), then the load. */
 int load_prepare(struct wcd *d, struct wcd_version *v, char *err);
+/* load_prepare, given again, a plan kept from before (version_planned):
+ * when its files and layout are as they were, its model, rules and plan
+ * move into v (*reused true, again emptied) instead of being read and
+ * made again (prep.c); the identity is computed either way. */
+int load_prepare_again(struct wcd *d, struct wcd_version *v,
+		       struct wcd_version *again, bool *reused, char *err);
 int load_run(struct wcd *d, struct wcd_version *v, char *err);
 /* Creates v's pools as planned (v->npools counts those made); no check of
  * free memory (the callers word that differently). */

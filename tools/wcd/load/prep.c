@@ -15,6 +15,12 @@
  * made or the daemon is stopping. A thread that never returns is left
  * behind: the box it fills is freed by whichever of the two lets go of it
  * last. Costs: one thread and one eventfd per load.
+ *
+ * Given the plan kept from before (an update session's open: the version
+ * retired last, version_planned), the thread first checks whether its
+ * files and layout are as they were (prep_again: a stat a file, the
+ * layout's small files read again); if so it reads and plans nothing,
+ * and the loop moves that plan into the new version.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +60,16 @@ struct prep_box {
 	bool flat;
 	char err[BASE_ERR_LEN];
 	int ret;
+	/* the plan kept from before (load_prepare_again), as copies: its
+	 * files and their stamps, its model's real path and architecture,
+	 * its layout's hash; reused when the thread finds them unchanged,
+	 * else why not */
+	struct model_files again;
+	char *again_path;
+	char again_arch[MODEL_ARCH_MAX];
+	uint8_t again_rules[BASE_HASH_LEN];
+	bool reused;
+	char again_why[BASE_ERR_LEN];
 	int stage;                    /* __atomic: enum prep_stage */
 	int efd;                      /* written by the thread at each stage */
 	int refs;                     /* __atomic: the thread and the loop */
@@ -70,6 +86,8 @@ static void box_put(struct prep_box *b)
 		plan_rules_free(&b->rules);
 		model_close(&b->m);
 	}
+	model_files_free(&b->again);
+	free(b->again_path);
 	close(b->efd);
 	free(b);
 }
@@ -95,7 +113,7 @@ void ld_test_stall(const char *path, const char *point)
 
 /* The layout: --layout FILE, else the architecture's preset (none at tp 1
  * and ep 1, or with --rules: everything replicated), then --rules FILE. */
-static int prep_rules(struct prep_box *b, char *err)
+static int prep_rules(struct prep_box *b, const char *arch, char *err)
 {
 	char perr[BASE_ERR_LEN];
 	int ret;
@@ -107,7 +125,7 @@ static int prep_rules(struct prep_box *b, char *err)
 		if (ret)
 			return ret;
 	} else {
-		ret = plan_rules_preset(&b->rules, b->m.cfg.arch, perr);
+		ret = plan_rules_preset(&b->rules, arch, perr);
 		if (ret == -ENOTSUP) {
 			if ((b->pp.tp_size > 1 || b->pp.ep_size > 1) &&
 			    !b->rules_file[0])
@@ -116,7 +134,7 @@ static int prep_rules(struct prep_box *b, char *err)
 			b->rules.vocab_pad = -1;
 			snprintf(b->note, sizeof(b->note),
 				 "no split preset for architecture '%s'%s",
-				 b->m.cfg.arch,
+				 arch,
 				 b->rules_file[0] ? "; using the rules file only" :
 						    "; every tensor is replicated (tp 1)");
 		} else if (ret) {
@@ -140,7 +158,7 @@ static int prep_plan(struct prep_box *b, char *err)
 	if (ret)
 		return ret;
 	ld_test_stall(b->path, "plan");
-	ret = prep_rules(b, err);
+	ret = prep_rules(b, b->m.cfg.arch, err);
 	if (!ret)
 		ret = plan_build_params(&b->plan, &b->m, &b->rules, &b->pp, err);
 	if (!ret)
@@ -162,10 +180,46 @@ static void stage_done(struct prep_box *b, enum prep_stage s)
 		b->ret = b->ret ? b->ret : -EIO;
 }
 
+/* Whether the plan kept from before is what reading the headers and the
+ * layout again would make: the same real path, every file as it was, the
+ * layout (its files read again: small) of the same hash. Why not in
+ * again_why. */
+static bool prep_again(struct prep_box *b)
+{
+	char *rp = realpath(b->path, NULL);
+	bool same;
+
+	if (!rp || strcmp(rp, b->again_path)) {
+		snprintf(b->again_why, sizeof(b->again_why),
+			 "the model's path names %.200s now, not %.200s",
+			 rp ? rp : "nothing", b->again_path);
+		free(rp);
+		return false;
+	}
+	free(rp);
+	if (!model_files_same(&b->again, b->again_why, sizeof(b->again_why)))
+		return false;
+	if (prep_rules(b, b->again_arch, b->again_why))
+		return false;
+	same = !memcmp(b->rules.hash, b->again_rules, BASE_HASH_LEN);
+	plan_rules_free(&b->rules);
+	if (!same)
+		snprintf(b->again_why, sizeof(b->again_why),
+			 "the layout's files changed");
+	return same;
+}
+
 static void *prep_thread(void *arg)
 {
 	struct prep_box *b = arg;
 
+	if (b->again_path && prep_again(b)) {
+		b->reused = true;
+		stage_done(b, PREP_READ);
+		stage_done(b, PREP_PLANNED);
+		box_put(b);
+		return NULL;
+	}
 	ld_test_stall(b->path, "open");
 	b->ret = model_open(&b->m, b->path, b->err);
 	ld_test_stall(b->path, "parsed");
@@ -209,7 +263,8 @@ static bool wait_stage(struct wcd *d, struct prep_box *b, enum prep_stage s,
 	return true;
 }
 
-static struct prep_box *box_new(struct wcd *d, char *err)
+static struct prep_box *box_new(struct wcd *d, const struct wcd_version *again,
+				 char *err)
 {
 	struct prep_box *b = calloc(1, sizeof(*b));
 	const char *flat = fault_str(FAULT_PACK);
@@ -236,20 +291,30 @@ static struct prep_box *box_new(struct wcd *d, char *err)
 	 * whole (plan_pack_flat), to test that a handover between the two
 	 * packings is refused */
 	b->flat = flat && !strcmp(flat, "flat");
+	/* out of memory for the copies: read again, as without one */
+	if (again && !model_files_of(&again->model, &b->again)) {
+		b->again_path = strdup(again->model.path);
+		snprintf(b->again_arch, sizeof(b->again_arch), "%s",
+			 again->model.cfg.arch);
+		memcpy(b->again_rules, again->rules.hash, BASE_HASH_LEN);
+	}
 	b->refs = 2;
 	b->efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (b->efd < 0) {
 		base_errf(err, errno, "eventfd: %s", strerror(errno));
+		model_files_free(&b->again);
+		free(b->again_path);
 		free(b);
 		return NULL;
 	}
 	return b;
 }
 
-int ld_prepare_bounded(struct wcd *d, struct wcd_version *v, char *err)
+int ld_prepare_bounded(struct wcd *d, struct wcd_version *v,
+		       struct wcd_version *again, bool *reused, char *err)
 {
-	struct prep_box *b = box_new(d, err);
-	uint64_t ms = d->o.read_timeout_ms;
+	struct prep_box *b = box_new(d, again, err);
+	uint64_t ms = d->o.read_timeout_ms, gen = d->model.planned_gen;
 	pthread_attr_t at;
 	pthread_t th;
 	int ret = 0;
@@ -262,8 +327,8 @@ int ld_prepare_bounded(struct wcd *d, struct wcd_version *v, char *err)
 	ret = pthread_create(&th, &at, prep_thread, b);
 	pthread_attr_destroy(&at);
 	if (ret) {
-		close(b->efd);
-		free(b);
+		b->refs = 1;              /* no thread: the last reference */
+		box_put(b);
 		return base_errf(err, ret, "cannot start the header reader: %s",
 			       strerror(ret));
 	}
@@ -290,7 +355,28 @@ int ld_prepare_bounded(struct wcd *d, struct wcd_version *v, char *err)
 	ret = b->ret;
 	if (b->note[0])
 		log_info("%s", b->note);
-	if (ret) {
+	if (again && !ret && !b->reused)
+		log_info("the plan kept from before is not reused: %s",
+			  b->again_path ? b->again_why : "out of memory");
+	*reused = !ret && b->reused;
+	if (*reused && gen != d->model.planned_gen) {
+		/* again was freed or replaced while the loop turned (no
+		 * update retires a version during another's open today):
+		 * read the headers after all */
+		box_put(b);
+		return ld_prepare_bounded(d, v, NULL, reused, err);
+	}
+	if (*reused) {
+		/* the files were as they were: again's model, rules and plan
+		 * are what this load would have read and made */
+		v->model = again->model;
+		v->rules = again->rules;
+		v->plan = again->plan;
+		memset(&again->model, 0, sizeof(again->model));
+		memset(&again->rules, 0, sizeof(again->rules));
+		memset(&again->plan, 0, sizeof(again->plan));
+		d->model.planned_gen++;
+	} else if (ret) {
 		base_errf(err, ret, "%s", b->err);
 	} else {
 		v->model = b->m;

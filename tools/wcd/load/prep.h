@@ -9,8 +9,11 @@
  * the layout and builds and packs this rank's plan into v->model,
  * v->rules and v->plan, all on a thread of its own while d's loop turns
  * (--read-timeout bounds the header reads; the plan has no deadline; a
- * stopping daemon gives up at once: -ECANCELED). */
-int ld_prepare_bounded(struct wcd *d, struct wcd_version *v, char *err);
+ * stopping daemon gives up at once: -ECANCELED). again (may be NULL): a
+ * plan kept from before (its model, rules and plan), moved into v instead,
+ * *reused true, when its files and layout are unchanged (prep.c). */
+int ld_prepare_bounded(struct wcd *d, struct wcd_version *v,
+		       struct wcd_version *again, bool *reused, char *err);
 /* Test hook (test/wcd/rel_hung.sh, test/wcd/rel_truncated.sh, test/wcd/life_plan.sh):
  * WCD_TEST_STALL_FIFO names a FIFO and WCD_TEST_STALL_DIR a model
  * directory whose load then blocks on that FIFO (a pipe-backed stand-in

@@ -141,12 +141,42 @@ bool version_spare_take(struct wcd *d, struct wcd_version *nv)
 	return true;
 }
 
+struct wcd_version *version_planned(struct wcd *d)
+{
+	struct wcd_version *pv = &wcd_model(d)->planned;
+
+	return pv->model.path ? pv : NULL;
+}
+
+void version_planned_free(struct wcd *d)
+{
+	wcd_model(d)->planned_gen++;
+	load_version_free(d, &wcd_model(d)->planned);
+}
+
+/* v's model, rules and plan become the planned (the last ones freed). */
+static void plan_keep(struct wcd *d, struct wcd_version *v)
+{
+	struct wcd_version *pv = &wcd_model(d)->planned;
+
+	if (!v->model.path)
+		return;
+	version_planned_free(d);
+	pv->model = v->model;
+	pv->rules = v->rules;
+	pv->plan = v->plan;
+	memset(&v->model, 0, sizeof(v->model));
+	memset(&v->rules, 0, sizeof(v->rules));
+	memset(&v->plan, 0, sizeof(v->plan));
+}
+
 void version_retire(struct wcd *d, struct wcd_version *v)
 {
 	WC_ASSERT(v != wcd_current(d) || !v->used);
 	WC_ASSERT(!v->leases);
 	if (v->keep_spare)
 		spare_keep(d, v);
+	plan_keep(d, v);
 	load_version_free(d, v);
 }
 

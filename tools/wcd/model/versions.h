@@ -17,6 +17,7 @@
  *   retire                  version_retire() (into the spare when the
  *                           version's keep_spare is set)
  *   the spare               version_spare_take(), version_spare_free()
+ *   the planned             version_planned(), version_planned_free()
  *
  * Invariant (WC_ASSERT): ver[i].leases equals the number of client leases
  * on i; only a version that is not current and has no lease is retired.
@@ -64,8 +65,9 @@ void version_publish(struct wcd *d, int vi, struct version_published *out);
  * 4.5-10 ms on an H200, which a trainer's commit need not wait for. */
 void version_publish_defer(struct wcd *d, int vi,
 			   struct version_published *out);
-/* Frees version v's pools and plan (no lease may hold it); with
- * v->keep_spare its device pools become the model's spare instead. */
+/* Frees version v's pools (no lease may hold it) and keeps its model,
+ * rules and plan as the planned (below); with v->keep_spare its device
+ * pools become the model's spare instead. */
 void version_retire(struct wcd *d, struct wcd_version *v);
 
 /*
@@ -91,6 +93,20 @@ bool version_spare_take(struct wcd *d, struct wcd_version *nv);
 uint64_t version_spare_bytes(const struct wcd *d);
 /* Frees the spare, if any; why names the reason, for the log. */
 void version_spare_free(struct wcd *d, const char *why);
+
+/*
+ * The planned: a version's retirement keeps its model (the headers read),
+ * rules and plan, freeing the last ones kept. An update session's open
+ * hands them to load_prepare_again, which moves them into N+1 when the
+ * files and the layout they were read from are as they were (a few stat
+ * calls and the layout files read again), instead of reading every shard
+ * header and planning again: 3-5 ms of llama-8b's open on the H200's host,
+ * more the more shards and tensors.
+ */
+/* The planned version (only its model, rules and plan are set), or NULL. */
+struct wcd_version *version_planned(struct wcd *d);
+/* Frees the planned model, rules and plan, if any. */
+void version_planned_free(struct wcd *d);
 
 /* Free bytes on the device: the backend's mem_info, or MemAvailable of
  * /proc/meminfo on the host backend. WCD_MEMINFO names another file in

@@ -47,7 +47,9 @@
  * end (life_busy words the refusal of UPDATE and SLEEP then).
  *
  * Open: N+1's plan is made from the served directory's headers as a load
- * makes it (load_prepare: a few small reads, no tensor bytes), and must
+ * makes it (load_prepare: a few small reads, no tensor bytes), or is the
+ * plan of the version retired last while those files are unchanged
+ * (load_prepare_again, version_planned), and must
  * equal N's layout (names, dtypes, shapes) unless the trainer allows a
  * layout change; its pools are created as a load creates them
  * (load_pools_alloc; fresh memfds read as zeros, device pools' padded

@@ -185,6 +185,7 @@ void push_open_request(struct wcd_client *c, const uint8_t *pl, uint32_t n)
 	p->bytes = 0;
 	p->kept = 0;
 	p->spare = false;
+	p->plan_kept = false;
 	p->let_go = false;
 	p->prepared_ns = 0;
 	p->session = p->next_session++;
@@ -226,7 +227,7 @@ static int open_version(struct wcd *d, struct wcd_push *p,
 
 	memset(nv, 0, sizeof(*nv));
 	t = rx_now_ns();
-	ret = load_prepare(d, nv, err);
+	ret = load_prepare_again(d, nv, version_planned(d), &p->plan_kept, err);
 	if (!ret && wcd_stopping(d))
 		ret = base_errf(err, ECANCELED, "the daemon is stopping");
 	if (ret) {
@@ -373,12 +374,13 @@ bool push_open_job(struct wcd *d)
 		return true;
 	}
 	open_reply(d, p, c, id);
-	log_info("update session %" PRIu64 " of pid %d (uid %u) open: version %" PRIu64 " %s %" PRIu64 ", %u tensors, %" PRIu64 " bytes in %u pools%s, commit within %u ms; opened in %.3f ms (plan %.3f ms, pools %.3f ms)",
+	log_info("update session %" PRIu64 " of pid %d (uid %u) open: version %" PRIu64 " %s %" PRIu64 ", %u tensors, %" PRIu64 " bytes in %u pools%s, commit within %u ms; opened in %.3f ms (plan %.3f ms%s, pools %.3f ms)",
 		 p->session, (int)p->pid, (unsigned)p->uid, p->base + 1,
 		 p->in_place ? "in place of" : "beside", p->base,
 		 p->ntensors, p->bytes, nv->npools,
 		 p->spare ? " (the spare's)" : "", p->timeout_ms,
 		 (double)(rx_now_ns() - p->t0) / 1e6,
-		 (double)ns[0] / 1e6, (double)ns[1] / 1e6);
+		 (double)ns[0] / 1e6, p->plan_kept ? ", kept" : "",
+		 (double)ns[1] / 1e6);
 	return true;
 }

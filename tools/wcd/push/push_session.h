@@ -93,6 +93,8 @@ struct wcd_push {
 	bool in_place, direct;
 	/* the open took the model's spare as N+1's pools (versions.h) */
 	bool spare;
+	/* the open took the plan kept from before (version_planned) */
+	bool plan_kept;
 	/* the trainer sent ABORT (its pools unmapped): a beside N+1 that
 	 * came from the spare, or whose session asked to keep one, goes back
 	 * to the spare; any other end frees it (a trainer past its deadline
