@@ -20,6 +20,8 @@ the checkpoint a CUDA wcd serves (wcgen llama-8b: 291 bf16 tensors, 16 GB):
             tensors in name order (layer 0's norm and MLP, so its 224 MiB
             gate_up view is hashed again), and partial-attn: the attention
             projections of the first layers (a merged LoRA on attention)
+  partial-spare
+            the same with keep_spare=True (an RL loop's setting)
   inplace   update_from(in_place=True) of every tensor, no engine attached
             (the served pools written; hashes included); target <= 2x floor
   inplace-partial
@@ -119,7 +121,7 @@ def push_phases(conn, sd, flags=0):
     """update_from's steps one by one (_push.py's own calls): seconds of
     open, of the writes queued, of commit (the copies' wait, the daemon's
     seal, hash and publish), and the daemon's seal+hash seconds. flags:
-    wc_push_open's (8: keep_spare)."""
+    wc_push_open's (2: partial, 4: in place, 8: keep_spare)."""
     import ctypes
     from wcache import _lib, _push
     from wcache._lib import lib
@@ -138,6 +140,16 @@ def push_phases(conn, sd, flags=0):
     t3 = time.perf_counter()
     return {"open_s": t1 - t0, "writes_s": t2 - t1, "commit_s": t3 - t2,
             "daemon_seal_hash_s": r.verify_seconds}
+
+
+def phases(row, conn, sd, flags=0):
+    """One more round in push_phases's steps, printed under row's line
+    and kept in it (flags: wc_push_open's: 2 partial, 4 in place, 8
+    keep_spare)."""
+    ph = push_phases(conn, sd, flags)
+    print("             phases: " + ", ".join("%s %.2f ms" % (k[:-2], v * 1e3)
+                                               for k, v in ph.items()), flush=True)
+    row["phases_ms"] = {k[:-2]: v * 1e3 for k, v in ph.items()}
 
 
 ENGINE = r"""
@@ -294,19 +306,13 @@ def main():
     conn = wcache.connect(device=a.device, runtime_dir=a.runtime_dir)
     push = timed(lambda: conn.update_from(sd), a.rounds)
     rows.append(summary("push", push, f_med, 3 * f_med))
-    ph = push_phases(conn, sd)
-    print("             phases: " + ", ".join("%s %.2f ms" % (k[:-2], v * 1e3)
-                                               for k, v in ph.items()), flush=True)
-    rows[-1]["phases_ms"] = {k[:-2]: v * 1e3 for k, v in ph.items()}
+    phases(rows[-1], conn, sd)
     # keep_spare (an RL loop's updates): each open takes the pools the
     # last commit retired, instead of freeing 16 GB then creating 16 GB
     push = timed(lambda: conn.update_from(sd, keep_spare=True), a.rounds)
     rows.append(summary("push-spare", push, f_med, 3 * f_med))
-    ph = push_phases(conn, sd, 8)
-    print("             phases: " + ", ".join("%s %.2f ms" % (k[:-2], v * 1e3)
-                                               for k, v in ph.items()), flush=True)
-    rows[-1]["phases_ms"] = {k[:-2]: v * 1e3 for k, v in ph.items()}
-    ph = push_phases(conn, sd)       # the last one frees the spare
+    phases(rows[-1], conn, sd, 8)
+    push_phases(conn, sd)            # the last one frees the spare
     afloor = floor_of(sd, attn, a.rounds)
     af_med = statistics.median(afloor)
     rows.append(summary("floor-attn", afloor))
@@ -314,6 +320,15 @@ def main():
     for tag, changed, fm in sets:
         partial = timed(lambda: conn.update_from(changed, partial=True), a.rounds)
         rows.append(summary("partial" + tag, partial, fm, 3 * fm + 2e-3))
+        phases(rows[-1], conn, changed, 2)
+    # the same with keep_spare, as an RL loop that changes a few layers
+    # each step runs it: the pools the last commit retired are N+1's
+    for tag, changed, fm in sets:
+        partial = timed(lambda: conn.update_from(changed, partial=True, keep_spare=True),
+                        a.rounds)
+        rows.append(summary("partial-spare" + tag, partial, fm, 3 * fm + 2e-3))
+        phases(rows[-1], conn, changed, 2 | 8)
+    push_phases(conn, sd)            # the last one frees the spare
     if "inplace" not in skip:
         # no engine holds a lease here: the session writes the served pools
         inpl = timed(lambda: conn.update_from(sd, in_place=True), a.rounds)
@@ -322,6 +337,7 @@ def main():
             ipart = timed(lambda: conn.update_from(changed, partial=True, in_place=True),
                           a.rounds)
             rows.append(summary("inplace-partial" + tag, ipart, fm, 3 * fm + 2e-3))
+            phases(rows[-1], conn, changed, 2 | 4)
     conn.close()
     if "ipc" not in skip:
         for label, b in (("ipc-512M", 512 << 20), ("ipc-2G", 2 << 30)):

@@ -85,7 +85,8 @@ int ready_args_split(const char *s, char *store, size_t cap, char **words,
 		     unsigned max);
 
 /* Blocking helpers: read and parse a file (-ENOENT when absent); write
- * atomically through path.tmp.PID + rename, mode 0600. */
+ * atomically through path.tmp.PID + rename, mode 0600 (atomic for
+ * readers; no fsync: nothing needs the file after a machine's crash). */
 int ready_read_file(struct ready_info *r, const char *path, char *err);
 int ready_write_file(const struct ready_info *r, const char *path, char *err);
 
