@@ -838,6 +838,48 @@ def test_open_keeps_the_plan_while_the_files_are_unchanged(tmp_path):
         assert served == hashes(rs.ranks[0])
 
 
+def memfd_maps():
+    """This process's mappings of a daemon's memfd pools."""
+    with open("/proc/self/maps") as f:
+        return sum("wcache-pool" in ln for ln in f)
+
+
+def test_a_session_maps_only_the_pools_it_writes(tmp_path):
+    """The trainer maps a pool of N+1 at the first write into it: a partial
+    update of one tensor maps one of wcgen tiny's 1 MiB pools, not all of
+    them (open mapped every pool before), and unmaps it at the commit."""
+    import ctypes
+    from wcache import _lib, _push
+    from wcache._lib import lib
+    m = str(tmp_path / "tiny")
+    subprocess.run([os.path.join(daemon.BIN, "wcgen"), "tiny", "--out", m], check=True,
+                   capture_output=True)
+    with daemon.Ranks(m, [["--pool-size", "1M"]]) as rs:
+        r = rs.ranks[0]
+        with connect(r) as c:
+            served = c.attach(m)
+            name = "model.layers.1.mlp.down_proj.weight"
+            new = served[name].clone() + 1
+            npools = len({t.pool for t in served.manifest})
+            served.close()
+            assert npools > 4, npools
+            assert memfd_maps() == 0
+            p = _push._open(c, 2, 0, 0)           # partial
+            try:
+                assert memfd_maps() == 0
+                _push._write(c, p, name, _push._source(name, new))
+                assert memfd_maps() == 1
+            except BaseException:
+                lib.wc_push_abort(p, None)
+                raise
+            res = _lib.new(_lib.WcLifeResult)
+            _push._call(c, lib.wc_push_commit, p, ctypes.byref(res))
+            assert memfd_maps() == 0
+            after = c.attach(m)
+            assert torch.equal(after[name].view(torch.int16), new.view(torch.int16))
+            after.close()
+
+
 def test_open_reads_again_when_the_layout_file_changed(tmp_path):
     """The kept plan is only as good as the layout it was made with: wcd
     --layout FILE edited between two sessions (the padding multiple) makes

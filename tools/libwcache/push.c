@@ -2,7 +2,8 @@
 /*
  * libwcache: an update session (wc_push_*), a trainer writing version N+1
  * from its own memory (proto/wire/wire_push.h). Open receives N+1's pools
- * (writable, this connection's alone) and maps them; PUSH_PLAN pages say
+ * (writable, this connection's alone), each mapped at the first write
+ * into it; PUSH_PLAN pages say
  * where each checkpoint tensor's pieces go; each write copies one whole
  * tensor's pieces into the mappings (host: memcpy row by row; cuda: one
  * 2-D copy per piece, the backend's copy_to_mapping, queued on the
@@ -48,8 +49,13 @@ struct wc_push {
 	uint32_t timeout_ms;
 	uint32_t npools;
 	struct wire_pool pools[WIRE_PUSH_POOLS_MAX];
+	/* a pool is mapped at the first write into it (pool_map): fd[i]
+	 * its descriptor until then (-1: none, or mapped); unmapped once the
+	 * commit or the abort let go of every mapping */
+	int fd[WIRE_PUSH_POOLS_MAX];
 	struct gpu_mapping maps[WIRE_PUSH_POOLS_MAX];
-	uint32_t nmapped;
+	bool mapped[WIRE_PUSH_POOLS_MAX];
+	bool unmapped;
 	uint32_t ntensors;
 	struct push_tensor *t;
 	uint32_t *by_name;           /* indices sorted by name */
@@ -104,9 +110,15 @@ static int stream_note(struct wc_push *p, void *stream, int src_dev,
 static void push_unmap(struct wc_push *p)
 {
 	streams_sync(p, NULL);
-	for (uint32_t i = 0; i < p->nmapped; i++)
-		p->c->dev.be->unimport(&p->c->dev, &p->maps[i]);
-	p->nmapped = 0;
+	for (uint32_t i = 0; i < p->npools; i++) {
+		if (p->mapped[i])
+			p->c->dev.be->unimport(&p->c->dev, &p->maps[i]);
+		p->mapped[i] = false;
+		if (p->fd[i] >= 0)
+			close(p->fd[i]);
+		p->fd[i] = -1;
+	}
+	p->unmapped = true;
 }
 
 static void push_free(struct wc_push *p)
@@ -250,9 +262,10 @@ static int by_name_cmp(const void *a, const void *b, void *arg)
 		      p->t[*(const uint32_t *)b].name);
 }
 
-/* The pools of the PUSH_OPEN reply in f, imported writable. */
-static int pools_map(struct wc_push *p, struct wire_push_opened *r,
-		     struct wc_frame *f, struct wc_error *err)
+/* The pools of the PUSH_OPEN reply in f: checked, their descriptors
+ * taken from the frame, none mapped yet (pool_map). */
+static int pools_take(struct wc_push *p, struct wire_push_opened *r,
+		      struct wc_frame *f, struct wc_error *err)
 {
 	struct wc_conn *c = p->c;
 	char e[BASE_ERR_LEN];
@@ -271,16 +284,42 @@ static int pools_map(struct wc_push *p, struct wire_push_opened *r,
 			return wc__fail(err, EBADMSG, "pool %u of the daemon at %s has export kind %u but %s descriptor",
 					i, c->sock, pl->export_kind,
 					fd >= 0 ? "a" : "no");
-		ret = c->dev.be->import(&c->dev, fd,
-					fd >= 0 ? NULL : pl->handle,
-					pl->alloc_size, true, NULL,
-					&p->maps[i], e);
-		if (ret)
-			return wc__fail(err, -ret, "mapping pool %u (%llu bytes) of the update session writable failed: %s",
-					i, (unsigned long long)pl->alloc_size,
-					e);
-		p->nmapped = i + 1;
+		if (fd >= 0 && p->fd[i] < 0) {   /* ours now, not the frame's */
+			p->fd[i] = fd;
+			f->fds[pl->fd_index] = -1;
+		} else if (fd >= 0) {
+			return wc__fail(err, EBADMSG, "the daemon at %s sent one descriptor for two pools of the update session",
+					c->sock);
+		}
 	}
+	return 0;
+}
+
+/* Pool i, imported writable at the first write into it: a session that
+ * writes a few tensors (a partial update) maps the pools they lie in,
+ * not the whole model (each a few hundred microseconds to map and to
+ * unmap on CUDA). */
+static int pool_map(struct wc_push *p, uint32_t i,
+		    const struct gpu_mapping **out, struct wc_error *err)
+{
+	const struct wire_pool *pl = &p->pools[i];
+	struct wc_conn *c = p->c;
+	char e[BASE_ERR_LEN];
+	int ret;
+
+	*out = &p->maps[i];
+	if (p->mapped[i])
+		return 0;
+	ret = c->dev.be->import(&c->dev, p->fd[i],
+				p->fd[i] >= 0 ? NULL : pl->handle,
+				pl->alloc_size, true, NULL, &p->maps[i], e);
+	if (ret)
+		return wc__fail(err, -ret, "mapping pool %u (%llu bytes) of the update session writable failed: %s",
+				i, (unsigned long long)pl->alloc_size, e);
+	p->mapped[i] = true;
+	if (p->fd[i] >= 0)
+		close(p->fd[i]);
+	p->fd[i] = -1;
 	return 0;
 }
 
@@ -320,6 +359,8 @@ int wc_push_open(struct wc_conn *c, unsigned flags, uint64_t base_version,
 	if (!p)
 		return wc__fail(err, ENOMEM, "out of memory");
 	p->c = c;
+	for (uint32_t i = 0; i < WIRE_PUSH_POOLS_MAX; i++)
+		p->fd[i] = -1;
 	id = c->next_id++;
 	wire_frame_begin(&c->w, WIRE_PUSH_OPEN, 0, id);
 	wire_push_open_put(&c->w, &q);
@@ -343,7 +384,7 @@ int wc_push_open(struct wc_conn *c, unsigned flags, uint64_t base_version,
 	p->timeout_ms = r.timeout_ms;
 	p->npools = r.npools;
 	p->ntensors = r.tensors;
-	ret = pools_map(p, &r, &f, err);
+	ret = pools_take(p, &r, &f, err);
 	wc__frame_release(&f);
 	if (ret)
 		goto out_abort;
@@ -436,13 +477,16 @@ static int tensor_copy(struct wc_push *p, const struct push_tensor *t,
 		       struct wc_error *err)
 {
 	const struct gpu_backend *be = p->c->dev.be;
-	const struct gpu_mapping *m = &p->maps[t->pool];
+	const struct gpu_mapping *m;
 	bool host = be == &gpu_host_backend;
 	int ret;
 
 	if (!host && (!be->copy_to_mapping || !be->stream_sync))
 		return wc__fail(err, ENOTSUP, "the %s backend cannot write into the session's pools here: push to a host or CUDA device",
 				be->name);
+	ret = pool_map(p, t->pool, &m, err);
+	if (ret)
+		return ret;
 	if (!host) {
 		ret = stream_note(p, stream, src_dev, err);
 		if (ret)
@@ -523,7 +567,7 @@ int wc_push_write_dev(struct wc_push *p, const char *name, const char *dtype,
 	if (t->written)
 		return wc__fail(err, EEXIST, "tensor '%s' was already written in this session: write each tensor once (abort and open a new session to start over)",
 				name);
-	if (p->nmapped != p->npools)
+	if (p->unmapped)
 		return wc__fail(err, EINVAL, "the session's pools are no longer mapped (after a failed commit): abort it and open another");
 	if (!src && bytes)
 		return wc__fail(err, EINVAL, "wc_push_write: tensor '%s' has %llu bytes but no source address",
