@@ -2,7 +2,7 @@
 /* Test library (libwctest): synthetic checkpoints for the layout tests (synth_model.h). */
 #include "synth_model.h"
 
-void synth_wcgen_headers(const char *preset, const char *dir)
+void synth_wcgen(const char *preset, const char *dir, const char *args)
 {
 	const char *top = getenv("WC_TOP"), *build = getenv("BUILD");
 	char bin[1024], cmd[4096];
@@ -10,9 +10,14 @@ void synth_wcgen_headers(const char *preset, const char *dir)
 	snprintf(bin, sizeof(bin), "%s/%s/bin/wcgen", top ? top : ".",
 		 build ? build : "build");
 	T_SKIP_IF(access(bin, X_OK), "%s not built", bin);
-	snprintf(cmd, sizeof(cmd), "'%s' %s --out '%s' --headers-only >/dev/null",
-		 bin, preset, dir);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s' && '%s' %s --out '%s' %s >/dev/null",
+		 dir, bin, preset, dir, args ? args : "");
 	T_EQ_INT(system(cmd), 0);
+}
+
+void synth_wcgen_headers(const char *preset, const char *dir)
+{
+	synth_wcgen(preset, dir, "--headers-only");
 }
 
 void synth_add(struct synth *s, const char *dtype, unsigned esize,

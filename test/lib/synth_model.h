@@ -18,8 +18,11 @@
 
 #include "t.h"
 
-/* Writes wcgen's PRESET into dir with --headers-only (the shapes, no
- * data: any size costs nothing); skips (77) where wcgen is not built. */
+/* Writes wcgen's PRESET into dir (removed first) with args (may be NULL),
+ * the built wcgen of $WC_TOP/$BUILD; skips (77) where it is not built. */
+void synth_wcgen(const char *preset, const char *dir, const char *args);
+/* synth_wcgen with --headers-only (the shapes, no data: any size costs
+ * nothing). */
 void synth_wcgen_headers(const char *preset, const char *dir);
 
 struct synth_t {

@@ -17,6 +17,7 @@
 
 #include "err.h"
 #include "model.h"
+#include "synth_model.h"
 #include "t.h"
 
 static char top[64];
@@ -26,19 +27,6 @@ static void sh(const char *fmt, const char *a, const char *b)
 	char cmd[2048];
 
 	snprintf(cmd, sizeof(cmd), fmt, a, b);
-	T_EQ_INT(system(cmd), 0);
-}
-
-static void gen(const char *dir, const char *extra)
-{
-	const char *wc = getenv("WC_TOP"), *build = getenv("BUILD");
-	char bin[1024], cmd[4096];
-
-	snprintf(bin, sizeof(bin), "%s/%s/bin/wcgen", wc ? wc : ".",
-		 build ? build : "build");
-	T_SKIP_IF(access(bin, X_OK), "%s not built", bin);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s' && '%s' tiny --out '%s' %s >/dev/null",
-		 dir, bin, dir, extra);
 	T_EQ_INT(system(cmd), 0);
 }
 
@@ -122,12 +110,12 @@ int main(void)
 	snprintf(top, sizeof(top), "/tmp/wct_model.XXXXXX");
 	T_ASSERT(mkdtemp(top));
 	snprintf(dir, sizeof(dir), "%s/m", top);
-	gen(dir, "--shard-size 4MB");
+	synth_wcgen("tiny", dir, "--shard-size 4MB");
 	check_good(dir);
 
 	/* Single file, no index: and the file itself. */
 	snprintf(one, sizeof(one), "%s/one", top);
-	gen(one, "");
+	synth_wcgen("tiny", one, "");
 	T_OK(model_open(&m, one, err));
 	T_ASSERT(!m.has_index);
 	T_EQ_INT(m.nshards, 1);
@@ -146,28 +134,28 @@ int main(void)
 	unlink(b);
 
 	/* Index maps a tensor to the wrong shard. */
-	gen(dir, "--shard-size 4MB");
+	synth_wcgen("tiny", dir, "--shard-size 4MB");
 	edit_index(dir, "model.norm.weight", "model-00001-of-00003.safetensors");
 	expect_fail(dir, "maps tensor 'model.norm.weight' to model-00001-of-00003.safetensors, but it is in model-00002-of-00003.safetensors",
 		    MODEL_INDEX_NAME);
 	/* Index names a tensor no shard has. */
-	gen(dir, "--shard-size 4MB");
+	synth_wcgen("tiny", dir, "--shard-size 4MB");
 	edit_index(dir, "model.ghost.weight", "model-00002-of-00003.safetensors");
 	expect_fail(dir, "maps tensor 'model.ghost.weight' to model-00002-of-00003.safetensors, but that shard does not contain it", NULL);
 	/* A shard tensor the index does not map. */
-	gen(dir, "--shard-size 4MB");
+	synth_wcgen("tiny", dir, "--shard-size 4MB");
 	edit_index(dir, "model.norm.weight", NULL);
 	expect_fail(dir, "tensor 'model.norm.weight' of shard model-00002-of-00003.safetensors is not in the weight_map", NULL);
 	/* Index names a shard that is not there. */
-	gen(dir, "--shard-size 4MB");
+	synth_wcgen("tiny", dir, "--shard-size 4MB");
 	snprintf(a, sizeof(a), "%s/model-00003-of-00003.safetensors", dir);
 	T_EQ_INT(unlink(a), 0);
 	expect_fail(dir, "model-00003-of-00003.safetensors: cannot open shard: No such file", NULL);
 	/* Index values that are not shard names. */
-	gen(dir, "--shard-size 4MB");
+	synth_wcgen("tiny", dir, "--shard-size 4MB");
 	edit_index(dir, "lm_head.weight", "../x.safetensors");
 	expect_fail(dir, "weight_map['lm_head.weight'] is '../x.safetensors', not a *.safetensors file name", NULL);
-	gen(dir, "--shard-size 4MB");
+	synth_wcgen("tiny", dir, "--shard-size 4MB");
 	edit_index(dir, "lm_head.weight", "model.bin");
 	expect_fail(dir, "weight_map['lm_head.weight'] is 'model.bin'", NULL);
 	snprintf(a, sizeof(a), "%s/%s", dir, MODEL_INDEX_NAME);
@@ -181,7 +169,7 @@ int main(void)
 	expect_fail(dir, "weight_map is missing", NULL);
 
 	/* A broken shard header names the shard. */
-	gen(dir, "--shard-size 4MB");
+	synth_wcgen("tiny", dir, "--shard-size 4MB");
 	snprintf(a, sizeof(a), "%s/model-00002-of-00003.safetensors", dir);
 	sh("printf '\\377\\377' | dd of='%s' bs=1 seek=5 conv=notrunc 2>/dev/null%s", a, "");
 	expect_fail(dir, "model-00002-of-00003.safetensors: header length", "is over the 100000000-byte limit");

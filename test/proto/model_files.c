@@ -15,6 +15,7 @@
 
 #include "err.h"
 #include "model.h"
+#include "synth_model.h"
 #include "t.h"
 
 static char top[64];
@@ -35,19 +36,6 @@ static void sh(const char *line, const char *path)
 		}
 	}
 	cmd[o] = '\0';
-	T_EQ_INT(system(cmd), 0);
-}
-
-static void gen(const char *dir, const char *extra)
-{
-	const char *wc = getenv("WC_TOP"), *build = getenv("BUILD");
-	char bin[1024], cmd[4096];
-
-	snprintf(bin, sizeof(bin), "%s/%s/bin/wcgen", wc ? wc : ".",
-		 build ? build : "build");
-	T_SKIP_IF(access(bin, X_OK), "%s not built", bin);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s' && '%s' tiny --out '%s' %s >/dev/null",
-		 dir, bin, dir, extra);
 	T_EQ_INT(system(cmd), 0);
 }
 
@@ -95,7 +83,7 @@ int main(void)
 	snprintf(one, sizeof(one), "%s/one", top);
 
 	/* sharded, with an index */
-	gen(dir, "--shard-size 4MB");
+	synth_wcgen("tiny", dir, "--shard-size 4MB");
 	expect(dir, NULL, NULL);
 	expect(dir, "cp '@/model-00003-of-00003.safetensors' '@/consolidated.safetensors'",
 	       NULL);
@@ -112,7 +100,7 @@ int main(void)
 	expect(dir, "echo '{}' >'@/config.json'", "config.json is new");
 
 	/* one file, no index: the listing counts */
-	gen(one, "");
+	synth_wcgen("tiny", one, "");
 	expect(one, NULL, NULL);
 	expect(one, "cp '@/model.safetensors' '@/more.safetensors'", "one changed (its");
 	snprintf(file, sizeof(file), "%s/model.safetensors", one);

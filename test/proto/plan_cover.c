@@ -17,20 +17,8 @@
 #include "model.h"
 #include "plan.h"
 #include "plan_check.h"
+#include "synth_model.h"
 #include "t.h"
-
-static void gen(const char *preset, const char *dir, const char *extra)
-{
-	const char *top = getenv("WC_TOP"), *build = getenv("BUILD");
-	char bin[1024], cmd[4096];
-
-	snprintf(bin, sizeof(bin), "%s/%s/bin/wcgen", top ? top : ".",
-		 build ? build : "build");
-	T_SKIP_IF(access(bin, X_OK), "%s not built", bin);
-	snprintf(cmd, sizeof(cmd), "'%s' %s --out '%s' --headers-only %s >/dev/null",
-		 bin, preset, dir, extra);
-	T_EQ_INT(system(cmd), 0);
-}
 
 /* Every rank's pieces of every tensor tile the tensor: once for a split,
  * tp times for a replicated tensor (llama-8b: 8 KV heads, no replication
@@ -108,7 +96,7 @@ int main(void)
 
 	T_ASSERT(mkdtemp(dir));
 	snprintf(path, sizeof(path), "%s/llama-8b", dir);
-	gen("llama-8b", path, "");
+	synth_wcgen_headers("llama-8b", path);
 	if (model_open(&m, path, err))
 		T_FAIL("%s", err);
 	T_EQ_INT(m.ntensors, 291);

@@ -310,6 +310,17 @@ static struct prep_box *box_new(struct wcd *d, const struct wcd_version *again,
 	return b;
 }
 
+void load_plan_move(struct wcd_version *to, struct wcd_version *from)
+{
+	WC_ASSERT(!to->model.path && !to->plan.ntensors);
+	to->model = from->model;
+	to->rules = from->rules;
+	to->plan = from->plan;
+	memset(&from->model, 0, sizeof(from->model));
+	memset(&from->rules, 0, sizeof(from->rules));
+	memset(&from->plan, 0, sizeof(from->plan));
+}
+
 int ld_prepare_bounded(struct wcd *d, struct wcd_version *v,
 		       struct wcd_version *again, bool *reused, char *err)
 {
@@ -369,12 +380,7 @@ int ld_prepare_bounded(struct wcd *d, struct wcd_version *v,
 	if (*reused) {
 		/* the files were as they were: again's model, rules and plan
 		 * are what this load would have read and made */
-		v->model = again->model;
-		v->rules = again->rules;
-		v->plan = again->plan;
-		memset(&again->model, 0, sizeof(again->model));
-		memset(&again->rules, 0, sizeof(again->rules));
-		memset(&again->plan, 0, sizeof(again->plan));
+		load_plan_move(v, again);
 		d->model.planned_gen++;
 	} else if (ret) {
 		base_errf(err, ret, "%s", b->err);

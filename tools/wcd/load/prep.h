@@ -14,6 +14,10 @@
  * *reused true, when its files and layout are unchanged (prep.c). */
 int ld_prepare_bounded(struct wcd *d, struct wcd_version *v,
 		       struct wcd_version *again, bool *reused, char *err);
+/* Moves from's model, rules and plan (no pools) into to, whose own are
+ * empty, and leaves from's empty (model/versions.c keeps a retired
+ * version's this way). */
+void load_plan_move(struct wcd_version *to, struct wcd_version *from);
 /* Test hook (test/wcd/rel_hung.sh, test/wcd/rel_truncated.sh, test/wcd/life_plan.sh):
  * WCD_TEST_STALL_FIFO names a FIFO and WCD_TEST_STALL_DIR a model
  * directory whose load then blocks on that FIFO (a pipe-backed stand-in

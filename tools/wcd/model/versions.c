@@ -17,6 +17,7 @@
 #include "model/versions.h"
 #include "serve/server.h"
 #include "load/load.h"
+#include "load/prep.h"
 #include "daemon/fault.h"
 
 int version_find(const struct wcd_model *m, uint64_t number)
@@ -162,12 +163,7 @@ static void plan_keep(struct wcd *d, struct wcd_version *v)
 	if (!v->model.path)
 		return;
 	version_planned_free(d);
-	pv->model = v->model;
-	pv->rules = v->rules;
-	pv->plan = v->plan;
-	memset(&v->model, 0, sizeof(v->model));
-	memset(&v->rules, 0, sizeof(v->rules));
-	memset(&v->plan, 0, sizeof(v->plan));
+	load_plan_move(pv, v);
 }
 
 void version_retire(struct wcd *d, struct wcd_version *v)
