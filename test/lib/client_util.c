@@ -213,6 +213,35 @@ long e2e_status_kb(pid_t pid, const char *key)
 	return kb;
 }
 
+/* AddressSanitizer's shadow on x86-64 (LowShadow to HighShadow): an
+ * ASan build maps it there; nothing else lives at those addresses. */
+#define ASAN_SHADOW_LO 0x7fff8000ull
+#define ASAN_SHADOW_HI 0x10007fff8000ull
+
+long e2e_rss_anon_kb(pid_t pid)
+{
+	long kb = e2e_status_kb(pid, "RssAnon"), shadow = 0, v;
+	unsigned long long lo = 0, hi = 0;
+	char path[64], line[512];
+	bool in = false;
+	FILE *f;
+
+	if (kb < 0)
+		return kb;
+	snprintf(path, sizeof(path), "/proc/%d/smaps", (int)pid);
+	f = fopen(path, "re");
+	T_ASSERT(f);
+	while (fgets(line, sizeof(line), f)) {
+		if (sscanf(line, "%llx-%llx ", &lo, &hi) == 2 && strchr(line, '-') &&
+		    strchr(line, '-') < strchr(line, ' '))
+			in = lo >= ASAN_SHADOW_LO && lo < ASAN_SHADOW_HI;
+		else if (in && sscanf(line, "Anonymous: %ld", &v) == 1)
+			shadow += v;
+	}
+	fclose(f);
+	return kb - shadow;
+}
+
 int e2e_fd_count(pid_t pid)
 {
 	char path[64];

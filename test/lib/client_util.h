@@ -73,13 +73,18 @@ void e2e_start_wcd(struct e2e *x, const char *const *extra);
  * the malformed-input, slow-client and handover tests). */
 int e2e_raw_connect(const char *path);
 
-/* A "Key: N kB" line of /proc/PID/status (VmRSS, RssAnon), -1 without
- * one: the memory checks of the reliability and lifecycle tests. */
 /* Appends text to path, 20 ms after the last change (so that its mtime
  * moves on file systems of coarse clocks). */
 void e2e_append(const char *path, const char *text);
 
+/* A "Key: N kB" line of /proc/PID/status (VmRSS, RssAnon), -1 without
+ * one: the memory checks of the reliability and lifecycle tests. */
 long e2e_status_kb(pid_t pid, const char *key);
+/* pid's RssAnon (kB) less what an AddressSanitizer build maps as its
+ * shadow (a byte for every 8 of memory the process ever touched, which
+ * stays after a free): the process's own anonymous memory in either
+ * build. */
+long e2e_rss_anon_kb(pid_t pid);
 
 /* Open descriptors of process pid (its /proc/PID/fd entries): the leak
  * checks of the reliability and handover tests. */

@@ -282,7 +282,7 @@ static void short_host_memory(const char *meminfo)
  * buffers are anonymous (MAP_POPULATE), the pools memfd (shmem). */
 static long rss_anon_kb(void)
 {
-	long kb = e2e_status_kb(x.wcd, "RssAnon");
+	long kb = e2e_rss_anon_kb(x.wcd);
 
 	T_ASSERT(kb >= 0);
 	return kb;

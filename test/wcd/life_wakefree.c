@@ -59,7 +59,7 @@ static const char *status_state(char *buf, size_t cap)
 
 static long rss_anon_kb(void)
 {
-	long kb = e2e_status_kb(x.wcd, "RssAnon");
+	long kb = e2e_rss_anon_kb(x.wcd);
 
 	T_ASSERT(kb >= 0);
 	return kb;
