@@ -284,12 +284,11 @@ static int pools_take(struct wc_push *p, struct wire_push_opened *r,
 			return wc__fail(err, EBADMSG, "pool %u of the daemon at %s has export kind %u but %s descriptor",
 					i, c->sock, pl->export_kind,
 					fd >= 0 ? "a" : "no");
-		if (fd >= 0 && p->fd[i] < 0) {   /* ours now, not the frame's */
+		/* ours now, not the frame's (a second pool naming the same
+		 * descriptor finds none, refused above) */
+		if (fd >= 0) {
 			p->fd[i] = fd;
 			f->fds[pl->fd_index] = -1;
-		} else if (fd >= 0) {
-			return wc__fail(err, EBADMSG, "the daemon at %s sent one descriptor for two pools of the update session",
-					c->sock);
 		}
 	}
 	return 0;
