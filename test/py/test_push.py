@@ -838,6 +838,32 @@ def test_open_keeps_the_plan_while_the_files_are_unchanged(tmp_path):
         assert served == hashes(rs.ranks[0])
 
 
+def test_open_reads_again_after_a_disk_update_elsewhere(tmp_path):
+    """A disk update to another directory makes that one the served
+    directory: the next session's open does not take the plan kept from
+    the old one (it says why: the path), reads the new one's headers, and
+    the update is served as a disk load of the same weights serves it."""
+    src = str(tmp_path / "served")
+    shutil.copytree(models.path("hf", "llama"), src)
+    new = new_weights(src, str(tmp_path / "new"), seed=31)
+    other = str(tmp_path / "other")
+    new_weights(src, other, seed=32)
+    last = str(tmp_path / "last")
+    pushed = new_weights(src, last, seed=33)
+    with daemon.Ranks(src, [["--tp-size", "1"]]) as rs:
+        r = rs.ranks[0]
+        with connect(r) as c:
+            c.update_from(new)       # version 1 retired: its plan kept
+            c.update(other)          # from disk: version 2 retired
+            c.update_from(pushed)
+        assert [", kept," in ln for ln in opens(r)] == [False, False]
+        assert "is not reused: the model's path names %s now, not %s" % (
+            os.path.realpath(other), os.path.realpath(src)) in r.log_text()
+        served = hashes(r)
+    with daemon.Ranks(last, [["--tp-size", "1"]]) as rs:
+        assert served == hashes(rs.ranks[0])
+
+
 def memfd_maps():
     """This process's mappings of a daemon's memfd pools."""
     with open("/proc/self/maps") as f:
