@@ -268,6 +268,10 @@ run: deps
 # to run.sh, which reports it failed: an old binary never runs and passes.
 # TEST_JOBS tests run at once (most wait on daemons, not on the CPU).
 TEST_JOBS ?= $(shell n=$$(nproc); echo $$((n < 4 ? 4 : n)))
+# each test's bound (test/run.sh): a sanitizer build runs two to four
+# times slower (test_py_modcache.py took 116.5 s of the 120 in one CI run
+# on 2 cores, over them in the next)
+TEST_TIMEOUT ?= $(if $(SANITIZE),300,120)
 BUILT     := $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(MANS) $(LIB_TEST) $(TEST_TOOLS) $(TESTS) $(BENCHES)
 PYTHON    ?= /usr/bin/python3
 # Python is not built with ASan: pytest loads an ASan libwcache.so only with
@@ -282,6 +286,7 @@ test: deps
 			rm -f $$f; case " $(LIBS) $(LIB_TEST) $(TESTS) " in *" $$f "*) ;; *) stale="$$stale --not-built $$f" ;; esac; \
 		done; }; \
 	BUILD=$(BUILD) WC_TOP=$(CURDIR) PYTHON=$(PYTHON) WC_PYTEST_PRELOAD=$(PYTEST_PRELOAD) \
+	TEST_TIMEOUT=$(TEST_TIMEOUT) \
 	PYTHONPATH=$(CURDIR)/tools/libwcache/python WCACHE_LIB=$(CURDIR)/$(SO_CLIENT) \
 	test/run.sh -j $(TEST_JOBS) $$stale $(TESTS) $(TEST_SH) $(TEST_PY)
 
