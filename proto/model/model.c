@@ -485,11 +485,7 @@ static int open_shard(struct model_shard *s, int dirfd, const char *dir,
 	if (fstat(fd, &sb)) {
 		rc = base_errf(err, errno, "%s: fstat: %s", s->path, strerror(errno));
 	} else {
-		s->size = (uint64_t)sb.st_size;
-		s->mtime_ns = model__ts_ns(&sb.st_mtim);
-		s->ctime_ns = model__ts_ns(&sb.st_ctim);
-		s->dev = (uint64_t)sb.st_dev;
-		s->ino = (uint64_t)sb.st_ino;
+		model__stamp_of(&sb, &s->stamp);
 		rc = st_read_fd(&s->st, fd, s->path, err);
 	}
 	close(fd);
@@ -618,8 +614,8 @@ static void compute_digest(struct model *m)
 
 		base_hasher_update(&h, s->file, strlen(s->file) + 1);
 		for (int b = 0; b < 8; b++) {
-			num[b] = (uint8_t)(s->size >> (8 * b));
-			num[8 + b] = (uint8_t)((uint64_t)s->mtime_ns >> (8 * b));
+			num[b] = (uint8_t)(s->stamp.size >> (8 * b));
+			num[8 + b] = (uint8_t)((uint64_t)s->stamp.mtime_ns >> (8 * b));
 		}
 		base_hasher_update(&h, num, sizeof(num));
 		base_hasher_update(&h, s->st.header_hash, BASE_HASH_LEN);

@@ -76,20 +76,6 @@ struct model_index {
 	struct model_index_entry *e;     /* sorted by tensor name */
 };
 
-/* size, the times, dev and ino are the file's fstat taken just before
- * its header was read: the loader compares them (and the header bytes)
- * with the file again after the fill, so that a shard written while it
- * was loaded fails the load instead of being served torn. */
-struct model_shard {
-	char *file;                      /* base name, as in the index */
-	char *path;                      /* dir/file (real dir) */
-	uint64_t size;
-	int64_t mtime_ns;
-	int64_t ctime_ns;
-	uint64_t dev, ino;
-	struct st_file st;               /* st.header_hash is the header hash */
-};
-
 /* A file as it was when the model was read (its fstat), so that a few
  * stat calls later tell whether reading it again would give the same
  * model: present is false for an optional file that was absent
@@ -98,6 +84,17 @@ struct model_stamp {
 	bool present;
 	uint64_t dev, ino, size;
 	int64_t mtime_ns, ctime_ns;
+};
+
+/* stamp is the file's fstat taken just before its header was read: the
+ * loader compares it (and the header bytes) with the file again after the
+ * fill, so that a shard written while it was loaded fails the load
+ * instead of being served torn. */
+struct model_shard {
+	char *file;                      /* base name, as in the index */
+	char *path;                      /* dir/file (real dir) */
+	struct model_stamp stamp;
+	struct st_file st;               /* st.header_hash is the header hash */
 };
 
 struct model_tensor {

@@ -71,13 +71,8 @@ int model_files_of(const struct model *m, struct model_files *out)
 	}
 	for (uint32_t i = 0; !ret && i < m->nshards; i++) {
 		const struct model_shard *sh = &m->shards[i];
-		struct model_stamp st = {
-			.present = true, .dev = sh->dev, .ino = sh->ino,
-			.size = sh->size, .mtime_ns = sh->mtime_ns,
-			.ctime_ns = sh->ctime_ns,
-		};
 
-		ret = files_add(out, sh->path, NULL, &st);
+		ret = files_add(out, sh->path, NULL, &sh->stamp);
 	}
 	if (ret)
 		model_files_free(out);

@@ -29,8 +29,8 @@ void wc__shards_note(struct wc__shard_seen *s, const struct model *m)
 		s->path[i] = strdup(m->shards[i].path);
 		if (!s->path[i])
 			return;
-		s->size[i] = m->shards[i].size;
-		s->mtime_ns[i] = m->shards[i].mtime_ns;
+		s->size[i] = m->shards[i].stamp.size;
+		s->mtime_ns[i] = m->shards[i].stamp.mtime_ns;
 		s->n = i + 1;
 	}
 	s->complete = true;

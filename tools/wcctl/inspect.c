@@ -166,7 +166,7 @@ static void print_text(const struct model *m, uint8_t (*hashes)[BASE_HASH_LEN],
 	for (uint32_t s = 0; s < m->nshards; s++) {
 		base_hash_hex(m->shards[s].st.header_hash, hex);
 		printf("  %s  %" PRIu64 " bytes, %u tensors, header %s\n",
-		       m->shards[s].file, m->shards[s].size, m->shards[s].st.ntensors, hex);
+		       m->shards[s].file, m->shards[s].stamp.size, m->shards[s].st.ntensors, hex);
 	}
 	base_hash_hex(m->digest, hex);
 	printf("digest:        %s\n", hex);
@@ -198,8 +198,8 @@ static void print_json(const struct model *m, uint8_t (*hashes)[BASE_HASH_LEN],
 	for (uint32_t s = 0; s < m->nshards; s++) {
 		base_hash_hex(m->shards[s].st.header_hash, hex);
 		json_array_append_new(shards, json_pack("{s:s, s:I, s:I, s:i, s:s}",
-			"file", m->shards[s].file, "size", (json_int_t)m->shards[s].size,
-			"mtime_ns", (json_int_t)m->shards[s].mtime_ns,
+			"file", m->shards[s].file, "size", (json_int_t)m->shards[s].stamp.size,
+			"mtime_ns", (json_int_t)m->shards[s].stamp.mtime_ns,
 			"tensors", (int)m->shards[s].st.ntensors, "header_hash", hex));
 	}
 	json_object_set_new(o, "shards", shards);

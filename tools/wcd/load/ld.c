@@ -170,28 +170,28 @@ static int fd_changed(int fd, const struct model_shard *sh, bool only_which,
 
 	if (fstat(fd, &sb))
 		return -errno;
-	if ((uint64_t)sb.st_ino != sh->ino || (uint64_t)sb.st_dev != sh->dev)
+	if ((uint64_t)sb.st_ino != sh->stamp.ino || (uint64_t)sb.st_dev != sh->stamp.dev)
 		snprintf(what, len, "the file read is inode %" PRIu64 " on device %" PRIu64 ", not inode %" PRIu64 " on device %" PRIu64 " whose header was read (it was replaced in between)",
-			 (uint64_t)sb.st_ino, (uint64_t)sb.st_dev, sh->ino,
-			 sh->dev);
+			 (uint64_t)sb.st_ino, (uint64_t)sb.st_dev, sh->stamp.ino,
+			 sh->stamp.dev);
 	else if (only_which)
 		return 0;
-	else if ((uint64_t)sb.st_size != sh->size)
+	else if ((uint64_t)sb.st_size != sh->stamp.size)
 		snprintf(what, len, "it is %" PRIu64 " bytes now, was %" PRIu64 " when its header was read",
-			 (uint64_t)sb.st_size, sh->size);
-	else if (ts_ns(&sb.st_mtim) != sh->mtime_ns)
+			 (uint64_t)sb.st_size, sh->stamp.size);
+	else if (ts_ns(&sb.st_mtim) != sh->stamp.mtime_ns)
 		snprintf(what, len, "its modification time is %s now, was %s when its header was read",
 			 ts_text(ts_ns(&sb.st_mtim), a),
-			 ts_text(sh->mtime_ns, b));
+			 ts_text(sh->stamp.mtime_ns, b));
 	else if ((ret = hash_head(fd, sh->st.data_off, hash)))
 		return ret;
 	else if (memcmp(hash, sh->st.header_hash, BASE_HASH_LEN))
 		snprintf(what, len, "its first %" PRIu64 " bytes (the header) differ from those parsed",
 			 sh->st.data_off);
-	else if (ts_ns(&sb.st_ctim) != sh->ctime_ns)
+	else if (ts_ns(&sb.st_ctim) != sh->stamp.ctime_ns)
 		snprintf(what, len, "its status-change time (ctime) is %s now, was %s when its header was read",
 			 ts_text(ts_ns(&sb.st_ctim), a),
-			 ts_text(sh->ctime_ns, b));
+			 ts_text(sh->stamp.ctime_ns, b));
 	return 0;
 }
 
@@ -208,11 +208,11 @@ static bool shard_unchanged(struct ld *L, uint32_t i)
 	if (stat(sh->path, &sb))
 		snprintf(what, sizeof(what), "the path no longer names a file (%s)",
 			 strerror(errno));
-	else if ((uint64_t)sb.st_ino != sh->ino ||
-		 (uint64_t)sb.st_dev != sh->dev)
+	else if ((uint64_t)sb.st_ino != sh->stamp.ino ||
+		 (uint64_t)sb.st_dev != sh->stamp.dev)
 		snprintf(what, sizeof(what), "the path now names another file (inode %" PRIu64 " on device %" PRIu64 ", was inode %" PRIu64 " on device %" PRIu64 " when its header was read): it was renamed over or replaced",
-			 (uint64_t)sb.st_ino, (uint64_t)sb.st_dev, sh->ino,
-			 sh->dev);
+			 (uint64_t)sb.st_ino, (uint64_t)sb.st_dev, sh->stamp.ino,
+			 sh->stamp.dev);
 	else
 		ret = fd_changed(L->fd[i], sh, false, what, sizeof(what));
 	if (!ret && !what[0] && L->dfd[i] >= 0)

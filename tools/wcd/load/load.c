@@ -249,14 +249,14 @@ static int open_shards(struct ld *L, bool want_direct, char *err)
 		/* The plan came from the header as parsed: a file of another
 		 * size now (truncated, or rewritten) would be read short or
 		 * not be what was planned. Nothing is served from it. */
-		if ((uint64_t)sb.st_size != sh->size)
+		if ((uint64_t)sb.st_size != sh->stamp.size)
 			return base_errf(err, EIO,
 				       "%s is %" PRIu64 " bytes now but was %" PRIu64 " when its header was read: the shard changed during the load (truncated or rewritten); nothing of it is served; finish writing the model, then load it again",
-				       sh->path, (uint64_t)sb.st_size, sh->size);
+				       sh->path, (uint64_t)sb.st_size, sh->stamp.size);
 		if (!want_direct || dio == WCD_DIO_OFF)
 			continue;
 		if (dio == WCD_DIO_AUTO) {
-			cached = cached_fraction(L->fd[i], sh->size);
+			cached = cached_fraction(L->fd[i], sh->stamp.size);
 			if (cached >= 0.5) {
 				log_debug("%s is %.0f%% in the page cache: buffered reads",
 					  sh->path, cached * 100);
