@@ -13,25 +13,34 @@
  * 1 KiB blocks that have landed; the last piece finishes the hash.
  * Whole tensors already in the pools (a wake's pool once its copy is
  * queued, a re-hash, the fused views after a load, an update session's
- * commit) go through hash_batch, in rounds (cuda_xxh3.cu says why): each
- * round gives every unfinished tensor, longest left first, a segment of
- * at most XR_SEG_BLOCKS 1 KiB blocks, until the round holds
- * XR_ROUND_BLOCKS; its sums run over the whole device, its chains side by
- * side, and the longest tensors advance in every round, so a batch takes
- * about its longest chain (66 GB/s on an H200) rather than a thread block's
- * read (14 GB/s a tensor). A batch's long tensors (over XR_LONG_BLOCKS
- * blocks: a 1 GiB embedding) are taken out of the rounds and run beside
- * them, every block sum at once and then each whole chain in one thread
- * block, on two streams of their own (long_queue says why). Where the
- * rounds' scratch cannot be allocated
- * (or a batch needs more segments than it holds) the batch is one launch
- * of a thread block per tensor, as before the rounds.
+ * commit) go through hash_batch. Its longest tensors first go to the
+ * host chains (cuda_hash_host.c: summed here, chained on host cores,
+ * which run a chain about six times as fast as one warp). The rest go in
+ * rounds (cuda_xxh3.cu says why; gpu/hash_plan.c plans them): each round
+ * gives every unfinished tensor, longest left first, a segment of at most
+ * XR_SEG_BLOCKS 1 KiB blocks, until the round holds XR_ROUND_BLOCKS; its
+ * sums run over the whole device, its chains side by side, and the
+ * longest tensors advance in every round, so a batch takes about its
+ * longest chain (66 GB/s on an H200) rather than a thread block's read
+ * (14 GB/s a tensor); a tensor inside another's bytes (a fused view's
+ * parts) chains from that one's sums instead of being summed again. Where
+ * the host chains cannot be had (WCACHE_CUDA_HOST_CHAINS=0, one core,
+ * no pinned memory), a batch's long tensors (over XR_LONG_BLOCKS blocks:
+ * a 1 GiB embedding) are taken out of the rounds and run beside them,
+ * every block sum at once and then each whole chain in one thread block,
+ * on two streams of their own (long_queue says why). Where the rounds'
+ * scratch cannot be allocated (or a batch needs more segments than it
+ * holds) the batch is one launch of a thread block per tensor, as before
+ * the rounds.
  *
  * Bounds: CUDA_HASH_CHAINS hash streams; device memory n x 104 bytes
  * (accumulators, results, batch jobs), host memory n x 33 bytes, and from
  * the first batch 2 x 64 MiB of round scratch and a segment table of
- * n + XR_SEGS_EXTRA entries on both sides, and for the first batch with
- * long tensors 64 bytes per KiB of them (128 MiB for two 1 GiB tensors).
+ * n + XR_SEGS_EXTRA entries on both sides; for the first batch with
+ * host chains 64 bytes per KiB of them on the device and as much pinned
+ * host memory (at most 256 MiB each: 128 MiB for llama-8b's two 1 GiB
+ * tensors) and up to HC_THREADS threads until hash_end; without them,
+ * for the first batch with long tensors 64 bytes per KiB of them.
  * A hash that ends well leaves its streams, events, device memory and
  * scratch to the next (hash_park; a commit's hash 4 ms shorter on an
  * H200, gpu/README.md); an abandoning hash_end with no hash running (the
@@ -44,82 +53,17 @@
 #include <string.h>
 
 #include "base.h"
-#include "cuda_priv.h"
+#include "cuda_hash_priv.h"
 #include "xxh3_split.h"
 
 _Static_assert(GPU_HASH_MIN_LEN == XS_MIN_LEN, "gpu.h and xxh3_split.h disagree");
-
-enum { T_IDLE, T_RUNNING, T_DONE };
-
-/* struct xk_job of cuda_xxh3.cu, as the host writes it */
-struct xk_job_h {
-	uint64_t base, len, out;
-};
-_Static_assert(sizeof(struct xk_job_h) == 24, "xk_job is three 8-byte words");
-
-/* struct xr_seg of cuda_xxh3.cu, as the host writes it */
-struct xr_seg_h {
-	uint64_t base, len, b0, nblk, flat0, state, out, flags;
-};
-_Static_assert(sizeof(struct xr_seg_h) == 64, "xr_seg is eight 8-byte words");
-
-#define XR_INIT 1u                     /* as cuda_xxh3.cu */
-#define XR_FIN 2u
-#define XR_SEG_BLOCKS 32768u           /* 32 MiB: 0.5 ms of one chain */
-#define XR_ROUND_BLOCKS (1u << 20)     /* 1 GiB read, 64 MiB of sums */
-#define XR_SEGS_EXTRA 8192u            /* segments beyond one a tensor */
-/* A tensor of more blocks than this (256 MiB: a 4 ms chain) is "long":
- * long_queue sums all its blocks at once and chains it in one go, beside
- * the rounds of the rest */
-#define XR_LONG_BLOCKS (1u << 18)
-
-struct cuda_hash {
-	uint32_t n;
-	uint64_t *d_mem;               /* n x 8 accumulators, then n x 16 bytes,
-					* then n batch jobs */
-	uint32_t d_cap;                /* the tensors d_mem has room for */
-	struct xk_job_h *jobs;         /* host copy of the batch jobs */
-	uint32_t njobs;                /* jobs used by batches so far */
-	unsigned next_hs;              /* the hash stream of the next batch */
-	uint64_t *blocks;              /* per tensor: blocks chained so far */
-	uint8_t *tstate;               /* per tensor: T_* */
-	cudaStream_t hs[CUDA_HASH_CHAINS];
-	cudaEvent_t ev[CUDA_STREAMS];  /* "the last copy on copy stream i" */
-	unsigned nhs, nev;
-	/* the rounds (from the first batch): scratch, segments, events */
-	bool rounds_tried;
-	uint64_t *scr[2];              /* XR_ROUND_BLOCKS x 8 words each */
-	struct xr_seg_h *segs, *d_segs;
-	uint32_t nsegs, segs_cap;      /* used by batches so far, held */
-	cudaEvent_t summed[2], freed[2];
-	unsigned nrev;                 /* events made, of the four */
-	uint64_t round;                /* rounds queued: the scratch's parity */
-	unsigned nsm;                  /* the device's SMs (0: unknown) */
-	size_t alone_smem;             /* a chain block's SM alone (0: none) */
-	/* the long tensors of the first batch that has any (long_queue):
-	 * their sums' scratch, two streams at the greatest priority and two
-	 * events, each NULL until made */
-	bool long_tried;
-	uint64_t *lscr;
-	uint64_t lscr_blocks;          /* the block sums lscr has room for */
-	cudaStream_t ls[2];
-	cudaEvent_t lev[2];
-};
-
-int gpu_cuda_xxh3_probe(void);
-int gpu_cuda_xxh3_launch(cudaStream_t s, const void *base, uint64_t len,
-			 uint64_t b0, uint64_t b1, uint64_t *state, int init,
-			 int fin, uint8_t *out);
-int gpu_cuda_xxh3_batch(cudaStream_t s, const void *jobs, unsigned n);
-int gpu_cuda_xxh3_round(cudaStream_t ss, cudaStream_t cs, cudaEvent_t summed,
-			cudaEvent_t freed, const void *segs, unsigned nseg,
-			uint64_t nblocks, uint64_t *scr, size_t chain_smem);
-size_t gpu_cuda_xxh3_alone_smem(void);
 
 #define HASH_DEV_BYTES_PER_TENSOR (64 + 16 + sizeof(struct xk_job_h))
 
 static void hash_free(struct cuda_hash *h)
 {
+	gpu_cuda_hc_free(h);
+	free(h->hc_t);
 	for (unsigned i = 0; i < 2; i++) {
 		if (h->lev[i])
 			cudaEventDestroy(h->lev[i]);
@@ -158,9 +102,11 @@ static void hash_park(struct cuda_dev *cd, struct cuda_hash *h)
 	free(h->blocks);
 	free(h->tstate);
 	free(h->jobs);
+	free(h->hc_t);
 	h->blocks = NULL;
 	h->tstate = NULL;
 	h->jobs = NULL;
+	h->hc_t = NULL;
 	if (cd->spare)
 		hash_free(cd->spare);
 	cd->spare = h;
@@ -192,6 +138,12 @@ static struct cuda_hash *hash_take(struct cuda_dev *cd, uint32_t n)
 	memcpy(k->lev, h->lev, sizeof(k->lev));
 	k->lscr = h->lscr;
 	k->lscr_blocks = h->lscr_blocks;
+	memcpy(k->hcs, h->hcs, sizeof(k->hcs));
+	k->hc_dscr = h->hc_dscr;
+	k->hc_host = h->hc_host;
+	k->hc_blocks = h->hc_blocks;
+	k->hc_ev = h->hc_ev;
+	k->hc_nev = h->hc_nev;
 	if (h->d_cap >= n) {
 		k->d_mem = h->d_mem;
 		k->d_cap = h->d_cap;
@@ -393,26 +345,12 @@ static bool rounds_ready(struct cuda_hash *h)
 	}
 	h->scr[0] = mem;
 	h->scr[1] = mem + scr_words;
-	h->d_segs = (struct xr_seg_h *)(mem + 2 * scr_words);
+	h->d_segs = (struct hash_seg *)(mem + 2 * scr_words);
 	h->segs_cap = cap;
 	return true;
 }
 
-struct xr_round {
-	uint32_t first, nseg;
-	uint64_t nblocks;
-};
 
-/* For qsort_r: the job with more blocks left first (ties: the earlier). */
-static int left_cmp(const void *a, const void *b, void *arg)
-{
-	const uint64_t *left = arg;
-	uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-
-	if (left[x] != left[y])
-		return left[x] < left[y] ? 1 : -1;
-	return x < y ? -1 : x > y;
-}
 
 /*
  * The long jobs hj[0..k) (longest first, more than XR_LONG_BLOCKS blocks
@@ -471,11 +409,11 @@ static int long_queue(struct cuda_hash *h, const struct xk_job_h *hj,
 		uint64_t nb = xs_nblocks(hj[j].len);
 		uint64_t i = (hj[j].out - (uint64_t)(uintptr_t)results) / 16;
 
-		h->segs[s++] = (struct xr_seg_h){
+		h->segs[s++] = (struct hash_seg){
 			.base = hj[j].base, .len = hj[j].len, .b0 = 0,
 			.nblk = nb, .flat0 = flat,
 			.state = (uint64_t)(uintptr_t)(h->d_mem + 8 * i),
-			.out = hj[j].out, .flags = XR_INIT | XR_FIN,
+			.out = hj[j].out, .flags = HASH_SEG_INIT | HASH_SEG_FIN,
 		};
 		flat += nb;
 	}
@@ -489,83 +427,47 @@ static int long_queue(struct cuda_hash *h, const struct xk_job_h *hj,
 	if (e == cudaSuccess)
 		e = (cudaError_t)gpu_cuda_xxh3_round(h->ls[0], h->ls[1],
 						     h->lev[0], h->lev[1],
-						     h->d_segs + h->nsegs, k,
+						     h->d_segs + h->nsegs, k, k,
 						     total, h->lscr, h->alone_smem);
 	h->nsegs = s;
 	return (int)e;
 }
 
-/* The n jobs hj (longest first) cut into rounds and queued on hs[0]
- * (sums) and hs[1] (chains), after the copy event ev; 1 when the
- * segment table is too small (nothing queued: fall back), 0, or a
- * cudaError_t. */
+/* The n jobs hj (longest first) cut into rounds (hash_plan_rounds) and
+ * queued on hs[0] (sums) and hs[1] (chains), after the copy event ev; 1
+ * when the segment table is too small (nothing queued: fall back), 0, or
+ * a cudaError_t. */
 static int rounds_queue(struct cuda_hash *h, const struct xk_job_h *hj,
 			uint32_t n, cudaEvent_t ev, const uint8_t *results)
 {
-	uint64_t *left = malloc(sizeof(uint64_t) * 2 * (n ? n : 1));
-	uint64_t *done = left + n;
-	uint32_t *order = malloc(sizeof(uint32_t) * (n ? n : 1));
-	struct xr_round *rd = NULL;
-	uint32_t cnt = 0, s = h->nsegs, nrd = 0, unfinished = n;
+	struct hash_pjob *pj = malloc(sizeof(*pj) * (n ? n : 1));
+	struct hash_round *rd = NULL;
 	cudaStream_t ss = h->hs[0], cs = h->hs[1];
-	int ret = cudaSuccess;
+	uint32_t nseg = 0, nrd = 0;
+	int ret;
 
-	if (!left || !order)
-		goto out_small;
+	if (!pj)
+		return 1;
 	for (uint32_t k = 0; k < n; k++) {
-		left[k] = xs_nblocks(hj[k].len);
-		done[k] = 0;
-		cnt += left[k] ? (uint32_t)((left[k] + XR_SEG_BLOCKS - 1) /
-					    XR_SEG_BLOCKS) : 1;
-		if (cnt > h->segs_cap)
-			goto out_small;
-	}
-	if (cnt > h->segs_cap - h->nsegs)
-		goto out_small;
-	rd = malloc(sizeof(*rd) * (cnt ? cnt : 1));
-	if (!rd)
-		goto out_small;
-	while (unfinished) {
-		uint64_t cap = XR_ROUND_BLOCKS;
-		uint32_t m = 0;
+		uint64_t i = (hj[k].out - (uint64_t)(uintptr_t)results) / 16;
 
-		for (uint32_t k = 0; k < n; k++)
-			if (left[k] || !done[k])
-				order[m++] = k;
-		qsort_r(order, m, sizeof(*order), left_cmp, left);
-		rd[nrd] = (struct xr_round){ .first = s };
-		for (uint32_t o = 0; o < m; o++) {
-			uint32_t k = order[o];
-			uint64_t take = left[k] < XR_SEG_BLOCKS ? left[k] :
-							       XR_SEG_BLOCKS;
-			uint64_t i = (hj[k].out -
-				      (uint64_t)(uintptr_t)results) / 16;
-
-			if (take > cap)
-				continue;
-			h->segs[s++] = (struct xr_seg_h){
-				.base = hj[k].base, .len = hj[k].len,
-				.b0 = done[k], .nblk = take,
-				.flat0 = XR_ROUND_BLOCKS - cap,
-				.state = (uint64_t)(uintptr_t)(h->d_mem + 8 * i),
-				.out = hj[k].out,
-				.flags = (done[k] ? 0 : XR_INIT) |
-					 (take == left[k] ? XR_FIN : 0),
-			};
-			cap -= take;
-			left[k] -= take;
-			done[k] += take ? take : 1;   /* a 0-block job: done */
-			if (!left[k])
-				unfinished--;
-		}
-		rd[nrd].nseg = s - rd[nrd].first;
-		rd[nrd++].nblocks = XR_ROUND_BLOCKS - cap;
+		pj[k] = (struct hash_pjob){
+			.base = hj[k].base, .len = hj[k].len,
+			.state = (uint64_t)(uintptr_t)(h->d_mem + 8 * i),
+			.out = hj[k].out,
+		};
 	}
+	ret = hash_plan_rounds(pj, n, XR_SEG_BLOCKS, XR_ROUND_BLOCKS,
+			       h->segs + h->nsegs, h->segs_cap - h->nsegs,
+			       &nseg, &rd, &nrd);
+	free(pj);
+	if (ret)                  /* too small, or no memory: fall back */
+		return 1;
 	/* h->segs lives until hash_end: the copy may read it late */
 	ret = cudaStreamWaitEvent(ss, ev, 0);
 	if (ret == cudaSuccess)
 		ret = cudaMemcpyAsync(h->d_segs + h->nsegs, h->segs + h->nsegs,
-				      sizeof(*h->segs) * (s - h->nsegs),
+				      sizeof(*h->segs) * nseg,
 				      cudaMemcpyHostToDevice, ss);
 	/* a round's chains each on an SM of their own where they fit in one
 	 * wave (the sums blocks beside a chain slow its one warp: llama-8b's
@@ -574,18 +476,13 @@ static int rounds_queue(struct cuda_hash *h, const struct xk_job_h *hj,
 	for (uint32_t r = 0; r < nrd && ret == cudaSuccess; r++, h->round++)
 		ret = gpu_cuda_xxh3_round(ss, cs, h->summed[h->round & 1],
 					  h->freed[h->round & 1],
-					  h->d_segs + rd[r].first, rd[r].nseg,
+					  h->d_segs + h->nsegs + rd[r].first,
+					  rd[r].nseg, rd[r].nchain,
 					  rd[r].nblocks, h->scr[h->round & 1],
-					  h->nsm && rd[r].nseg <= h->nsm ?
+					  h->nsm && rd[r].nchain <= h->nsm ?
 					  h->alone_smem : 0);
-	h->nsegs = s;
-	goto out;
-out_small:
-	ret = 1;
-out:
+	h->nsegs += nseg;
 	free(rd);
-	free(order);
-	free(left);
 	return ret;
 }
 
@@ -595,7 +492,7 @@ int gpu_cuda_hash_batch(struct gpu_dev *dev, const struct gpu_hash_job *jobs,
 	struct cuda_dev *cd = cuda_dev_of(dev);
 	struct cuda_hash *h = cd->hash;
 	struct xk_job_h *hj, *rest;
-	uint32_t nrest, nlong = 0;
+	uint32_t nrest, nlong = 0, nhost = 0;
 	uint8_t *results, *d_jobs;
 	cudaStream_t hs;
 	cudaEvent_t ev;
@@ -649,16 +546,24 @@ int gpu_cuda_hash_batch(struct gpu_dev *dev, const struct gpu_hash_job *jobs,
 	ev = h->ev[copy_stream % CUDA_STREAMS];
 	e = cudaEventRecord(ev, cd->st[copy_stream % CUDA_STREAMS].s);
 	if (e == cudaSuccess && rounds_ready(h)) {
-		while (nlong < n && xs_nblocks(hj[nlong].len) > XR_LONG_BLOCKS)
+		ret = gpu_cuda_hc_queue(h, dev->ordinal, hj, n, ev, results, &nhost);
+		if (ret != 0) {
+			e = (cudaError_t)ret;
+			goto queued;
+		}
+		rest = hj + nhost;
+		nrest = n - nhost;
+		while (nlong < nrest &&
+		       xs_nblocks(rest[nlong].len) > XR_LONG_BLOCKS)
 			nlong++;
-		ret = nlong ? long_queue(h, hj, nlong, ev, results) : 1;
+		ret = nlong ? long_queue(h, rest, nlong, ev, results) : 1;
 		if (ret != 0 && ret != 1) {
 			e = (cudaError_t)ret;
 			goto queued;
 		}
 		if (ret == 0) {          /* the long ones are queued */
-			rest = hj + nlong;
-			nrest = n - nlong;
+			rest += nlong;
+			nrest -= nlong;
 		} else {
 			nlong = 0;
 		}
@@ -672,12 +577,12 @@ int gpu_cuda_hash_batch(struct gpu_dev *dev, const struct gpu_hash_job *jobs,
 		e = cudaStreamWaitEvent(hs, ev, 0);
 	/* h->jobs lives until hash_end: the copy may read it late */
 	if (e == cudaSuccess)
-		e = cudaMemcpyAsync(d_jobs + sizeof(*hj) * (h->njobs + nlong), rest,
-				    sizeof(*hj) * nrest, cudaMemcpyHostToDevice,
-				    hs);
+		e = cudaMemcpyAsync(d_jobs + sizeof(*hj) * (rest - h->jobs),
+				    rest, sizeof(*hj) * nrest,
+				    cudaMemcpyHostToDevice, hs);
 	if (e == cudaSuccess)
 		e = (cudaError_t)gpu_cuda_xxh3_batch(
-			hs, d_jobs + sizeof(*hj) * (h->njobs + nlong), nrest);
+			hs, d_jobs + sizeof(*hj) * (rest - h->jobs), nrest);
 queued:
 	if (e != cudaSuccess)
 		return base_errf(err, gpu_cuda_rt_errno(e),
@@ -713,11 +618,17 @@ int gpu_cuda_hash_end(struct gpu_dev *dev, uint8_t (*out)[16], char *err)
 		if (e == cudaSuccess)
 			e = e2;
 	}
-	for (unsigned i = 0; i < 2 && h->ls[i]; i++) {
-		e2 = cudaStreamSynchronize(h->ls[i]);
+	for (unsigned i = 0; i < 2; i++) {
+		e2 = h->ls[i] ? cudaStreamSynchronize(h->ls[i]) : cudaSuccess;
+		if (e == cudaSuccess)
+			e = e2;
+		e2 = h->hcs[i] ? cudaStreamSynchronize(h->hcs[i]) : cudaSuccess;
 		if (e == cudaSuccess)
 			e = e2;
 	}
+	e2 = (cudaError_t)gpu_cuda_hc_end(h);
+	if (e == cudaSuccess)
+		e = e2;
 	cd->hash = NULL;
 	if (!out)
 		goto out_free;
@@ -740,6 +651,8 @@ int gpu_cuda_hash_end(struct gpu_dev *dev, uint8_t (*out)[16], char *err)
 				    dev->name, cudaGetErrorString(e));
 		goto out_free;
 	}
+	for (uint32_t k = 0; k < h->hc_n; k++)
+		memcpy(res + (uint64_t)16 * h->hc_t[k].i, h->hc_t[k].out, 16);
 	for (uint32_t i = 0; i < h->n; i++) {
 		if (h->tstate[i] == T_RUNNING) {
 			ret = base_errf(err, EIO,

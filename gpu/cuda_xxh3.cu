@@ -20,6 +20,7 @@
 #include <cuda_runtime_api.h>
 #include <stdint.h>
 
+#include "hash_plan.h"
 #include "xxh3_split.h"
 
 #define XK_CHUNK 256u                    /* blocks per chunk = compute threads */
@@ -184,6 +185,9 @@ struct xr_seg {
 
 #define XR_INIT 1u
 #define XR_FIN 2u
+static_assert(XR_INIT == HASH_SEG_INIT && XR_FIN == HASH_SEG_FIN &&
+	      sizeof(struct xr_seg) == sizeof(struct hash_seg),
+	      "a segment as gpu/hash_plan.h plans it");
 #define XR_SUMS_THREADS 256u
 #define XR_CHAIN_THREADS 128u            /* warp 0 chains, 1..3 stage */
 #define XR_C 256u                        /* chain steps per staged chunk */
@@ -339,18 +343,19 @@ extern "C" size_t gpu_cuda_xxh3_alone_smem(void)
 	return (size_t)optin - a.sharedSizeBytes;
 }
 
-/* Queues one round on two streams: the sums of nseg segments (nblocks
- * blocks in all, their flat0 consecutive from 0) into scr on ss, after
- * free (the chains that last read scr) and then recording summed; the
- * chains on cs after summed, then recording free. segs in device memory,
- * in the layout of struct xr_seg. chain_smem: the chain blocks' dynamic
- * shared memory (gpu_cuda_xxh3_alone_smem's: each has an SM to itself;
- * 0: they share). */
+/* Queues one round on two streams: the sums of the first nseg segments
+ * (nblocks blocks in all, their flat0 consecutive from 0) into scr on ss,
+ * after free (the chains that last read scr) and then recording summed;
+ * the chains of all nchain on cs after summed (those after the first
+ * nseg read sums the first ones' made), then recording free. segs in
+ * device memory, in the layout of struct xr_seg. chain_smem: the chain
+ * blocks' dynamic shared memory (gpu_cuda_xxh3_alone_smem's: each has an
+ * SM to itself; 0: they share). */
 extern "C" int gpu_cuda_xxh3_round(cudaStream_t ss, cudaStream_t cs,
 				   cudaEvent_t summed, cudaEvent_t freed,
 				   const void *segs, unsigned nseg,
-				   uint64_t nblocks, uint64_t *scr,
-				   size_t chain_smem)
+				   unsigned nchain, uint64_t nblocks,
+				   uint64_t *scr, size_t chain_smem)
 {
 	const struct xr_seg *sg = (const struct xr_seg *)segs;
 	uint64_t grid = (nblocks + XR_SUMS_THREADS - 1) / XR_SUMS_THREADS;
@@ -366,12 +371,26 @@ extern "C" int gpu_cuda_xxh3_round(cudaStream_t ss, cudaStream_t cs,
 	if (e == cudaSuccess)
 		e = cudaStreamWaitEvent(cs, summed, 0);
 	if (e == cudaSuccess)
-		xr_chain<<<nseg, XR_CHAIN_THREADS, chain_smem, cs>>>(sg, scr);
+		xr_chain<<<nchain, XR_CHAIN_THREADS, chain_smem, cs>>>(sg, scr);
 	if (e == cudaSuccess)
 		e = cudaGetLastError();
 	if (e == cudaSuccess)
 		e = cudaEventRecord(freed, cs);
 	return (int)e;
+}
+
+/* Queues the block sums of nseg segments (nblocks blocks in all, their
+ * flat0 consecutive from 0) into scr on stream s, and nothing else: the
+ * host chains of cuda_hash.c copy them to the host and chain there. */
+extern "C" int gpu_cuda_xxh3_sums(cudaStream_t s, const void *segs,
+				  unsigned nseg, uint64_t nblocks, uint64_t *scr)
+{
+	uint64_t grid = (nblocks + XR_SUMS_THREADS - 1) / XR_SUMS_THREADS;
+
+	if (nblocks)
+		xr_sums<<<(unsigned)grid, XR_SUMS_THREADS, 0, s>>>(
+			(const struct xr_seg *)segs, nseg, nblocks, scr);
+	return (int)cudaGetLastError();
 }
 
 /* cudaSuccess when this build holds code the current device can run. */

@@ -179,16 +179,53 @@ XS_FN uint64_t xs_merge(const uint64_t acc[8], unsigned soff, uint64_t start)
 	return h ^ (h >> 32);
 }
 
+/* Four lanes of the chain, l0 .. l0 + 3, over n blocks' sums (8 words a
+ * block, as the device's scratch holds them): the host's way to run a
+ * long chain (cuda_hash.c's host chains), four independent lanes kept in
+ * registers so that their dependent operations interleave. kw from
+ * xs_secret_words; acc holds all eight lanes. */
+XS_FN void xs_chain4(uint64_t acc[8], unsigned l0, const uint64_t *sums,
+		     uint64_t n, const uint64_t kw[XS_SECRET_WORDS])
+{
+	uint64_t a0 = acc[l0], a1 = acc[l0 + 1], a2 = acc[l0 + 2],
+		 a3 = acc[l0 + 3];
+	uint64_t k0 = kw[16 + l0], k1 = kw[17 + l0], k2 = kw[18 + l0],
+		 k3 = kw[19 + l0];
+	const uint64_t *s = sums + l0;
+
+	for (uint64_t j = 0; j < n; j++, s += 8) {
+		a0 = xs_scramble1(a0, s[0], k0);
+		a1 = xs_scramble1(a1, s[1], k1);
+		a2 = xs_scramble1(a2, s[2], k2);
+		a3 = xs_scramble1(a3, s[3], k3);
+	}
+	acc[l0] = a0;
+	acc[l0 + 1] = a1;
+	acc[l0 + 2] = a2;
+	acc[l0 + 3] = a3;
+}
+
+/* The first byte xs_finish reads: the last block's, or the input's last
+ * 64 when that block is shorter (at most XS_BLOCK bytes from it to the
+ * end). */
+XS_FN uint64_t xs_tail_off(uint64_t len)
+{
+	uint64_t b = xs_nblocks(len) * XS_BLOCK;
+
+	return b < len - XS_STRIPE ? b : len - XS_STRIPE;
+}
+
 /* The end of the long path, once every block before the last has been
  * chained into acc: the last block's whole stripes, the input's last 64
- * bytes, the merge. p is the input's start, len > XS_MIN_LEN. out gets the
- * canonical (big-endian high, then low) bytes that base_hash128 writes. */
-XS_FN void xs_finish(uint64_t acc[8], const uint8_t *p, uint64_t len,
-		     uint8_t out[16])
+ * bytes, the merge. tail holds the input's bytes from xs_tail_off(len)
+ * to its end, len > XS_MIN_LEN. out gets the canonical (big-endian high,
+ * then low) bytes that base_hash128 writes. */
+XS_FN void xs_finish_tail(uint64_t acc[8], const uint8_t *tail, uint64_t len,
+			  uint8_t out[16])
 {
-	uint64_t nb = xs_nblocks(len);
+	uint64_t nb = xs_nblocks(len), t0 = xs_tail_off(len);
 	uint64_t nstripes = ((len - 1) - XS_BLOCK * nb) / XS_STRIPE;
-	const uint8_t *last = p + nb * XS_BLOCK;
+	const uint8_t *last = tail + (nb * XS_BLOCK - t0);
 	uint64_t v[8], k[8], lo, hi;
 
 	for (uint64_t s = 0; s < nstripes; s++) {
@@ -199,7 +236,7 @@ XS_FN void xs_finish(uint64_t acc[8], const uint8_t *p, uint64_t len,
 		xs_stripe_add(acc, v, k);
 	}
 	for (unsigned i = 0; i < 8; i++) {
-		v[i] = xs_read64(p + len - XS_STRIPE + 8 * i);
+		v[i] = xs_read64(tail + (len - XS_STRIPE - t0) + 8 * i);
 		k[i] = xs_secret64(XS_SECRET_SIZE - XS_STRIPE - 7 + 8 * i);
 	}
 	xs_stripe_add(acc, v, k);
@@ -209,6 +246,13 @@ XS_FN void xs_finish(uint64_t acc[8], const uint8_t *p, uint64_t len,
 		out[i] = (uint8_t)(hi >> (56 - 8 * i));
 		out[8 + i] = (uint8_t)(lo >> (56 - 8 * i));
 	}
+}
+
+/* xs_finish_tail with the whole input at p. */
+XS_FN void xs_finish(uint64_t acc[8], const uint8_t *p, uint64_t len,
+		     uint8_t out[16])
+{
+	xs_finish_tail(acc, p + xs_tail_off(len), len, out);
 }
 
 #endif

@@ -304,18 +304,64 @@ static void check_rounds(const struct gpu_backend *be, struct gpu_dev *dev,
 	       (unsigned)NR, nbatch);
 }
 
-/* Long tensors (over 256 MiB: summed at once and chained whole, beside
- * the rounds of the rest, where the scratch can be had; the rounds'
- * otherwise, with the same hashes), two of them at lengths off the block, with
- * short and segment-long ones in the same batch, in a pool of their own;
- * then a second batch of the same hash with a long one (it goes through
- * the rounds: the long path is the first batch's). Every hash equals the
- * host's. */
-static void check_long(const struct gpu_backend *be, struct gpu_dev *dev)
+/* Parts (gpu/hash_plan.h): a 90 MiB holder (three round segments) with
+ * parts at its start, across its segment edges, at its end and an alias of
+ * all of it, and a tensor off the block inside it (summed itself), copied
+ * whole and hashed in one batch, the host chains off (they would take the
+ * holder): every hash equals the host's. */
+static void check_parts(const struct gpu_backend *be, struct gpu_dev *dev,
+			struct gpu_pool *pool, const uint8_t *stage)
+{
+	const uint64_t HL = (90u << 20) + 77;
+	static const uint64_t part[][2] = {   /* offset, length */
+		{ 0, 30u << 20 }, { (30u << 20), (10u << 20) + 5 },
+		{ (31u << 20) + 1024, (40u << 20) + 3 },
+		{ (80u << 20), (10u << 20) + 77 }, { 0, (90u << 20) + 77 },
+		{ (5u << 20) + 16, (3u << 20) },
+	};
+	enum { NR = 1 + sizeof(part) / sizeof(part[0]) };
+	static uint8_t out[NR][16];
+	struct gpu_hash_job jobs[NR];
+	char err[BASE_ERR_LEN];
+	struct tens t[NR];
+	int copies;
+
+	T_ASSERT(HL <= POOL_BYTES);
+	memset(out, 0, sizeof(out));
+	t_count_set(&ncopied, 0);
+	setenv("WCACHE_CUDA_HOST_CHAINS", "0", 1);
+	T_OK(be->hash_begin(dev, NR, err));
+	copies = copy_pieces(be, dev, pool, stage, 0, HL);
+	t[0] = (struct tens){ .off = 0, .len = HL };
+	for (unsigned i = 1; i < NR; i++)
+		t[i] = (struct tens){ .off = part[i - 1][0], .len = part[i - 1][1] };
+	for (unsigned i = 0; i < NR; i++)
+		jobs[NR - 1 - i] = (struct gpu_hash_job){
+			.pool = pool, .off = t[i].off, .len = t[i].len, .i = i };
+	if (be->hash_batch(dev, jobs, NR, 0, err))
+		T_FAIL("hash_batch: %s", err);
+	end_and_check(be, dev, stage, t, NR, out, copies);
+	unsetenv("WCACHE_CUDA_HOST_CHAINS");
+	printf("a 90 MiB tensor and %u tensors inside it (parts, an alias, one off the block) in one batch: the device's hashes equal the host's\n",
+	       (unsigned)NR - 1);
+}
+
+/* Long tensors, two of them at lengths off the block and one a block over
+ * 64 MiB, with short and segment-long ones in the same batch, in a pool
+ * of their own; then a second batch of the same hash with a long one.
+ * host_chains: the first batch's three over 64 MiB are chained on the
+ * host (cuda_hash.c's host chains, in 32 MiB pieces), the second batch's
+ * 260 MiB one whole on the device (the host chains are the first
+ * batch's); else (WCACHE_CUDA_HOST_CHAINS=0) the first batch's two over
+ * 256 MiB are summed at once and chained whole on the device, beside the
+ * rounds of the rest, and the second's goes through the rounds. Every
+ * hash equals the host's. */
+static void check_long(const struct gpu_backend *be, struct gpu_dev *dev,
+		       bool host_chains)
 {
 	static const uint64_t len[] = {
 		(300u << 20) + 7, (257u << 20) + 1024, (40u << 20) + 3, 1025,
-		300, (3u << 20) + 1, (260u << 20) + 5,
+		300, (3u << 20) + 1, (64u << 20) + 1025, (260u << 20) + 5,
 	};
 	enum { NR = sizeof(len) / sizeof(len[0]) };
 	static uint8_t out[NR][16];
@@ -338,6 +384,10 @@ static void check_long(const struct gpu_backend *be, struct gpu_dev *dev)
 	}
 	memset(out, 0, sizeof(out));
 	t_count_set(&ncopied, 0);
+	if (host_chains)
+		unsetenv("WCACHE_CUDA_HOST_CHAINS");
+	else
+		setenv("WCACHE_CUDA_HOST_CHAINS", "0", 1);
 	T_OK(be->hash_begin(dev, NR, err));
 	for (unsigned i = 0; i < NR; i++) {
 		copies += copy_pieces(be, dev, &pool, stage, off, len[i]);
@@ -351,8 +401,9 @@ static void check_long(const struct gpu_backend *be, struct gpu_dev *dev)
 	if (be->hash_batch(dev, jobs + NR - 1, 1, 0, err))
 		T_FAIL("hash_batch (the second): %s", err);
 	end_and_check(be, dev, stage, t, NR, out, copies);
-	printf("%u tensors, three over 256 MiB, two batches: the device's hashes equal the host's\n",
-	       (unsigned)NR);
+	unsetenv("WCACHE_CUDA_HOST_CHAINS");
+	printf("%u tensors, three over 256 MiB, two batches, %s: the device's hashes equal the host's\n",
+	       (unsigned)NR, host_chains ? "host chains" : "device chains only");
 	be->staging_free(dev, stage, cap);
 	be->pool_release(dev, &pool);
 }
@@ -386,10 +437,14 @@ static void check_refusals(const struct gpu_backend *be, struct gpu_dev *dev,
 }
 
 /* Informational: one batch of two 1 GiB tensors (llama-8b's embedding
- * and head: their chains bound a commit's hash), three times, the device
- * memory as the driver gives it (the time does not depend on the bytes). */
+ * and head: their chains bounded a commit's hash), with the host chains
+ * and without, alternated, three times each, the results read so that
+ * the next hash takes the last one's memory (as a commit's does), the
+ * device memory as the driver gives it (the time does not depend on the
+ * bytes). */
 static void speed_long(const struct gpu_backend *be, struct gpu_dev *dev)
 {
+	uint8_t out[2][16];
 	struct gpu_pool big;
 	char err[BASE_ERR_LEN];
 	double t0;
@@ -398,20 +453,93 @@ static void speed_long(const struct gpu_backend *be, struct gpu_dev *dev)
 		printf("no 2 GiB pool for the long chains: %s\n", err);
 		return;
 	}
-	for (int round = 0; round < 3; round++) {
+	/* alternated: host chains, device chains only, ... */
+	for (int round = 0; round < 6; round++) {
 		struct gpu_hash_job j[2] = {
 			{ .pool = &big, .off = 0, .len = 1ull << 30, .i = 0 },
 			{ .pool = &big, .off = 1ull << 30, .len = 1ull << 30,
 			  .i = 1 },
 		};
 
+		if (round % 2)
+			setenv("WCACHE_CUDA_HOST_CHAINS", "0", 1);
 		T_OK(be->hash_begin(dev, 2, err));
 		t0 = now_s();
 		T_OK(be->hash_batch(dev, j, 2, 0, err));
-		T_OK(be->hash_end(dev, NULL, err));
-		printf("kernel, one batch of two 1 GiB tensors: %.3f ms, %.1f GB/s\n",
+		T_OK(be->hash_end(dev, out, err));
+		printf("kernel, one batch of two 1 GiB tensors, %s: %.3f ms, %.1f GB/s\n",
+		       round % 2 ? "device chains" : "host chains",
 		       (now_s() - t0) * 1e3, (2ull << 30) / (now_s() - t0) / 1e9);
+		unsetenv("WCACHE_CUDA_HOST_CHAINS");
 	}
+	be->pool_release(dev, &big);
+}
+
+/* Informational: where a commit's hash of llama-8b goes. Its shapes in
+ * one pool (two 1 GiB tensors; 32 layers of q, k, v, o, gate, up, down
+ * and the fused qkv and gate_up views over them: 290 tensors, 16 GB and
+ * 8.5 GiB of views) hashed in one batch ("all"); the same without the two
+ * 1 GiB ones ("layers"); the two alone ("two 1 GiB"); each with the
+ * host chains and without, alternated, three times; every hash ended
+ * with its results read, so the next takes the last one's memory as a
+ * commit's does. */
+static void speed_mix(const struct gpu_backend *be, struct gpu_dev *dev)
+{
+	enum { L = 32, NJ = 2 + 9 * L };
+	static const uint64_t MiB = 1u << 20;
+	static struct gpu_hash_job j[NJ];
+	static uint8_t out[NJ][16];
+	static const char *what[] = { "all", "layers", "two 1 GiB" };
+	struct gpu_pool big;
+	char err[BASE_ERR_LEN];
+	uint64_t off = 0, cap = 2 * 1024 * MiB + L * 416 * MiB;
+	unsigned n = 0;
+
+	if (be->pool_create(dev, &big, cap, err)) {
+		printf("no pool of %llu bytes for the llama-8b mix: %s\n",
+		       (unsigned long long)cap, err);
+		return;
+	}
+	for (unsigned k = 0; k < 2; k++, off += 1024 * MiB)
+		j[n++] = (struct gpu_hash_job){ .pool = &big, .off = off,
+						.len = 1024 * MiB };
+	for (unsigned l = 0; l < L; l++) {
+		static const uint64_t part[] = { 32, 8, 8, 32, 112, 112, 112 };
+		uint64_t at[7];
+
+		for (unsigned p = 0; p < 7; p++) {
+			at[p] = off;
+			j[n++] = (struct gpu_hash_job){ .pool = &big, .off = off,
+							.len = part[p] * MiB };
+			off += part[p] * MiB;
+		}
+		j[n++] = (struct gpu_hash_job){ .pool = &big, .off = at[0],
+						.len = 48 * MiB };
+		j[n++] = (struct gpu_hash_job){ .pool = &big, .off = at[4],
+						.len = 224 * MiB };
+	}
+	T_ASSERT(n == NJ && off <= cap);
+	for (unsigned k = 0; k < NJ; k++)
+		j[k].i = k;
+	for (int round = 0; round < 3; round++)
+		for (unsigned w = 0; w < 3; w++)
+			for (int hc = 1; hc >= 0; hc--) {
+				const struct gpu_hash_job *first = w == 1 ? j + 2 : j;
+				unsigned cnt = w == 0 ? NJ : w == 1 ? NJ - 2 : 2;
+				double t0;
+
+				if (!hc)
+					setenv("WCACHE_CUDA_HOST_CHAINS", "0", 1);
+				T_OK(be->hash_begin(dev, NJ, err));
+				t0 = now_s();
+				T_OK(be->hash_batch(dev, first, cnt, 0, err));
+				T_OK(be->hash_end(dev, out, err));
+				printf("llama-8b mix, %s (%u tensors), %s: %.3f ms\n",
+				       what[w], cnt,
+				       hc ? "host chains" : "device chains",
+				       (now_s() - t0) * 1e3);
+				unsetenv("WCACHE_CUDA_HOST_CHAINS");
+			}
 	be->pool_release(dev, &big);
 }
 
@@ -465,6 +593,7 @@ static void speed(const struct gpu_backend *be, struct gpu_dev *dev,
 		}
 	}
 	speed_long(be, dev);
+	speed_mix(be, dev);
 }
 
 int main(void)
@@ -496,7 +625,9 @@ int main(void)
 	check_rounds(be, &dev, &pool, stage, 1);
 	check_rounds(be, &dev, &pool, stage, 2);
 	check_rounds(be, &dev, &pool, stage, 7);
-	check_long(be, &dev);
+	check_parts(be, &dev, &pool, stage);
+	check_long(be, &dev, true);
+	check_long(be, &dev, false);
 	check_refusals(be, &dev, &pool);
 	speed(be, &dev, &pool);
 	be->pool_release(&dev, &pool);

@@ -1,0 +1,313 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The device hash's host chains (cuda_hash.c runs the rest).
+ *
+ * Host chains: a chain is one warp's dependent 64-bit arithmetic, 15.5 ns
+ * a step on an H100 or H200 (16 ms for a 1 GiB embedding, the longest
+ * part of an update's commit), where a host core runs four lanes of it in
+ * about 2.5 ns a step. So the longest tensors of a batch have their
+ * block sums computed on the device in pieces of HC_PIECE blocks, each
+ * piece copied to pinned host memory as soon as it is summed, and
+ * chained on the host: each half of the lanes of a tensor is a task that
+ * a worker thread (up to HC_THREADS, fewer on a host of few cores) or
+ * hash_end's caller takes, waits for each piece's copy event and chains;
+ * the half that ends last finishes the hash from a copy of the tensor's
+ * last bytes. The rest of the batch runs on the device as before, beside
+ * them. Which go (hc_take): longest first, while a tensor's chain on the
+ * device (HC_DEV_STEP_PS a block) would outlast both the batch's block
+ * sums (HC_SUM_PS a block, every tensor's: the device reads them all
+ * either way) and the copies of the sums to the host so far, itself
+ * included (HC_D2H_PS a block: they go one after another); at most
+ * HC_MAX_BLOCKS, HC_MAX_T tensors, none under HC_MIN_BLOCKS.
+ * WCACHE_CUDA_HOST_CHAINS=0 keeps every chain on the device.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_hash_priv.h"
+#include "xxh3_split.h"
+
+#define HC_DEV_STEP_PS 15500u          /* a chain step on the device */
+#define HC_SUM_PS 420u                 /* 1 KiB summed at 2.5 TB/s */
+#define HC_D2H_PS 1300u                /* 64 bytes of sums at 50 GB/s */
+#define HC_MIN_BLOCKS (1u << 14)       /* 16 MiB: a 0.25 ms chain */
+#define HC_MAX_BLOCKS (1u << 22)       /* 4 GiB of tensors, 256 MiB of sums */
+#define HC_PIECE (1u << 15)            /* 32 MiB of a tensor, 2 MiB of sums */
+
+void gpu_cuda_hc_free(struct cuda_hash *h)
+{
+	for (unsigned i = 0; i < h->hc_nev; i++)
+		cudaEventDestroy(h->hc_ev[i]);
+	free(h->hc_ev);
+	for (unsigned i = 0; i < 2; i++)
+		if (h->hcs[i])
+			cudaStreamDestroy(h->hcs[i]);
+	if (h->hc_dscr)
+		cudaFree(h->hc_dscr);
+	if (h->hc_host)
+		cudaFreeHost(h->hc_host);
+}
+
+/* Task k of the host chains: lanes (k % 2) * 4 .. + 3 of tensor k / 2,
+ * each piece chained once its copy to the host has landed. */
+static void hc_run(struct cuda_hash *h, uint32_t k)
+{
+	struct hc_tensor *t = &h->hc_t[k / 2];
+	const uint64_t *sums = (const uint64_t *)(h->hc_host +
+						  (size_t)HC_MAX_T * XS_BLOCK);
+	unsigned l0 = k % 2 * 4;
+	uint64_t kw[XS_SECRET_WORDS], acc[8];
+
+	xs_secret_words(kw);
+	xs_init(acc);
+	for (uint64_t b = 0, p = t->piece0; b < t->nblk; b += HC_PIECE, p++) {
+		uint64_t n = t->nblk - b < HC_PIECE ? t->nblk - b : HC_PIECE;
+		cudaError_t e = cudaEventSynchronize(h->hc_ev[2 * p + 1]);
+		int none = cudaSuccess;
+
+		if (e != cudaSuccess) {
+			__atomic_compare_exchange_n(&h->hc_err, &none, (int)e,
+						    false, __ATOMIC_RELAXED,
+						    __ATOMIC_RELAXED);
+			return;
+		}
+		xs_chain4(acc, l0, sums + 8 * (t->flat0 + b), n, kw);
+	}
+	memcpy(t->acc + l0, acc + l0, 4 * sizeof(*acc));
+	if (__atomic_sub_fetch(&t->halves_left, 1, __ATOMIC_ACQ_REL) == 0)
+		xs_finish_tail(t->acc, t->tail, t->len, t->out);
+}
+
+/* Takes tasks until none is left (the workers, and hash_end's caller). */
+static void hc_drain(struct cuda_hash *h)
+{
+	uint32_t k;
+
+	while ((k = __atomic_fetch_add(&h->hc_next, 1, __ATOMIC_RELAXED)) <
+	       h->hc_ntask)
+		hc_run(h, k);
+}
+
+static void *hc_thread(void *arg)
+{
+	struct cuda_hash *h = arg;
+
+	cudaSetDevice(h->hc_ordinal);   /* a failure shows in the waits */
+	hc_drain(h);
+	return NULL;
+}
+
+/* The cores this process may run on (1 where that cannot be read). */
+static unsigned hc_cores(void)
+{
+	cpu_set_t set;
+
+	if (sched_getaffinity(0, sizeof(set), &set))
+		return 1;
+	return (unsigned)CPU_COUNT(&set);
+}
+
+/* hc_queue's streams, events (2 a piece, npiece pieces), device scratch and
+ * pinned host memory for blocks sums; false where any cannot be had. */
+static bool hc_ready(struct cuda_hash *h, uint64_t blocks, unsigned npiece)
+{
+	cudaError_t e = cudaSuccess;
+	int lo, hi;
+
+	if (cudaDeviceGetStreamPriorityRange(&lo, &hi) != cudaSuccess)
+		lo = hi = 0;
+	for (unsigned i = 0; i < 2 && e == cudaSuccess; i++)
+		if (!h->hcs[i])
+			e = cudaStreamCreateWithPriority(&h->hcs[i],
+							 cudaStreamNonBlocking, hi);
+	if (e == cudaSuccess && h->hc_nev < 2 * npiece) {
+		cudaEvent_t *ev = realloc(h->hc_ev, sizeof(*ev) * 2 * npiece);
+
+		if (!ev) {
+			cudaGetLastError();
+			return false;
+		}
+		h->hc_ev = ev;
+		while (h->hc_nev < 2 * npiece &&
+		       (e = cudaEventCreateWithFlags(&ev[h->hc_nev],
+						     cudaEventDisableTiming)) ==
+			       cudaSuccess)
+			h->hc_nev++;
+	}
+	if (e == cudaSuccess && h->hc_blocks < blocks) {
+		if (h->hc_dscr)
+			cudaFree(h->hc_dscr);
+		if (h->hc_host)
+			cudaFreeHost(h->hc_host);
+		h->hc_dscr = NULL;
+		h->hc_host = NULL;
+		h->hc_blocks = 0;
+		e = cudaMalloc((void **)&h->hc_dscr, 64 * blocks);
+		if (e == cudaSuccess)
+			e = cudaMallocHost((void **)&h->hc_host,
+					   (size_t)HC_MAX_T * XS_BLOCK + 64 * blocks);
+		if (e == cudaSuccess)
+			h->hc_blocks = blocks;
+	}
+	if (e != cudaSuccess) {
+		cudaGetLastError();      /* not sticky: the device chains run */
+		return false;
+	}
+	return true;
+}
+
+/* How many of the jobs hj (longest first) go to the host (the file's
+ * head says which); their blocks in *total, their pieces in *npiece. */
+static uint32_t hc_take(const struct xk_job_h *hj, uint32_t n,
+			uint64_t *total, unsigned *npiece)
+{
+	uint64_t all = 0;
+	uint32_t k = 0;
+
+	*total = 0;
+	*npiece = 0;
+	for (uint32_t j = 0; j < n; j++)
+		all += xs_nblocks(hj[j].len);
+	for (; k < n && k < HC_MAX_T; k++) {
+		uint64_t nb = xs_nblocks(hj[k].len), dev_ps = nb * HC_DEV_STEP_PS;
+
+		if (nb <= HC_MIN_BLOCKS || *total + nb > HC_MAX_BLOCKS ||
+		    dev_ps <= all * HC_SUM_PS ||
+		    dev_ps <= (*total + nb) * HC_D2H_PS)
+			break;
+		*total += nb;
+		*npiece += (unsigned)((nb + HC_PIECE - 1) / HC_PIECE);
+	}
+	return k;
+}
+
+/*
+ * The host chains (see the file's head) of the longest jobs at the front
+ * of hj (n of them, longest first), queued after the copy event ev and
+ * their workers started; *taken gets how many (0: none long enough, the
+ * host chains off, or their memory, events or streams not to be had:
+ * the device chains take them). 0 or a cudaError_t.
+ */
+int gpu_cuda_hc_queue(struct cuda_hash *h, int ordinal,
+		      const struct xk_job_h *hj, uint32_t n, cudaEvent_t ev,
+		      const uint8_t *results, uint32_t *taken)
+{
+	const char *env = getenv("WCACHE_CUDA_HOST_CHAINS");
+	uint64_t total = 0, flat = 0;
+	uint32_t k, s0 = h->nsegs, s;
+	unsigned npiece = 0, cores = hc_cores(), want;
+	uint8_t *tails;
+	uint64_t *sums;
+	cudaError_t e;
+
+	*taken = 0;
+	if (h->hc_tried || cores < 2 || (env && !strcmp(env, "0")))
+		return 0;
+	k = hc_take(hj, n, &total, &npiece);
+	if (!k || npiece > h->segs_cap - h->nsegs)
+		return 0;
+	h->hc_tried = true;
+	h->hc_t = calloc(k, sizeof(*h->hc_t));
+	if (!h->hc_t || !hc_ready(h, total, npiece)) {
+		free(h->hc_t);
+		h->hc_t = NULL;
+		return 0;
+	}
+	tails = h->hc_host;
+	sums = (uint64_t *)(h->hc_host + (size_t)HC_MAX_T * XS_BLOCK);
+	s = s0;
+	npiece = 0;
+	for (uint32_t j = 0; j < k; j++) {
+		struct hc_tensor *t = &h->hc_t[j];
+
+		*t = (struct hc_tensor){
+			.len = hj[j].len, .nblk = xs_nblocks(hj[j].len),
+			.flat0 = flat,
+			.i = (uint32_t)((hj[j].out - (uint64_t)(uintptr_t)results) / 16),
+			.piece0 = npiece, .tail = tails + (size_t)j * XS_BLOCK,
+			.halves_left = 2,
+		};
+		for (uint64_t b = 0; b < t->nblk; b += HC_PIECE, npiece++)
+			h->segs[s++] = (struct hash_seg){
+				.base = hj[j].base, .len = hj[j].len, .b0 = b,
+				.nblk = t->nblk - b < HC_PIECE ? t->nblk - b :
+								  HC_PIECE,
+			};
+		flat += t->nblk;
+	}
+	/* h->segs lives until hash_end: the copy may read it late */
+	e = cudaStreamWaitEvent(h->hcs[0], ev, 0);
+	if (e == cudaSuccess)
+		e = cudaMemcpyAsync(h->d_segs + s0, h->segs + s0,
+				    sizeof(*h->segs) * (s - s0),
+				    cudaMemcpyHostToDevice, h->hcs[0]);
+	for (uint32_t j = 0, p = 0; j < k && e == cudaSuccess; j++) {
+		struct hc_tensor *t = &h->hc_t[j];
+
+		for (uint64_t b = 0; b < t->nblk && e == cudaSuccess;
+		     b += HC_PIECE, p++) {
+			uint64_t nb = t->nblk - b < HC_PIECE ? t->nblk - b :
+							       HC_PIECE;
+			uint64_t at = 8 * (t->flat0 + b);
+
+			e = (cudaError_t)gpu_cuda_xxh3_sums(
+				h->hcs[0], h->d_segs + s0 + p, 1, nb,
+				h->hc_dscr + at);
+			if (e == cudaSuccess)
+				e = cudaEventRecord(h->hc_ev[2 * p], h->hcs[0]);
+			if (e == cudaSuccess)
+				e = cudaStreamWaitEvent(h->hcs[1],
+							h->hc_ev[2 * p], 0);
+			if (e == cudaSuccess)
+				e = cudaMemcpyAsync(sums + at, h->hc_dscr + at,
+						    64 * nb,
+						    cudaMemcpyDeviceToHost,
+						    h->hcs[1]);
+			if (e == cudaSuccess && b + nb == t->nblk) {
+				uint64_t t0 = xs_tail_off(t->len);
+
+				e = cudaMemcpyAsync((void *)t->tail,
+						    (const uint8_t *)(uintptr_t)
+						    hj[j].base + t0, t->len - t0,
+						    cudaMemcpyDeviceToHost,
+						    h->hcs[1]);
+			}
+			if (e == cudaSuccess)
+				e = cudaEventRecord(h->hc_ev[2 * p + 1],
+						    h->hcs[1]);
+		}
+	}
+	h->nsegs = s;
+	if (e != cudaSuccess)
+		return (int)e;
+	/* every event is recorded before a worker waits for one */
+	h->hc_n = k;
+	h->hc_ntask = 2 * k;
+	h->hc_next = 0;
+	h->hc_ordinal = ordinal;
+	want = cores - 1 < HC_THREADS ? cores - 1 : HC_THREADS;
+	if (want > 2 * k)
+		want = 2 * k;
+	/* too few threads is slower, not wrong: hash_end's caller takes
+	 * what is left */
+	while (h->hc_nth < want &&
+	       !pthread_create(&h->hc_th[h->hc_nth], NULL, hc_thread, h))
+		h->hc_nth++;
+	*taken = k;
+	return 0;
+}
+
+/* hash_end's part: the tasks left taken, the workers joined; 0 or the
+ * first failed wait's cudaError_t. */
+int gpu_cuda_hc_end(struct cuda_hash *h)
+{
+	hc_drain(h);
+	for (unsigned i = 0; i < h->hc_nth; i++)
+		pthread_join(h->hc_th[i], NULL);
+	h->hc_nth = 0;
+	return h->hc_err;
+}
+
