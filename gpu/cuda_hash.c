@@ -13,9 +13,10 @@
  * 1 KiB blocks that have landed; the last piece finishes the hash.
  * Whole tensors already in the pools (a wake's pool once its copy is
  * queued, a re-hash, the fused views after a load, an update session's
- * commit) go through hash_batch. Its longest tensors first go to the
- * host chains (cuda_hash_host.c: summed here, chained on host cores,
- * which run a chain about six times as fast as one warp). The rest go in
+ * commit) go through hash_batch. Where the caller asks
+ * (gpu_dev.hash_host_chains: an update's commit), its longest tensors
+ * first go to the host chains (cuda_hash_host.c: summed here, chained on
+ * host cores, which run a chain about six times as fast as one warp). The rest go in
  * rounds (cuda_xxh3.cu says why; gpu/hash_plan.c plans them): each round
  * gives every unfinished tensor, longest left first, a segment of at most
  * XR_SEG_BLOCKS 1 KiB blocks, until the round holds XR_ROUND_BLOCKS; its
@@ -24,8 +25,9 @@
  * longest chain (66 GB/s on an H200) rather than a thread block's read
  * (14 GB/s a tensor); a tensor inside another's bytes (a fused view's
  * parts) chains from that one's sums instead of being summed again. Where
- * the host chains cannot be had (WCACHE_CUDA_HOST_CHAINS=0, one core,
- * no pinned memory), a batch's long tensors (over XR_LONG_BLOCKS blocks:
+ * the host chains are not asked for or cannot be had
+ * (WCACHE_CUDA_HOST_CHAINS=0, one core, no pinned memory), a batch's long
+ * tensors (over XR_LONG_BLOCKS blocks:
  * a 1 GiB embedding) are taken out of the rounds and run beside them,
  * every block sum at once and then each whole chain in one thread block,
  * on two streams of their own (long_queue says why). Where the rounds'
@@ -546,7 +548,7 @@ int gpu_cuda_hash_batch(struct gpu_dev *dev, const struct gpu_hash_job *jobs,
 	ev = h->ev[copy_stream % CUDA_STREAMS];
 	e = cudaEventRecord(ev, cd->st[copy_stream % CUDA_STREAMS].s);
 	if (e == cudaSuccess && rounds_ready(h)) {
-		ret = gpu_cuda_hc_queue(h, dev->ordinal, hj, n, ev, results, &nhost);
+		ret = gpu_cuda_hc_queue(h, dev, hj, n, ev, results, &nhost);
 		if (ret != 0) {
 			e = (cudaError_t)ret;
 			goto queued;

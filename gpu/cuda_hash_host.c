@@ -13,7 +13,8 @@
  * hash_end's caller takes, waits for each piece's copy event and chains;
  * the half that ends last finishes the hash from a copy of the tensor's
  * last bytes. The rest of the batch runs on the device as before, beside
- * them. Which go (hc_take): longest first, while a tensor's chain on the
+ * them. Only where the caller asks (gpu_dev.hash_host_chains: an
+ * update's commit; gpu.h says why). Which go (hc_take): longest first, while a tensor's chain on the
  * device (HC_DEV_STEP_PS a block) would outlast both the batch's block
  * sums (HC_SUM_PS a block, every tensor's: the device reads them all
  * either way) and the copies of the sums to the host so far, itself
@@ -191,7 +192,7 @@ static uint32_t hc_take(const struct xk_job_h *hj, uint32_t n,
  * host chains off, or their memory, events or streams not to be had:
  * the device chains take them). 0 or a cudaError_t.
  */
-int gpu_cuda_hc_queue(struct cuda_hash *h, int ordinal,
+int gpu_cuda_hc_queue(struct cuda_hash *h, const struct gpu_dev *dev,
 		      const struct xk_job_h *hj, uint32_t n, cudaEvent_t ev,
 		      const uint8_t *results, uint32_t *taken)
 {
@@ -204,7 +205,8 @@ int gpu_cuda_hc_queue(struct cuda_hash *h, int ordinal,
 	cudaError_t e;
 
 	*taken = 0;
-	if (h->hc_tried || cores < 2 || (env && !strcmp(env, "0")))
+	if (!dev->hash_host_chains || h->hc_tried || cores < 2 ||
+	    (env && !strcmp(env, "0")))
 		return 0;
 	k = hc_take(hj, n, &total, &npiece);
 	if (!k || npiece > h->segs_cap - h->nsegs)
@@ -287,7 +289,7 @@ int gpu_cuda_hc_queue(struct cuda_hash *h, int ordinal,
 	h->hc_n = k;
 	h->hc_ntask = 2 * k;
 	h->hc_next = 0;
-	h->hc_ordinal = ordinal;
+	h->hc_ordinal = dev->ordinal;
 	want = cores - 1 < HC_THREADS ? cores - 1 : HC_THREADS;
 	if (want > 2 * k)
 		want = 2 * k;

@@ -118,7 +118,7 @@ int gpu_cuda_xxh3_sums(cudaStream_t s, const void *segs, unsigned nseg,
  * or a cudaError_t); at hash_end, the tasks left run and the workers
  * joined (0 or the first failed wait's cudaError_t); their streams,
  * events and memory freed */
-int gpu_cuda_hc_queue(struct cuda_hash *h, int ordinal,
+int gpu_cuda_hc_queue(struct cuda_hash *h, const struct gpu_dev *dev,
 		      const struct xk_job_h *hj, uint32_t n, cudaEvent_t ev,
 		      const uint8_t *results, uint32_t *taken);
 int gpu_cuda_hc_end(struct cuda_hash *h);

@@ -49,6 +49,14 @@ struct gpu_dev {
 	 * and before the first pool_create (cuda backend only; pools remember
 	 * the kind they were created with). */
 	enum gpu_export export_kind;
+	/* cuda: hash_batch may chain a batch's longest tensors on host cores
+	 * (gpu/cuda_hash_host.c), pinning host memory for their sums at the
+	 * first such batch (74 ms for llama-8b's 128 MiB on an H100 host),
+	 * kept for the next hash until the device idles. The daemon sets it
+	 * around an update's commit, where the hash bounds the reply and
+	 * every later commit reuses that memory; loads, wakes and verifies
+	 * leave it false, so their first batch never waits for a pin. */
+	bool hash_host_chains;
 	uint64_t granularity;      /* pool sizes are multiples of this */
 	void *priv;
 };

@@ -307,8 +307,8 @@ static void check_rounds(const struct gpu_backend *be, struct gpu_dev *dev,
 /* Parts (gpu/hash_plan.h): a 90 MiB holder (three round segments) with
  * parts at its start, across its segment edges, at its end and an alias of
  * all of it, and a tensor off the block inside it (summed itself), copied
- * whole and hashed in one batch, the host chains off (they would take the
- * holder): every hash equals the host's. */
+ * whole and hashed in one batch, the host chains not asked for (they
+ * would take the holder): every hash equals the host's. */
 static void check_parts(const struct gpu_backend *be, struct gpu_dev *dev,
 			struct gpu_pool *pool, const uint8_t *stage)
 {
@@ -329,7 +329,7 @@ static void check_parts(const struct gpu_backend *be, struct gpu_dev *dev,
 	T_ASSERT(HL <= POOL_BYTES);
 	memset(out, 0, sizeof(out));
 	t_count_set(&ncopied, 0);
-	setenv("WCACHE_CUDA_HOST_CHAINS", "0", 1);
+	T_ASSERT(!dev->hash_host_chains);
 	T_OK(be->hash_begin(dev, NR, err));
 	copies = copy_pieces(be, dev, pool, stage, 0, HL);
 	t[0] = (struct tens){ .off = 0, .len = HL };
@@ -341,7 +341,6 @@ static void check_parts(const struct gpu_backend *be, struct gpu_dev *dev,
 	if (be->hash_batch(dev, jobs, NR, 0, err))
 		T_FAIL("hash_batch: %s", err);
 	end_and_check(be, dev, stage, t, NR, out, copies);
-	unsetenv("WCACHE_CUDA_HOST_CHAINS");
 	printf("a 90 MiB tensor and %u tensors inside it (parts, an alias, one off the block) in one batch: the device's hashes equal the host's\n",
 	       (unsigned)NR - 1);
 }
@@ -352,7 +351,8 @@ static void check_parts(const struct gpu_backend *be, struct gpu_dev *dev,
  * host_chains: the first batch's three over 64 MiB are chained on the
  * host (cuda_hash.c's host chains, in 32 MiB pieces), the second batch's
  * 260 MiB one whole on the device (the host chains are the first
- * batch's); else (WCACHE_CUDA_HOST_CHAINS=0) the first batch's two over
+ * batch's); else (gpu_dev.hash_host_chains false, as for a load) the
+ * first batch's two over
  * 256 MiB are summed at once and chained whole on the device, beside the
  * rounds of the rest, and the second's goes through the rounds. Every
  * hash equals the host's. */
@@ -384,10 +384,7 @@ static void check_long(const struct gpu_backend *be, struct gpu_dev *dev,
 	}
 	memset(out, 0, sizeof(out));
 	t_count_set(&ncopied, 0);
-	if (host_chains)
-		unsetenv("WCACHE_CUDA_HOST_CHAINS");
-	else
-		setenv("WCACHE_CUDA_HOST_CHAINS", "0", 1);
+	dev->hash_host_chains = host_chains;
 	T_OK(be->hash_begin(dev, NR, err));
 	for (unsigned i = 0; i < NR; i++) {
 		copies += copy_pieces(be, dev, &pool, stage, off, len[i]);
@@ -401,7 +398,7 @@ static void check_long(const struct gpu_backend *be, struct gpu_dev *dev,
 	if (be->hash_batch(dev, jobs + NR - 1, 1, 0, err))
 		T_FAIL("hash_batch (the second): %s", err);
 	end_and_check(be, dev, stage, t, NR, out, copies);
-	unsetenv("WCACHE_CUDA_HOST_CHAINS");
+	dev->hash_host_chains = false;
 	printf("%u tensors, three over 256 MiB, two batches, %s: the device's hashes equal the host's\n",
 	       (unsigned)NR, host_chains ? "host chains" : "device chains only");
 	be->staging_free(dev, stage, cap);
@@ -461,8 +458,7 @@ static void speed_long(const struct gpu_backend *be, struct gpu_dev *dev)
 			  .i = 1 },
 		};
 
-		if (round % 2)
-			setenv("WCACHE_CUDA_HOST_CHAINS", "0", 1);
+		dev->hash_host_chains = !(round % 2);
 		T_OK(be->hash_begin(dev, 2, err));
 		t0 = now_s();
 		T_OK(be->hash_batch(dev, j, 2, 0, err));
@@ -470,8 +466,8 @@ static void speed_long(const struct gpu_backend *be, struct gpu_dev *dev)
 		printf("kernel, one batch of two 1 GiB tensors, %s: %.3f ms, %.1f GB/s\n",
 		       round % 2 ? "device chains" : "host chains",
 		       (now_s() - t0) * 1e3, (2ull << 30) / (now_s() - t0) / 1e9);
-		unsetenv("WCACHE_CUDA_HOST_CHAINS");
 	}
+	dev->hash_host_chains = false;
 	be->pool_release(dev, &big);
 }
 
@@ -528,8 +524,7 @@ static void speed_mix(const struct gpu_backend *be, struct gpu_dev *dev)
 				unsigned cnt = w == 0 ? NJ : w == 1 ? NJ - 2 : 2;
 				double t0;
 
-				if (!hc)
-					setenv("WCACHE_CUDA_HOST_CHAINS", "0", 1);
+				dev->hash_host_chains = hc;
 				T_OK(be->hash_begin(dev, NJ, err));
 				t0 = now_s();
 				T_OK(be->hash_batch(dev, first, cnt, 0, err));
@@ -538,8 +533,8 @@ static void speed_mix(const struct gpu_backend *be, struct gpu_dev *dev)
 				       what[w], cnt,
 				       hc ? "host chains" : "device chains",
 				       (now_s() - t0) * 1e3);
-				unsetenv("WCACHE_CUDA_HOST_CHAINS");
 			}
+	dev->hash_host_chains = false;
 	be->pool_release(dev, &big);
 }
 

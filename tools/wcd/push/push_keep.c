@@ -180,16 +180,21 @@ static int hash_device(struct wcd *d, struct wcd_version *v,
 				    jobs[k].len, jobs[k].i, jobs[k].len, 0, k,
 				    e);
 	ts[1] = rx_now_ns();
+	/* the commit's reply waits for this hash, and every later commit
+	 * reuses the host chains' pinned memory (gpu.h) */
+	d->dev.hash_host_chains = true;
 	if (!ret && n && be->hash_batch)
 		ret = be->hash_batch(&d->dev, jobs, n, 0, e);
 	free(jobs);
 	if (ret) {
 		be->hash_end(&d->dev, NULL, NULL);
+		d->dev.hash_host_chains = false;
 		return base_errf(err, -ret, "%s", e);
 	}
 	ts[2] = rx_now_ns();
 	ret = be->hash_end(&d->dev, v->hash, e);
 	ts[3] = rx_now_ns();
+	d->dev.hash_host_chains = false;
 	log_debug("device hash of %u tensors: begun (and the short ones read back) in %.3f ms, the batch queued in %.3f ms, its end waited for %.3f ms",
 		  n, (double)(ts[1] - ts[0]) / 1e6, (double)(ts[2] - ts[1]) / 1e6,
 		  (double)(ts[3] - ts[2]) / 1e6);
