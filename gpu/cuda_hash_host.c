@@ -88,7 +88,7 @@ static void hc_drain(struct cuda_hash *h)
 	uint32_t k;
 
 	while ((k = __atomic_fetch_add(&h->hc_next, 1, __ATOMIC_RELAXED)) <
-	       h->hc_ntask)
+	       2 * h->hc_n)
 		hc_run(h, k);
 }
 
@@ -287,7 +287,6 @@ int gpu_cuda_hc_queue(struct cuda_hash *h, const struct gpu_dev *dev,
 		return (int)e;
 	/* every event is recorded before a worker waits for one */
 	h->hc_n = k;
-	h->hc_ntask = 2 * k;
 	h->hc_next = 0;
 	h->hc_ordinal = dev->ordinal;
 	want = cores - 1 < HC_THREADS ? cores - 1 : HC_THREADS;

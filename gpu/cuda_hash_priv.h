@@ -94,7 +94,7 @@ struct cuda_hash {
 	bool hc_tried;
 	int hc_ordinal;
 	struct hc_tensor *hc_t;
-	uint32_t hc_n, hc_ntask, hc_next;
+	uint32_t hc_n, hc_next;
 	int hc_err;
 	pthread_t hc_th[HC_THREADS];
 	unsigned hc_nth;

@@ -89,13 +89,12 @@ int hash_plan_rounds(const struct hash_pjob *j, uint32_t n,
 		     struct hash_round **rounds, uint32_t *nrounds)
 {
 	uint32_t nn = n ? n : 1;
-	uint64_t *left = malloc(sizeof(uint64_t) * 3 * nn);
-	uint64_t *done = left ? left + nn : NULL, *at = left ? done + nn : NULL;
-	uint32_t *order = malloc(sizeof(uint32_t) * 5 * nn);
-	uint32_t *parent = order ? order + nn : NULL;
-	uint32_t *first = order ? parent + nn : NULL;
-	uint32_t *next = order ? first + nn : NULL;
-	uint32_t *cur = order ? next + nn : NULL;
+	/* per job: blocks left, done, its offset in its holder; the order of
+	 * a round (and parts_find's scratch), its holder, its first and next
+	 * part, the first part not yet passed */
+	uint64_t *left = malloc(sizeof(uint64_t) * 3 * nn), *done, *at;
+	uint32_t *order = malloc(sizeof(uint32_t) * 5 * nn), *parent, *first,
+		 *next, *cur;
 	struct hash_seg *tmp = malloc(sizeof(*tmp) * nn);
 	struct hash_round *rd = NULL;
 	uint64_t cnt = 0;
@@ -108,6 +107,12 @@ int hash_plan_rounds(const struct hash_pjob *j, uint32_t n,
 	}
 	if (!left || !order || !tmp)
 		goto out;
+	done = left + nn;
+	at = done + nn;
+	parent = order + nn;
+	first = parent + nn;
+	next = first + nn;
+	cur = next + nn;
 	parts_find(j, n, order, parent, at, first, next);
 	for (uint32_t k = 0; k < n; k++) {
 		left[k] = xs_nblocks(j[k].len);
