@@ -357,7 +357,8 @@ def test_trainer_killed(llama, tmp_path, step):
 def test_n_freed_after_the_reply(llama):
     """A beside update with no lease on N: N is freed after the commit's
     reply is out (the trainer does not wait for it), and freed it is: its
-    pools are gone by the next request, and the next session opens. With
+    pools are gone by the next request, and the next session opens; the
+    ready file, also rewritten after the reply, names N+1 by then. With
     an engine's lease N stays until that engine detaches."""
     r, new, _ = llama
     pools = pool_fds(r.proc.pid)
@@ -365,6 +366,9 @@ def test_n_freed_after_the_reply(llama):
         res = c.update_from(new)
         assert res.version == 2 and "version 1 is freed (no lease held it)" in res.msg, res
         assert c.status()["version"] == 2
+        ready = [f for f in os.listdir(r.rundir) if f.endswith(".ready")]
+        with open(os.path.join(r.rundir, ready[0])) as f:
+            assert "version=2\n" in f.read()
         assert pool_fds(r.proc.pid) == pools   # N's pools: gone
         engine = connect(r)
         m = engine.attach()                     # an engine's lease on 2

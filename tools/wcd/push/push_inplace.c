@@ -85,7 +85,6 @@ void push_inplace_publish(struct wcd *d, struct wcd_push *p,
 			  struct wire_life_reply *r)
 {
 	struct wcd_version *cur = wcd_current(d);
-	char err[BASE_ERR_LEN];
 	unsigned told;
 
 	WC_ASSERT(p->in_place && cur->number == p->base);
@@ -94,9 +93,7 @@ void push_inplace_publish(struct wcd *d, struct wcd_push *p,
 	if (!p->direct)
 		load_version_free(d, &d->model.ver[p->vi]);
 	cur->number = p->base + 1;
-	p->incomplete = 0;
-	if (d->ready_write(d, err))
-		log_warn("cannot rewrite the ready file: %s", err);
+	p->incomplete = 0;     /* the ready file: after the reply */
 	r->version = cur->number;
 	r->bytes = p->bytes - p->kept;
 	r->ns = rx_now_ns() - p->t0;

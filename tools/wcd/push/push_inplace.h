@@ -21,8 +21,9 @@ struct wire_life_reply;
 int push_inplace_prepare(struct wcd *d, struct wcd_push *p,
 			 const uint8_t *keep, char *err);
 /* The second half: the served version takes the number N+1 (the same
- * pools), the session's own pools go (host), the ready file is rewritten,
- * every client holding a lease gets WIRE_NOTICE_IN_PLACE; fills r. */
+ * pools), the session's own pools go (host), every client holding a
+ * lease gets WIRE_NOTICE_IN_PLACE; fills r (the caller rewrites the ready
+ * file once the reply is out). */
 void push_inplace_publish(struct wcd *d, struct wcd_push *p,
 			  struct wire_life_reply *r);
 
