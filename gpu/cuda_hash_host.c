@@ -4,22 +4,31 @@
  *
  * Host chains: a chain is one warp's dependent 64-bit arithmetic, 15.5 ns
  * a step on an H100 or H200 (16 ms for a 1 GiB embedding, the longest
- * part of an update's commit), where a host core runs four lanes of it in
- * about 2.5 ns a step. So the longest tensors of a batch have their
- * block sums computed on the device in pieces of HC_PIECE blocks, each
- * piece copied to pinned host memory as soon as it is summed, and
- * chained on the host: each half of the lanes of a tensor is a task that
- * a worker thread (up to HC_THREADS, fewer on a host of few cores) or
- * hash_end's caller takes, waits for each piece's copy event and chains;
- * the half that ends last finishes the hash from a copy of the tensor's
- * last bytes. The rest of the batch runs on the device as before, beside
- * them. Only where the caller asks (gpu_dev.hash_host_chains: an
+ * part of an update's commit), where a host core runs two lanes of it in
+ * about 2 ns a step. So the longest tensors of a batch have their block
+ * sums computed on the device in pieces of HC_PIECE blocks, lane-major
+ * (gpu_cuda_xxh3_sums), each piece copied to pinned host memory as soon
+ * as it is summed, and chained on the host: each pair of lanes of a
+ * tensor is a task (HC_TASKS a tensor) that a worker thread (up to
+ * HC_THREADS, fewer on a host of few cores) or hash_end's caller takes,
+ * waits for each piece's copy event and chains; the task that ends last
+ * finishes the hash from a copy of the tensor's last bytes. A task reads
+ * its own lanes' words alone: the sums come from memory the device's
+ * copy just wrote (in no cache), and with a block's eight words side by
+ * side, read by two tasks of four lanes each (64 MB streamed by each
+ * for a 1 GiB tensor), llama-8b's two 1 GiB tensors took 13.3-14.7 ms
+ * on an H200 host against 5.6-6.7 ms this way (bench/RESULTS.md).
+ * A tensor inside a taken one's bytes at a whole number of blocks from
+ * its start (a fused view's part, an alias) reads that one's sums: no
+ * sums or copies of its own. The rest of the batch runs on the device as
+ * before, beside them. Only where the caller asks (gpu_dev.hash_host_chains: an
  * update's commit; gpu.h says why). Which go (hc_take): longest first, while a tensor's chain on the
  * device (HC_DEV_STEP_PS a block) would outlast both the batch's block
  * sums (HC_SUM_PS a block, every tensor's: the device reads them all
  * either way) and the copies of the sums to the host so far, itself
- * included (HC_D2H_PS a block: they go one after another); at most
- * HC_MAX_BLOCKS, HC_MAX_T tensors, none under HC_MIN_BLOCKS.
+ * included (HC_D2H_PS a block: they go one after another; a part adds
+ * none); at most HC_MAX_BLOCKS, HC_MAX_T tensors, none under
+ * HC_MIN_BLOCKS.
  * WCACHE_CUDA_HOST_CHAINS=0 keeps every chain on the device.
  */
 #include <errno.h>
@@ -52,21 +61,25 @@ void gpu_cuda_hc_free(struct cuda_hash *h)
 		cudaFreeHost(h->hc_host);
 }
 
-/* Task k of the host chains: lanes (k % 2) * 4 .. + 3 of tensor k / 2,
- * each piece chained once its copy to the host has landed. */
+/* Task k of the host chains: lanes (k % HC_TASKS) * 2 and the next of
+ * tensor k / HC_TASKS, each piece of the sums it reads (lane-major:
+ * gpu_cuda_xxh3_sums) chained once that piece's copy to the host has
+ * landed (a part's blocks lie at an offset in its holder's pieces: it
+ * waits for each piece its blocks span). */
 static void hc_run(struct cuda_hash *h, uint32_t k)
 {
-	struct hc_tensor *t = &h->hc_t[k / 2];
+	struct hc_tensor *t = &h->hc_t[k / HC_TASKS];
 	const uint64_t *sums = (const uint64_t *)(h->hc_host +
 						  (size_t)HC_MAX_T * XS_BLOCK);
-	unsigned l0 = k % 2 * 4;
+	unsigned l0 = k % HC_TASKS * 2;
 	uint64_t kw[XS_SECRET_WORDS], acc[8];
 
 	xs_secret_words(kw);
 	xs_init(acc);
-	for (uint64_t b = 0, p = t->piece0; b < t->nblk; b += HC_PIECE, p++) {
-		uint64_t n = t->nblk - b < HC_PIECE ? t->nblk - b : HC_PIECE;
-		cudaError_t e = cudaEventSynchronize(h->hc_ev[2 * p + 1]);
+	for (uint64_t b = 0; b < t->nblk;) {
+		uint64_t hb = t->at + b, p = hb / HC_PIECE, o = hb % HC_PIECE;
+		uint64_t np = t->hn - p * HC_PIECE, n = HC_PIECE - o;
+		cudaError_t e = cudaEventSynchronize(h->hc_ev[2 * (t->piece0 + p) + 1]);
 		int none = cudaSuccess;
 
 		if (e != cudaSuccess) {
@@ -75,10 +88,16 @@ static void hc_run(struct cuda_hash *h, uint32_t k)
 						    __ATOMIC_RELAXED);
 			return;
 		}
-		xs_chain4(acc, l0, sums + 8 * (t->flat0 + b), n, kw);
+		if (np > HC_PIECE)
+			np = HC_PIECE;
+		if (n > t->nblk - b)
+			n = t->nblk - b;
+		xs_chain2(acc, l0, sums + 8 * (t->flat0 + p * HC_PIECE) +
+				   l0 * np + o, np, n, kw);
+		b += n;
 	}
-	memcpy(t->acc + l0, acc + l0, 4 * sizeof(*acc));
-	if (__atomic_sub_fetch(&t->halves_left, 1, __ATOMIC_ACQ_REL) == 0)
+	memcpy(t->acc + l0, acc + l0, 2 * sizeof(*acc));
+	if (__atomic_sub_fetch(&t->tasks_left, 1, __ATOMIC_ACQ_REL) == 0)
 		xs_finish_tail(t->acc, t->tail, t->len, t->out);
 }
 
@@ -88,7 +107,7 @@ static void hc_drain(struct cuda_hash *h)
 	uint32_t k;
 
 	while ((k = __atomic_fetch_add(&h->hc_next, 1, __ATOMIC_RELAXED)) <
-	       2 * h->hc_n)
+	       HC_TASKS * h->hc_n)
 		hc_run(h, k);
 }
 
@@ -160,10 +179,28 @@ static bool hc_ready(struct cuda_hash *h, uint64_t blocks, unsigned npiece)
 	return true;
 }
 
+/* Job j is a part of an earlier job m < j (hj longest first) that is no
+ * part itself: its bytes inside m's at a whole number of blocks from
+ * m's start. Its holder's index into holder[j] (else holder[j] = j). */
+static void hc_part_of(const struct xk_job_h *hj, uint32_t j,
+		       uint32_t *holder)
+{
+	holder[j] = j;
+	for (uint32_t m = 0; m < j; m++)
+		if (holder[m] == m && hj[j].base >= hj[m].base &&
+		    (hj[j].base - hj[m].base) % XS_BLOCK == 0 &&
+		    hj[j].base + hj[j].len <= hj[m].base + hj[m].len) {
+			holder[j] = m;
+			return;
+		}
+}
+
 /* How many of the jobs hj (longest first) go to the host (the file's
- * head says which); their blocks in *total, their pieces in *npiece. */
+ * head says which; a part of one taken reads that one's sums: no sums,
+ * no copy of its own); their summed blocks in *total, their pieces in
+ * *npiece, each one's holder in holder[] (HC_MAX_T entries). */
 static uint32_t hc_take(const struct xk_job_h *hj, uint32_t n,
-			uint64_t *total, unsigned *npiece)
+			uint64_t *total, unsigned *npiece, uint32_t *holder)
 {
 	uint64_t all = 0;
 	uint32_t k = 0;
@@ -174,15 +211,32 @@ static uint32_t hc_take(const struct xk_job_h *hj, uint32_t n,
 		all += xs_nblocks(hj[j].len);
 	for (; k < n && k < HC_MAX_T; k++) {
 		uint64_t nb = xs_nblocks(hj[k].len), dev_ps = nb * HC_DEV_STEP_PS;
+		bool part;
 
-		if (nb <= HC_MIN_BLOCKS || *total + nb > HC_MAX_BLOCKS ||
-		    dev_ps <= all * HC_SUM_PS ||
-		    dev_ps <= (*total + nb) * HC_D2H_PS)
+		hc_part_of(hj, k, holder);
+		part = holder[k] != k;
+		if (nb <= HC_MIN_BLOCKS || dev_ps <= all * HC_SUM_PS ||
+		    (!part && (*total + nb > HC_MAX_BLOCKS ||
+			       dev_ps <= (*total + nb) * HC_D2H_PS)))
 			break;
+		if (part)
+			continue;
 		*total += nb;
 		*npiece += (unsigned)((nb + HC_PIECE - 1) / HC_PIECE);
 	}
 	return k;
+}
+
+/* Queues on the copy stream the copy of job j's (taken m-th) bytes from
+ * xs_tail_off to its end, into the m-th tail. */
+static cudaError_t hc_tail(struct cuda_hash *h, const struct xk_job_h *j,
+			   uint32_t m)
+{
+	uint64_t t0 = xs_tail_off(j->len);
+
+	return cudaMemcpyAsync(h->hc_host + (size_t)m * XS_BLOCK,
+			       (const uint8_t *)(uintptr_t)j->base + t0,
+			       j->len - t0, cudaMemcpyDeviceToHost, h->hcs[1]);
 }
 
 /*
@@ -198,7 +252,7 @@ int gpu_cuda_hc_queue(struct cuda_hash *h, const struct gpu_dev *dev,
 {
 	const char *env = getenv("WCACHE_CUDA_HOST_CHAINS");
 	uint64_t total = 0, flat = 0;
-	uint32_t k, s0 = h->nsegs, s;
+	uint32_t k, s0 = h->nsegs, s, holder[HC_MAX_T];
 	unsigned npiece = 0, cores = hc_cores(), want;
 	uint8_t *tails;
 	uint64_t *sums;
@@ -208,7 +262,7 @@ int gpu_cuda_hc_queue(struct cuda_hash *h, const struct gpu_dev *dev,
 	if (!dev->hash_host_chains || h->hc_tried || cores < 2 ||
 	    (env && !strcmp(env, "0")))
 		return 0;
-	k = hc_take(hj, n, &total, &npiece);
+	k = hc_take(hj, n, &total, &npiece, holder);
 	if (!k || npiece > h->segs_cap - h->nsegs)
 		return 0;
 	h->hc_tried = true;
@@ -227,11 +281,20 @@ int gpu_cuda_hc_queue(struct cuda_hash *h, const struct gpu_dev *dev,
 
 		*t = (struct hc_tensor){
 			.len = hj[j].len, .nblk = xs_nblocks(hj[j].len),
-			.flat0 = flat,
+			.flat0 = flat, .hn = xs_nblocks(hj[j].len),
 			.i = (uint32_t)((hj[j].out - (uint64_t)(uintptr_t)results) / 16),
 			.piece0 = npiece, .tail = tails + (size_t)j * XS_BLOCK,
-			.halves_left = 2,
+			.tasks_left = HC_TASKS,
 		};
+		if (holder[j] != j) {    /* a part: its holder's sums */
+			const struct hc_tensor *ht = &h->hc_t[holder[j]];
+
+			t->at = (hj[j].base - hj[holder[j]].base) / XS_BLOCK;
+			t->flat0 = ht->flat0;
+			t->hn = ht->nblk;
+			t->piece0 = ht->piece0;
+			continue;
+		}
 		for (uint64_t b = 0; b < t->nblk; b += HC_PIECE, npiece++)
 			h->segs[s++] = (struct hash_seg){
 				.base = hj[j].base, .len = hj[j].len, .b0 = b,
@@ -249,6 +312,8 @@ int gpu_cuda_hc_queue(struct cuda_hash *h, const struct gpu_dev *dev,
 	for (uint32_t j = 0, p = 0; j < k && e == cudaSuccess; j++) {
 		struct hc_tensor *t = &h->hc_t[j];
 
+		if (holder[j] != j)
+			continue;
 		for (uint64_t b = 0; b < t->nblk && e == cudaSuccess;
 		     b += HC_PIECE, p++) {
 			uint64_t nb = t->nblk - b < HC_PIECE ? t->nblk - b :
@@ -268,15 +333,15 @@ int gpu_cuda_hc_queue(struct cuda_hash *h, const struct gpu_dev *dev,
 						    64 * nb,
 						    cudaMemcpyDeviceToHost,
 						    h->hcs[1]);
-			if (e == cudaSuccess && b + nb == t->nblk) {
-				uint64_t t0 = xs_tail_off(t->len);
-
-				e = cudaMemcpyAsync((void *)t->tail,
-						    (const uint8_t *)(uintptr_t)
-						    hj[j].base + t0, t->len - t0,
-						    cudaMemcpyDeviceToHost,
-						    h->hcs[1]);
-			}
+			/* the tails: its parts' with its first piece (a
+			 * part's waits are all for its pieces' events), its
+			 * own with its last */
+			for (uint32_t m = j + 1; !b && m < k && e == cudaSuccess;
+			     m++)
+				if (holder[m] == j)
+					e = hc_tail(h, &hj[m], m);
+			if (e == cudaSuccess && b + nb == t->nblk)
+				e = hc_tail(h, &hj[j], j);
 			if (e == cudaSuccess)
 				e = cudaEventRecord(h->hc_ev[2 * p + 1],
 						    h->hcs[1]);
@@ -290,8 +355,8 @@ int gpu_cuda_hc_queue(struct cuda_hash *h, const struct gpu_dev *dev,
 	h->hc_next = 0;
 	h->hc_ordinal = dev->ordinal;
 	want = cores - 1 < HC_THREADS ? cores - 1 : HC_THREADS;
-	if (want > 2 * k)
-		want = 2 * k;
+	if (want > HC_TASKS * k)
+		want = HC_TASKS * k;
 	/* too few threads is slower, not wrong: hash_end's caller takes
 	 * what is left */
 	while (h->hc_nth < want &&

@@ -36,14 +36,21 @@ _Static_assert(sizeof(struct hash_seg) == 64, "xr_seg is eight 8-byte words");
 #define HC_MAX_T 64u                   /* tensors */
 #define HC_THREADS 8u
 
+/* the host tasks of a tensor: lanes 0-1, 2-3, 4-5, 6-7 */
+#define HC_TASKS 4u
+
 struct hc_tensor {
 	uint64_t len, nblk;
-	uint64_t flat0;                /* its first block's sum in hc_sums */
+	/* the tensor whose sums it reads (itself, or a part's holder): its
+	 * first block's in hc_sums, its blocks, its first piece's events,
+	 * and where this one's blocks begin in it (a part's offset, else 0) */
+	uint64_t flat0, hn;
+	uint32_t piece0;
+	uint64_t at;
 	uint32_t i;                    /* the hash's tensor index */
-	uint32_t piece0;               /* its first piece's events */
 	const uint8_t *tail;           /* its bytes from xs_tail_off, pinned */
 	uint64_t acc[8];
-	unsigned halves_left;
+	unsigned tasks_left;
 	uint8_t out[16];
 };
 
@@ -70,6 +77,8 @@ struct cuda_hash {
 	uint64_t round;                /* rounds queued: the scratch's parity */
 	unsigned nsm;                  /* the device's SMs (0: unknown) */
 	size_t alone_smem;             /* a chain block's SM alone (0: none) */
+	unsigned groups;               /* a round's chains a block (rounds_ready) */
+	uint64_t seg_blocks;           /* a round's segments at most */
 	/* the long tensors of the first batch that has any (long_queue):
 	 * their sums' scratch, two streams at the greatest priority and two
 	 * events, each NULL until made */
@@ -89,7 +98,7 @@ struct cuda_hash {
 	cudaEvent_t *hc_ev;
 	unsigned hc_nev;               /* events made */
 	/* this hash's (the first batch with long tensors): its tensors,
-	 * two tasks each (lanes 0..3, 4..7), the next task to take, the
+	 * HC_TASKS tasks each (two lanes a task), the next task to take, the
 	 * first error of a wait, the threads */
 	bool hc_tried;
 	int hc_ordinal;
@@ -108,7 +117,7 @@ int gpu_cuda_xxh3_batch(cudaStream_t s, const void *jobs, unsigned n);
 int gpu_cuda_xxh3_round(cudaStream_t ss, cudaStream_t cs, cudaEvent_t summed,
 			cudaEvent_t freed, const void *segs, unsigned nseg,
 			unsigned nchain, uint64_t nblocks, uint64_t *scr,
-			size_t chain_smem);
+			size_t chain_smem, unsigned groups);
 size_t gpu_cuda_xxh3_alone_smem(void);
 int gpu_cuda_xxh3_sums(cudaStream_t s, const void *segs, unsigned nseg,
 		       uint64_t nblocks, uint64_t *scr);

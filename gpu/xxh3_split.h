@@ -179,30 +179,28 @@ XS_FN uint64_t xs_merge(const uint64_t acc[8], unsigned soff, uint64_t start)
 	return h ^ (h >> 32);
 }
 
-/* Four lanes of the chain, l0 .. l0 + 3, over n blocks' sums (8 words a
- * block, as the device's scratch holds them): the host's way to run a
- * long chain (cuda_hash.c's host chains), four independent lanes kept in
- * registers so that their dependent operations interleave. kw from
- * xs_secret_words; acc holds all eight lanes. */
-XS_FN void xs_chain4(uint64_t acc[8], unsigned l0, const uint64_t *sums,
-		     uint64_t n, const uint64_t kw[XS_SECRET_WORDS])
+/* Two lanes of the chain, l0 and l0 + 1, over n blocks' sums laid out
+ * lane-major (lane l0's at s[0 .. n), lane l0 + 1's at s[stride ..
+ * stride + n): the host's way to run a long chain (cuda_hash_host.c's
+ * host chains: a piece's sums as the device writes them for the host,
+ * gpu_cuda_xxh3_sums). Each lane is its own dependent chain (the
+ * accumulate's pairing of lanes is inside the sums), so a task streams
+ * only its own lanes' words, and two lanes in registers interleave their
+ * dependent operations. kw from xs_secret_words; acc holds all eight. */
+XS_FN void xs_chain2(uint64_t acc[8], unsigned l0, const uint64_t *s,
+		     uint64_t stride, uint64_t n,
+		     const uint64_t kw[XS_SECRET_WORDS])
 {
-	uint64_t a0 = acc[l0], a1 = acc[l0 + 1], a2 = acc[l0 + 2],
-		 a3 = acc[l0 + 3];
-	uint64_t k0 = kw[16 + l0], k1 = kw[17 + l0], k2 = kw[18 + l0],
-		 k3 = kw[19 + l0];
-	const uint64_t *s = sums + l0;
+	uint64_t a0 = acc[l0], a1 = acc[l0 + 1];
+	uint64_t k0 = kw[16 + l0], k1 = kw[17 + l0];
+	const uint64_t *s1 = s + stride;
 
-	for (uint64_t j = 0; j < n; j++, s += 8) {
-		a0 = xs_scramble1(a0, s[0], k0);
-		a1 = xs_scramble1(a1, s[1], k1);
-		a2 = xs_scramble1(a2, s[2], k2);
-		a3 = xs_scramble1(a3, s[3], k3);
+	for (uint64_t j = 0; j < n; j++) {
+		a0 = xs_scramble1(a0, s[j], k0);
+		a1 = xs_scramble1(a1, s1[j], k1);
 	}
 	acc[l0] = a0;
 	acc[l0 + 1] = a1;
-	acc[l0 + 2] = a2;
-	acc[l0 + 3] = a3;
 }
 
 /* The first byte xs_finish reads: the last block's, or the input's last

@@ -307,10 +307,14 @@ static void check_rounds(const struct gpu_backend *be, struct gpu_dev *dev,
 /* Parts (gpu/hash_plan.h): a 90 MiB holder (three round segments) with
  * parts at its start, across its segment edges, at its end and an alias of
  * all of it, and a tensor off the block inside it (summed itself), copied
- * whole and hashed in one batch, the host chains not asked for (they
- * would take the holder): every hash equals the host's. */
+ * whole and hashed in one batch: every hash equals the host's. Without
+ * the host chains every part chains from the holder's round sums; with
+ * them the holder, its alias and the two long parts chain on the host
+ * from the holder's sums copied there (cuda_hash_host.c), and the short
+ * parts are summed on the device themselves. */
 static void check_parts(const struct gpu_backend *be, struct gpu_dev *dev,
-			struct gpu_pool *pool, const uint8_t *stage)
+			struct gpu_pool *pool, const uint8_t *stage,
+			bool host_chains)
 {
 	const uint64_t HL = (90u << 20) + 77;
 	static const uint64_t part[][2] = {   /* offset, length */
@@ -330,6 +334,7 @@ static void check_parts(const struct gpu_backend *be, struct gpu_dev *dev,
 	memset(out, 0, sizeof(out));
 	t_count_set(&ncopied, 0);
 	T_ASSERT(!dev->hash_host_chains);
+	dev->hash_host_chains = host_chains;
 	T_OK(be->hash_begin(dev, NR, err));
 	copies = copy_pieces(be, dev, pool, stage, 0, HL);
 	t[0] = (struct tens){ .off = 0, .len = HL };
@@ -341,8 +346,11 @@ static void check_parts(const struct gpu_backend *be, struct gpu_dev *dev,
 	if (be->hash_batch(dev, jobs, NR, 0, err))
 		T_FAIL("hash_batch: %s", err);
 	end_and_check(be, dev, stage, t, NR, out, copies);
-	printf("a 90 MiB tensor and %u tensors inside it (parts, an alias, one off the block) in one batch: the device's hashes equal the host's\n",
-	       (unsigned)NR - 1);
+	dev->hash_host_chains = false;
+	printf("a 90 MiB tensor and %u tensors inside it (parts, an alias, one off the block) in one batch, %s: the device's hashes equal the host's\n",
+	       (unsigned)NR - 1, host_chains ?
+	       "host chains (the holder, its alias and two parts from its sums)" :
+	       "device chains");
 }
 
 /* Long tensors, two of them at lengths off the block and one a block over
@@ -485,7 +493,9 @@ static void speed_mix(const struct gpu_backend *be, struct gpu_dev *dev)
 	static const uint64_t MiB = 1u << 20;
 	static struct gpu_hash_job j[NJ];
 	static uint8_t out[NJ][16];
-	static const char *what[] = { "all", "layers", "two 1 GiB" };
+	static const char *what[] = { "all", "layers", "two 1 GiB",
+				      "layer 0's MLP" };
+	static struct gpu_hash_job mlp[4];
 	struct gpu_pool big;
 	char err[BASE_ERR_LEN];
 	uint64_t off = 0, cap = 2 * 1024 * MiB + L * 416 * MiB;
@@ -517,22 +527,31 @@ static void speed_mix(const struct gpu_backend *be, struct gpu_dev *dev)
 	T_ASSERT(n == NJ && off <= cap);
 	for (unsigned k = 0; k < NJ; k++)
 		j[k].i = k;
+	/* a partial update of layer 0's MLP: gate, up, down and the
+	 * gate_up view over the first two */
+	mlp[0] = j[2 + 4];
+	mlp[1] = j[2 + 5];
+	mlp[2] = j[2 + 6];
+	mlp[3] = j[2 + 8];
 	for (int round = 0; round < 3; round++)
-		for (unsigned w = 0; w < 3; w++)
+		for (unsigned w = 0; w < 4; w++)
 			for (int hc = 1; hc >= 0; hc--) {
-				const struct gpu_hash_job *first = w == 1 ? j + 2 : j;
-				unsigned cnt = w == 0 ? NJ : w == 1 ? NJ - 2 : 2;
-				double t0;
+				const struct gpu_hash_job *first =
+					w == 1 ? j + 2 : w == 3 ? mlp : j;
+				unsigned cnt = w == 0 ? NJ : w == 1 ? NJ - 2 :
+					       w == 2 ? 2 : 4;
+				double t0, t1;
 
 				dev->hash_host_chains = hc;
 				T_OK(be->hash_begin(dev, NJ, err));
 				t0 = now_s();
 				T_OK(be->hash_batch(dev, first, cnt, 0, err));
+				t1 = now_s();
 				T_OK(be->hash_end(dev, out, err));
-				printf("llama-8b mix, %s (%u tensors), %s: %.3f ms\n",
+				printf("llama-8b mix, %s (%u tensors), %s: %.3f ms (queued in %.3f)\n",
 				       what[w], cnt,
 				       hc ? "host chains" : "device chains",
-				       (now_s() - t0) * 1e3);
+				       (now_s() - t0) * 1e3, (t1 - t0) * 1e3);
 			}
 	dev->hash_host_chains = false;
 	be->pool_release(dev, &big);
@@ -620,7 +639,8 @@ int main(void)
 	check_rounds(be, &dev, &pool, stage, 1);
 	check_rounds(be, &dev, &pool, stage, 2);
 	check_rounds(be, &dev, &pool, stage, 7);
-	check_parts(be, &dev, &pool, stage);
+	check_parts(be, &dev, &pool, stage, false);
+	check_parts(be, &dev, &pool, stage, true);
 	check_long(be, &dev, true);
 	check_long(be, &dev, false);
 	check_refusals(be, &dev, &pool);

@@ -4,11 +4,13 @@
  * base_hash128's bytes on the CPU: block sums in any order, the chain in
  * segments of any length, at the awkward lengths (241, one block, one block
  * and a byte, a stripe short of two blocks ...), from unaligned starts, and
- * at random lengths up to 3 MiB; and the host chains' way (cuda_hash.c):
- * every block's sum first, each half of the lanes chained on its own
- * (xs_chain4) in pieces of its own, the end from a copy of the tail alone
- * (xs_finish_tail: a buffer of exactly those bytes, so that a read outside
- * it is the sanitizer build's error).
+ * at random lengths up to 3 MiB; and the host chains' way
+ * (cuda_hash_host.c): every block's sum first, laid out lane-major in
+ * pieces, each pair of lanes chained on its own (xs_chain2) piece by
+ * piece, the end from a copy of the tail alone (xs_finish_tail: a buffer
+ * of exactly those bytes, so that a read outside it is the sanitizer
+ * build's error), for the whole and for a part at a block offset that
+ * reads the whole's sums.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -50,42 +52,88 @@ static void split_hash(const uint8_t *p, uint64_t len, uint8_t out[16])
 	xs_finish(acc, p, len, out);
 }
 
-/* The host chains' computation: sums of every block, lanes 0..3 and
- * 4..7 each chained in random pieces, the end from the tail alone. */
-static void host_chain_hash(const uint8_t *p, uint64_t len, uint8_t out[16])
+/* The host chains' computation (gpu/cuda_hash_host.c's hc_run) of the
+ * part of the holder p (hn blocks of sums, in pieces of P blocks, each
+ * piece lane-major: lane l's sums of piece q at sums + 8 q P + l np, np
+ * its blocks) that starts at block at and is len bytes long: each pair
+ * of lanes chained on its own, piece by piece (in random chunks inside
+ * each), the end from a copy of the part's tail alone. */
+static void host_chain_part(const uint8_t *p, const uint64_t *sums,
+			    uint64_t P, uint64_t hn, uint64_t at,
+			    uint64_t len, uint8_t out[16])
 {
 	uint64_t kw[XS_SECRET_WORDS], acc[8];
 	uint64_t nb = xs_nblocks(len), t0 = xs_tail_off(len);
-	uint64_t *sums = malloc(sizeof(uint64_t) * 8 * (nb ? nb : 1));
 	uint8_t *tail = malloc(len - t0);
 
-	T_ASSERT(sums && tail);
+	T_ASSERT(tail);
 	T_ASSERT(len - t0 <= XS_BLOCK && len - t0 >= XS_STRIPE);
+	T_ASSERT(at + nb <= hn);
 	xs_secret_words(kw);
 	xs_init(acc);
-	for (uint64_t b = nb; b-- > 0;)
-		xs_block_sum(sums + 8 * b, p + b * XS_BLOCK, kw);
-	for (unsigned l0 = 0; l0 < 8; l0 += 4)
-		for (uint64_t b = 0, n; b < nb; b += n) {
-			n = 1 + next() % 700;
+	for (unsigned l0 = 0; l0 < 8; l0 += 2)
+		for (uint64_t b = 0; b < nb;) {
+			uint64_t hb = at + b, q = hb / P, o = hb % P;
+			uint64_t np = hn - q * P < P ? hn - q * P : P;
+			uint64_t n = 1 + next() % (P - o);
+
 			if (n > nb - b)
 				n = nb - b;
-			xs_chain4(acc, l0, sums + 8 * b, n, kw);
+			xs_chain2(acc, l0, sums + 8 * q * P + l0 * np + o, np,
+				  n, kw);
+			b += n;
 		}
-	memcpy(tail, p + t0, len - t0);
+	memcpy(tail, p + at * XS_BLOCK + t0, len - t0);
 	xs_finish_tail(acc, tail, len, out);
 	free(tail);
+}
+
+/* The host chains' way for the tensor p of len bytes (its blocks' sums
+ * laid out in pieces of a random length, lane-major in each) and for a
+ * random part of it at a block offset, which reads the same sums: both
+ * into out (the whole's) and part_out (the part's, with its bytes'
+ * libxxhash hash into part_want); *part_len 0 when len has no room. */
+static void host_chain_hash(const uint8_t *p, uint64_t len, uint8_t out[16],
+			    uint8_t part_out[16], uint8_t part_want[16],
+			    uint64_t *part_len)
+{
+	uint64_t kw[XS_SECRET_WORDS], s8[8];
+	uint64_t nb = xs_nblocks(len), P = 1 + next() % 700, at;
+	uint64_t *sums = calloc(8 * (nb ? nb : 1), sizeof(uint64_t));
+
+	T_ASSERT(sums);
+	xs_secret_words(kw);
+	for (uint64_t b = nb; b-- > 0;) {
+		uint64_t q = b / P, np = nb - q * P < P ? nb - q * P : P;
+
+		xs_block_sum(s8, p + b * XS_BLOCK, kw);
+		for (unsigned l = 0; l < 8; l++)
+			sums[8 * q * P + l * np + b % P] = s8[l];
+	}
+	host_chain_part(p, sums, P, nb, 0, len, out);
+	*part_len = 0;
+	at = nb ? next() % nb : 0;
+	if (len - at * XS_BLOCK > XS_MIN_LEN) {
+		*part_len = XS_MIN_LEN + 1 +
+			    next() % (len - at * XS_BLOCK - XS_MIN_LEN);
+		host_chain_part(p, sums, P, nb, at, *part_len, part_out);
+		base_hash128(p + at * XS_BLOCK, *part_len, part_want);
+	}
 	free(sums);
 }
 
 static void check(const uint8_t *p, uint64_t len)
 {
-	uint8_t want[16], got[16], host[16];
+	uint8_t want[16], got[16], host[16], part[16], part_want[16];
 	char w[BASE_HASH_HEX_LEN], g[BASE_HASH_HEX_LEN];
+	uint64_t part_len;
 
 	base_hash128(p, len, want);
 	split_hash(p, len, got);
-	host_chain_hash(p, len, host);
+	host_chain_hash(p, len, host, part, part_want, &part_len);
+	if (part_len && memcmp(part, part_want, 16))
+		T_FAIL("length %llu: the host chains' part of %llu bytes from its sums differs from libxxhash's",
+		       (unsigned long long)len, (unsigned long long)part_len);
 	if (memcmp(want, got, 16) || memcmp(want, host, 16)) {
 		base_hash_hex(want, w);
 		base_hash_hex(memcmp(want, got, 16) ? got : host, g);
