@@ -333,6 +333,7 @@ def main():
         # no engine holds a lease here: the session writes the served pools
         inpl = timed(lambda: conn.update_from(sd, in_place=True), a.rounds)
         rows.append(summary("inplace", inpl, f_med, 2 * f_med))
+        phases(rows[-1], conn, sd, 4)
         for tag, changed, fm in sets:
             ipart = timed(lambda: conn.update_from(changed, partial=True, in_place=True),
                           a.rounds)
