@@ -119,10 +119,13 @@ def floor_of(sd, names, rounds):
 
 def push_phases(conn, sd, flags=0):
     """update_from's steps one by one (_push.py's own calls): seconds of
-    open, of the writes queued, of commit (the copies' wait, the daemon's
-    seal, hash and publish), and the daemon's seal+hash seconds. flags:
+    open, of the writes queued (and of that, the Python side's sources:
+    dtype, shape, address, device and stream of each tensor), of commit
+    (the copies' wait, the daemon's seal, hash and publish), and the
+    daemon's seal+hash seconds. flags:
     wc_push_open's (2: partial, 4: in place, 8: keep_spare)."""
     import ctypes
+    import inspect
     from wcache import _lib, _push
     from wcache._lib import lib
     p = ctypes.c_void_p()
@@ -130,16 +133,22 @@ def push_phases(conn, sd, flags=0):
     _push._call(conn, lib.wc_push_open, conn._ptr(), flags, 0, 0, ctypes.byref(p))
     t1 = time.perf_counter()
     held = []
+    err = _lib.new(_lib.WcError)
+    # an older package (f463edb and before) makes its own error each call
+    werr = (err,) if "err" in inspect.signature(_push._write).parameters else ()
+    src_s = 0.0
     for k, v in sd.items():
+        ts = time.perf_counter()
         src = _push._source(k, v)
-        _push._write(conn, p, k, src)
+        src_s += time.perf_counter() - ts
+        _push._write(conn, p, k, src, *werr)
         held.append(src[4])
     t2 = time.perf_counter()
     r = _lib.new(_lib.WcLifeResult)
     _push._call(conn, lib.wc_push_commit, p, ctypes.byref(r))
     t3 = time.perf_counter()
-    return {"open_s": t1 - t0, "writes_s": t2 - t1, "commit_s": t3 - t2,
-            "daemon_seal_hash_s": r.verify_seconds}
+    return {"open_s": t1 - t0, "writes_s": t2 - t1, "sources_s": src_s,
+            "commit_s": t3 - t2, "daemon_seal_hash_s": r.verify_seconds}
 
 
 def phases(row, conn, sd, flags=0):

@@ -282,6 +282,38 @@ def test_numpy_sources_and_noncontiguous(llama):
     assert hashes(r) == hashes_after_disk(r, llama[2])
 
 
+def test_parameters_and_the_stream_getter(llama, monkeypatch):
+    """A trainer's parameters (requires_grad, one a non-contiguous view of
+    a parameter) are read as they are, or made contiguous without an
+    autograd graph: the result is the disk update's, hash for hash. The
+    CUDA stream of a source comes from torch's raw getter where it has
+    one (0, the legacy default stream, is None), else torch.cuda's."""
+    from wcache import _push
+    r, new, _ = llama
+    src = {k: torch.nn.Parameter(v.clone()) for k, v in new.items()}
+    two = [k for k, v in new.items() if v.dim() == 2][0]
+    src[two] = torch.nn.Parameter(new[two].t().contiguous()).t()
+    assert src[two].requires_grad and not src[two].is_contiguous()
+    with connect(r) as c:
+        assert c.update_from(src).version == 2
+    assert hashes(r) == hashes_after_disk(r, llama[2])
+    seen = []
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream",
+                        lambda i: seen.append(i) or 0x5000 + i, raising=False)
+    assert _push._raw_stream(3) == 0x5003 and seen == [3]
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda i: 0, raising=False)
+    assert _push._raw_stream(0) is None
+
+    class S:
+        cuda_stream = 0x77
+
+    def bad(i):
+        raise TypeError("a getter of another signature")
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", bad, raising=False)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda d: S())
+    assert _push._raw_stream(1) == 0x77
+
+
 def hashes_after_disk(rank, newdir):
     with connect(rank) as c:
         c.update(newdir)

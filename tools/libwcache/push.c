@@ -552,8 +552,14 @@ int wc_push_write_dev(struct wc_push *p, const char *name, const char *dtype,
 	if (strcmp(dtype, t->dtype))
 		return wc__fail(err, EINVAL, "tensor '%s' is %s in the served layout, and %s was given: convert it first (for example tensor.to(torch.bfloat16)) or pass cast=True to update_from; nothing is cast silently",
 				name, t->dtype, dtype);
-	shape_str(t->ndim, t->shape, want, sizeof(want));
-	shape_str(ndim, shape, got, sizeof(got));
+	/* the shapes are formatted for a refusal only (a write is the
+	 * trainer's loop: a few microseconds a tensor count) */
+	if (ndim != t->ndim ||
+	    memcmp(shape, t->shape, sizeof(uint64_t) * ndim) ||
+	    bytes != t->src_bytes) {
+		shape_str(t->ndim, t->shape, want, sizeof(want));
+		shape_str(ndim, shape, got, sizeof(got));
+	}
 	if (ndim != t->ndim ||
 	    memcmp(shape, t->shape, sizeof(uint64_t) * ndim))
 		return wc__fail(err, EINVAL, "tensor '%s' has the shape %s in the served layout, and %s was given: write the whole checkpoint tensor (every rank's part; gather it first under FSDP)",

@@ -69,22 +69,22 @@ def _source(name, t, want=None, cast=False):
         if st is None:
             raise errors.Error(errno.EINVAL, "wcache: tensor %r has the dtype %s, which no "
                                "checkpoint dtype matches" % (name, t.dtype))
-        t = t.detach()
+        # detached only where a new tensor is made (no autograd graph);
+        # a parameter's own bytes are read as they are
         to = _cast_to(name, st, want, cast)
         if to is not None:
             import torch
-            t = t.to(getattr(torch, _ST_TORCH[to]))  # on t's own device
+            t = t.detach().to(getattr(torch, _ST_TORCH[to]))  # on t's own device
             st = to
         if not t.is_contiguous():
-            t = t.contiguous()
-        dev, stream = -1, None
-        if t.device.type == "cuda":
-            import torch
-            dev = t.device.index if t.device.index is not None else torch.cuda.current_device()
-            stream = torch.cuda.current_stream(t.device).cuda_stream or None
-        elif t.device.type != "cpu":
+            t = t.detach().contiguous()
+        dev, stream, where = -1, None, t.device
+        if where.type == "cuda":
+            dev = where.index if where.index is not None else _cuda_current()
+            stream = _raw_stream(dev)
+        elif where.type != "cpu":
             raise errors.Error(errno.EINVAL, "wcache: tensor %r is on %s: update_from takes CPU "
-                               "and CUDA tensors; move it with .cpu() first" % (name, t.device))
+                               "and CUDA tensors; move it with .cpu() first" % (name, where))
         return (st, tuple(t.shape), t.data_ptr(), t.numel() * t.element_size(), t, dev,
                 stream)
     if hasattr(t, "__array_interface__") or mod.startswith("numpy"):
@@ -105,8 +105,28 @@ def _source(name, t, want=None, cast=False):
                        "arrays" % (name, type(t).__name__))
 
 
-def _call(conn, fn, *args):
-    err = _lib.new(_lib.WcError)
+def _cuda_current():
+    import torch
+    return torch.cuda.current_device()
+
+
+def _raw_stream(dev):
+    """The current stream of CUDA device dev as a cudaStream_t (None: the
+    legacy default stream). torch's raw getter where it has one (no
+    torch.cuda.Stream object made for each tensor)."""
+    import torch
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        try:
+            return raw(dev) or None
+        except (TypeError, RuntimeError):
+            pass  # a torch whose getter differs: the public way below
+    return torch.cuda.current_stream(dev).cuda_stream or None
+
+
+def _call(conn, fn, *args, err=None):
+    if err is None:
+        err = _lib.new(_lib.WcError)
     with conn._h.lock:
         ret = fn(*args, ctypes.byref(err))
     if ret < 0:
@@ -125,9 +145,10 @@ def _dtypes(p):
     return out
 
 
-def _write(conn, p, name, src):
+def _write(conn, p, name, src, err=None):
     """One source (_source's tuple) into session p: wc_push_write_dev
-    where the source is on a GPU or libwcache has it, else wc_push_write."""
+    where the source is on a GPU or libwcache has it, else wc_push_write.
+    err: a WcError to reuse (a loop's), else one is made."""
     st, shape, addr, nbytes, _, dev, stream = src
     dims = (ctypes.c_uint64 * max(len(shape), 1))(*shape)
     if dev >= 0 or stream is not None:
@@ -136,10 +157,10 @@ def _write(conn, p, name, src):
                                "libwcache writes from host memory only (no "
                                "wc_push_write_dev): install a newer one" % (name, dev))
         _call(conn, lib.wc_push_write_dev, p, _lib.b(name), _lib.b(st), len(shape), dims,
-              ctypes.c_void_p(addr), nbytes, dev, ctypes.c_void_p(stream))
+              ctypes.c_void_p(addr), nbytes, dev, ctypes.c_void_p(stream), err=err)
         return
     _call(conn, lib.wc_push_write, p, _lib.b(name), _lib.b(st), len(shape), dims,
-          ctypes.c_void_p(addr), nbytes)
+          ctypes.c_void_p(addr), nbytes, err=err)
 
 
 # The daemon's refusal of an open while the version before the served one
@@ -194,9 +215,10 @@ def update_from(conn, tensors, allow_layout_change=False, timeout_ms=0, partial=
     held = []  # every source until commit: the device copies are queued
     try:
         want = _dtypes(p) if cast else {}
+        err = _lib.new(_lib.WcError)
         for name, t in items:
             src = _source(name, t, want.get(name), cast)
-            _write(conn, p, name, src)
+            _write(conn, p, name, src, err)
             held.append(src[4])
         r = _lib.new(_lib.WcLifeResult)
         done = True  # commit frees the session whatever it answers
