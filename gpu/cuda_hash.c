@@ -160,8 +160,6 @@ static struct cuda_hash *hash_take(struct cuda_dev *cd, uint32_t n)
 		k->segs_cap = h->segs_cap;
 		k->nsm = h->nsm;
 		k->alone_smem = h->alone_smem;
-		k->groups = h->groups;
-		k->seg_blocks = h->seg_blocks;
 	} else {
 		if (h->scr[0])
 			cudaFree(h->scr[0]);
@@ -307,35 +305,6 @@ static int job_cmp(const void *a, const void *b)
 	return x->len < y->len ? 1 : x->len > y->len ? -1 : 0;
 }
 
-/* A number from the environment variable name, or dflt (unset, not a
- * number, or outside [lo, hi]). */
-static uint64_t env_num(const char *name, uint64_t lo, uint64_t hi,
-			uint64_t dflt)
-{
-	const char *s = getenv(name);
-	char *end;
-	unsigned long long v;
-
-	if (!s || !*s)
-		return dflt;
-	v = strtoull(s, &end, 10);
-	return *end || v < lo || v > hi ? dflt : (uint64_t)v;
-}
-
-/* The rounds' shape: segments of seg_blocks at most, a round's chains
- * groups to a block (several need the opt-in shared memory that
- * alone_smem asked for). WCACHE_CUDA_HASH_SEG_KIB and
- * WCACHE_CUDA_CHAIN_GROUPS change them, for measuring (gpu/README.md). */
-static void rounds_shape(struct cuda_hash *h)
-{
-	h->seg_blocks = env_num("WCACHE_CUDA_HASH_SEG_KIB", 1024,
-				XR_ROUND_BLOCKS, XR_SEG_BLOCKS);
-	h->groups = (unsigned)env_num("WCACHE_CUDA_CHAIN_GROUPS", 1,
-				      XR_GROUPS_MAX, 1);
-	if (!h->alone_smem)
-		h->groups = 1;
-}
-
 /* The rounds' scratch, segment table and events, made at the first batch
  * of a hash; false (once, then the batches fall back) where they cannot
  * be. */
@@ -356,7 +325,6 @@ static bool rounds_ready(struct cuda_hash *h)
 		h->nsm = (unsigned)nsm;
 	cudaGetLastError();
 	h->alone_smem = gpu_cuda_xxh3_alone_smem();
-	rounds_shape(h);
 	h->segs = malloc(sizeof(*h->segs) * cap);
 	if (!h->segs)
 		return false;
@@ -462,7 +430,7 @@ static int long_queue(struct cuda_hash *h, const struct xk_job_h *hj,
 		e = (cudaError_t)gpu_cuda_xxh3_round(h->ls[0], h->ls[1],
 						     h->lev[0], h->lev[1],
 						     h->d_segs + h->nsegs, k, k,
-						     total, h->lscr, h->alone_smem, 1);
+						     total, h->lscr, h->alone_smem);
 	h->nsegs = s;
 	return (int)e;
 }
@@ -491,7 +459,7 @@ static int rounds_queue(struct cuda_hash *h, const struct xk_job_h *hj,
 			.out = hj[k].out,
 		};
 	}
-	ret = hash_plan_rounds(pj, n, h->seg_blocks, XR_ROUND_BLOCKS,
+	ret = hash_plan_rounds(pj, n, XR_SEG_BLOCKS, XR_ROUND_BLOCKS,
 			       h->segs + h->nsegs, h->segs_cap - h->nsegs,
 			       &nseg, &rd, &nrd);
 	free(pj);
@@ -503,22 +471,18 @@ static int rounds_queue(struct cuda_hash *h, const struct xk_job_h *hj,
 		ret = cudaMemcpyAsync(h->d_segs + h->nsegs, h->segs + h->nsegs,
 				      sizeof(*h->segs) * nseg,
 				      cudaMemcpyHostToDevice, ss);
-	/* a round's chain blocks each on an SM of their own where they fit
-	 * in one wave (the sums blocks beside a chain slow its one warp:
-	 * llama-8b's 16 GB and views 19.2 -> 16.9 ms on an H200), h->groups
-	 * chains to a block; more blocks than SMs (thousands of small
-	 * tensors) share them */
-	for (uint32_t r = 0; r < nrd && ret == cudaSuccess; r++, h->round++) {
-		uint32_t nblk = (rd[r].nchain + h->groups - 1) / h->groups;
-
+	/* a round's chains each on an SM of their own where they fit in one
+	 * wave (the sums blocks beside a chain slow its one warp: llama-8b's
+	 * 16 GB and views 19.2 -> 16.9 ms on an H200); more segments than
+	 * SMs (thousands of small tensors) share them */
+	for (uint32_t r = 0; r < nrd && ret == cudaSuccess; r++, h->round++)
 		ret = gpu_cuda_xxh3_round(ss, cs, h->summed[h->round & 1],
 					  h->freed[h->round & 1],
 					  h->d_segs + h->nsegs + rd[r].first,
 					  rd[r].nseg, rd[r].nchain,
 					  rd[r].nblocks, h->scr[h->round & 1],
-					  h->nsm && nblk <= h->nsm ?
-					  h->alone_smem : 0, h->groups);
-	}
+					  h->nsm && rd[r].nchain <= h->nsm ?
+					  h->alone_smem : 0);
 	h->nsegs += nseg;
 	free(rd);
 	return ret;

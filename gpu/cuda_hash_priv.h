@@ -77,8 +77,6 @@ struct cuda_hash {
 	uint64_t round;                /* rounds queued: the scratch's parity */
 	unsigned nsm;                  /* the device's SMs (0: unknown) */
 	size_t alone_smem;             /* a chain block's SM alone (0: none) */
-	unsigned groups;               /* a round's chains a block (rounds_ready) */
-	uint64_t seg_blocks;           /* a round's segments at most */
 	/* the long tensors of the first batch that has any (long_queue):
 	 * their sums' scratch, two streams at the greatest priority and two
 	 * events, each NULL until made */
@@ -117,7 +115,7 @@ int gpu_cuda_xxh3_batch(cudaStream_t s, const void *jobs, unsigned n);
 int gpu_cuda_xxh3_round(cudaStream_t ss, cudaStream_t cs, cudaEvent_t summed,
 			cudaEvent_t freed, const void *segs, unsigned nseg,
 			unsigned nchain, uint64_t nblocks, uint64_t *scr,
-			size_t chain_smem, unsigned groups);
+			size_t chain_smem);
 size_t gpu_cuda_xxh3_alone_smem(void);
 int gpu_cuda_xxh3_sums(cudaStream_t s, const void *segs, unsigned nseg,
 		       uint64_t nblocks, uint64_t *scr);

@@ -194,10 +194,6 @@ static_assert(XR_INIT == HASH_SEG_INIT && XR_FIN == HASH_SEG_FIN &&
 #define XR_STAGERS 96u
 #define XR_STAGE_PER ((XR_C * 4u + XR_STAGERS - 1) / XR_STAGERS)
 #define XR_U 16u                         /* chain steps read ahead */
-/* a group's double buffer of staged sums, in dynamic shared memory */
-#define XR_GROUP_SMEM (2u * XR_C * 8u * sizeof(uint64_t))
-static_assert(XR_GROUPS_MAX * XR_CHAIN_THREADS <= 1024 && XR_GROUPS_MAX <= 15,
-	      "a block's threads, and its named barriers 1..15");
 
 /* One thread per block of the round: its segment found by a binary
  * search over the round's segments (their flat0 ascending). Block g's
@@ -265,51 +261,27 @@ xr_stage(uint64_t (*dst)[8], const ulonglong2 *src, uint64_t c,
 			d[t + k * XR_STAGERS] = v[k];
 }
 
-/* A group's barrier: the XR_CHAIN_THREADS threads of group g of a chain
- * block, on named barrier 1 + g (0 is __syncthreads'), so that the
- * groups of one block, chaining segments of different lengths, never
- * wait for one another. */
-static __device__ __forceinline__ void xr_bar(unsigned g)
+/* One thread block per segment: lanes 0..7 of warp 0 chain chunk c from
+ * shared memory while warps 1..3 stage chunk c + 1. */
+__global__ void __launch_bounds__(XR_CHAIN_THREADS)
+xr_chain(const struct xr_seg *segs, const uint64_t *scr)
 {
-	asm volatile("bar.sync %0, %1;" : : "r"(1 + g), "r"(XR_CHAIN_THREADS)
-		     : "memory");
-}
+	__shared__ uint64_t buf[2][XR_C][8];
+	__shared__ uint64_t acc_s[8];
+	const struct xr_seg *sg = &segs[blockIdx.x];
+	const ulonglong2 *src = (const ulonglong2 *)(scr + 8 * sg->flat0);
+	unsigned tid = threadIdx.x;
+	uint64_t nblk = sg->nblk;
+	uint64_t nch = (nblk + XR_C - 1) / XR_C;
+	uint64_t acc = 0, key = 0;
 
-/* XR_CHAIN_THREADS threads (a group) per segment, XR_GROUPS_MAX groups at
- * most in a block (blockDim.x / XR_CHAIN_THREADS of them): in each group
- * lanes 0..7 of warp 0 chain chunk c from shared memory while warps 1..3
- * stage chunk c + 1. A group's double buffer is XR_GROUP_SMEM bytes of
- * the block's dynamic shared memory. One group a block with an SM of its
- * own keeps sums blocks off a chain's SM; several groups a block put
- * several chains on one SM, each chain warp on a scheduler of its own
- * (an SM has four), leaving the other SMs to the sums. */
-__global__ void __launch_bounds__(XR_CHAIN_THREADS * XR_GROUPS_MAX)
-xr_chain(const struct xr_seg *segs, unsigned nseg, const uint64_t *scr)
-{
-	extern __shared__ uint64_t xr_dyn[];
-	__shared__ uint64_t acc_s[XR_GROUPS_MAX][8];
-	unsigned g = threadIdx.x / XR_CHAIN_THREADS;
-	unsigned si = blockIdx.x * (blockDim.x / XR_CHAIN_THREADS) + g;
-	uint64_t (*buf)[XR_C][8];
-	const struct xr_seg *sg;
-	const ulonglong2 *src;
-	unsigned tid = threadIdx.x % XR_CHAIN_THREADS;
-	uint64_t nblk, nch, acc = 0, key = 0;
-
-	if (si >= nseg)          /* the whole group: no barrier waits on it */
-		return;
-	buf = (uint64_t (*)[XR_C][8])(xr_dyn + (size_t)g * 2 * XR_C * 8);
-	sg = &segs[si];
-	src = (const ulonglong2 *)(scr + 8 * sg->flat0);
-	nblk = sg->nblk;
-	nch = (nblk + XR_C - 1) / XR_C;
 	if (tid < 8) {
 		key = xs_secret64(8 * (16 + tid));
 		acc = sg->flags & XR_INIT ? xs_init1(tid) : sg->state[tid];
 	}
 	if (tid >= 32 && nch)
 		xr_stage(buf[0], src, 0, nblk, tid - 32);
-	xr_bar(g);
+	__syncthreads();
 	for (uint64_t c = 0; c < nch; c++) {
 		if (tid >= 32) {
 			if (c + 1 < nch)
@@ -335,7 +307,7 @@ xr_chain(const struct xr_seg *segs, unsigned nseg, const uint64_t *scr)
 			for (; j < n; j++)
 				acc = xs_scramble1(acc, sm[j][tid], key);
 		}
-		xr_bar(g);
+		__syncthreads();
 	}
 	if (!(sg->flags & XR_FIN)) {
 		if (tid < 8)
@@ -343,13 +315,13 @@ xr_chain(const struct xr_seg *segs, unsigned nseg, const uint64_t *scr)
 		return;
 	}
 	if (tid < 8)
-		acc_s[g][tid] = acc;
-	xr_bar(g);
+		acc_s[tid] = acc;
+	__syncthreads();
 	if (tid == 0) {
 		uint64_t all[8];
 
 		for (unsigned i = 0; i < 8; i++)
-			all[i] = acc_s[g][i];
+			all[i] = acc_s[i];
 		xs_finish(all, sg->base, sg->len, sg->out);
 	}
 }
@@ -385,28 +357,19 @@ extern "C" size_t gpu_cuda_xxh3_alone_smem(void)
  * after free (the chains that last read scr) and then recording summed;
  * the chains of all nchain on cs after summed (those after the first
  * nseg read sums the first ones' made), then recording free. segs in
- * device memory, in the layout of struct xr_seg. groups: chains a block
- * (1..XR_GROUPS_MAX; more than 1 needs gpu_cuda_xxh3_alone_smem's
- * attribute set); chain_smem: the blocks' dynamic shared memory when
- * each is to have an SM to itself (gpu_cuda_xxh3_alone_smem's; 0: they
- * share, with their groups' buffers alone). */
+ * device memory, in the layout of struct xr_seg. chain_smem: the chain
+ * blocks' dynamic shared memory (gpu_cuda_xxh3_alone_smem's: each has an
+ * SM to itself; 0: they share). */
 extern "C" int gpu_cuda_xxh3_round(cudaStream_t ss, cudaStream_t cs,
 				   cudaEvent_t summed, cudaEvent_t freed,
 				   const void *segs, unsigned nseg,
 				   unsigned nchain, uint64_t nblocks,
-				   uint64_t *scr, size_t chain_smem,
-				   unsigned groups)
+				   uint64_t *scr, size_t chain_smem)
 {
 	const struct xr_seg *sg = (const struct xr_seg *)segs;
 	uint64_t grid = (nblocks + XR_SUMS_THREADS - 1) / XR_SUMS_THREADS;
 	cudaError_t e = cudaStreamWaitEvent(ss, freed, 0);
-	size_t smem;
 
-	if (groups < 1 || groups > XR_GROUPS_MAX)
-		groups = 1;
-	smem = (size_t)groups * XR_GROUP_SMEM;
-	if (chain_smem > smem)
-		smem = chain_smem;
 	if (e == cudaSuccess && nblocks)
 		xr_sums<<<(unsigned)grid, XR_SUMS_THREADS, 0, ss>>>(sg, nseg,
 								   nblocks, scr,
@@ -417,10 +380,8 @@ extern "C" int gpu_cuda_xxh3_round(cudaStream_t ss, cudaStream_t cs,
 		e = cudaEventRecord(summed, ss);
 	if (e == cudaSuccess)
 		e = cudaStreamWaitEvent(cs, summed, 0);
-	if (e == cudaSuccess && nchain)
-		xr_chain<<<(nchain + groups - 1) / groups,
-			   XR_CHAIN_THREADS * groups, smem, cs>>>(sg, nchain,
-								  scr);
+	if (e == cudaSuccess)
+		xr_chain<<<nchain, XR_CHAIN_THREADS, chain_smem, cs>>>(sg, scr);
 	if (e == cudaSuccess)
 		e = cudaGetLastError();
 	if (e == cudaSuccess)

@@ -23,8 +23,6 @@
 
 #define HASH_SEG_INIT 1u               /* the tensor's first segment */
 #define HASH_SEG_FIN 2u                /* its last: the hash is finished */
-/* the most segments one chain block of cuda_xxh3.cu's chains at once */
-#define XR_GROUPS_MAX 4u
 /* a tensor of fewer blocks is never a part (it is summed itself) */
 #define HASH_PART_MIN_BLOCKS 64u
 
