@@ -352,8 +352,6 @@ static bool rounds_ready(struct cuda_hash *h)
 	return true;
 }
 
-
-
 /*
  * The long jobs hj[0..k) (longest first, more than XR_LONG_BLOCKS blocks
  * each) queued as one round of one segment a tensor, on streams of their

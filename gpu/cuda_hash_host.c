@@ -227,14 +227,14 @@ static uint32_t hc_take(const struct xk_job_h *hj, uint32_t n,
 	return k;
 }
 
-/* Queues on the copy stream the copy of job j's (taken m-th) bytes from
- * xs_tail_off to its end, into the m-th tail. */
+/* Queues on the copy stream the copy of job j's bytes from xs_tail_off
+ * to its end into t's tail (t: its host tensor). */
 static cudaError_t hc_tail(struct cuda_hash *h, const struct xk_job_h *j,
-			   uint32_t m)
+			   const struct hc_tensor *t)
 {
 	uint64_t t0 = xs_tail_off(j->len);
 
-	return cudaMemcpyAsync(h->hc_host + (size_t)m * XS_BLOCK,
+	return cudaMemcpyAsync((void *)t->tail,
 			       (const uint8_t *)(uintptr_t)j->base + t0,
 			       j->len - t0, cudaMemcpyDeviceToHost, h->hcs[1]);
 }
@@ -339,9 +339,9 @@ int gpu_cuda_hc_queue(struct cuda_hash *h, const struct gpu_dev *dev,
 			for (uint32_t m = j + 1; !b && m < k && e == cudaSuccess;
 			     m++)
 				if (holder[m] == j)
-					e = hc_tail(h, &hj[m], m);
+					e = hc_tail(h, &hj[m], &h->hc_t[m]);
 			if (e == cudaSuccess && b + nb == t->nblk)
-				e = hc_tail(h, &hj[j], j);
+				e = hc_tail(h, &hj[j], t);
 			if (e == cudaSuccess)
 				e = cudaEventRecord(h->hc_ev[2 * p + 1],
 						    h->hcs[1]);

@@ -483,8 +483,9 @@ static void speed_long(const struct gpu_backend *be, struct gpu_dev *dev)
  * one pool (two 1 GiB tensors; 32 layers of q, k, v, o, gate, up, down
  * and the fused qkv and gate_up views over them: 290 tensors, 16 GB and
  * 8.5 GiB of views) hashed in one batch ("all"); the same without the two
- * 1 GiB ones ("layers"); the two alone ("two 1 GiB"); each with the
- * host chains and without, alternated, three times; every hash ended
+ * 1 GiB ones ("layers"); the two alone ("two 1 GiB"); layer 0's gate,
+ * up, down and gate_up view (a partial update's, "layer 0's MLP"); each
+ * with the host chains and without, alternated, three times; every hash ended
  * with its results read, so the next takes the last one's memory as a
  * commit's does. */
 static void speed_mix(const struct gpu_backend *be, struct gpu_dev *dev)

@@ -181,20 +181,21 @@ static int hash_device(struct wcd *d, struct wcd_version *v,
 				    e);
 	ts[1] = rx_now_ns();
 	/* the commit's reply waits for this hash, and every later commit
-	 * reuses the host chains' pinned memory (gpu.h) */
-	d->dev.hash_host_chains = true;
-	if (!ret && n && be->hash_batch)
+	 * reuses the host chains' pinned memory (gpu.h); hash_batch alone
+	 * reads the flag */
+	if (!ret && n && be->hash_batch) {
+		d->dev.hash_host_chains = true;
 		ret = be->hash_batch(&d->dev, jobs, n, 0, e);
+		d->dev.hash_host_chains = false;
+	}
 	free(jobs);
 	if (ret) {
 		be->hash_end(&d->dev, NULL, NULL);
-		d->dev.hash_host_chains = false;
 		return base_errf(err, -ret, "%s", e);
 	}
 	ts[2] = rx_now_ns();
 	ret = be->hash_end(&d->dev, v->hash, e);
 	ts[3] = rx_now_ns();
-	d->dev.hash_host_chains = false;
 	log_debug("device hash of %u tensors: begun (and the short ones read back) in %.3f ms, the batch queued in %.3f ms, its end waited for %.3f ms",
 		  n, (double)(ts[1] - ts[0]) / 1e6, (double)(ts[2] - ts[1]) / 1e6,
 		  (double)(ts[3] - ts[2]) / 1e6);
