@@ -41,12 +41,13 @@
  * n + XR_SEGS_EXTRA entries on both sides; for the first batch with
  * host chains 64 bytes per KiB of them on the device and as much pinned
  * host memory (at most 256 MiB each: 128 MiB for llama-8b's two 1 GiB
- * tensors) and up to HC_THREADS threads until hash_end; without them,
- * for the first batch with long tensors 64 bytes per KiB of them.
- * A hash that ends well leaves its streams, events, device memory and
- * scratch to the next (hash_park; a commit's hash 4 ms shorter on an
- * H200, gpu/README.md); an abandoning hash_end with no hash running (the
- * idle path before its device reset, close) frees them. One
+ * tensors) and up to HC_THREADS worker threads (asleep between hashes);
+ * without them, for the first batch with long tensors 64 bytes per KiB
+ * of them. A hash that ends well leaves its streams, events, device
+ * memory, scratch and workers to the next (hash_park; a commit's hash
+ * 4 ms shorter on an H200, gpu/README.md); an abandoning hash_end with
+ * no hash running (the idle path before its device reset, close) frees
+ * them. One
  * tensor's steps must use one chain, in order (the chain's stream keeps
  * them in order); any number of tensors may share a chain.
  */
@@ -146,6 +147,7 @@ static struct cuda_hash *hash_take(struct cuda_dev *cd, uint32_t n)
 	k->hc_blocks = h->hc_blocks;
 	k->hc_ev = h->hc_ev;
 	k->hc_nev = h->hc_nev;
+	k->hc_pool = h->hc_pool;
 	if (h->d_cap >= n) {
 		k->d_mem = h->d_mem;
 		k->d_cap = h->d_cap;

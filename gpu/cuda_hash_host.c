@@ -47,8 +47,11 @@
 #define HC_MAX_BLOCKS (1u << 22)       /* 4 GiB of tensors, 256 MiB of sums */
 #define HC_PIECE (1u << 15)            /* 32 MiB of a tensor, 2 MiB of sums */
 
+static void hc_pool_free(struct cuda_hash *h);
+
 void gpu_cuda_hc_free(struct cuda_hash *h)
 {
+	hc_pool_free(h);
 	for (unsigned i = 0; i < h->hc_nev; i++)
 		cudaEventDestroy(h->hc_ev[i]);
 	free(h->hc_ev);
@@ -111,13 +114,80 @@ static void hc_drain(struct cuda_hash *h)
 		hc_run(h, k);
 }
 
+/* A worker: for each hash handed out (a new gen with h set), its tasks
+ * until none is left, then sleep until the next or stop. */
 static void *hc_thread(void *arg)
 {
-	struct cuda_hash *h = arg;
+	struct hc_pool *pl = arg;
+	uint64_t seen = 0;
 
-	cudaSetDevice(h->hc_ordinal);   /* a failure shows in the waits */
-	hc_drain(h);
+	pthread_mutex_lock(&pl->mu);
+	for (;;) {
+		struct cuda_hash *h;
+
+		while (!pl->stop && (pl->gen == seen || !pl->h))
+			pthread_cond_wait(&pl->go, &pl->mu);
+		if (pl->stop)
+			break;
+		seen = pl->gen;
+		h = pl->h;
+		pl->busy++;
+		pthread_mutex_unlock(&pl->mu);
+		cudaSetDevice(pl->ordinal); /* a failure shows in the waits */
+		hc_drain(h);
+		pthread_mutex_lock(&pl->mu);
+		if (--pl->busy == 0)
+			pthread_cond_broadcast(&pl->done);
+	}
+	pthread_mutex_unlock(&pl->mu);
 	return NULL;
+}
+
+/* Stops h's workers and frees them (no hash of theirs running). */
+static void hc_pool_free(struct cuda_hash *h)
+{
+	struct hc_pool *pl = h->hc_pool;
+
+	if (!pl)
+		return;
+	pthread_mutex_lock(&pl->mu);
+	pl->stop = true;
+	pthread_cond_broadcast(&pl->go);
+	pthread_mutex_unlock(&pl->mu);
+	for (unsigned i = 0; i < pl->nth; i++)
+		pthread_join(pl->th[i], NULL);
+	pthread_cond_destroy(&pl->go);
+	pthread_cond_destroy(&pl->done);
+	pthread_mutex_destroy(&pl->mu);
+	free(pl);
+	h->hc_pool = NULL;
+}
+
+/* h's tasks handed to want workers (made as far as they are missing and
+ * can be made: fewer is slower, not wrong, since hash_end's caller takes
+ * what is left). */
+static void hc_pool_give(struct cuda_hash *h, int ordinal, unsigned want)
+{
+	struct hc_pool *pl = h->hc_pool;
+
+	if (!pl) {
+		pl = calloc(1, sizeof(*pl));
+		if (!pl)
+			return;
+		pthread_mutex_init(&pl->mu, NULL);
+		pthread_cond_init(&pl->go, NULL);
+		pthread_cond_init(&pl->done, NULL);
+		h->hc_pool = pl;
+	}
+	pthread_mutex_lock(&pl->mu);
+	pl->ordinal = ordinal;
+	pl->h = h;
+	pl->gen++;
+	while (pl->nth < want &&
+	       !pthread_create(&pl->th[pl->nth], NULL, hc_thread, pl))
+		pl->nth++;
+	pthread_cond_broadcast(&pl->go);
+	pthread_mutex_unlock(&pl->mu);
 }
 
 /* The cores this process may run on (1 where that cannot be read). */
@@ -353,27 +423,28 @@ int gpu_cuda_hc_queue(struct cuda_hash *h, const struct gpu_dev *dev,
 	/* every event is recorded before a worker waits for one */
 	h->hc_n = k;
 	h->hc_next = 0;
-	h->hc_ordinal = dev->ordinal;
 	want = cores - 1 < HC_THREADS ? cores - 1 : HC_THREADS;
 	if (want > HC_TASKS * k)
 		want = HC_TASKS * k;
-	/* too few threads is slower, not wrong: hash_end's caller takes
-	 * what is left */
-	while (h->hc_nth < want &&
-	       !pthread_create(&h->hc_th[h->hc_nth], NULL, hc_thread, h))
-		h->hc_nth++;
+	hc_pool_give(h, dev->ordinal, want);
 	*taken = k;
 	return 0;
 }
 
-/* hash_end's part: the tasks left taken, the workers joined; 0 or the
- * first failed wait's cudaError_t. */
+/* hash_end's part: the tasks left taken, the workers out of them (they
+ * sleep until the next hash); 0 or the first failed wait's cudaError_t. */
 int gpu_cuda_hc_end(struct cuda_hash *h)
 {
+	struct hc_pool *pl = h->hc_pool;
+
 	hc_drain(h);
-	for (unsigned i = 0; i < h->hc_nth; i++)
-		pthread_join(h->hc_th[i], NULL);
-	h->hc_nth = 0;
+	if (pl) {
+		pthread_mutex_lock(&pl->mu);
+		while (pl->busy)
+			pthread_cond_wait(&pl->done, &pl->mu);
+		pl->h = NULL;      /* a worker waking late takes nothing */
+		pthread_mutex_unlock(&pl->mu);
+	}
 	return h->hc_err;
 }
 

@@ -97,14 +97,29 @@ struct cuda_hash {
 	unsigned hc_nev;               /* events made */
 	/* this hash's (the first batch with long tensors): its tensors,
 	 * HC_TASKS tasks each (two lanes a task), the next task to take, the
-	 * first error of a wait, the threads */
+	 * first error of a wait */
 	bool hc_tried;
-	int hc_ordinal;
 	struct hc_tensor *hc_t;
 	uint32_t hc_n, hc_next;
 	int hc_err;
-	pthread_t hc_th[HC_THREADS];
-	unsigned hc_nth;
+	struct hc_pool *hc_pool;       /* the workers, kept like the rest */
+};
+
+/* The host chains' worker threads: made by the first hash that has host
+ * chains and kept between hashes (hash_park), since making them and
+ * joining them was part of every commit's hash; each hash with host
+ * chains hands them its tasks (h, gen) and waits at its end until none
+ * is inside one (busy). */
+struct hc_pool {
+	pthread_mutex_t mu;
+	pthread_cond_t go, done;
+	uint64_t gen;                  /* hashes handed out so far */
+	struct cuda_hash *h;           /* whose tasks to take, or NULL */
+	int ordinal;                   /* the device they wait for */
+	unsigned busy;                 /* workers inside h's tasks */
+	bool stop;
+	pthread_t th[HC_THREADS];
+	unsigned nth;
 };
 
 int gpu_cuda_xxh3_probe(void);
@@ -123,8 +138,8 @@ int gpu_cuda_xxh3_sums(cudaStream_t s, const void *segs, unsigned nseg,
 /* cuda_hash_host.c: the host chains of a batch's longest jobs hj[0..)
  * (longest first), queued after the copy event ev (*taken: how many; 0
  * or a cudaError_t); at hash_end, the tasks left run and the workers
- * joined (0 or the first failed wait's cudaError_t); their streams,
- * events and memory freed */
+ * out of them (0 or the first failed wait's cudaError_t); their
+ * streams, events, memory and workers freed */
 int gpu_cuda_hc_queue(struct cuda_hash *h, const struct gpu_dev *dev,
 		      const struct xk_job_h *hj, uint32_t n, cudaEvent_t ev,
 		      const uint8_t *results, uint32_t *taken);

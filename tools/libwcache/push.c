@@ -598,6 +598,7 @@ static int commit_call(struct wc_push *p, uint32_t flags,
 	char e[BASE_ERR_LEN];
 	struct wc_frame f;
 	uint64_t id;
+	bool host;
 	int ret;
 
 	runs = malloc(sizeof(*runs) * WIRE_PUSH_RUNS_MAX);
@@ -620,16 +621,25 @@ static int commit_call(struct wc_push *p, uint32_t flags,
 		runs[nruns++] = (struct wire_push_run){ .first = i,
 							.count = 1 };
 	}
-	/* the copies land before the daemon hashes; it seals the pools:
-	 * no writable mapping may remain */
+	/* the copies land before the daemon hashes */
 	ret = streams_sync(p, err);
 	if (ret)
 		goto out;
-	push_unmap(p);
+	/* host pools are sealed against writing, which no writable mapping
+	 * may survive: unmapped first; CUDA's seal is the copies' end, so
+	 * the unmap (a few hundred microseconds) runs beside the daemon's
+	 * hash, the request already sent */
+	host = c->dev.be == &gpu_host_backend;
+	if (host)
+		push_unmap(p);
 	id = c->next_id++;
 	wire_frame_begin(&c->w, WIRE_PUSH_COMMIT, 0, id);
 	wire_push_commit_put(&c->w, p->session, flags, runs, nruns);
-	ret = wc__call(c, &c->w, id, WIRE_PUSH_COMMIT, &f, err);
+	ret = wc__send(c, &c->w, err);
+	if (!host)
+		push_unmap(p);
+	if (!ret)
+		ret = wc__reply(c, id, WIRE_PUSH_COMMIT, &f, err);
 	if (ret)
 		goto out;
 	wc__frame_release(&f);
