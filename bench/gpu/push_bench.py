@@ -122,7 +122,10 @@ def push_phases(conn, sd, flags=0):
     open, of the writes queued (and of that, the Python side's sources:
     dtype, shape, address, device and stream of each tensor), of commit
     (the copies' wait, the daemon's seal, hash and publish), and the
-    daemon's seal+hash seconds. flags:
+    daemon's seal+hash seconds; with a libwcache that has wc_push_times,
+    its own seconds of the same session (lib_*: open, plan, pool maps,
+    copy calls, the commit's wait for the copies, its round trip, the
+    unmap) and counts (lib_maps, lib_copies). flags:
     wc_push_open's (2: partial, 4: in place, 8: keep_spare)."""
     import ctypes
     import inspect
@@ -147,8 +150,15 @@ def push_phases(conn, sd, flags=0):
     r = _lib.new(_lib.WcLifeResult)
     _push._call(conn, lib.wc_push_commit, p, ctypes.byref(r))
     t3 = time.perf_counter()
-    return {"open_s": t1 - t0, "writes_s": t2 - t1, "sources_s": src_s,
-            "commit_s": t3 - t2, "daemon_seal_hash_s": r.verify_seconds}
+    out = {"open_s": t1 - t0, "writes_s": t2 - t1, "sources_s": src_s,
+           "commit_s": t3 - t2, "daemon_seal_hash_s": r.verify_seconds}
+    # libwcache's own count of the same session (an older one has none)
+    if hasattr(conn, "push_times") and _lib.HAVE.get("wc_push_times"):
+        lt = conn.push_times()
+        for k in ("open", "plan", "map", "copy", "sync", "commit", "unmap"):
+            out["lib_%s_s" % k] = lt[k + "_ns"] / 1e9
+        out["lib_maps"], out["lib_copies"] = lt["maps"], lt["copies"]
+    return out
 
 
 def phases(row, conn, sd, flags=0):
@@ -156,9 +166,12 @@ def phases(row, conn, sd, flags=0):
     and kept in it (flags: wc_push_open's: 2 partial, 4 in place, 8
     keep_spare)."""
     ph = push_phases(conn, sd, flags)
-    print("             phases: " + ", ".join("%s %.2f ms" % (k[:-2], v * 1e3)
-                                               for k, v in ph.items()), flush=True)
-    row["phases_ms"] = {k[:-2]: v * 1e3 for k, v in ph.items()}
+    ms = {k[:-2]: v * 1e3 for k, v in ph.items() if k.endswith("_s")}
+    counts = {k: v for k, v in ph.items() if not k.endswith("_s")}
+    print("             phases: " + ", ".join("%s %.2f ms" % kv for kv in ms.items()) +
+          "".join(", %s %d" % kv for kv in counts.items()), flush=True)
+    row["phases_ms"] = ms
+    row.update(counts)
 
 
 ENGINE = r"""

@@ -409,7 +409,7 @@ def test_ctypes_mirrors_wcache_h(tmp_path):
                "wc_expect": _lib.WcExpect, "wc_info": _lib.WcInfo,
                "wc_attach_times": _lib.WcAttachTimes, "wc_tensor": _lib.TENSOR_STRUCT,
                "wc_pool_view": _lib.WcPoolView, "wc_notice": _lib.WcNotice,
-               "wc_life_result": _lib.WcLifeResult}
+               "wc_life_result": _lib.WcLifeResult, "wc_push_times": _lib.WcPushTimes}
     lines = []
     for cname, py in structs.items():
         lines.append('printf("%s %%zu\\n", sizeof(struct %s));' % (cname, cname))

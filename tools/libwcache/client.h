@@ -68,6 +68,7 @@ struct wc_conn {
 	struct gpu_dev dev;          /* opened at the first attach */
 	bool dev_open;
 	struct wc_attach_times times;
+	struct wc_push_times push_times; /* the last update session's */
 	struct wc_notice notices[WC_NOTICES_MAX];
 	unsigned nq_head, nq_len;
 	struct wc_model *models;     /* attached, newest first */

@@ -121,6 +121,15 @@ static void push_unmap(struct wc_push *p)
 	p->unmapped = true;
 }
 
+/* push_unmap, its time added to the connection's push_times */
+static void timed_unmap(struct wc_push *p)
+{
+	uint64_t t0 = wc__now_ns();
+
+	push_unmap(p);
+	p->c->push_times.unmap_ns += wc__now_ns() - t0;
+}
+
 static void push_free(struct wc_push *p)
 {
 	if (!p)
@@ -304,11 +313,13 @@ static int pool_map(struct wc_push *p, uint32_t i,
 	const struct wire_pool *pl = &p->pools[i];
 	struct wc_conn *c = p->c;
 	char e[BASE_ERR_LEN];
+	uint64_t t0;
 	int ret;
 
 	*out = &p->maps[i];
 	if (p->mapped[i])
 		return 0;
+	t0 = wc__now_ns();
 	ret = c->dev.be->import(&c->dev, p->fd[i],
 				p->fd[i] >= 0 ? NULL : pl->handle,
 				pl->alloc_size, true, NULL, &p->maps[i], e);
@@ -316,6 +327,8 @@ static int pool_map(struct wc_push *p, uint32_t i,
 		return wc__fail(err, -ret, "mapping pool %u (%llu bytes) of the update session writable failed: %s",
 				i, (unsigned long long)pl->alloc_size, e);
 	p->mapped[i] = true;
+	c->push_times.map_ns += wc__now_ns() - t0;
+	c->push_times.maps++;
 	if (p->fd[i] >= 0)
 		close(p->fd[i]);
 	p->fd[i] = -1;
@@ -330,10 +343,11 @@ int wc_push_open(struct wc_conn *c, unsigned flags, uint64_t base_version,
 				    .timeout_ms = timeout_ms };
 	struct wire_push_opened r;
 	struct wc_push *p;
+	struct wc_push_times *pt = &c->push_times;
 	struct wc_frame f;
 	char e[BASE_ERR_LEN];
 	uint32_t next = 0;
-	uint64_t id;
+	uint64_t id, t0;
 	int ret;
 
 	*out = NULL;
@@ -354,6 +368,8 @@ int wc_push_open(struct wc_conn *c, unsigned flags, uint64_t base_version,
 	ret = wc__dev_ensure(c, err);
 	if (ret)
 		return ret;
+	memset(pt, 0, sizeof(*pt));
+	t0 = wc__now_ns();
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return wc__fail(err, ENOMEM, "out of memory");
@@ -385,6 +401,8 @@ int wc_push_open(struct wc_conn *c, unsigned flags, uint64_t base_version,
 	p->ntensors = r.tensors;
 	ret = pools_take(p, &r, &f, err);
 	wc__frame_release(&f);
+	pt->open_ns = wc__now_ns() - t0;
+	t0 += pt->open_ns;
 	if (ret)
 		goto out_abort;
 	p->t = calloc(p->ntensors ? p->ntensors : 1, sizeof(*p->t));
@@ -401,6 +419,7 @@ int wc_push_open(struct wc_conn *c, unsigned flags, uint64_t base_version,
 	for (uint32_t i = 0; i < p->ntensors; i++)
 		p->by_name[i] = i;
 	qsort_r(p->by_name, p->ntensors, sizeof(uint32_t), by_name_cmp, p);
+	pt->plan_ns = wc__now_ns() - t0;
 	*out = p;
 	wc__ok(err);
 	return 0;
@@ -476,8 +495,10 @@ static int tensor_copy(struct wc_push *p, const struct push_tensor *t,
 		       struct wc_error *err)
 {
 	const struct gpu_backend *be = p->c->dev.be;
+	struct wc_push_times *pt = &p->c->push_times;
 	const struct gpu_mapping *m;
 	bool host = be == &gpu_host_backend;
+	uint64_t t0;
 	int ret;
 
 	if (!host && (!be->copy_to_mapping || !be->stream_sync))
@@ -491,12 +512,14 @@ static int tensor_copy(struct wc_push *p, const struct push_tensor *t,
 		if (ret)
 			return ret;
 	}
+	t0 = wc__now_ns();
 	for (uint32_t k = 0; k < t->npieces; k++) {
 		const struct wire_push_piece *pc = &t->pc[k];
 		uint64_t dst = t->offset + pc->dst;
 
 		if (!pc->height || !pc->width)
 			continue;
+		pt->copies++;
 		for (uint64_t r = 0; host && r < pc->height; r++)
 			memcpy((uint8_t *)m->ptr + dst + r * pc->width,
 			       src + pc->src + r * pc->pitch, pc->width);
@@ -507,10 +530,13 @@ static int tensor_copy(struct wc_push *p, const struct push_tensor *t,
 					  pc->height > 1 ? pc->pitch :
 							   pc->width,
 					  stream);
-		if (ret)
+		if (ret) {
+			pt->copy_ns += wc__now_ns() - t0;
 			return wc__fail(err, -ret, "writing tensor '%s' into the session's pool %u failed: %s",
 					t->name, t->pool, strerror(-ret));
+		}
 	}
+	pt->copy_ns += wc__now_ns() - t0;
 	return 0;
 }
 
@@ -596,8 +622,9 @@ static int commit_call(struct wc_push *p, uint32_t flags,
 	struct wire_life_reply *lr = NULL;
 	uint32_t nruns = 0;
 	char e[BASE_ERR_LEN];
+	struct wc_push_times *pt = &c->push_times;
 	struct wc_frame f;
-	uint64_t id;
+	uint64_t id, t0;
 	bool host;
 	int ret;
 
@@ -622,7 +649,9 @@ static int commit_call(struct wc_push *p, uint32_t flags,
 							.count = 1 };
 	}
 	/* the copies land before the daemon hashes */
+	t0 = wc__now_ns();
 	ret = streams_sync(p, err);
+	pt->sync_ns += wc__now_ns() - t0;
 	if (ret)
 		goto out;
 	/* host pools are sealed against writing, which no writable mapping
@@ -631,15 +660,17 @@ static int commit_call(struct wc_push *p, uint32_t flags,
 	 * hash, the request already sent */
 	host = c->dev.be == &gpu_host_backend;
 	if (host)
-		push_unmap(p);
+		timed_unmap(p);
 	id = c->next_id++;
 	wire_frame_begin(&c->w, WIRE_PUSH_COMMIT, 0, id);
 	wire_push_commit_put(&c->w, p->session, flags, runs, nruns);
+	t0 = wc__now_ns();
 	ret = wc__send(c, &c->w, err);
 	if (!host)
-		push_unmap(p);
+		timed_unmap(p);
 	if (!ret)
 		ret = wc__reply(c, id, WIRE_PUSH_COMMIT, &f, err);
+	pt->commit_ns += wc__now_ns() - t0;
 	if (ret)
 		goto out;
 	wc__frame_release(&f);
@@ -700,7 +731,7 @@ int wc_push_abort(struct wc_push *p, struct wc_error *err)
 	if (!p)
 		return 0;
 	c = p->c;
-	push_unmap(p);
+	timed_unmap(p);
 	id = c->next_id++;
 	wire_frame_begin(&c->w, WIRE_PUSH_ABORT, 0, id);
 	wire_push_abort_put(&c->w, p->session);
@@ -711,4 +742,9 @@ int wc_push_abort(struct wc_push *p, struct wc_error *err)
 	}
 	push_free(p);
 	return ret;
+}
+
+void wc_push_times(const struct wc_conn *c, struct wc_push_times *out)
+{
+	*out = c->push_times;
 }

@@ -496,6 +496,26 @@ int wc_push_prepare(struct wc_push *p, struct wc_life_result *r,
 /* Aborts: N+1 is freed, N serves on. p is freed (NULL is allowed). */
 int wc_push_abort(struct wc_push *p, struct wc_error *err);
 
+/* Nanoseconds of the connection's last update session, from its open to
+ * its commit or abort (CLOCK_MONOTONIC), as the trainer's side spent
+ * them: what bench/gpu/push_bench.py reports beside the daemon's seal
+ * and hash. Zero until a session opens; each open starts them again. */
+struct wc_push_times {
+	uint64_t open_ns;            /* PUSH_OPEN round trip, pools received */
+	uint64_t plan_ns;            /* PUSH_PLAN pages read and checked */
+	uint64_t map_ns;             /* pools imported writable (first writes) */
+	uint64_t copy_ns;            /* the writes' copies: queued on CUDA
+				      * streams, made on host pools */
+	uint64_t sync_ns;            /* the commit's wait for those copies */
+	uint64_t commit_ns;          /* PUSH_COMMIT sent to its reply (for
+				      * CUDA pools the unmap runs inside;
+				      * a prepare's and its commit's summed) */
+	uint64_t unmap_ns;           /* the pools unmapped */
+	uint32_t maps;               /* pools imported */
+	uint32_t copies;             /* copy calls: one a piece written */
+};
+void wc_push_times(const struct wc_conn *c, struct wc_push_times *out);
+
 /* An engine's pause: "I will not read my pools until wc_resume", so that
  * an in-place update session (WC_PUSH_IN_PLACE) may rewrite them. The
  * promise is the connection's, and ends with it. r->version: the version

@@ -483,6 +483,20 @@ class Connection:
             lib.wc_times(self._ptr(), ctypes.byref(t))
         return {n: getattr(t, n) for n, _ in t._fields_}
 
+    def push_times(self):
+        """The trainer's side of this connection's last update session
+        (update_from): nanoseconds of its open, plan, pool maps, copies,
+        the commit's wait for them, the commit's round trip and the
+        unmap, and how many pools were mapped and copies made (wcache.h's
+        wc_push_times)."""
+        if not _lib.HAVE.get("wc_push_times"):
+            raise errors.Error(errno.ENOSYS, "wcache: this libwcache has no wc_push_times: "
+                               "install a newer one")
+        t = _lib.new(_lib.WcPushTimes)
+        with self._h.lock:
+            lib.wc_push_times(self._ptr(), ctypes.byref(t))
+        return {n: getattr(t, n) for n, _ in t._fields_}
+
 
 class PendingModel:
     """An attach on a thread of its own (Connection.attach(wait=False)).

@@ -65,6 +65,12 @@ class WcAttachTimes(ctypes.Structure):
                                      "attach_ns", "map_ns", "device_ns")]
 
 
+class WcPushTimes(ctypes.Structure):
+    _fields_ = [(n, c_u64) for n in ("open_ns", "plan_ns", "map_ns", "copy_ns", "sync_ns",
+                                     "commit_ns", "unmap_ns")] + \
+        [("maps", c_u32), ("copies", c_u32)]
+
+
 class WcTensor(ctypes.Structure):
     _fields_ = [("name", c_char_p), ("dtype", c_char_p), ("ndim", c_u32),
                 ("shape", c_u64 * WC_DIMS_MAX), ("bytes", c_u64),
@@ -184,6 +190,7 @@ _OPTIONAL = {
     "wc_push_tensor_count": (c_u64, [c_void_p]),
     "wc_push_tensor_at": (c_int, [c_void_p, c_u64, P(WcPushTensor)]),
     "wc_push_version": (c_u64, [c_void_p]),
+    "wc_push_times": (None, [c_void_p, P(WcPushTimes)]),
     # HELLO and ATTACH in one call (libwcache after 0.1.0's first cut; an
     # older one: the two calls)
     "wc_hello_attach": (c_int, [c_void_p, P(WcExpect), P(WcInfo), c_uint, P(c_void_p),
