@@ -47,9 +47,8 @@
  * memory, scratch and workers to the next (hash_park; a commit's hash
  * 4 ms shorter on an H200, gpu/README.md); an abandoning hash_end with
  * no hash running (the idle path before its device reset, close) frees
- * them. One
- * tensor's steps must use one chain, in order (the chain's stream keeps
- * them in order); any number of tensors may share a chain.
+ * them. One tensor's steps must use one chain, in order (the chain's
+ * stream keeps them in order); any number of tensors may share a chain.
  */
 #include <errno.h>
 #include <stdlib.h>

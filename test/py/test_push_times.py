@@ -40,7 +40,6 @@ def test_push_times_count_the_session(tiny):
     with connect(r) as c:
         assert c.push_times() == {k: 0 for k in PHASES + ("maps", "copies")}
         served = c.attach(m)
-        names = [t.name for t in served.manifest]
         pools = {t.pool for t in served.manifest}
         p = _push._open(c, 0, 0, 0)
         try:
@@ -49,7 +48,7 @@ def test_push_times_count_the_session(tiny):
             lib.wc_push_abort(p, None)
         sd = {k: served[k].clone() + 1 for k in ckpt}
         served.close()
-        assert len(pools) > 4 and len(ckpt) <= len(names)
+        assert len(pools) > 4, pools
 
         c.update_from(sd)
         t = c.push_times()

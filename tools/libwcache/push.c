@@ -530,13 +530,13 @@ static int tensor_copy(struct wc_push *p, const struct push_tensor *t,
 					  pc->height > 1 ? pc->pitch :
 							   pc->width,
 					  stream);
-		if (ret) {
-			pt->copy_ns += wc__now_ns() - t0;
-			return wc__fail(err, -ret, "writing tensor '%s' into the session's pool %u failed: %s",
-					t->name, t->pool, strerror(-ret));
-		}
+		if (ret)
+			break;
 	}
 	pt->copy_ns += wc__now_ns() - t0;
+	if (ret)
+		return wc__fail(err, -ret, "writing tensor '%s' into the session's pool %u failed: %s",
+				t->name, t->pool, strerror(-ret));
 	return 0;
 }
 
@@ -555,6 +555,7 @@ int wc_push_write_dev(struct wc_push *p, const char *name, const char *dtype,
 {
 	struct push_tensor *t;
 	char want[160], got[160];
+	bool same_shape;
 	long i;
 	int ret;
 
@@ -578,16 +579,15 @@ int wc_push_write_dev(struct wc_push *p, const char *name, const char *dtype,
 	if (strcmp(dtype, t->dtype))
 		return wc__fail(err, EINVAL, "tensor '%s' is %s in the served layout, and %s was given: convert it first (for example tensor.to(torch.bfloat16)) or pass cast=True to update_from; nothing is cast silently",
 				name, t->dtype, dtype);
+	same_shape = ndim == t->ndim &&
+		     !memcmp(shape, t->shape, sizeof(uint64_t) * ndim);
 	/* the shapes are formatted for a refusal only (a write is the
 	 * trainer's loop: a few microseconds a tensor count) */
-	if (ndim != t->ndim ||
-	    memcmp(shape, t->shape, sizeof(uint64_t) * ndim) ||
-	    bytes != t->src_bytes) {
+	if (!same_shape || bytes != t->src_bytes) {
 		shape_str(t->ndim, t->shape, want, sizeof(want));
 		shape_str(ndim, shape, got, sizeof(got));
 	}
-	if (ndim != t->ndim ||
-	    memcmp(shape, t->shape, sizeof(uint64_t) * ndim))
+	if (!same_shape)
 		return wc__fail(err, EINVAL, "tensor '%s' has the shape %s in the served layout, and %s was given: write the whole checkpoint tensor (every rank's part; gather it first under FSDP)",
 				name, want, got);
 	if (bytes != t->src_bytes)
