@@ -19,6 +19,8 @@
  */
 #include <cuda_runtime_api.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "hash_plan.h"
 #include "xxh3_split.h"
@@ -154,7 +156,9 @@ xk_batch(const struct xk_job *jobs)
  * Rounds: one tensor's sums spread over the whole device. A thread block
  * on one SM reads about 30 GB/s (the sums of xk_run are what bounds one
  * chain at 14 GB/s there), the chain alone runs at about 66 GB/s (15.5 ns
- * a step on an H200), and the device reads 2.5 TB/s this way. So a batch
+ * a step on an H200), and the device reads 2.5 TB/s this way (one
+ * thread a block; xr_sums4's four threads a block read faster: llama-8b's
+ * layers 8.1 ms against 10.3 on an H100). So a batch
  * is cut into rounds (gpu/cuda_hash.c schedules them): a round is a list
  * of segments, at most XR_SEG_BLOCKS blocks of one tensor each; xr_sums
  * computes every block sum of the round, one thread per block, into a
@@ -195,8 +199,9 @@ static_assert(XR_INIT == HASH_SEG_INIT && XR_FIN == HASH_SEG_FIN &&
 #define XR_STAGE_PER ((XR_C * 4u + XR_STAGERS - 1) / XR_STAGERS)
 #define XR_U 16u                         /* chain steps read ahead */
 
-/* One thread per block of the round: its segment found by a binary
- * search over the round's segments (their flat0 ascending). Block g's
+/* One thread per block of the round (the baseline that xr_sums4
+ * replaced, run where WCACHE_CUDA_SUMS=thread): its segment found by a
+ * binary search over the round's segments (their flat0 ascending). Block g's
  * eight sums at scr[8 g ..] (lanes = 0: a round's chains read them a
  * block at a time), or lane-major, lane l's at scr[l * lanes + g] (the
  * host chains: each host task streams only its own lanes). */
@@ -235,6 +240,79 @@ xr_sums(const struct xr_seg *segs, unsigned nseg, uint64_t nblocks,
 #pragma unroll
 	for (unsigned i = 0; i < 4; i++)
 		o[i] = make_ulonglong2(sum[2 * i], sum[2 * i + 1]);
+}
+
+/* As xr_sums, four threads to a block: thread j of block g adds up
+ * lanes 2j and 2j + 1 of its 16 stripes, so that one load of a warp reads
+ * 64 contiguous bytes of each of its 8 blocks (xr_sums' thread reads a
+ * whole 1 KiB block itself: a load of its warp touched 32 blocks 1 KiB
+ * apart, 16 bytes of each). No sum crosses threads: no shuffle. */
+#define XR_SUMS_PARTS 4u
+__global__ void __launch_bounds__(XR_SUMS_THREADS)
+xr_sums4(const struct xr_seg *segs, unsigned nseg, uint64_t nblocks,
+	 uint64_t *scr, uint64_t lanes)
+{
+	__shared__ uint64_t kw[XS_SECRET_WORDS];
+	uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
+	uint64_t g = t / XR_SUMS_PARTS, a0 = 0, a1 = 0;
+	unsigned j = (unsigned)(t % XR_SUMS_PARTS), lo = 0, hi = nseg;
+	const ulonglong2 *q;
+
+	if (threadIdx.x < XS_SECRET_WORDS)
+		kw[threadIdx.x] = xs_secret64(8 * threadIdx.x);
+	__syncthreads();
+	if (g >= nblocks)
+		return;
+	while (hi - lo > 1) {
+		unsigned mid = (lo + hi) / 2;
+
+		if (segs[mid].flat0 <= g)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	q = (const ulonglong2 *)(segs[lo].base +
+				 (segs[lo].b0 + g - segs[lo].flat0) * XS_BLOCK) + j;
+#pragma unroll
+	for (unsigned s = 0; s < XS_STRIPES_PER_BLOCK; s++) {
+		ulonglong2 w = __ldg(q + 4 * s);   /* words 2j, 2j + 1 of stripe s */
+
+		xs_pair_add(&a0, &a1, w.x, w.y, kw[s + 2 * j],
+			    kw[s + 2 * j + 1]);
+	}
+	if (lanes) {
+		scr[2 * j * lanes + g] = a0;
+		scr[(2 * j + 1) * lanes + g] = a1;
+		return;
+	}
+	((ulonglong2 *)(scr + 8 * g))[j] = make_ulonglong2(a0, a1);
+}
+
+/* The sums kernel's launch: xr_sums4, or xr_sums where
+ * WCACHE_CUDA_SUMS=thread (read at every launch, so that a benchmark
+ * may alternate them in one process). */
+static cudaError_t sums_launch(cudaStream_t s, const struct xr_seg *sg,
+			       unsigned nseg, uint64_t nblocks, uint64_t *scr,
+			       uint64_t lanes)
+{
+	const char *env = getenv("WCACHE_CUDA_SUMS");
+	uint64_t grid;
+
+	if (!nblocks)
+		return cudaSuccess;
+	if (env && !strcmp(env, "thread")) {
+		grid = (nblocks + XR_SUMS_THREADS - 1) / XR_SUMS_THREADS;
+		xr_sums<<<(unsigned)grid, XR_SUMS_THREADS, 0, s>>>(sg, nseg,
+								   nblocks, scr,
+								   lanes);
+	} else {
+		grid = (nblocks * XR_SUMS_PARTS + XR_SUMS_THREADS - 1) /
+		       XR_SUMS_THREADS;
+		xr_sums4<<<(unsigned)grid, XR_SUMS_THREADS, 0, s>>>(sg, nseg,
+								    nblocks,
+								    scr, lanes);
+	}
+	return cudaGetLastError();
 }
 
 /* Warps 1..3 copy chunk c of a segment's sums (XR_C steps of 64 bytes)
@@ -367,15 +445,10 @@ extern "C" int gpu_cuda_xxh3_round(cudaStream_t ss, cudaStream_t cs,
 				   uint64_t *scr, size_t chain_smem)
 {
 	const struct xr_seg *sg = (const struct xr_seg *)segs;
-	uint64_t grid = (nblocks + XR_SUMS_THREADS - 1) / XR_SUMS_THREADS;
 	cudaError_t e = cudaStreamWaitEvent(ss, freed, 0);
 
-	if (e == cudaSuccess && nblocks)
-		xr_sums<<<(unsigned)grid, XR_SUMS_THREADS, 0, ss>>>(sg, nseg,
-								   nblocks, scr,
-								   0);
 	if (e == cudaSuccess)
-		e = cudaGetLastError();
+		e = sums_launch(ss, sg, nseg, nblocks, scr, 0);
 	if (e == cudaSuccess)
 		e = cudaEventRecord(summed, ss);
 	if (e == cudaSuccess)
@@ -396,13 +469,8 @@ extern "C" int gpu_cuda_xxh3_round(cudaStream_t ss, cudaStream_t cs,
 extern "C" int gpu_cuda_xxh3_sums(cudaStream_t s, const void *segs,
 				  unsigned nseg, uint64_t nblocks, uint64_t *scr)
 {
-	uint64_t grid = (nblocks + XR_SUMS_THREADS - 1) / XR_SUMS_THREADS;
-
-	if (nblocks)
-		xr_sums<<<(unsigned)grid, XR_SUMS_THREADS, 0, s>>>(
-			(const struct xr_seg *)segs, nseg, nblocks, scr,
-			nblocks);
-	return (int)cudaGetLastError();
+	return (int)sums_launch(s, (const struct xr_seg *)segs, nseg, nblocks,
+				scr, nblocks);
 }
 
 /* cudaSuccess when this build holds code the current device can run. */
@@ -416,6 +484,8 @@ extern "C" int gpu_cuda_xxh3_probe(void)
 		e = cudaFuncGetAttributes(&a, xk_batch);
 	if (e == cudaSuccess)
 		e = cudaFuncGetAttributes(&a, xr_sums);
+	if (e == cudaSuccess)
+		e = cudaFuncGetAttributes(&a, xr_sums4);
 
 	if (e == cudaSuccess)
 		e = cudaFuncGetAttributes(&a, xr_chain);

@@ -124,6 +124,22 @@ XS_FN void xs_stripe_add(uint64_t sum[8], const uint64_t v[8],
 	}
 }
 
+/* Stripe s's words 2j and 2j + 1 (w0, w1; k0, k1: kw[s + 2j] and
+ * kw[s + 2j + 1]) added to lanes 2j (*a0) and 2j + 1 (*a1) of a block's
+ * sum, as xs_stripe_add adds them: summed over the 16 stripes, one of the
+ * four threads the device gives a block (xr_sums4) makes those two lanes
+ * of xs_block_sum's, no other word of the block touching them. */
+XS_FN void xs_pair_add(uint64_t *a0, uint64_t *a1, uint64_t w0, uint64_t w1,
+		       uint64_t k0, uint64_t k1)
+{
+	uint64_t key0 = w0 ^ k0, key1 = w1 ^ k1;
+
+	*a1 += w0;
+	*a0 += (uint64_t)(uint32_t)key0 * (key0 >> 32);
+	*a0 += w1;
+	*a1 += (uint64_t)(uint32_t)key1 * (key1 >> 32);
+}
+
 /* The sum of a whole block's 16 stripes (the device reads them its own,
  * vectorized way and calls xs_stripe_add). kw from xs_secret_words. */
 XS_FN void xs_block_sum(uint64_t sum[8], const uint8_t *p,

@@ -485,7 +485,9 @@ static void speed_long(const struct gpu_backend *be, struct gpu_dev *dev)
  * 8.5 GiB of views) hashed in one batch ("all"); the same without the two
  * 1 GiB ones ("layers"); the two alone ("two 1 GiB"); layer 0's gate,
  * up, down and gate_up view (a partial update's, "layer 0's MLP"); each
- * with the host chains and without, alternated, three times; every hash ended
+ * with the host chains and without, alternated, three times each with
+ * the sums kernel of four threads a block and of one (WCACHE_CUDA_SUMS,
+ * alternated); every hash ended
  * with its results read, so the next takes the last one's memory as a
  * commit's does. */
 static void speed_mix(const struct gpu_backend *be, struct gpu_dev *dev)
@@ -534,26 +536,30 @@ static void speed_mix(const struct gpu_backend *be, struct gpu_dev *dev)
 	mlp[1] = j[2 + 5];
 	mlp[2] = j[2 + 6];
 	mlp[3] = j[2 + 8];
-	for (int round = 0; round < 3; round++)
+	for (int round = 0; round < 6; round++)
 		for (unsigned w = 0; w < 4; w++)
 			for (int hc = 1; hc >= 0; hc--) {
+				const char *sums = round % 2 ? "thread" : "4";
 				const struct gpu_hash_job *first =
 					w == 1 ? j + 2 : w == 3 ? mlp : j;
 				unsigned cnt = w == 0 ? NJ : w == 1 ? NJ - 2 :
 					       w == 2 ? 2 : 4;
 				double t0, t1;
 
+				/* the sums kernel (cuda_xxh3.cu), alternated */
+				setenv("WCACHE_CUDA_SUMS", sums, 1);
 				dev->hash_host_chains = hc;
 				T_OK(be->hash_begin(dev, NJ, err));
 				t0 = now_s();
 				T_OK(be->hash_batch(dev, first, cnt, 0, err));
 				t1 = now_s();
 				T_OK(be->hash_end(dev, out, err));
-				printf("llama-8b mix, %s (%u tensors), %s: %.3f ms (queued in %.3f)\n",
+				printf("llama-8b mix, %s (%u tensors), %s, sums %s: %.3f ms (queued in %.3f)\n",
 				       what[w], cnt,
-				       hc ? "host chains" : "device chains",
+				       hc ? "host chains" : "device chains", sums,
 				       (now_s() - t0) * 1e3, (t1 - t0) * 1e3);
 			}
+	unsetenv("WCACHE_CUDA_SUMS");
 	dev->hash_host_chains = false;
 	be->pool_release(dev, &big);
 }

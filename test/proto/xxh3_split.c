@@ -122,6 +122,34 @@ static void host_chain_hash(const uint8_t *p, uint64_t len, uint8_t out[16],
 	free(sums);
 }
 
+/* Each block's sum made as the device's sums kernel makes it (four
+ * threads a block, xs_pair_add over words 2j and 2j + 1 of every stripe)
+ * equals xs_block_sum's. */
+static void check_pairs(const uint8_t *p, uint64_t len)
+{
+	uint64_t kw[XS_SECRET_WORDS], want[8];
+
+	xs_secret_words(kw);
+	for (uint64_t b = 0; b < xs_nblocks(len); b++) {
+		const uint8_t *blk = p + b * XS_BLOCK;
+
+		xs_block_sum(want, blk, kw);
+		for (unsigned j = 0; j < 4; j++) {
+			uint64_t a0 = 0, a1 = 0;
+
+			for (unsigned s = 0; s < XS_STRIPES_PER_BLOCK; s++)
+				xs_pair_add(&a0, &a1,
+					    xs_read64(blk + s * XS_STRIPE + 16 * j),
+					    xs_read64(blk + s * XS_STRIPE + 16 * j + 8),
+					    kw[s + 2 * j], kw[s + 2 * j + 1]);
+			if (a0 != want[2 * j] || a1 != want[2 * j + 1])
+				T_FAIL("length %llu, block %llu: lanes %u and %u summed four threads a block differ from the whole block's sum",
+				       (unsigned long long)len,
+				       (unsigned long long)b, 2 * j, 2 * j + 1);
+		}
+	}
+}
+
 static void check(const uint8_t *p, uint64_t len)
 {
 	uint8_t want[16], got[16], host[16], part[16], part_want[16];
@@ -129,6 +157,7 @@ static void check(const uint8_t *p, uint64_t len)
 	uint64_t part_len;
 
 	base_hash128(p, len, want);
+	check_pairs(p, len);
 	split_hash(p, len, got);
 	host_chain_hash(p, len, host, part, part_want, &part_len);
 	if (part_len && memcmp(part, part_want, 16))
