@@ -160,8 +160,8 @@ xk_batch(const struct xk_job *jobs)
  * thread a block; xr_sums4's four threads a block read faster: llama-8b's
  * layers 8.1 ms against 10.3 on an H100). So a batch
  * is cut into rounds (gpu/cuda_hash.c schedules them): a round is a list
- * of segments, at most XR_SEG_BLOCKS blocks of one tensor each; xr_sums
- * computes every block sum of the round, one thread per block, into a
+ * of segments, at most XR_SEG_BLOCKS blocks of one tensor each; xr_sums4
+ * computes every block sum of the round, four threads a block, into a
  * scratch buffer (64 bytes per 1 KiB block); xr_chain runs each
  * segment's chain over them, a thread block per segment (its sums staged
  * through shared memory), carrying the accumulators from one round to
