@@ -199,9 +199,26 @@ static_assert(XR_INIT == HASH_SEG_INIT && XR_FIN == HASH_SEG_FIN &&
 #define XR_STAGE_PER ((XR_C * 4u + XR_STAGERS - 1) / XR_STAGERS)
 #define XR_U 16u                         /* chain steps read ahead */
 
+/* The first byte of flat block g of a round: its segment found by a
+ * binary search over the round's segments (their flat0 ascending). */
+static __device__ __forceinline__ const uint8_t *
+block_at(const struct xr_seg *segs, unsigned nseg, uint64_t g)
+{
+	unsigned lo = 0, hi = nseg;
+
+	while (hi - lo > 1) {
+		unsigned mid = (lo + hi) / 2;
+
+		if (segs[mid].flat0 <= g)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	return segs[lo].base + (segs[lo].b0 + g - segs[lo].flat0) * XS_BLOCK;
+}
+
 /* One thread per block of the round (the baseline that xr_sums4
- * replaced, run where WCACHE_CUDA_SUMS=thread): its segment found by a
- * binary search over the round's segments (their flat0 ascending). Block g's
+ * replaced, run where WCACHE_CUDA_SUMS=thread; block_at finds it). Block g's
  * eight sums at scr[8 g ..] (lanes = 0: a round's chains read them a
  * block at a time), or lane-major, lane l's at scr[l * lanes + g] (the
  * host chains: each host task streams only its own lanes). */
@@ -211,7 +228,6 @@ xr_sums(const struct xr_seg *segs, unsigned nseg, uint64_t nblocks,
 {
 	__shared__ uint64_t kw[XS_SECRET_WORDS];
 	uint64_t g = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
-	unsigned lo = 0, hi = nseg;
 	uint64_t sum[8];
 	ulonglong2 *o;
 
@@ -220,16 +236,7 @@ xr_sums(const struct xr_seg *segs, unsigned nseg, uint64_t nblocks,
 	__syncthreads();
 	if (g >= nblocks)
 		return;
-	while (hi - lo > 1) {
-		unsigned mid = (lo + hi) / 2;
-
-		if (segs[mid].flat0 <= g)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	block_sum(sum, segs[lo].base + (segs[lo].b0 + g - segs[lo].flat0) *
-			       XS_BLOCK, kw);
+	block_sum(sum, block_at(segs, nseg, g), kw);
 	if (lanes) {
 #pragma unroll
 		for (unsigned i = 0; i < 8; i++)
@@ -255,7 +262,7 @@ xr_sums4(const struct xr_seg *segs, unsigned nseg, uint64_t nblocks,
 	__shared__ uint64_t kw[XS_SECRET_WORDS];
 	uint64_t t = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x;
 	uint64_t g = t / XR_SUMS_PARTS, a0 = 0, a1 = 0;
-	unsigned j = (unsigned)(t % XR_SUMS_PARTS), lo = 0, hi = nseg;
+	unsigned j = (unsigned)(t % XR_SUMS_PARTS);
 	const ulonglong2 *q;
 
 	if (threadIdx.x < XS_SECRET_WORDS)
@@ -263,16 +270,7 @@ xr_sums4(const struct xr_seg *segs, unsigned nseg, uint64_t nblocks,
 	__syncthreads();
 	if (g >= nblocks)
 		return;
-	while (hi - lo > 1) {
-		unsigned mid = (lo + hi) / 2;
-
-		if (segs[mid].flat0 <= g)
-			lo = mid;
-		else
-			hi = mid;
-	}
-	q = (const ulonglong2 *)(segs[lo].base +
-				 (segs[lo].b0 + g - segs[lo].flat0) * XS_BLOCK) + j;
+	q = (const ulonglong2 *)block_at(segs, nseg, g) + j;
 #pragma unroll
 	for (unsigned s = 0; s < XS_STRIPES_PER_BLOCK; s++) {
 		ulonglong2 w = __ldg(q + 4 * s);   /* words 2j, 2j + 1 of stripe s */
