@@ -135,8 +135,9 @@ all: $(LIBS) $(SO_CLIENT) $(SO_CLIENT).0 $(BINS) $(LIB_TEST) $(TEST_TOOLS) $(TES
 # --- compile -------------------------------------------------------------
 
 $(BUILD)/obj/gpu/cuda%.o: WC_CPPFLAGS += $(CUDA_CPPFLAGS)
-# compiles gpu/cuda_hash_host.c in, its one CUDA wait replaced (no GPU)
-$(BUILD)/obj/test/gpu/hc_pool.o: WC_CPPFLAGS += $(CUDA_CPPFLAGS) -DWC_CUDA=$(CUDA)
+# compile gpu/cuda_hash_host.c (its one CUDA wait replaced) and the client
+# side (its runtime calls and driver table faked) in: no GPU
+$(BUILD)/obj/test/gpu/hc_pool.o $(BUILD)/obj/test/gpu/cuda_cur.o: WC_CPPFLAGS += $(CUDA_CPPFLAGS) -DWC_CUDA=$(CUDA)
 # wcd's files name each other's headers by folder ("serve/server.h"); so
 # does the test that compiles its state machine in.
 $(BUILD)/obj/tools/wcd/%.o $(BUILD)/obj/test/wcd/wcd_state.o: WC_CPPFLAGS += -Itools/wcd

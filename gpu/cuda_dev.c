@@ -91,6 +91,33 @@ int gpu_cuda_enter(struct gpu_dev *dev, char *err)
 	return 0;
 }
 
+int gpu_cuda_visit(struct gpu_dev *dev, int ordinal, CUcontext *prev,
+		   char *err)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	cudaError_t e;
+
+	if (cd->drv.CtxGetCurrent(prev) != CUDA_SUCCESS)
+		*prev = NULL;
+	e = cudaSetDevice(ordinal);
+	if (e != cudaSuccess)
+		return base_errf(err, gpu_cuda_rt_errno(e),
+				     "cannot make CUDA device %d current: %s",
+				     ordinal, cudaGetErrorString(e));
+	if (ordinal == dev->ordinal)
+		__atomic_store_n(&cd->ctx_made, true, __ATOMIC_RELAXED);
+	return 0;
+}
+
+void gpu_cuda_leave(struct gpu_dev *dev, CUcontext prev)
+{
+	struct cuda_dev *cd = cuda_dev_of(dev);
+	CUcontext cur = NULL;
+
+	if (cd->drv.CtxGetCurrent(&cur) != CUDA_SUCCESS || cur != prev)
+		cd->drv.CtxSetCurrent(prev);
+}
+
 /* GPU_CTX_ASYNC's thread: creates the primary context (cudaSetDevice does
  * since CUDA 12; cudaFree(0) makes sure); a failure is seen again by the
  * first gpu_cuda_enter that needs the context. */
@@ -131,8 +158,15 @@ int gpu_cuda_context(struct gpu_dev *dev, enum gpu_ctx how, char *err)
 		}
 		return gpu_cuda_enter(dev, err);   /* no thread: now */
 	case GPU_CTX_NOW:
-	default:
-		return gpu_cuda_enter(dev, err);
+	default: {
+		/* an engine's open: the context made, the caller's kept */
+		CUcontext prev;
+		int ret = gpu_cuda_visit(dev, dev->ordinal, &prev, err);
+
+		if (!ret)
+			gpu_cuda_leave(dev, prev);
+		return ret;
+	}
 	}
 }
 
@@ -161,6 +195,8 @@ static int drv_resolve(struct cuda_drv *d, char *err)
 		E(MemImportFromShareableHandle, 10020),
 		E(MemGetAllocationGranularity, 10020),
 		E(MemGetAllocationPropertiesFromHandle, 10020),
+		E(CtxGetCurrent, 4000),
+		E(CtxSetCurrent, 4000),
 #undef E
 	};
 	enum cudaDriverEntryPointQueryResult q;

@@ -98,6 +98,7 @@ int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
 		    struct gpu_mapping *m, char *err)
 {
 	struct cuda_map *cm;
+	CUcontext prev;
 	int ret;
 
 	memset(m, 0, sizeof(*m));
@@ -105,19 +106,18 @@ int gpu_cuda_import(struct gpu_dev *dev, int fd, const unsigned char *handle,
 		return base_errf(err, EINVAL,
 				     "import needs a pool fd or an IPC handle and a size (got fd %d, size %llu)",
 				     fd, (unsigned long long)size);
-	ret = gpu_cuda_enter(dev, err);
-	if (ret)
-		return ret;
+	if (fd < 0 && at)
+		return base_errf(err, EINVAL, "a legacy IPC handle cannot be mapped at a chosen address");
 	cm = calloc(1, sizeof(*cm));
 	if (!cm)
 		return base_errf(err, ENOMEM, "out of host memory importing a pool");
 	cm->legacy = fd < 0;
-	if (cm->legacy && at) {
-		free(cm);
-		return base_errf(err, EINVAL, "a legacy IPC handle cannot be mapped at a chosen address");
+	ret = gpu_cuda_visit(dev, dev->ordinal, &prev, err);
+	if (!ret) {
+		ret = cm->legacy ? import_legacy(dev, handle, cm, err) :
+				   import_vmm(dev, fd, size, writable, at, cm, err);
+		gpu_cuda_leave(dev, prev);
 	}
-	ret = cm->legacy ? import_legacy(dev, handle, cm, err) :
-			   import_vmm(dev, fd, size, writable, at, cm, err);
 	if (ret) {
 		free(cm);
 		return ret;
@@ -135,6 +135,7 @@ int gpu_cuda_reserve(struct gpu_dev *dev, uint64_t size, void **at, char *err)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
 	CUdeviceptr p = 0;
+	CUcontext prev;
 	char es[160];
 	CUresult r;
 	int ret;
@@ -142,11 +143,12 @@ int gpu_cuda_reserve(struct gpu_dev *dev, uint64_t size, void **at, char *err)
 	if (!cd->vmm)
 		return base_errf(err, EOPNOTSUPP, "%s has no VMM: no address space to reserve",
 			       dev->name);
-	ret = gpu_cuda_enter(dev, err);
+	ret = gpu_cuda_visit(dev, dev->ordinal, &prev, err);
 	if (ret)
 		return ret;
 	r = cd->drv.MemAddressReserve(&p, gpu_align_up(size, dev->granularity),
 				      dev->granularity, 0, 0);
+	gpu_cuda_leave(dev, prev);
 	if (r != CUDA_SUCCESS)
 		return base_errf(err, gpu_cuda_drv_errno(r),
 			       "cannot reserve %llu bytes of device address space: %s",
@@ -159,12 +161,13 @@ int gpu_cuda_reserve(struct gpu_dev *dev, uint64_t size, void **at, char *err)
 void gpu_cuda_unreserve(struct gpu_dev *dev, void *at, uint64_t size)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
+	CUcontext prev;
 
-	if (!at)
+	if (!at || gpu_cuda_visit(dev, dev->ordinal, &prev, NULL))
 		return;
-	gpu_cuda_enter(dev, NULL);
 	cd->drv.MemAddressFree((CUdeviceptr)(uintptr_t)at,
 			       gpu_align_up(size, dev->granularity));
+	gpu_cuda_leave(dev, prev);
 }
 
 /* Copies between host memory and m->ptr + off. Uses only m->ptr and
@@ -173,18 +176,20 @@ void gpu_cuda_unreserve(struct gpu_dev *dev, void *at, uint64_t size)
 static int mapping_copy(struct gpu_dev *dev, const struct gpu_mapping *m,
 			uint64_t off, void *host, const void *src, size_t len)
 {
+	CUcontext prev;
 	cudaError_t e;
 	int ret;
 
 	if (!m->ptr || off > m->size || len > m->size - off)
 		return -EINVAL;
-	ret = gpu_cuda_enter(dev, NULL);
+	ret = gpu_cuda_visit(dev, dev->ordinal, &prev, NULL);
 	if (ret)
 		return ret;
 	if (host)
 		e = cudaMemcpy(host, (const char *)m->ptr + off, len, cudaMemcpyDeviceToHost);
 	else
 		e = cudaMemcpy((char *)(uintptr_t)m->ptr + off, src, len, cudaMemcpyHostToDevice);
+	gpu_cuda_leave(dev, prev);
 	return -gpu_cuda_rt_errno(e);
 }
 
@@ -203,32 +208,24 @@ int gpu_cuda_write_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
 }
 
 /* The device whose legacy default stream a NULL stream means for a
- * source on src_dev (gpu.h's copy_to_mapping); made current for the call,
- * the caller's current device given back in *prev (-1: leave it). For a
- * stream of the caller's nothing changes: a copy may be queued on a
- * stream of any device. */
+ * source on src_dev (gpu.h's copy_to_mapping): visited for the call
+ * (*visited). For a stream of the caller's nothing changes: a copy may be
+ * queued on a stream of any device. */
 static int stream_enter(struct gpu_dev *dev, void *stream, int src_dev,
-			int *prev)
+			CUcontext *prev, bool *visited, char *err)
 {
-	int want = src_dev >= 0 ? src_dev : dev->ordinal, cur = -1;
-	cudaError_t e;
-
-	*prev = -1;
+	*visited = false;
 	if (stream)
 		return 0;
-	if (cudaGetDevice(&cur) == cudaSuccess && cur == want)
-		return 0;
-	e = cudaSetDevice(want);
-	if (e != cudaSuccess)
-		return -gpu_cuda_rt_errno(e);
-	*prev = cur;
-	return 0;
+	*visited = true;
+	return gpu_cuda_visit(dev, src_dev >= 0 ? src_dev : dev->ordinal,
+			      prev, err);
 }
 
-static void stream_leave(int prev)
+static void stream_leave(struct gpu_dev *dev, CUcontext prev, bool visited)
 {
-	if (prev >= 0)
-		cudaSetDevice(prev);
+	if (visited)
+		gpu_cuda_leave(dev, prev);
 }
 
 /* An update session's write (gpu.h): one cudaMemcpy2DAsync (rows back
@@ -241,15 +238,17 @@ int gpu_cuda_copy_to_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
 			     void *stream)
 {
 	char *dst = (char *)(uintptr_t)m->ptr + off;
+	CUcontext prev = NULL;
+	bool visited;
 	uint64_t rows;
 	cudaError_t e;
-	int prev, ret;
+	int ret;
 
 	if (!m->ptr || !width || !height || src_pitch < width ||
 	    __builtin_mul_overflow((uint64_t)width, (uint64_t)height, &rows) ||
 	    off > m->size || rows > m->size - off)
 		return -EINVAL;
-	ret = stream_enter(dev, stream, src_dev, &prev);
+	ret = stream_enter(dev, stream, src_dev, &prev, &visited, NULL);
 	if (ret)
 		return ret;
 	/* rows back to back in the source too: one plain copy (2-D copies
@@ -261,22 +260,23 @@ int gpu_cuda_copy_to_mapping(struct gpu_dev *dev, const struct gpu_mapping *m,
 		e = cudaMemcpy2DAsync(dst, width, src, src_pitch, width,
 				      height, cudaMemcpyDefault,
 				      (cudaStream_t)stream);
-	stream_leave(prev);
+	stream_leave(dev, prev, visited);
 	return -gpu_cuda_rt_errno(e);
 }
 
 int gpu_cuda_stream_sync(struct gpu_dev *dev, void *stream, int src_dev,
 			 char *err)
 {
+	CUcontext prev = NULL;
+	bool visited;
 	cudaError_t e;
-	int prev, ret;
+	int ret;
 
-	ret = stream_enter(dev, stream, src_dev, &prev);
+	ret = stream_enter(dev, stream, src_dev, &prev, &visited, err);
 	if (ret)
-		return base_errf(err, -ret, "cannot make CUDA device %d current to wait for its copies",
-				 src_dev >= 0 ? src_dev : dev->ordinal);
+		return ret;
 	e = cudaStreamSynchronize((cudaStream_t)stream);
-	stream_leave(prev);
+	stream_leave(dev, prev, visited);
 	if (e != cudaSuccess)
 		return base_errf(err, gpu_cuda_rt_errno(e),
 				 "a copy into the update session's pools failed: %s; abort the session (the served version is untouched) and check the source tensors' devices",
@@ -288,10 +288,13 @@ void gpu_cuda_unimport(struct gpu_dev *dev, struct gpu_mapping *m)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
 	struct cuda_map *cm = m->priv;
+	CUcontext prev = NULL;
+	bool visited;
 
 	if (!cm)
 		return;
-	gpu_cuda_enter(dev, NULL);
+	/* a mapping is given up even where the device cannot be entered */
+	visited = !gpu_cuda_visit(dev, dev->ordinal, &prev, NULL);
 	if (cm->legacy) {
 		cudaIpcCloseMemHandle((void *)(uintptr_t)cm->ptr);
 	} else {
@@ -300,6 +303,8 @@ void gpu_cuda_unimport(struct gpu_dev *dev, struct gpu_mapping *m)
 			cd->drv.MemAddressFree(cm->ptr, cm->map_size);
 		cd->drv.MemRelease(cm->h);
 	}
+	if (visited)
+		gpu_cuda_leave(dev, prev);
 	free(cm);
 	memset(m, 0, sizeof(*m));
 }

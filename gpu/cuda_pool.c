@@ -439,13 +439,16 @@ void gpu_cuda_host_unmap(struct gpu_dev *dev, void *ptr, size_t size)
 int gpu_cuda_staging_pin(struct gpu_dev *dev, void *ptr, size_t size, char *err)
 {
 	size_t len = gpu_align_up(size, HUGE_2M);
+	CUcontext prev;
 	cudaError_t e;
 	int ret;
 
-	ret = gpu_cuda_enter(dev, err);
+	/* also a client's (libwcache's verify): the caller's device kept */
+	ret = gpu_cuda_visit(dev, dev->ordinal, &prev, err);
 	if (ret)
 		return ret;
 	e = cudaHostRegister(ptr, len, cudaHostRegisterDefault);
+	gpu_cuda_leave(dev, prev);
 	if (e != cudaSuccess)
 		return base_errf(err, gpu_cuda_rt_errno(e),
 				     "cudaHostRegister of %zu bytes of staging failed: %s; raise the locked-memory limit (ulimit -l) or lower the staging size",
@@ -472,10 +475,14 @@ int gpu_cuda_staging_alloc(struct gpu_dev *dev, size_t size, void **ptr, char *e
 
 void gpu_cuda_staging_free(struct gpu_dev *dev, void *ptr, size_t size)
 {
+	CUcontext prev;
+
 	if (!ptr)
 		return;
-	gpu_cuda_enter(dev, NULL);
-	cudaHostUnregister(ptr);
+	if (!gpu_cuda_visit(dev, dev->ordinal, &prev, NULL)) {
+		cudaHostUnregister(ptr);
+		gpu_cuda_leave(dev, prev);
+	}
 	munmap(ptr, gpu_align_up(size, HUGE_2M));
 }
 

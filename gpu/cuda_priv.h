@@ -48,6 +48,8 @@ struct cuda_drv {
 	PFN_cuMemImportFromShareableHandle_v10020 MemImportFromShareableHandle;
 	PFN_cuMemGetAllocationGranularity_v10020 MemGetAllocationGranularity;
 	PFN_cuMemGetAllocationPropertiesFromHandle_v10020 MemGetAllocationPropertiesFromHandle;
+	PFN_cuCtxGetCurrent_v4000 CtxGetCurrent;
+	PFN_cuCtxSetCurrent_v4000 CtxSetCurrent;
 };
 
 /* One queued completion: done(arg, 0) once the stream reaches it. */
@@ -117,8 +119,17 @@ int gpu_cuda_drv_errno(CUresult r);
 /* Text of a driver error ("CUDA_ERROR_X: text"), into a static buffer of
  * the caller's. */
 const char *gpu_cuda_drv_str(struct cuda_dev *cd, CUresult r, char *buf, size_t len);
-/* Makes the device current on the calling thread (cheap when it already is). */
+/* Makes the device current on the calling thread (cheap when it already
+ * is), and leaves it so: the daemon's calls. */
 int gpu_cuda_enter(struct gpu_dev *dev, char *err);
+/* The client side's calls (libwcache in an engine's or a trainer's
+ * process, which may drive several GPUs; torch's current device is the
+ * thread's current context): visit makes CUDA device `ordinal` (dev's, or
+ * a copy source's) current for one call and keeps the thread's context in
+ * *prev (NULL: none); leave makes prev current again (gpu.h). */
+int gpu_cuda_visit(struct gpu_dev *dev, int ordinal, CUcontext *prev,
+		   char *err);
+void gpu_cuda_leave(struct gpu_dev *dev, CUcontext prev);
 
 /* cuda_dev.c: the backend's open (all but dev->be, which cuda_backend.c
  * sets), context and mem_info (gpu.h) */

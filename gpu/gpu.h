@@ -179,7 +179,14 @@ struct gpu_backend {
 			  uint64_t size, uint64_t alloc_size, bool sealed,
 			  char *err);
 
-	/* client side: fd (GPU_EXPORT_FD) or handle (GPU_EXPORT_IPC_HANDLE).
+	/* The client side's calls (import through stream_sync below,
+	 * staging, and open's context where GPU_CTX_NOW) leave the calling
+	 * thread's current device as they found it, none included: an
+	 * engine or a trainer may drive several GPUs (cuda: the current
+	 * context, which torch's current device is). The daemon side's
+	 * make the device current and leave it so.
+	 *
+	 * client side: fd (GPU_EXPORT_FD) or handle (GPU_EXPORT_IPC_HANDLE).
 	 * cuda: pass fd -1 with a handle for legacy pools, else the fd and a
 	 * NULL handle; the backend does not keep fd (the caller closes it).
 	 * Legacy CUDA IPC cannot map read-only: m->writable comes back true

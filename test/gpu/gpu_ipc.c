@@ -6,13 +6,17 @@
  * every byte back, and still reads the right bytes after the exporter is
  * SIGKILLed. A write through a read-only VMM mapping must fail. The driver
  * process only passes messages; it closes its copy of the fd so nothing but
- * the importer's mapping keeps the memory alive.
+ * the importer's mapping keeps the memory alive. The importer's calls
+ * (import, reads, the write, unimport) leave its thread with no current
+ * CUDA context, as they found it (a process driving several GPUs keeps
+ * its current device; test/gpu/cuda_cur.c: every case, no GPU).
  * Skips (77) where the build has no CUDA or no GPU is found.
  *
  *   gpu_ipc                         the driver (what the test runner runs)
  *   gpu_ipc export vmm|legacy FD    an exporter on socket FD
  *   gpu_ipc import vmm|legacy FD    an importer on socket FD
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -187,6 +191,25 @@ static int run_exporter(bool legacy, int sock)
 	return 0;
 }
 
+/* Fails where the thread has a current CUDA context (libcuda's
+ * cuCtxGetCurrent) after `what`: the importer's thread had none. */
+static void no_context_after(const char *what)
+{
+	static int (*get)(void **);
+	void *c = NULL;
+
+	if (!get) {
+		void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+
+		T_ASSERT(h != NULL);
+		*(void **)&get = dlsym(h, "cuCtxGetCurrent");
+		T_ASSERT(get != NULL);
+	}
+	T_EQ_INT(get(&c), 0);
+	if (c)
+		T_FAIL("%s left a CUDA context current on a thread that had none", what);
+}
+
 /* Compares the mapping with the pattern; returns 0 or a message. */
 static int verify(const struct gpu_backend *be, struct gpu_dev *dev,
 		  struct gpu_mapping *map, uint64_t size, char *why, size_t len)
@@ -230,8 +253,10 @@ static int run_importer(bool legacy, int sock)
 		reply(sock, "read1", ret, "import: %s", err);
 		return 1;
 	}
+	no_context_after("an import");
 	T_EQ_INT(map.writable, legacy);
 	ret = verify(be, &dev, &map, size, why, sizeof(why));
+	no_context_after("a read of a mapping");
 	reply(sock, "read1", ret, "%s (writable=%d)", why, map.writable);
 
 	msg_recv(sock, &m, NULL);      /* the exporter is dead now */
@@ -244,6 +269,7 @@ static int run_importer(bool legacy, int sock)
 	} else {
 		memset(junk, 0xee, sizeof(junk));
 		wret = be->write_mapping(&dev, &map, 0, junk, sizeof(junk));
+		no_context_after("a write to a mapping");
 		ret = verify(be, &dev, &map, size, why, sizeof(why));
 		reply2(sock, "write", wret, ret,
 		       "write through read-only mapping returned %d; afterwards read+compare returned %d %s",
@@ -251,6 +277,7 @@ static int run_importer(bool legacy, int sock)
 	}
 	msg_recv(sock, &m, NULL);
 	be->unimport(&dev, &map);
+	no_context_after("an unimport");
 	be->close(&dev);
 	return 0;
 }
