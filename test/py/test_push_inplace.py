@@ -218,17 +218,34 @@ def test_refusals_while_writing(llama):
 
 def test_partial_in_place(llama):
     """A partial in-place update: the tensors given change, the others keep
-    their bytes and hashes."""
-    r, new, _ = llama
+    their bytes and hashes; the commit copies into the served pools only
+    what was written (the host's session pools hold nothing else: a
+    partial update's cost follows what changed, not the model's size).
+    A second partial update of the rest then serves, hash for hash, what
+    a disk update of all the new weights serves."""
+    r, new, newdir = llama
     before = hashes(r)
-    some = dict(sorted(new.items())[:3])
+    names = sorted(new)
+    some = {k: new[k] for k in names[:3]}
     with connect(r) as t:
-        assert t.update_from(some, in_place=True, partial=True).version == 2
+        res = t.update_from(some, in_place=True, partial=True)
+    assert res.version == 2, res
     after = hashes(r)
     changed = {k for k in before if before[k][3] != after[k][3]}
     assert changed and all(any(k.startswith(n.rsplit(".", 1)[0]) for n in some)
                            or k in some for k in changed), sorted(changed)
     assert len(changed) < len(before)
+    # the bytes copied in: the written entries whole (their alignment
+    # padding too), not the pools (before: every byte of every pool)
+    copied = int(res.msg.split(" bytes copied into them")[0].rsplit("(", 1)[1])
+    assert res.bytes <= copied < res.bytes + 3 * 4096, res.msg
+    with connect(r) as t:
+        res = t.update_from({k: new[k] for k in names[3:]}, in_place=True, partial=True)
+    assert res.version == 3, res
+    copied = int(res.msg.split(" bytes copied into them")[0].rsplit("(", 1)[1])
+    assert res.bytes <= copied < res.bytes + len(names) * 4096, res.msg
+    pushed = hashes(r)
+    assert disk_hashes(r, newdir) == pushed
 
 
 TRAINER = textwrap.dedent("""

@@ -118,7 +118,8 @@ static int prepare_bytes(struct wcd *d, struct wcd_push *p,
 	/* partial: what was not written keeps N's bytes (and hashes) */
 	p->kept = 0;
 	if ((p->flags & WIRE_PUSH_PARTIAL) &&
-	    push_keep(d, nv, p->ntensors, cnt, keep, &p->kept, err)) {
+	    push_keep(d, nv, p->ntensors, cnt, p->in_place, keep, &p->kept,
+		      err)) {
 		snprintf(msg, cap,
 			 "commit failed: the tensors not written cannot keep version %" PRIu64 "'s bytes: %s",
 			 wcd_current(d)->number, err);
@@ -137,7 +138,7 @@ static int prepare_bytes(struct wcd *d, struct wcd_push *p,
 	nv->hashed = d->o.hash;
 	/* in place: the served version's bytes rewritten and hashed
 	 * (push_inplace.c); beside: N+1's hashed */
-	if (p->in_place ? push_inplace_prepare(d, p, keep, err) :
+	if (p->in_place ? push_inplace_prepare(d, p, cnt, keep, err) :
 	    nv->hashed && push_hash(d, nv, wcd_current(d), keep, err)) {
 		snprintf(msg, cap, "commit failed: %s", err);
 		return -1;

@@ -10,12 +10,14 @@
  * themselves, mapped read-write by the trainer while the engines keep
  * their read-only mappings; on the host backend the served memfds are
  * sealed (F_SEAL_FUTURE_WRITE: gpu/host.c) so that only the daemon's own
- * mapping can write them, so the trainer writes fresh memfds, as beside,
- * and the commit seals those (proving the trainer let go) and copies them
- * into the served pools. The host's cost: a second copy of the bytes
- * while the session is open, and one memcpy of every byte at commit on
- * the loop thread (about 10 GB/s; the engines are paused meanwhile). The
- * host backend is where CI runs the protocol, not where memory is tight.
+ * mapping can write them, so the trainer writes fresh memfds, as beside
+ * (but a partial update's are never filled with the kept bytes), and the
+ * commit seals those (proving the trainer let go) and copies what was
+ * written into the served pools. The host's cost: a second copy of the
+ * written bytes while the session is open, and one memcpy of them at
+ * commit on a worker (the engines are paused meanwhile): a partial
+ * update's follows what changed, not the model's size. The host backend
+ * is where CI runs the protocol, not where memory is tight.
  *
  * Hashes are recomputed from the session's bytes (a partial update keeps
  * the others'), and the served version's number goes to N+1: engines
@@ -35,21 +37,49 @@
 #include "push/push_session.h"
 #include "load/load.h"
 
-int push_inplace_prepare(struct wcd *d, struct wcd_push *p,
-			 const uint8_t *keep, char *err)
+/* Host: the checkpoint entries written (each whole, its padding too)
+ * from the session's pools into the served ones. */
+static int rewrite_written(struct wcd_push *p, struct wcd_version *cur,
+			   const struct wcd_version *nv,
+			   const uint8_t *written, char *err)
 {
-	struct wcd_version *cur = wcd_current(d);
-	struct wcd_version *nv = &d->model.ver[p->vi];
 	char e[BASE_ERR_LEN];
 	int ret;
 
-	WC_ASSERT(p->in_place);
-	if (p->direct) {
-		/* the trainer wrote the served pools: what a partial update
-		 * did not write (keep, all zeros otherwise) keeps its hash */
-		WC_ASSERT(nv == cur);
-		return cur->hashed ? push_hash(d, cur, cur, keep, err) : 0;
+	p->copied = 0;
+	for (uint32_t i = 0; i < p->ntensors; i++) {
+		const struct plan_tensor *t = &nv->plan.t[i];
+
+		if (!written[i])
+			continue;
+		WC_ASSERT(!(t->flags & PLAN_T_VIEW) &&
+			  t->pool == cur->plan.t[i].pool &&
+			  t->pool_off == cur->plan.t[i].pool_off);
+		ret = gpu_host_pool_rewrite(&cur->pools[t->pool], t->pool_off,
+					    (const uint8_t *)nv->pools[t->pool].host_ptr +
+					    t->pool_off, t->alloc, e);
+		if (ret)
+			return base_errf(err, -ret,
+					 "rewriting tensor %s of version %" PRIu64 " failed: %s",
+					 t->name, cur->number, e);
+		p->copied += t->alloc;
 	}
+	return 0;
+}
+
+int push_inplace_prepare(struct wcd *d, struct wcd_push *p,
+			 const uint8_t *written, const uint8_t *keep,
+			 char *err)
+{
+	struct wcd_version *cur = wcd_current(d);
+	struct wcd_version *nv = &d->model.ver[p->vi];
+	int ret;
+
+	WC_ASSERT(p->in_place);
+	/* direct: the trainer wrote the served pools */
+	WC_ASSERT(!p->direct || nv == cur);
+	if (p->direct)
+		goto hash;
 	if (nv->npools != cur->npools ||
 	    nv->plan.ntensors != cur->plan.ntensors)
 		return base_errf(err, EINVAL,
@@ -63,31 +93,27 @@ int push_inplace_prepare(struct wcd *d, struct wcd_push *p,
 					 i, nv->pools[i].alloc_size,
 					 cur->pools[i].alloc_size);
 	}
-	for (uint32_t i = 0; i < nv->npools; i++) {
-		ret = gpu_host_pool_rewrite(&cur->pools[i], 0,
-					    nv->pools[i].host_ptr,
-					    nv->pools[i].alloc_size, e);
-		if (ret)
-			return base_errf(err, -ret,
-					 "rewriting pool %u of version %" PRIu64 " failed: %s",
-					 i, cur->number, e);
-	}
-	if (!cur->hashed)
-		return 0;
-	ret = push_hash(d, nv, cur, keep, err);
-	if (!ret)
-		memcpy(cur->hash, nv->hash,
-		       (size_t)cur->plan.ntensors * sizeof(*cur->hash));
-	return ret;
+	ret = rewrite_written(p, cur, nv, written, err);
+	if (ret)
+		return ret;
+hash:
+	/* what a partial update did not write (keep, all zeros otherwise)
+	 * keeps its hash */
+	return cur->hashed ? push_hash(d, cur, cur, keep, err) : 0;
 }
 
 void push_inplace_publish(struct wcd *d, struct wcd_push *p,
 			  struct wire_life_reply *r)
 {
 	struct wcd_version *cur = wcd_current(d);
+	char copied[64] = "";
 	unsigned told;
 
 	WC_ASSERT(p->in_place && cur->number == p->base);
+	if (!p->direct)      /* host: the bytes written, whole entries */
+		snprintf(copied, sizeof(copied),
+			 "%" PRIu64 " bytes copied into them, and",
+			 p->copied);
 	push_timer_disarm(p);
 	wcd_enter(d, WCD_READY);
 	if (!p->direct)
@@ -100,10 +126,10 @@ void push_inplace_publish(struct wcd *d, struct wcd_push *p,
 	r->verify_ns = p->prepared_ns ? p->prepared_ns :
 		       rx_now_ns() - p->t_seal;
 	snprintf(r->msg, sizeof(r->msg),
-		 "updated in place from memory: version %" PRIu64 " serves on the same pools, %" PRIu64 " bytes written by pid %d%s in %.3f s (rewrite and hash %.3f s); paused engines may resume",
+		 "updated in place from memory: version %" PRIu64 " serves on the same pools, %" PRIu64 " bytes written by pid %d%s in %.3f s (%s hashes %.3f s); paused engines may resume",
 		 cur->number, r->bytes, (int)p->pid,
 		 p->flags & WIRE_PUSH_PARTIAL ? " (a partial update)" : "",
-		 push_secs(r->ns), push_secs(r->verify_ns));
+		 push_secs(r->ns), copied, push_secs(r->verify_ns));
 	told = push_notify_leased(d, WIRE_NOTICE_IN_PLACE, cur->number,
 				  r->msg);
 	log_info("%s; %u engine(s) told", r->msg, told);

@@ -81,18 +81,17 @@ static int keep_runs(struct wcd *d, struct wcd_version *cur,
 }
 
 int push_keep(struct wcd *d, struct wcd_version *nv, uint32_t nck,
-	      const uint8_t *written, uint8_t *keep, uint64_t *kept,
-	      char *err)
+	      const uint8_t *written, bool in_place, uint8_t *keep,
+	      uint64_t *kept, char *err)
 {
 	struct wcd_version *cur = wcd_current(d);
 	uint32_t *idx, n = 0;
 	int ret;
 
 	*kept = 0;
-	/* in place on a device (nv is N) the session wrote the served pools:
-	 * the kept bytes are where they are, nothing to copy */
-	idx = nv == cur ? NULL : malloc(sizeof(*idx) * (nck ? nck : 1));
-	if (nv != cur && !idx)
+	/* in place the kept bytes are where they are: nothing to copy */
+	idx = in_place ? NULL : malloc(sizeof(*idx) * (nck ? nck : 1));
+	if (!in_place && !idx)
 		return base_errf(err, ENOMEM, "out of memory");
 	for (uint32_t i = 0; i < nck; i++) {
 		const struct plan_tensor *a = &cur->plan.t[i];

@@ -16,12 +16,13 @@
  * of the same index: the layouts are equal, push_open.c checked) through
  * the backend's pool_copy (cuda: on the device), and keep[] (nv's
  * entries) marks the entries whose hash is N's: those copied, and the
- * views over none of the written bytes. *kept: the bytes kept. When nv
- * is N itself (in place on a device: the trainer wrote the served pools)
- * nothing is copied. 0 or -errno with err set. */
+ * views over none of the written bytes. *kept: the bytes kept. In place
+ * nothing is copied: the served pools hold the kept bytes (on a device
+ * the trainer wrote them, nv is N; on the host the commit copies in what
+ * was written alone, push_inplace.c). 0 or -errno with err set. */
 int push_keep(struct wcd *d, struct wcd_version *nv, uint32_t nck,
-	      const uint8_t *written, uint8_t *keep, uint64_t *kept,
-	      char *err);
+	      const uint8_t *written, bool in_place, uint8_t *keep,
+	      uint64_t *kept, char *err);
 /* Every entry's XXH3-128 from v's sealed pools (entries with keep[i] take
  * cur's; keep may be NULL), aliases their target's: on the device where
  * the backend hashes (cuda, unless --hash-on cpu), else the CPU over the

@@ -71,6 +71,7 @@ struct wcd_push {
 	uint64_t t_seal;              /* the commit's first half began */
 	uint64_t prepared_ns;         /* PREPARED: that half took */
 	uint64_t kept;                /* partial: bytes kept from N */
+	uint64_t copied;              /* in place, host: bytes copied in */
 	pid_t pid;
 	uid_t uid;
 	struct push_timer *timer;
