@@ -161,13 +161,17 @@ int gpu_cuda_reserve(struct gpu_dev *dev, uint64_t size, void **at, char *err)
 void gpu_cuda_unreserve(struct gpu_dev *dev, void *at, uint64_t size)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
-	CUcontext prev;
+	CUcontext prev = NULL;
+	bool visited;
 
-	if (!at || gpu_cuda_visit(dev, dev->ordinal, &prev, NULL))
+	if (!at)
 		return;
+	/* given back even where the device cannot be entered */
+	visited = !gpu_cuda_visit(dev, dev->ordinal, &prev, NULL);
 	cd->drv.MemAddressFree((CUdeviceptr)(uintptr_t)at,
 			       gpu_align_up(size, dev->granularity));
-	gpu_cuda_leave(dev, prev);
+	if (visited)
+		gpu_cuda_leave(dev, prev);
 }
 
 /* Copies between host memory and m->ptr + off. Uses only m->ptr and
