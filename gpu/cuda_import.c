@@ -161,17 +161,15 @@ int gpu_cuda_reserve(struct gpu_dev *dev, uint64_t size, void **at, char *err)
 void gpu_cuda_unreserve(struct gpu_dev *dev, void *at, uint64_t size)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
-	CUcontext prev = NULL;
-	bool visited;
+	CUcontext prev;
 
 	if (!at)
 		return;
 	/* given back even where the device cannot be entered */
-	visited = !gpu_cuda_visit(dev, dev->ordinal, &prev, NULL);
+	gpu_cuda_visit(dev, dev->ordinal, &prev, NULL);
 	cd->drv.MemAddressFree((CUdeviceptr)(uintptr_t)at,
 			       gpu_align_up(size, dev->granularity));
-	if (visited)
-		gpu_cuda_leave(dev, prev);
+	gpu_cuda_leave(dev, prev);
 }
 
 /* Copies between host memory and m->ptr + off. Uses only m->ptr and
@@ -292,13 +290,12 @@ void gpu_cuda_unimport(struct gpu_dev *dev, struct gpu_mapping *m)
 {
 	struct cuda_dev *cd = cuda_dev_of(dev);
 	struct cuda_map *cm = m->priv;
-	CUcontext prev = NULL;
-	bool visited;
+	CUcontext prev;
 
 	if (!cm)
 		return;
 	/* a mapping is given up even where the device cannot be entered */
-	visited = !gpu_cuda_visit(dev, dev->ordinal, &prev, NULL);
+	gpu_cuda_visit(dev, dev->ordinal, &prev, NULL);
 	if (cm->legacy) {
 		cudaIpcCloseMemHandle((void *)(uintptr_t)cm->ptr);
 	} else {
@@ -307,8 +304,7 @@ void gpu_cuda_unimport(struct gpu_dev *dev, struct gpu_mapping *m)
 			cd->drv.MemAddressFree(cm->ptr, cm->map_size);
 		cd->drv.MemRelease(cm->h);
 	}
-	if (visited)
-		gpu_cuda_leave(dev, prev);
+	gpu_cuda_leave(dev, prev);
 	free(cm);
 	memset(m, 0, sizeof(*m));
 }

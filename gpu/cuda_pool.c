@@ -479,10 +479,10 @@ void gpu_cuda_staging_free(struct gpu_dev *dev, void *ptr, size_t size)
 
 	if (!ptr)
 		return;
-	if (!gpu_cuda_visit(dev, dev->ordinal, &prev, NULL)) {
-		cudaHostUnregister(ptr);
-		gpu_cuda_leave(dev, prev);
-	}
+	/* unregistered even where the device cannot be entered, as before */
+	gpu_cuda_visit(dev, dev->ordinal, &prev, NULL);
+	cudaHostUnregister(ptr);
+	gpu_cuda_leave(dev, prev);
 	munmap(ptr, gpu_align_up(size, HUGE_2M));
 }
 

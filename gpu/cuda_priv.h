@@ -126,7 +126,9 @@ int gpu_cuda_enter(struct gpu_dev *dev, char *err);
  * process, which may drive several GPUs; torch's current device is the
  * thread's current context): visit makes CUDA device `ordinal` (dev's, or
  * a copy source's) current for one call and keeps the thread's context in
- * *prev (NULL: none); leave makes prev current again (gpu.h). */
+ * *prev (NULL: none), filled before anything can fail (the context is
+ * then unchanged, so a leave after a failed visit changes nothing); leave
+ * makes prev current again (gpu.h). */
 int gpu_cuda_visit(struct gpu_dev *dev, int ordinal, CUcontext *prev,
 		   char *err);
 void gpu_cuda_leave(struct gpu_dev *dev, CUcontext prev);

@@ -269,6 +269,19 @@ int main(void)
 				 err) < 0);
 	T_ASSERT(strstr(err, "device 7") != NULL);
 	T_ASSERT(cur == 0);
+	/* what is given back is given back all the same, the caller's
+	 * device kept */
+	dev.ordinal = 1;
+	T_OK(gpu_cuda_reserve(&dev, 8u << 20, &at, err));
+	T_OK(gpu_cuda_import(&dev, 5, NULL, 4u << 20, false, NULL, &m, err));
+	dev.ordinal = 7;
+	cur = 0;
+	calls = 0;
+	gpu_cuda_unimport(&dev, &m);
+	T_ASSERT(calls == 3 && cur == 0 && m.priv == NULL);  /* unmap, free, release */
+	calls = 0;
+	gpu_cuda_unreserve(&dev, at, 8u << 20);
+	T_ASSERT(calls == 1 && cur == 0);
 	printf("every client call ran on its device and left the caller's current device as it was\n");
 	return 0;
 }
